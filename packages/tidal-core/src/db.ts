@@ -1,0 +1,529 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import type Database from 'better-sqlite3';
+import { Piscina } from 'piscina';
+import { CapacityError, ClosedError, DegradationLevel, InternalError, InvalidInputError, TidalError } from 'tidal-load';
+import { GroupCommit, SignalLog, openWriterConnection } from 'tidal-wal';
+import {
+  ItemsWriter,
+  SignalStore,
+  WORKER_FILENAME,
+  type Explain,
+  type QuerySchema,
+  type RetrievedItem,
+  type RetrieveTask,
+  type SearchHit,
+  type SearchTask,
+  type SignalValues,
+  type StoredItem,
+  type TaskEnvelope,
+  type WarmResult,
+  type WorkerInit,
+  type WorkerRetrieveResult,
+  type WorkerSearchResult,
+  type WorkerTask,
+} from 'tidal-query';
+import { resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
+import type {
+  Item,
+  ItemInput,
+  RetrieveRequest,
+  RetrieveResults,
+  SearchRequest,
+  SearchResults,
+  SignalInput,
+} from './types.js';
+import {
+  checkBatch,
+  checkDiversity,
+  checkFilter,
+  checkFiniteNumber,
+  checkId,
+  checkLimit,
+  checkMetadata,
+  checkProfile,
+  checkText,
+  checkTime,
+  checkVector,
+  checkWindow,
+  defaultWindow,
+} from './validate.js';
+
+const META_DDL = `
+  CREATE TABLE IF NOT EXISTS tidal_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS signal_checkpoint (chunk INTEGER PRIMARY KEY, data BLOB NOT NULL);
+`;
+/** Checkpoint blobs are split so no single SQLite value gets near its 1 GB limit. */
+const CHECKPOINT_CHUNK = 8 * 1024 * 1024;
+
+type WriteEvent =
+  | { t: 0; ordinal: number; id: string; kind: number; weight: number; at: number; session: string | null }
+  | { t: 1; item: StoredItem; replacing: boolean }
+  | { t: 2; ordinal: number };
+
+/**
+ * An embedded ranking database. Open one with {@link TidalDb.builder}; close it with
+ * {@link TidalDb.close} (or `await using`).
+ */
+export class TidalDb implements AsyncDisposable {
+  readonly #o: FilledOptions;
+  readonly #schema: QuerySchema;
+  readonly #dir: string;
+  readonly #ephemeral: boolean;
+  readonly #db: Database.Database;
+  readonly #log: SignalLog;
+  readonly #items: ItemsWriter;
+  readonly #store: SignalStore;
+  readonly #kindIndex: Map<string, number>;
+  readonly #ids = new Map<string, number>();
+  readonly #gc: GroupCommit<WriteEvent>;
+  readonly #pool: Piscina;
+  readonly #inFlight = new Set<Promise<unknown>>();
+  readonly #defaultWindow: RetrieveTask['window'];
+  /** Ordinals below this have a row in `items`. */
+  #persistedOrdinals = 0;
+  #itemsVersion = 0;
+  #eventsSinceCheckpoint = 0;
+  #closing: Promise<void> | undefined;
+
+  /** Starts configuring a database. */
+  static builder(): TidalDbBuilder {
+    return new TidalDbBuilder();
+  }
+
+  /** Opens a database from options (what the builder calls). */
+  static async open(options: TidalOptions): Promise<TidalDb> {
+    const o = resolveOptions(options);
+    const db = new TidalDb(o);
+    try {
+      await db.warm();
+    } catch (err) {
+      await db.close().catch(() => {});
+      throw err;
+    }
+    return db;
+  }
+
+  private constructor(o: FilledOptions) {
+    this.#o = o;
+    this.#schema = o.schema;
+    this.#ephemeral = o.dir === null;
+    this.#dir = o.dir ?? mkdtempSync(join(tmpdir(), 'tidal-'));
+    mkdirSync(this.#dir, { recursive: true });
+    const file = join(this.#dir, 'tidal.db');
+    this.#db = openWriterConnection(file, o.durability);
+    try {
+      this.#db.exec(META_DDL);
+      this.#log = new SignalLog(this.#db);
+      this.#items = new ItemsWriter(this.#db);
+      this.#kindIndex = new Map(o.schema.kinds.map((k, i) => [k.name, i]));
+      this.#defaultWindow = defaultWindow(o.schema);
+      this.#checkStoredSchema();
+      this.#store = SignalStore.create({ kinds: o.schema.kinds, maxOrdinals: o.capacity.items, maxSlots: o.capacity.signalSlots });
+      for (const { ordinal, id } of this.#items.keys()) this.#ids.set(id, ordinal);
+      this.#persistedOrdinals = this.#ids.size === 0 ? 0 : Math.max(...this.#ids.values()) + 1;
+      this.#itemsVersion = this.#items.maxVersion();
+      this.#recoverSignals();
+      this.#gc = new GroupCommit<WriteEvent>(
+        this.#db,
+        { commit: (events, firstSeq) => this.#commit(events, firstSeq), afterCommit: (events) => this.#afterCommit(events) },
+        this.#log.lastSeq(),
+        o.groupCommit,
+      );
+      const init: WorkerInit = { file, schema: o.schema, arena: this.#store.arena };
+      this.#pool = new Piscina({
+        filename: WORKER_FILENAME,
+        minThreads: o.workers,
+        maxThreads: o.workers,
+        // Workers hold the catalog and ANN index; an idle one must not be reaped and rebuilt.
+        idleTimeout: 2 ** 31 - 1,
+        workerData: init,
+      });
+    } catch (err) {
+      this.#db.close();
+      if (this.#ephemeral) rmSync(this.#dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** Refuses to reinterpret stored data under an incompatible schema. */
+  #checkStoredSchema(): void {
+    const get = this.#db.prepare('SELECT value FROM tidal_meta WHERE key = ?').pluck();
+    const storedDims = get.get('embeddingDims') as string | undefined;
+    if (storedDims !== undefined && Number(storedDims) !== this.#schema.embeddingDims) {
+      const any = this.#db.prepare('SELECT 1 FROM items WHERE embedding IS NOT NULL LIMIT 1').get();
+      if (any) {
+        throw new InvalidInputError('schema.embeddingDims', `${storedDims}, the dimension of the embeddings already stored`, this.#schema.embeddingDims);
+      }
+    }
+    this.#db.prepare('INSERT OR REPLACE INTO tidal_meta (key, value) VALUES (?, ?)').run('embeddingDims', String(this.#schema.embeddingDims));
+  }
+
+  /** Signal state = the last checkpoint + the log after it, with kinds remapped by name. */
+  #recoverSignals(): void {
+    const get = this.#db.prepare('SELECT value FROM tidal_meta WHERE key = ?').pluck();
+    const storedKinds = JSON.parse((get.get('kinds') as string | undefined) ?? 'null') as string[] | null;
+    const current = this.#schema.kinds.map((k) => k.name);
+    const remap = (storedKinds ?? current).map((name) => this.#kindIndex.get(name) ?? -1);
+    const chunks = this.#db.prepare('SELECT data FROM signal_checkpoint ORDER BY chunk').pluck().all() as Buffer[];
+    if (chunks.length > 0) this.#store.importState(Buffer.concat(chunks), remap);
+    let replayed = 0;
+    for (const rec of this.#log.replay(this.#log.checkpointSeq())) {
+      const kind = remap[rec.kind] ?? -1;
+      if (kind >= 0) this.#store.apply(rec.ordinal, kind, rec.weight, rec.at);
+      replayed++;
+    }
+    this.#eventsSinceCheckpoint = replayed;
+    const changed = storedKinds === null || storedKinds.join('\u0000') !== current.join('\u0000');
+    // The log stores kind numbers: after a schema change, checkpoint at once so the log never mixes
+    // two numberings.
+    if (changed && (chunks.length > 0 || replayed > 0)) this.#checkpoint(this.#log.lastSeq());
+    this.#db.prepare('INSERT OR REPLACE INTO tidal_meta (key, value) VALUES (?, ?)').run('kinds', JSON.stringify(current));
+  }
+
+  #checkpoint(throughSeq: number): void {
+    const bytes = this.#store.exportState();
+    const insert = this.#db.prepare('INSERT INTO signal_checkpoint (chunk, data) VALUES (?, ?)');
+    this.#db.transaction(() => {
+      this.#db.exec('DELETE FROM signal_checkpoint');
+      for (let off = 0, i = 0; off < bytes.byteLength; off += CHECKPOINT_CHUNK, i++) {
+        insert.run(i, Buffer.from(bytes.buffer, bytes.byteOffset + off, Math.min(CHECKPOINT_CHUNK, bytes.byteLength - off)));
+      }
+      this.#db.prepare('INSERT OR REPLACE INTO tidal_meta (key, value) VALUES (?, ?)').run('kinds', JSON.stringify(this.#schema.kinds.map((k) => k.name)));
+      this.#log.truncateThrough(throughSeq);
+    })();
+    this.#eventsSinceCheckpoint = 0;
+  }
+
+  #commit(events: readonly WriteEvent[], firstSeq: number): void {
+    let seq = firstSeq;
+    let version = this.#itemsVersion;
+    for (const e of events) {
+      if (e.t === 0) {
+        if (e.ordinal >= this.#persistedOrdinals) this.#items.ensureKey(e.ordinal, e.id);
+        this.#log.append({ seq, ordinal: e.ordinal, kind: e.kind, weight: e.weight, at: e.at, session: e.session });
+      } else if (e.t === 1) {
+        this.#items.upsert(e.item, ++version, e.replacing);
+      } else {
+        this.#items.delete(e.ordinal, ++version);
+      }
+      seq++;
+    }
+    this.#log.setLastSeq(seq - 1);
+  }
+
+  #afterCommit(events: readonly WriteEvent[]): void {
+    let signals = 0;
+    for (const e of events) {
+      if (e.t === 0) {
+        this.#store.apply(e.ordinal, e.kind, e.weight, e.at);
+        signals++;
+        if (e.ordinal >= this.#persistedOrdinals) this.#persistedOrdinals = e.ordinal + 1;
+      } else {
+        this.#itemsVersion++;
+        if (e.t === 1 && e.item.ordinal >= this.#persistedOrdinals) this.#persistedOrdinals = e.item.ordinal + 1;
+      }
+    }
+    this.#eventsSinceCheckpoint += signals;
+    if (this.#eventsSinceCheckpoint >= this.#o.checkpointEveryEvents) this.#checkpoint(this.#gc.nextSeq - 1 + events.length);
+  }
+
+  #ordinal(id: string): { ordinal: number; known: boolean } {
+    const known = this.#ids.get(id);
+    if (known !== undefined) return { ordinal: known, known: true };
+    const ordinal = this.#ids.size;
+    if (ordinal >= this.#o.capacity.items) {
+      throw new CapacityError('item ids', this.#o.capacity.items, 'raise the capacity.items builder option');
+    }
+    this.#ids.set(id, ordinal);
+    return { ordinal, known: false };
+  }
+
+  #check(operation: string): void {
+    if (this.#closing) throw new ClosedError(operation);
+  }
+
+  // ---- items -------------------------------------------------------------------------------
+
+  /** Inserts or replaces one item; resolves when it is durable. */
+  async upsert(item: ItemInput): Promise<void> {
+    await this.upsertItems([item]);
+  }
+
+  /** Inserts or replaces items, all or none; resolves when they are durable and visible to queries. */
+  async upsertItems(items: readonly ItemInput[]): Promise<void> {
+    this.#check('upsert items');
+    checkBatch('items', items);
+    const now = this.#o.clock();
+    const valid = items.map((it, i) => this.#validateItem(it, `items[${i}]`, now));
+    const events: WriteEvent[] = valid.map((v) => {
+      const { ordinal, known } = this.#ordinal(v.id);
+      return { t: 1, item: { ...v, ordinal }, replacing: known };
+    });
+    await this.#gc.enqueue(events);
+  }
+
+  #validateItem(it: ItemInput, at: string, now: number): Omit<StoredItem, 'ordinal'> {
+    if (typeof it !== 'object' || it === null) throw new InvalidInputError(at, 'an item object', it);
+    return {
+      id: checkId(`${at}.id`, it.id),
+      text: checkText(`${at}.text`, it.text),
+      metadata: checkMetadata(`${at}.metadata`, it.metadata, this.#schema),
+      createdAt: it.createdAt === undefined ? now : checkTime(`${at}.createdAt`, it.createdAt),
+      embedding: it.embedding === undefined || it.embedding === null ? null : checkVector(`${at}.embedding`, it.embedding, this.#schema.embeddingDims),
+    };
+  }
+
+  /** The stored item, or undefined if there is none (or it was deleted). */
+  async get(id: string): Promise<Item | undefined> {
+    this.#check('get an item');
+    checkId('id', id);
+    const row = this.#items.get(id);
+    if (!row) return undefined;
+    const item: Item = { id: row.id, metadata: row.metadata, createdAt: row.createdAt };
+    if (row.text !== null) item.text = row.text;
+    if (row.embedding !== null) item.embedding = row.embedding;
+    return item;
+  }
+
+  /** Deletes an item: it never comes back from a query. Its signal state is kept (a re-upsert finds it). */
+  async delete(id: string): Promise<void> {
+    this.#check('delete an item');
+    checkId('id', id);
+    const ordinal = this.#ids.get(id);
+    if (ordinal === undefined) return;
+    await this.#gc.enqueue([{ t: 2, ordinal }]);
+  }
+
+  // ---- signals -----------------------------------------------------------------------------
+
+  /** Records one signal; resolves with its sequence number once it is durable. */
+  async signal(signal: SignalInput): Promise<number> {
+    return this.signals([signal]);
+  }
+
+  /**
+   * Records signals, all or none (one invalid entry refuses the batch, nothing is written);
+   * resolves with the first one's sequence number once all are durable.
+   */
+  async signals(batch: readonly SignalInput[]): Promise<number> {
+    this.#check('write signals');
+    checkBatch('signals', batch);
+    return this.#gc.enqueue(this.#signalEvents(batch, null));
+  }
+
+  #signalEvents(batch: readonly SignalInput[], session: string | null): WriteEvent[] {
+    const now = this.#o.clock();
+    const checked = batch.map((s, i) => {
+      const at = batch.length === 1 ? 'signal' : `signals[${i}]`;
+      if (typeof s !== 'object' || s === null) throw new InvalidInputError(at, 'a signal object', s);
+      const kind = this.#kindIndex.get(s.kind as string);
+      if (kind === undefined) {
+        throw new InvalidInputError(`${at}.kind`, `a signal kind declared in the schema (${[...this.#kindIndex.keys()].join(', ')})`, s.kind);
+      }
+      return {
+        id: checkId(`${at}.item`, s.item),
+        kind,
+        weight: checkFiniteNumber(`${at}.weight`, s.weight, 1),
+        at: s.at === undefined ? now : checkTime(`${at}.at`, s.at),
+      };
+    });
+    // Ordinals are handed out only once the whole batch is valid.
+    return checked.map((c) => ({ t: 0, ordinal: this.#ordinal(c.id).ordinal, id: c.id, kind: c.kind, weight: c.weight, at: c.at, session }));
+  }
+
+  /** The signal values of one item per kind (decayed score, counts, windows, velocity), as queries see them now. */
+  itemSignals(id: string): Record<string, SignalValues> {
+    this.#check('read signals');
+    checkId('id', id);
+    const ordinal = this.#ids.get(id);
+    const out: Record<string, SignalValues> = {};
+    if (ordinal === undefined) return out;
+    const now = this.#o.clock();
+    this.#schema.kinds.forEach((spec, k) => {
+      const slot = this.#store.slotOf(ordinal, k);
+      if (slot >= 0) out[spec.name] = this.#store.read(slot, now, false, spec.windows, spec.velocity);
+    });
+    return out;
+  }
+
+  // ---- queries -----------------------------------------------------------------------------
+
+  /** Ranked retrieval by a profile (trending, popular, new), optionally around a context vector. */
+  async retrieve(req: RetrieveRequest): Promise<RetrieveResults> {
+    this.#check('retrieve');
+    if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a retrieve request object', req);
+    const task: RetrieveTask = {
+      profile: checkProfile(req.profile, this.#schema),
+      context: req.context === undefined ? null : checkVector('context', req.context, this.#schema.embeddingDims),
+      filter: checkFilter(req.filter, this.#schema),
+      diversity: checkDiversity(req.diversity, this.#schema),
+      limit: checkLimit('limit', req.limit, 20),
+      window: checkWindow(req.window, this.#defaultWindow),
+      exclude: null,
+    };
+    const started = performance.now();
+    const env = this.#envelope();
+    const r = (await this.#run({ op: 'retrieve', env, task })) as WorkerRetrieveResult;
+    return { items: r.items, degradationLevel: env.level, warnings: r.warnings, explain: r.explain, tookMs: performance.now() - started };
+  }
+
+  /** Text (BM25), vector (ANN) or hybrid (RRF) search. */
+  async search(req: SearchRequest): Promise<SearchResults> {
+    this.#check('search');
+    if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a search request object', req);
+    const text = req.text === undefined ? null : checkText('text', req.text);
+    const vector = req.vector === undefined ? null : checkVector('vector', req.vector, this.#schema.embeddingDims);
+    if (text === null && vector === null) throw new InvalidInputError('request', 'a search with text, vector or both', req);
+    const boost = checkFiniteNumber('boost', req.boost, 0);
+    if (boost < 0) throw new InvalidInputError('boost', 'a finite number ≥ 0', boost);
+    const task: SearchTask = {
+      text,
+      vector,
+      filter: checkFilter(req.filter, this.#schema),
+      diversity: checkDiversity(req.diversity, this.#schema),
+      limit: checkLimit('limit', req.limit, 10),
+      boost,
+    };
+    const started = performance.now();
+    const env = this.#envelope();
+    const r = (await this.#run({ op: 'search', env, task })) as WorkerSearchResult;
+    return { hits: r.hits, mode: r.mode, degradationLevel: env.level, warnings: r.warnings, explain: r.explain, tookMs: performance.now() - started };
+  }
+
+  #envelope(): TaskEnvelope {
+    return { level: DegradationLevel.Full, nowMs: this.#o.clock(), itemsVersion: this.#itemsVersion };
+  }
+
+  async #run(msg: WorkerTask): Promise<unknown> {
+    const p = this.#pool.run(msg).catch((err: unknown) => {
+      throw TidalError.is(err) ? err : new InternalError(`query worker failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    });
+    this.#inFlight.add(p);
+    try {
+      return await p;
+    } finally {
+      this.#inFlight.delete(p);
+    }
+  }
+
+  /**
+   * Makes every query worker load the items committed so far (catalog and ANN index), so the next
+   * queries do not pay for it. `open()` calls it; call it again after a bulk load.
+   */
+  async warm(): Promise<WarmResult[]> {
+    this.#check('warm');
+    const parties = this.#o.workers;
+    const barrier = new SharedArrayBuffer(4);
+    const env = this.#envelope();
+    const runs: Promise<unknown>[] = [];
+    for (let i = 0; i < parties; i++) runs.push(this.#run({ op: 'warm', env, barrier, parties }));
+    return (await Promise.all(runs)) as WarmResult[];
+  }
+
+  /** Commits every queued write now. */
+  async flush(): Promise<void> {
+    this.#check('flush');
+    this.#gc.flushSync();
+  }
+
+  /** The directory holding the data (a temporary one for ephemeral databases). */
+  get path(): string {
+    return this.#dir;
+  }
+
+  get closed(): boolean {
+    return this.#closing !== undefined;
+  }
+
+  /**
+   * Flushes pending writes, checkpoints the signal state, waits for running queries, stops the
+   * workers and closes SQLite. Idempotent: every call returns the same promise.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  async #shutdown(): Promise<void> {
+    let failure: unknown;
+    try {
+      this.#gc.close();
+      if (this.#eventsSinceCheckpoint > 0 && !this.#ephemeral) this.#checkpoint(this.#gc.nextSeq - 1);
+    } catch (err) {
+      failure = err;
+    }
+    await Promise.allSettled([...this.#inFlight]);
+    await this.#pool.destroy();
+    this.#db.close();
+    if (this.#ephemeral) rmSync(this.#dir, { recursive: true, force: true });
+    if (failure) throw failure;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+/** Fluent configuration; every setter validates in {@link TidalDbBuilder.open}. */
+export class TidalDbBuilder {
+  readonly #o: Partial<TidalOptions> = {};
+
+  /** Keep the database in this directory. */
+  path(dir: string): this {
+    this.#o.path = dir;
+    return this;
+  }
+
+  /** A throwaway database in a temporary directory, deleted on close. */
+  ephemeral(): this {
+    this.#o.ephemeral = true;
+    return this;
+  }
+
+  schema(schema: TidalOptions['schema']): this {
+    this.#o.schema = schema;
+    return this;
+  }
+
+  /** Number of query worker threads (default: the number of cores). */
+  workers(n: number): this {
+    this.#o.workers = n;
+    return this;
+  }
+
+  /** Source of "now" in milliseconds (default Date.now). */
+  clock(fn: () => number): this {
+    this.#o.clock = fn;
+    return this;
+  }
+
+  durability(d: NonNullable<TidalOptions['durability']>): this {
+    this.#o.durability = d;
+    return this;
+  }
+
+  groupCommit(options: NonNullable<TidalOptions['groupCommit']>): this {
+    this.#o.groupCommit = options;
+    return this;
+  }
+
+  capacity(options: NonNullable<TidalOptions['capacity']>): this {
+    this.#o.capacity = options;
+    return this;
+  }
+
+  checkpointEveryEvents(n: number): this {
+    this.#o.checkpointEveryEvents = n;
+    return this;
+  }
+
+  /** Validates the options and opens the database, with its workers warm. */
+  open(): Promise<TidalDb> {
+    return TidalDb.open(this.#o as TidalOptions);
+  }
+}
+
+export type { Explain, RetrievedItem, SearchHit };

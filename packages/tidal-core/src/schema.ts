@@ -1,0 +1,94 @@
+import { InvalidInputError } from 'tidal-load';
+import type { FieldType, QuerySchema, SignalKindSpec, WindowName } from 'tidal-query';
+
+export const WINDOWS: readonly WindowName[] = Object.freeze(['1h', '24h', '7d', 'all']);
+
+/** One kind of engagement signal. */
+export interface SignalKindDefinition {
+  /** The name signals are written with: letters, digits, `_` and `-`, starting with a letter. */
+  name: string;
+  /** Half-life of the exponentially decayed score, in milliseconds. */
+  halfLifeMs: number;
+  /**
+   * Windowed counts reported for this kind.
+   * @default ['1h', '24h', '7d', 'all']
+   */
+  windows?: readonly WindowName[];
+  /**
+   * Report velocity (windowed count / window seconds) and use the kind in the `trending` profile.
+   * @default false
+   */
+  velocity?: boolean;
+}
+
+/** What a database holds, declared up front. */
+export interface SchemaDefinition {
+  signals: readonly SignalKindDefinition[];
+  /** Metadata fields that filters and diversity can use, with their types. Other fields are stored as given. */
+  metadata?: Readonly<Record<string, FieldType>>;
+  /** Length of item embeddings; omit for a database without vectors. */
+  embeddingDims?: number;
+}
+
+const NAME = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
+/** Names the query language uses for itself. */
+const RESERVED_FIELDS = new Set(['createdAt', 'id']);
+export const MAX_EMBEDDING_DIMS = 4096;
+
+/** Validates a schema; every problem is an {@link InvalidInputError} naming the field. */
+export function resolveSchema(def: unknown): QuerySchema {
+  if (typeof def !== 'object' || def === null) throw new InvalidInputError('schema', 'an object with a signals array', def);
+  const d = def as Partial<SchemaDefinition>;
+  if (!Array.isArray(d.signals) || d.signals.length === 0) {
+    throw new InvalidInputError('schema.signals', 'a non-empty array of signal kinds', d.signals);
+  }
+  if (d.signals.length > 64) throw new InvalidInputError('schema.signals', 'at most 64 signal kinds', d.signals);
+  const seen = new Set<string>();
+  const kinds: SignalKindSpec[] = d.signals.map((k: SignalKindDefinition, i: number) => {
+    const at = `schema.signals[${i}]`;
+    if (typeof k !== 'object' || k === null) throw new InvalidInputError(at, 'an object', k);
+    if (typeof k.name !== 'string' || !NAME.test(k.name)) {
+      throw new InvalidInputError(`${at}.name`, 'a name of letters, digits, _ or -, starting with a letter, at most 64 characters', k.name);
+    }
+    if (seen.has(k.name)) throw new InvalidInputError(`${at}.name`, 'unique among signal kinds (it is declared twice)', k.name);
+    seen.add(k.name);
+    if (typeof k.halfLifeMs !== 'number' || !Number.isFinite(k.halfLifeMs) || k.halfLifeMs <= 0) {
+      throw new InvalidInputError(`${at}.halfLifeMs`, 'a positive finite number of milliseconds', k.halfLifeMs);
+    }
+    const windows = k.windows ?? WINDOWS;
+    if (!Array.isArray(windows)) throw new InvalidInputError(`${at}.windows`, `an array of ${WINDOWS.join(', ')}`, windows);
+    for (const w of windows) {
+      if (!WINDOWS.includes(w)) throw new InvalidInputError(`${at}.windows`, `made of ${WINDOWS.map((x) => `'${x}'`).join(', ')}`, w);
+    }
+    if (new Set(windows).size !== windows.length) throw new InvalidInputError(`${at}.windows`, 'without duplicates', windows);
+    const velocity = k.velocity ?? false;
+    if (typeof velocity !== 'boolean') throw new InvalidInputError(`${at}.velocity`, 'a boolean', velocity);
+    if (velocity && !windows.some((w) => w !== 'all')) {
+      throw new InvalidInputError(`${at}.windows`, "to include '1h', '24h' or '7d' when velocity is true", windows);
+    }
+    return Object.freeze({ name: k.name, halfLifeMs: k.halfLifeMs, windows: Object.freeze([...windows]), velocity });
+  });
+
+  const metadata: Record<string, FieldType> = {};
+  if (d.metadata !== undefined) {
+    if (typeof d.metadata !== 'object' || d.metadata === null || Array.isArray(d.metadata)) {
+      throw new InvalidInputError('schema.metadata', "an object of field names to 'string' or 'number'", d.metadata);
+    }
+    for (const [field, type] of Object.entries(d.metadata)) {
+      if (!NAME.test(field) || RESERVED_FIELDS.has(field)) {
+        throw new InvalidInputError('schema.metadata', 'field names of letters, digits, _ or -, other than createdAt and id', field);
+      }
+      if (type !== 'string' && type !== 'number') throw new InvalidInputError(`schema.metadata.${field}`, "'string' or 'number'", type);
+      metadata[field] = type;
+    }
+  }
+
+  let embeddingDims = 0;
+  if (d.embeddingDims !== undefined) {
+    if (!Number.isInteger(d.embeddingDims) || d.embeddingDims < 1 || d.embeddingDims > MAX_EMBEDDING_DIMS) {
+      throw new InvalidInputError('schema.embeddingDims', `a whole number from 1 to ${MAX_EMBEDDING_DIMS}`, d.embeddingDims);
+    }
+    embeddingDims = d.embeddingDims;
+  }
+  return Object.freeze({ kinds: Object.freeze(kinds), metadata: Object.freeze(metadata), embeddingDims });
+}

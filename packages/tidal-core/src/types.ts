@@ -1,0 +1,104 @@
+import type { DegradationLevel } from 'tidal-load';
+import type { Diversity, Explain, Filter, Profile, RetrievedItem, SearchHit, VelocityWindow } from 'tidal-query';
+
+/** An item as written. Everything but `id` is optional. */
+export interface ItemInput {
+  /** 1 to 512 characters. */
+  id: string;
+  /** Indexed for BM25 text search; up to 100 000 characters. */
+  text?: string | null;
+  /** `schema.embeddingDims` finite numbers, not all zero; indexed for ANN search. */
+  embedding?: readonly number[] | Float32Array | null;
+  /** Any JSON object up to 64 KiB; fields declared in `schema.metadata` must have their declared type. */
+  metadata?: Record<string, unknown>;
+  /**
+   * Creation time in milliseconds since the epoch (the `new` profile and `createdAt` filters use it).
+   * @default now (the database clock)
+   */
+  createdAt?: number;
+}
+
+/** An item as stored. */
+export interface Item {
+  id: string;
+  text?: string;
+  embedding?: Float32Array;
+  metadata: Record<string, unknown>;
+  createdAt: number;
+}
+
+/** One engagement event. */
+export interface SignalInput {
+  item: string;
+  /** A signal kind declared in the schema. */
+  kind: string;
+  /**
+   * Added to the decayed score (counts and velocity count events, whatever their weight).
+   * @default 1
+   */
+  weight?: number;
+  /**
+   * When it happened, in milliseconds since the epoch. Out-of-order events are fine.
+   * @default now (the database clock)
+   */
+  at?: number;
+}
+
+export interface RetrieveRequest {
+  /** `trending` (velocity), `popular` (decayed score) or `new` (creation time). */
+  profile: Profile;
+  /** Rank among the ANN neighbours of this vector instead of the whole corpus. */
+  context?: readonly number[] | Float32Array;
+  filter?: Filter;
+  diversity?: Diversity;
+  /**
+   * 1 to 1000.
+   * @default 20
+   */
+  limit?: number;
+  /**
+   * The velocity window `trending` ranks by.
+   * @default the shortest window a velocity kind declares
+   */
+  window?: VelocityWindow;
+}
+
+export interface RetrieveResults {
+  items: RetrievedItem[];
+  /** The level the query ran at, decided once when it entered. */
+  degradationLevel: DegradationLevel;
+  /** Things the caller may want to know, such as a relaxed diversity cap. */
+  warnings: string[];
+  /** What the level did: candidate counts, windows, whether diversity ran. */
+  explain: Explain;
+  tookMs: number;
+}
+
+export interface SearchRequest {
+  /** Free text, matched word by word (any word) and ranked by BM25. */
+  text?: string;
+  /** A query vector, matched by ANN (cosine). With `text` too, the two are fused by RRF. */
+  vector?: readonly number[] | Float32Array;
+  filter?: Filter;
+  diversity?: Diversity;
+  /**
+   * Multiplies the relevance score by 1 + boost × ln(1 + popularity), popularity being the sum of
+   * decayed signal scores.
+   * @default 0 (no boost)
+   */
+  boost?: number;
+  /**
+   * 1 to 1000.
+   * @default 10
+   */
+  limit?: number;
+}
+
+export interface SearchResults {
+  hits: SearchHit[];
+  mode: 'text' | 'vector' | 'hybrid';
+  degradationLevel: DegradationLevel;
+  warnings: string[];
+  explain: Explain;
+  tookMs: number;
+}

@@ -1,0 +1,12 @@
+export {
+  TidalError,
+  InvalidInputError,
+  ClosedError,
+  CapacityError,
+  InternalError,
+  ERROR_CODES,
+  describeValue,
+} from './errors.js';
+export type { ErrorCode } from './errors.js';
+export { DegradationLevel, levelName, levelPlan, isDegradationLevel } from './levels.js';
+export type { DegradationLevelName, LevelPlan } from './levels.js';

@@ -1,0 +1,50 @@
+/**
+ * Degradation levels, ordered from best quality to cheapest. A level is a small integer so that
+ * comparing two levels is one integer compare and a level fits in a SharedArrayBuffer slot.
+ */
+export const DegradationLevel = {
+  Full: 0,
+  ReducedCandidates: 1,
+  CoarseAggregates: 2,
+  NoDiversity: 3,
+} as const;
+
+export type DegradationLevel = (typeof DegradationLevel)[keyof typeof DegradationLevel];
+
+const NAMES = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const;
+export type DegradationLevelName = (typeof NAMES)[number];
+
+/** The level's name, as it appears in logs, metrics and JSON. */
+export function levelName(level: DegradationLevel): DegradationLevelName {
+  return NAMES[level];
+}
+
+export function isDegradationLevel(value: unknown): value is DegradationLevel {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value < NAMES.length;
+}
+
+/**
+ * What each level changes in the query pipelines (DESIGN.md §4). Executors read only this, so the
+ * table lives in one place.
+ */
+export interface LevelPlan {
+  /** ANN candidates fetched per query. */
+  readonly annTopK: number;
+  /** Divisor applied to the BM25 candidate limit. */
+  readonly bm25Divisor: number;
+  /** Windowed counts are read from the all-time count, velocity from the 24h window. */
+  readonly coarseAggregates: boolean;
+  /** The diversity pass runs. */
+  readonly diversity: boolean;
+}
+
+const PLANS: readonly LevelPlan[] = Object.freeze([
+  Object.freeze({ annTopK: 500, bm25Divisor: 1, coarseAggregates: false, diversity: true }),
+  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: false, diversity: true }),
+  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: true }),
+  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: false }),
+]);
+
+export function levelPlan(level: DegradationLevel): LevelPlan {
+  return PLANS[level]!;
+}

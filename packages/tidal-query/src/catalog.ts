@@ -1,0 +1,154 @@
+import type Database from 'better-sqlite3';
+import type { FieldType, QuerySchema } from './types.js';
+import type { ItemRow } from './items-table.js';
+
+/** A string column, dictionary-encoded: filters compare integers, not strings. */
+export interface StringColumn {
+  readonly type: 'string';
+  codes: Int32Array;
+  readonly dict: Map<string, number>;
+  readonly values: string[];
+}
+
+export interface NumberColumn {
+  readonly type: 'number';
+  values: Float64Array;
+}
+
+export type Column = StringColumn | NumberColumn;
+
+export interface ChangedRow {
+  ordinal: number;
+  present: boolean;
+  embedding: Buffer | null;
+}
+
+/**
+ * A worker's columnar copy of the items: ids, presence, creation time and the filterable metadata
+ * fields, indexed by ordinal. It is refreshed from SQLite by version, so a worker pulls only the
+ * rows that changed since it last looked.
+ */
+export class Catalog {
+  ids: (string | undefined)[] = [];
+  present: Uint8Array = new Uint8Array(1024);
+  createdAt: Float64Array = new Float64Array(1024);
+  readonly columns = new Map<string, Column>();
+  version = 0;
+  #capacity = 1024;
+  #byCreated: Int32Array | null = null;
+  #presentCount = 0;
+  readonly #select: Database.Statement;
+
+  constructor(db: Database.Database, schema: QuerySchema) {
+    for (const [field, type] of Object.entries(schema.metadata)) this.columns.set(field, newColumn(type, this.#capacity));
+    this.#select = db.prepare(
+      'SELECT ordinal, id, present, metadata, created_at, embedding, version FROM items WHERE version > ? ORDER BY version',
+    );
+  }
+
+  get presentCount(): number {
+    return this.#presentCount;
+  }
+
+  /** Pulls every row changed after the version this catalog has seen; calls `onRow` for each. */
+  refresh(onRow?: (row: ChangedRow) => void): number {
+    let changed = 0;
+    for (const row of this.#select.iterate(this.version) as IterableIterator<ItemRow>) {
+      this.#apply(row);
+      onRow?.({ ordinal: row.ordinal, present: row.present === 1, embedding: row.embedding });
+      if (row.version > this.version) this.version = row.version;
+      changed++;
+    }
+    if (changed > 0) this.#byCreated = null;
+    return changed;
+  }
+
+  #apply(row: ItemRow): void {
+    const o = row.ordinal;
+    if (o >= this.#capacity) this.#grow(o + 1);
+    this.ids[o] = row.id;
+    const wasPresent = this.present[o] === 1;
+    const isPresent = row.present === 1;
+    this.present[o] = isPresent ? 1 : 0;
+    this.#presentCount += (isPresent ? 1 : 0) - (wasPresent ? 1 : 0);
+    this.createdAt[o] = row.created_at ?? 0;
+    const meta = row.metadata ? (JSON.parse(row.metadata) as Record<string, unknown>) : {};
+    for (const [field, col] of this.columns) {
+      const v = meta[field];
+      if (col.type === 'string') {
+        if (typeof v === 'string') {
+          let code = col.dict.get(v);
+          if (code === undefined) {
+            code = col.values.length;
+            col.values.push(v);
+            col.dict.set(v, code);
+          }
+          col.codes[o] = code;
+        } else {
+          col.codes[o] = -1;
+        }
+      } else {
+        col.values[o] = typeof v === 'number' ? v : Number.NaN;
+      }
+    }
+  }
+
+  #grow(min: number): void {
+    let cap = this.#capacity;
+    while (cap < min) cap *= 2;
+    this.present = growU8(this.present, cap);
+    this.createdAt = growF64(this.createdAt, cap, 0);
+    for (const col of this.columns.values()) {
+      if (col.type === 'string') col.codes = growI32(col.codes, cap, -1);
+      else col.values = growF64(col.values, cap, Number.NaN);
+    }
+    this.#capacity = cap;
+  }
+
+  /** Present ordinals, newest first (cached until the next change). */
+  byCreatedDesc(): Int32Array {
+    if (this.#byCreated) return this.#byCreated;
+    const out = new Int32Array(this.#presentCount);
+    let n = 0;
+    for (let o = 0; o < this.ids.length; o++) if (this.present[o] === 1) out[n++] = o;
+    const created = this.createdAt;
+    // Ties broken by ordinal so the order is deterministic.
+    out.sort((a, b) => created[b]! - created[a]! || a - b);
+    this.#byCreated = out;
+    return out;
+  }
+
+  /** The value of a metadata field for display or diversity, or undefined. */
+  fieldValue(field: string, ordinal: number): string | number | undefined {
+    const col = this.columns.get(field);
+    if (!col) return undefined;
+    if (col.type === 'string') {
+      const code = col.codes[ordinal]!;
+      return code < 0 ? undefined : col.values[code];
+    }
+    const v = col.values[ordinal]!;
+    return Number.isNaN(v) ? undefined : v;
+  }
+}
+
+function newColumn(type: FieldType, cap: number): Column {
+  return type === 'string'
+    ? { type, codes: new Int32Array(cap).fill(-1), dict: new Map(), values: [] }
+    : { type, values: new Float64Array(cap).fill(Number.NaN) };
+}
+
+function growU8(a: Uint8Array, cap: number): Uint8Array {
+  const b = new Uint8Array(cap);
+  b.set(a);
+  return b;
+}
+function growI32(a: Int32Array, cap: number, fill: number): Int32Array {
+  const b = new Int32Array(cap).fill(fill);
+  b.set(a);
+  return b;
+}
+function growF64(a: Float64Array, cap: number, fill: number): Float64Array {
+  const b = new Float64Array(cap).fill(fill);
+  b.set(a);
+  return b;
+}

@@ -1,0 +1,49 @@
+import type Database from 'better-sqlite3';
+import type { AnnIndex } from './ann.js';
+import type { Catalog } from './catalog.js';
+import type { SignalStore, SignalValues } from './signals/store.js';
+import type { QuerySchema } from './types.js';
+
+/** What an executor reads: one worker's catalog, ANN index, connection and the shared signals. */
+export interface QueryContext {
+  readonly schema: QuerySchema;
+  readonly catalog: Catalog;
+  readonly store: SignalStore;
+  readonly ann: AnnIndex | null;
+  readonly db: Database.Database;
+}
+
+/** The signal values of one item, per kind that has state, as the result reports them. */
+export function signalsOf(ctx: QueryContext, ordinal: number, nowMs: number, coarse: boolean): Record<string, SignalValues> {
+  const out: Record<string, SignalValues> = {};
+  const kinds = ctx.schema.kinds;
+  for (let k = 0; k < kinds.length; k++) {
+    const slot = ctx.store.slotOf(ordinal, k);
+    if (slot < 0) continue;
+    const spec = kinds[k]!;
+    out[spec.name] = ctx.store.read(slot, nowMs, coarse, spec.windows, spec.velocity);
+  }
+  return out;
+}
+
+/** Sum of decayed scores over every kind: the item's popularity. */
+export function popularity(ctx: QueryContext, ordinal: number, nowMs: number): number {
+  let sum = 0;
+  for (let k = 0; k < ctx.schema.kinds.length; k++) {
+    const slot = ctx.store.slotOf(ordinal, k);
+    if (slot >= 0) sum += ctx.store.decayedScore(slot, nowMs);
+  }
+  return sum;
+}
+
+/** Sum of velocities over the kinds that track velocity. */
+export function velocityOf(ctx: QueryContext, ordinal: number, window: '1h' | '24h' | '7d', nowMs: number, coarse: boolean): number {
+  let sum = 0;
+  const kinds = ctx.schema.kinds;
+  for (let k = 0; k < kinds.length; k++) {
+    if (!kinds[k]!.velocity) continue;
+    const slot = ctx.store.slotOf(ordinal, k);
+    if (slot >= 0) sum += ctx.store.velocity(slot, window, nowMs, coarse);
+  }
+  return sum;
+}

@@ -1,0 +1,17 @@
+export { RetrieveExecutor } from './retrieve.js';
+export { SearchExecutor, ftsQuery, RRF_K, BM25_CANDIDATES } from './search.js';
+export { Catalog } from './catalog.js';
+export { compileFilter } from './filter.js';
+export { diversify } from './diversity.js';
+export { AnnIndex } from './ann.js';
+export { TopK } from './topk.js';
+export { ItemsWriter, ITEMS_DDL, rowToItem, blobToVector } from './items-table.js';
+export type { StoredItem, ItemRow } from './items-table.js';
+export { SignalStore, SLOT_BYTES } from './signals/store.js';
+export type { SignalArena, SignalKindSpec, SignalValues, WindowName } from './signals/store.js';
+export type { QueryContext } from './context.js';
+export type { WorkerInit, WorkerTask, WarmResult } from './worker.js';
+export type * from './types.js';
+
+/** The piscina worker entry, as a file URL string. */
+export const WORKER_FILENAME = new URL('./worker.js', import.meta.url).href;

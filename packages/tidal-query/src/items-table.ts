@@ -1,0 +1,127 @@
+import type Database from 'better-sqlite3';
+
+/**
+ * The items tables. The writer (main thread) owns them; query workers read them through their own
+ * read-only connections. `ordinal` is the dense integer id the in-memory structures use; it is also
+ * the FTS5 rowid and the ANN key. `version` is bumped on every change so a worker can pull exactly
+ * the rows it has not seen. A row with `present = 0` is an id known only from signals, or deleted.
+ */
+export const ITEMS_DDL = `
+  CREATE TABLE IF NOT EXISTS items (
+    ordinal INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    present INTEGER NOT NULL DEFAULT 0,
+    text TEXT,
+    metadata TEXT,
+    created_at REAL,
+    embedding BLOB,
+    version INTEGER NOT NULL DEFAULT 0
+  );
+  CREATE INDEX IF NOT EXISTS items_by_version ON items(version);
+  CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(text, content='', contentless_delete=1);
+`;
+
+export interface ItemRow {
+  ordinal: number;
+  id: string;
+  present: number;
+  text: string | null;
+  metadata: string | null;
+  created_at: number | null;
+  embedding: Buffer | null;
+  version: number;
+}
+
+export interface StoredItem {
+  ordinal: number;
+  id: string;
+  text: string | null;
+  metadata: Record<string, unknown>;
+  createdAt: number;
+  embedding: Float32Array | null;
+}
+
+/** Writer-side statements; every method runs inside the caller's transaction. */
+export class ItemsWriter {
+  readonly #upsert: Database.Statement;
+  readonly #key: Database.Statement;
+  readonly #delete: Database.Statement;
+  readonly #ftsDelete: Database.Statement;
+  readonly #ftsInsert: Database.Statement;
+  readonly #get: Database.Statement;
+  readonly #maxVersion: Database.Statement;
+  readonly #keys: Database.Statement;
+
+  constructor(db: Database.Database) {
+    db.exec(ITEMS_DDL);
+    this.#upsert = db.prepare(`
+      INSERT INTO items (ordinal, id, present, text, metadata, created_at, embedding, version)
+      VALUES (@ordinal, @id, 1, @text, @metadata, @createdAt, @embedding, @version)
+      ON CONFLICT(ordinal) DO UPDATE SET present = 1, text = excluded.text, metadata = excluded.metadata,
+        created_at = excluded.created_at, embedding = excluded.embedding, version = excluded.version`);
+    this.#key = db.prepare('INSERT OR IGNORE INTO items (ordinal, id, present, version) VALUES (?, ?, 0, 0)');
+    this.#delete = db.prepare(
+      'UPDATE items SET present = 0, text = NULL, metadata = NULL, embedding = NULL, version = ? WHERE ordinal = ?',
+    );
+    this.#ftsDelete = db.prepare('DELETE FROM items_fts WHERE rowid = ?');
+    this.#ftsInsert = db.prepare('INSERT INTO items_fts (rowid, text) VALUES (?, ?)');
+    this.#get = db.prepare('SELECT * FROM items WHERE id = ? AND present = 1');
+    this.#maxVersion = db.prepare('SELECT COALESCE(MAX(version), 0) FROM items').pluck();
+    this.#keys = db.prepare('SELECT ordinal, id FROM items ORDER BY ordinal');
+  }
+
+  /** Records an id seen only through a signal, so its ordinal survives a restart. */
+  ensureKey(ordinal: number, id: string): void {
+    this.#key.run(ordinal, id);
+  }
+
+  upsert(item: StoredItem, version: number, replacing: boolean): void {
+    this.#upsert.run({
+      ordinal: item.ordinal,
+      id: item.id,
+      text: item.text,
+      metadata: JSON.stringify(item.metadata),
+      createdAt: item.createdAt,
+      embedding: item.embedding ? Buffer.from(item.embedding.buffer, item.embedding.byteOffset, item.embedding.byteLength) : null,
+      version,
+    });
+    if (replacing) this.#ftsDelete.run(item.ordinal);
+    if (item.text) this.#ftsInsert.run(item.ordinal, item.text);
+  }
+
+  delete(ordinal: number, version: number): void {
+    this.#delete.run(version, ordinal);
+    this.#ftsDelete.run(ordinal);
+  }
+
+  get(id: string): StoredItem | undefined {
+    const row = this.#get.get(id) as ItemRow | undefined;
+    return row ? rowToItem(row) : undefined;
+  }
+
+  maxVersion(): number {
+    return this.#maxVersion.get() as number;
+  }
+
+  *keys(): IterableIterator<{ ordinal: number; id: string }> {
+    yield* this.#keys.iterate() as IterableIterator<{ ordinal: number; id: string }>;
+  }
+}
+
+export function rowToItem(row: ItemRow): StoredItem {
+  return {
+    ordinal: row.ordinal,
+    id: row.id,
+    text: row.text,
+    metadata: row.metadata ? (JSON.parse(row.metadata) as Record<string, unknown>) : {},
+    createdAt: row.created_at ?? 0,
+    embedding: row.embedding ? blobToVector(row.embedding) : null,
+  };
+}
+
+export function blobToVector(blob: Buffer): Float32Array {
+  // Copy: the Buffer's memory may be reused by better-sqlite3 and is not 4-byte aligned.
+  const out = new Float32Array(blob.byteLength / 4);
+  new Uint8Array(out.buffer).set(blob);
+  return out;
+}

@@ -1,0 +1,111 @@
+import type { DegradationLevel } from 'tidal-load';
+import type { SignalKindSpec, SignalValues, WindowName } from './signals/store.js';
+
+export type { SignalKindSpec, SignalValues, WindowName };
+
+export type FieldType = 'string' | 'number';
+
+/** The parts of a database's schema the query side needs, already validated. */
+export interface QuerySchema {
+  readonly kinds: readonly SignalKindSpec[];
+  /** Filterable metadata fields and their types. */
+  readonly metadata: Readonly<Record<string, FieldType>>;
+  readonly embeddingDims: number;
+}
+
+export interface RangeCondition {
+  gt?: number;
+  gte?: number;
+  lt?: number;
+  lte?: number;
+}
+
+/** One field's condition: equality, set membership, or a numeric / time range. */
+export type FieldCondition = string | number | { in: readonly (string | number)[] } | RangeCondition;
+
+/** Conditions on metadata fields (and `createdAt`), all of which must hold. */
+export type Filter = Readonly<Record<string, FieldCondition>>;
+
+export interface Diversity {
+  /** At most this many results share one value of the field. */
+  maxPer: Readonly<Record<string, number>>;
+}
+
+export type Profile = 'trending' | 'popular' | 'new';
+export type VelocityWindow = '1h' | '24h' | '7d';
+
+/** A retrieve request after validation (what the workers receive). */
+export interface RetrieveTask {
+  profile: Profile;
+  context: Float32Array | null;
+  filter: Filter | null;
+  diversity: Diversity | null;
+  limit: number;
+  window: VelocityWindow;
+  /** Ordinals to leave out (an agent session's already-seen items). */
+  exclude: Int32Array | null;
+}
+
+export interface SearchTask {
+  text: string | null;
+  vector: Float32Array | null;
+  filter: Filter | null;
+  diversity: Diversity | null;
+  limit: number;
+  /** Multiplier on log1p(popularity) added to the relevance score; 0 switches the boost off. */
+  boost: number;
+}
+
+/** What a level did to one query, so a caller can see the degradation take effect. */
+export interface Explain {
+  annTopK: number | null;
+  bm25Limit: number | null;
+  /** `exact` windows or `all-time` counts (CoarseAggregates). */
+  windows: 'exact' | 'all-time';
+  /** The window velocity was read from. */
+  velocityWindow: VelocityWindow;
+  diversityApplied: boolean;
+  candidates: number;
+  afterFilter: number;
+}
+
+export interface RetrievedItem {
+  id: string;
+  score: number;
+  rank: number;
+  /** Signal values used, per kind that has any state for the item. */
+  signals: Record<string, SignalValues>;
+  /** Cosine similarity to the context vector, when one was given. */
+  similarity?: number;
+  createdAt: number;
+}
+
+export interface SearchHit {
+  id: string;
+  score: number;
+  rank: number;
+  /** SQLite FTS5 bm25() score (lower is better, as SQLite reports it), when the text matched. */
+  bm25?: number;
+  /** Cosine similarity to the query vector, when the vector search found it. */
+  semantic?: number;
+  signals: Record<string, SignalValues>;
+}
+
+export interface WorkerRetrieveResult {
+  items: RetrievedItem[];
+  warnings: string[];
+  explain: Explain;
+}
+
+export interface WorkerSearchResult {
+  hits: SearchHit[];
+  warnings: string[];
+  explain: Explain;
+  mode: 'text' | 'vector' | 'hybrid';
+}
+
+export interface TaskEnvelope {
+  level: DegradationLevel;
+  nowMs: number;
+  itemsVersion: number;
+}

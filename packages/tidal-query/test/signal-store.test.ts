@@ -1,0 +1,551 @@
+import { Worker } from 'node:worker_threads';
+import { describe, expect, it } from 'vitest';
+import { CapacityError, InvalidInputError, TidalError } from 'tidal-load';
+import { SLOT_BYTES, SignalStore, type SignalKindSpec } from '../src/signals/store.js';
+import * as L from '../src/signals/layout.js';
+
+const MIN = 60_000;
+const HOUR = 3_600_000;
+// Monday 2025-01-06 12:00 UTC: on a whole hour, so minute and hour boundaries are easy to name.
+const T0 = Date.UTC(2025, 0, 6, 12, 0, 0);
+
+function kind(name: string, halfLifeMs: number): SignalKindSpec {
+  return { name, halfLifeMs, windows: ['1h', '24h', '7d', 'all'], velocity: true };
+}
+
+const KINDS = [kind('view', HOUR), kind('like', 2 * HOUR), kind('share', 4 * HOUR)];
+
+function newStore(maxSlots = 64, kinds: SignalKindSpec[] = KINDS, maxOrdinals = 16): SignalStore {
+  return SignalStore.create({ kinds, maxOrdinals, maxSlots });
+}
+
+function catchError(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected an error');
+}
+
+describe('SignalStore decayed score', () => {
+  it('halves after one half-life and does not grow before its reference time', () => {
+    const store = newStore();
+    store.apply(0, 0, 8, T0);
+    const slot = store.slotOf(0, 0);
+    expect(store.decayedScore(slot, T0)).toBe(8);
+    expect(store.decayedScore(slot, T0 + HOUR)).toBeCloseTo(4, 12);
+    expect(store.decayedScore(slot, T0 + 2 * HOUR)).toBeCloseTo(2, 12);
+    expect(store.decayedScore(slot, T0 - 10 * MIN)).toBe(8);
+
+    store.apply(0, 0, 1, T0 + HOUR);
+    expect(store.decayedScore(slot, T0 + HOUR)).toBeCloseTo(5, 12);
+    expect(store.decayedScore(slot, T0 + 2 * HOUR)).toBeCloseTo(2.5, 12);
+  });
+
+  it('uses each kind’s own half-life', () => {
+    const store = newStore();
+    store.apply(3, 1, 6, T0);
+    store.apply(3, 2, 6, T0);
+    expect(store.decayedScore(store.slotOf(3, 1), T0 + 2 * HOUR)).toBeCloseTo(3, 12);
+    expect(store.decayedScore(store.slotOf(3, 2), T0 + 2 * HOUR)).toBeCloseTo(6 * Math.SQRT1_2, 12);
+  });
+
+  it('pre-decays out-of-order events so the order of arrival does not matter', () => {
+    const events: [number, number][] = [
+      [3, T0],
+      [2, T0 + 25 * MIN],
+      [5, T0 + 3 * HOUR + 7],
+      [1.5, T0 + 90 * MIN],
+    ];
+    const inOrder = newStore();
+    for (const [w, t] of [...events].sort((a, b) => a[1] - b[1])) inOrder.apply(1, 0, w, t);
+    const shuffled = newStore();
+    for (const [w, t] of [events[2]!, events[0]!, events[3]!, events[1]!]) shuffled.apply(1, 0, w, t);
+
+    const now = T0 + 5 * HOUR;
+    const a = inOrder.decayedScore(inOrder.slotOf(1, 0), now);
+    const b = shuffled.decayedScore(shuffled.slotOf(1, 0), now);
+    expect(b).toBeCloseTo(a, 12);
+    const expected = events.reduce((sum, [w, t]) => sum + w * 2 ** (-(now - t) / HOUR), 0);
+    expect(a).toBeCloseTo(expected, 12);
+  });
+});
+
+describe('SignalStore windows', () => {
+  it('counts the 1h window on minute boundaries', () => {
+    const store = newStore();
+    store.apply(0, 0, 1, T0 - 1); // last millisecond of the previous minute
+    store.apply(0, 0, 1, T0);
+    const slot = store.slotOf(0, 0);
+    expect(store.windowCount(slot, '1h', T0 - 1)).toBe(1);
+    expect(store.windowCount(slot, '1h', T0)).toBe(2);
+    expect(store.windowCount(slot, '1h', T0 + 58 * MIN + 59_999)).toBe(2);
+    // From here the minute T0 - 1 falls in is more than 59 minutes back.
+    expect(store.windowCount(slot, '1h', T0 + 59 * MIN)).toBe(1);
+    expect(store.windowCount(slot, '1h', T0 + 60 * MIN - 1)).toBe(1);
+    expect(store.windowCount(slot, '1h', T0 + 60 * MIN)).toBe(0);
+    expect(store.windowCount(slot, '1h', T0 + 1000 * HOUR)).toBe(0);
+    expect(store.windowCount(slot, '1h', T0 - 2 * HOUR)).toBe(0);
+    expect(store.windowCount(slot, 'all', T0 + 1000 * HOUR)).toBe(2);
+  });
+
+  it('wraps the minute ring and ignores events too old for it', () => {
+    const store = newStore();
+    for (let m = 0; m < 60; m++) store.apply(0, 0, 1, T0 + m * MIN);
+    const slot = store.slotOf(0, 0);
+    expect(store.windowCount(slot, '1h', T0 + 59 * MIN)).toBe(60);
+
+    // Minute 60 reuses minute 0's bucket.
+    store.apply(0, 0, 1, T0 + 60 * MIN + 30_000);
+    expect(store.windowCount(slot, '1h', T0 + 60 * MIN)).toBe(60);
+    expect(store.allTimeCount(slot)).toBe(61);
+
+    // Jumping to minute 75 clears the buckets of minutes 1..15.
+    store.apply(0, 0, 1, T0 + 75 * MIN);
+    expect(store.windowCount(slot, '1h', T0 + 75 * MIN)).toBe(46);
+    // A reader whose clock is behind the newest event sees the ring only up to its own minute.
+    expect(store.windowCount(slot, '1h', T0 + 60 * MIN)).toBe(45);
+
+    // Late but still inside the ring [16, 75]: counted.
+    store.apply(0, 0, 1, T0 + 20 * MIN);
+    expect(store.windowCount(slot, '1h', T0 + 75 * MIN)).toBe(47);
+    // Minute 15 is head - 60: too old for the ring, counted all-time only.
+    store.apply(0, 0, 1, T0 + 15 * MIN + 59_999);
+    expect(store.windowCount(slot, '1h', T0 + 75 * MIN)).toBe(47);
+    expect(store.allTimeCount(slot)).toBe(64);
+
+    // A gap of a full lap or more clears everything.
+    store.apply(0, 0, 1, T0 + 500 * MIN);
+    expect(store.windowCount(slot, '1h', T0 + 500 * MIN)).toBe(1);
+    expect(store.windowCount(slot, '1h', T0 + 135 * MIN)).toBe(0);
+    expect(store.allTimeCount(slot)).toBe(65);
+  });
+
+  it('counts 24h and 7d from the hour ring, with wrap-around and too-old events', () => {
+    const store = newStore();
+    for (let h = 0; h < 200; h++) store.apply(2, 1, 1, T0 + h * HOUR + 17 * MIN);
+    const slot = store.slotOf(2, 1);
+    const now = T0 + 199 * HOUR + 59 * MIN;
+    expect(store.windowCount(slot, '7d', now)).toBe(168);
+    expect(store.windowCount(slot, '24h', now)).toBe(24);
+    expect(store.windowCount(slot, 'all', now)).toBe(200);
+    // Hour boundary: at hour 200 the 24h window starts at hour 177.
+    expect(store.windowCount(slot, '24h', T0 + 200 * HOUR - 1)).toBe(24);
+    expect(store.windowCount(slot, '24h', T0 + 200 * HOUR)).toBe(23);
+
+    store.apply(2, 1, 1, T0 + 100 * HOUR); // inside the ring [32, 199]
+    expect(store.windowCount(slot, '7d', now)).toBe(169);
+    expect(store.windowCount(slot, '24h', now)).toBe(24);
+    store.apply(2, 1, 1, T0 + 31 * HOUR + 59 * MIN); // hour 31 = head - 168: too old
+    expect(store.windowCount(slot, '7d', now)).toBe(169);
+    expect(store.allTimeCount(slot)).toBe(202);
+
+    expect(store.windowCount(slot, '24h', T0 + 209 * HOUR)).toBe(14);
+    expect(store.windowCount(slot, '7d', T0 + 1000 * HOUR)).toBe(0);
+    expect(store.newestAt(slot)).toBe(T0 + 199 * HOUR + 17 * MIN);
+    expect(store.oldestAt(slot)).toBe(T0 + 17 * MIN);
+  });
+
+  it('matches a direct model of the rings on a seeded random event stream', () => {
+    // mulberry32: a tiny deterministic generator, so a failure reproduces exactly.
+    let seed = 0x5eed;
+    const rand = (): number => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+    const store = newStore();
+    const events: { t: number; w: number; minuteOk: boolean; hourOk: boolean }[] = [];
+    let headMin = -Infinity;
+    let headHour = -Infinity;
+    let clock = T0;
+    for (let i = 0; i < 3000; i++) {
+      clock += Math.floor(rand() * 4 * MIN);
+      // About one event in six is late, some by more than a ring's length.
+      const late = rand() < 1 / 6 ? Math.floor(rand() * 9 * 24 * HOUR) : 0;
+      const t = Math.max(0, clock - late);
+      const w = Math.round(rand() * 100) / 10;
+      const m = Math.floor(t / MIN);
+      const h = Math.floor(t / HOUR);
+      events.push({ t, w, minuteOk: m > headMin - 60, hourOk: h > headHour - 168 });
+      headMin = Math.max(headMin, m);
+      headHour = Math.max(headHour, h);
+      store.apply(9, 0, w, t);
+    }
+    const slot = store.slotOf(9, 0);
+    const expectWindow = (nowMs: number, unit: number, span: number, len: number, head: number, ok: 'minuteOk' | 'hourOk'): number => {
+      const now = Math.floor(nowMs / unit);
+      return events.filter((e) => {
+        const u = Math.floor(e.t / unit);
+        return e[ok] && u > head - len && u <= now && u > now - span;
+      }).length;
+    };
+    for (const offset of [-3 * HOUR, -61 * MIN, -MIN, 0, 1, 59 * MIN, 5 * HOUR, 30 * HOUR, 8 * 24 * HOUR]) {
+      const now = clock + offset;
+      expect(store.windowCount(slot, '1h', now)).toBe(expectWindow(now, MIN, 60, 60, headMin, 'minuteOk'));
+      expect(store.windowCount(slot, '24h', now)).toBe(expectWindow(now, HOUR, 24, 168, headHour, 'hourOk'));
+      expect(store.windowCount(slot, '7d', now)).toBe(expectWindow(now, HOUR, 168, 168, headHour, 'hourOk'));
+    }
+    expect(store.allTimeCount(slot)).toBe(events.length);
+    expect(store.newestAt(slot)).toBe(Math.max(...events.map((e) => e.t)));
+    expect(store.oldestAt(slot)).toBe(Math.min(...events.map((e) => e.t)));
+    const now = clock + HOUR;
+    const score = events.reduce((sum, e) => sum + e.w * 2 ** (-(now - e.t) / HOUR), 0);
+    expect(store.decayedScore(slot, now) / score).toBeCloseTo(1, 10);
+  });
+
+  it('computes velocities as window counts per second', () => {
+    const store = newStore();
+    for (let i = 0; i < 3; i++) store.apply(0, 0, 1, T0 - 30 * HOUR + i);
+    for (let i = 0; i < 2; i++) store.apply(0, 0, 1, T0 - MIN + i);
+    store.apply(0, 0, 1, T0 - 3 * HOUR);
+    const slot = store.slotOf(0, 0);
+    expect(store.velocity(slot, '1h', T0)).toBe(2 / 3600);
+    expect(store.velocity(slot, '24h', T0)).toBe(3 / 86400);
+    expect(store.velocity(slot, '7d', T0)).toBe(6 / 604800);
+  });
+
+  it('coarse mode reads the all-time count for windows and the 24h count for velocity', () => {
+    const store = newStore();
+    for (let i = 0; i < 3; i++) store.apply(0, 0, 1, T0 - 30 * HOUR + i);
+    for (let i = 0; i < 2; i++) store.apply(0, 0, 1, T0 - MIN + i);
+    const slot = store.slotOf(0, 0);
+    for (const w of ['1h', '24h', '7d', 'all'] as const) {
+      expect(store.windowCount(slot, w, T0, true)).toBe(5);
+    }
+    for (const w of ['1h', '24h', '7d'] as const) {
+      expect(store.velocity(slot, w, T0, true)).toBe(2 / 86400);
+    }
+    expect(store.windowCount(slot, '1h', T0)).toBe(2);
+    expect(store.velocity(slot, '7d', T0)).toBe(5 / 604800);
+  });
+
+  it('read() returns the declared windows in one pass, matching the single readers', () => {
+    const store = newStore();
+    for (let i = 0; i < 40; i++) store.apply(4, 2, 0.5 + i, T0 + i * 17 * MIN);
+    const slot = store.slotOf(4, 2);
+    const now = T0 + 12 * HOUR;
+    const all = ['1h', '24h', '7d', 'all'] as const;
+
+    const full = store.read(slot, now, false, all, true);
+    expect(full.score).toBe(store.decayedScore(slot, now));
+    expect(full.count).toBe(40);
+    for (const w of all) expect(full.windows[w]).toBe(store.windowCount(slot, w, now));
+    for (const w of ['1h', '24h', '7d'] as const) expect(full.velocity?.[w]).toBe(store.velocity(slot, w, now));
+
+    const coarse = store.read(slot, now, true, all, true);
+    for (const w of all) expect(coarse.windows[w]).toBe(40);
+    for (const w of ['1h', '24h', '7d'] as const) expect(coarse.velocity?.[w]).toBe(store.velocity(slot, w, now, true));
+
+    const some = store.read(slot, now, false, ['1h', 'all'], false);
+    expect(some.velocity).toBeUndefined();
+    expect(Object.keys(some.windows).sort()).toEqual(['1h', 'all']);
+    expect(some.windows['1h']).toBe(store.windowCount(slot, '1h', now));
+  });
+});
+
+describe('SignalStore slots and index', () => {
+  it('uses 0 in the index for absent pairs and slot + 1 for present ones', () => {
+    const store = newStore();
+    const index = new Int32Array(store.arena.index);
+    expect(index.length).toBe(16 * KINDS.length);
+    expect(index.every((v) => v === 0)).toBe(true);
+    expect(store.slotOf(5, 1)).toBe(-1);
+    expect(store.slotsUsed()).toBe(0);
+
+    store.apply(5, 1, 1, T0);
+    store.apply(2, 0, 1, T0);
+    store.apply(5, 1, 1, T0 + 1);
+    expect(store.slotsUsed()).toBe(2);
+    expect(store.slotOf(5, 1)).toBe(0);
+    expect(store.slotOf(2, 0)).toBe(1);
+    expect(index[5 * KINDS.length + 1]).toBe(1);
+    expect(index[2 * KINDS.length + 0]).toBe(2);
+    expect(index.filter((v) => v !== 0).length).toBe(2);
+    expect(store.slotOrdinal(0)).toBe(5);
+    expect(store.slotKind(0)).toBe(1);
+    expect(store.slotOrdinal(1)).toBe(2);
+    expect(store.slotKind(1)).toBe(0);
+    expect(store.allTimeCount(0)).toBe(2);
+  });
+
+  it('throws CapacityError when every slot is taken, and keeps serving existing slots', () => {
+    const store = newStore(2);
+    store.apply(0, 0, 1, T0);
+    store.apply(1, 0, 1, T0);
+    const err = catchError(() => store.apply(2, 0, 1, T0));
+    expect(err).toBeInstanceOf(CapacityError);
+    expect((err as CapacityError).resource).toBe('signal state');
+    expect((err as CapacityError).limit).toBe(2);
+    expect((err as Error).message).toContain('capacity.signalSlots');
+    expect(store.slotsUsed()).toBe(2);
+    expect(store.slotOf(2, 0)).toBe(-1);
+    store.apply(1, 0, 1, T0 + 1);
+    expect(store.allTimeCount(store.slotOf(1, 0))).toBe(2);
+  });
+
+  it('rejects out-of-range input, naming the field, without writing', () => {
+    const store = newStore();
+    const cases: [() => unknown, string][] = [
+      [() => store.apply(16, 0, 1, T0), 'ordinal'],
+      [() => store.apply(-1, 0, 1, T0), 'ordinal'],
+      [() => store.apply(1.5, 0, 1, T0), 'ordinal'],
+      [() => store.apply(0, 3, 1, T0), 'kind'],
+      [() => store.apply(0, 0, Number.NaN, T0), 'weight'],
+      [() => store.apply(0, 0, 1, -1), 'atMs'],
+      [() => store.apply(0, 0, 1, Number.POSITIVE_INFINITY), 'atMs'],
+      [() => store.slotOf(0, -1), 'kind'],
+      [() => store.decayedScore(64, T0), 'slot'],
+      [() => store.windowCount(-1, '1h', T0), 'slot'],
+    ];
+    for (const [fn, field] of cases) {
+      const err = catchError(fn);
+      expect(err).toBeInstanceOf(InvalidInputError);
+      expect((err as InvalidInputError).field).toBe(field);
+    }
+    expect(store.slotsUsed()).toBe(0);
+    expect(catchError(() => newStore(0))).toBeInstanceOf(InvalidInputError);
+    expect(catchError(() => newStore(4, [kind('bad', 0)]))).toBeInstanceOf(InvalidInputError);
+  });
+
+  it('attaches read-only to the same arena and validates it', () => {
+    const store = newStore();
+    const reader = SignalStore.attach(structuredClone(store.arena), KINDS);
+    store.apply(7, 2, 3, T0);
+    expect(reader.slotsUsed()).toBe(1);
+    const slot = reader.slotOf(7, 2);
+    expect(slot).toBe(0);
+    expect(reader.decayedScore(slot, T0 + 4 * HOUR)).toBeCloseTo(1.5, 12);
+    expect(reader.windowCount(slot, '1h', T0)).toBe(1);
+
+    const err = catchError(() => reader.apply(0, 0, 1, T0));
+    expect(TidalError.is(err)).toBe(true);
+    expect(reader.slotsUsed()).toBe(1);
+    expect(catchError(() => SignalStore.attach(store.arena, KINDS.slice(0, 2)))).toBeInstanceOf(InvalidInputError);
+    expect(
+      catchError(() => SignalStore.attach({ ...store.arena, slots: new SharedArrayBuffer(SLOT_BYTES) }, KINDS)),
+    ).toBeInstanceOf(InvalidInputError);
+  });
+});
+
+describe('SignalStore checkpoints', () => {
+  function populate(store: SignalStore): void {
+    let t = T0;
+    for (let i = 0; i < 300; i++) {
+      const ordinal = (i * 7) % 11;
+      const k = i % 3;
+      // Every fifth event arrives late, to exercise the out-of-order paths.
+      const at = i % 5 === 4 ? t - 90 * MIN : t;
+      store.apply(ordinal, k, 1 + (i % 4), at);
+      t += 13 * MIN + 7;
+    }
+  }
+
+  it('is a pure function of the apply sequence', () => {
+    const a = newStore();
+    const b = newStore();
+    populate(a);
+    populate(b);
+    const bytes = a.exportState();
+    expect(bytes.byteLength).toBe(a.slotsUsed() * SLOT_BYTES);
+    expect(Buffer.from(bytes).equals(Buffer.from(b.exportState()))).toBe(true);
+  });
+
+  it('round-trips through exportState/importState', () => {
+    const src = newStore();
+    populate(src);
+    const bytes = src.exportState();
+    const dst = newStore();
+    dst.importState(bytes);
+    expect(dst.slotsUsed()).toBe(src.slotsUsed());
+    expect(Buffer.from(dst.exportState()).equals(Buffer.from(bytes))).toBe(true);
+
+    const now = T0 + 70 * HOUR;
+    for (let o = 0; o < 16; o++) {
+      for (let k = 0; k < 3; k++) {
+        const s = src.slotOf(o, k);
+        expect(dst.slotOf(o, k)).toBe(s);
+        if (s < 0) continue;
+        expect(dst.read(s, now, false, ['1h', '24h', '7d', 'all'], true)).toEqual(
+          src.read(s, now, false, ['1h', '24h', '7d', 'all'], true),
+        );
+      }
+    }
+    // The store keeps working after the import: existing pairs update in place, new pairs append.
+    const s = dst.slotOf(0, 0);
+    const before = dst.allTimeCount(s);
+    dst.apply(0, 0, 1, T0 + 70 * HOUR);
+    expect(dst.allTimeCount(s)).toBe(before + 1);
+    dst.apply(15, 2, 1, T0 + 70 * HOUR);
+    expect(dst.slotOf(15, 2)).toBe(src.slotsUsed());
+  });
+
+  it('remaps kinds on import, dropping a removed kind and compacting the slots', () => {
+    const src = newStore();
+    populate(src);
+    const bytes = src.exportState();
+    const newKinds = [KINDS[0]!, KINDS[2]!];
+    const dst = newStore(64, newKinds);
+    dst.importState(bytes, [0, -1, 1]);
+
+    let expectedSlots = 0;
+    const now = T0 + 70 * HOUR;
+    for (let o = 0; o < 16; o++) {
+      expect(dst.slotOf(o, 0) >= 0).toBe(src.slotOf(o, 0) >= 0);
+      expect(dst.slotOf(o, 1) >= 0).toBe(src.slotOf(o, 2) >= 0);
+      for (const [oldK, newK] of [
+        [0, 0],
+        [2, 1],
+      ] as const) {
+        const s = src.slotOf(o, oldK);
+        if (s < 0) continue;
+        expectedSlots++;
+        const d = dst.slotOf(o, newK);
+        expect(dst.slotOrdinal(d)).toBe(o);
+        expect(dst.slotKind(d)).toBe(newK);
+        expect(dst.read(d, now, false, ['1h', '24h', '7d', 'all'], true)).toEqual(
+          src.read(s, now, false, ['1h', '24h', '7d', 'all'], true),
+        );
+      }
+    }
+    expect(dst.slotsUsed()).toBe(expectedSlots);
+    expect(expectedSlots).toBeLessThan(src.slotsUsed());
+    for (let s = 0; s < dst.slotsUsed(); s++) {
+      expect(dst.slotOf(dst.slotOrdinal(s), dst.slotKind(s))).toBe(s);
+    }
+  });
+
+  it('validates what it imports', () => {
+    const src = newStore();
+    populate(src);
+    const bytes = src.exportState();
+
+    const err = catchError(() => newStore().importState(bytes.subarray(0, SLOT_BYTES + 8)));
+    expect(err).toBeInstanceOf(InvalidInputError);
+    expect(catchError(() => newStore(2).importState(bytes))).toBeInstanceOf(CapacityError);
+    // Fewer kinds and no remap: kind 2 no longer exists.
+    expect(catchError(() => newStore(64, KINDS.slice(0, 2)).importState(bytes))).toBeInstanceOf(InvalidInputError);
+    // Two old kinds folded onto one new kind would collide.
+    expect(catchError(() => newStore().importState(bytes, [0, 0, 1]))).toBeInstanceOf(InvalidInputError);
+    expect(catchError(() => newStore(64, KINDS, 4).importState(bytes))).toBeInstanceOf(InvalidInputError);
+
+    const used = newStore();
+    used.apply(0, 0, 1, T0);
+    expect(catchError(() => used.importState(bytes))).toBeInstanceOf(InvalidInputError);
+
+    // A failed import writes nothing.
+    const dst = newStore(2);
+    catchError(() => dst.importState(bytes));
+    expect(dst.slotsUsed()).toBe(0);
+    expect(new Int32Array(dst.arena.index).every((v) => v === 0)).toBe(true);
+  });
+});
+
+// The reader below follows the documented layout only, as a worker reading the arena would.
+const READER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { arena, done, L, expectSlots } = workerData;
+const control = new Int32Array(arena.control);
+const i32 = new Int32Array(arena.slots);
+const f64 = new Float64Array(arena.slots);
+const stop = new Int32Array(done);
+
+function readSlot(s) {
+  const b = s * L.SLOT_INT32;
+  const fb = s * L.SLOT_F64;
+  let retries = 0;
+  for (;;) {
+    const s1 = Atomics.load(i32, b + L.I32_SEQ);
+    if (s1 & 1) { retries++; continue; }
+    const count = f64[fb + L.F64_COUNT];
+    const newest = f64[fb + L.F64_NEWEST];
+    const oldest = f64[fb + L.F64_OLDEST];
+    let hourSum = 0;
+    for (let i = 0; i < L.HOUR_BUCKETS; i++) hourSum += i32[b + L.I32_HOUR_BUCKETS + i];
+    let minuteSum = 0;
+    for (let i = 0; i < L.MINUTE_BUCKETS; i++) minuteSum += i32[b + L.I32_MINUTE_BUCKETS + i];
+    if (Atomics.load(i32, b + L.I32_SEQ) !== s1) { retries++; continue; }
+    return { count, newest, oldest, hourSum, minuteSum, retries,
+      ordinal: i32[b + L.I32_ORDINAL], kind: i32[b + L.I32_KIND] };
+  }
+}
+
+parentPort.postMessage({ type: 'ready' });
+const last = new Float64Array(expectSlots);
+let reads = 0, retries = 0, torn = 0, regressions = 0, passes = 0;
+const deadline = Date.now() + 20000;
+while (Atomics.load(stop, 0) === 0 && Date.now() < deadline) {
+  const used = Atomics.load(control, L.CONTROL_SLOTS_USED);
+  for (let s = 0; s < used; s++) {
+    const r = readSlot(s);
+    reads++;
+    retries += r.retries;
+    if (r.count !== r.hourSum || r.minuteSum > r.count || r.newest < r.oldest || r.count < 1) torn++;
+    if (r.count < last[s]) regressions++;
+    last[s] = r.count;
+  }
+  passes++;
+}
+const final = [];
+for (let s = 0; s < Atomics.load(control, L.CONTROL_SLOTS_USED); s++) final.push(readSlot(s));
+parentPort.postMessage({ type: 'done', reads, retries, torn, regressions, passes, final });
+`;
+
+interface ReaderReport {
+  type: 'done';
+  reads: number;
+  retries: number;
+  torn: number;
+  regressions: number;
+  passes: number;
+  final: { count: number; hourSum: number; newest: number; ordinal: number; kind: number }[];
+}
+
+describe('SignalStore across threads', () => {
+  it('never shows a worker a torn slot while the main thread writes', async () => {
+    const SLOTS = 4;
+    const EVENTS = 200_000;
+    const SPAN = 100 * HOUR; // inside the 168-hour ring, so hour-ring sum == all-time count
+    const store = newStore(SLOTS, KINDS, SLOTS);
+    const done = new SharedArrayBuffer(4);
+    const worker = new Worker(READER, {
+      eval: true,
+      workerData: { arena: store.arena, done, L: { ...L }, expectSlots: SLOTS },
+    });
+    try {
+      const report = await new Promise<ReaderReport>((resolve, reject) => {
+        worker.on('error', reject);
+        worker.on('exit', (code) => reject(new Error(`reader exited early with code ${code}`)));
+        worker.on('message', (msg: { type: string }) => {
+          if (msg.type === 'ready') {
+            for (let i = 0; i < EVENTS; i++) {
+              store.apply(i % SLOTS, 0, 1, T0 + Math.floor((i * SPAN) / EVENTS));
+            }
+            Atomics.store(new Int32Array(done), 0, 1);
+          } else {
+            resolve(msg as ReaderReport);
+          }
+        });
+      });
+
+      expect(report.reads).toBeGreaterThan(0);
+      expect(report.torn).toBe(0);
+      expect(report.regressions).toBe(0);
+      expect(report.final).toHaveLength(SLOTS);
+      for (let s = 0; s < SLOTS; s++) {
+        const r = report.final[s]!;
+        expect(r.count).toBe(EVENTS / SLOTS);
+        expect(r.hourSum).toBe(EVENTS / SLOTS);
+        expect(r.count).toBe(store.allTimeCount(s));
+        expect(r.newest).toBe(store.newestAt(s));
+        expect(r.ordinal).toBe(store.slotOrdinal(s));
+        expect(r.kind).toBe(0);
+      }
+    } finally {
+      worker.removeAllListeners('exit');
+      await worker.terminate();
+    }
+  });
+});

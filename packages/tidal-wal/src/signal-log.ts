@@ -1,0 +1,88 @@
+import type Database from 'better-sqlite3';
+
+/** One durable signal event, as logged. `ordinal` and `kind` are the dense ids the store uses. */
+export interface LogRecord {
+  seq: number;
+  ordinal: number;
+  kind: number;
+  weight: number;
+  at: number;
+  session: string | null;
+}
+
+/**
+ * The durable log of signal events, in SQLite. Rows are appended inside the group-commit
+ * transaction; on open the signal state is rebuilt from the last checkpoint plus the rows after it.
+ */
+export class SignalLog {
+  readonly #db: Database.Database;
+  readonly #insert: Database.Statement;
+  readonly #setMeta: Database.Statement;
+  readonly #getMeta: Database.Statement;
+
+  constructor(db: Database.Database) {
+    this.#db = db;
+    db.exec(`
+      CREATE TABLE IF NOT EXISTS signal_log (
+        seq INTEGER PRIMARY KEY,
+        ordinal INTEGER NOT NULL,
+        kind INTEGER NOT NULL,
+        weight REAL NOT NULL,
+        at REAL NOT NULL,
+        session TEXT
+      );
+      CREATE TABLE IF NOT EXISTS wal_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    `);
+    this.#insert = db.prepare(
+      'INSERT INTO signal_log (seq, ordinal, kind, weight, at, session) VALUES (?, ?, ?, ?, ?, ?)',
+    );
+    this.#setMeta = db.prepare(
+      'INSERT INTO wal_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value',
+    );
+    this.#getMeta = db.prepare('SELECT value FROM wal_meta WHERE key = ?').pluck();
+  }
+
+  /** Appends one record; call inside the batch transaction. */
+  append(rec: LogRecord): void {
+    this.#insert.run(rec.seq, rec.ordinal, rec.kind, rec.weight, rec.at, rec.session);
+  }
+
+  /** Records the highest sequence number handed out, so numbers stay monotonic across restarts. */
+  setLastSeq(seq: number): void {
+    this.#setMeta.run('last_seq', seq);
+  }
+
+  /** The highest sequence number ever committed (0 for a new database). */
+  lastSeq(): number {
+    const meta = (this.#getMeta.get('last_seq') as number | undefined) ?? 0;
+    const logged = (this.#db.prepare('SELECT MAX(seq) FROM signal_log').pluck().get() as number | null) ?? 0;
+    return Math.max(meta, logged);
+  }
+
+  /** The sequence number the last checkpoint covers (0: none). */
+  checkpointSeq(): number {
+    return (this.#getMeta.get('checkpoint_seq') as number | undefined) ?? 0;
+  }
+
+  /**
+   * Marks everything up to `seq` as covered by a checkpoint and drops those rows. Call in the same
+   * transaction that writes the checkpoint, so a crash leaves either the old pair or the new one.
+   */
+  truncateThrough(seq: number): number {
+    this.#setMeta.run('checkpoint_seq', seq);
+    return this.#db.prepare('DELETE FROM signal_log WHERE seq <= ?').run(seq).changes;
+  }
+
+  /** The records after `afterSeq`, in sequence order. */
+  *replay(afterSeq: number): IterableIterator<LogRecord> {
+    const stmt = this.#db.prepare(
+      'SELECT seq, ordinal, kind, weight, at, session FROM signal_log WHERE seq > ? ORDER BY seq',
+    );
+    yield* stmt.iterate(afterSeq) as IterableIterator<LogRecord>;
+  }
+
+  /** Number of records after `afterSeq`. */
+  countAfter(afterSeq: number): number {
+    return this.#db.prepare('SELECT COUNT(*) FROM signal_log WHERE seq > ?').pluck().get(afterSeq) as number;
+  }
+}

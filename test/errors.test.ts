@@ -1,0 +1,39 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import * as tidal from 'tidal-core';
+import { ERROR_CODES, TidalError } from 'tidal-core';
+
+const doc = readFileSync(new URL('../docs/errors.md', import.meta.url), 'utf8');
+const documented = [...doc.matchAll(/^\| `(TIDAL_[A-Z_]+)` \| `(\w+)` \|/gm)].map((m) => ({ code: m[1]!, cls: m[2]! }));
+
+describe('docs/errors.md', () => {
+  it('lists every error code, and only those', () => {
+    expect(documented.map((d) => d.code).sort()).toEqual([...ERROR_CODES].sort());
+  });
+
+  it('names, for each code, an exported class that carries that code', () => {
+    for (const { code, cls } of documented) {
+      const ctor = (tidal as Record<string, unknown>)[cls];
+      expect(typeof ctor, `${cls} is exported from tidal-core`).toBe('function');
+      expect((ctor as { prototype: unknown }).prototype instanceof TidalError, `${cls} extends TidalError`).toBe(true);
+      const sample = sampleOf(cls);
+      expect(sample.code).toBe(code);
+      expect(TidalError.is(sample)).toBe(true);
+    }
+  });
+});
+
+function sampleOf(cls: string): TidalError {
+  switch (cls) {
+    case 'InvalidInputError':
+      return new tidal.InvalidInputError('limit', 'a whole number', 0);
+    case 'ClosedError':
+      return new tidal.ClosedError('retrieve');
+    case 'CapacityError':
+      return new tidal.CapacityError('item ids', 10, 'raise it');
+    case 'InternalError':
+      return new tidal.InternalError('boom');
+    default:
+      throw new Error(`no sample for ${cls}: add one when adding an error class`);
+  }
+}
