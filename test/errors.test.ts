@@ -33,6 +33,16 @@ function sampleOf(cls: string): TidalError {
       return new tidal.CapacityError('item ids', 10, 'raise it');
     case 'InternalError':
       return new tidal.InternalError('boom');
+    case 'OverloadedError':
+      return new tidal.OverloadedError(1001, 1000, 5);
+    case 'BackpressureError':
+      return new tidal.BackpressureError(4096, 4096, 12);
+    case 'MemoryPressureError':
+      return new tidal.MemoryPressureError(1, 2);
+    case 'RateLimitedError':
+      return new tidal.RateLimitedError('agent-1', 'session-1', 5, 200);
+    case 'SessionClosedError':
+      return new tidal.SessionClosedError('session-1', 'signal');
     default:
       throw new Error(`no sample for ${cls}: add one when adding an error class`);
   }

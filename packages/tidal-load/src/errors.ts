@@ -10,6 +10,11 @@ export const ERROR_CODES = [
   'TIDAL_CLOSED',
   'TIDAL_CAPACITY',
   'TIDAL_INTERNAL',
+  'TIDAL_OVERLOADED',
+  'TIDAL_BACKPRESSURE',
+  'TIDAL_MEMORY_PRESSURE',
+  'TIDAL_RATE_LIMITED',
+  'TIDAL_SESSION_CLOSED',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -85,5 +90,84 @@ export class CapacityError extends TidalError {
 export class InternalError extends TidalError {
   constructor(message: string, options?: ErrorOptions) {
     super('TIDAL_INTERNAL', message, options);
+  }
+}
+
+/**
+ * Too many queries in flight: the admission cap refused this one at once, before any work was done.
+ * Retry after `retryAfterMs`.
+ */
+export class OverloadedError extends TidalError {
+  readonly retryAfterMs: number;
+  readonly inFlight: number;
+  readonly limit: number;
+
+  constructor(inFlight: number, limit: number, retryAfterMs: number) {
+    super('TIDAL_OVERLOADED', `overloaded: ${inFlight} queries in flight, admission limit ${limit}; retry after ${retryAfterMs} ms`);
+    this.retryAfterMs = retryAfterMs;
+    this.inFlight = inFlight;
+    this.limit = limit;
+  }
+}
+
+/**
+ * The write queue is at or over its threshold: the write was refused before anything was enqueued.
+ * `retryAfterMs` is the time the queue needs to drain below the threshold at the measured rate.
+ */
+export class BackpressureError extends TidalError {
+  readonly retryAfterMs: number;
+  readonly depth: number;
+  readonly limit: number;
+
+  constructor(depth: number, limit: number, retryAfterMs: number) {
+    super('TIDAL_BACKPRESSURE', `write queue depth ${depth} is at or over the limit ${limit}; retry after ${retryAfterMs} ms`);
+    this.retryAfterMs = retryAfterMs;
+    this.depth = depth;
+    this.limit = limit;
+  }
+}
+
+/** The host is about to run out of memory (MemAvailable + SwapFree under the floor): writes are refused. */
+export class MemoryPressureError extends TidalError {
+  readonly availableBytes: number;
+  readonly floorBytes: number;
+
+  constructor(availableBytes: number, floorBytes: number) {
+    super(
+      'TIDAL_MEMORY_PRESSURE',
+      `host memory available ${availableBytes} bytes (MemAvailable + SwapFree) is under the floor of ${floorBytes} bytes; writes are refused`,
+    );
+    this.availableBytes = availableBytes;
+    this.floorBytes = floorBytes;
+  }
+}
+
+/** An agent session exceeded its rate limit; the signal was not written. */
+export class RateLimitedError extends TidalError {
+  readonly agentId: string;
+  readonly sessionId: string;
+  /** The configured rate, in signals per second. */
+  readonly limit: number;
+  readonly retryAfterMs: number;
+
+  constructor(agentId: string, sessionId: string, limit: number, retryAfterMs: number) {
+    super(
+      'TIDAL_RATE_LIMITED',
+      `agent ${JSON.stringify(agentId)} session ${JSON.stringify(sessionId)} is over its limit of ${limit} signals/s; retry after ${retryAfterMs} ms`,
+    );
+    this.agentId = agentId;
+    this.sessionId = sessionId;
+    this.limit = limit;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** The session was closed (by the caller, by the TTL sweeper, or by close()). */
+export class SessionClosedError extends TidalError {
+  readonly sessionId: string;
+
+  constructor(sessionId: string, operation: string) {
+    super('TIDAL_SESSION_CLOSED', `cannot ${operation}: session ${JSON.stringify(sessionId)} is closed`);
+    this.sessionId = sessionId;
   }
 }

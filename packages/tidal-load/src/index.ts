@@ -4,6 +4,11 @@ export {
   ClosedError,
   CapacityError,
   InternalError,
+  OverloadedError,
+  BackpressureError,
+  MemoryPressureError,
+  RateLimitedError,
+  SessionClosedError,
   ERROR_CODES,
   describeValue,
 } from './errors.js';
