@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
 import { Piscina } from 'piscina';
-import { CapacityError, ClosedError, DegradationLevel, InternalError, InvalidInputError, TidalError } from 'tidal-load';
+import { CapacityError, ClosedError, DegradationLevel, InternalError, InvalidInputError, LoadDetector, TidalError } from 'tidal-load';
 import { GroupCommit, SignalLog, openWriterConnection } from 'tidal-wal';
 import {
   ItemsWriter,
@@ -26,6 +26,8 @@ import {
   type WorkerTask,
 } from 'tidal-query';
 import { resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
+import { Metrics } from './metrics.js';
+import { QueryRecorder, type QueryStats } from './stats.js';
 import type {
   Item,
   ItemInput,
@@ -81,6 +83,9 @@ export class TidalDb implements AsyncDisposable {
   readonly #gc: GroupCommit<WriteEvent>;
   readonly #pool: Piscina;
   readonly #inFlight = new Set<Promise<unknown>>();
+  readonly #detector: LoadDetector;
+  readonly #recorder = new QueryRecorder();
+  readonly #metrics: Metrics | null;
   readonly #defaultWindow: RetrieveTask['window'];
   /** Ordinals below this have a row in `items`. */
   #persistedOrdinals = 0;
@@ -133,6 +138,18 @@ export class TidalDb implements AsyncDisposable {
         o.groupCommit,
       );
       const init: WorkerInit = { file, schema: o.schema, arena: this.#store.arena };
+      this.#detector = new LoadDetector({
+        thresholds: o.loadThresholds,
+        admissionLimit: o.admissionLimit,
+        retryAfterMs: (inFlight) => this.#retryAfterMs(inFlight),
+      });
+      this.#metrics = o.metricsRegistry
+        ? new Metrics(o.metricsRegistry, {
+            inFlight: () => this.#detector.inFlight,
+            level: () => this.#detector.level,
+            rejected: () => this.#detector.rejected,
+          })
+        : null;
       this.#pool = new Piscina({
         filename: WORKER_FILENAME,
         minThreads: o.workers,
@@ -354,6 +371,8 @@ export class TidalDb implements AsyncDisposable {
   /** Ranked retrieval by a profile (trending, popular, new), optionally around a context vector. */
   async retrieve(req: RetrieveRequest): Promise<RetrieveResults> {
     this.#check('retrieve');
+    // Admission first: one atomic add and a compare before any per-query work.
+    using guard = this.#detector.enter();
     if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a retrieve request object', req);
     const task: RetrieveTask = {
       profile: checkProfile(req.profile, this.#schema),
@@ -365,14 +384,15 @@ export class TidalDb implements AsyncDisposable {
       exclude: null,
     };
     const started = performance.now();
-    const env = this.#envelope();
-    const r = (await this.#run({ op: 'retrieve', env, task })) as WorkerRetrieveResult;
+    const env = this.#envelope(guard.level);
+    const r = (await this.#query('retrieve', { op: 'retrieve', env, task }, started)) as WorkerRetrieveResult;
     return { items: r.items, degradationLevel: env.level, warnings: r.warnings, explain: r.explain, tookMs: performance.now() - started };
   }
 
   /** Text (BM25), vector (ANN) or hybrid (RRF) search. */
   async search(req: SearchRequest): Promise<SearchResults> {
     this.#check('search');
+    using guard = this.#detector.enter();
     if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a search request object', req);
     const text = req.text === undefined ? null : checkText('text', req.text);
     const vector = req.vector === undefined ? null : checkVector('vector', req.vector, this.#schema.embeddingDims);
@@ -388,13 +408,51 @@ export class TidalDb implements AsyncDisposable {
       boost,
     };
     const started = performance.now();
-    const env = this.#envelope();
-    const r = (await this.#run({ op: 'search', env, task })) as WorkerSearchResult;
+    const env = this.#envelope(guard.level);
+    const r = (await this.#query('search', { op: 'search', env, task }, started)) as WorkerSearchResult;
     return { hits: r.hits, mode: r.mode, degradationLevel: env.level, warnings: r.warnings, explain: r.explain, tookMs: performance.now() - started };
   }
 
-  #envelope(): TaskEnvelope {
-    return { level: DegradationLevel.Full, nowMs: this.#o.clock(), itemsVersion: this.#itemsVersion };
+  #envelope(level: DegradationLevel = DegradationLevel.Full): TaskEnvelope {
+    return { level, nowMs: this.#o.clock(), itemsVersion: this.#itemsVersion };
+  }
+
+  /** Runs a query task and records its latency, level and service time. */
+  async #query(op: 'retrieve' | 'search', msg: WorkerTask & { op: 'retrieve' | 'search' }, started: number): Promise<WorkerRetrieveResult | WorkerSearchResult> {
+    let r: WorkerRetrieveResult | WorkerSearchResult;
+    try {
+      r = (await this.#run(msg)) as WorkerRetrieveResult | WorkerSearchResult;
+    } catch (err) {
+      this.#recorder.failed++;
+      this.#metrics?.failed();
+      throw err;
+    }
+    const latency = performance.now() - started;
+    this.#recorder.record(msg.env.level, latency, r.serviceMs);
+    this.#metrics?.served(op, msg.env.level, latency);
+    return r;
+  }
+
+  /**
+   * Retry-After for a refused query: the time the queries in flight need to drain at the measured
+   * service time, inFlight × meanServiceMs / workers, clamped to 1 ms – 10 s.
+   */
+  #retryAfterMs(inFlight: number): number {
+    const ms = Math.ceil((inFlight * this.#recorder.meanServiceMs) / this.#o.workers);
+    return Math.min(10_000, Math.max(1, ms));
+  }
+
+  /**
+   * Load figures: queries in flight, the current level, queries served per level, refusals, and
+   * latency percentiles (end to end, and worker service time per level).
+   */
+  stats(): QueryStats {
+    return this.#recorder.snapshot(this.#detector.inFlight, this.#detector.level, this.#detector.rejected);
+  }
+
+  /** The in-flight counter and the level thresholds (for tests and dashboards). */
+  get load(): LoadDetector {
+    return this.#detector;
   }
 
   async #run(msg: WorkerTask): Promise<unknown> {
@@ -512,6 +570,30 @@ export class TidalDbBuilder {
 
   capacity(options: NonNullable<TidalOptions['capacity']>): this {
     this.#o.capacity = options;
+    return this;
+  }
+
+  /** In-flight counts at which queries degrade (see {@link TidalOptions.loadThresholds}). */
+  loadThresholds(thresholds: NonNullable<TidalOptions['loadThresholds']>): this {
+    this.#o.loadThresholds = thresholds;
+    return this;
+  }
+
+  /** Hard cap on queries in flight: `'auto'`, `0` (off) or a whole number above the last threshold. */
+  admissionLimit(limit: NonNullable<TidalOptions['admissionLimit']>): this {
+    this.#o.admissionLimit = limit;
+    return this;
+  }
+
+  /** `false`: no degradation and no admission cap (for comparisons). */
+  loadManagement(enabled: boolean): this {
+    this.#o.loadManagement = enabled;
+    return this;
+  }
+
+  /** Export metrics into this prom-client registry. */
+  metrics(registry: NonNullable<TidalOptions['metricsRegistry']>): this {
+    this.#o.metricsRegistry = registry;
     return this;
   }
 

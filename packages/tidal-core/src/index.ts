@@ -1,5 +1,6 @@
 export { TidalDb, TidalDbBuilder } from './db.js';
-export { DEFAULTS } from './options.js';
+export { DEFAULTS, autoAdmissionLimit } from './options.js';
+export type { QueryStats, LatencySummary } from './stats.js';
 export type { TidalOptions, CapacityOptions } from './options.js';
 export type { SchemaDefinition, SignalKindDefinition } from './schema.js';
 export { MAX_ID_LENGTH, MAX_TEXT_LENGTH, MAX_LIMIT, MAX_BATCH, MAX_METADATA_BYTES } from './validate.js';
@@ -26,8 +27,12 @@ export {
   ERROR_CODES,
   DegradationLevel,
   levelName,
+  levelPlan,
+  LoadDetector,
+  InFlightGuard,
+  DEFAULT_THRESHOLDS,
 } from 'tidal-load';
-export type { ErrorCode, DegradationLevelName } from 'tidal-load';
+export type { ErrorCode, DegradationLevelName, LevelPlan, Thresholds } from 'tidal-load';
 export type {
   Diversity,
   Explain,

@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
-import { InvalidInputError } from 'tidal-load';
+import type { Registry } from 'prom-client';
+import { InvalidInputError, resolveThresholds, type Thresholds } from 'tidal-load';
 import { assertDurability, resolveGroupCommitOptions, type Durability, type GroupCommitOptions } from 'tidal-wal';
 import type { QuerySchema } from 'tidal-query';
 import { resolveSchema, type SchemaDefinition } from './schema.js';
@@ -46,6 +47,26 @@ export interface TidalOptions {
    * @default 1_000_000
    */
   checkpointEveryEvents?: number;
+  /**
+   * In-flight query counts at which queries degrade to ReducedCandidates, CoarseAggregates and
+   * NoDiversity: positive whole numbers, strictly increasing.
+   * @default { reducedCandidates: 32, coarseAggregates: 64, noDiversity: 128 } (measured for 2 cores, see docs/overload.md)
+   */
+  loadThresholds?: Partial<Thresholds>;
+  /**
+   * Hard cap on queries in flight: past it a query is refused at once with OverloadedError. `0`
+   * disables the cap; a number must be a whole number above `loadThresholds.noDiversity`.
+   * @default 'auto' = max(2 × noDiversity, 500 × workers)
+   */
+  admissionLimit?: number | 'auto';
+  /**
+   * `false` switches degradation and the admission cap off: every query runs at Full however many
+   * are in flight. For comparisons; not for production.
+   * @default true
+   */
+  loadManagement?: boolean;
+  /** A prom-client registry to export tidal's metrics into. */
+  metricsRegistry?: Registry;
 }
 
 export interface FilledOptions {
@@ -57,6 +78,9 @@ export interface FilledOptions {
   groupCommit: Required<GroupCommitOptions>;
   capacity: Required<CapacityOptions>;
   checkpointEveryEvents: number;
+  loadThresholds: Thresholds;
+  admissionLimit: number;
+  metricsRegistry: Registry | null;
 }
 
 export const DEFAULTS = Object.freeze({
@@ -95,7 +119,9 @@ export function resolveOptions(o: TidalOptions): FilledOptions {
   if (capacity.items * schema.kinds.length > 2 ** 30) {
     throw new InvalidInputError('capacity.items', `at most ${Math.floor(2 ** 30 / schema.kinds.length)} with ${schema.kinds.length} signal kinds`, capacity.items);
   }
+  const load = resolveLoad(o, workers);
   return {
+    ...load,
     dir: hasPath ? o.path! : null,
     schema,
     workers,
@@ -105,4 +131,38 @@ export function resolveOptions(o: TidalOptions): FilledOptions {
     capacity,
     checkpointEveryEvents: wholeInRange('checkpointEveryEvents', o.checkpointEveryEvents ?? DEFAULTS.checkpointEveryEvents, 1, 2 ** 40),
   };
+}
+
+/** Thresholds that no in-flight count reaches: every query runs at Full. */
+const NEVER: Thresholds = Object.freeze({ reducedCandidates: 2 ** 30 - 2, coarseAggregates: 2 ** 30 - 1, noDiversity: 2 ** 30 });
+
+/**
+ * The admission cap's default. Past the last threshold every query runs at the cheapest level; the
+ * cap bounds the queue of those: at ≈ 0.5 ms of worker time each (measured, docs/overload.md),
+ * 500 × workers queries in flight are ≈ 250 ms of queue, half the 500 ms p99 budget for admitted
+ * queries at 10× overload. It stays at least twice the last threshold so the cheapest level has room.
+ */
+export function autoAdmissionLimit(thresholds: Thresholds, workers: number): number {
+  return Math.max(2 * thresholds.noDiversity, 500 * workers);
+}
+
+function resolveLoad(o: TidalOptions, workers: number): Pick<FilledOptions, 'loadThresholds' | 'admissionLimit' | 'metricsRegistry'> {
+  const enabled = o.loadManagement ?? true;
+  if (typeof enabled !== 'boolean') throw new InvalidInputError('loadManagement', 'a boolean', enabled);
+  const thresholds = resolveThresholds(o.loadThresholds);
+  const raw = o.admissionLimit ?? 'auto';
+  let admissionLimit: number;
+  if (raw === 'auto') admissionLimit = autoAdmissionLimit(thresholds, workers);
+  else if (typeof raw !== 'number' || !Number.isInteger(raw) || raw < 0 || raw > 2 ** 30) {
+    throw new InvalidInputError('admissionLimit', "'auto', 0 (disabled) or a whole number above loadThresholds.noDiversity", raw);
+  } else if (raw !== 0 && raw <= thresholds.noDiversity) {
+    throw new InvalidInputError('admissionLimit', `above loadThresholds.noDiversity (${thresholds.noDiversity}), or 0 to disable it`, raw);
+  } else admissionLimit = raw;
+  const registry = o.metricsRegistry ?? null;
+  if (registry !== null && (typeof registry !== 'object' || typeof (registry as Registry).registerMetric !== 'function')) {
+    throw new InvalidInputError('metricsRegistry', 'a prom-client Registry', registry);
+  }
+  return enabled
+    ? { loadThresholds: thresholds, admissionLimit, metricsRegistry: registry }
+    : { loadThresholds: NEVER, admissionLimit: 0, metricsRegistry: registry };
 }

@@ -15,3 +15,5 @@ export {
 export type { ErrorCode } from './errors.js';
 export { DegradationLevel, levelName, levelPlan, isDegradationLevel } from './levels.js';
 export type { DegradationLevelName, LevelPlan } from './levels.js';
+export { LoadDetector, InFlightGuard, DEFAULT_THRESHOLDS, resolveThresholds } from './detector.js';
+export type { Thresholds, LoadDetectorOptions } from './detector.js';

@@ -11,7 +11,8 @@ export interface DiversityOutcome {
 /**
  * Greedy diversity: walk the ranked candidates and keep one unless a `maxPer` field value is
  * already at its cap. If that leaves fewer than `limit`, the skipped candidates fill the rest in
- * rank order (a warning says so): fewer results would be worse than a relaxed cap.
+ * rank order after the diverse picks (a warning says so): fewer results would be worse than a
+ * relaxed cap.
  */
 export function diversify(ranked: readonly number[], diversity: Diversity, limit: number, catalog: Catalog): DiversityOutcome {
   const fields = Object.entries(diversity.maxPer);
@@ -39,6 +40,7 @@ export function diversify(ranked: readonly number[], diversity: Diversity, limit
     picked.push(i);
   }
   if (picked.length >= limit || skipped.length === 0) return { picked, relaxed: false };
+  // The diverse picks keep the top; the relaxed fill comes after them, in rank order.
   const fill = skipped.slice(0, limit - picked.length);
-  return { picked: [...picked, ...fill].sort((a, b) => a - b), relaxed: true };
+  return { picked: [...picked, ...fill], relaxed: true };
 }

@@ -22,7 +22,7 @@ export class RetrieveExecutor {
     this.#ctx = ctx;
   }
 
-  run(task: RetrieveTask, level: DegradationLevel, nowMs: number): WorkerRetrieveResult {
+  run(task: RetrieveTask, level: DegradationLevel, nowMs: number): Omit<WorkerRetrieveResult, 'serviceMs'> {
     const ctx = this.#ctx;
     const plan = levelPlan(level);
     const coarse = plan.coarseAggregates;

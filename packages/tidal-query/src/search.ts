@@ -48,7 +48,7 @@ export class SearchExecutor {
     this.#ftsAll.raw(true);
   }
 
-  run(task: SearchTask, level: DegradationLevel, nowMs: number): WorkerSearchResult {
+  run(task: SearchTask, level: DegradationLevel, nowMs: number): Omit<WorkerSearchResult, 'serviceMs'> {
     const ctx = this.#ctx;
     const plan = levelPlan(level);
     const mode = task.text !== null && task.vector !== null ? 'hybrid' : task.text !== null ? 'text' : 'vector';

@@ -92,12 +92,15 @@ export interface SearchHit {
 }
 
 export interface WorkerRetrieveResult {
+  /** Time the worker spent executing the query, in ms (queueing excluded). */
+  serviceMs: number;
   items: RetrievedItem[];
   warnings: string[];
   explain: Explain;
 }
 
 export interface WorkerSearchResult {
+  serviceMs: number;
   hits: SearchHit[];
   warnings: string[];
   explain: Explain;

@@ -4,6 +4,7 @@
  * task runs, the worker pulls the item rows committed since it last looked, so a query sees every
  * write acknowledged before it started.
  */
+import { performance } from 'node:perf_hooks';
 import { workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { AnnIndex } from './ann.js';
@@ -79,14 +80,19 @@ function sync(s: State, version: number): number {
 }
 
 export default function run(msg: WorkerTask): WorkerRetrieveResult | WorkerSearchResult | WarmResult {
+  const started = performance.now();
   state ??= init();
   const s = state;
   const refreshed = sync(s, msg.env.itemsVersion);
   switch (msg.op) {
-    case 'retrieve':
-      return s.retrieve.run(msg.task, msg.env.level, msg.env.nowMs);
-    case 'search':
-      return s.search.run(msg.task, msg.env.level, msg.env.nowMs);
+    case 'retrieve': {
+      const r = s.retrieve.run(msg.task, msg.env.level, msg.env.nowMs);
+      return { ...r, serviceMs: performance.now() - started };
+    }
+    case 'search': {
+      const r = s.search.run(msg.task, msg.env.level, msg.env.nowMs);
+      return { ...r, serviceMs: performance.now() - started };
+    }
     case 'warm': {
       // A barrier: each warm task holds its worker until every worker has one, so `parties` tasks
       // land on `parties` distinct workers and every worker has loaded the items when warm() returns.

@@ -1,0 +1,88 @@
+import { DegradationLevel, levelName, type DegradationLevelName } from 'tidal-load';
+
+/** Latency samples kept for percentiles: the most recent ones, so the figures follow the load. */
+const WINDOW = 8192;
+
+export interface LatencySummary {
+  /** Number of samples the percentiles are computed over (the most recent, at most 8192). */
+  samples: number;
+  p50: number;
+  p99: number;
+  p999: number;
+}
+
+export interface QueryStats {
+  /** Queries in flight now. */
+  inFlight: number;
+  /** The level a query entering now would get. */
+  level: DegradationLevelName;
+  /** Queries served, per level they ran at, since open. */
+  served: Record<DegradationLevelName, number>;
+  /** Queries refused by the admission cap since open. */
+  rejected: number;
+  /** Failed queries (worker errors) since open; invalid input is not counted. */
+  failed: number;
+  /** End-to-end latency in ms (queueing included), over the most recent queries. */
+  latencyMs: LatencySummary;
+  /** Worker execution time in ms per level, over the most recent queries at that level. */
+  serviceMs: Record<DegradationLevelName, LatencySummary>;
+  /** Exponentially weighted mean worker execution time in ms (what Retry-After is computed from). */
+  meanServiceMs: number;
+}
+
+class Ring {
+  readonly #data = new Float64Array(WINDOW);
+  #n = 0;
+
+  push(v: number): void {
+    this.#data[this.#n % WINDOW] = v;
+    this.#n++;
+  }
+
+  summary(): LatencySummary {
+    const len = Math.min(this.#n, WINDOW);
+    if (len === 0) return { samples: 0, p50: 0, p99: 0, p999: 0 };
+    const sorted = this.#data.slice(0, len).sort();
+    const at = (q: number) => sorted[Math.min(len - 1, Math.floor(q * len))]!;
+    return { samples: len, p50: at(0.5), p99: at(0.99), p999: at(0.999) };
+  }
+}
+
+const LEVELS = [DegradationLevel.Full, DegradationLevel.ReducedCandidates, DegradationLevel.CoarseAggregates, DegradationLevel.NoDiversity];
+
+/** Counters and latency windows behind `db.stats()` and the Prometheus metrics. */
+export class QueryRecorder {
+  readonly served = new Float64Array(LEVELS.length);
+  failed = 0;
+  readonly #latency = new Ring();
+  readonly #service = LEVELS.map(() => new Ring());
+  /** Starts at 1 ms until the first query reports. */
+  meanServiceMs = 1;
+
+  record(level: DegradationLevel, latencyMs: number, serviceMs: number): void {
+    this.served[level]!++;
+    this.#latency.push(latencyMs);
+    this.#service[level]!.push(serviceMs);
+    // EWMA with α = 1/16: follows a change in cost within a few dozen queries, ignores one outlier.
+    this.meanServiceMs += (serviceMs - this.meanServiceMs) / 16;
+  }
+
+  snapshot(inFlight: number, level: DegradationLevel, rejected: number): QueryStats {
+    const served = {} as Record<DegradationLevelName, number>;
+    const serviceMs = {} as Record<DegradationLevelName, LatencySummary>;
+    for (const l of LEVELS) {
+      served[levelName(l)] = this.served[l]!;
+      serviceMs[levelName(l)] = this.#service[l]!.summary();
+    }
+    return {
+      inFlight,
+      level: levelName(level),
+      served,
+      rejected,
+      failed: this.failed,
+      latencyMs: this.#latency.summary(),
+      serviceMs,
+      meanServiceMs: this.meanServiceMs,
+    };
+  }
+}
