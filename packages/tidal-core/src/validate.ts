@@ -1,5 +1,5 @@
 import { InvalidInputError } from 'tidal-load';
-import type { Diversity, FieldCondition, Filter, Profile, QuerySchema, RangeCondition, VelocityWindow } from 'tidal-query';
+import { MAX_EVENT_MS, type Diversity, type FieldCondition, type Filter, type Profile, type QuerySchema, type RangeCondition, type VelocityWindow } from 'tidal-query';
 
 export const MAX_ID_LENGTH = 512;
 export const MAX_TEXT_LENGTH = 100_000;
@@ -15,9 +15,10 @@ export function checkId(field: string, id: unknown): string {
   return id;
 }
 
+/** Timestamps are milliseconds since the epoch, from 0 up to (not including) {@link MAX_EVENT_MS}. */
 export function checkTime(field: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new InvalidInputError(field, 'a finite, non-negative timestamp in milliseconds', value);
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value >= MAX_EVENT_MS) {
+    throw new InvalidInputError(field, `a timestamp in milliseconds since the epoch, from 0 to below ${MAX_EVENT_MS} (year 6053)`, value);
   }
   return value;
 }

@@ -8,6 +8,7 @@ export { TopK } from './topk.js';
 export { ItemsWriter, ITEMS_DDL, rowToItem, blobToVector } from './items-table.js';
 export type { StoredItem, ItemRow } from './items-table.js';
 export { SignalStore, SLOT_BYTES } from './signals/store.js';
+export { MAX_EVENT_MS } from './signals/layout.js';
 export type { SignalArena, SignalKindSpec, SignalValues, WindowName } from './signals/store.js';
 export type { QueryContext } from './context.js';
 export type { WorkerInit, WorkerTask, WarmResult } from './worker.js';

@@ -1,0 +1,475 @@
+/**
+ * `npm run bench:overload`: an open-loop overload benchmark. Builds the bench corpus once, measures
+ * the Full-level capacity C, then offers 1×, 3× and 10× C (Poisson arrivals, mixed retrieve and
+ * search, with concurrent signal writes) and drops back to 0.5× C — once with load management and
+ * once without, each in its own child process so one run's backlog cannot leak into the other.
+ * Writes docs/overload.md (tables) and docs/overload.svg (chart).
+ */
+import { spawn } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DegradationLevel, TidalDb, TidalError, levelName, type DegradationLevelName } from 'tidal-core';
+import { Corpus, mulberry32, tidalSchema } from './corpus.js';
+import { Progress, collectGarbage, describeMachine, fmtInt, intFlag, machine, markdownTable, nowMs, percentile } from './stats.js';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, '..', '..');
+
+interface PhaseSpec {
+  name: string;
+  factor: number;
+  seconds: number;
+}
+
+interface PhaseResult {
+  name: string;
+  factor: number;
+  offeredRate: number;
+  offered: number;
+  ok: number;
+  goodput: number;
+  p50: number;
+  p99: number;
+  p999: number;
+  errors: Record<string, number>;
+  levels: Record<DegradationLevelName, number>;
+  refusalP99: number;
+  refusalMax: number;
+  /** Queries of this phase still unanswered when the run ended. */
+  unfinished: number;
+  /** Only for the last phase: ms from its start until the level was Full and stayed Full. */
+  backToFullMs: number | null;
+}
+
+interface Bin {
+  t: number;
+  offered: number;
+  ok: number;
+  p99: number;
+  level: number;
+  inFlight: number;
+}
+
+interface ChildReport {
+  mode: 'on' | 'off';
+  capacity: number;
+  fullServiceMs: number;
+  noDiversityServiceMs: number;
+  serviceMsByLevel: Record<string, number>;
+  phases: PhaseResult[];
+  bins: Bin[];
+  rss: { start: number; peak: number; end: number };
+  heapAfterGc: { start: number; end: number };
+}
+
+const BIN_MS = 250;
+
+// ---------------------------------------------------------------------------------------------
+// Child: one mode, one schedule
+// ---------------------------------------------------------------------------------------------
+
+async function child(argv: string[]): Promise<void> {
+  const mode = argv.includes('--mode=off') ? 'off' : 'on';
+  const dir = argv.find((a) => a.startsWith('--dir='))!.slice(6);
+  const items = intFlag(argv, 'items', 100_000);
+  const seconds = intFlag(argv, 'seconds', 20);
+  const workers = intFlag(argv, 'workers', machine().cores);
+  const given = argv.find((a) => a.startsWith('--capacity='));
+  const corpus = new Corpus({ items, dims: 128 });
+  const now = corpus.now;
+  let clock = now;
+  const db = await TidalDb.builder()
+    .path(dir)
+    .schema(tidalSchema(128) as never)
+    .workers(workers)
+    .clock(() => clock)
+    .loadManagement(mode === 'on')
+    .open();
+  collectGarbage();
+  const heapStart = process.memoryUsage().heapUsed;
+  const rssStart = process.memoryUsage().rss;
+  let rssPeak = rssStart;
+
+  const rand = mulberry32(mode === 'on' ? 1 : 1);
+  const queries = prepareQueries(corpus, rand, 4096);
+  let qi = 0;
+  const nextQuery = () => queries[qi++ % queries.length]!;
+
+  // Capacity: a closed loop with enough clients to keep every worker busy, at Full level.
+  let capacity: number;
+  if (given) capacity = Number(given.slice(11));
+  else {
+    const clients = workers * 4;
+    const until = nowMs() + 5000;
+    let done = 0;
+    await Promise.all(
+      Array.from({ length: clients }, async () => {
+        while (nowMs() < until) {
+          await nextQuery()(db);
+          done++;
+        }
+      }),
+    );
+    capacity = Math.round(done / 5);
+  }
+  process.stderr.write(`[${mode}] capacity C = ${capacity} queries/s\n`);
+
+  const schedule: PhaseSpec[] = [
+    { name: '1× C', factor: 1, seconds },
+    { name: '3× C', factor: 3, seconds },
+    { name: '10× C', factor: 10, seconds },
+    { name: '0.5× C', factor: 0.5, seconds: Math.max(5, Math.round(seconds / 2)) },
+  ];
+
+  const phases: PhaseResult[] = [];
+  const bins: Bin[] = [];
+  const runStart = nowMs();
+  let binStart = runStart;
+  let bin = { offered: 0, ok: 0, lat: [] as number[] };
+  const levelSamples: { t: number; level: number }[] = [];
+
+  const flushBin = (t: number) => {
+    const lat = Float64Array.from(bin.lat).sort();
+    bins.push({
+      t: (binStart - runStart) / 1000,
+      offered: (bin.offered * 1000) / BIN_MS,
+      ok: (bin.ok * 1000) / BIN_MS,
+      p99: lat.length ? percentile(lat, 99) : Number.NaN,
+      level: db.load.level,
+      inFlight: db.load.inFlight,
+    });
+    bin = { offered: 0, ok: 0, lat: [] };
+    binStart = t;
+    const rss = process.memoryUsage().rss;
+    if (rss > rssPeak) rssPeak = rss;
+  };
+
+  // Concurrent writes: 1 000 signals/s in batches of 50, to items chosen at random.
+  let writeErrors = 0;
+  const writer = setInterval(() => {
+    clock += 50;
+    const batch = Array.from({ length: 50 }, () => ({ item: corpus.id(Math.floor(rand() * items)), kind: 'view', at: clock }));
+    db.signals(batch).catch(() => writeErrors++);
+  }, 50);
+
+  const pending = new Set<Promise<void>>();
+  for (const spec of schedule) {
+    const rate = capacity * spec.factor;
+    const p = new Progress(`[${mode}] ${spec.name} (${fmtInt(rate)} q/s offered)`, Math.round(rate * spec.seconds), 'queries');
+    const lat: number[] = [];
+    const refusals: number[] = [];
+    const errors: Record<string, number> = {};
+    const levels = { Full: 0, ReducedCandidates: 0, CoarseAggregates: 0, NoDiversity: 0 } as Record<DegradationLevelName, number>;
+    let offered = 0;
+    let ok = 0;
+    let outstanding = 0;
+    const phaseStart = nowMs();
+    const phaseEnd = phaseStart + spec.seconds * 1000;
+    let nextArrival = phaseStart;
+    // Poisson arrivals: exponential gaps, fired by a 1 ms tick. Latency counts from the scheduled
+    // arrival, so a late tick is charged to the system (no coordinated omission).
+    while (nextArrival < phaseEnd) {
+      const t = nowMs();
+      while (nextArrival <= t && nextArrival < phaseEnd) {
+        const scheduled = nextArrival;
+        nextArrival += (-Math.log(1 - rand()) * 1000) / rate;
+        offered++;
+        bin.offered++;
+        outstanding++;
+        const called = nowMs();
+        const query = nextQuery()(db);
+        // A refusal is decided inside the call (admission is synchronous); what follows in this
+        // loop is the generator's own work, so the call's own duration is what a refusal costs.
+        const callMs = nowMs() - called;
+        const q = query.then(
+          (level) => {
+            const l = nowMs() - scheduled;
+            lat.push(l);
+            bin.lat.push(l);
+            ok++;
+            bin.ok++;
+            levels[levelName(level)]++;
+          },
+          (err: unknown) => {
+            const code = TidalError.is(err) ? err.code : 'OTHER';
+            errors[code] = (errors[code] ?? 0) + 1;
+            if (code === 'TIDAL_OVERLOADED') refusals.push(callMs);
+          },
+        );
+        const tracked = q.finally(() => {
+          outstanding--;
+          pending.delete(tracked);
+        });
+        pending.add(tracked);
+        p.tick(1);
+      }
+      const tNow = nowMs();
+      if (tNow - binStart >= BIN_MS) flushBin(tNow);
+      levelSamples.push({ t: tNow, level: db.load.level });
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    p.finish();
+    const sorted = Float64Array.from(lat).sort();
+    const rs = Float64Array.from(refusals).sort();
+    let backToFullMs: number | null = null;
+    if (spec === schedule[schedule.length - 1]) {
+      const inPhase = levelSamples.filter((s) => s.t >= phaseStart);
+      let lastNonFull = -1;
+      inPhase.forEach((s, i) => {
+        if (s.level !== DegradationLevel.Full) lastNonFull = i;
+      });
+      backToFullMs = lastNonFull === inPhase.length - 1 ? Number.POSITIVE_INFINITY : lastNonFull < 0 ? 0 : inPhase[lastNonFull + 1]!.t - phaseStart;
+    }
+    phases.push({
+      name: spec.name,
+      factor: spec.factor,
+      offeredRate: rate,
+      offered,
+      ok,
+      goodput: (ok * 1000) / (nowMs() - phaseStart),
+      p50: percentile(sorted, 50),
+      p99: percentile(sorted, 99),
+      p999: percentile(sorted, 99.9),
+      errors,
+      levels,
+      refusalP99: rs.length ? percentile(rs, 99) : Number.NaN,
+      refusalMax: rs.length ? rs[rs.length - 1]! : Number.NaN,
+      unfinished: outstanding,
+      backToFullMs,
+    });
+  }
+  clearInterval(writer);
+  // Let what is still queued finish for up to 10 s, then report anyway (the baseline may not).
+  const drainUntil = nowMs() + 10_000;
+  while (pending.size > 0 && nowMs() < drainUntil) {
+    if (nowMs() - binStart >= BIN_MS) flushBin(nowMs());
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  flushBin(nowMs());
+  const stats = db.stats();
+  const serviceMsByLevel: Record<string, number> = {};
+  for (const [k, v] of Object.entries(stats.serviceMs)) serviceMsByLevel[k] = v.p50;
+  const report: ChildReport = {
+    mode,
+    capacity,
+    fullServiceMs: stats.serviceMs.Full.p50,
+    noDiversityServiceMs: stats.serviceMs.NoDiversity.p50,
+    serviceMsByLevel,
+    phases,
+    bins,
+    rss: { start: rssStart, peak: rssPeak, end: process.memoryUsage().rss },
+    heapAfterGc: { start: heapStart, end: 0 },
+  };
+  if (pending.size === 0) {
+    await db.close();
+    collectGarbage();
+    report.heapAfterGc.end = process.memoryUsage().heapUsed;
+  }
+  process.stdout.write(`REPORT ${JSON.stringify(report)}\n`);
+  if (writeErrors > 0) process.stderr.write(`[${mode}] ${writeErrors} write batches refused\n`);
+  // The baseline may still hold thousands of queued queries: exit without waiting for them.
+  process.exit(0);
+}
+
+type Query = (db: TidalDb) => Promise<DegradationLevel>;
+
+/** The query mix: half retrieve, half search, over pre-generated parameters. */
+function prepareQueries(corpus: Corpus, rand: () => number, n: number): Query[] {
+  const out: Query[] = [];
+  for (let i = 0; i < n; i++) {
+    const r = rand();
+    const diversity = { maxPer: { creator: 2 } };
+    if (r < 0.25) out.push(async (db) => (await db.retrieve({ profile: 'trending', diversity, limit: 20 })).degradationLevel);
+    else if (r < 0.35) {
+      const category = corpus.randomCategory(rand);
+      out.push(async (db) => (await db.retrieve({ profile: 'new', filter: { category }, diversity, limit: 20 })).degradationLevel);
+    } else if (r < 0.5) {
+      const context = corpus.contextVector(rand);
+      out.push(async (db) => (await db.retrieve({ profile: 'popular', context, diversity, limit: 20 })).degradationLevel);
+    } else if (r < 0.75) {
+      const text = corpus.textQuery(rand);
+      out.push(async (db) => (await db.search({ text, diversity, limit: 10 })).degradationLevel);
+    } else if (r < 0.85) {
+      const text = corpus.textQuery(rand);
+      const category = corpus.randomCategory(rand);
+      out.push(async (db) => (await db.search({ text, filter: { category }, limit: 10 })).degradationLevel);
+    } else {
+      const c = Math.floor(rand() * 20);
+      const text = corpus.textQuery(rand, c);
+      const vector = corpus.contextVector(rand, c);
+      out.push(async (db) => (await db.search({ text, vector, diversity, limit: 10 })).degradationLevel);
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parent: build once, run both modes, write the report and the chart
+// ---------------------------------------------------------------------------------------------
+
+function runChild(args: string[], timeoutMs: number): Promise<ChildReport> {
+  return new Promise((resolve, reject) => {
+    const c = spawn(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), '--child', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    c.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const guard = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
+    c.on('exit', (code) => {
+      clearTimeout(guard);
+      const line = out.split('\n').find((l) => l.startsWith('REPORT '));
+      if (line) resolve(JSON.parse(line.slice(7)) as ChildReport);
+      else reject(new Error(`overload child ${args.join(' ')} exited with ${code} and no report`));
+    });
+  });
+}
+
+async function build(dir: string, items: number, workers: number): Promise<void> {
+  const corpus = new Corpus({ items, dims: 128 });
+  const db = await TidalDb.builder().path(dir).schema(tidalSchema(128) as never).workers(workers).clock(() => corpus.now).open();
+  const p = new Progress('building corpus', items, 'items');
+  for (const batch of corpus.items(1000)) {
+    await db.upsertItems(batch);
+    p.tick(batch.length);
+  }
+  p.finish();
+  const s = corpus.signalSummary();
+  const ps = new Progress('ingesting signals', s.total, 'signals');
+  for (const batch of corpus.signalBatches(1000)) {
+    await db.signals(batch);
+    ps.tick(batch.length);
+  }
+  ps.finish();
+  await db.close();
+}
+
+async function parent(argv: string[]): Promise<void> {
+  const items = intFlag(argv, 'items', 100_000);
+  const seconds = intFlag(argv, 'seconds', 20);
+  const workers = intFlag(argv, 'workers', machine().cores);
+  const work = mkdtempSync(join(tmpdir(), 'tidal-overload-'));
+  try {
+    const base = join(work, 'base');
+    await build(base, items, workers);
+    const copy = (name: string) => {
+      const d = join(work, name);
+      cpSync(base, d, { recursive: true });
+      return d;
+    };
+    const deadline = (seconds * 3.5 + 60) * 1000 + 120_000;
+    const on = await runChild(['--mode=on', `--dir=${copy('on')}`, `--items=${items}`, `--seconds=${seconds}`, `--workers=${workers}`], deadline);
+    const off = await runChild(
+      ['--mode=off', `--dir=${copy('off')}`, `--items=${items}`, `--seconds=${seconds}`, `--workers=${workers}`, `--capacity=${on.capacity}`],
+      deadline,
+    );
+    const md = renderMarkdown(on, off, items, workers, seconds);
+    process.stdout.write(`\n${md}\n`);
+    const docs = join(ROOT, 'docs');
+    mkdirSync(docs, { recursive: true });
+    writeFileSync(join(docs, 'overload.svg'), renderSvg(on, off));
+    writeFileSync(join(ROOT, 'bench', 'results', 'overload.json'), JSON.stringify({ machine: machine(), items, workers, seconds, on, off }, null, 1));
+    process.stderr.write('wrote docs/overload.svg and bench/results/overload.json\n');
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '—');
+const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '—');
+
+function renderMarkdown(on: ChildReport, off: ChildReport, items: number, workers: number, seconds: number): string {
+  const rows = (r: ChildReport) =>
+    r.phases.map((p) => {
+      const total = Object.values(p.levels).reduce((a, b) => a + b, 0) || 1;
+      const share = (Object.entries(p.levels) as [DegradationLevelName, number][])
+        .filter(([, n]) => n > 0)
+        .map(([l, n]) => `${l} ${((100 * n) / total).toFixed(0)}%`)
+        .join(', ');
+      const errs = Object.entries(p.errors).map(([c, n]) => `${c} ${n}`).join(', ') || '0';
+      return [
+        p.name,
+        fmtInt(p.offeredRate),
+        fmtInt(p.goodput),
+        `${((100 * p.goodput) / p.offeredRate).toFixed(0)}%`,
+        f1(p.p50),
+        f1(p.p99),
+        f1(p.p999),
+        errs,
+        share || '—',
+        f2(p.refusalP99),
+        fmtInt(p.unfinished),
+        p.backToFullMs === null ? '' : Number.isFinite(p.backToFullMs) ? `${fmtInt(p.backToFullMs)} ms` : 'not within the phase',
+      ];
+    });
+  const header = ['phase', 'offered q/s', 'goodput q/s', 'goodput/offered', 'p50 ms', 'p99 ms', 'p999 ms', 'errors', 'levels', 'refusal p99 ms', 'unanswered at end', 'back to Full'];
+  const mb = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
+  return [
+    `Machine: ${describeMachine()}. Corpus: ${fmtInt(items)} items, ${workers} query workers, ${seconds} s per phase, writes 1 000 signals/s throughout.`,
+    '',
+    `Capacity C (closed loop, Full level): ${fmtInt(on.capacity)} queries/s. Worker service time p50 by level (load management on): ${Object.entries(on.serviceMsByLevel)
+      .map(([l, ms]) => `${l} ${f2(ms)} ms`)
+      .join(', ')}; NoDiversity / Full = ${f2(on.noDiversityServiceMs / on.fullServiceMs)}.`,
+    '',
+    '### With load management',
+    '',
+    markdownTable(header, rows(on)),
+    '',
+    `RSS: start ${mb(on.rss.start)}, peak ${mb(on.rss.peak)}, end ${mb(on.rss.end)}; heap after GC: start ${mb(on.heapAfterGc.start)}, end ${on.heapAfterGc.end ? mb(on.heapAfterGc.end) : '—'}.`,
+    '',
+    '### Without load management (same schedule, same C)',
+    '',
+    markdownTable(header, rows(off)),
+    '',
+    `RSS: start ${mb(off.rss.start)}, peak ${mb(off.rss.peak)}, end ${mb(off.rss.end)}; heap after GC: start ${mb(off.heapAfterGc.start)}, end ${off.heapAfterGc.end ? mb(off.heapAfterGc.end) : '— (still draining)'}.`,
+  ].join('\n');
+}
+
+/** A hand-made SVG: per mode, offered vs goodput (q/s), p99 (ms, log scale) and the level over time. */
+function renderSvg(on: ChildReport, off: ChildReport): string {
+  const W = 900;
+  const H = 300;
+  const pad = { l: 60, r: 60, t: 30, b: 30 };
+  const panels = [on, off].map((rep, idx) => {
+    const y0 = idx * (H + 20);
+    const bins = rep.bins;
+    const tMax = Math.max(...bins.map((b) => b.t), 1);
+    const rMax = Math.max(...bins.map((b) => Math.max(b.offered, b.ok)), 1);
+    const x = (t: number) => pad.l + ((W - pad.l - pad.r) * t) / tMax;
+    const yr = (v: number) => y0 + H - pad.b - ((H - pad.t - pad.b) * v) / rMax;
+    const lMin = Math.log10(0.5);
+    const lMax = Math.log10(30_000);
+    const yl = (ms: number) => y0 + H - pad.b - ((H - pad.t - pad.b) * (Math.log10(Math.max(0.5, ms)) - lMin)) / (lMax - lMin);
+    const colors = ['#ffffff', '#fff3c4', '#ffd59e', '#ffb0a0'];
+    const shade = bins
+      .map((b, i) => {
+        const next = bins[i + 1]?.t ?? b.t + BIN_MS / 1000;
+        return b.level > 0 ? `<rect x="${x(b.t).toFixed(1)}" y="${y0 + pad.t}" width="${(x(next) - x(b.t)).toFixed(1)}" height="${H - pad.t - pad.b}" fill="${colors[b.level]}"/>` : '';
+      })
+      .join('');
+    const line = (pts: [number, number][], color: string, dash = '') =>
+      `<polyline fill="none" stroke="${color}" stroke-width="1.5" ${dash ? `stroke-dasharray="${dash}"` : ''} points="${pts
+        .filter(([, y]) => Number.isFinite(y))
+        .map(([a, b]) => `${a.toFixed(1)},${b.toFixed(1)}`)
+        .join(' ')}"/>`;
+    const ticksR = [0, 0.25, 0.5, 0.75, 1].map((f) => `<text x="${pad.l - 6}" y="${yr(f * rMax) + 4}" text-anchor="end">${fmtInt(f * rMax)}</text>`).join('');
+    const ticksL = [1, 10, 100, 1000, 10000].map((ms) => `<text x="${W - pad.r + 6}" y="${yl(ms) + 4}">${ms} ms</text>`).join('');
+    const ticksT = Array.from({ length: Math.floor(tMax / 10) + 1 }, (_, i) => i * 10).map((t) => `<text x="${x(t)}" y="${y0 + H - pad.b + 16}" text-anchor="middle">${t}s</text>`).join('');
+    return [
+      `<text x="${pad.l}" y="${y0 + 18}" font-weight="bold">${rep.mode === 'on' ? 'With load management' : 'Without load management'} — C = ${fmtInt(rep.capacity)} q/s; shading: level (yellow Reduced, orange Coarse, red NoDiversity)</text>`,
+      shade,
+      `<rect x="${pad.l}" y="${y0 + pad.t}" width="${W - pad.l - pad.r}" height="${H - pad.t - pad.b}" fill="none" stroke="#888"/>`,
+      line(bins.map((b) => [x(b.t), yr(b.offered)]), '#888', '4 3'),
+      line(bins.map((b) => [x(b.t), yr(b.ok)]), '#1565c0'),
+      line(bins.map((b) => [x(b.t), yl(b.p99)]), '#c62828'),
+      ticksR,
+      ticksL,
+      ticksT,
+    ].join('\n');
+  });
+  const legend = `<text x="${pad.l}" y="${2 * (H + 20) + 5}"><tspan fill="#888">- - offered q/s</tspan>  <tspan fill="#1565c0">— goodput q/s (left axis)</tspan>  <tspan fill="#c62828">— p99 latency of completed queries (right axis, log)</tspan></text>`;
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${2 * (H + 20) + 15}" font-family="sans-serif" font-size="11">\n<rect width="100%" height="100%" fill="white"/>\n${panels.join('\n')}\n${legend}\n</svg>\n`;
+}
+
+const argv = process.argv.slice(2);
+if (argv[0] === '--child') await child(argv.slice(1));
+else await parent(argv);
