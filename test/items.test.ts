@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ClosedError, InvalidInputError, type TidalDb } from 'tidal-core';
+import { ClosedError, InvalidInputError, TidalDb } from 'tidal-core';
 import { CORPUS, DAY, NOW, cosine, corpusItem, events, failureOf, idsOf, openCorpusDb, openDb, type TestClock } from './helpers.js';
 
 /** Every profile, with and without a context vector. */
@@ -289,6 +289,30 @@ describe('items: close', () => {
       const err = await failureOf(call);
       expect(err).toBeInstanceOf(ClosedError);
       expect((err as ClosedError).code).toBe('TIDAL_CLOSED');
+    }
+  });
+});
+
+describe('a schema without embeddings', () => {
+  it('stores, finds and ranks items with no vector index at all', async () => {
+    const db = await TidalDb.builder()
+      .ephemeral()
+      .workers(1)
+      .schema({ signals: [{ name: 'view', halfLifeMs: 3_600_000 }] })
+      .open();
+    try {
+      await db.upsertItems([
+        { id: 'a', text: 'quiet piano' },
+        { id: 'b', text: 'loud guitar' },
+      ]);
+      await db.signal({ item: 'b', kind: 'view' });
+      expect((await db.search({ text: 'piano' })).hits.map((h) => h.id)).toEqual(['a']);
+      expect((await db.retrieve({ profile: 'popular' })).items.map((i) => i.id)).toEqual(['b']);
+      await db.delete('a');
+      expect((await db.search({ text: 'piano' })).hits).toEqual([]);
+      await expect(db.search({ vector: [1, 0] })).rejects.toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'vector' });
+    } finally {
+      await db.close();
     }
   });
 });

@@ -33,6 +33,10 @@ export {
   DEFAULT_THRESHOLDS,
 } from 'tidal-load';
 export type { ErrorCode, DegradationLevelName, LevelPlan, Thresholds } from 'tidal-load';
+export { RateLimiterConfig, RateLimiter, TokenBucket, RATE_LIMITER_DEFAULTS } from 'tidal-load';
+export type { LimitedOptions, RateLimit, RateLimiterStats } from 'tidal-load';
+export { SESSION_DEFAULTS } from './sessions.js';
+export type { SessionHandle, SessionInfo, SessionOptions, SessionSummary, OpenSessionOptions } from './sessions.js';
 export type {
   Diversity,
   Explain,
@@ -46,4 +50,5 @@ export type {
   WindowName,
   VelocityWindow,
 } from 'tidal-query';
-export type { Durability, GroupCommitOptions } from 'tidal-wal';
+export type { Durability, GroupCommitOptions, MemoryGuardOptions, TidalWarning, WarningCode } from 'tidal-wal';
+export { RETRY_AFTER_MIN_MS, RETRY_AFTER_MAX_MS, WARNING_CODES } from 'tidal-wal';

@@ -1,20 +1,35 @@
 import { availableParallelism } from 'node:os';
 import type { Registry } from 'prom-client';
 import { InvalidInputError, resolveThresholds, type Thresholds } from 'tidal-load';
-import { assertDurability, resolveGroupCommitOptions, type Durability, type GroupCommitOptions } from 'tidal-wal';
+import {
+  assertDurability,
+  emitProcessWarning,
+  resolveGroupCommitOptions,
+  resolveMemoryGuardOptions,
+  type Durability,
+  type FilledMemoryGuardOptions,
+  type GroupCommitOptions,
+  type MemoryGuardOptions,
+  type WarningSink,
+} from 'tidal-wal';
 import type { QuerySchema } from 'tidal-query';
 import { resolveSchema, type SchemaDefinition } from './schema.js';
+import { resolveRateLimiterConfig, type RateLimit, type RateLimiterConfig } from 'tidal-load';
+import { resolveSessionOptions, type FilledSessionOptions, type SessionOptions } from './sessions.js';
 
 export interface CapacityOptions {
   /**
    * Distinct item ids (items and ids seen only in signals) the database can hold. Preallocated as
    * virtual memory only: 4 bytes × signal kinds per id, resident only once touched.
-   * @default 4_194_304
+   * @default 2_097_152
    */
   items?: number;
   /**
    * (item, signal kind) pairs with signal state. 1 KiB each of virtual memory, resident only when used.
-   * @default 2_097_152
+   * The default reserves 256 MiB of address space: enough for ~1.7 M items at the bench corpus's
+   * 15% of items with signals; larger reservations count against the host's overcommit limit
+   * (a process holding several can fail to fork).
+   * @default 262_144
    */
   signalSlots?: number;
 }
@@ -40,13 +55,32 @@ export interface TidalOptions {
    * @default 'process' ('none' for ephemeral databases)
    */
   durability?: Durability;
+  /**
+   * Write batching and backpressure: `maxBatch` (events per transaction), `maxDelayMs` (how long a
+   * partial batch waits), `maxQueueEvents` (queue depth at which writes get BackpressureError).
+   * @default { maxBatch: 1024, maxDelayMs: 2, maxQueueEvents: 16_384 }
+   */
   groupCommit?: GroupCommitOptions;
   capacity?: CapacityOptions;
   /**
-   * After this many logged signal events, the signal state is checkpointed and the log truncated.
+   * After this many logged signal events, the signal slots changed since the last checkpoint are
+   * written and the log up to that point is marked covered (its rows are then deleted a slice per
+   * batch). Runs on the main thread: ~10 µs per changed 1 KiB slot.
    * @default 1_000_000
    */
   checkpointEveryEvents?: number;
+  /**
+   * Refuses writes with MemoryPressureError while the host's MemAvailable + SwapFree is under a
+   * floor (reads are always served). `floorBytes`: `'auto'` = max(32 MiB, 2 % of MemTotal), `0` off.
+   * @default { floorBytes: 'auto', meminfoPath: '/proc/meminfo' }
+   */
+  memoryGuard?: MemoryGuardOptions;
+  /**
+   * Receives warnings: conditions recovered from without failing a call (a cut-off WAL tail on open,
+   * a memory guard that cannot run on this host).
+   * @default process.emitWarning with type 'TidalWarning' and the warning's code
+   */
+  onWarning?: WarningSink;
   /**
    * In-flight query counts at which queries degrade to ReducedCandidates, CoarseAggregates and
    * NoDiversity: positive whole numbers, strictly increasing.
@@ -67,6 +101,14 @@ export interface TidalOptions {
   loadManagement?: boolean;
   /** A prom-client registry to export tidal's metrics into. */
   metricsRegistry?: Registry;
+  /**
+   * Token-bucket rate limit on session signals, per (agent, session); plain `signal()` is never
+   * limited. Validated at `open()`.
+   * @default RateLimiterConfig.unlimited()
+   */
+  rateLimiter?: RateLimiterConfig;
+  /** Agent sessions: default TTL, sweeper interval, how many may be open, expiry callback. */
+  sessions?: SessionOptions;
 }
 
 export interface FilledOptions {
@@ -78,15 +120,22 @@ export interface FilledOptions {
   groupCommit: Required<GroupCommitOptions>;
   capacity: Required<CapacityOptions>;
   checkpointEveryEvents: number;
+  memoryGuard: FilledMemoryGuardOptions;
+  onWarning: WarningSink;
   loadThresholds: Thresholds;
   admissionLimit: number;
   metricsRegistry: Registry | null;
+  /** `null`: unlimited. */
+  rateLimit: RateLimit | null;
+  sessions: FilledSessionOptions;
 }
 
 export const DEFAULTS = Object.freeze({
-  capacity: Object.freeze({ items: 4_194_304, signalSlots: 2_097_152 }),
-  // A checkpoint copies the used signal slots (1 KiB each); at a million events the log replay on
-  // open (~1 s) and the checkpoint (tens of ms) stay small.
+  capacity: Object.freeze({ items: 2_097_152, signalSlots: 262_144 }),
+  // A checkpoint writes the signal slots changed since the last one (~10 µs per 1 KiB slot on the
+  // main thread, `npm run bench:write`); the log behind it is replayed on open. A million events
+  // replay in ~2 s (measured, 2 cores), and at the measured ~250 k signals/s a checkpoint comes at
+  // most every ~4 s, so its stall (bounded by the slots touched in between) is rare.
   checkpointEveryEvents: 1_000_000,
   maxWorkers: 64,
 });
@@ -130,7 +179,17 @@ export function resolveOptions(o: TidalOptions): FilledOptions {
     groupCommit: resolveGroupCommitOptions(o.groupCommit),
     capacity,
     checkpointEveryEvents: wholeInRange('checkpointEveryEvents', o.checkpointEveryEvents ?? DEFAULTS.checkpointEveryEvents, 1, 2 ** 40),
+    memoryGuard: resolveMemoryGuardOptions(o.memoryGuard),
+    onWarning: resolveWarningSink(o.onWarning),
+    rateLimit: resolveRateLimiterConfig(o.rateLimiter, 'rateLimiter'),
+    sessions: resolveSessionOptions(o.sessions),
   };
+}
+
+function resolveWarningSink(sink: unknown): WarningSink {
+  if (sink === undefined) return emitProcessWarning;
+  if (typeof sink !== 'function') throw new InvalidInputError('onWarning', 'a function taking a warning', sink);
+  return sink as WarningSink;
 }
 
 /** Thresholds that no in-flight count reaches: every query runs at Full. */

@@ -1,5 +1,6 @@
 import type { DegradationLevel } from 'tidal-load';
 import type { Diversity, Explain, Filter, Profile, RetrievedItem, SearchHit, VelocityWindow } from 'tidal-query';
+import type { SessionHandle } from './sessions.js';
 
 /** An item as written. Everything but `id` is optional. */
 export interface ItemInput {
@@ -61,6 +62,11 @@ export interface RetrieveRequest {
    * @default the shortest window a velocity kind declares
    */
   window?: VelocityWindow;
+  /**
+   * An open agent session: the items it has signalled are left out (an "unseen" filter), so the
+   * agent's next query reflects what it did. A closed or expired session throws SessionClosedError.
+   */
+  session?: SessionHandle;
 }
 
 export interface RetrieveResults {

@@ -17,3 +17,6 @@ export { DegradationLevel, levelName, levelPlan, isDegradationLevel } from './le
 export type { DegradationLevelName, LevelPlan } from './levels.js';
 export { LoadDetector, InFlightGuard, DEFAULT_THRESHOLDS, resolveThresholds } from './detector.js';
 export type { Thresholds, LoadDetectorOptions } from './detector.js';
+export { TokenBucket, MAX_BURST } from './token-bucket.js';
+export { RateLimiter, RateLimiterConfig, RATE_LIMITER_DEFAULTS, resolveRateLimiterConfig } from './rate-limiter.js';
+export type { LimitedOptions, RateLimit, RateLimiterStats } from './rate-limiter.js';

@@ -57,24 +57,25 @@ function sync(s: State, version: number): number {
   if (s.catalog.version >= version) return 0;
   const dims = s.ctx.schema.embeddingDims;
   const keys: number[] = [];
-  const vectors: Float32Array[] = [];
+  const blobs: Buffer[] = [];
   const removed: number[] = [];
   const rows = s.catalog.refresh((row) => {
     if (row.present && row.embedding) {
       keys.push(row.ordinal);
-      vectors.push(new Float32Array(row.embedding.buffer.slice(row.embedding.byteOffset, row.embedding.byteOffset + dims * 4)));
+      blobs.push(row.embedding);
     } else {
       removed.push(row.ordinal);
     }
   });
-  if (keys.length > 0 || removed.length > 0) {
+  // The index exists from the first embedding on; a schema without embeddings never builds one.
+  if (removed.length > 0 && s.ctx.ann) for (const o of removed) s.ctx.ann.remove(o);
+  if (keys.length > 0) {
     s.ctx.ann ??= new AnnIndex(dims);
-    for (const o of removed) s.ctx.ann.remove(o);
-    if (keys.length > 0) {
-      const flat = new Float32Array(keys.length * dims);
-      for (let i = 0; i < vectors.length; i++) flat.set(vectors[i]!, i * dims);
-      s.ctx.ann.upsert(keys, flat);
-    }
+    // Byte copies: a blob's offset in its Buffer need not be 4-byte aligned for a Float32Array view.
+    const flat = new Float32Array(keys.length * dims);
+    const bytes = new Uint8Array(flat.buffer);
+    for (let i = 0; i < blobs.length; i++) bytes.set(blobs[i]!.subarray(0, dims * 4), i * dims * 4);
+    s.ctx.ann.upsert(keys, flat);
   }
   return rows;
 }

@@ -2,12 +2,20 @@ import Database from 'better-sqlite3';
 import { InvalidInputError } from 'tidal-load';
 
 /**
- * How much an acknowledged write survives.
- * - `'process'`: the process being killed (`kill -9`, a crash). The batch is in SQLite's WAL file,
- *   written to the OS before the acknowledgement; the OS writes it to disk later. A power loss or a
- *   kernel panic can lose the last batches acknowledged before it.
- * - `'power'`: the machine losing power. SQLite fsyncs the WAL on every commit (one fsync per batch).
- * - `'none'`: nothing is promised (used for ephemeral databases, which are deleted on close).
+ * How much an acknowledged write survives. A write is acknowledged (its promise resolves) only
+ * after the SQLite transaction of its batch has committed; the modes differ in where the commit is
+ * when that happens.
+ * - `'process'` (default): the process dying (`kill -9`, a crash, an OOM kill). The batch's pages are
+ *   written into SQLite's WAL file with `write()` before the acknowledgement (`synchronous=NORMAL`),
+ *   so they are in the operating system's page cache, which outlives the process. Not fsynced: a
+ *   power loss or a kernel panic can lose the last batches acknowledged before it. SQLite still
+ *   recovers a consistent prefix of the commits, and the database warns (`TIDAL_WAL_TAIL_LOST`)
+ *   when it can tell that acknowledged commits were cut off.
+ * - `'power'`: the machine losing power. SQLite fsyncs the WAL before each commit returns
+ *   (`synchronous=FULL`): one fsync per batch, not per write, which is what group commit buys.
+ *   Only as good as the disk's honouring of flush requests.
+ * - `'none'`: nothing is promised (`synchronous=OFF`); used for ephemeral databases, which are
+ *   deleted on close.
  */
 export type Durability = 'process' | 'power' | 'none';
 
@@ -31,8 +39,8 @@ export function openWriterConnection(file: string, durability: Durability): Data
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${SYNCHRONOUS[durability]}`);
   db.pragma('busy_timeout = 5000');
-  // Checkpoints of the SQLite WAL into the main file run in the writer; the default of 1000 pages
-  // keeps the WAL file small without checkpointing on every batch.
+  // SQLite's own trigger for copying the WAL into the main file (every 1000 pages). A database
+  // hands this job to a WalCheckpointer worker, which turns it off here while it runs.
   db.pragma('wal_autocheckpoint = 1000');
   return db;
 }

@@ -1,5 +1,9 @@
 import type Database from 'better-sqlite3';
-import { ClosedError, InvalidInputError, TidalError, InternalError } from 'tidal-load';
+import { performance } from 'node:perf_hooks';
+import { BackpressureError, ClosedError, InvalidInputError, TidalError, InternalError } from 'tidal-load';
+import type { AckMark } from './ack-mark.js';
+import { DrainRate, retryAfterMs } from './backpressure.js';
+import type { MemoryGuard } from './memory-guard.js';
 
 export interface GroupCommitOptions {
   /**
@@ -12,7 +16,17 @@ export interface GroupCommitOptions {
    * @default 2
    */
   maxDelayMs?: number;
+  /**
+   * Backpressure threshold: while this many events (or more) wait to be committed, every write is
+   * refused with `BackpressureError` before anything is enqueued. A call that is admitted is queued
+   * whole, so the queue holds at most `maxQueueEvents − 1` plus the largest single call.
+   * @default 16384
+   */
+  maxQueueEvents?: number;
 }
+
+/** The largest accepted `maxQueueEvents`: a queued event costs ~200 bytes, so 1 M is ~200 MB of heap. */
+export const MAX_QUEUE_EVENTS_LIMIT = 1_000_000;
 
 export const GROUP_COMMIT_DEFAULTS: Readonly<Required<GroupCommitOptions>> = Object.freeze({
   // 1024 events commit in ~1–2 ms on this class of machine (measured in bench/), so a full batch
@@ -20,6 +34,11 @@ export const GROUP_COMMIT_DEFAULTS: Readonly<Required<GroupCommitOptions>> = Obj
   maxBatch: 1024,
   // 2 ms adds at most 2 ms to a lone write's acknowledgement; under load batches fill before it.
   maxDelayMs: 2,
+  // Little's law: queueing delay = depth / drain rate. The writer drains ~250 k signals/s on 2 cores
+  // (`npm run bench:write`), so 16 384 queued events are ~65 ms of acknowledgement latency at the
+  // threshold: enough to absorb a burst of 16 full batches, short enough that a refused caller is
+  // told to wait milliseconds, not seconds. ~3 MB of queued objects at the bound.
+  maxQueueEvents: 16_384,
 });
 
 export function resolveGroupCommitOptions(options: GroupCommitOptions = {}): Required<GroupCommitOptions> {
@@ -29,6 +48,14 @@ export function resolveGroupCommitOptions(options: GroupCommitOptions = {}): Req
   }
   if (!Number.isInteger(filled.maxDelayMs) || filled.maxDelayMs < 0 || filled.maxDelayMs > 10_000) {
     throw new InvalidInputError('options.maxDelayMs', 'a whole number of milliseconds from 0 to 10000', filled.maxDelayMs);
+  }
+  // At least one full batch must fit under the threshold, or batches could only close by delay.
+  if (!Number.isInteger(filled.maxQueueEvents) || filled.maxQueueEvents < filled.maxBatch || filled.maxQueueEvents > MAX_QUEUE_EVENTS_LIMIT) {
+    throw new InvalidInputError(
+      'options.maxQueueEvents',
+      `a whole number from options.maxBatch (${filled.maxBatch}) to ${MAX_QUEUE_EVENTS_LIMIT}`,
+      filled.maxQueueEvents,
+    );
   }
   return filled;
 }
@@ -44,10 +71,33 @@ export interface GroupCommitHooks<E> {
   afterCommit?(events: readonly E[], firstSeq: number): void;
 }
 
+/** What a GroupCommit consults besides its options; all optional. */
+export interface GroupCommitDeps {
+  /** Refuses writes when the host is short of memory (checked after backpressure). */
+  memoryGuard?: MemoryGuard | null;
+  /** Records the highest acknowledged sequence number after every batch. */
+  ackMark?: AckMark | null;
+  /** Monotonic milliseconds for the drain-rate measurement; tests inject a manual clock. */
+  nowMs?: () => number;
+}
+
 interface Pending<E> {
   events: readonly E[];
   resolve: (firstSeq: number) => void;
   reject: (err: unknown) => void;
+}
+
+export interface GroupCommitStats {
+  committedEvents: number;
+  committedBatches: number;
+  /** Events waiting to be committed. */
+  depth: number;
+  /** Writes refused with `BackpressureError`. */
+  refusedBackpressure: number;
+  /** Writes refused with `MemoryPressureError`. */
+  refusedMemory: number;
+  /** The measured drain rate, events per millisecond. */
+  drainPerMs: number;
 }
 
 /**
@@ -55,28 +105,44 @@ interface Pending<E> {
  * `maxBatch` events or `maxDelayMs`, whichever first, and commits in one transaction; every promise
  * of the batch then resolves with its sequence number. A multi-event enqueue is never split across
  * batches, so it is committed whole or refused whole.
+ *
+ * {@link enqueue} is the single entry and decides admission before anything is queued: queue depth
+ * at or over `maxQueueEvents` refuses with `BackpressureError` (with `retryAfterMs` from the
+ * measured drain rate), then the memory guard, if any, may refuse with `MemoryPressureError`.
  */
 export class GroupCommit<E> {
-  readonly #db: Database.Database;
   readonly #hooks: GroupCommitHooks<E>;
   readonly #options: Required<GroupCommitOptions>;
   readonly #runBatch: (events: readonly E[], firstSeq: number) => void;
+  readonly #memoryGuard: MemoryGuard | null;
+  readonly #ackMark: AckMark | null;
+  readonly #nowMs: () => number;
+  readonly #drain: DrainRate;
   #queue: Pending<E>[] = [];
   #head = 0;
   #depth = 0;
   #nextSeq: number;
   #timer: NodeJS.Timeout | undefined;
   #immediate: NodeJS.Immediate | undefined;
+  /** When the next batch became due (scheduled to run now), for the drain-rate sample. */
+  #dueAt: number | undefined;
   #closed = false;
   #committedEvents = 0;
   #committedBatches = 0;
+  #refusedBackpressure = 0;
+  #refusedMemory = 0;
 
-  constructor(db: Database.Database, hooks: GroupCommitHooks<E>, lastSeq: number, options?: GroupCommitOptions) {
-    this.#db = db;
+  constructor(db: Database.Database, hooks: GroupCommitHooks<E>, lastSeq: number, options?: GroupCommitOptions, deps: GroupCommitDeps = {}) {
     this.#hooks = hooks;
     this.#options = resolveGroupCommitOptions(options);
     this.#nextSeq = lastSeq + 1;
     this.#runBatch = db.transaction((events: readonly E[], firstSeq: number) => hooks.commit(events, firstSeq));
+    this.#memoryGuard = deps.memoryGuard ?? null;
+    this.#ackMark = deps.ackMark ?? null;
+    this.#nowMs = deps.nowMs ?? (() => performance.now());
+    // Until a batch is measured, assume one full batch per millisecond: optimistic on purpose, since
+    // a too-short retry costs one more refusal while a too-long one leaves the writer idle.
+    this.#drain = new DrainRate(this.#options.maxBatch);
   }
 
   /** Events waiting to be committed. */
@@ -89,31 +155,73 @@ export class GroupCommit<E> {
     return this.#nextSeq;
   }
 
-  get stats(): { committedEvents: number; committedBatches: number; depth: number } {
-    return { committedEvents: this.#committedEvents, committedBatches: this.#committedBatches, depth: this.#depth };
+  get stats(): GroupCommitStats {
+    return {
+      committedEvents: this.#committedEvents,
+      committedBatches: this.#committedBatches,
+      depth: this.#depth,
+      refusedBackpressure: this.#refusedBackpressure,
+      refusedMemory: this.#refusedMemory,
+      drainPerMs: this.#drain.perMs,
+    };
   }
 
   get options(): Readonly<Required<GroupCommitOptions>> {
     return this.#options;
   }
 
+  /** The `retryAfterMs` a write refused at the current depth would be given. */
+  retryAfterMs(depth = this.#depth): number {
+    return retryAfterMs(depth, this.#options.maxQueueEvents, this.#drain.perMs);
+  }
+
   /**
    * Queues events to be committed together; resolves with the first event's sequence number once
-   * they are durable. Throws {@link ClosedError} after {@link close}.
+   * they are durable. Admission is decided first, and `events` may be a function that builds the
+   * events only once the write is admitted, so a refused write has no side effects at all.
+   *
+   * Rejects with {@link ClosedError} after {@link close}, `BackpressureError` when the queue depth
+   * is at or over `maxQueueEvents`, `MemoryPressureError` when the memory guard refuses, or whatever
+   * `events()` throws; in each case nothing was queued.
    */
-  enqueue(events: readonly E[]): Promise<number> {
-    if (this.#closed) return Promise.reject(new ClosedError('write'));
-    if (events.length === 0) return Promise.resolve(this.#nextSeq - 1);
+  enqueue(events: readonly E[] | (() => readonly E[])): Promise<number> {
+    let list: readonly E[];
+    try {
+      this.#admit();
+      list = typeof events === 'function' ? events() : events;
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (list.length === 0) return Promise.resolve(this.#nextSeq - 1);
     return new Promise<number>((resolve, reject) => {
-      this.#queue.push({ events, resolve, reject });
-      this.#depth += events.length;
+      this.#queue.push({ events: list, resolve, reject });
+      this.#depth += list.length;
       this.#schedule();
     });
   }
 
+  #admit(): void {
+    if (this.#closed) throw new ClosedError('write');
+    if (this.#depth >= this.#options.maxQueueEvents) {
+      this.#refusedBackpressure++;
+      throw new BackpressureError(this.#depth, this.#options.maxQueueEvents, this.retryAfterMs());
+    }
+    if (this.#memoryGuard !== null) {
+      try {
+        this.#memoryGuard.admit();
+      } catch (err) {
+        this.#refusedMemory++;
+        throw err;
+      }
+    }
+  }
+
   #schedule(): void {
     if (this.#depth >= this.#options.maxBatch || this.#options.maxDelayMs === 0) {
-      if (this.#immediate === undefined) this.#immediate = setImmediate(() => this.#onImmediate());
+      if (this.#immediate === undefined) {
+        this.#dueAt ??= this.#nowMs();
+        this.#immediate = setImmediate(() => this.#onImmediate());
+      }
     } else if (this.#timer === undefined) {
       this.#timer = setTimeout(() => this.#onTimer(), this.#options.maxDelayMs);
     }
@@ -128,6 +236,7 @@ export class GroupCommit<E> {
 
   #onTimer(): void {
     this.#timer = undefined;
+    this.#dueAt ??= this.#nowMs();
     this.#commitOne();
     if (this.#depth > 0) this.#schedule();
   }
@@ -135,6 +244,8 @@ export class GroupCommit<E> {
   /** Commits one batch from the head of the queue, synchronously. */
   #commitOne(): void {
     if (this.#head >= this.#queue.length) return;
+    const dueAt = this.#dueAt ?? this.#nowMs();
+    this.#dueAt = undefined;
     const taken: Pending<E>[] = [];
     let count = 0;
     while (this.#head < this.#queue.length) {
@@ -161,9 +272,14 @@ export class GroupCommit<E> {
     this.#nextSeq += count;
     this.#committedEvents += count;
     this.#committedBatches++;
+    this.#ackMark?.write(this.#nextSeq - 1);
     try {
       this.#hooks.afterCommit?.(events, firstSeq);
     } finally {
+      const end = this.#nowMs();
+      this.#drain.record(count, end - dueAt);
+      // Still backlogged: the next batch is due now, so the gap until it finishes is drain time.
+      if (this.#depth > 0) this.#dueAt = end;
       let seq = firstSeq;
       for (const p of taken) {
         p.resolve(seq);
@@ -176,6 +292,7 @@ export class GroupCommit<E> {
   flushSync(): void {
     this.#clearTimers();
     while (this.#head < this.#queue.length) this.#commitOne();
+    this.#dueAt = undefined;
   }
 
   /** Commits everything queued, then refuses new writes. Idempotent. */

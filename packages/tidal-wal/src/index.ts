@@ -1,6 +1,23 @@
-export { GroupCommit, GROUP_COMMIT_DEFAULTS, resolveGroupCommitOptions } from './group-commit.js';
-export type { GroupCommitOptions, GroupCommitHooks } from './group-commit.js';
+export { GroupCommit, GROUP_COMMIT_DEFAULTS, MAX_QUEUE_EVENTS_LIMIT, resolveGroupCommitOptions } from './group-commit.js';
+export type { GroupCommitOptions, GroupCommitHooks, GroupCommitDeps, GroupCommitStats } from './group-commit.js';
+export { DrainRate, retryAfterMs, RETRY_AFTER_MIN_MS, RETRY_AFTER_MAX_MS, DRAIN_HALF_LIFE_MS } from './backpressure.js';
+export {
+  MemoryGuard,
+  MEMORY_GUARD_DEFAULTS,
+  MEMORY_SAMPLE_INTERVAL_MS,
+  AUTO_FLOOR_MIN_BYTES,
+  AUTO_FLOOR_SHARE,
+  autoFloorBytes,
+  parseMeminfo,
+  resolveMemoryGuardOptions,
+} from './memory-guard.js';
+export type { MemoryGuardOptions, FilledMemoryGuardOptions, MemInfo } from './memory-guard.js';
+export { AckMark } from './ack-mark.js';
+export { WARNING_CODES, emitProcessWarning } from './warnings.js';
+export type { TidalWarning, WarningCode, WarningSink } from './warnings.js';
 export { SignalLog } from './signal-log.js';
 export type { LogRecord } from './signal-log.js';
 export { openWriterConnection, assertDurability, DURABILITIES } from './connection.js';
 export type { Durability } from './connection.js';
+export { SlotCheckpoint, CHECKPOINT_CHUNK_BYTES } from './slot-checkpoint.js';
+export { WalCheckpointer, WAL_CHECKPOINT_POLL_MS } from './wal-checkpointer.js';

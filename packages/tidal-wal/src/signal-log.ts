@@ -19,6 +19,11 @@ export class SignalLog {
   readonly #insert: Database.Statement;
   readonly #setMeta: Database.Statement;
   readonly #getMeta: Database.Statement;
+  readonly #deleteRange: Database.Statement;
+  /** Rows up to this sequence number are covered by the checkpoint (dead). */
+  #deadThrough: number;
+  /** Dead rows up to this sequence number are deleted. */
+  #reclaimedThrough: number;
 
   constructor(db: Database.Database) {
     this.#db = db;
@@ -40,11 +45,20 @@ export class SignalLog {
       'INSERT INTO wal_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value',
     );
     this.#getMeta = db.prepare('SELECT value FROM wal_meta WHERE key = ?').pluck();
+    this.#deleteRange = db.prepare('DELETE FROM signal_log WHERE seq > ? AND seq <= ?');
+    this.#deadThrough = this.checkpointSeq();
+    const first = db.prepare('SELECT MIN(seq) FROM signal_log').pluck().get() as number | null;
+    this.#reclaimedThrough = first === null ? this.#deadThrough : Math.min(first - 1, this.#deadThrough);
   }
 
   /** Appends one record; call inside the batch transaction. */
   append(rec: LogRecord): void {
     this.#insert.run(rec.seq, rec.ordinal, rec.kind, rec.weight, rec.at, rec.session);
+  }
+
+  /** Appends `event` as number `seq`, without building a record object (the per-signal hot path). */
+  appendAt(seq: number, event: Readonly<Omit<LogRecord, 'seq'>>): void {
+    this.#insert.run(seq, event.ordinal, event.kind, event.weight, event.at, event.session);
   }
 
   /** Records the highest sequence number handed out, so numbers stay monotonic across restarts. */
@@ -69,8 +83,30 @@ export class SignalLog {
    * transaction that writes the checkpoint, so a crash leaves either the old pair or the new one.
    */
   truncateThrough(seq: number): number {
+    this.checkpointThrough(seq);
+    const n = this.#db.prepare('DELETE FROM signal_log WHERE seq <= ?').run(seq).changes;
+    this.#reclaimedThrough = seq;
+    return n;
+  }
+
+  /**
+   * Marks everything up to `seq` as covered by a checkpoint, leaving the rows in place: replay
+   * starts after `seq`, so they are dead, and {@link reclaim} deletes them a slice at a time.
+   * Deleting a million rows at once holds the main thread for hundreds of milliseconds; spread over
+   * the following batches it costs each one a little. Call in the checkpoint's transaction.
+   */
+  checkpointThrough(seq: number): void {
     this.#setMeta.run('checkpoint_seq', seq);
-    return this.#db.prepare('DELETE FROM signal_log WHERE seq <= ?').run(seq).changes;
+    this.#deadThrough = seq;
+  }
+
+  /** Deletes up to `maxSeqs` sequence numbers' worth of dead rows; call inside a transaction. Returns the rows deleted. */
+  reclaim(maxSeqs: number): number {
+    if (this.#reclaimedThrough >= this.#deadThrough) return 0;
+    const to = Math.min(this.#deadThrough, this.#reclaimedThrough + maxSeqs);
+    const n = this.#deleteRange.run(this.#reclaimedThrough, to).changes;
+    this.#reclaimedThrough = to;
+    return n;
   }
 
   /** The records after `afterSeq`, in sequence order. */

@@ -1,0 +1,564 @@
+import { randomUUID } from 'node:crypto';
+import type Database from 'better-sqlite3';
+import { CapacityError, InvalidInputError, RateLimitedError, RateLimiter, RateLimiterConfig, SessionClosedError, type RateLimit } from 'tidal-load';
+import { MAX_ID_LENGTH } from './validate.js';
+
+/**
+ * A session as the application holds it: plain data, so it can be stored (as JSON, say) and used
+ * again after the database restarts, for as long as the session stays open.
+ */
+export interface SessionHandle {
+  readonly id: string;
+  readonly agentId: string;
+}
+
+/** Arguments of `openSession`. */
+export interface OpenSessionOptions {
+  /** The agent the session belongs to: 1 to 512 characters. Rate limits are per (agent, session). */
+  agent: string;
+  /**
+   * Idle time after which the session expires: it is closed (`autoClosed: true`) once this long has
+   * passed since it opened or since its last accepted signal, whichever is later.
+   * @default `sessions.defaultTtlMs` of the database (30 minutes unless configured)
+   */
+  ttlMs?: number;
+}
+
+/** What `closeSession` returns, and what `onSessionExpired` receives. */
+export interface SessionSummary {
+  id: string;
+  agentId: string;
+  /** Milliseconds since the epoch, on the database clock. */
+  openedAt: number;
+  /** When it was closed; for an expired session, the moment its TTL ran out (its last activity + ttlMs). */
+  closedAt: number;
+  /** `closedAt − openedAt`. */
+  durationMs: number;
+  /** Signals written (durable) through the session. */
+  signalsWritten: number;
+  /**
+   * Signals refused by the rate limiter. Counted in memory and persisted with the session's next
+   * committed signal and at `close()`; refusals after the last of those are lost if the process
+   * crashes.
+   */
+  rejections: number;
+  /** `true` when the TTL closed it (the sweeper, a call that found it expired, or `open()` after a restart). */
+  autoClosed: boolean;
+}
+
+/** An open session, as `openSessions()` lists it. Usable as a {@link SessionHandle}. */
+export interface SessionInfo extends SessionHandle {
+  openedAt: number;
+  ttlMs: number;
+  /** Its opening or its last accepted signal, whichever is later. */
+  lastActiveAt: number;
+  /** `lastActiveAt + ttlMs`: from then on the session is closed. */
+  expiresAt: number;
+  signalsWritten: number;
+  rejections: number;
+  /** Distinct items it has signalled: what a retrieve with the session leaves out. */
+  seenItems: number;
+}
+
+/** Session options of the database (the builder's `.sessions({...})`). */
+export interface SessionOptions {
+  /**
+   * TTL of a session opened without `ttlMs`: a whole number of milliseconds.
+   * @default 1_800_000 (30 minutes)
+   */
+  defaultTtlMs?: number;
+  /**
+   * How often the sweeper closes expired sessions, in milliseconds. Its timer is `unref()`ed (it
+   * never keeps the process alive), runs only while sessions are open, and stops at `close()`.
+   * @default 60_000
+   */
+  sweepIntervalMs?: number;
+  /**
+   * Sessions open at once; `openSession` past it throws CapacityError.
+   * @default 100_000: ≈ 33 MB of heap when idle, ≈ 60 MB once each has signalled (≈ 330 and
+   * ≈ 600 bytes a session, measured by bench/src/ratelimit.ts), plus a seen-set entry per further
+   * distinct item a session signals
+   */
+  maxOpen?: number;
+  /**
+   * Called with the summary of every session the TTL closes: by the sweeper, by a call that finds
+   * its session expired, and during `open()` for sessions that expired while the database was closed.
+   * An exception it throws (or a promise it rejects) is reported with `process.emitWarning` and
+   * does not stop the sweep.
+   */
+  onExpired?: (summary: SessionSummary) => void | Promise<void>;
+}
+
+export interface FilledSessionOptions {
+  defaultTtlMs: number;
+  sweepIntervalMs: number;
+  maxOpen: number;
+  onExpired: ((summary: SessionSummary) => void | Promise<void>) | null;
+}
+
+export const SESSION_DEFAULTS = Object.freeze({
+  defaultTtlMs: 30 * 60_000,
+  // The sweeper only reclaims memory and tells the application: a call on an expired session finds
+  // it expired whenever it comes, so a minute of lag changes nothing a caller can observe but the
+  // timing of onExpired. A scan of 100 000 open sessions is a few milliseconds of the main thread
+  // (measured by bench/src/ratelimit.ts), negligible once a minute.
+  sweepIntervalMs: 60_000,
+  // ≈ 330 bytes of heap an idle session, ≈ 600 with a bucket and a seen item (bench/src/ratelimit.ts):
+  // 100 000 sessions are ≈ 33–60 MB, a bound worth having when agents forget to close sessions.
+  maxOpen: 100_000,
+  /** A year: sessions are for agent runs, and the bound keeps `lastActiveAt + ttlMs` exact. */
+  maxTtlMs: 365 * 86_400_000,
+  /** setInterval's own limit (a signed 32-bit count of milliseconds). */
+  maxSweepIntervalMs: 2 ** 31 - 1,
+  maxOpenLimit: 2 ** 24,
+});
+
+function whole(field: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new InvalidInputError(field, `a whole number from ${min} to ${max}`, value);
+  }
+  return value;
+}
+
+/** Validates the session options (the one resolve step; `open()` refuses on a bad value). */
+export function resolveSessionOptions(o: SessionOptions | undefined): FilledSessionOptions {
+  if (o !== undefined && (typeof o !== 'object' || o === null)) throw new InvalidInputError('sessions', 'an object of session options', o);
+  const onExpired = o?.onExpired ?? null;
+  if (onExpired !== null && typeof onExpired !== 'function') {
+    throw new InvalidInputError('sessions.onExpired', 'a function taking a SessionSummary', onExpired);
+  }
+  return {
+    defaultTtlMs: whole('sessions.defaultTtlMs', o?.defaultTtlMs ?? SESSION_DEFAULTS.defaultTtlMs, 1, SESSION_DEFAULTS.maxTtlMs),
+    sweepIntervalMs: whole('sessions.sweepIntervalMs', o?.sweepIntervalMs ?? SESSION_DEFAULTS.sweepIntervalMs, 1, SESSION_DEFAULTS.maxSweepIntervalMs),
+    maxOpen: whole('sessions.maxOpen', o?.maxOpen ?? SESSION_DEFAULTS.maxOpen, 1, SESSION_DEFAULTS.maxOpenLimit),
+    onExpired,
+  };
+}
+
+/** The part of a write event the session hooks read (signal events carry `t: 0`). */
+export interface SessionWriteEvent {
+  readonly t: number;
+  readonly ordinal?: number;
+  readonly session?: string | null;
+}
+
+const SESSIONS_DDL = `
+  CREATE TABLE IF NOT EXISTS sessions (
+    key INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    opened_at REAL NOT NULL,
+    ttl_ms REAL NOT NULL,
+    last_active_at REAL NOT NULL,
+    signals_written INTEGER NOT NULL DEFAULT 0,
+    rejections INTEGER NOT NULL DEFAULT 0
+  );
+  CREATE TABLE IF NOT EXISTS session_items (
+    session INTEGER NOT NULL,
+    ordinal INTEGER NOT NULL,
+    PRIMARY KEY (session, ordinal)
+  ) WITHOUT ROWID;
+`;
+
+interface SessionRow {
+  key: number;
+  id: string;
+  agent: string;
+  opened_at: number;
+  ttl_ms: number;
+  last_active_at: number;
+  signals_written: number;
+  rejections: number;
+}
+
+const OPEN = 0;
+const CLOSING = 1;
+const CLOSED = 2;
+
+class Session {
+  readonly handle: SessionHandle;
+  readonly key: number;
+  readonly openedAt: number;
+  readonly ttlMs: number;
+  lastActiveAt: number;
+  signalsWritten: number;
+  rejections: number;
+  /** Ordinals of the items it signalled (committed signals only); created on the first. */
+  seen: Set<number> | null = null;
+  /** `seen` as the retrieve task wants it, rebuilt only after `seen` changes. */
+  exclude: Int32Array | null = null;
+  state = OPEN;
+  /** Signals enqueued and not yet committed or failed. */
+  pending = 0;
+  drained: (() => void) | null = null;
+  closedAt = 0;
+  autoClosed = false;
+  summary: SessionSummary | null = null;
+
+  constructor(handle: SessionHandle, key: number, openedAt: number, ttlMs: number, lastActiveAt: number, signalsWritten: number, rejections: number) {
+    this.handle = handle;
+    this.key = key;
+    this.openedAt = openedAt;
+    this.ttlMs = ttlMs;
+    this.lastActiveAt = lastActiveAt;
+    this.signalsWritten = signalsWritten;
+    this.rejections = rejections;
+  }
+
+  get expiresAt(): number {
+    return this.lastActiveAt + this.ttlMs;
+  }
+}
+
+/**
+ * Agent sessions of one database: the open sessions in memory, their rows in SQLite, the rate
+ * limiter keyed by (agent, session), and the TTL sweeper.
+ *
+ * Persistence: `openSession` inserts the session's row at once (on the writer connection, between
+ * group-commit batches), so an open session survives a crash as soon as `openSession` returns. A
+ * session signal's item goes into `session_items` in the same transaction as the signal itself
+ * (`persistBatch`, called from the batch commit), so an acknowledged session signal is never lost
+ * from the session's seen set; the signal log alone would not do, as checkpoints truncate it.
+ * Closing a session deletes its rows.
+ */
+export class SessionRegistry {
+  readonly #db: Database.Database;
+  readonly #o: FilledSessionOptions;
+  readonly #clock: () => number;
+  readonly #limiter: RateLimiter;
+  readonly #byId = new Map<string, Session>();
+  readonly #insert: Database.Statement;
+  readonly #insertItem: Database.Statement;
+  readonly #update: Database.Statement;
+  readonly #remove: (key: number) => void;
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(db: Database.Database, options: FilledSessionOptions, rateLimit: RateLimit | null, clock: () => number) {
+    this.#db = db;
+    this.#o = options;
+    this.#clock = clock;
+    this.#limiter = new RateLimiter(
+      rateLimit === null ? RateLimiterConfig.unlimited() : RateLimiterConfig.limited(rateLimit.ratePerSecond, rateLimit.burst, { maxBuckets: rateLimit.maxBuckets }),
+    );
+    db.exec(SESSIONS_DDL);
+    this.#insert = db.prepare('INSERT INTO sessions (id, agent, opened_at, ttl_ms, last_active_at) VALUES (?, ?, ?, ?, ?)');
+    this.#insertItem = db.prepare('INSERT OR IGNORE INTO session_items (session, ordinal) VALUES (?, ?)');
+    this.#update = db.prepare(
+      'UPDATE sessions SET signals_written = signals_written + ?, last_active_at = MAX(last_active_at, ?), rejections = ? WHERE key = ?',
+    );
+    const deleteSession = db.prepare('DELETE FROM sessions WHERE key = ?');
+    const deleteItems = db.prepare('DELETE FROM session_items WHERE session = ?');
+    this.#remove = db.transaction((key: number) => {
+      deleteItems.run(key);
+      deleteSession.run(key);
+    });
+    this.#recover();
+  }
+
+  /**
+   * Loads the sessions left open by the last run. Those whose TTL ran out while the database was
+   * closed are closed now, with `autoClosed: true` and `closedAt` = the moment they expired.
+   */
+  #recover(): void {
+    const now = this.#clock();
+    const rows = this.#db.prepare('SELECT * FROM sessions ORDER BY key').all() as SessionRow[];
+    const expired: Session[] = [];
+    const byKey = new Map<number, Session>();
+    for (const r of rows) {
+      const s = new Session(Object.freeze({ id: r.id, agentId: r.agent }), r.key, r.opened_at, r.ttl_ms, r.last_active_at, r.signals_written, r.rejections);
+      if (now >= s.expiresAt) expired.push(s);
+      else {
+        this.#byId.set(s.handle.id, s);
+        byKey.set(s.key, s);
+      }
+    }
+    if (byKey.size > 0) {
+      const items = this.#db.prepare('SELECT session, ordinal FROM session_items ORDER BY session').raw().iterate() as IterableIterator<[number, number]>;
+      for (const [key, ordinal] of items) {
+        const s = byKey.get(key);
+        if (s !== undefined) (s.seen ??= new Set()).add(ordinal);
+      }
+    }
+    this.#db.transaction(() => {
+      for (const s of expired) this.#remove(s.key);
+    })();
+    for (const s of expired) {
+      s.state = CLOSED;
+      s.closedAt = s.expiresAt;
+      s.autoClosed = true;
+      this.#notify(this.#summarize(s));
+    }
+    if (this.#byId.size > 0) this.#startTimer();
+  }
+
+  /** Sessions open now. */
+  get size(): number {
+    return this.#byId.size;
+  }
+
+  /**
+   * Opens a session; it is durable when this returns.
+   * @throws {@link InvalidInputError} for a bad agent or ttlMs; {@link CapacityError} past `maxOpen`.
+   */
+  open(options: OpenSessionOptions, now: number): SessionHandle {
+    if (typeof options !== 'object' || options === null) throw new InvalidInputError('session', 'an object { agent, ttlMs? }', options);
+    const agent = options.agent;
+    if (typeof agent !== 'string' || agent.length === 0 || agent.length > MAX_ID_LENGTH) {
+      throw new InvalidInputError('agent', `a non-empty string of at most ${MAX_ID_LENGTH} characters`, agent);
+    }
+    const ttlMs = options.ttlMs === undefined ? this.#o.defaultTtlMs : whole('ttlMs', options.ttlMs, 1, SESSION_DEFAULTS.maxTtlMs);
+    if (this.#byId.size >= this.#o.maxOpen) {
+      throw new CapacityError('open sessions', this.#o.maxOpen, 'close sessions, or raise the sessions.maxOpen builder option');
+    }
+    const handle: SessionHandle = Object.freeze({ id: randomUUID(), agentId: agent });
+    const key = Number(this.#insert.run(handle.id, agent, now, ttlMs, now).lastInsertRowid);
+    this.#byId.set(handle.id, new Session(handle, key, now, ttlMs, now, 0, 0));
+    this.#startTimer();
+    return handle;
+  }
+
+  /**
+   * The open session a handle names. A session found past its TTL is closed on the spot (and the
+   * application told), then refused like any closed one.
+   */
+  #lookup(handle: SessionHandle, operation: string, now: number): Session {
+    if (typeof handle !== 'object' || handle === null || typeof handle.id !== 'string') {
+      throw new InvalidInputError('session', 'a session handle returned by openSession()', handle);
+    }
+    const s = this.#byId.get(handle.id);
+    if (s === undefined || s.state !== OPEN) throw new SessionClosedError(handle.id, operation);
+    if (handle.agentId !== s.handle.agentId) {
+      throw new InvalidInputError('session.agentId', `the agent the session was opened for (${JSON.stringify(s.handle.agentId)})`, handle.agentId);
+    }
+    if (now >= s.expiresAt) {
+      this.#expire(s);
+      throw new SessionClosedError(handle.id, operation);
+    }
+    return s;
+  }
+
+  /**
+   * Admits one session signal: the session must be open and its bucket must have a token. The
+   * token is taken before the signal is validated: the check is the cheapest refusal there is, and
+   * a malformed signal is a request like any other.
+   * @throws {@link SessionClosedError}, {@link RateLimitedError} (counted in `rejections`).
+   */
+  admit(handle: SessionHandle, now: number): Session {
+    const s = this.#lookup(handle, 'write a session signal', now);
+    const wait = this.#limiter.tryTake(s.handle.agentId, s.handle.id, now);
+    if (wait > 0) {
+      s.rejections++;
+      throw new RateLimitedError(s.handle.agentId, s.handle.id, this.#limiter.limit!.ratePerSecond, wait);
+    }
+    return s;
+  }
+
+  /**
+   * Runs the write of an admitted signal. `enqueue` validates and enqueues it (throwing on bad
+   * input, in which case nothing changes); the session then counts it as pending until it commits
+   * or fails, so that closing the session waits for it.
+   */
+  async write(s: Session, now: number, enqueue: () => Promise<number>): Promise<number> {
+    const committed = enqueue();
+    s.pending++;
+    if (now > s.lastActiveAt) s.lastActiveAt = now;
+    try {
+      return await committed;
+    } finally {
+      if (--s.pending === 0 && s.drained !== null) s.drained();
+    }
+  }
+
+  /** Writes the session side of a batch; runs inside the batch's transaction. */
+  persistBatch(events: readonly SessionWriteEvent[]): void {
+    let touched: Map<Session, number> | null = null;
+    for (const e of events) {
+      if (e.t !== 0 || e.session === null || e.session === undefined) continue;
+      const s = this.#byId.get(e.session);
+      if (s === undefined) continue;
+      this.#insertItem.run(s.key, e.ordinal!);
+      touched ??= new Map();
+      touched.set(s, (touched.get(s) ?? 0) + 1);
+    }
+    if (touched !== null) for (const [s, n] of touched) this.#update.run(n, s.lastActiveAt, s.rejections, s.key);
+  }
+
+  /** Applies a committed batch to the sessions in memory (seen sets, counts). */
+  applyBatch(events: readonly SessionWriteEvent[]): void {
+    for (const e of events) {
+      if (e.t !== 0 || e.session === null || e.session === undefined) continue;
+      const s = this.#byId.get(e.session);
+      if (s === undefined) continue;
+      s.signalsWritten++;
+      const seen = (s.seen ??= new Set());
+      if (!seen.has(e.ordinal!)) {
+        seen.add(e.ordinal!);
+        s.exclude = null;
+      }
+    }
+  }
+
+  /**
+   * The ordinals a retrieve with this session leaves out (the items it signalled), or `null` when
+   * no session is given or it has signalled nothing.
+   */
+  exclude(handle: SessionHandle | undefined, now: number): Int32Array | null {
+    if (handle === undefined) return null;
+    const s = this.#lookup(handle, 'retrieve with a session', now);
+    if (s.seen === null || s.seen.size === 0) return null;
+    return (s.exclude ??= Int32Array.from(s.seen));
+  }
+
+  /**
+   * Closes a session: no signal is accepted from now on; the summary comes once the signals already
+   * enqueued have committed, and counts them.
+   */
+  close(handle: SessionHandle, now: number): Promise<SessionSummary> {
+    return this.#end(this.#lookup(handle, 'close a session', now), now, false);
+  }
+
+  async #end(s: Session, closedAt: number, autoClosed: boolean): Promise<SessionSummary> {
+    s.state = CLOSING;
+    s.closedAt = closedAt;
+    s.autoClosed = autoClosed;
+    this.#limiter.drop(s.handle.agentId, s.handle.id);
+    if (s.pending > 0) await new Promise<void>((resolve) => (s.drained = resolve));
+    return this.#finish(s);
+  }
+
+  #finish(s: Session): SessionSummary {
+    if (s.summary !== null) return s.summary;
+    if (!this.#closed) this.#remove(s.key);
+    s.state = CLOSED;
+    this.#byId.delete(s.handle.id);
+    if (this.#byId.size === 0) this.#stopTimer();
+    return this.#summarize(s);
+  }
+
+  #summarize(s: Session): SessionSummary {
+    s.summary = {
+      id: s.handle.id,
+      agentId: s.handle.agentId,
+      openedAt: s.openedAt,
+      closedAt: s.closedAt,
+      durationMs: s.closedAt - s.openedAt,
+      signalsWritten: s.signalsWritten,
+      rejections: s.rejections,
+      autoClosed: s.autoClosed,
+    };
+    return s.summary;
+  }
+
+  /** Closes an expired session in the background and tells the application. */
+  #expire(s: Session): Promise<SessionSummary> {
+    const done = this.#end(s, s.expiresAt, true);
+    done.then(
+      (summary) => this.#notify(summary),
+      (err: unknown) => this.#warn('TIDAL_SESSION_SWEEP_FAILED', 'closing an expired session failed', err),
+    );
+    return done;
+  }
+
+  /**
+   * Closes every open session past its TTL, in the order they were opened. Resolves with their
+   * summaries once each is closed (and the application told).
+   */
+  async sweep(now: number): Promise<SessionSummary[]> {
+    const ending: Promise<SessionSummary>[] = [];
+    for (const s of this.#byId.values()) if (s.state === OPEN && now >= s.expiresAt) ending.push(this.#expire(s));
+    return Promise.all(ending);
+  }
+
+  /** The open sessions (those not yet past their TTL), in the order they were opened. */
+  list(now: number): SessionInfo[] {
+    const out: SessionInfo[] = [];
+    for (const s of this.#byId.values()) {
+      if (s.state !== OPEN || now >= s.expiresAt) continue;
+      out.push({
+        id: s.handle.id,
+        agentId: s.handle.agentId,
+        openedAt: s.openedAt,
+        ttlMs: s.ttlMs,
+        lastActiveAt: s.lastActiveAt,
+        expiresAt: s.expiresAt,
+        signalsWritten: s.signalsWritten,
+        rejections: s.rejections,
+        seenItems: s.seen?.size ?? 0,
+      });
+    }
+    return out;
+  }
+
+  #notify(summary: SessionSummary): void {
+    const fn = this.#o.onExpired;
+    if (fn === null) return;
+    try {
+      const r = fn(summary);
+      if (r !== undefined && typeof (r as Promise<void>).then === 'function') {
+        (r as Promise<void>).then(undefined, (err: unknown) => this.#warn('TIDAL_SESSION_CALLBACK_FAILED', 'onSessionExpired rejected', err));
+      }
+    } catch (err) {
+      this.#warn('TIDAL_SESSION_CALLBACK_FAILED', 'onSessionExpired threw', err);
+    }
+  }
+
+  // Not a throw: the sweep runs on a timer, where a throw would end the process.
+  #warn(code: 'TIDAL_SESSION_CALLBACK_FAILED' | 'TIDAL_SESSION_SWEEP_FAILED', what: string, err: unknown): void {
+    const e = err instanceof Error ? err : new Error(String(err));
+    process.emitWarning(`${what}: ${e.message}`, { type: 'TidalWarning', code, detail: e.stack });
+  }
+
+  #startTimer(): void {
+    if (this.#timer !== undefined || this.#closed) return;
+    this.#timer = setInterval(() => this.#onTimer(), this.#o.sweepIntervalMs);
+    // The sweeper must never be what keeps an application's process alive.
+    this.#timer.unref();
+  }
+
+  #stopTimer(): void {
+    if (this.#timer === undefined) return;
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #onTimer(): void {
+    // A database whose open() failed after the sessions were loaded has its connection closed.
+    if (this.#closed || !this.#db.open) {
+      this.#stopTimer();
+      return;
+    }
+    this.sweep(this.#clock()).catch((err: unknown) => this.#warn('TIDAL_SESSION_SWEEP_FAILED', 'the session sweep failed', err));
+  }
+
+  /**
+   * Closes every session, for `close()`; call after the pending writes were flushed. Closes already
+   * under way finish now; sessions still open are closed at `now` with `autoClosed: true` (the
+   * caller did not close them). Stops the sweeper and drops every bucket. Only a crash leaves
+   * sessions open on disk, for the next open to resume or expire.
+   */
+  shutdown(now: number): SessionSummary[] {
+    if (this.#closed) return [];
+    this.#stopTimer();
+    const summaries: SessionSummary[] = [];
+    try {
+      this.#db.transaction(() => {
+        for (const s of [...this.#byId.values()]) {
+          if (s.state !== CLOSING) {
+            s.state = CLOSING;
+            s.closedAt = Math.max(now, s.openedAt);
+            s.autoClosed = true;
+          }
+          summaries.push(this.#finish(s));
+        }
+      })();
+    } finally {
+      this.#closed = true;
+      this.#byId.clear();
+      this.#limiter.clear();
+    }
+    return summaries;
+  }
+}
+
+export type { Session };

@@ -1,0 +1,32 @@
+/**
+ * Warnings: conditions the database recovered from by itself but that an operator should know
+ * about. They never stop a call; by default they go to `process.emitWarning` (printed on stderr as
+ * `(node:PID) [CODE] TidalWarning: message`), or to the `onWarning` callback given at open.
+ */
+
+export const WARNING_CODES = [
+  /** On open, fewer events were recovered than had been acknowledged: the tail of SQLite's WAL was cut off. */
+  'TIDAL_WAL_TAIL_LOST',
+  /** The acknowledgement mark could not be written; tail-loss detection is off until the next open. */
+  'TIDAL_ACK_MARK_FAILED',
+  /** The memory guard is off because the host has no meminfo file (not Linux) and the floor was `'auto'`. */
+  'TIDAL_MEMORY_GUARD_UNAVAILABLE',
+  /** The memory guard could not re-read its meminfo file and keeps its last sample. */
+  'TIDAL_MEMORY_GUARD_STALE',
+  /** The WAL checkpoint worker failed; SQLite checkpoints on the main thread again. */
+  'TIDAL_WAL_CHECKPOINTER_FAILED',
+] as const;
+
+export type WarningCode = (typeof WARNING_CODES)[number];
+
+export interface TidalWarning {
+  code: WarningCode;
+  message: string;
+}
+
+export type WarningSink = (warning: TidalWarning) => void;
+
+/** The default sink: a Node.js process warning of type `TidalWarning` with the code set. */
+export function emitProcessWarning(warning: TidalWarning): void {
+  process.emitWarning(warning.message, { type: 'TidalWarning', code: warning.code });
+}

@@ -1,0 +1,86 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { CHECKPOINT_CHUNK_BYTES, SlotCheckpoint, openWriterConnection } from '../src/index.js';
+
+const SLOT = 1024;
+const PER_ROW = CHECKPOINT_CHUNK_BYTES / SLOT;
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function setup(maxSlots = 1000) {
+  const dir = mkdtempSync(join(tmpdir(), 'tidal-ckpt-'));
+  dirs.push(dir);
+  const db = openWriterConnection(join(dir, 'db.sqlite'), 'process');
+  const arena = new SharedArrayBuffer(maxSlots * SLOT);
+  const bytes = new Uint8Array(arena);
+  /** Writes slot `s` (a stand-in for the store applying an event) and marks it dirty. */
+  const touch = (ck: SlotCheckpoint, s: number, value: number) => {
+    bytes.fill(value, s * SLOT, (s + 1) * SLOT);
+    ck.markDirty(s);
+  };
+  const checkpoint = (ck: SlotCheckpoint, used: number) => {
+    const n = db.transaction(() => ck.write(arena, used, SLOT))();
+    ck.committed();
+    return n;
+  };
+  return { db, arena, bytes, touch, checkpoint, maxSlots };
+}
+
+describe('SlotCheckpoint', () => {
+  it('rewrites only the rows whose slots changed, and the rows always concatenate to the arena', () => {
+    const { db, bytes, touch, checkpoint, maxSlots } = setup();
+    const ck = new SlotCheckpoint(db, SLOT, maxSlots);
+    for (let s = 0; s < 300; s++) touch(ck, s, 1 + (s % 200));
+    // First checkpoint: everything (no rows yet, no chunk-size marker).
+    expect(checkpoint(ck, 300)).toBe(Math.ceil(300 / PER_ROW));
+    expect(ck.load().equals(Buffer.from(bytes.subarray(0, 300 * SLOT)))).toBe(true);
+
+    // Two hot slots in row 0 and one new slot in the partial last row.
+    touch(ck, 3, 7);
+    touch(ck, 5, 8);
+    touch(ck, 300, 9);
+    expect(checkpoint(ck, 301)).toBe(2);
+    expect(ck.load().equals(Buffer.from(bytes.subarray(0, 301 * SLOT)))).toBe(true);
+
+    // Nothing changed: nothing written.
+    expect(checkpoint(ck, 301)).toBe(0);
+    // A reopened checkpoint with the same chunk size starts incremental.
+    const again = new SlotCheckpoint(db, SLOT, maxSlots);
+    touch(again, 10, 3);
+    expect(checkpoint(again, 301)).toBe(1);
+    expect(again.load().equals(Buffer.from(bytes.subarray(0, 301 * SLOT)))).toBe(true);
+    db.close();
+  });
+
+  it('keeps rows dirty when the transaction rolls back', () => {
+    const { db, arena, touch, checkpoint, maxSlots } = setup();
+    const ck = new SlotCheckpoint(db, SLOT, maxSlots);
+    for (let s = 0; s < 10; s++) touch(ck, s, 1);
+    checkpoint(ck, 10);
+    touch(ck, 2, 5);
+    expect(() =>
+      db.transaction(() => {
+        ck.write(arena, 10, SLOT);
+        throw new Error('disk full');
+      })(),
+    ).toThrow('disk full');
+    expect(checkpoint(ck, 10)).toBe(1);
+    db.close();
+  });
+
+  it('rewrites everything when told to, or when the rows were written with another chunk size', () => {
+    const { db, touch, checkpoint, maxSlots } = setup();
+    const ck = new SlotCheckpoint(db, SLOT, maxSlots);
+    for (let s = 0; s < 200; s++) touch(ck, s, 1);
+    checkpoint(ck, 200);
+    ck.markAllDirty();
+    expect(checkpoint(ck, 200)).toBe(Math.ceil(200 / PER_ROW));
+    db.prepare("UPDATE wal_meta SET value = 8388608 WHERE key = 'checkpoint_chunk_bytes'").run();
+    expect(checkpoint(new SlotCheckpoint(db, SLOT, maxSlots), 200)).toBe(Math.ceil(200 / PER_ROW));
+    db.close();
+  });
+});

@@ -1,0 +1,148 @@
+/**
+ * The write path through TidalDb: backpressure and the memory guard refuse before anything is
+ * enqueued, a batch call is accepted or refused whole, and bad write-path options refuse to open.
+ *
+ * The writer is "stalled" the simplest deterministic way: writes are issued synchronously, so the
+ * group commit cannot run a batch until the test yields.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { BackpressureError, InvalidInputError, MemoryPressureError, TidalDb, type TidalWarning } from 'tidal-core';
+
+const NOW = Date.UTC(2025, 0, 1);
+const SCHEMA = { signals: [{ name: 'view', halfLifeMs: 3_600_000, velocity: true }] };
+const MiB = 1024 * 1024;
+const root = mkdtempSync(join(tmpdir(), 'tidal-write-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+let n = 0;
+const freshDir = () => join(root, `db-${n++}`);
+
+function builder(dir = freshDir()) {
+  return TidalDb.builder().path(dir).schema(SCHEMA).workers(1).clock(() => NOW).capacity({ items: 4096, signalSlots: 4096 });
+}
+
+function meminfo(availableMiB: number): string {
+  const path = join(root, `meminfo-${n++}`);
+  writeFileSync(path, `MemTotal: ${8192 * 1024} kB\nMemAvailable: ${availableMiB * 1024} kB\nSwapFree: 0 kB\n`);
+  return path;
+}
+
+const count = (db: TidalDb, id: string) => db.itemSignals(id).view?.count ?? 0;
+
+describe('backpressure through TidalDb', () => {
+  it('refuses every kind of write at the threshold, whole and before anything is enqueued', async () => {
+    const db = await builder().groupCommit({ maxBatch: 8, maxQueueEvents: 16 }).open();
+    try {
+      await db.upsertItems([{ id: 'kept' }]);
+      const accepted: Promise<number>[] = [];
+      for (let i = 0; i < 16; i++) accepted.push(db.signal({ item: 'a', kind: 'view' }));
+      // Depth 16: every write method is refused, with the numbers the caller needs.
+      const err = await db.signal({ item: 'a', kind: 'view' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(BackpressureError);
+      expect(err).toMatchObject({ code: 'TIDAL_BACKPRESSURE', depth: 16, limit: 16 });
+      expect((err as BackpressureError).retryAfterMs).toBeGreaterThanOrEqual(1);
+      await expect(db.signals([{ item: 'b', kind: 'view' }, { item: 'c', kind: 'view' }])).rejects.toBeInstanceOf(BackpressureError);
+      await expect(db.upsertItems([{ id: 'd' }])).rejects.toBeInstanceOf(BackpressureError);
+      await expect(db.delete('kept')).rejects.toBeInstanceOf(BackpressureError);
+
+      await Promise.all(accepted);
+      expect(count(db, 'a')).toBe(16);
+      // The refused calls left nothing behind: no signal, no item, no id.
+      expect(db.itemSignals('b')).toEqual({});
+      expect(db.itemSignals('c')).toEqual({});
+      expect(await db.get('d')).toBeUndefined();
+      expect(await db.get('kept')).toBeDefined();
+      // Drained: accepted again.
+      await db.signals([{ item: 'b', kind: 'view' }, { item: 'c', kind: 'view' }]);
+      expect(count(db, 'b') + count(db, 'c')).toBe(2);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('validates a batch before admission: a bad entry refuses the whole call with InvalidInputError', async () => {
+    const db = await builder().open();
+    try {
+      const err = await db.signals([{ item: 'x', kind: 'view' }, { item: 'y', kind: 'nope' }]).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InvalidInputError);
+      expect((err as InvalidInputError).field).toBe('signals[1].kind');
+      expect(db.itemSignals('x')).toEqual({});
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('hands out no item ordinal to a refused write, so ids survive a reopen intact', async () => {
+    const dir = freshDir();
+    const db = await builder(dir).groupCommit({ maxBatch: 4, maxQueueEvents: 4 }).open();
+    const fill = [0, 1, 2, 3].map(() => db.signal({ item: 'filler', kind: 'view' }));
+    await expect(db.signal({ item: 'ghost', kind: 'view' })).rejects.toBeInstanceOf(BackpressureError);
+    await Promise.all(fill);
+    await db.signal({ item: 'other', kind: 'view' });
+    await db.signal({ item: 'ghost', kind: 'view' });
+    await db.close();
+    const again = await builder(dir).open();
+    try {
+      expect([count(again, 'filler'), count(again, 'other'), count(again, 'ghost')]).toEqual([4, 1, 1]);
+    } finally {
+      await again.close();
+    }
+  });
+
+  it('refuses to open with a threshold or batch size that is not a sane whole number', async () => {
+    await expect(builder().groupCommit({ maxQueueEvents: 100.5 }).open()).rejects.toThrow(/options\.maxQueueEvents must be a whole number/);
+    await expect(builder().groupCommit({ maxBatch: 64, maxQueueEvents: 10 }).open()).rejects.toThrow(/options\.maxQueueEvents/);
+    await expect(builder().groupCommit({ maxBatch: 0 }).open()).rejects.toThrow(/options\.maxBatch/);
+    await expect(builder().groupCommit({ maxDelayMs: -1 }).open()).rejects.toThrow(InvalidInputError);
+  });
+});
+
+describe('memory guard through TidalDb', () => {
+  it('refuses writes under the floor and still serves reads', async () => {
+    const db = await builder().memoryGuard({ floorBytes: 64 * MiB, meminfoPath: meminfo(10) }).open();
+    try {
+      const err = await db.signal({ item: 'a', kind: 'view' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(MemoryPressureError);
+      expect(err).toMatchObject({ code: 'TIDAL_MEMORY_PRESSURE', availableBytes: 10 * MiB, floorBytes: 64 * MiB });
+      await expect(db.upsertItems([{ id: 'a' }])).rejects.toBeInstanceOf(MemoryPressureError);
+      // Reads never consult the guard.
+      const res = await db.retrieve({ profile: 'trending' });
+      expect(res.items).toEqual([]);
+      expect(db.itemSignals('a')).toEqual({});
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('admits writes over the floor, and with the guard off (0) whatever the host has', async () => {
+    const ok = await builder().memoryGuard({ floorBytes: 64 * MiB, meminfoPath: meminfo(100) }).open();
+    const off = await builder().memoryGuard({ floorBytes: 0, meminfoPath: meminfo(1) }).open();
+    try {
+      await ok.signal({ item: 'a', kind: 'view' });
+      await off.signal({ item: 'a', kind: 'view' });
+      expect([count(ok, 'a'), count(off, 'a')]).toEqual([1, 1]);
+    } finally {
+      await ok.close();
+      await off.close();
+    }
+  });
+
+  it('refuses to open with a floor that is not a whole number, or a guard that cannot read its file', async () => {
+    await expect(builder().memoryGuard({ floorBytes: 1.5 }).open()).rejects.toThrow(/memoryGuard\.floorBytes must be 'auto', 0 \(off\) or a whole number of bytes, got 1\.5/);
+    await expect(builder().memoryGuard({ floorBytes: '64' as never }).open()).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(builder().memoryGuard({ floorBytes: 64 * MiB, meminfoPath: join(root, 'absent') }).open()).rejects.toThrow(/memoryGuard\.meminfoPath/);
+  });
+
+  it("runs without a guard, with a warning, on a host without meminfo when the floor is 'auto'", async () => {
+    const warnings: TidalWarning[] = [];
+    const db = await builder().memoryGuard({ meminfoPath: join(root, 'absent') }).onWarning((w) => warnings.push(w)).open();
+    try {
+      await db.signal({ item: 'a', kind: 'view' });
+      expect(warnings.map((w) => w.code)).toEqual(['TIDAL_MEMORY_GUARD_UNAVAILABLE']);
+    } finally {
+      await db.close();
+    }
+  });
+});
