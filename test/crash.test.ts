@@ -21,8 +21,9 @@ async function reopen(dir: string, warnings: TidalWarning[]): Promise<TidalDb> {
     .path(dir)
     .schema(SCHEMA)
     .workers(1)
-    // Small: this process opens ~30 databases, and each default-sized signal arena reserves ~2 GiB
-    // of address space until it is garbage-collected, which can make spawning the writer fail.
+    // Small: this process opens ~30 databases, and each signal arena keeps its address-space
+    // reservation until it is garbage-collected; with large arenas, spawning the writer failed
+    // with ENOMEM once enough had piled up.
     .capacity({ items: 4096, signalSlots: 4096 })
     .clock(() => NOW)
     .onWarning((w) => warnings.push(w))

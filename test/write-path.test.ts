@@ -46,6 +46,9 @@ describe('backpressure through TidalDb', () => {
       await expect(db.signals([{ item: 'b', kind: 'view' }, { item: 'c', kind: 'view' }])).rejects.toBeInstanceOf(BackpressureError);
       await expect(db.upsertItems([{ id: 'd' }])).rejects.toBeInstanceOf(BackpressureError);
       await expect(db.delete('kept')).rejects.toBeInstanceOf(BackpressureError);
+      // Admission comes first, so a refusal costs no per-signal work: even a malformed call is
+      // refused for the queue, not inspected.
+      await expect(db.signals([{ item: 'e', kind: 'no-such-kind' }])).rejects.toBeInstanceOf(BackpressureError);
 
       await Promise.all(accepted);
       expect(count(db, 'a')).toBe(16);
@@ -62,7 +65,7 @@ describe('backpressure through TidalDb', () => {
     }
   });
 
-  it('validates a batch before admission: a bad entry refuses the whole call with InvalidInputError', async () => {
+  it('refuses a whole batch with InvalidInputError for one bad entry, naming it', async () => {
     const db = await builder().open();
     try {
       const err = await db.signals([{ item: 'x', kind: 'view' }, { item: 'y', kind: 'nope' }]).catch((e: unknown) => e);

@@ -97,8 +97,13 @@ export class TidalDb implements AsyncDisposable {
   readonly #metrics: Metrics | null;
   readonly #defaultWindow: RetrieveTask['window'];
   readonly #sessions: SessionRegistry;
-  /** Ordinals below this have a row in `items`. */
-  #persistedOrdinals = 0;
+  /** The next ordinal to hand out: above every ordinal ever committed. */
+  #nextOrdinal = 0;
+  /**
+   * Ordinals handed out whose `items` row is not committed yet. A batch that fails to commit leaves
+   * them here, so the next write of the same id still inserts the row.
+   */
+  readonly #unpersisted = new Set<number>();
   #itemsVersion = 0;
   #eventsSinceCheckpoint = 0;
   #closing: Promise<void> | undefined;
@@ -139,7 +144,7 @@ export class TidalDb implements AsyncDisposable {
       this.#checkStoredSchema();
       this.#store = SignalStore.create({ kinds: o.schema.kinds, maxOrdinals: o.capacity.items, maxSlots: o.capacity.signalSlots });
       for (const { ordinal, id } of this.#items.keys()) this.#ids.set(id, ordinal);
-      this.#persistedOrdinals = this.#ids.size === 0 ? 0 : Math.max(...this.#ids.values()) + 1;
+      for (const ordinal of this.#ids.values()) if (ordinal >= this.#nextOrdinal) this.#nextOrdinal = ordinal + 1;
       this.#itemsVersion = this.#items.maxVersion();
       this.#recoverSignals();
       this.#sessions = new SessionRegistry(this.#db, o.sessions, o.rateLimit, o.clock);
@@ -265,7 +270,7 @@ export class TidalDb implements AsyncDisposable {
     let version = this.#itemsVersion;
     for (const e of events) {
       if (e.t === 0) {
-        if (e.ordinal >= this.#persistedOrdinals) this.#items.ensureKey(e.ordinal, e.id);
+        if (this.#unpersisted.has(e.ordinal)) this.#items.ensureKey(e.ordinal, e.id);
         this.#log.appendAt(seq, e);
       } else if (e.t === 1) {
         this.#items.upsert(e.item, ++version, e.replacing);
@@ -290,10 +295,10 @@ export class TidalDb implements AsyncDisposable {
         this.#store.apply(e.ordinal, e.kind, e.weight, e.at);
         this.#checkpointRows.markDirty(this.#store.slotOf(e.ordinal, e.kind));
         signals++;
-        if (e.ordinal >= this.#persistedOrdinals) this.#persistedOrdinals = e.ordinal + 1;
+        this.#unpersisted.delete(e.ordinal);
       } else {
         this.#itemsVersion++;
-        if (e.t === 1 && e.item.ordinal >= this.#persistedOrdinals) this.#persistedOrdinals = e.item.ordinal + 1;
+        if (e.t === 1) this.#unpersisted.delete(e.item.ordinal);
       }
     }
     this.#eventsSinceCheckpoint += signals;
@@ -306,11 +311,13 @@ export class TidalDb implements AsyncDisposable {
   #ordinal(id: string): { ordinal: number; known: boolean } {
     const known = this.#ids.get(id);
     if (known !== undefined) return { ordinal: known, known: true };
-    const ordinal = this.#ids.size;
+    const ordinal = this.#nextOrdinal;
     if (ordinal >= this.#o.capacity.items) {
       throw new CapacityError('item ids', this.#o.capacity.items, 'raise the capacity.items builder option');
     }
+    this.#nextOrdinal++;
     this.#ids.set(id, ordinal);
+    this.#unpersisted.add(ordinal);
     return { ordinal, known: false };
   }
 
@@ -329,15 +336,15 @@ export class TidalDb implements AsyncDisposable {
   async upsertItems(items: readonly ItemInput[]): Promise<void> {
     this.#check('upsert items');
     checkBatch('items', items);
-    const now = this.#o.clock();
-    const valid = items.map((it, i) => this.#validateItem(it, `items[${i}]`, now));
-    // Ordinals are handed out only once the write is admitted (see #signalEvents).
-    await this.#gc.enqueue(() =>
-      valid.map((v): WriteEvent => {
+    // Validated and given ordinals only once the write is admitted (see #signalEvents).
+    await this.#gc.enqueue(() => {
+      const now = this.#o.clock();
+      const valid = items.map((it, i) => this.#validateItem(it, `items[${i}]`, now));
+      return valid.map((v): WriteEvent => {
         const { ordinal, known } = this.#ordinal(v.id);
         return { t: 1, item: { ...v, ordinal }, replacing: known };
-      }),
-    );
+      });
+    });
   }
 
   #validateItem(it: ItemInput, at: string, now: number): Omit<StoredItem, 'ordinal'> {
@@ -390,11 +397,17 @@ export class TidalDb implements AsyncDisposable {
   }
 
   /**
-   * Validates the whole batch now and returns the builder of its events, for `GroupCommit.enqueue`:
-   * ordinals are handed out only when the builder runs, after the write was admitted. An ordinal
-   * handed out to a write that backpressure then refused would never get its `items` key.
+   * The builder of a batch's events, for `GroupCommit.enqueue`, which runs it only once the write
+   * is admitted. So a refused write costs no per-signal work (under overload most writes are
+   * refused, and validating them first cost about a quarter of the accepted throughput), and
+   * no ordinal is handed out to it (one handed out to a refused write would never get its `items`
+   * key). It validates the whole batch before handing out any ordinal.
    */
   #signalEvents(batch: readonly SignalInput[], session: string | null): () => WriteEvent[] {
+    return () => this.#buildSignalEvents(batch, session);
+  }
+
+  #buildSignalEvents(batch: readonly SignalInput[], session: string | null): WriteEvent[] {
     const now = this.#o.clock();
     const events = batch.map((s, i): WriteEvent & { t: 0 } => {
       // Fast path for a well-formed signal, accepting exactly what the checks below accept but
@@ -428,12 +441,10 @@ export class TidalDb implements AsyncDisposable {
         session,
       };
     });
-    // Ordinals are handed out only once the whole batch is valid and admitted; filled in place, as
-    // this runs for every signal on the hottest path.
-    return () => {
-      for (const e of events) e.ordinal = this.#ids.get(e.id) ?? this.#ordinal(e.id).ordinal;
-      return events;
-    };
+    // Ordinals are handed out only once the whole batch is valid; filled in place, as this runs for
+    // every signal on the hottest path.
+    for (const e of events) e.ordinal = this.#ids.get(e.id) ?? this.#ordinal(e.id).ordinal;
+    return events;
   }
 
   /** The signal values of one item per kind (decayed score, counts, windows, velocity), as queries see them now. */
@@ -608,15 +619,29 @@ export class TidalDb implements AsyncDisposable {
   /**
    * Makes every query worker load the items committed so far (catalog and ANN index), so the next
    * queries do not pay for it. `open()` calls it; call it again after a bulk load.
+   *
+   * The ANN index is built once: one worker builds it from the items (or reuses the snapshot saved
+   * in the database directory, bringing it up to date when many rows changed after it) and saves
+   * it; every worker then maps the saved file and applies the few rows newer than it. Each result
+   * says where the index came from (`annSource`: 'built' or 'snapshot') and how many rows newer
+   * than the stored snapshot were applied (`annRowsApplied`). An unusable snapshot is rebuilt, with
+   * one `TIDAL_ANN_SNAPSHOT_REBUILT` process warning.
    */
   async warm(): Promise<WarmResult[]> {
     this.#check('warm');
     const parties = this.#o.workers;
-    const barrier = new SharedArrayBuffer(4);
+    // Int32 0: the arrival barrier; 1–3: the election of the one worker that builds the ANN index.
+    const barrier = new SharedArrayBuffer(16);
     const env = this.#envelope();
     const runs: Promise<unknown>[] = [];
     for (let i = 0; i < parties; i++) runs.push(this.#run({ op: 'warm', env, barrier, parties }));
-    return (await Promise.all(runs)) as WarmResult[];
+    const results = (await Promise.all(runs)) as WarmResult[];
+    // Only the elected worker reports one, and a worker's process.emitWarning would not reach this
+    // thread's 'warning' listeners: raise it here.
+    for (const r of results) {
+      if (r.annWarning) process.emitWarning(r.annWarning.message, { type: 'TidalWarning', code: r.annWarning.code });
+    }
+    return results;
   }
 
   /** Commits every queued write now. */
@@ -659,6 +684,23 @@ export class TidalDb implements AsyncDisposable {
       failure ??= err;
     }
     await Promise.allSettled([...this.#inFlight]);
+    // Brings the ANN snapshot up to the committed items, so the next open maps it and applies
+    // nothing. One worker does it; it costs about what applying the changes since the snapshot
+    // costs, gives up past the budget (the next open then applies them), and is not waited for
+    // beyond it. An ephemeral database's directory is deleted below anyway.
+    if (!this.#ephemeral) {
+      const budgetMs = 30_000;
+      let timer: NodeJS.Timeout | undefined;
+      const task: WorkerTask = { op: 'persist-ann', env: this.#envelope(), budgetMs };
+      await Promise.race([
+        // A failure only costs the next open the changes since the last snapshot.
+        this.#pool.run(task).catch(() => undefined),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, budgetMs + 10_000);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
     await this.#pool.destroy();
     await this.#walCheckpointer?.close();
     this.#db.close();

@@ -118,7 +118,8 @@ export class GroupCommit<E> {
   readonly #ackMark: AckMark | null;
   readonly #nowMs: () => number;
   readonly #drain: DrainRate;
-  #queue: Pending<E>[] = [];
+  /** Pending writes from `#head` on; taken slots are cleared so their events can be collected. */
+  #queue: (Pending<E> | undefined)[] = [];
   #head = 0;
   #depth = 0;
   #nextSeq: number;
@@ -243,7 +244,11 @@ export class GroupCommit<E> {
 
   /** Commits one batch from the head of the queue, synchronously. */
   #commitOne(): void {
-    if (this.#head >= this.#queue.length) return;
+    if (this.#head >= this.#queue.length) {
+      // A timer that fires after an immediate drained the queue: nothing was due.
+      this.#dueAt = undefined;
+      return;
+    }
     const dueAt = this.#dueAt ?? this.#nowMs();
     this.#dueAt = undefined;
     const taken: Pending<E>[] = [];
@@ -253,6 +258,9 @@ export class GroupCommit<E> {
       if (count > 0 && count + next.events.length > this.#options.maxBatch) break;
       taken.push(next);
       count += next.events.length;
+      // Released now, not at the next compaction of the array: otherwise up to ~1000 taken writes,
+      // and every event object in them, would stay reachable for nothing.
+      this.#queue[this.#head] = undefined;
       this.#head++;
     }
     if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
