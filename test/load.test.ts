@@ -127,6 +127,9 @@ describe('degradation levels through the executors', () => {
     expect(after.inFlight).toBe(0);
     expect(after.level).toBe('Full');
     expect(after.latencyMs.samples).toBeGreaterThan(0);
+    expect(after.writes.depth).toBe(0);
+    expect(after.writes.committedEvents).toBeGreaterThan(0);
+    expect(after.writes.queueLimit).toBeGreaterThan(0);
   });
 
   it('does not count invalid queries as in flight once they are refused', async () => {

@@ -592,11 +592,12 @@ export class TidalDb implements AsyncDisposable {
   }
 
   /**
-   * Load figures: queries in flight, the current level, queries served per level, refusals, and
-   * latency percentiles (end to end, and worker service time per level).
+   * Load figures: queries in flight, the current level, queries served per level, refusals,
+   * latency percentiles (end to end, and worker service time per level), and the write queue.
    */
   stats(): QueryStats {
-    return this.#recorder.snapshot(this.#detector.inFlight, this.#detector.level, this.#detector.rejected);
+    const writes = { ...this.#gc.stats, queueLimit: this.#gc.options.maxQueueEvents };
+    return this.#recorder.snapshot(this.#detector.inFlight, this.#detector.level, this.#detector.rejected, writes);
   }
 
   /** The in-flight counter and the level thresholds (for tests and dashboards). */

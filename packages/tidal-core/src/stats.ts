@@ -1,4 +1,5 @@
 import { DegradationLevel, levelName, type DegradationLevelName } from 'tidal-load';
+import type { GroupCommitStats } from 'tidal-wal';
 
 /** Latency samples kept for percentiles: the most recent ones, so the figures follow the load. */
 const WINDOW = 8192;
@@ -28,6 +29,8 @@ export interface QueryStats {
   serviceMs: Record<DegradationLevelName, LatencySummary>;
   /** Exponentially weighted mean worker execution time in ms (what Retry-After is computed from). */
   meanServiceMs: number;
+  /** The write path: queue depth and its limit, refusals, the measured drain rate. */
+  writes: GroupCommitStats & { queueLimit: number };
 }
 
 class Ring {
@@ -67,7 +70,7 @@ export class QueryRecorder {
     this.meanServiceMs += (serviceMs - this.meanServiceMs) / 16;
   }
 
-  snapshot(inFlight: number, level: DegradationLevel, rejected: number): QueryStats {
+  snapshot(inFlight: number, level: DegradationLevel, rejected: number, writes: QueryStats['writes']): QueryStats {
     const served = {} as Record<DegradationLevelName, number>;
     const serviceMs = {} as Record<DegradationLevelName, LatencySummary>;
     for (const l of LEVELS) {
@@ -83,6 +86,7 @@ export class QueryRecorder {
       latencyMs: this.#latency.summary(),
       serviceMs,
       meanServiceMs: this.meanServiceMs,
+      writes,
     };
   }
 }
