@@ -147,7 +147,7 @@ export class TidalDb implements AsyncDisposable {
       for (const ordinal of this.#ids.values()) if (ordinal >= this.#nextOrdinal) this.#nextOrdinal = ordinal + 1;
       this.#itemsVersion = this.#items.maxVersion();
       this.#recoverSignals();
-      this.#sessions = new SessionRegistry(this.#db, o.sessions, o.rateLimit, o.clock);
+      this.#sessions = new SessionRegistry(this.#db, o.sessions, o.rateLimit, o.clock, o.onWarning);
       const memoryGuard = MemoryGuard.create(o.memoryGuard, o.onWarning);
       this.#ackMark = o.durability === 'none' ? null : AckMark.open(`${file}-ack`, o.onWarning);
       this.#walCheckpointer = WalCheckpointer.start(this.#db, file, o.onWarning);
@@ -640,7 +640,7 @@ export class TidalDb implements AsyncDisposable {
     // Only the elected worker reports one, and a worker's process.emitWarning would not reach this
     // thread's 'warning' listeners: raise it here.
     for (const r of results) {
-      if (r.annWarning) process.emitWarning(r.annWarning.message, { type: 'TidalWarning', code: r.annWarning.code });
+      if (r.annWarning) this.#o.onWarning(r.annWarning);
     }
     return results;
   }

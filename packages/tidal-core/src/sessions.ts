@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { CapacityError, InvalidInputError, RateLimitedError, RateLimiter, RateLimiterConfig, SessionClosedError, type RateLimit } from 'tidal-load';
+import { emitProcessWarning, type WarningSink } from 'tidal-wal';
 import { MAX_ID_LENGTH } from './validate.js';
 
 /**
@@ -232,9 +233,17 @@ export class SessionRegistry {
   readonly #update: Database.Statement;
   readonly #remove: (key: number) => void;
   #timer: NodeJS.Timeout | undefined;
+  readonly #onWarning: WarningSink;
   #closed = false;
 
-  constructor(db: Database.Database, options: FilledSessionOptions, rateLimit: RateLimit | null, clock: () => number) {
+  constructor(
+    db: Database.Database,
+    options: FilledSessionOptions,
+    rateLimit: RateLimit | null,
+    clock: () => number,
+    onWarning: WarningSink = emitProcessWarning,
+  ) {
+    this.#onWarning = onWarning;
     this.#db = db;
     this.#o = options;
     this.#clock = clock;
@@ -506,7 +515,7 @@ export class SessionRegistry {
   // Not a throw: the sweep runs on a timer, where a throw would end the process.
   #warn(code: 'TIDAL_SESSION_CALLBACK_FAILED' | 'TIDAL_SESSION_SWEEP_FAILED', what: string, err: unknown): void {
     const e = err instanceof Error ? err : new Error(String(err));
-    process.emitWarning(`${what}: ${e.message}`, { type: 'TidalWarning', code, detail: e.stack });
+    this.#onWarning({ code, message: `${what}: ${e.message}` });
   }
 
   #startTimer(): void {

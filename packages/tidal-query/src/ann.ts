@@ -1,60 +1,196 @@
 import { Index, MetricKind, ScalarKind, type Matches } from 'usearch';
 
 /**
+ * The HNSW parameters every index is built with. connectivity 16 / expansion_add 128 /
+ * expansion_search 128: recall@10 above 0.95 on the bench corpus (bench/ reports it) at under a
+ * millisecond per 500-candidate search. A snapshot records this string and is rebuilt when it
+ * differs, because a graph built with other parameters would silently search differently.
+ */
+export const ANN_PARAMS = 'hnsw-cos-f32-m16-ef128-128';
+
+/** Batches at least this large are added with every core (a bulk load); smaller ones on this thread. */
+const PARALLEL_BATCH = 1024;
+
+function newIndex(dims: number): Index {
+  return new Index({
+    dimensions: dims,
+    metric: MetricKind.Cos,
+    quantization: ScalarKind.F32,
+    connectivity: 16,
+    expansion_add: 128,
+    expansion_search: 128,
+    multi: false,
+  });
+}
+
+/**
  * Approximate nearest neighbours over item embeddings (usearch HNSW, cosine). Keys are ordinals.
- * Each query worker holds its own index, filled from SQLite as the catalog refreshes.
+ *
+ * Two shapes. A plain index holds every vector in this thread's memory and takes updates in place.
+ * A layered index ({@link AnnIndex.view}) searches a saved snapshot memory-mapped read-only, so
+ * every query worker shares one copy of it through the page cache, plus a small private `delta`
+ * index holding the vectors added or replaced since the snapshot; the snapshot's entries that were
+ * replaced or deleted since are hidden by a tombstone set. A viewed usearch index refuses `add` and
+ * `remove` ("immutable index"), hence the layering.
  */
 export class AnnIndex {
-  readonly #index: Index;
   readonly dims: number;
+  /** The memory-mapped snapshot (read-only), or null for a plain index. */
+  #base: Index | null = null;
+  #baseSize = 0;
+  /** Keys of `#base` whose vector is stale: deleted or replaced since the snapshot. */
+  readonly #dead = new Set<number>();
+  /** Vectors added or replaced since the snapshot; for a plain index, every vector. */
+  #delta: Index | null = null;
 
+  /** An empty plain index. */
   constructor(dims: number) {
     this.dims = dims;
-    this.#index = new Index({
-      dimensions: dims,
-      metric: MetricKind.Cos,
-      quantization: ScalarKind.F32,
-      // connectivity 16 / expansion_add 128 / expansion_search 128: recall@10 above 0.95 on the
-      // bench corpus (bench/ reports it) at under a millisecond per 500-candidate search.
-      connectivity: 16,
-      expansion_add: 128,
-      expansion_search: 128,
-      multi: false,
-    });
   }
 
+  /**
+   * A layered index over the snapshot at `file`, memory-mapped: nothing is copied, and the pages
+   * are shared with every other thread or process mapping the same file. The file must not be
+   * modified while mapped (snapshots are only ever replaced by renaming a new file into place).
+   * @throws when usearch cannot map the file or it holds vectors of other dimensions.
+   */
+  static view(dims: number, file: string): AnnIndex {
+    const base = newIndex(dims);
+    base.view(file);
+    checkDims(base, dims, file);
+    const ann = new AnnIndex(dims);
+    ann.#base = base;
+    ann.#baseSize = Number(base.size());
+    return ann;
+  }
+
+  /**
+   * A plain index with a private in-memory copy of the snapshot at `file`, for a thread that will
+   * change most of it or save it again.
+   * @throws when usearch cannot read the file or it holds vectors of other dimensions.
+   */
+  static load(dims: number, file: string): AnnIndex {
+    const index = newIndex(dims);
+    index.load(file);
+    checkDims(index, dims, file);
+    const ann = new AnnIndex(dims);
+    ann.#delta = index;
+    return ann;
+  }
+
+  /** Number of live vectors. */
   get size(): number {
-    return Number(this.#index.size());
+    return this.#baseSize - this.#dead.size + (this.#delta ? Number(this.#delta.size()) : 0);
   }
 
-  /** Adds or replaces vectors. `vectors` holds `keys.length` rows of `dims` floats. */
-  upsert(keys: number[], vectors: Float32Array): void {
+  /** Whether this index searches a memory-mapped snapshot (and so cannot be saved as it is). */
+  get layered(): boolean {
+    return this.#base !== null;
+  }
+
+  /**
+   * Adds or replaces vectors. `vectors` holds `keys.length` rows of `dims` floats; a key appears
+   * at most once. `threads`: 0 = every core, 1 = this thread; by default every core for batches of
+   * 1024 or more (a bulk load) and this thread otherwise.
+   */
+  upsert(keys: readonly number[], vectors: Float32Array, threads?: number): void {
     if (keys.length === 0) return;
+    const big = BigUint64Array.from(keys, BigInt);
+    if (this.#base) {
+      const inBase = this.#base.contains(big) as boolean[];
+      for (let i = 0; i < keys.length; i++) if (inBase[i]) this.#dead.add(keys[i]!);
+    }
+    this.#delta ??= newIndex(this.dims);
+    const inDelta = this.#delta.contains(big) as boolean[];
     const replaced: bigint[] = [];
-    for (const k of keys) if (this.#index.contains(BigInt(k))) replaced.push(BigInt(k));
-    if (replaced.length > 0) this.#index.remove(BigUint64Array.from(replaced));
-    // Big batches (a bulk load) use every core; small ones stay on this thread.
-    this.#index.add(BigUint64Array.from(keys, BigInt), vectors, keys.length >= 1024 ? 0 : 1);
+    for (let i = 0; i < keys.length; i++) if (inDelta[i]) replaced.push(big[i]!);
+    if (replaced.length > 0) this.#delta.remove(BigUint64Array.from(replaced));
+    this.#delta.add(big, vectors, threads ?? (keys.length >= PARALLEL_BATCH ? 0 : 1));
   }
 
+  /** Removes a key if present. */
   remove(key: number): void {
-    if (this.#index.contains(BigInt(key))) this.#index.remove(BigInt(key));
+    const k = BigInt(key);
+    if (this.#base && !this.#dead.has(key) && this.#base.contains(k)) this.#dead.add(key);
+    if (this.#delta?.contains(k)) this.#delta.remove(k);
   }
 
   /**
    * The `k` nearest keys to `vector`, closest first, with cosine similarity (1 − cosine distance).
+   * Searches run on this thread.
    */
   search(vector: Float32Array, k: number): { keys: Int32Array; similarity: Float32Array } {
     const n = Math.min(k, this.size);
-    if (n === 0) return { keys: new Int32Array(0), similarity: new Float32Array(0) };
-    const m = this.#index.search(vector, n, 1) as Matches;
-    const len = m.keys.length;
-    const keys = new Int32Array(len);
-    const similarity = new Float32Array(len);
-    for (let i = 0; i < len; i++) {
-      keys[i] = Number(m.keys[i]);
-      similarity[i] = 1 - m.distances[i]!;
+    if (n <= 0) return { keys: new Int32Array(0), similarity: new Float32Array(0) };
+    const a = this.#searchBase(vector, n);
+    const b = this.#delta && this.#delta.size() > 0 ? (this.#delta.search(vector, Math.min(n, Number(this.#delta.size())), 1) as Matches) : null;
+    const bLen = b ? b.keys.length : 0;
+    // Merge the two distance-ordered lists (ties: the lower key first, so every worker agrees).
+    const keys = new Int32Array(Math.min(n, a.keys.length + bLen));
+    const similarity = new Float32Array(keys.length);
+    let i = 0;
+    let j = 0;
+    for (let o = 0; o < keys.length; o++) {
+      const takeA =
+        j >= bLen ||
+        (i < a.keys.length &&
+          (a.distances[i]! < b!.distances[j]! || (a.distances[i] === b!.distances[j] && a.keys[i]! < Number(b!.keys[j]))));
+      if (takeA) {
+        keys[o] = a.keys[i]!;
+        similarity[o] = 1 - a.distances[i]!;
+        i++;
+      } else {
+        keys[o] = Number(b!.keys[j]);
+        similarity[o] = 1 - b!.distances[j]!;
+        j++;
+      }
     }
     return { keys, similarity };
   }
+
+  /**
+   * The `n` nearest live keys of the snapshot. Tombstoned keys are skipped, so the search asks for
+   * a few more than `n` (twice the share of tombstones, plus 16) and doubles the request while too
+   * few live keys come back; among the nearest `n + tombstones` at least `n` are live, which bounds
+   * the retries. Asking for more is not free: k = 1000 costs twice k = 500.
+   */
+  #searchBase(vector: Float32Array, n: number): { keys: number[]; distances: number[] } {
+    const keys: number[] = [];
+    const distances: number[] = [];
+    const base = this.#base;
+    if (!base || this.#baseSize - this.#dead.size <= 0) return { keys, distances };
+    const dead = this.#dead;
+    const most = Math.min(this.#baseSize, n + dead.size);
+    let want = Math.min(most, n + Math.ceil((2 * n * dead.size) / this.#baseSize) + 16);
+    for (;;) {
+      keys.length = 0;
+      distances.length = 0;
+      const m = base.search(vector, want, 1) as Matches;
+      for (let i = 0; i < m.keys.length && keys.length < n; i++) {
+        const key = Number(m.keys[i]);
+        if (dead.has(key)) continue;
+        keys.push(key);
+        distances.push(m.distances[i]!);
+      }
+      // Done when enough are live, when the graph had no more to give, or at the bound.
+      if (keys.length >= n || m.keys.length < want || want >= most) return { keys, distances };
+      want = Math.min(most, want * 2);
+    }
+  }
+
+  /**
+   * Writes the index to `file` (usearch's format). Only a plain index can be saved: a layered one
+   * would first have to be merged into a full copy (see `AnnIndex.load`).
+   * @throws for a layered index, or when usearch cannot write the file.
+   */
+  save(file: string): void {
+    if (this.#base) throw new Error('a layered ANN index cannot be saved; load the snapshot and apply the changes instead');
+    (this.#delta ?? newIndex(this.dims)).save(file);
+  }
+}
+
+function checkDims(index: Index, dims: number, file: string): void {
+  // usearch takes the dimensions from the file, whatever the index was created with.
+  const got = Number(index.dimensions());
+  if (got !== dims) throw new Error(`${file} holds ${got}-dimensional vectors, not ${dims}`);
 }

@@ -15,6 +15,14 @@ export const WARNING_CODES = [
   'TIDAL_MEMORY_GUARD_STALE',
   /** The WAL checkpoint worker failed; SQLite checkpoints on the main thread again. */
   'TIDAL_WAL_CHECKPOINTER_FAILED',
+  /** The saved ANN index was damaged or unreadable and was rebuilt from the items. */
+  'TIDAL_ANN_SNAPSHOT_REBUILT',
+  /** The ANN index could not be saved; the next open applies more changes (or rebuilds). */
+  'TIDAL_ANN_SNAPSHOT_UNSAVED',
+  /** An `onSessionExpired` callback threw or rejected; the session was closed all the same. */
+  'TIDAL_SESSION_CALLBACK_FAILED',
+  /** Closing expired sessions failed; the next sweep or call tries again. */
+  'TIDAL_SESSION_SWEEP_FAILED',
 ] as const;
 
 export type WarningCode = (typeof WARNING_CODES)[number];

@@ -1,0 +1,249 @@
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, openSync, writeSync, closeSync, statSync, truncateSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { AnnIndex } from '../src/ann.js';
+import { SNAPSHOT_SIDECAR, discardSnapshot, readSnapshot, writeSnapshot, type AnnSnapshotMeta } from '../src/ann-snapshot.js';
+
+const DIMS = 8;
+
+/** mulberry32: the same vectors on every run. */
+function random(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function vectors(n: number, seed: number): Float32Array {
+  const r = random(seed);
+  const out = new Float32Array(n * DIMS);
+  for (let i = 0; i < out.length; i++) out[i] = r() * 2 - 1;
+  return out;
+}
+
+function row(m: Float32Array, i: number): Float32Array {
+  return m.slice(i * DIMS, (i + 1) * DIMS);
+}
+
+function cosine(a: Float32Array, b: Float32Array): number {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    dot += a[i]! * b[i]!;
+    na += a[i]! * a[i]!;
+    nb += b[i]! * b[i]!;
+  }
+  return dot / Math.sqrt(na * nb);
+}
+
+/** Exact nearest key by cosine among `live` (key → vector). */
+function exactTop(live: Map<number, Float32Array>, q: Float32Array): number {
+  let best = -1;
+  let bestSim = -Infinity;
+  for (const [k, v] of live) {
+    const sim = cosine(v, q);
+    if (sim > bestSim) {
+      bestSim = sim;
+      best = k;
+    }
+  }
+  return best;
+}
+
+const N = 400;
+const data = vectors(N, 1);
+const keys = Array.from({ length: N }, (_, i) => i);
+const queries = vectors(40, 2);
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'tidal-ann-'));
+});
+afterEach(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function saved(version = N): { meta: AnnSnapshotMeta; path: string } {
+  const plain = new AnnIndex(DIMS);
+  plain.upsert(keys, data);
+  const meta = writeSnapshot(dir, plain, version);
+  return { meta, path: join(dir, meta.file) };
+}
+
+describe('AnnIndex', () => {
+  it('finds the exact nearest item, closest first, with cosine similarity', () => {
+    const ann = new AnnIndex(DIMS);
+    ann.upsert(keys, data);
+    expect(ann.size).toBe(N);
+    const live = new Map(keys.map((k) => [k, row(data, k)]));
+    for (let q = 0; q < 40; q++) {
+      const v = row(queries, q);
+      const r = ann.search(v, 10);
+      expect(r.keys[0]).toBe(exactTop(live, v));
+      expect(r.similarity[0]).toBeCloseTo(cosine(row(data, r.keys[0]!), v), 5);
+      for (let i = 1; i < r.keys.length; i++) expect(r.similarity[i]!).toBeLessThanOrEqual(r.similarity[i - 1]!);
+    }
+  });
+
+  it('replaces and removes in place', () => {
+    const ann = new AnnIndex(DIMS);
+    ann.upsert(keys, data);
+    ann.upsert([5], row(queries, 0));
+    ann.remove(6);
+    ann.remove(10_000); // absent: nothing happens
+    expect(ann.size).toBe(N - 1);
+    expect(ann.search(row(queries, 0), 1).keys[0]).toBe(5);
+    expect([...ann.search(row(data, 6), N).keys]).not.toContain(6);
+  });
+
+  it('a mapped snapshot answers exactly as the index it was saved from', () => {
+    const plain = new AnnIndex(DIMS);
+    plain.upsert(keys, data);
+    const meta = writeSnapshot(dir, plain, N);
+    const viewed = AnnIndex.view(DIMS, join(dir, meta.file));
+    const loaded = AnnIndex.load(DIMS, join(dir, meta.file));
+    expect(viewed.layered).toBe(true);
+    expect(loaded.layered).toBe(false);
+    expect(viewed.size).toBe(N);
+    for (let q = 0; q < 40; q++) {
+      const v = row(queries, q);
+      const want = plain.search(v, 20);
+      for (const other of [viewed, loaded]) {
+        const got = other.search(v, 20);
+        expect([...got.keys]).toEqual([...want.keys]);
+        expect([...got.similarity]).toEqual([...want.similarity]);
+      }
+    }
+  });
+
+  it('layered: replaced vectors move, deleted keys never come back, new keys are found', () => {
+    const { path } = saved();
+    const ann = AnnIndex.view(DIMS, path);
+    const live = new Map(keys.map((k) => [k, row(data, k)]));
+    // Replace 3 with a query vector, delete 7, add 1000.
+    ann.upsert([3], row(queries, 0));
+    live.set(3, row(queries, 0));
+    ann.remove(7);
+    live.delete(7);
+    ann.upsert([1000], row(queries, 1));
+    live.set(1000, row(queries, 1));
+    expect(ann.size).toBe(N);
+
+    expect(ann.search(row(queries, 0), 1).keys[0]).toBe(3);
+    expect(ann.search(row(queries, 0), 1).similarity[0]).toBeCloseTo(1, 5);
+    expect(ann.search(row(queries, 1), 1).keys[0]).toBe(1000);
+    const all = ann.search(row(data, 7), N + 10);
+    expect(all.keys.length).toBe(N);
+    expect([...all.keys]).not.toContain(7);
+    // Key 3 appears once, with its new vector's similarity.
+    const old3 = ann.search(row(data, 3), N);
+    const at = [...old3.keys].indexOf(3);
+    expect([...old3.keys].filter((k) => k === 3)).toHaveLength(1);
+    expect(old3.similarity[at]).toBeCloseTo(cosine(row(queries, 0), row(data, 3)), 5);
+    for (let q = 2; q < 40; q++) expect(ann.search(row(queries, q), 1).keys[0]).toBe(exactTop(live, row(queries, q)));
+  });
+
+  it('layered: with most of the snapshot deleted, searches still fill k with live keys', () => {
+    const { path } = saved();
+    const ann = AnnIndex.view(DIMS, path);
+    const live = new Map<number, Float32Array>();
+    for (const k of keys) {
+      if (k % 10 === 0) live.set(k, row(data, k));
+      else ann.remove(k);
+    }
+    expect(ann.size).toBe(N / 10);
+    for (let q = 0; q < 40; q++) {
+      const v = row(queries, q);
+      const r = ann.search(v, 15);
+      expect(r.keys.length).toBe(15);
+      for (const k of r.keys) expect(k % 10).toBe(0);
+      expect(r.keys[0]).toBe(exactTop(live, v));
+    }
+    // Delete and re-add the same key: live once, in the delta.
+    ann.remove(0);
+    ann.upsert([0], row(data, 0));
+    expect(ann.size).toBe(N / 10);
+    expect([...ann.search(row(data, 0), N).keys].filter((k) => k === 0)).toHaveLength(1);
+  });
+
+  it('a layered index cannot be saved; a file of other dimensions is refused', () => {
+    const { path } = saved();
+    expect(() => AnnIndex.view(DIMS, path).save(join(dir, 'x.usearch'))).toThrow(/layered/);
+    expect(() => AnnIndex.view(DIMS * 2, path)).toThrow(/8-dimensional/);
+    expect(() => AnnIndex.load(DIMS * 2, path)).toThrow(/8-dimensional/);
+  });
+});
+
+describe('ANN snapshot files', () => {
+  it('round-trips: the sidecar describes the file, and a verified read accepts it', () => {
+    const { meta } = saved(123);
+    expect(meta).toMatchObject({ format: 1, version: 123, dims: DIMS, count: N });
+    expect(meta.bytes).toBe(statSync(join(dir, meta.file)).size);
+    const found = readSnapshot(dir, DIMS, 123, true);
+    expect(found.kind).toBe('ok');
+    if (found.kind === 'ok') expect(found.meta).toEqual(meta);
+    expect(readdirSync(dir).sort()).toEqual([SNAPSHOT_SIDECAR, meta.file].sort());
+  });
+
+  it('missing when there is no sidecar, even with an orphan index file', () => {
+    expect(readSnapshot(dir, DIMS, 10, true)).toEqual({ kind: 'missing' });
+    const { meta } = saved();
+    rmSync(join(dir, SNAPSHOT_SIDECAR));
+    expect(readSnapshot(dir, DIMS, N, true)).toEqual({ kind: 'missing' });
+    discardSnapshot(dir);
+    expect(readdirSync(dir)).not.toContain(meta.file);
+  });
+
+  it('a new snapshot replaces the old one and sweeps leftovers', () => {
+    const first = saved(10).meta;
+    writeFileSync(join(dir, 'ann-5-abcdef.usearch.tmp'), 'partial');
+    writeFileSync(join(dir, `${SNAPSHOT_SIDECAR}.0011.tmp`), '{');
+    writeFileSync(join(dir, 'tidal.db'), 'not ours');
+    const second = saved(20).meta;
+    expect(second.file).not.toBe(first.file);
+    expect(readdirSync(dir).sort()).toEqual([SNAPSHOT_SIDECAR, second.file, 'tidal.db'].sort());
+    discardSnapshot(dir);
+    expect(readdirSync(dir)).toEqual(['tidal.db']);
+  });
+
+  it('damaged index bytes fail the checksum', () => {
+    const { path } = saved();
+    const fd = openSync(path, 'r+');
+    writeSync(fd, Buffer.alloc(64, 0xab), 0, 64, Math.floor(statSync(path).size / 2));
+    closeSync(fd);
+    const found = readSnapshot(dir, DIMS, N, true);
+    expect(found.kind).toBe('unusable');
+    if (found.kind === 'unusable') expect(found.reason).toMatch(/checksum/);
+    // Without verification only the size is checked (what workers do after the elected one verified).
+    expect(readSnapshot(dir, DIMS, N, false).kind).toBe('ok');
+  });
+
+  it('a truncated or missing index file, or a garbled sidecar, is unusable', () => {
+    const { path } = saved();
+    truncateSync(path, 100);
+    expect(readSnapshot(dir, DIMS, N, false)).toMatchObject({ kind: 'unusable', reason: expect.stringMatching(/bytes/) });
+    rmSync(path);
+    expect(readSnapshot(dir, DIMS, N, false)).toMatchObject({ kind: 'unusable', reason: expect.stringMatching(/cannot read/) });
+    writeFileSync(join(dir, SNAPSHOT_SIDECAR), '{"format":1,');
+    expect(readSnapshot(dir, DIMS, N, false)).toMatchObject({ kind: 'unusable', reason: expect.stringMatching(/JSON/) });
+    writeFileSync(join(dir, SNAPSHOT_SIDECAR), JSON.stringify({ format: 1, file: '../../etc/passwd' }));
+    expect(readSnapshot(dir, DIMS, N, false)).toMatchObject({ kind: 'unusable', reason: expect.stringMatching(/malformed/) });
+  });
+
+  it('other dimensions or HNSW parameters are ignored; a snapshot newer than the items is unusable', () => {
+    const { meta } = saved(50);
+    expect(readSnapshot(dir, DIMS * 2, 50, true)).toMatchObject({ kind: 'ignored' });
+    expect(readSnapshot(dir, DIMS, 49, true)).toMatchObject({ kind: 'unusable', reason: expect.stringMatching(/version 50/) });
+    writeFileSync(join(dir, SNAPSHOT_SIDECAR), JSON.stringify({ ...meta, params: 'hnsw-other' }));
+    expect(readSnapshot(dir, DIMS, 50, true)).toMatchObject({ kind: 'ignored' });
+    writeFileSync(join(dir, SNAPSHOT_SIDECAR), JSON.stringify({ ...meta, format: 2 }));
+    expect(readSnapshot(dir, DIMS, 50, true)).toMatchObject({ kind: 'ignored' });
+    expect(JSON.parse(readFileSync(join(dir, SNAPSHOT_SIDECAR), 'utf8')).file).toBe(meta.file);
+  });
+});
