@@ -100,9 +100,10 @@ async function searchEverywhere(db: TidalDb, vector: number[], limit: number, ti
 function sameEverywhere(warm: WarmResult[]): WarmResult {
   expect(warm).toHaveLength(2);
   expect(warm.filter((w) => w.annElected)).toHaveLength(1);
-  const { annElected: _, ...first } = warm[0]!;
+  expect(new Set(warm.map((w) => w.threadId)).size).toBe(2);
+  const { annElected: _, threadId: _t, ...first } = warm[0]!;
   for (const w of warm) {
-    const { annElected: __, ...rest } = w;
+    const { annElected: __, threadId: __t, ...rest } = w;
     expect(rest).toEqual(first);
   }
   return warm[0]!;

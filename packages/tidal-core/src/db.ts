@@ -63,6 +63,9 @@ const META_DDL = `
   CREATE TABLE IF NOT EXISTS signal_checkpoint (chunk INTEGER PRIMARY KEY, data BLOB NOT NULL);
 `;
 
+/** Tasks a query worker holds at once (one running, the rest waiting in its message queue). */
+const PIPELINE_DEPTH = 4;
+
 type WriteEvent =
   | { t: 0; ordinal: number; id: string; kind: number; weight: number; at: number; session: string | null }
   | { t: 1; item: StoredItem; replacing: boolean }
@@ -177,6 +180,11 @@ export class TidalDb implements AsyncDisposable {
         maxThreads: o.workers,
         // Workers hold the catalog and ANN index; an idle one must not be reaped and rebuilt.
         idleTimeout: 2 ** 31 - 1,
+        // Tasks are pipelined: a worker holds up to this many, so it starts the next one the
+        // moment it finishes instead of waiting for the main thread to answer its completion
+        // message. Under overload the main thread is busiest exactly when that round trip
+        // matters; without pipelining, measured goodput at 3× capacity fell to 55% of C.
+        concurrentTasksPerWorker: PIPELINE_DEPTH,
         workerData: init,
       });
     } catch (err) {
@@ -630,13 +638,25 @@ export class TidalDb implements AsyncDisposable {
    */
   async warm(): Promise<WarmResult[]> {
     this.#check('warm');
-    const parties = this.#o.workers;
-    // Int32 0: the arrival barrier; 1–3: the election of the one worker that builds the ANN index.
+    const workers = this.#o.workers;
+    // Int32 1–3: the election of the one worker that builds (or loads) the ANN index.
     const barrier = new SharedArrayBuffer(16);
     const env = this.#envelope();
-    const runs: Promise<unknown>[] = [];
-    for (let i = 0; i < parties; i++) runs.push(this.#run({ op: 'warm', env, barrier, parties }));
-    const results = (await Promise.all(runs)) as WarmResult[];
+    const byThread = new Map<number, WarmResult>();
+    // Piscina may hand two warm tasks to one worker (a worker still starting is skipped, and a
+    // worker takes several tasks at once), so rounds continue until every thread has answered.
+    // Each round is cheap once the index is built; the bound only guards against a pool that
+    // never starts a thread.
+    for (let round = 0; round < 20 && byThread.size < workers; round++) {
+      const runs: Promise<unknown>[] = [];
+      for (let i = byThread.size; i < workers; i++) runs.push(this.#run({ op: 'warm', env, barrier }));
+      for (const r of (await Promise.all(runs)) as WarmResult[]) {
+        // A thread that ran two tasks keeps the one that reports the election, if either does.
+        if (!byThread.has(r.threadId) || r.annElected) byThread.set(r.threadId, r);
+      }
+      if (byThread.size < workers) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const results = [...byThread.values()];
     // Only the elected worker reports one, and a worker's process.emitWarning would not reach this
     // thread's 'warning' listeners: raise it here.
     for (const r of results) {

@@ -90,7 +90,7 @@ export interface TidalOptions {
   /**
    * Hard cap on queries in flight: past it a query is refused at once with OverloadedError. `0`
    * disables the cap; a number must be a whole number above `loadThresholds.noDiversity`.
-   * @default 'auto' = max(2 × noDiversity, 500 × workers)
+   * @default 'auto' = noDiversity + 64 × workers (256 with the default thresholds and 2 workers)
    */
   admissionLimit?: number | 'auto';
   /**
@@ -196,13 +196,16 @@ function resolveWarningSink(sink: unknown): WarningSink {
 const NEVER: Thresholds = Object.freeze({ reducedCandidates: 2 ** 30 - 2, coarseAggregates: 2 ** 30 - 1, noDiversity: 2 ** 30 });
 
 /**
- * The admission cap's default. Past the last threshold every query runs at the cheapest level; the
- * cap bounds the queue of those: at ≈ 0.5 ms of worker time each (measured, docs/overload.md),
- * 500 × workers queries in flight are ≈ 250 ms of queue, half the 500 ms p99 budget for admitted
- * queries at 10× overload. It stays at least twice the last threshold so the cheapest level has room.
+ * The admission cap's default: the last threshold plus 64 queries per worker. Little's law with the
+ * figures of docs/overload.md (2 workers, capacity C ≈ 690 queries/s, so ≈ 2.9 ms per query per
+ * worker): past `noDiversity` every query runs at the cheapest level, and the cap bounds how long
+ * those wait: (128 + 64 × 2) / 690 ≈ 0.37 s of queue at most, inside the 0.5 s p99 budget for
+ * admitted queries at 10× overload, while 128 queries of headroom past the last threshold keep
+ * ordinary bursts from being refused. A refused query costs the caller a retry, never the database
+ * any work.
  */
 export function autoAdmissionLimit(thresholds: Thresholds, workers: number): number {
-  return Math.max(2 * thresholds.noDiversity, 500 * workers);
+  return thresholds.noDiversity + 64 * workers;
 }
 
 function resolveLoad(o: TidalOptions, workers: number): Pick<FilledOptions, 'loadThresholds' | 'admissionLimit' | 'metricsRegistry'> {

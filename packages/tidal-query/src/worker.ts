@@ -11,7 +11,7 @@
  */
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { workerData } from 'node:worker_threads';
+import { threadId, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { AnnIndex } from './ann.js';
 import { discardSnapshot, readSnapshot, writeSnapshot, type AnnSnapshotMeta } from './ann-snapshot.js';
@@ -28,7 +28,7 @@ export interface WorkerInit {
   arena: SignalArena;
 }
 
-/** Bytes of the SharedArrayBuffer a warm task needs: the arrival barrier and the ANN election. */
+/** Bytes of the SharedArrayBuffer a warm task needs: the ANN election (Int32 1–3; 0 is unused). */
 export const WARM_SYNC_BYTES = 16;
 
 export type WorkerTask =
@@ -36,11 +36,10 @@ export type WorkerTask =
       op: 'warm';
       env: TaskEnvelope;
       /**
-       * {@link WARM_SYNC_BYTES} bytes, zeroed, shared by the `parties` warm tasks of one warm():
-       * Int32 0 counts arrivals, 1–3 carry the ANN build election and its outcome.
+       * {@link WARM_SYNC_BYTES} bytes, zeroed, shared by every warm task of one warm(): Int32 1–3
+       * carry the ANN build election and its outcome.
        */
       barrier: SharedArrayBuffer;
-      parties: number;
     }
   | {
       op: 'persist-ann';
@@ -70,6 +69,8 @@ export interface AnnWarning {
 
 /** What one worker reports from a warm task. */
 export interface WarmResult {
+  /** The worker thread that ran this warm task. */
+  threadId: number;
   threadItems: number;
   annSize: number;
   refreshedRows: number;
@@ -131,7 +132,6 @@ interface AnnRow {
 }
 
 /** Int32 slots of the warm task's buffer. */
-const ARRIVED = 0;
 const ANN_STATE = 1;
 const ANN_OUTCOME = 2;
 /** Rows the elected worker folded into a refreshed snapshot (capped at 2^31 − 1). */
@@ -520,16 +520,8 @@ export default function run(msg: WorkerTask): WorkerRetrieveResult | WorkerSearc
       if (ann && (s.ctx.ann !== annBefore || s.annFile !== fileBefore)) {
         s.annOrigin = { ...ann.origin, annRowsApplied: ann.origin.annRowsApplied + s.annCaughtUp };
       }
-      // A barrier: each warm task holds its worker until every worker has one, so `parties` tasks
-      // land on `parties` distinct workers and every worker has loaded the items when warm() returns.
-      const counter = new Int32Array(msg.barrier);
-      const arrived = Atomics.add(counter, ARRIVED, 1) + 1;
-      if (arrived >= msg.parties) Atomics.notify(counter, ARRIVED);
-      else {
-        const deadline = Date.now() + 60_000;
-        while (Atomics.load(counter, ARRIVED) < msg.parties && Date.now() < deadline) Atomics.wait(counter, ARRIVED, Atomics.load(counter, ARRIVED), 1000);
-      }
       return {
+        threadId,
         threadItems: s.catalog.presentCount,
         annSize: s.ctx.ann?.size ?? 0,
         refreshedRows: refreshed,
