@@ -197,11 +197,12 @@ const NEVER: Thresholds = Object.freeze({ reducedCandidates: 2 ** 30 - 2, coarse
 
 /**
  * The admission cap's default: the last threshold plus 64 queries per worker. Little's law with the
- * figures of docs/overload.md (2 workers, capacity C ≈ 690 queries/s, so ≈ 2.9 ms per query per
- * worker): past `noDiversity` every query runs at the cheapest level, and the cap bounds how long
- * those wait: (128 + 64 × 2) / 690 ≈ 0.37 s of queue at most, inside the 0.5 s p99 budget for
- * admitted queries at 10× overload, while 128 queries of headroom past the last threshold keep
- * ordinary bursts from being refused. A refused query costs the caller a retry, never the database
+ * figures of docs/overload.md (2 workers, capacity C ≈ 830 queries/s): past `noDiversity` every
+ * query runs at the cheapest level, and the cap bounds how long those wait, (128 + 64 × 2) / 830 ≈
+ * 0.31 s of queue at most (the measured p50 of admitted queries at 10× overload was 0.29 s), while
+ * 128 queries of headroom past the last threshold keep ordinary bursts from being refused. Each
+ * worker adds ≈ 415 queries/s of capacity, so 64 more slots per worker keep the bound in seconds
+ * about the same as the pool grows. A refused query costs the caller a retry, never the database
  * any work.
  */
 export function autoAdmissionLimit(thresholds: Thresholds, workers: number): number {

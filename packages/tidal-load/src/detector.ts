@@ -9,19 +9,19 @@ export interface Thresholds {
 }
 
 /**
- * Defaults for a 2-core machine, from the overload benchmark (docs/overload.md):
+ * Defaults for a 2-core machine, from the overload benchmark (docs/overload.md; 100 000 items,
+ * 2 query workers, mixed retrieve and search):
  *
- * Little's law, N = X × R. Measured on the bench corpus (100 000 items, 2 query workers), a Full
- * query costs S ≈ 1.5 ms of worker time on average, so the pool's capacity is C ≈ W / S ≈ 2 / 1.5 ms
- * ≈ 1 300 queries/s, and at capacity with healthy latency the in-flight count is a handful
- * (N ≈ W + a short queue ≈ 2–10). Every query in flight beyond the W running ones waits ≈ S / W, so an
- * in-flight count of N means ≈ N × S / W of queueing:
- * - 32 in flight ≈ 24 ms of queue: well past healthy, the first sign of saturation → ReducedCandidates;
- * - 64 ≈ 48 ms → CoarseAggregates;
- * - 128 ≈ 96 ms → NoDiversity, the cheapest level; at 3× C it must hold the queue there, and 128
- *   queries at the degraded cost keep p99 inside the 250 ms target.
+ * Little's law, N = X × R. Measured capacity C ≈ 830 queries/s with ≈ 1.9 ms of worker time per
+ * query (p50), so at C a query in the queue waits ≈ 1 / C ≈ 1.2 ms per query ahead of it, and at
+ * capacity with healthy latency the in-flight count is a handful (at 1× C, open loop, the p50
+ * latency was 18 ms: N ≈ 830 × 0.018 ≈ 15). An in-flight count of N means ≈ N / C of queueing:
+ * - 32 in flight ≈ 40 ms of queue: past healthy, the first sign of saturation → ReducedCandidates;
+ * - 64 ≈ 80 ms → CoarseAggregates;
+ * - 128 ≈ 155 ms → NoDiversity, the cheapest level; the admission cap (128 + 64 × workers = 256,
+ *   ≈ 310 ms of queue) bounds what waits behind it.
  * The seed's 200 / 500 / 1000 are for a larger machine: at 2 cores they would let 1 000 queries
- * (≈ 0.75 s of queue) pile up before the last step. They remain expressible through the builder.
+ * (≈ 1.2 s of queue) pile up before the last step. They remain expressible through the builder.
  */
 export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   reducedCandidates: 32,
