@@ -296,7 +296,10 @@ describe('search', () => {
     it('runs at Full and explains the candidate limits of each mode', async () => {
       const text = await db.search({ text: 'guitar' });
       expect(text.degradationLevel).toBe(DegradationLevel.Full);
-      expect(text.explain.bm25Limit).toBe(200);
+      // Nothing reorders a plain text search, so it fetches only the hits it returns.
+      expect(text.explain.bm25Limit).toBe(10);
+      expect((await db.search({ text: 'guitar', boost: 1 })).explain.bm25Limit).toBe(200);
+      expect((await db.search({ text: 'guitar', filter: { category: 'rock' } })).explain.bm25Limit).toBe(200);
       expect(text.explain.annTopK).toBeNull();
       expect(text.explain.windows).toBe('exact');
       expect(text.explain.diversityApplied).toBe(false);

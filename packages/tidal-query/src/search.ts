@@ -70,7 +70,12 @@ export class SearchExecutor {
     // Stage 2: BM25 candidates, filtered as they stream so a selective filter still yields enough.
     const bm25 = new Map<number, { score: number; rank: number }>();
     if (task.text !== null) {
-      const limit = Math.max(1, Math.floor(BM25_CANDIDATES / plan.bm25Divisor));
+      // With nothing after it to reorder the hits (no vector to fuse, no filter, no boost, no
+      // diversity at this level), BM25 order is the final order: fetch only `limit` rows, which
+      // is the same FTS5 query a caller would write by hand.
+      const reordered = mode !== 'text' || task.filter !== null || task.boost > 0 || useDiversity;
+      const depth = Math.max(1, Math.floor(BM25_CANDIDATES / plan.bm25Divisor));
+      const limit = reordered ? depth : Math.min(depth, task.limit);
       explain.bm25Limit = limit;
       const match = ftsQuery(task.text);
       if (match === null) {

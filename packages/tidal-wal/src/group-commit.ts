@@ -197,7 +197,7 @@ export class GroupCommit<E> {
     return new Promise<number>((resolve, reject) => {
       this.#queue.push({ events: list, resolve, reject });
       this.#depth += list.length;
-      this.#schedule();
+      this.#schedule(list.length);
     });
   }
 
@@ -217,8 +217,15 @@ export class GroupCommit<E> {
     }
   }
 
-  #schedule(): void {
-    if (this.#depth >= this.#options.maxBatch || this.#options.maxDelayMs === 0) {
+  /**
+   * The delay exists to gather writes from many callers into one transaction. A call that brings a
+   * quarter of a batch or more has done that gathering itself: waiting `maxDelayMs` for company
+   * would only add latency (measured: sequential 1 000-event calls ran at half the rate of
+   * 1 024-event ones, each waiting out the 2 ms timer).
+   */
+  #schedule(arriving = 0): void {
+    const now = this.#depth >= this.#options.maxBatch || this.#options.maxDelayMs === 0 || arriving * 4 >= this.#options.maxBatch;
+    if (now) {
       if (this.#immediate === undefined) {
         this.#dueAt ??= this.#nowMs();
         this.#immediate = setImmediate(() => this.#onImmediate());

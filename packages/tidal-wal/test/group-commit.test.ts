@@ -59,6 +59,19 @@ describe('GroupCommit', () => {
     gc.close();
   });
 
+  it('commits a call that brings a quarter of a batch or more without waiting for the delay', async () => {
+    // A 10 s delay: if the write waited for it, the setImmediate below would win the race.
+    const { gc, batches } = setup(8, 10_000);
+    const order: string[] = [];
+    const big = gc.enqueue([ev(1), ev(2)]).then(() => order.push('committed'));
+    await new Promise((r) => setImmediate(r));
+    await big;
+    order.push('after one turn');
+    expect(order).toEqual(['committed', 'after one turn']);
+    expect(batches).toEqual([2]);
+    gc.close();
+  });
+
   it('applies to hot state before the promise resolves', async () => {
     const { gc, applied } = setup(2, 1);
     await gc.enqueue([ev(9)]);
