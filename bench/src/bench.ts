@@ -160,8 +160,9 @@ async function main(): Promise<void> {
     const warmed = await db.warm();
     const warmMs = nowMs() - warmStart;
     log(
-      `warm: ${fmtDuration(warmMs)} for ${warmed.length} workers ` +
-        `(ANN sizes ${warmed.map((w) => fmtInt(w.annSize)).join(', ')}); rss ${fmtInt(process.memoryUsage().rss / 2 ** 20)} MiB`,
+      `warm: ${fmtDuration(warmMs)} for ${warmed.length} worker${warmed.length === 1 ? '' : 's'} ` +
+        `(ANN sizes ${warmed.map((w) => fmtInt(w.annSize)).join(', ')}, index ${warmed[0]?.annSource ?? '?'}); ` +
+        `rss ${fmtInt(process.memoryUsage().rss / 2 ** 20)} MiB`,
     );
 
     // ------------------------------------------------------------------ queries
@@ -758,7 +759,7 @@ function renderMarkdown(r: {
       r.extras.map((v) => [v.label, v.side, fmtMs(v.latency.p50), fmtMs(v.latency.p99), String(v.latency.n)]),
     ),
   );
-  parts.push(`ANN recall@10 (${r.recall.queries} query vectors, exact brute-force cosine as truth): ${r.recall.mean.toFixed(4)} (worst query ${r.recall.min.toFixed(2)}); those vector-only searches took p50 ${fmtMs(r.recall.latency.p50)} ms, p99 ${fmtMs(r.recall.latency.p99)} ms. Warm-up of the query workers (each builds its ANN index): ${fmtDuration(r.warmMs)}.`);
+  parts.push(`ANN recall@10 (${r.recall.queries} query vectors, exact brute-force cosine as truth): ${r.recall.mean.toFixed(4)} (worst query ${r.recall.min.toFixed(2)}); those vector-only searches took p50 ${fmtMs(r.recall.latency.p50)} ms, p99 ${fmtMs(r.recall.latency.p99)} ms. Warm-up of the query workers (one builds the ANN index and saves it, every worker maps it): ${fmtDuration(r.warmMs)}.`);
   parts.push(
     markdownTable(
       ['Target', 'Result', 'Measured'],
