@@ -24,6 +24,7 @@ import Database from 'better-sqlite3';
 import { BackpressureError, TidalDb, type Durability, type SignalInput } from 'tidal-core';
 import { SignalStore } from 'tidal-query';
 import { SlotCheckpoint } from 'tidal-wal';
+import { mulberry32 } from './corpus.js';
 import { collectGarbage, describeMachine, fmtInt, fmtMs, intFlag, machine, markdownTable, nowMs, summarize, type Summary } from './stats.js';
 
 const argv = process.argv.slice(2);
@@ -50,17 +51,8 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const resultsDir = path.resolve(here, '..', 'results');
 const log = (s = '') => process.stdout.write(`${s}\n`);
 
-/** mulberry32: a fixed stream, so every run and every phase writes the same rows. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A fixed stream, so every run and every phase writes the same rows. */
+const prng = mulberry32;
 
 /**
  * The event stream, columnar: the rows stay compact in typed arrays for the whole run, and each
