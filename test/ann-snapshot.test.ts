@@ -168,9 +168,16 @@ describe('ANN index built once and shared', () => {
       expect(w).toMatchObject({ annSource: 'snapshot', annSnapshotVersion: N, annRowsApplied: 0, annSize: N });
       expect(sidecar(dir)).toEqual(saved);
       expect(statSync(join(dir, saved.file)).mtimeMs).toBe(mtime);
-      const v = items[42]!.embedding as number[];
-      const r = await searchEverywhere(db, v, 5);
-      expect(r.hits[0]!.id).toBe(items[42]!.id);
+      // Each item's own embedding finds it first. An HNSW graph can leave a node hard to reach
+      // (about one self-query in ten runs missed on this 300-item index), so the check is over 20
+      // items: a mapped snapshot that answered wrongly would miss most of them.
+      let found = 0;
+      for (let i = 0; i < 20; i++) {
+        const item = items[i * 15]!;
+        const r = await searchEverywhere(db, item.embedding as number[], 5);
+        if (r.hits[0]!.id === item.id) found++;
+      }
+      expect(found).toBeGreaterThanOrEqual(18);
       expect(await annWarnings()).toEqual([]);
     } finally {
       await db.close();
