@@ -38,7 +38,7 @@ function tempDir(): string {
 async function openDb(configure: (b: TidalDbBuilder) => TidalDbBuilder = (b) => b, dir?: string): Promise<TidalDb> {
   // A small capacity keeps this process's reserved address space small: forking the child
   // processes below fails with ENOMEM under heuristic overcommit once several default-sized
-  // signal stores (2 GiB of reservation each) are waiting for the garbage collector.
+  // signal stores (hundreds of MiB of reservation each) are waiting for the garbage collector.
   const base = TidalDb.builder().workers(1).schema(schema).capacity(CAPACITY).clock(() => clock.now);
   const db = await configure(dir === undefined ? base.ephemeral() : base.path(dir)).open();
   open.push(db);
