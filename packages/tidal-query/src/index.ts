@@ -11,7 +11,27 @@ export { SignalStore, SLOT_BYTES } from './signals/store.js';
 export { MAX_EVENT_MS } from './signals/layout.js';
 export type { SignalArena, SignalKindSpec, SignalValues, WindowName } from './signals/store.js';
 export type { QueryContext } from './context.js';
-export type { WorkerInit, WorkerTask, WarmResult } from './worker.js';
+export { WARM_SYNC_BYTES, runTask } from './protocol.js';
+export type {
+  AnnSource,
+  AnnWarning,
+  FaultMessage,
+  PersistAnnMessage,
+  PersistAnnResult,
+  ResultOf,
+  RetrieveMessage,
+  SearchMessage,
+  TaskOf,
+  TaskPool,
+  TaskRunOptions,
+  WarmMessage,
+  WarmResult,
+  WorkerInit,
+  WorkerOp,
+  WorkerProtocol,
+  WorkerResult,
+  WorkerTask,
+} from './protocol.js';
 export type * from './types.js';
 
 /** The piscina worker entry, as a file URL string. */

@@ -1,0 +1,430 @@
+/**
+ * One query worker's view of the items table over time: the catalog sync before each task, and
+ * the life of the ANN index it keeps beside the catalog.
+ *
+ * The ANN index is built once and shared: during warm one worker (elected through the warm task's
+ * SharedArrayBuffer) builds it, or brings the saved snapshot up to date, and saves it in the
+ * database directory (see ann-snapshot.ts); every worker then memory-maps that file and keeps the
+ * changes after it in a small private index of its own (see AnnIndex). At close one worker brings
+ * the snapshot up to the committed items (persist).
+ */
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { threadId } from 'node:worker_threads';
+import type Database from 'better-sqlite3';
+import { AnnIndex } from './ann.js';
+import { discardSnapshot, readSnapshot, writeSnapshot, type AnnSnapshotMeta } from './ann-snapshot.js';
+import type { Catalog } from './catalog.js';
+import type { QueryContext } from './context.js';
+import { WARM_SYNC_BYTES, type AnnSource, type AnnWarning, type PersistAnnResult, type WarmMessage, type WarmResult } from './protocol.js';
+import type { TaskEnvelope } from './types.js';
+
+/** The worker's query context, whose ANN index this module replaces as the lifecycle goes. */
+export type AnnContext = QueryContext & { ann: AnnIndex | null };
+
+type AnnOrigin = Pick<WarmResult, 'annSource' | 'annSnapshotVersion' | 'annRowsApplied'>;
+
+interface AnnRow {
+  ordinal: number;
+  present: number;
+  embedding: Buffer | null;
+  version: number;
+}
+
+/** Int32 slots of the warm task's buffer. */
+const ANN_STATE = 1;
+const ANN_OUTCOME = 2;
+/** Rows the elected worker folded into a refreshed snapshot (capped at 2^31 − 1). */
+const ANN_FOLDED = 3;
+
+const IDLE = 0;
+const BUSY = 1;
+/** A snapshot is in the sidecar for every worker to adopt. */
+const READY = 2;
+/** No embeddings: nothing to adopt. */
+const EMPTY = 3;
+/** The elected worker could not produce a snapshot: each worker builds its own. */
+const FAILED = 4;
+
+const OUTCOME_BUILT = 1;
+const OUTCOME_SNAPSHOT = 2;
+
+/**
+ * Up to this many rows after a snapshot, every worker applies them itself (on one thread, ~1.7 ms a
+ * row at 100 000 items × 128 dims) rather than the elected worker loading a copy, applying them with every
+ * core and saving a new snapshot (~0.6 s of fixed cost at 100 000 items, then ~0.3 ms a row).
+ */
+const CATCH_UP_ROWS = 256;
+/** Rows per usearch add when building: bounds the Float32 copy, and lets a budget be checked. */
+const BUILD_CHUNK = 8192;
+/** How long a worker waits for the elected one before building its own index. */
+const ELECTION_WAIT_MS = 20 * 60_000;
+
+interface Prepared {
+  state: typeof READY | typeof EMPTY;
+  outcome: typeof OUTCOME_BUILT | typeof OUTCOME_SNAPSHOT;
+  /** Rows after the stored snapshot folded into the new one (0 when there was none). */
+  folded: number;
+  warning?: AnnWarning;
+}
+
+/** Marks errors from mapping or loading a stored snapshot (as opposed to writing a new one). */
+class SnapshotReadError extends Error {}
+
+function isSnapshotReadError(err: unknown): err is SnapshotReadError {
+  return err instanceof SnapshotReadError;
+}
+
+/** The catalog sync and ANN index lifecycle of one query worker. */
+export class AnnLifecycle {
+  readonly #db: Database.Database;
+  readonly #catalog: Catalog;
+  readonly #ctx: AnnContext;
+  /** The database directory, where snapshots live. */
+  readonly #dir: string;
+  /**
+   * The items version the ANN index reflects. Equal to the catalog's version except right after a
+   * snapshot was adopted, until the next sync brings both to the same version.
+   */
+  #annVersion = 0;
+  /** The snapshot file the ANN index maps, or null for a plain index (or none). */
+  #annFile: string | null = null;
+  /** Rows the last sync applied to the ANN index on top of an adopted snapshot. */
+  #annCaughtUp = 0;
+  /** Where the current ANN index came from, as the last warm that changed it reported. */
+  #annOrigin: AnnOrigin = { annSource: 'none', annSnapshotVersion: 0, annRowsApplied: 0 };
+  /** Item rows after a version, in version order, with what the ANN index needs. */
+  readonly #annRows: Database.Statement<[number, number]>;
+  readonly #annPending: Database.Statement<[number]>;
+  readonly #maxVersion: Database.Statement<[]>;
+
+  constructor(db: Database.Database, catalog: Catalog, ctx: AnnContext, dir: string) {
+    this.#db = db;
+    this.#catalog = catalog;
+    this.#ctx = ctx;
+    this.#dir = dir;
+    this.#annRows = db.prepare('SELECT ordinal, present, embedding, version FROM items WHERE version > ? AND version <= ? ORDER BY version');
+    this.#annPending = db.prepare('SELECT COUNT(*) FROM items WHERE version > ?').pluck() as Database.Statement<[number]>;
+    this.#maxVersion = db.prepare('SELECT COALESCE(MAX(version), 0) FROM items').pluck() as Database.Statement<[]>;
+  }
+
+  /** Pulls item changes up to at least `version`; returns the number of rows read. */
+  sync(version: number): number {
+    if (this.#catalog.version >= version && this.#annVersion === this.#catalog.version) return 0;
+    if (this.#annVersion === this.#catalog.version) {
+      const rows = this.#refreshWithAnn();
+      this.#annVersion = this.#catalog.version;
+      return rows;
+    }
+    // The index and the catalog stand at different versions (a snapshot was just adopted): the
+    // catalog reads its rows, the index the rows after its own version, in one read transaction so
+    // both see the same commits.
+    return this.#db.transaction(() => {
+      const rows = this.#catalog.refresh();
+      if (this.#catalog.version > this.#annVersion) {
+        this.#annCaughtUp = this.#applyAnnRows(this.#annVersion, this.#catalog.version, undefined, Number.POSITIVE_INFINITY);
+        this.#annVersion = this.#catalog.version;
+      }
+      return rows;
+    })();
+  }
+
+  /**
+   * A warm task: take part in the ANN election (when the task carries its buffer), then sync, and
+   * report where this worker's index came from.
+   */
+  warm(msg: WarmMessage): WarmResult {
+    const annBefore = this.#ctx.ann;
+    const fileBefore = this.#annFile;
+    const ann = msg.barrier.byteLength >= WARM_SYNC_BYTES ? this.#warmAnn(msg) : null;
+    this.#annCaughtUp = 0;
+    const refreshed = this.sync(msg.env.itemsVersion);
+    // A warm that left the worker's index as it was (same mapped file, nothing new) reports where
+    // it came from the last time; one that replaced it records the new origin.
+    if (ann && (this.#ctx.ann !== annBefore || this.#annFile !== fileBefore)) {
+      this.#annOrigin = { ...ann.origin, annRowsApplied: ann.origin.annRowsApplied + this.#annCaughtUp };
+    }
+    return {
+      threadId,
+      threadItems: this.#catalog.presentCount,
+      annSize: this.#ctx.ann?.size ?? 0,
+      refreshedRows: refreshed,
+      ...this.#annOrigin,
+      annElected: ann?.elected ?? false,
+      ...(ann?.warning ? { annWarning: ann.warning } : {}),
+    };
+  }
+
+  /**
+   * The close-time save: bring the snapshot up to the committed items so the next open maps it and
+   * applies nothing. Costs about what the changes since the last snapshot cost to apply (a copy of the
+   * snapshot is loaded and they are added with every core); a worker holding a plain index of its
+   * own (built by queries, no snapshot under it) saves that instead. Never builds from nothing: that
+   * is left to the next open's warm.
+   */
+  persist(env: TaskEnvelope, budgetMs: number): PersistAnnResult {
+    const deadline = performance.now() + budgetMs;
+    const dims = this.#ctx.schema.embeddingDims;
+    const current = this.#itemsVersion(env);
+    const found = readSnapshot(this.#dir, dims, current, true);
+    const snapshotVersion = found.kind === 'ok' ? found.meta.version : -1;
+    if (found.kind === 'ok' && snapshotVersion >= current) return { savedVersion: null, reason: 'unchanged' };
+    const own = this.#ctx.ann;
+    if (own && !own.layered && this.#annVersion > snapshotVersion && own.size > 0) {
+      writeSnapshot(this.#dir, own, this.#annVersion);
+      return { savedVersion: this.#annVersion, reason: 'saved' };
+    }
+    if (found.kind !== 'ok') return { savedVersion: null, reason: 'no-index' };
+    const copy = AnnIndex.load(dims, found.path);
+    const previous = this.#ctx.ann;
+    this.#ctx.ann = copy;
+    let read: number;
+    try {
+      read = this.#applyAnnRows(snapshotVersion, current, 0, deadline);
+    } finally {
+      this.#ctx.ann = previous;
+    }
+    if (read < 0) return { savedVersion: null, reason: 'budget' };
+    if (copy.size === 0) {
+      discardSnapshot(this.#dir);
+      return { savedVersion: null, reason: 'no-index' };
+    }
+    writeSnapshot(this.#dir, copy, current);
+    return { savedVersion: current, reason: 'saved' };
+  }
+
+  /** The catalog refresh, with each changed row applied to the ANN index as it goes by. */
+  #refreshWithAnn(): number {
+    const dims = this.#ctx.schema.embeddingDims;
+    const keys: number[] = [];
+    const blobs: Buffer[] = [];
+    const removed: number[] = [];
+    const rows = this.#catalog.refresh((row) => {
+      if (row.present && row.embedding) {
+        keys.push(row.ordinal);
+        blobs.push(row.embedding);
+      } else {
+        removed.push(row.ordinal);
+      }
+    });
+    // The index exists from the first embedding on; a schema without embeddings never builds one.
+    if (removed.length > 0 && this.#ctx.ann) for (const o of removed) this.#ctx.ann.remove(o);
+    if (keys.length > 0) {
+      this.#ctx.ann ??= new AnnIndex(dims);
+      this.#ctx.ann.upsert(keys, flatten(blobs, dims));
+    }
+    return rows;
+  }
+
+  /**
+   * Applies the rows with `from < version <= to` to the context's index (created on the first
+   * embedding), in batches of {@link BUILD_CHUNK}. Returns the rows read, or -1 when `deadline`
+   * passed first.
+   */
+  #applyAnnRows(from: number, to: number, threads: number | undefined, deadline: number): number {
+    const ctx = this.#ctx;
+    const dims = ctx.schema.embeddingDims;
+    let keys: number[] = [];
+    let blobs: Buffer[] = [];
+    let read = 0;
+    const flush = (): void => {
+      ctx.ann ??= new AnnIndex(dims);
+      ctx.ann.upsert(keys, flatten(blobs, dims), threads);
+      keys = [];
+      blobs = [];
+    };
+    for (const row of this.#annRows.iterate(from, to) as IterableIterator<AnnRow>) {
+      read++;
+      // One row per ordinal in one statement, so removals and additions commute.
+      if (row.present === 1 && row.embedding) {
+        keys.push(row.ordinal);
+        blobs.push(row.embedding);
+        if (keys.length >= BUILD_CHUNK) {
+          flush();
+          if (performance.now() > deadline) return -1;
+        }
+      } else {
+        ctx.ann?.remove(row.ordinal);
+      }
+    }
+    if (keys.length > 0) flush();
+    return read;
+  }
+
+  #itemsVersion(env: TaskEnvelope): number {
+    return Math.max(env.itemsVersion, this.#maxVersion.get() as number);
+  }
+
+  /**
+   * The elected worker's part of warm: make the snapshot in the sidecar cover (nearly) everything
+   * committed, then map it. A sound snapshot with at most {@link CATCH_UP_ROWS} rows after it is used
+   * as it is; one with more is loaded, brought up to date and saved again; without one (or when it is
+   * damaged) the index is built from the items table and saved. Being the only worker building, the
+   * elected one adds with every core.
+   */
+  #prepareSnapshot(env: TaskEnvelope): Prepared {
+    const dir = this.#dir;
+    const dims = this.#ctx.schema.embeddingDims;
+    // A schema without embeddings: nothing to build, and any snapshot is from another schema.
+    if (dims === 0) {
+      discardSnapshot(dir);
+      return { state: EMPTY, outcome: OUTCOME_BUILT, folded: 0 };
+    }
+    const current = this.#itemsVersion(env);
+    const found = readSnapshot(dir, dims, current, true);
+    let warning: AnnWarning | undefined;
+    const rebuilt = (reason: string): AnnWarning => ({
+      code: 'TIDAL_ANN_SNAPSHOT_REBUILT',
+      message: `The ANN snapshot in ${dir} is unusable (${reason}); the index was rebuilt from the items table.`,
+    });
+    if (found.kind === 'unusable') warning = rebuilt(found.reason);
+    if (found.kind === 'unusable' || found.kind === 'ignored') discardSnapshot(dir);
+    const stored = found.kind === 'ok' ? found.meta.version : -1;
+
+    // A re-warm after a bulk load: this worker's own index (built by queries) is newer than any
+    // snapshot, so it is the cheapest start.
+    const own = this.#ctx.ann;
+    if (own && !own.layered && this.#annVersion === this.#catalog.version && this.#annVersion > stored) {
+      return { ...this.#saveAndMap(own, this.#annVersion, current), outcome: OUTCOME_BUILT, folded: 0, ...(warning ? { warning } : {}) };
+    }
+
+    if (found.kind === 'ok') {
+      try {
+        if ((this.#annPending.get(stored) as number) <= CATCH_UP_ROWS) {
+          // Mapped here already, so a file usearch rejects counts as damaged and is rebuilt.
+          this.#adopt(found.meta, found.path);
+          return { state: READY, outcome: OUTCOME_SNAPSHOT, folded: 0 };
+        }
+        let copy: AnnIndex;
+        try {
+          copy = AnnIndex.load(dims, found.path);
+        } catch (err) {
+          throw new SnapshotReadError((err as Error).message, { cause: err });
+        }
+        const r = this.#saveAndMap(copy, stored, current);
+        return { ...r, outcome: OUTCOME_SNAPSHOT, folded: Math.min(r.read, 2 ** 31 - 1) };
+      } catch (err) {
+        if (!isSnapshotReadError(err)) throw err;
+        warning = rebuilt((err as Error).message);
+        discardSnapshot(dir);
+      }
+    }
+    return { ...this.#saveAndMap(new AnnIndex(dims), 0, current), outcome: OUTCOME_BUILT, folded: 0, ...(warning ? { warning } : {}) };
+  }
+
+  /**
+   * Applies rows `(from, to]` to `ann` with every core, saves it as the snapshot, and makes the
+   * mapped file this worker's index in place of the private copy, like every other worker's.
+   */
+  #saveAndMap(ann: AnnIndex, from: number, to: number): { state: typeof READY | typeof EMPTY; read: number } {
+    const previous = this.#ctx.ann;
+    this.#ctx.ann = ann;
+    let read: number;
+    try {
+      read = this.#applyAnnRows(from, to, 0, Number.POSITIVE_INFINITY);
+    } finally {
+      this.#ctx.ann = previous;
+    }
+    if (ann.size === 0) {
+      discardSnapshot(this.#dir);
+      return { state: EMPTY, read };
+    }
+    let meta: AnnSnapshotMeta;
+    try {
+      meta = writeSnapshot(this.#dir, ann, to);
+    } catch (err) {
+      // Unsaved, but built: this worker keeps it, and only the others build their own.
+      this.#ctx.ann = ann;
+      this.#annVersion = to;
+      this.#annFile = null;
+      throw err;
+    }
+    this.#adopt(meta, join(this.#dir, meta.file));
+    return { state: READY, read };
+  }
+
+  /**
+   * Makes the snapshot this worker's index (and returns true), unless it already maps that file. A
+   * worker's own index, even a newer one, is replaced: mapping the shared file costs little, the rows
+   * after it are applied by the next sync, and every worker then searches the same graph.
+   * @throws SnapshotReadError when usearch cannot map the file or it does not hold what the sidecar says.
+   */
+  #adopt(meta: AnnSnapshotMeta, path: string): boolean {
+    if (this.#annFile === meta.file && this.#ctx.ann) return false;
+    let ann: AnnIndex;
+    try {
+      ann = AnnIndex.view(this.#ctx.schema.embeddingDims, path);
+    } catch (err) {
+      throw new SnapshotReadError((err as Error).message, { cause: err });
+    }
+    if (ann.size !== meta.count) throw new SnapshotReadError(`${meta.file} holds ${ann.size} vectors, the sidecar says ${meta.count}`);
+    this.#ctx.ann = ann;
+    this.#annVersion = meta.version;
+    this.#annFile = meta.file;
+    return true;
+  }
+
+  /**
+   * The ANN part of a warm task, before the catalog sync. The first worker to flip the election slot
+   * from IDLE to BUSY prepares the snapshot; the others sleep on the slot (bounded) until it says
+   * READY, EMPTY or FAILED, then map the snapshot. On FAILED or a timeout each worker falls back to
+   * building its own index in the sync that follows, as before snapshots existed.
+   *
+   * Returns where the index comes from this time (recorded if the worker's index changed), with the
+   * warning to raise if this worker is the elected one.
+   */
+  #warmAnn(msg: WarmMessage): { elected: boolean; origin: AnnOrigin; warning?: AnnWarning } {
+    const sync32 = new Int32Array(msg.barrier);
+    const elected = Atomics.compareExchange(sync32, ANN_STATE, IDLE, BUSY) === IDLE;
+    let warning: AnnWarning | undefined;
+    if (elected) {
+      let prepared: Prepared | null = null;
+      try {
+        prepared = this.#prepareSnapshot(msg.env);
+        warning = prepared.warning;
+        Atomics.store(sync32, ANN_OUTCOME, prepared.outcome);
+        Atomics.store(sync32, ANN_FOLDED, prepared.folded);
+      } catch (err) {
+        warning = {
+          code: 'TIDAL_ANN_SNAPSHOT_UNSAVED',
+          message: `The ANN index could not be saved in ${this.#dir} (${(err as Error).message}); each query worker built its own.`,
+        };
+      }
+      Atomics.store(sync32, ANN_STATE, prepared ? prepared.state : FAILED);
+      Atomics.notify(sync32, ANN_STATE);
+    } else {
+      const deadline = Date.now() + ELECTION_WAIT_MS;
+      while (Atomics.load(sync32, ANN_STATE) === BUSY && Date.now() < deadline) Atomics.wait(sync32, ANN_STATE, BUSY, 1000);
+    }
+    const outcome = Atomics.load(sync32, ANN_STATE);
+    // Rows after the stored snapshot: those folded into the refreshed one; the caller adds those this
+    // worker applies on top.
+    const done = (annSource: AnnSource, annSnapshotVersion: number, annRowsApplied: number) => {
+      const origin = { annSource, annSnapshotVersion, annRowsApplied };
+      return warning ? { elected, origin, warning } : { elected, origin };
+    };
+    if (outcome === EMPTY) return done('none', 0, 0);
+    if (outcome === READY) {
+      const found = readSnapshot(this.#dir, this.#ctx.schema.embeddingDims, Number.MAX_SAFE_INTEGER, false);
+      try {
+        if (found.kind !== 'ok') throw new Error(`the snapshot is gone (${found.kind})`);
+        this.#adopt(found.meta, found.path);
+        const built = Atomics.load(sync32, ANN_OUTCOME) === OUTCOME_BUILT;
+        return done(built ? 'built' : 'snapshot', found.meta.version, built ? 0 : Atomics.load(sync32, ANN_FOLDED));
+      } catch {
+        // Fall through: this worker builds its own.
+      }
+    }
+    // FAILED, a snapshot this worker could not map, or the elected worker still busy after the wait:
+    // the sync that follows builds (or completes) this worker's own index from the items table.
+    return done('fallback', 0, 0);
+  }
+}
+
+function flatten(blobs: Buffer[], dims: number): Float32Array {
+  // Byte copies: a blob's offset in its Buffer need not be 4-byte aligned for a Float32Array view.
+  const flat = new Float32Array(blobs.length * dims);
+  const bytes = new Uint8Array(flat.buffer);
+  for (let i = 0; i < blobs.length; i++) bytes.set(blobs[i]!.subarray(0, dims * 4), i * dims * 4);
+  return flat;
+}

@@ -1,0 +1,152 @@
+/**
+ * The messages the main thread sends a query worker and what each returns: one map from op to
+ * (task, result), so a caller gets the result type of the task it sent without casting. The
+ * worker (worker.ts) dispatches on `op`; {@link runTask} is the one place the untyped value a
+ * piscina pool resolves with becomes the result type of its task.
+ */
+import type { SignalArena } from './signals/store.js';
+import type { QuerySchema, RetrieveTask, SearchTask, TaskEnvelope, WorkerRetrieveResult, WorkerSearchResult } from './types.js';
+
+/** What every query worker is started with (piscina's `workerData`). */
+export interface WorkerInit {
+  file: string;
+  schema: QuerySchema;
+  arena: SignalArena;
+}
+
+/** Bytes of the SharedArrayBuffer a warm task needs: the ANN election (Int32 1–3; 0 is unused). */
+export const WARM_SYNC_BYTES = 16;
+
+export interface RetrieveMessage {
+  op: 'retrieve';
+  env: TaskEnvelope;
+  task: RetrieveTask;
+}
+
+export interface SearchMessage {
+  op: 'search';
+  env: TaskEnvelope;
+  task: SearchTask;
+}
+
+export interface WarmMessage {
+  op: 'warm';
+  env: TaskEnvelope;
+  /**
+   * {@link WARM_SYNC_BYTES} bytes, zeroed, shared by every warm task of one warm(): Int32 1–3
+   * carry the ANN build election and its outcome.
+   */
+  barrier: SharedArrayBuffer;
+}
+
+export interface PersistAnnMessage {
+  op: 'persist-ann';
+  env: TaskEnvelope;
+  /** Give up (saving nothing) once this much time has gone, checked between batches. */
+  budgetMs: number;
+}
+
+/**
+ * Fault injection, for the write-path and pool fault tests only: `exit` ends the worker thread
+ * with `process.exit(1)` (a real crash, after which piscina starts a replacement), `throw` fails
+ * the task with a plain `Error`. Only the internal query pool can send it; no public method of
+ * the database builds one.
+ */
+export interface FaultMessage {
+  op: 'fault';
+  mode: 'exit' | 'throw';
+}
+
+/** Where the ANN index came from in a warm. */
+export type AnnSource =
+  /** Built from the items table: there was no usable snapshot. */
+  | 'built'
+  /** A snapshot saved earlier (by a previous open, warm or close) was mapped, plus the rows after it. */
+  | 'snapshot'
+  /** No item has an embedding. */
+  | 'none'
+  /** The elected worker failed or timed out, so each worker built its own from the items table. */
+  | 'fallback';
+
+/** A warning the main thread should raise (workers cannot reach its `process` listeners). */
+export interface AnnWarning {
+  code: 'TIDAL_ANN_SNAPSHOT_REBUILT' | 'TIDAL_ANN_SNAPSHOT_UNSAVED';
+  message: string;
+}
+
+/** What one worker reports from a warm task. */
+export interface WarmResult {
+  /** The worker thread that ran this warm task. */
+  threadId: number;
+  threadItems: number;
+  annSize: number;
+  refreshedRows: number;
+  /**
+   * Where this worker's ANN index came from, as the warm that last replaced it found (a warm that
+   * leaves the index as it was repeats the earlier answer). The same on every worker after a warm.
+   */
+  annSource: AnnSource;
+  /** The items version the snapshot this worker maps covers (0 without one). */
+  annSnapshotVersion: number;
+  /**
+   * Item rows newer than the stored snapshot that this worker's index took in: those the elected
+   * worker folded into a refreshed snapshot plus those this worker applied on top of it.
+   */
+  annRowsApplied: number;
+  /** Whether this worker was the elected one (built, loaded or checked the snapshot). */
+  annElected: boolean;
+  /** Set on the elected worker only, so the main thread raises it once per warm. */
+  annWarning?: AnnWarning;
+}
+
+/** What a persist-ann task did. */
+export interface PersistAnnResult {
+  /** The version the saved snapshot covers, or null when nothing was saved. */
+  savedVersion: number | null;
+  reason: 'saved' | 'unchanged' | 'no-index' | 'budget';
+}
+
+/** Every worker op: the message that asks for it and what the worker resolves it with. */
+export interface WorkerProtocol {
+  retrieve: { task: RetrieveMessage; result: WorkerRetrieveResult };
+  search: { task: SearchMessage; result: WorkerSearchResult };
+  warm: { task: WarmMessage; result: WarmResult };
+  'persist-ann': { task: PersistAnnMessage; result: PersistAnnResult };
+  /** Never resolves: the task fails (or its worker dies). */
+  fault: { task: FaultMessage; result: never };
+}
+
+export type WorkerOp = keyof WorkerProtocol;
+/**
+ * The message for one op. The `& { op: Op }` restates what each message already says, so that
+ * TypeScript can infer `Op` from a message literal's `op`.
+ */
+export type TaskOf<Op extends WorkerOp> = WorkerProtocol[Op]['task'] & { op: Op };
+/** What the worker resolves one op's task with. */
+export type ResultOf<Op extends WorkerOp> = WorkerProtocol[Op]['result'];
+/** Any message a worker accepts. */
+export type WorkerTask = WorkerProtocol[WorkerOp]['task'];
+/** Any value a worker resolves a task with. */
+export type WorkerResult = ResultOf<WorkerOp>;
+
+/** Options passed through to the pool's `run` (piscina's `RunOptions` accepts these). */
+export interface TaskRunOptions {
+  /** Aborting it removes a queued task from the queue, or ends the worker running it. */
+  signal?: AbortSignal | null;
+}
+
+/** The part of a piscina pool {@link runTask} uses; a `Piscina` (of any task type) is one. */
+export interface TaskPool {
+  run(task: WorkerTask, options?: TaskRunOptions): Promise<unknown>;
+}
+
+/**
+ * Runs one task on `pool` and resolves with that op's result type:
+ * `runTask(pool, { op: 'warm', env, barrier })` is a `Promise<WarmResult>`. A generic caller
+ * passes its own op through: `runTask<Op>(pool, msg)` with `msg: TaskOf<Op>`.
+ */
+export function runTask<Op extends WorkerOp>(pool: TaskPool, task: TaskOf<Op>, options?: TaskRunOptions): Promise<ResultOf<Op>> {
+  // The protocol's one cast: the worker's dispatch answers each op with ResultOf<that op> (its
+  // handlers are typed by this map), and structured cloning keeps the shape.
+  return pool.run(task, options) as Promise<ResultOf<Op>>;
+}
