@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { AnnIndex } from './ann.js';
 import type { Catalog } from './catalog.js';
-import type { SignalStore, SignalValues } from './signals/store.js';
+import type { SignalStore } from './signals/store.js';
 import type { QuerySchema } from './types.js';
 
 /** What an executor reads: one worker's catalog, ANN index, connection and the shared signals. */
@@ -11,19 +11,6 @@ export interface QueryContext {
   readonly store: SignalStore;
   readonly ann: AnnIndex | null;
   readonly db: Database.Database;
-}
-
-/** The signal values of one item, per kind that has state, as the result reports them. */
-export function signalsOf(ctx: QueryContext, ordinal: number, nowMs: number, coarse: boolean): Record<string, SignalValues> {
-  const out: Record<string, SignalValues> = {};
-  const kinds = ctx.schema.kinds;
-  for (let k = 0; k < kinds.length; k++) {
-    const slot = ctx.store.slotOf(ordinal, k);
-    if (slot < 0) continue;
-    const spec = kinds[k]!;
-    out[spec.name] = ctx.store.read(slot, nowMs, coarse, spec.windows, spec.velocity);
-  }
-  return out;
 }
 
 /** Sum of decayed scores over every kind: the item's popularity. */

@@ -3,6 +3,7 @@ export { SearchExecutor, ftsQuery, RRF_K, BM25_CANDIDATES } from './search.js';
 export { Catalog } from './catalog.js';
 export { compileFilter } from './filter.js';
 export { diversify } from './diversity.js';
+export { readItemSignals } from './item-signals.js';
 export { AnnIndex } from './ann.js';
 export { TopK } from './topk.js';
 export { ItemsWriter, ITEMS_DDL, rowToItem, blobToVector } from './items-table.js';

@@ -1,7 +1,7 @@
 import { levelPlan, type DegradationLevel } from 'tidal-load';
-import { diversify } from './diversity.js';
 import { compileFilter, type Predicate } from './filter.js';
-import { popularity, signalsOf, velocityOf, type QueryContext } from './context.js';
+import { popularity, velocityOf, type QueryContext } from './context.js';
+import { selectAndHydrate } from './tail.js';
 import { TopK } from './topk.js';
 import type { Explain, RetrieveTask, RetrievedItem, VelocityWindow, WorkerRetrieveResult } from './types.js';
 
@@ -53,24 +53,9 @@ export class RetrieveExecutor {
       ({ ranked, scores } = this.#fromSignals(task, want, pass, velocityWindow, coarse, nowMs, explain));
     }
 
-    let order: number[];
-    if (useDiversity) {
-      const d = diversify(ranked, task.diversity!, task.limit, ctx.catalog);
-      if (d.relaxed) warnings.push(`diversity relaxed: not enough candidates to honour maxPer ${JSON.stringify(task.diversity!.maxPer)} within limit ${task.limit}`);
-      order = d.picked;
-    } else {
-      order = Array.from({ length: Math.min(task.limit, ranked.length) }, (_, i) => i);
-    }
-
-    const items: RetrievedItem[] = order.map((i, r) => {
-      const o = ranked[i]!;
-      const item: RetrievedItem = {
-        id: ctx.catalog.ids[o]!,
-        score: scores[i]!,
-        rank: r + 1,
-        signals: signalsOf(ctx, o, nowMs, coarse),
-        createdAt: ctx.catalog.createdAt[o]!,
-      };
+    const diversity = useDiversity ? task.diversity : null;
+    const items = selectAndHydrate(ctx, ranked, scores, { diversity, limit: task.limit, nowMs, coarse, warnings }, (base, o) => {
+      const item: RetrievedItem = { ...base, createdAt: ctx.catalog.createdAt[o]! };
       const sim = similarity?.get(o);
       if (sim !== undefined) item.similarity = sim;
       return item;

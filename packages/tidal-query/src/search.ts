@@ -1,8 +1,8 @@
 import type Database from 'better-sqlite3';
 import { levelPlan, type DegradationLevel } from 'tidal-load';
-import { diversify } from './diversity.js';
 import { compileFilter, type Predicate } from './filter.js';
-import { popularity, signalsOf, type QueryContext } from './context.js';
+import { popularity, type QueryContext } from './context.js';
+import { selectAndHydrate } from './tail.js';
 import type { Explain, SearchHit, SearchTask, WorkerSearchResult } from './types.js';
 
 /** Reciprocal rank fusion constant (Cormack et al.); ranks are 1-based. */
@@ -128,21 +128,12 @@ export class SearchExecutor {
     }
     entries.sort((a, b) => b[1] - a[1] || a[0] - b[0]);
     const ranked = entries.map((e) => e[0]);
+    const scores = entries.map((e) => e[1]);
 
     // Stage 7–8: diversity, limit.
-    let order: number[];
-    if (useDiversity) {
-      const d = diversify(ranked, task.diversity!, task.limit, ctx.catalog);
-      if (d.relaxed) warnings.push(`diversity relaxed: not enough candidates to honour maxPer ${JSON.stringify(task.diversity!.maxPer)} within limit ${task.limit}`);
-      order = d.picked;
-    } else {
-      order = Array.from({ length: Math.min(task.limit, ranked.length) }, (_, i) => i);
-    }
-
-    const coarse = plan.coarseAggregates;
-    const hits: SearchHit[] = order.map((i, r) => {
-      const o = ranked[i]!;
-      const hit: SearchHit = { id: ctx.catalog.ids[o]!, score: entries[i]![1], rank: r + 1, signals: signalsOf(ctx, o, nowMs, coarse) };
+    const diversity = useDiversity ? task.diversity : null;
+    const hits = selectAndHydrate(ctx, ranked, scores, { diversity, limit: task.limit, nowMs, coarse: plan.coarseAggregates, warnings }, (base, o) => {
+      const hit: SearchHit = { ...base };
       const b = bm25.get(o);
       if (b) hit.bm25 = b.score;
       const a = ann.get(o);

@@ -1,0 +1,53 @@
+import type { QueryContext } from './context.js';
+import { diversify } from './diversity.js';
+import { readItemSignals } from './item-signals.js';
+import type { Diversity, SignalValues } from './types.js';
+
+/** What every returned item or hit has, before an executor adds its own fields. */
+export interface HydratedBase {
+  id: string;
+  score: number;
+  /** 1-based position in the result. */
+  rank: number;
+  signals: Record<string, SignalValues>;
+}
+
+export interface TailOptions {
+  /** The caps to honour, or null when diversity is off (not asked for, or not at this level). */
+  diversity: Diversity | null;
+  limit: number;
+  nowMs: number;
+  /** Read signals with the CoarseAggregates degradation. */
+  coarse: boolean;
+  /** Where the relaxation warning goes, if the caps had to be relaxed to fill the limit. */
+  warnings: string[];
+}
+
+/**
+ * The last stages both executors share: diversity (when on) → limit → hydrate. `ranked` holds
+ * ordinals best first and `scores` their scores, index for index. Each pick becomes a
+ * {@link HydratedBase} (id, score, rank, the item's signals) that `hydrate` extends with the
+ * executor's own fields for that ordinal.
+ */
+export function selectAndHydrate<T extends HydratedBase>(
+  ctx: QueryContext,
+  ranked: readonly number[],
+  scores: readonly number[],
+  options: TailOptions,
+  hydrate: (base: HydratedBase, ordinal: number) => T,
+): T[] {
+  const { diversity, limit, nowMs, coarse } = options;
+  let order: number[];
+  if (diversity) {
+    const d = diversify(ranked, diversity, limit, ctx.catalog);
+    if (d.relaxed) options.warnings.push(`diversity relaxed: not enough candidates to honour maxPer ${JSON.stringify(diversity.maxPer)} within limit ${limit}`);
+    order = d.picked;
+  } else {
+    order = Array.from({ length: Math.min(limit, ranked.length) }, (_, i) => i);
+  }
+  return order.map((i, r) => {
+    const o = ranked[i]!;
+    const base: HydratedBase = { id: ctx.catalog.ids[o]!, score: scores[i]!, rank: r + 1, signals: readItemSignals(ctx.store, ctx.schema, o, nowMs, coarse) };
+    return hydrate(base, o);
+  });
+}
