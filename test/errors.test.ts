@@ -43,6 +43,12 @@ function sampleOf(cls: string): TidalError {
       return new tidal.RateLimitedError('agent-1', 'session-1', 5, 200);
     case 'SessionClosedError':
       return new tidal.SessionClosedError('session-1', 'signal');
+    case 'WriterFailedError':
+      return new tidal.WriterFailedError(new TypeError('bug'));
+    case 'AbortedError':
+      return new tidal.AbortedError('retrieve', new Error('client went away'));
+    case 'TimeoutError':
+      return new tidal.TimeoutError('retrieve', 50);
     default:
       throw new Error(`no sample for ${cls}: add one when adding an error class`);
   }

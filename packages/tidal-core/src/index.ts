@@ -1,4 +1,5 @@
 export { TidalDb, TidalDbBuilder } from './db.js';
+export type { LoadView } from './db.js';
 export { DEFAULTS, autoAdmissionLimit } from './options.js';
 export type { QueryStats, LatencySummary } from './stats.js';
 export type { TidalOptions, CapacityOptions } from './options.js';
@@ -12,6 +13,7 @@ export type {
   RetrieveResults,
   SearchRequest,
   SearchResults,
+  QueryControl,
 } from './types.js';
 export {
   TidalError,
@@ -24,6 +26,9 @@ export {
   MemoryPressureError,
   RateLimitedError,
   SessionClosedError,
+  WriterFailedError,
+  AbortedError,
+  TimeoutError,
   ERROR_CODES,
   DegradationLevel,
   levelName,

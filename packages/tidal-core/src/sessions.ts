@@ -136,30 +136,12 @@ export function resolveSessionOptions(o: SessionOptions | undefined): FilledSess
   };
 }
 
-/** The part of a write event the session hooks read (signal events carry `t: 0`). */
+/** The part of a write event the session hooks read. */
 export interface SessionWriteEvent {
-  readonly t: number;
+  readonly type: string;
   readonly ordinal?: number;
   readonly session?: string | null;
 }
-
-const SESSIONS_DDL = `
-  CREATE TABLE IF NOT EXISTS sessions (
-    key INTEGER PRIMARY KEY,
-    id TEXT NOT NULL,
-    agent TEXT NOT NULL,
-    opened_at REAL NOT NULL,
-    ttl_ms REAL NOT NULL,
-    last_active_at REAL NOT NULL,
-    signals_written INTEGER NOT NULL DEFAULT 0,
-    rejections INTEGER NOT NULL DEFAULT 0
-  );
-  CREATE TABLE IF NOT EXISTS session_items (
-    session INTEGER NOT NULL,
-    ordinal INTEGER NOT NULL,
-    PRIMARY KEY (session, ordinal)
-  ) WITHOUT ROWID;
-`;
 
 interface SessionRow {
   key: number;
@@ -250,7 +232,6 @@ export class SessionRegistry {
     this.#limiter = new RateLimiter(
       rateLimit === null ? RateLimiterConfig.unlimited() : RateLimiterConfig.limited(rateLimit.ratePerSecond, rateLimit.burst, { maxBuckets: rateLimit.maxBuckets }),
     );
-    db.exec(SESSIONS_DDL);
     this.#insert = db.prepare('INSERT INTO sessions (id, agent, opened_at, ttl_ms, last_active_at) VALUES (?, ?, ?, ?, ?)');
     this.#insertItem = db.prepare('INSERT OR IGNORE INTO session_items (session, ordinal) VALUES (?, ?)');
     this.#update = db.prepare(
@@ -383,7 +364,7 @@ export class SessionRegistry {
   persistBatch(events: readonly SessionWriteEvent[]): void {
     let touched: Map<Session, number> | null = null;
     for (const e of events) {
-      if (e.t !== 0 || e.session === null || e.session === undefined) continue;
+      if (e.type !== 'signal' || e.session === null || e.session === undefined) continue;
       const s = this.#byId.get(e.session);
       if (s === undefined) continue;
       this.#insertItem.run(s.key, e.ordinal!);
@@ -396,7 +377,7 @@ export class SessionRegistry {
   /** Applies a committed batch to the sessions in memory (seen sets, counts). */
   applyBatch(events: readonly SessionWriteEvent[]): void {
     for (const e of events) {
-      if (e.t !== 0 || e.session === null || e.session === undefined) continue;
+      if (e.type !== 'signal' || e.session === null || e.session === undefined) continue;
       const s = this.#byId.get(e.session);
       if (s === undefined) continue;
       s.signalsWritten++;

@@ -23,6 +23,10 @@ export interface QueryStats {
   rejected: number;
   /** Failed queries (worker errors) since open; invalid input is not counted. */
   failed: number;
+  /** Queries whose caller aborted them or whose `timeoutMs` passed, since open. */
+  cancelled: number;
+  /** Of those, the ones no worker had started: they never ran. */
+  cancelledBeforeRun: number;
   /** End-to-end latency in ms (queueing included), over the most recent queries. */
   latencyMs: LatencySummary;
   /** Worker execution time in ms per level, over the most recent queries at that level. */
@@ -57,6 +61,7 @@ const LEVELS = [DegradationLevel.Full, DegradationLevel.ReducedCandidates, Degra
 export class QueryRecorder {
   readonly served = new Float64Array(LEVELS.length);
   failed = 0;
+  cancelled = 0;
   readonly #latency = new Ring();
   readonly #service = LEVELS.map(() => new Ring());
   /** Starts at 1 ms until the first query reports. */
@@ -70,7 +75,7 @@ export class QueryRecorder {
     this.meanServiceMs += (serviceMs - this.meanServiceMs) / 16;
   }
 
-  snapshot(inFlight: number, level: DegradationLevel, rejected: number, writes: QueryStats['writes']): QueryStats {
+  snapshot(inFlight: number, level: DegradationLevel, rejected: number, cancelledBeforeRun: number, writes: QueryStats['writes']): QueryStats {
     const served = {} as Record<DegradationLevelName, number>;
     const serviceMs = {} as Record<DegradationLevelName, LatencySummary>;
     for (const l of LEVELS) {
@@ -83,6 +88,8 @@ export class QueryRecorder {
       served,
       rejected,
       failed: this.failed,
+      cancelled: this.cancelled,
+      cancelledBeforeRun,
       latencyMs: this.#latency.summary(),
       serviceMs,
       meanServiceMs: this.meanServiceMs,

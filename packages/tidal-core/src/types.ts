@@ -45,7 +45,23 @@ export interface SignalInput {
   at?: number;
 }
 
-export interface RetrieveRequest {
+/** Cancellation and a deadline, accepted by every query. */
+export interface QueryControl {
+  /**
+   * Aborts the query: if a worker has not started it, it never runs; if one has, the call rejects at
+   * once and the worker's result is discarded. Rejects with `AbortedError` (`name === 'AbortError'`,
+   * `cause` = the signal's reason).
+   */
+  signal?: AbortSignal;
+  /**
+   * Milliseconds the caller will wait, from the call: past it the query rejects with `TimeoutError`
+   * and, if a worker has not started it, never runs. A whole number from 1 to 2 147 483 647.
+   * @default no deadline
+   */
+  timeoutMs?: number;
+}
+
+export interface RetrieveRequest extends QueryControl {
   /** `trending` (velocity), `popular` (decayed score) or `new` (creation time). */
   profile: Profile;
   /** Rank among the ANN neighbours of this vector instead of the whole corpus. */
@@ -80,7 +96,7 @@ export interface RetrieveResults {
   tookMs: number;
 }
 
-export interface SearchRequest {
+export interface SearchRequest extends QueryControl {
   /** Free text, matched word by word (any word) and ranked by BM25. */
   text?: string;
   /** A query vector, matched by ANN (cosine). With `text` too, the two are fused by RRF. */

@@ -15,6 +15,9 @@ export const ERROR_CODES = [
   'TIDAL_MEMORY_PRESSURE',
   'TIDAL_RATE_LIMITED',
   'TIDAL_SESSION_CLOSED',
+  'TIDAL_WRITER_FAILED',
+  'TIDAL_ABORTED',
+  'TIDAL_TIMEOUT',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -170,4 +173,44 @@ export class SessionClosedError extends TidalError {
     super('TIDAL_SESSION_CLOSED', `cannot ${operation}: session ${JSON.stringify(sessionId)} is closed`);
     this.sessionId = sessionId;
   }
+}
+
+/**
+ * The writer stopped after code that runs after a commit failed (a bug). Writes are refused from
+ * then on; queries keep working, and the next open rebuilds exactly the acknowledged writes.
+ */
+export class WriterFailedError extends TidalError {
+  constructor(cause: unknown) {
+    super(
+      'TIDAL_WRITER_FAILED',
+      `the writer stopped after a committed batch could not be applied (${describeCause(cause)}); ` +
+        'every acknowledged write is durable, writes are refused until the database is closed and opened again',
+      { cause },
+    );
+  }
+}
+
+/**
+ * The caller's `AbortSignal` aborted the call. `name` is `'AbortError'`, as for any aborted
+ * web-platform call, and `cause` is the signal's reason. A query aborted before it started never ran.
+ */
+export class AbortedError extends TidalError {
+  constructor(operation: string, reason: unknown) {
+    super('TIDAL_ABORTED', `${operation} was aborted${reason instanceof Error ? `: ${reason.message}` : ''}`, { cause: reason });
+    this.name = 'AbortError';
+  }
+}
+
+/** The call's `timeoutMs` passed before it finished. A query that timed out before it started never ran. */
+export class TimeoutError extends TidalError {
+  readonly timeoutMs: number;
+
+  constructor(operation: string, timeoutMs: number) {
+    super('TIDAL_TIMEOUT', `${operation} timed out after ${timeoutMs} ms`);
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+function describeCause(cause: unknown): string {
+  return cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
 }

@@ -9,6 +9,9 @@ export {
   MemoryPressureError,
   RateLimitedError,
   SessionClosedError,
+  WriterFailedError,
+  AbortedError,
+  TimeoutError,
   ERROR_CODES,
   describeValue,
 } from './errors.js';

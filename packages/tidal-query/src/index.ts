@@ -6,13 +6,13 @@ export { diversify } from './diversity.js';
 export { readItemSignals } from './item-signals.js';
 export { AnnIndex } from './ann.js';
 export { TopK } from './topk.js';
-export { ItemsWriter, ITEMS_DDL, rowToItem, blobToVector } from './items-table.js';
+export { ItemsWriter, rowToItem, blobToVector } from './items-table.js';
 export type { StoredItem, ItemRow } from './items-table.js';
 export { SignalStore, SLOT_BYTES } from './signals/store.js';
 export { MAX_EVENT_MS } from './signals/layout.js';
 export type { SignalArena, SignalKindSpec, SignalValues, WindowName } from './signals/store.js';
 export type { QueryContext } from './context.js';
-export { WARM_SYNC_BYTES, runTask } from './protocol.js';
+export { WARM_SYNC_BYTES, CANCEL_CELLS, CELL_CANCELLED, runTask } from './protocol.js';
 export type {
   AnnSource,
   AnnWarning,
@@ -22,6 +22,7 @@ export type {
   ResultOf,
   RetrieveMessage,
   SearchMessage,
+  SkippedResult,
   TaskOf,
   TaskPool,
   TaskRunOptions,

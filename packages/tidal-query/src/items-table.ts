@@ -1,26 +1,12 @@
 import type Database from 'better-sqlite3';
 
 /**
- * The items tables. The writer (main thread) owns them; query workers read them through their own
- * read-only connections. `ordinal` is the dense integer id the in-memory structures use; it is also
- * the FTS5 rowid and the ANN key. `version` is bumped on every change so a worker can pull exactly
- * the rows it has not seen. A row with `present = 0` is an id known only from signals, or deleted.
+ * The items tables (`items`, `items_fts`; created by the database's storage schema). The writer
+ * (main thread) owns them; query workers read them through their own read-only connections.
+ * `ordinal` is the dense integer id the in-memory structures use; it is also the FTS5 rowid and the
+ * ANN key. `version` is bumped on every change so a worker can pull exactly the rows it has not
+ * seen. A row with `present = 0` is an id known only from signals, or deleted.
  */
-export const ITEMS_DDL = `
-  CREATE TABLE IF NOT EXISTS items (
-    ordinal INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    present INTEGER NOT NULL DEFAULT 0,
-    text TEXT,
-    metadata TEXT,
-    created_at REAL,
-    embedding BLOB,
-    version INTEGER NOT NULL DEFAULT 0
-  );
-  CREATE INDEX IF NOT EXISTS items_by_version ON items(version);
-  CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(text, content='', contentless_delete=1);
-`;
-
 export interface ItemRow {
   ordinal: number;
   id: string;
@@ -53,7 +39,6 @@ export class ItemsWriter {
   readonly #keys: Database.Statement;
 
   constructor(db: Database.Database) {
-    db.exec(ITEMS_DDL);
     this.#upsert = db.prepare(`
       INSERT INTO items (ordinal, id, present, text, metadata, created_at, embedding, version)
       VALUES (@ordinal, @id, 1, @text, @metadata, @createdAt, @embedding, @version)

@@ -12,6 +12,27 @@ export interface WorkerInit {
   file: string;
   schema: QuerySchema;
   arena: SignalArena;
+  /**
+   * {@link CANCEL_CELLS} Int32 cells, one per cancellable query in flight: the main thread sets a
+   * query's cell when its caller aborted or timed out, and a worker that picks the query up skips
+   * it. Only the main thread writes; a worker reads a cell once, before it runs the task.
+   */
+  cancel: SharedArrayBuffer;
+}
+
+/**
+ * Cancellable queries that can be in flight at once with a cell of their own. Above the admission
+ * cap's default (256 on 2 cores) with room for a raised cap; a query beyond it still rejects on time
+ * but is not skipped by the worker.
+ */
+export const CANCEL_CELLS = 4096;
+
+/** A cell's value once its query was cancelled (0: runnable). */
+export const CELL_CANCELLED = 1;
+
+/** What a worker answers for a query whose cell said it was cancelled: it did not run. */
+export interface SkippedResult {
+  skipped: true;
 }
 
 /** Bytes of the SharedArrayBuffer a warm task needs: the ANN election (Int32 1–3; 0 is unused). */
@@ -21,12 +42,16 @@ export interface RetrieveMessage {
   op: 'retrieve';
   env: TaskEnvelope;
   task: RetrieveTask;
+  /** The query's cancel cell (see {@link WorkerInit.cancel}), or -1 when it cannot be cancelled. */
+  cell: number;
 }
 
 export interface SearchMessage {
   op: 'search';
   env: TaskEnvelope;
   task: SearchTask;
+  /** The query's cancel cell (see {@link WorkerInit.cancel}), or -1 when it cannot be cancelled. */
+  cell: number;
 }
 
 export interface WarmMessage {
@@ -49,13 +74,14 @@ export interface PersistAnnMessage {
 /**
  * Fault injection, for the write-path and pool fault tests only: `exit` ends the worker thread
  * with `process.exit(1)` (a real crash, after which piscina starts a replacement), `throw` fails
- * the task with a plain `Error`. Only the internal query pool can send it; no public method of
+ * the task with a plain `Error`, `block` holds the worker until the test opens the gate (so a test
+ * can queue tasks behind it and decide, without timing, what happens while they wait). Only the internal query pool can send it; no public method of
  * the database builds one.
  */
-export interface FaultMessage {
-  op: 'fault';
-  mode: 'exit' | 'throw';
-}
+export type FaultMessage =
+  | { op: 'fault'; mode: 'exit' | 'throw' }
+  /** Holds the worker (its event loop included) until Int32 0 of `gate` is non-zero. */
+  | { op: 'fault'; mode: 'block'; gate: SharedArrayBuffer };
 
 /** Where the ANN index came from in a warm. */
 export type AnnSource =
@@ -108,12 +134,12 @@ export interface PersistAnnResult {
 
 /** Every worker op: the message that asks for it and what the worker resolves it with. */
 export interface WorkerProtocol {
-  retrieve: { task: RetrieveMessage; result: WorkerRetrieveResult };
-  search: { task: SearchMessage; result: WorkerSearchResult };
+  retrieve: { task: RetrieveMessage; result: WorkerRetrieveResult | SkippedResult };
+  search: { task: SearchMessage; result: WorkerSearchResult | SkippedResult };
   warm: { task: WarmMessage; result: WarmResult };
   'persist-ann': { task: PersistAnnMessage; result: PersistAnnResult };
-  /** Never resolves: the task fails (or its worker dies). */
-  fault: { task: FaultMessage; result: never };
+  /** `block` resolves with nothing once the gate opens; the others fail (or their worker dies). */
+  fault: { task: FaultMessage; result: null };
 }
 
 export type WorkerOp = keyof WorkerProtocol;

@@ -11,7 +11,7 @@ import { workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { AnnLifecycle, type AnnContext } from './ann-lifecycle.js';
 import { Catalog } from './catalog.js';
-import type { FaultMessage, ResultOf, RetrieveMessage, SearchMessage, WorkerInit, WorkerResult, WorkerTask } from './protocol.js';
+import { CELL_CANCELLED, type FaultMessage, type ResultOf, type RetrieveMessage, type SearchMessage, type SkippedResult, type WorkerInit, type WorkerResult, type WorkerTask } from './protocol.js';
 import { RetrieveExecutor } from './retrieve.js';
 import { SearchExecutor } from './search.js';
 import { SignalStore } from './signals/store.js';
@@ -20,12 +20,13 @@ interface State {
   retrieve: RetrieveExecutor;
   search: SearchExecutor;
   items: AnnLifecycle;
+  cancel: Int32Array;
 }
 
 let state: State | undefined;
 
 function init(): State {
-  const { file, schema, arena } = workerData as WorkerInit;
+  const { file, schema, arena, cancel } = workerData as WorkerInit;
   const db = new Database(file, { readonly: true, fileMustExist: true });
   db.pragma('busy_timeout = 5000');
   const catalog = new Catalog(db, schema);
@@ -35,23 +36,38 @@ function init(): State {
     retrieve: new RetrieveExecutor(ctx),
     search: new SearchExecutor(ctx),
     items: new AnnLifecycle(db, catalog, ctx, dirname(file)),
+    cancel: new Int32Array(cancel),
   };
 }
 
+/** Whether the caller gave up on the query before this worker got to it (see WorkerInit.cancel). */
+function cancelled(s: State, cell: number): boolean {
+  return cell >= 0 && Atomics.load(s.cancel, cell) === CELL_CANCELLED;
+}
+
+const SKIPPED: SkippedResult = Object.freeze({ skipped: true });
+
 function retrieve(s: State, msg: RetrieveMessage, started: number): ResultOf<'retrieve'> {
+  if (cancelled(s, msg.cell)) return SKIPPED;
   s.items.sync(msg.env.itemsVersion);
   const r = s.retrieve.run(msg.task, msg.env.level, msg.env.nowMs);
   return { ...r, serviceMs: performance.now() - started };
 }
 
 function search(s: State, msg: SearchMessage, started: number): ResultOf<'search'> {
+  if (cancelled(s, msg.cell)) return SKIPPED;
   s.items.sync(msg.env.itemsVersion);
   const r = s.search.run(msg.task, msg.env.level, msg.env.nowMs);
   return { ...r, serviceMs: performance.now() - started };
 }
 
 /** See {@link FaultMessage}: for fault tests only. */
-function fault(msg: FaultMessage): never {
+function fault(msg: FaultMessage): null {
+  if (msg.mode === 'block') {
+    const gate = new Int32Array(msg.gate);
+    while (Atomics.load(gate, 0) === 0) Atomics.wait(gate, 0, 0, 1000);
+    return null;
+  }
   if (msg.mode === 'exit') process.exit(1);
   throw new Error('injected query worker fault');
 }

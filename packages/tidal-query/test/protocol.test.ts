@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { DegradationLevel } from 'tidal-load';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ITEMS_DDL } from '../src/items-table.js';
-import { runTask, type TaskPool, type TaskRunOptions, type WorkerTask } from '../src/protocol.js';
+import { openStorage } from '../../tidal-core/src/storage.js';
+import { CELL_CANCELLED, runTask, type TaskPool, type TaskRunOptions, type WorkerTask } from '../src/protocol.js';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import type { QuerySchema, TaskEnvelope } from '../src/types.js';
 
@@ -16,6 +16,7 @@ vi.mock('node:worker_threads', async (importOriginal) => ({ ...(await importOrig
 const KINDS: SignalKindSpec[] = [{ name: 'view', halfLifeMs: 3_600_000, windows: ['all'], velocity: false }];
 const SCHEMA: QuerySchema = { kinds: KINDS, metadata: {}, embeddingDims: 0 };
 const ENV: TaskEnvelope = { level: DegradationLevel.Full, nowMs: 1_000_000, itemsVersion: 3 };
+const cancel = new SharedArrayBuffer(4 * 8);
 
 describe('runTask', () => {
   it('hands the task and options to the pool and resolves with what the pool resolved', async () => {
@@ -42,11 +43,11 @@ describe('worker dispatch', () => {
     dir = mkdtempSync(join(tmpdir(), 'tidal-protocol-'));
     const file = join(dir, 'db.sqlite');
     const db = new Database(file);
-    db.exec(ITEMS_DDL);
+    openStorage(db, file);
     const insert = db.prepare('INSERT INTO items (ordinal, id, present, metadata, created_at, version) VALUES (?, ?, 1, ?, ?, ?)');
     for (let o = 0; o < 3; o++) insert.run(o, `i${o}`, '{}', 100 + o, o + 1);
     db.close();
-    Object.assign(init, { file, schema: SCHEMA, arena: SignalStore.create({ kinds: KINDS, maxOrdinals: 8, maxSlots: 8 }).arena });
+    Object.assign(init, { file, schema: SCHEMA, arena: SignalStore.create({ kinds: KINDS, maxOrdinals: 8, maxSlots: 8 }).arena, cancel });
     run = (await import('../src/worker.js')).default;
   });
 
@@ -62,9 +63,22 @@ describe('worker dispatch', () => {
       op: 'retrieve',
       env: ENV,
       task: { profile: 'new', context: null, filter: null, diversity: null, limit: 2, window: '1h', exclude: null },
+      cell: -1,
     });
     expect(retrieve).toMatchObject({ items: [{ id: 'i2', rank: 1 }, { id: 'i1', rank: 2 }], warnings: [] });
     expect(run({ op: 'persist-ann', env: ENV, budgetMs: 1000 })).toEqual({ savedVersion: null, reason: 'no-index' });
+  });
+
+  it('skips a query whose cancel cell is set, and runs one whose cell is clear', () => {
+    const task = { profile: 'new', context: null, filter: null, diversity: null, limit: 2, window: '1h', exclude: null } as const;
+    const cells = new Int32Array(cancel);
+    cells[3] = CELL_CANCELLED;
+    expect(run({ op: 'retrieve', env: ENV, task, cell: 3 })).toEqual({ skipped: true });
+    expect(run({ op: 'search', env: ENV, task: { text: 'x', vector: null, filter: null, diversity: null, limit: 2, boost: 0 }, cell: 3 })).toEqual({
+      skipped: true,
+    });
+    cells[3] = 0;
+    expect(run({ op: 'retrieve', env: ENV, task, cell: 3 })).toMatchObject({ items: [{ id: 'i2' }, { id: 'i1' }] });
   });
 
   it("fails a 'fault' task by throwing, or ends the thread with exit code 1", () => {

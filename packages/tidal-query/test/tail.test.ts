@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Catalog } from '../src/catalog.js';
 import type { QueryContext } from '../src/context.js';
 import { readItemSignals } from '../src/item-signals.js';
-import { ITEMS_DDL } from '../src/items-table.js';
+import { openStorage } from '../../tidal-core/src/storage.js';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import { selectAndHydrate, type HydratedBase, type TailOptions } from '../src/tail.js';
 import type { QuerySchema } from '../src/types.js';
@@ -24,7 +24,7 @@ afterEach(() => {
 function context(cats: readonly (string | null)[]): QueryContext & { store: SignalStore } {
   const db = new Database(':memory:');
   open.push(db);
-  db.exec(ITEMS_DDL);
+  openStorage(db, ':memory:');
   const insert = db.prepare('INSERT INTO items (ordinal, id, present, metadata, created_at, version) VALUES (?, ?, 1, ?, ?, ?)');
   cats.forEach((cat, o) => insert.run(o, `i${o}`, JSON.stringify(cat === null ? {} : { cat }), 1000 + o, o + 1));
   const schema: QuerySchema = { kinds: KINDS, metadata: { cat: 'string' }, embeddingDims: 0 };

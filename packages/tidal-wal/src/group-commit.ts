@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { performance } from 'node:perf_hooks';
-import { BackpressureError, ClosedError, InvalidInputError, TidalError, InternalError } from 'tidal-load';
+import { BackpressureError, ClosedError, InvalidInputError, TidalError, InternalError, WriterFailedError } from 'tidal-load';
 import type { AckMark } from './ack-mark.js';
 import { DrainRate, retryAfterMs } from './backpressure.js';
 import type { MemoryGuard } from './memory-guard.js';
@@ -79,6 +79,8 @@ export interface GroupCommitDeps {
   ackMark?: AckMark | null;
   /** Monotonic milliseconds for the drain-rate measurement; tests inject a manual clock. */
   nowMs?: () => number;
+  /** Called once when the writer fails closed (see {@link GroupCommit}). */
+  onFailure?: (error: WriterFailedError) => void;
 }
 
 interface Pending<E> {
@@ -109,6 +111,12 @@ export interface GroupCommitStats {
  * {@link enqueue} is the single entry and decides admission before anything is queued: queue depth
  * at or over `maxQueueEvents` refuses with `BackpressureError` (with `retryAfterMs` from the
  * measured drain rate), then the memory guard, if any, may refuse with `MemoryPressureError`.
+ *
+ * A batch whose transaction fails (SQLite's disk full, an I/O error) rolls back whole and its
+ * promises reject; the writer goes on. Code that runs after a commit (`afterCommit`, the ack mark)
+ * cannot make the batch not durable, so if it throws the batch's promises still resolve, and the
+ * writer *fails closed*: the queued writes and every later one are refused with
+ * `WriterFailedError`, `onFailure` hears of it once, and nothing is thrown into the event loop.
  */
 export class GroupCommit<E> {
   readonly #hooks: GroupCommitHooks<E>;
@@ -128,6 +136,8 @@ export class GroupCommit<E> {
   /** When the next batch became due (scheduled to run now), for the drain-rate sample. */
   #dueAt: number | undefined;
   #closed = false;
+  #failure: WriterFailedError | null = null;
+  readonly #onFailure: ((error: WriterFailedError) => void) | null;
   #committedEvents = 0;
   #committedBatches = 0;
   #refusedBackpressure = 0;
@@ -141,6 +151,7 @@ export class GroupCommit<E> {
     this.#memoryGuard = deps.memoryGuard ?? null;
     this.#ackMark = deps.ackMark ?? null;
     this.#nowMs = deps.nowMs ?? (() => performance.now());
+    this.#onFailure = deps.onFailure ?? null;
     // Until a batch is measured, assume one full batch per millisecond: optimistic on purpose, since
     // a too-short retry costs one more refusal while a too-long one leaves the writer idle.
     this.#drain = new DrainRate(this.#options.maxBatch);
@@ -149,6 +160,11 @@ export class GroupCommit<E> {
   /** Events waiting to be committed. */
   get depth(): number {
     return this.#depth;
+  }
+
+  /** The error every write is refused with since the writer failed closed, or null. */
+  get failure(): WriterFailedError | null {
+    return this.#failure;
   }
 
   /** The next sequence number to be handed out. */
@@ -203,6 +219,7 @@ export class GroupCommit<E> {
 
   #admit(): void {
     if (this.#closed) throw new ClosedError('write');
+    if (this.#failure !== null) throw this.#failure;
     if (this.#depth >= this.#options.maxQueueEvents) {
       this.#refusedBackpressure++;
       throw new BackpressureError(this.#depth, this.#options.maxQueueEvents, this.retryAfterMs());
@@ -287,19 +304,41 @@ export class GroupCommit<E> {
     this.#nextSeq += count;
     this.#committedEvents += count;
     this.#committedBatches++;
-    this.#ackMark?.write(this.#nextSeq - 1);
+    let failed: unknown = null;
     try {
+      this.#ackMark?.write(this.#nextSeq - 1);
       this.#hooks.afterCommit?.(events, firstSeq);
-    } finally {
-      const end = this.#nowMs();
-      this.#drain.record(count, end - dueAt);
-      // Still backlogged: the next batch is due now, so the gap until it finishes is drain time.
-      if (this.#depth > 0) this.#dueAt = end;
-      let seq = firstSeq;
-      for (const p of taken) {
-        p.resolve(seq);
-        seq += p.events.length;
-      }
+    } catch (err) {
+      failed = err;
+    }
+    const end = this.#nowMs();
+    this.#drain.record(count, end - dueAt);
+    // Still backlogged: the next batch is due now, so the gap until it finishes is drain time.
+    if (this.#depth > 0) this.#dueAt = end;
+    // Committed, so durable: acknowledged even if what follows the commit failed.
+    let seq = firstSeq;
+    for (const p of taken) {
+      p.resolve(seq);
+      seq += p.events.length;
+    }
+    if (failed !== null) this.#failClosed(failed);
+  }
+
+  /** Stops the writer: the queued writes are refused (none of them was written), and every later one. */
+  #failClosed(cause: unknown): void {
+    const error = new WriterFailedError(cause);
+    this.#failure = error;
+    this.#clearTimers();
+    this.#dueAt = undefined;
+    const queued = this.#queue.slice(this.#head);
+    this.#queue = [];
+    this.#head = 0;
+    this.#depth = 0;
+    for (const p of queued) p?.reject(error);
+    try {
+      this.#onFailure?.(error);
+    } catch {
+      // A failing sink must not turn a contained failure into an uncaught one.
     }
   }
 

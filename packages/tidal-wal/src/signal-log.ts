@@ -13,6 +13,8 @@ export interface LogRecord {
 /**
  * The durable log of signal events, in SQLite. Rows are appended inside the group-commit
  * transaction; on open the signal state is rebuilt from the last checkpoint plus the rows after it.
+ * Its tables (`signal_log`, and the `tidal_meta` key/value table holding `last_seq` and
+ * `checkpoint_seq`) are created by the database's storage schema, not here.
  */
 export class SignalLog {
   readonly #db: Database.Database;
@@ -27,24 +29,11 @@ export class SignalLog {
 
   constructor(db: Database.Database) {
     this.#db = db;
-    db.exec(`
-      CREATE TABLE IF NOT EXISTS signal_log (
-        seq INTEGER PRIMARY KEY,
-        ordinal INTEGER NOT NULL,
-        kind INTEGER NOT NULL,
-        weight REAL NOT NULL,
-        at REAL NOT NULL,
-        session TEXT
-      );
-      CREATE TABLE IF NOT EXISTS wal_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-    `);
     this.#insert = db.prepare(
       'INSERT INTO signal_log (seq, ordinal, kind, weight, at, session) VALUES (?, ?, ?, ?, ?, ?)',
     );
-    this.#setMeta = db.prepare(
-      'INSERT INTO wal_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value',
-    );
-    this.#getMeta = db.prepare('SELECT value FROM wal_meta WHERE key = ?').pluck();
+    this.#setMeta = db.prepare('INSERT OR REPLACE INTO tidal_meta (key, value) VALUES (?, ?)');
+    this.#getMeta = db.prepare('SELECT value FROM tidal_meta WHERE key = ?').pluck();
     this.#deleteRange = db.prepare('DELETE FROM signal_log WHERE seq > ? AND seq <= ?');
     this.#deadThrough = this.checkpointSeq();
     const first = db.prepare('SELECT MIN(seq) FROM signal_log').pluck().get() as number | null;
@@ -63,19 +52,19 @@ export class SignalLog {
 
   /** Records the highest sequence number handed out, so numbers stay monotonic across restarts. */
   setLastSeq(seq: number): void {
-    this.#setMeta.run('last_seq', seq);
+    this.#setMeta.run('last_seq', String(seq));
   }
 
   /** The highest sequence number ever committed (0 for a new database). */
   lastSeq(): number {
-    const meta = (this.#getMeta.get('last_seq') as number | undefined) ?? 0;
+    const meta = Number((this.#getMeta.get('last_seq') as string | undefined) ?? 0);
     const logged = (this.#db.prepare('SELECT MAX(seq) FROM signal_log').pluck().get() as number | null) ?? 0;
     return Math.max(meta, logged);
   }
 
   /** The sequence number the last checkpoint covers (0: none). */
   checkpointSeq(): number {
-    return (this.#getMeta.get('checkpoint_seq') as number | undefined) ?? 0;
+    return Number((this.#getMeta.get('checkpoint_seq') as string | undefined) ?? 0);
   }
 
   /**
@@ -96,7 +85,7 @@ export class SignalLog {
    * the following batches it costs each one a little. Call in the checkpoint's transaction.
    */
   checkpointThrough(seq: number): void {
-    this.#setMeta.run('checkpoint_seq', seq);
+    this.#setMeta.run('checkpoint_seq', String(seq));
     this.#deadThrough = seq;
   }
 

@@ -20,7 +20,7 @@ export const CHECKPOINT_CHUNK_BYTES = 64 * 1024;
  * marks its row dirty, so a partial row is rewritten in the same checkpoint as any row after it.
  * Concatenating the rows in order therefore gives `used × slotBytes` bytes with every slot at its
  * index. Every method runs inside the caller's transaction, so a crash leaves the old checkpoint
- * or the new one, whole.
+ * or the new one, whole. Its tables are created by the database's storage schema, not here.
  */
 export class SlotCheckpoint {
   readonly #db: Database.Database;
@@ -33,15 +33,11 @@ export class SlotCheckpoint {
     this.#db = db;
     this.#slotsPerChunk = CHECKPOINT_CHUNK_BYTES / slotBytes;
     this.#dirty = new Uint8Array(Math.ceil(maxSlots / this.#slotsPerChunk));
-    db.exec(`
-      CREATE TABLE IF NOT EXISTS signal_checkpoint (chunk INTEGER PRIMARY KEY, data BLOB NOT NULL);
-      CREATE TABLE IF NOT EXISTS wal_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-    `);
     this.#upsert = db.prepare('INSERT OR REPLACE INTO signal_checkpoint (chunk, data) VALUES (?, ?)');
     // Rows written with another chunk size (or by an older version) are not at these indices:
     // the first checkpoint rewrites everything.
-    const stored = db.prepare("SELECT value FROM wal_meta WHERE key = 'checkpoint_chunk_bytes'").pluck().get() as number | undefined;
-    this.#all = stored !== CHECKPOINT_CHUNK_BYTES;
+    const stored = db.prepare("SELECT value FROM tidal_meta WHERE key = 'checkpoint_chunk_bytes'").pluck().get() as string | undefined;
+    this.#all = stored !== String(CHECKPOINT_CHUNK_BYTES);
   }
 
   /** The stored checkpoint: every row in order, concatenated (empty if there is none). */
@@ -69,7 +65,7 @@ export class SlotCheckpoint {
     const end = usedSlots * slotBytes;
     if (this.#all) {
       this.#db.exec('DELETE FROM signal_checkpoint');
-      this.#db.prepare("INSERT OR REPLACE INTO wal_meta (key, value) VALUES ('checkpoint_chunk_bytes', ?)").run(CHECKPOINT_CHUNK_BYTES);
+      this.#db.prepare("INSERT OR REPLACE INTO tidal_meta (key, value) VALUES ('checkpoint_chunk_bytes', ?)").run(String(CHECKPOINT_CHUNK_BYTES));
     }
     let written = 0;
     for (let c = 0; c < chunks; c++) {

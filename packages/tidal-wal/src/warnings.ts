@@ -23,6 +23,10 @@ export const WARNING_CODES = [
   'TIDAL_SESSION_CALLBACK_FAILED',
   /** Closing expired sessions failed; the next sweep or call tries again. */
   'TIDAL_SESSION_SWEEP_FAILED',
+  /** Code that runs after a commit threw (a bug): the writer stopped, later writes get WriterFailedError. */
+  'TIDAL_WRITER_FAILED',
+  /** A signal-state checkpoint failed and rolled back; the log still holds every event, the next one is tried later. */
+  'TIDAL_CHECKPOINT_FAILED',
 ] as const;
 
 export type WarningCode = (typeof WARNING_CODES)[number];

@@ -2,7 +2,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AckMark, GroupCommit, SignalLog, openWriterConnection } from '../src/index.js';
+import { AckMark, GroupCommit, SignalLog } from '../src/index.js';
+import { openTestDb } from './db.js';
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -29,7 +30,7 @@ describe('AckMark', () => {
 
   it('is written by the group commit after the batch commits and before its promises resolve', async () => {
     const dir = tempDir();
-    const db = openWriterConnection(join(dir, 'db.sqlite'), 'process');
+    const db = openTestDb(join(dir, 'db.sqlite'));
     const log = new SignalLog(db);
     const path = join(dir, 'db-ack');
     const mark = AckMark.open(path, () => {});

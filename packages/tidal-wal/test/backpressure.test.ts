@@ -9,10 +9,10 @@ import {
   RETRY_AFTER_MAX_MS,
   RETRY_AFTER_MIN_MS,
   SignalLog,
-  openWriterConnection,
   retryAfterMs,
   type LogRecord,
 } from '../src/index.js';
+import { openTestDb } from './db.js';
 
 type Ev = Omit<LogRecord, 'seq'>;
 const ev = (ordinal: number): Ev => ({ ordinal, kind: 0, weight: 1, at: 1000 + ordinal, session: null });
@@ -31,7 +31,7 @@ afterEach(() => {
 function stalled(opts: { maxBatch: number; maxQueueEvents: number; msPerEvent: number }) {
   const dir = mkdtempSync(join(tmpdir(), 'tidal-bp-'));
   dirs.push(dir);
-  const db = openWriterConnection(join(dir, 'db.sqlite'), 'process');
+  const db = openTestDb(join(dir, 'db.sqlite'));
   const log = new SignalLog(db);
   const clock = { now: 0 };
   const batches: number[] = [];
@@ -203,7 +203,7 @@ describe('GroupCommit backpressure', () => {
   it('refuses a threshold that is not a whole number of at least maxBatch', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tidal-bp-'));
     dirs.push(dir);
-    const db = openWriterConnection(join(dir, 'db.sqlite'), 'process');
+    const db = openTestDb(join(dir, 'db.sqlite'));
     const make = (o: object) => () => new GroupCommit(db, { commit() {} }, 0, o);
     expect(make({ maxQueueEvents: 1.5 })).toThrow(InvalidInputError);
     expect(make({ maxQueueEvents: 1.5 })).toThrow(/options\.maxQueueEvents must be a whole number from options\.maxBatch \(1024\) to 1000000, got 1\.5/);

@@ -3,13 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ClosedError, InvalidInputError } from 'tidal-load';
-import { GroupCommit, SignalLog, openWriterConnection, type LogRecord } from '../src/index.js';
+import { GroupCommit, SignalLog, type LogRecord } from '../src/index.js';
+import { openTestDb } from './db.js';
 
 const dirs: string[] = [];
 function tempDb() {
   const dir = mkdtempSync(join(tmpdir(), 'tidal-wal-'));
   dirs.push(dir);
-  return openWriterConnection(join(dir, 'db.sqlite'), 'process');
+  return openTestDb(join(dir, 'db.sqlite'));
 }
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });

@@ -10,11 +10,11 @@ import {
   MemoryGuard,
   SignalLog,
   autoFloorBytes,
-  openWriterConnection,
   parseMeminfo,
   resolveMemoryGuardOptions,
   type TidalWarning,
 } from '../src/index.js';
+import { openTestDb } from './db.js';
 
 const MiB = 1024 * 1024;
 const dirs: string[] = [];
@@ -149,7 +149,7 @@ describe('MemoryGuard sampling', () => {
   it('refuses writes in the group commit before anything is enqueued', async () => {
     const f = fixture(4096, 10);
     const guard = MemoryGuard.create({ floorBytes: 128 * MiB, meminfoPath: f.path }, () => {})!;
-    const db = openWriterConnection(join(tempDir(), 'db.sqlite'), 'process');
+    const db = openTestDb(join(tempDir(), 'db.sqlite'));
     const log = new SignalLog(db);
     const gc = new GroupCommit<{ n: number }>(
       db,

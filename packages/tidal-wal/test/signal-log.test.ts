@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SignalLog, openWriterConnection } from '../src/index.js';
+import { SignalLog } from '../src/index.js';
+import { openTestDb } from './db.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -13,7 +14,7 @@ function setup() {
   const dir = mkdtempSync(join(tmpdir(), 'tidal-log-'));
   dirs.push(dir);
   const file = join(dir, 'db.sqlite');
-  const db = openWriterConnection(file, 'process');
+  const db = openTestDb(file);
   const log = new SignalLog(db);
   db.transaction(() => {
     for (let seq = 1; seq <= 100; seq++) log.appendAt(seq, { ordinal: seq, kind: 0, weight: 1, at: seq, session: null });
@@ -47,7 +48,7 @@ describe('SignalLog reclaim', () => {
       log.reclaim(10);
     })();
     db.close();
-    const again = openWriterConnection(file, 'process');
+    const again = openTestDb(file);
     const log2 = new SignalLog(again);
     expect(again.transaction(() => log2.reclaim(1000))()).toBe(40);
     expect(total(again)).toBe(50);

@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CHECKPOINT_CHUNK_BYTES, SlotCheckpoint, openWriterConnection } from '../src/index.js';
+import { CHECKPOINT_CHUNK_BYTES, SlotCheckpoint } from '../src/index.js';
+import { openTestDb } from './db.js';
 
 const SLOT = 1024;
 const PER_ROW = CHECKPOINT_CHUNK_BYTES / SLOT;
@@ -14,7 +15,7 @@ afterEach(() => {
 function setup(maxSlots = 1000) {
   const dir = mkdtempSync(join(tmpdir(), 'tidal-ckpt-'));
   dirs.push(dir);
-  const db = openWriterConnection(join(dir, 'db.sqlite'), 'process');
+  const db = openTestDb(join(dir, 'db.sqlite'));
   const arena = new SharedArrayBuffer(maxSlots * SLOT);
   const bytes = new Uint8Array(arena);
   /** Writes slot `s` (a stand-in for the store applying an event) and marks it dirty. */
@@ -79,7 +80,7 @@ describe('SlotCheckpoint', () => {
     checkpoint(ck, 200);
     ck.markAllDirty();
     expect(checkpoint(ck, 200)).toBe(Math.ceil(200 / PER_ROW));
-    db.prepare("UPDATE wal_meta SET value = 8388608 WHERE key = 'checkpoint_chunk_bytes'").run();
+    db.prepare("UPDATE tidal_meta SET value = '8388608' WHERE key = 'checkpoint_chunk_bytes'").run();
     expect(checkpoint(new SlotCheckpoint(db, SLOT, maxSlots), 200)).toBe(Math.ceil(200 / PER_ROW));
     db.close();
   });

@@ -1,0 +1,374 @@
+import type Database from 'better-sqlite3';
+import { CapacityError, InvalidInputError, type WriterFailedError } from 'tidal-load';
+import { GroupCommit, type AckMark, type MemoryGuard, type SignalLog, type SlotCheckpoint, type WarningSink } from 'tidal-wal';
+import { ItemsWriter, SLOT_BYTES, type QuerySchema, type SignalStore, type StoredItem } from 'tidal-query';
+import type { FilledOptions } from './options.js';
+import type { SessionRegistry } from './sessions.js';
+import type { Meta } from './storage.js';
+import type { ItemInput, SignalInput } from './types.js';
+import { checkFiniteNumber, checkId, checkMetadata, checkText, checkTime, checkVector, MAX_ID_LENGTH } from './validate.js';
+import { MAX_EVENT_MS } from 'tidal-query';
+
+/** A signal to append to the log and apply to the signal store. */
+export interface SignalEvent {
+  readonly type: 'signal';
+  ordinal: number;
+  readonly id: string;
+  /** The kind's index in the schema. */
+  readonly kind: number;
+  readonly weight: number;
+  readonly at: number;
+  readonly session: string | null;
+}
+
+/** An item inserted or replaced. `replacing`: the id already had an ordinal (its text row may exist). */
+export interface UpsertEvent {
+  readonly type: 'upsert';
+  readonly item: StoredItem;
+  readonly replacing: boolean;
+}
+
+/** An item deleted: its row keeps the id and ordinal, loses its content. */
+export interface DeleteEvent {
+  readonly type: 'delete';
+  readonly ordinal: number;
+}
+
+export type WriteEvent = SignalEvent | UpsertEvent | DeleteEvent;
+
+/** What {@link WritePath} starts from: the state recovery rebuilt. */
+export interface WritePathStart {
+  /** Every id with an ordinal, committed so far. */
+  readonly ids: Map<string, number>;
+  readonly lastSeq: number;
+  readonly itemsVersion: number;
+  /** Signals in the log after the last checkpoint. */
+  readonly eventsSinceCheckpoint: number;
+}
+
+export interface WritePathDeps {
+  readonly db: Database.Database;
+  readonly meta: Meta;
+  readonly log: SignalLog;
+  readonly checkpointRows: SlotCheckpoint;
+  readonly store: SignalStore;
+  readonly sessions: SessionRegistry;
+  readonly memoryGuard: MemoryGuard | null;
+  readonly ackMark: AckMark | null;
+  readonly onWarning: WarningSink;
+}
+
+/**
+ * The write path of one database: turns validated calls into events, hands out item ordinals and
+ * reserves signal slots at admission, commits batches through the group commit and applies them to
+ * the signal store and the sessions afterwards, and checkpoints the signal state.
+ *
+ * Everything that can refuse a write (validation, capacity, backpressure, the memory guard) runs
+ * before the write is queued, so a refused call leaves nothing behind. What runs after a commit
+ * cannot refuse anything: the batch is durable by then. If it throws anyway (a bug), the group
+ * commit fails closed (see {@link GroupCommit}): the batch's promises still resolve, later writes
+ * are refused with `WriterFailedError`, and the in-memory state is never checkpointed again, so
+ * the next open rebuilds exactly the acknowledged writes from the log.
+ */
+export class WritePath {
+  readonly #o: FilledOptions;
+  readonly #schema: QuerySchema;
+  readonly #deps: WritePathDeps;
+  readonly #items: ItemsWriter;
+  readonly #kindIndex: ReadonlyMap<string, number>;
+  readonly #ids: Map<string, number>;
+  readonly #gc: GroupCommit<WriteEvent>;
+  /** The next ordinal to hand out: above every ordinal ever committed. */
+  #nextOrdinal = 0;
+  /**
+   * Ordinals handed out whose `items` row is not committed yet. A batch that fails to commit leaves
+   * them here, so the next write of the same id still inserts the row.
+   */
+  readonly #unpersisted = new Set<number>();
+  #itemsVersion: number;
+  #eventsSinceCheckpoint: number;
+  /** Scratch arrays for the pairs of one call's slot reservation. */
+  #reserveOrdinals = new Int32Array(1024);
+  #reserveKinds = new Int32Array(1024);
+
+  constructor(o: FilledOptions, deps: WritePathDeps, start: WritePathStart) {
+    this.#o = o;
+    this.#schema = o.schema;
+    this.#deps = deps;
+    this.#items = new ItemsWriter(deps.db);
+    this.#kindIndex = new Map(o.schema.kinds.map((k, i) => [k.name, i]));
+    this.#ids = start.ids;
+    for (const ordinal of this.#ids.values()) if (ordinal >= this.#nextOrdinal) this.#nextOrdinal = ordinal + 1;
+    this.#itemsVersion = start.itemsVersion;
+    this.#eventsSinceCheckpoint = start.eventsSinceCheckpoint;
+    this.#gc = new GroupCommit<WriteEvent>(
+      deps.db,
+      { commit: (events, firstSeq) => this.#commit(events, firstSeq), afterCommit: (events) => this.#afterCommit(events) },
+      start.lastSeq,
+      o.groupCommit,
+      { memoryGuard: deps.memoryGuard, ackMark: deps.ackMark, onFailure: (err) => this.#onFailure(err) },
+    );
+  }
+
+  /** The items version queries must see to include every acknowledged item write. */
+  get itemsVersion(): number {
+    return this.#itemsVersion;
+  }
+
+  get groupCommit(): GroupCommit<WriteEvent> {
+    return this.#gc;
+  }
+
+  /** The error every write is refused with since the writer failed closed, or null. */
+  get failure(): WriterFailedError | null {
+    return this.#gc.failure;
+  }
+
+  ordinalOf(id: string): number | undefined {
+    return this.#ids.get(id);
+  }
+
+  item(id: string): StoredItem | undefined {
+    return this.#items.get(id);
+  }
+
+  // ---- calls -> events ----------------------------------------------------------------------
+
+  /** Inserts or replaces items, all or none; resolves when they are durable. */
+  upsertItems(items: readonly ItemInput[]): Promise<number> {
+    // Validated and given ordinals only once the write is admitted (see signals()).
+    return this.#gc.enqueue(() => {
+      const now = this.#o.clock();
+      const valid = items.map((it, i) => this.#validateItem(it, `items[${i}]`, now));
+      const mark = this.#nextOrdinal;
+      try {
+        return valid.map((v): WriteEvent => {
+          const { ordinal, known } = this.#ordinal(v.id);
+          return { type: 'upsert', item: { ...v, ordinal }, replacing: known };
+        });
+      } catch (err) {
+        this.#forgetOrdinalsFrom(mark);
+        throw err;
+      }
+    });
+  }
+
+  /** Deletes an item by id; resolves at once when the id was never seen. */
+  delete(id: string): Promise<number | undefined> {
+    const ordinal = this.#ids.get(id);
+    if (ordinal === undefined) return Promise.resolve(undefined);
+    return this.#gc.enqueue([{ type: 'delete', ordinal }]);
+  }
+
+  /**
+   * Records signals, all or none; resolves with the first one's sequence number once durable.
+   *
+   * The events are built by a function `GroupCommit.enqueue` runs only once the write is admitted:
+   * a write refused for backpressure costs no per-signal work (under overload most writes are
+   * refused, and validating them first cost about a quarter of the accepted throughput). The whole
+   * call is validated before any ordinal is handed out, and ordinals and signal slots are reserved
+   * before it is queued, all or none: a store that cannot hold the call refuses it with
+   * `CapacityError` here, and nothing after the commit can run out of room.
+   */
+  signals(batch: readonly SignalInput[], session: string | null): Promise<number> {
+    return this.#gc.enqueue(() => this.#signalEvents(batch, session));
+  }
+
+  #signalEvents(batch: readonly SignalInput[], session: string | null): SignalEvent[] {
+    const now = this.#o.clock();
+    const events = batch.map((s, i): SignalEvent => {
+      // Fast path for a well-formed signal, accepting exactly what the checks below accept but
+      // without building their field names (four strings per signal, ~15 % of ingest time).
+      // Anything it does not accept falls through to the checks, which name the bad field.
+      if (typeof s === 'object' && s !== null) {
+        const kind = this.#kindIndex.get(s.kind as string);
+        const { item, weight, at } = s as { item: unknown; weight: unknown; at: unknown };
+        if (
+          kind !== undefined &&
+          typeof item === 'string' && item.length > 0 && item.length <= MAX_ID_LENGTH && item.isWellFormed() &&
+          (weight === undefined || (typeof weight === 'number' && Number.isFinite(weight))) &&
+          (at === undefined || (typeof at === 'number' && at >= 0 && at < MAX_EVENT_MS))
+        ) {
+          return { type: 'signal', ordinal: -1, id: item, kind, weight: weight ?? 1, at: at ?? now, session };
+        }
+      }
+      const at = batch.length === 1 ? 'signal' : `signals[${i}]`;
+      if (typeof s !== 'object' || s === null) throw new InvalidInputError(at, 'a signal object', s);
+      const kind = this.#kindIndex.get(s.kind as string);
+      if (kind === undefined) {
+        throw new InvalidInputError(`${at}.kind`, `a signal kind declared in the schema (${[...this.#kindIndex.keys()].join(', ')})`, s.kind);
+      }
+      return {
+        type: 'signal',
+        ordinal: -1,
+        id: checkId(`${at}.item`, s.item),
+        kind,
+        weight: checkFiniteNumber(`${at}.weight`, s.weight, 1),
+        at: s.at === undefined ? now : checkTime(`${at}.at`, s.at),
+        session,
+      };
+    });
+    this.#reserve(events);
+    return events;
+  }
+
+  /**
+   * Hands out the ordinals of new ids and reserves the signal slot of every (ordinal, kind) pair of
+   * the call, all or none: on `CapacityError` the new ordinals are taken back and no slot is held.
+   */
+  #reserve(events: SignalEvent[]): void {
+    const n = events.length;
+    if (this.#reserveOrdinals.length < n) {
+      this.#reserveOrdinals = new Int32Array(n);
+      this.#reserveKinds = new Int32Array(n);
+    }
+    const ordinals = this.#reserveOrdinals;
+    const kinds = this.#reserveKinds;
+    const mark = this.#nextOrdinal;
+    try {
+      // Filled in place: this runs for every signal on the hottest path.
+      for (let i = 0; i < n; i++) {
+        const e = events[i]!;
+        e.ordinal = this.#ids.get(e.id) ?? this.#ordinal(e.id).ordinal;
+        ordinals[i] = e.ordinal;
+        kinds[i] = e.kind;
+      }
+      this.#deps.store.reserve(ordinals, kinds, n);
+    } catch (err) {
+      this.#forgetOrdinalsFrom(mark);
+      throw err;
+    }
+  }
+
+  #ordinal(id: string): { ordinal: number; known: boolean } {
+    const known = this.#ids.get(id);
+    if (known !== undefined) return { ordinal: known, known: true };
+    const ordinal = this.#nextOrdinal;
+    if (ordinal >= this.#o.capacity.items) {
+      throw new CapacityError('item ids', this.#o.capacity.items, 'raise the capacity.items builder option');
+    }
+    this.#nextOrdinal++;
+    this.#ids.set(id, ordinal);
+    this.#unpersisted.add(ordinal);
+    return { ordinal, known: false };
+  }
+
+  /** Takes back the ordinals handed out from `mark` on, for a call that was refused after all. */
+  #forgetOrdinalsFrom(mark: number): void {
+    if (this.#nextOrdinal === mark) return;
+    for (const [id, ordinal] of this.#ids) {
+      if (ordinal >= mark) {
+        this.#ids.delete(id);
+        this.#unpersisted.delete(ordinal);
+      }
+    }
+    this.#nextOrdinal = mark;
+  }
+
+  #validateItem(it: ItemInput, at: string, now: number): Omit<StoredItem, 'ordinal'> {
+    if (typeof it !== 'object' || it === null) throw new InvalidInputError(at, 'an item object', it);
+    return {
+      id: checkId(`${at}.id`, it.id),
+      text: checkText(`${at}.text`, it.text),
+      metadata: checkMetadata(`${at}.metadata`, it.metadata, this.#schema),
+      createdAt: it.createdAt === undefined ? now : checkTime(`${at}.createdAt`, it.createdAt),
+      embedding: it.embedding === undefined || it.embedding === null ? null : checkVector(`${at}.embedding`, it.embedding, this.#schema.embeddingDims),
+    };
+  }
+
+  // ---- commit -------------------------------------------------------------------------------
+
+  #commit(events: readonly WriteEvent[], firstSeq: number): void {
+    let seq = firstSeq;
+    let version = this.#itemsVersion;
+    for (const e of events) {
+      if (e.type === 'signal') {
+        if (this.#unpersisted.has(e.ordinal)) this.#items.ensureKey(e.ordinal, e.id);
+        this.#deps.log.appendAt(seq, e);
+      } else if (e.type === 'upsert') {
+        this.#items.upsert(e.item, ++version, e.replacing);
+      } else {
+        this.#items.delete(e.ordinal, ++version);
+      }
+      seq++;
+    }
+    this.#deps.sessions.persistBatch(events);
+    this.#deps.log.setLastSeq(seq - 1);
+    // Log rows a checkpoint covers are deleted here, two per event written: deleting costs about
+    // what inserting does, so the backlog a checkpoint leaves drains within half a checkpoint
+    // interval, and no single batch pays for a million deletes.
+    this.#deps.log.reclaim(2 * events.length);
+  }
+
+  #afterCommit(events: readonly WriteEvent[]): void {
+    const store = this.#deps.store;
+    const rows = this.#deps.checkpointRows;
+    this.#deps.sessions.applyBatch(events);
+    let signals = 0;
+    for (const e of events) {
+      if (e.type === 'signal') {
+        store.apply(e.ordinal, e.kind, e.weight, e.at);
+        rows.markDirty(store.slotOf(e.ordinal, e.kind));
+        signals++;
+        this.#unpersisted.delete(e.ordinal);
+      } else {
+        this.#itemsVersion++;
+        if (e.type === 'upsert') this.#unpersisted.delete(e.item.ordinal);
+      }
+    }
+    this.#eventsSinceCheckpoint += signals;
+    // The group commit advances nextSeq before this hook runs, so nextSeq − 1 is this batch's last
+    // event. A higher number would mark events not yet written as checkpointed, and replay would
+    // skip them after the next crash.
+    if (this.#eventsSinceCheckpoint >= this.#o.checkpointEveryEvents) this.#tryCheckpoint();
+  }
+
+  /**
+   * A checkpoint that fails (the disk is full, an I/O error) rolls back whole: the log still covers
+   * every event, so nothing is lost, and the next one is tried after another interval.
+   */
+  #tryCheckpoint(): void {
+    try {
+      this.checkpoint();
+    } catch (err) {
+      this.#eventsSinceCheckpoint = 0;
+      this.#deps.onWarning({
+        code: 'TIDAL_CHECKPOINT_FAILED',
+        message: `the signal-state checkpoint failed and was rolled back (${(err as Error).message}); the log still holds every event, and the next checkpoint is tried after another ${this.#o.checkpointEveryEvents} events`,
+      });
+    }
+  }
+
+  /**
+   * Writes the signal slots changed since the last checkpoint and marks the log through the last
+   * committed event as covered, in one transaction. Runs between batches, when the store reflects
+   * exactly the events committed so far; never after the writer failed, when it may not.
+   */
+  checkpoint(): void {
+    if (this.#gc.failure !== null) return;
+    const { db, store, checkpointRows, meta, log } = this.#deps;
+    const throughSeq = this.#gc.nextSeq - 1;
+    db.transaction(() => {
+      checkpointRows.write(store.arena.slots, store.slotsUsed(), SLOT_BYTES);
+      meta.set('kinds', JSON.stringify(this.#schema.kinds.map((k) => k.name)));
+      log.checkpointThrough(throughSeq);
+    })();
+    checkpointRows.committed();
+    this.#eventsSinceCheckpoint = 0;
+  }
+
+  #onFailure(err: WriterFailedError): void {
+    this.#deps.onWarning({ code: 'TIDAL_WRITER_FAILED', message: err.message });
+  }
+
+  /** Commits every queued write now. */
+  flush(): void {
+    this.#gc.flushSync();
+  }
+
+  /** Commits what is queued, refuses new writes, and checkpoints the signal state when asked. */
+  close(checkpoint: boolean): void {
+    this.#gc.close();
+    if (checkpoint && this.#eventsSinceCheckpoint > 0) this.checkpoint();
+  }
+}
