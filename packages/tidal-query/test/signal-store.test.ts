@@ -278,7 +278,7 @@ describe('SignalStore slots and index', () => {
     const err = catchError(() => store.apply(2, 0, 1, T0));
     expect(err).toBeInstanceOf(CapacityError);
     expect((err as CapacityError).resource).toBe('signal state');
-    expect((err as CapacityError).limit).toBe(2);
+    expect((err as CapacityError).capacity).toBe(2);
     expect((err as Error).message).toContain('capacity.signalSlots');
     expect(store.slotsUsed()).toBe(2);
     expect(store.slotOf(2, 0)).toBe(-1);
