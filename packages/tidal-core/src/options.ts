@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import type { Registry } from 'prom-client';
-import { InvalidInputError, resolveThresholds, type Thresholds } from 'tidal-load';
+import { InvalidInputError, resolveAdmissionLimit, resolveThresholds, type Thresholds } from 'tidal-load';
 import {
   assertDurability,
   emitProcessWarning,
@@ -213,14 +213,7 @@ function resolveLoad(o: TidalOptions, workers: number): Pick<FilledOptions, 'loa
   const enabled = o.loadManagement ?? true;
   if (typeof enabled !== 'boolean') throw new InvalidInputError('loadManagement', 'a boolean', enabled);
   const thresholds = resolveThresholds(o.loadThresholds);
-  const raw = o.admissionLimit ?? 'auto';
-  let admissionLimit: number;
-  if (raw === 'auto') admissionLimit = autoAdmissionLimit(thresholds, workers);
-  else if (typeof raw !== 'number' || !Number.isInteger(raw) || raw < 0 || raw > 2 ** 30) {
-    throw new InvalidInputError('admissionLimit', "'auto', 0 (disabled) or a whole number above loadThresholds.noDiversity", raw);
-  } else if (raw !== 0 && raw <= thresholds.noDiversity) {
-    throw new InvalidInputError('admissionLimit', `above loadThresholds.noDiversity (${thresholds.noDiversity}), or 0 to disable it`, raw);
-  } else admissionLimit = raw;
+  const admissionLimit = resolveAdmissionLimit(o.admissionLimit ?? 'auto', thresholds, { auto: autoAdmissionLimit(thresholds, workers) });
   const registry = o.metricsRegistry ?? null;
   if (registry !== null && (typeof registry !== 'object' || typeof (registry as Registry).registerMetric !== 'function')) {
     throw new InvalidInputError('metricsRegistry', 'a prom-client Registry', registry);
