@@ -13,6 +13,8 @@ export {
   describeValue,
 } from './errors.js';
 export type { ErrorCode } from './errors.js';
+export { WARNING_CODES, emitProcessWarning } from './warnings.js';
+export type { TidalWarning, WarningCode, WarningSink } from './warnings.js';
 export { DegradationLevel, levelName, levelPlan, isDegradationLevel } from './levels.js';
 export type { DegradationLevelName, LevelPlan } from './levels.js';
 export { LoadDetector, InFlightGuard, DEFAULT_THRESHOLDS, resolveThresholds, resolveAdmissionLimit } from './detector.js';
