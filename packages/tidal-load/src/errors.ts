@@ -73,8 +73,8 @@ export class InvalidInputError extends TidalError {
   readonly field: string;
   readonly value: unknown;
 
-  constructor(field: string, expected: string, value: unknown) {
-    super('TIDAL_INVALID_INPUT', `${field} must be ${expected}, got ${describeValue(value)}`);
+  constructor(field: string, expected: string, value: unknown, options?: ErrorOptions) {
+    super('TIDAL_INVALID_INPUT', `${field} must be ${expected}, got ${describeValue(value)}`, options);
     this.field = field;
     this.value = value;
   }
