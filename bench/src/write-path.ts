@@ -24,7 +24,7 @@ import Database from 'better-sqlite3';
 import { BackpressureError, TidalDb, type Durability, type SignalInput } from 'tidal-core';
 import { SignalStore } from 'tidal-query';
 import { SlotCheckpoint } from 'tidal-wal';
-import { mulberry32 } from './corpus.js';
+import { mulberry32 } from './random.js';
 import { collectGarbage, describeMachine, fmtInt, fmtMs, intFlag, machine, markdownTable, nowMs, summarize, type Summary } from './stats.js';
 
 const argv = process.argv.slice(2);
