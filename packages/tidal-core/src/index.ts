@@ -43,6 +43,7 @@ export type {
   WarningSink,
   DegradationLevelName,
   Thresholds,
+  LoadView,
   LimitedOptions,
 } from 'tidal-load';
 export { SESSION_DEFAULTS } from './sessions.js';

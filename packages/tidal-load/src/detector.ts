@@ -118,11 +118,27 @@ export interface LoadDetectorOptions {
 }
 
 /**
+ * What an application may see of the load detector: figures to read, nothing to change. A
+ * {@link LoadDetector} is one, so a database can hand out its detector typed as this.
+ */
+export interface LoadView {
+  /** Queries in flight now. */
+  readonly inFlight: number;
+  /** The level a query entering now would get. */
+  readonly level: DegradationLevel;
+  /** Queries refused by the admission cap so far. */
+  readonly rejected: number;
+  readonly thresholds: Readonly<Thresholds>;
+  /** The admission cap; `0` when there is none. */
+  readonly admissionLimit: number;
+}
+
+/**
  * Counts queries in flight in a SharedArrayBuffer, changed only with Atomics so any thread can read
  * it, and turns the count at entry into a {@link DegradationLevel}. The level is decided once, at
  * entry: a query never changes level midway.
  */
-export class LoadDetector {
+export class LoadDetector implements LoadView {
   readonly thresholds: Readonly<Thresholds>;
   readonly admissionLimit: number;
   readonly #count: Int32Array;
