@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TidalDb, type ItemInput, type SchemaDefinition, type WarmResult } from 'tidal-core';
-import { HOUR, NOW, cosine, seededRandom } from './helpers.js';
+import { HOUR, NOW, cosine, mulberry32 } from './helpers.js';
 
 const SIDECAR = 'ann-snapshot.json';
 
@@ -21,7 +21,7 @@ function randomVector(rand: () => number, dims: number): number[] {
 }
 
 function makeItems(n: number, dims: number, seed: number): ItemInput[] {
-  const rand = seededRandom(seed);
+  const rand = mulberry32(seed);
   return Array.from({ length: n }, (_, i) => ({ id: `it-${String(i).padStart(4, '0')}`, embedding: randomVector(rand, dims), createdAt: NOW - i }));
 }
 
@@ -136,7 +136,7 @@ describe('ANN index built once and shared', () => {
       expect(sidecar(dir)).toMatchObject({ version: N, dims: DIMS, count: N });
 
       const live = new Map(items.map((it) => [it.id, it.embedding as number[]]));
-      const rand = seededRandom(2);
+      const rand = mulberry32(2);
       for (let q = 0; q < 25; q++) {
         const v = randomVector(rand, DIMS);
         const r = await searchEverywhere(db, v, 10);
@@ -193,7 +193,7 @@ describe('ANN index built once and shared', () => {
     const old = sidecar(dir);
     const keep = { sidecar: readFileSync(join(dir, SIDECAR)), index: readFileSync(join(dir, old.file)) };
 
-    const rand = seededRandom(5);
+    const rand = mulberry32(5);
     const moved = items[10]!;
     const movedTo = randomVector(rand, DIMS);
     const deleted = items[20]!;
@@ -239,7 +239,7 @@ describe('ANN index built once and shared', () => {
       const atAdded = await searchEverywhere(db, added.embedding as number[], 3);
       expect(atAdded.hits[0]!.id).toBe(added.id);
 
-      const rand2 = seededRandom(6);
+      const rand2 = mulberry32(6);
       for (let q = 0; q < 15; q++) {
         const v = randomVector(rand2, DIMS);
         expectTop(live, v, (await searchEverywhere(db, v, 5)).hits[0]!);
@@ -304,7 +304,7 @@ describe('ANN index built once and shared', () => {
       expect(sameEverywhere(await db.warm())).toMatchObject({ annSource: 'built', annSize: N, annRowsApplied: 0 });
       expect(sidecar(dir).file).not.toBe(file);
       const live = new Map(items.map((it) => [it.id, it.embedding as number[]]));
-      const rand = seededRandom(9);
+      const rand = mulberry32(9);
       for (let q = 0; q < 15; q++) {
         const v = randomVector(rand, DIMS);
         expectTop(live, v, (await searchEverywhere(db, v, 5)).hits[0]!);
@@ -367,7 +367,7 @@ describe('ANN index built once and shared', () => {
       expect(sidecar(dir)).toMatchObject({ dims: DIMS, count: 120 });
       expect(readdirSync(dir)).not.toContain(foreign.file);
       const live = new Map(items.map((it) => [it.id, it.embedding as number[]]));
-      const rand = seededRandom(13);
+      const rand = mulberry32(13);
       for (let q = 0; q < 10; q++) {
         const v = randomVector(rand, DIMS);
         expectTop(live, v, (await searchEverywhere(db, v, 3)).hits[0]!);
@@ -395,7 +395,7 @@ describe('ANN index built once and shared', () => {
     db = await open(dir, DIMS);
     try {
       expect(sameEverywhere(await db.warm())).toMatchObject({ annSource: 'none', annSize: 0 });
-      const r = await db.search({ vector: randomVector(seededRandom(15), DIMS), limit: 5 });
+      const r = await db.search({ vector: randomVector(mulberry32(15), DIMS), limit: 5 });
       expect(r.hits).toEqual([]);
     } finally {
       await db.close();

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TidalDb, type TidalWarning } from 'tidal-core';
 import { BASE, ITEMS, SCHEMA, replayState } from './fixtures/crash-events.mjs';
-import { prng, readAckMark, writeThenKill } from './fixtures/crash-harness.mjs';
+import { readAckMark, writeThenKill } from './fixtures/crash-harness.mjs';
+import { mulberry32 } from './helpers.js';
 
 const SEED = 0x71da1;
 const NOW = BASE + 10_000_000;
@@ -59,7 +60,7 @@ function expectPrefix(db: TidalDb, context: string): number {
 
 describe('crash: SIGKILL at random points', () => {
   it('keeps every acknowledged signal exactly once across 20 kills, with checkpoints in between', async () => {
-    const rand = prng(SEED);
+    const rand = mulberry32(SEED);
     const dir = join(root, 'kills');
     let next = 0;
     for (let round = 0; round < 20; round++) {
@@ -93,7 +94,7 @@ describe('crash: a torn or corrupt WAL tail', () => {
   const damages = ['truncate', 'truncate', 'truncate', 'corrupt', 'corrupt', 'corrupt'] as const;
 
   it.each(damages.map((d, i) => [d, i] as const))('reopens cleanly after the test %s the tail (case %i)', async (damage, index) => {
-    const rand = prng(SEED + 1 + index);
+    const rand = mulberry32(SEED + 1 + index);
     const dir = join(root, `tail-${index}`);
     const context = `seed ${SEED + 1 + index} ${damage}`;
     await writeThenKill(dir, 0, 400 + Math.floor(rand() * 400));

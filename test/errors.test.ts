@@ -40,7 +40,7 @@ function sampleOf(cls: string): TidalError {
     case 'MemoryPressureError':
       return new tidal.MemoryPressureError(1, 2);
     case 'RateLimitedError':
-      return new tidal.RateLimitedError('agent-1', 'session-1', 5, 200);
+      return new tidal.RateLimitedError('agent-1', 'session-1', 5, 200, 10);
     case 'SessionClosedError':
       return new tidal.SessionClosedError('session-1', 'signal');
     case 'WriterFailedError':

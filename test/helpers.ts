@@ -198,17 +198,8 @@ export function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
   return dot / Math.sqrt(na * nb);
 }
 
-/** A seeded PRNG (mulberry32): the same sequence on every run. */
-export function seededRandom(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A seeded PRNG: the same sequence on every run. */
+export { mulberry32 } from '../bench/src/random.js';
 
 export function idsOf(list: readonly { id: string }[]): string[] {
   return list.map((x) => x.id);

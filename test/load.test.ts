@@ -115,7 +115,7 @@ describe('degradation levels through the executors', () => {
     for (const s of served) expect(s.items).toHaveLength(3);
     for (const r of refused) {
       expect(r.code).toBe('TIDAL_OVERLOADED');
-      expect(r.limit).toBe(6);
+      expect(r.admissionLimit).toBe(6);
       expect(r.inFlight).toBe(6);
       expect(r.retryAfterMs).toBeGreaterThanOrEqual(1);
     }

@@ -11,7 +11,7 @@ import {
   idsOf,
   openCorpusDb,
   openDb,
-  seededRandom,
+  mulberry32,
   type TestClock,
 } from './helpers.js';
 
@@ -379,7 +379,7 @@ describe('retrieve: around a context vector', () => {
   // Near item i sits at angle atan(d_i) from the context, d_i growing with i, in a direction of
   // its own: similarity to the context falls strictly with i, by clear margins.
   const near: ItemInput[] = [];
-  const rand = seededRandom(42);
+  const rand = mulberry32(42);
   for (let i = 0; i < NEAR; i++) {
     const d = 0.01 + i * 0.0005;
     const [a, b, c] = [rand() - 0.5, rand() - 0.5, rand() - 0.5];

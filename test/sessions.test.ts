@@ -242,7 +242,7 @@ describe('rate limiting', () => {
 
     const refused = db.sessionSignal(h, { item: 'b', kind: 'like' });
     await expect(refused).rejects.toBeInstanceOf(RateLimitedError);
-    await expect(refused).rejects.toMatchObject({ code: 'TIDAL_RATE_LIMITED', agentId: 'agent-7', sessionId: h.id, limit: 10, retryAfterMs: 100 });
+    await expect(refused).rejects.toMatchObject({ code: 'TIDAL_RATE_LIMITED', agentId: 'agent-7', sessionId: h.id, ratePerSecond: 10, burst: 2, retryAfterMs: 100 });
     clock.now = NOW + 30;
     await expect(db.sessionSignal(h, { item: 'b', kind: 'like' })).rejects.toMatchObject({ retryAfterMs: 70 });
     // Another session of the same agent has a bucket of its own; plain signals are never limited.
@@ -410,7 +410,7 @@ describe('closing', () => {
       caught = err;
     }
     expect(caught).toBeInstanceOf(CapacityError);
-    expect(caught).toMatchObject({ code: 'TIDAL_CAPACITY', resource: 'open sessions', limit: 2 });
+    expect(caught).toMatchObject({ code: 'TIDAL_CAPACITY', resource: 'open sessions', capacity: 2 });
     await db.closeSession(a);
     expect(db.openSession({ agent: 'c' }).agentId).toBe('c');
   });

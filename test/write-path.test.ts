@@ -41,7 +41,7 @@ describe('backpressure through TidalDb', () => {
       // Depth 16: every write method is refused, with the numbers the caller needs.
       const err = await db.signal({ item: 'a', kind: 'view' }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(BackpressureError);
-      expect(err).toMatchObject({ code: 'TIDAL_BACKPRESSURE', depth: 16, limit: 16 });
+      expect(err).toMatchObject({ code: 'TIDAL_BACKPRESSURE', depth: 16, maxQueueEvents: 16 });
       expect((err as BackpressureError).retryAfterMs).toBeGreaterThanOrEqual(1);
       await expect(db.signals([{ item: 'b', kind: 'view' }, { item: 'c', kind: 'view' }])).rejects.toBeInstanceOf(BackpressureError);
       await expect(db.upsertItems([{ id: 'd' }])).rejects.toBeInstanceOf(BackpressureError);

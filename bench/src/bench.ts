@@ -14,7 +14,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TidalDb, levelName, type DegradationLevel, type RetrieveResults, type SearchResults } from 'tidal-core';
 import { SqlBaseline, ftsMatchExpression } from './baseline.js';
-import { CATEGORIES, Corpus, mixSeed, mulberry32, tidalSchema, type CorpusSignal, type SignalColumns } from './corpus.js';
+import { CATEGORIES, Corpus, mixSeed, tidalSchema, type CorpusSignal, type SignalColumns } from './corpus.js';
+import { mulberry32 } from './random.js';
 import {
   Progress,
   collectGarbage,

@@ -6,21 +6,11 @@
  * holding a million item objects at once, and the demo and the benchmark agree on what item 123 is.
  */
 
+import { mulberry32 } from './random.js';
+
 // ---------------------------------------------------------------------------------------------
 // Random numbers
 // ---------------------------------------------------------------------------------------------
-
-/** mulberry32: tiny, fast, and good enough for synthetic data; returns floats in [0, 1). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Mixes several integers into one 32-bit seed (murmur3 finaliser per step). Streams for different

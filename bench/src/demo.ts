@@ -4,7 +4,8 @@
  */
 
 import { TidalDb, levelName, type DegradationLevel, type Item, type SignalValues } from 'tidal-core';
-import { CATEGORIES, Corpus, mulberry32, tidalSchema } from './corpus.js';
+import { CATEGORIES, Corpus, tidalSchema } from './corpus.js';
+import { mulberry32 } from './random.js';
 import { Progress, fmtDuration, fmtInt, fmtMs, intFlag, nowMs, textTable } from './stats.js';
 
 const ITEMS = intFlag(process.argv.slice(2), 'items', 50_000);

@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DegradationLevel, TidalDb, TidalError, levelName, type DegradationLevelName } from 'tidal-core';
-import { Corpus, mulberry32, tidalSchema } from './corpus.js';
+import { Corpus, tidalSchema } from './corpus.js';
+import { mulberry32 } from './random.js';
 import { Progress, collectGarbage, describeMachine, fmtInt, intFlag, machine, markdownTable, nowMs, percentile } from './stats.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));

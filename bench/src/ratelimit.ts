@@ -13,7 +13,8 @@
  */
 
 import { RateLimiterMemory, type RateLimiterRes } from 'rate-limiter-flexible';
-import { RateLimiter, RateLimiterConfig, TidalDb, type SessionHandle } from 'tidal-core';
+import { RateLimiterConfig, TidalDb, type SessionHandle } from 'tidal-core';
+import { RateLimiter } from 'tidal-load';
 import { collectGarbage, describeMachine, fmtInt, fmtMs, fmtRatio, intFlag, loadAverage, machine, markdownTable, nowMs } from './stats.js';
 
 const argv = process.argv.slice(2);

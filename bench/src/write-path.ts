@@ -24,7 +24,7 @@ import Database from 'better-sqlite3';
 import { BackpressureError, TidalDb, type Durability, type SignalInput } from 'tidal-core';
 import { SignalStore } from 'tidal-query';
 import { SlotCheckpoint } from 'tidal-wal';
-import { mulberry32 } from './corpus.js';
+import { mulberry32 } from './random.js';
 import { collectGarbage, describeMachine, fmtInt, fmtMs, intFlag, machine, markdownTable, nowMs, summarize, type Summary } from './stats.js';
 
 const argv = process.argv.slice(2);
@@ -244,7 +244,7 @@ interface OverloadResult {
   refusedShare: number;
   refusedCalls: number;
   maxDepthSeen: number;
-  limit: number;
+  maxQueueEvents: number;
   retryAfter: Summary;
   ack: Summary;
   rssStartMiB: number;
@@ -271,7 +271,7 @@ async function overload(rows: Rows, offeredPerSec: number): Promise<OverloadResu
   let refused = 0;
   let refusedCalls = 0;
   let maxDepth = 0;
-  let limit = 0;
+  let maxQueueEvents = 0;
   let outstanding = 0;
   let lastAck = 0;
   let next = 0;
@@ -321,7 +321,7 @@ async function overload(rows: Rows, offeredPerSec: number): Promise<OverloadResu
             refused += call.length;
             refusedCalls++;
             maxDepth = Math.max(maxDepth, err.depth);
-            limit = err.limit;
+            maxQueueEvents = err.maxQueueEvents;
             retry.push(err.retryAfterMs);
           },
         );
@@ -338,7 +338,7 @@ async function overload(rows: Rows, offeredPerSec: number): Promise<OverloadResu
     refusedShare: refused / offered,
     refusedCalls,
     maxDepthSeen: maxDepth,
-    limit,
+    maxQueueEvents,
     retryAfter: summarize(retry),
     ack: summarize(acks),
     rssStartMiB: mib(rssStart),
@@ -408,7 +408,7 @@ async function main(): Promise<void> {
   log(
     `overload at 2× (${fmtInt(over.offeredPerSec)} offered/s): accepted ${fmtInt(over.acceptedPerSec)}/s = ` +
       `${((over.acceptedPerSec / proc.perSec) * 100).toFixed(0)} % of max, refused ${(over.refusedShare * 100).toFixed(0)} % ` +
-      `(${fmtInt(over.refusedCalls)} calls), max depth seen ${fmtInt(over.maxDepthSeen)} (limit ${fmtInt(over.limit)}), ` +
+      `(${fmtInt(over.refusedCalls)} calls), max depth seen ${fmtInt(over.maxDepthSeen)} (maxQueueEvents ${fmtInt(over.maxQueueEvents)}), ` +
       `rss ${over.rssStartMiB.toFixed(0)} → max ${over.rssMaxMiB.toFixed(0)} → ${over.rssEndMiB.toFixed(0)} MiB`,
   );
   log();
@@ -457,7 +457,7 @@ async function main(): Promise<void> {
         ['offered signals/s', fmtInt(over.offeredPerSec)],
         ["accepted signals/s (vs max `'process'` above)", `${fmtInt(over.acceptedPerSec)} (${((over.acceptedPerSec / proc.perSec) * 100).toFixed(0)} %)`],
         ['refused with BackpressureError', `${(over.refusedShare * 100).toFixed(0)} % of signals (${fmtInt(over.refusedCalls)} calls)`],
-        ['max queue depth seen / limit', `${fmtInt(over.maxDepthSeen)} / ${fmtInt(over.limit)}`],
+        ['max queue depth seen / maxQueueEvents', `${fmtInt(over.maxDepthSeen)} / ${fmtInt(over.maxQueueEvents)}`],
         ['retryAfterMs p50 / p99 / max', `${fmtMs(over.retryAfter.p50)} / ${fmtMs(over.retryAfter.p99)} / ${fmtMs(over.retryAfter.max)}`],
         ['ack p50 / p99 ms (accepted calls)', `${fmtMs(over.ack.p50)} / ${fmtMs(over.ack.p99)}`],
         ['event-loop delay p99 ms', fmtMs(over.loopP99Ms)],

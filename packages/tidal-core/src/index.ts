@@ -1,8 +1,12 @@
+// The public API of tidal: what README.md, docs/errors.md and docs/warnings.md describe. The other
+// packages' classes (the load detector, the rate limiter, the write path, the signal store) are
+// reached through TidalDb, never imported by an application.
 export { TidalDb, TidalDbBuilder } from './db.js';
 export type { LoadView } from './db.js';
 export { DEFAULTS, autoAdmissionLimit } from './options.js';
 export type { QueryStats, LatencySummary } from './stats.js';
 export type { TidalOptions, CapacityOptions } from './options.js';
+export type { MetricsRegistry } from './metrics.js';
 export type { SchemaDefinition, SignalKindDefinition } from './schema.js';
 export { MAX_ID_LENGTH, MAX_TEXT_LENGTH, MAX_LIMIT, MAX_BATCH, MAX_METADATA_BYTES } from './validate.js';
 export type {
@@ -30,16 +34,23 @@ export {
   AbortedError,
   TimeoutError,
   ERROR_CODES,
+  WARNING_CODES,
   DegradationLevel,
   levelName,
-  levelPlan,
-  LoadDetector,
-  InFlightGuard,
   DEFAULT_THRESHOLDS,
+  RateLimiterConfig,
+  RATE_LIMITER_DEFAULTS,
 } from 'tidal-load';
-export type { ErrorCode, DegradationLevelName, LevelPlan, Thresholds } from 'tidal-load';
-export { RateLimiterConfig, RateLimiter, TokenBucket, RATE_LIMITER_DEFAULTS } from 'tidal-load';
-export type { LimitedOptions, RateLimit, RateLimiterStats } from 'tidal-load';
+export type {
+  ErrorCode,
+  TidalWarning,
+  WarningCode,
+  WarningSink,
+  DegradationLevelName,
+  Thresholds,
+  LoadView,
+  LimitedOptions,
+} from 'tidal-load';
 export { SESSION_DEFAULTS } from './sessions.js';
 export type { SessionHandle, SessionInfo, SessionOptions, SessionSummary, OpenSessionOptions } from './sessions.js';
 export type {
@@ -52,8 +63,9 @@ export type {
   RetrievedItem,
   SearchHit,
   SignalValues,
+  WarmResult,
   WindowName,
   VelocityWindow,
 } from 'tidal-query';
-export type { Durability, GroupCommitOptions, MemoryGuardOptions, TidalWarning, WarningCode } from 'tidal-wal';
-export { RETRY_AFTER_MIN_MS, RETRY_AFTER_MAX_MS, WARNING_CODES } from 'tidal-wal';
+export type { Durability, GroupCommitOptions, MemoryGuardOptions } from 'tidal-wal';
+export { RETRY_AFTER_MIN_MS, RETRY_AFTER_MAX_MS } from 'tidal-wal';

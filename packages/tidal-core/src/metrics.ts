@@ -1,6 +1,17 @@
-import type { Registry } from 'prom-client';
-import { Counter, Gauge, Histogram } from 'prom-client';
-import { levelName, type DegradationLevel } from 'tidal-load';
+import { createRequire } from 'node:module';
+import { InvalidInputError, levelName, type DegradationLevel } from 'tidal-load';
+
+// prom-client is an optional peer dependency: it is loaded only when a registry is given, and no
+// type of it appears in tidal's declarations (an application without it must still type-check).
+type PromClient = typeof import('prom-client');
+
+/**
+ * The part of a prom-client `Registry` tidal uses. A structural type, so tidal's declarations name
+ * no prom-client type; any prom-client `Registry` satisfies it.
+ */
+export interface MetricsRegistry {
+  registerMetric(metric: object): void;
+}
 
 export interface MetricsSource {
   inFlight(): number;
@@ -8,17 +19,71 @@ export interface MetricsSource {
   rejected(): number;
 }
 
+const INSTALL_HINT = 'a prom-client Registry, with the prom-client package installed where tidal-core can load it (npm install prom-client)';
+
+function notInstalled(registry: unknown, err: unknown): InvalidInputError {
+  return new InvalidInputError('metricsRegistry', `${INSTALL_HINT}; loading prom-client failed: ${(err as Error)?.message ?? String(err)}`, registry, {
+    cause: err,
+  });
+}
+
+let loaded: PromClient | undefined;
+
+/**
+ * Loads prom-client for {@link createMetrics}.
+ * @throws {@link InvalidInputError} naming `metricsRegistry` when it cannot be loaded.
+ */
+async function importPromClient(registry: unknown): Promise<PromClient> {
+  if (loaded) return loaded;
+  try {
+    const mod = (await import('prom-client')) as PromClient & { default?: PromClient };
+    // prom-client is CommonJS: its exports are the namespace's members and its `default`.
+    loaded = typeof mod.Counter === 'function' ? mod : mod.default!;
+  } catch (err) {
+    throw notInstalled(registry, err);
+  }
+  return loaded;
+}
+
+/** The synchronous path of a `new Metrics(...)`; prom-client is CommonJS, so `require` loads it. */
+function requirePromClient(registry: unknown): PromClient {
+  if (loaded) return loaded;
+  try {
+    loaded = createRequire(import.meta.url)('prom-client') as PromClient;
+  } catch (err) {
+    throw notInstalled(registry, err);
+  }
+  return loaded;
+}
+
+/**
+ * Loads prom-client and creates tidal's metrics in `registry`: the way to build {@link Metrics}.
+ * Nothing imports prom-client until this is called, so a database without `.metrics()` runs
+ * without it installed.
+ * @throws {@link InvalidInputError} naming `metricsRegistry` when prom-client is not installed.
+ */
+export async function createMetrics(registry: MetricsRegistry, source: MetricsSource, prefix = 'tidal_'): Promise<Metrics> {
+  await importPromClient(registry);
+  return new Metrics(registry, source, prefix);
+}
+
 /**
  * Prometheus metrics in the caller's prom-client registry. Gauges are read when the registry is
  * scraped (no work per query); counters and the histogram are updated per query.
  */
 export class Metrics {
-  readonly #queries: Counter<'level' | 'op'>;
-  readonly #duration: Histogram<'op'>;
-  readonly #failed: Counter;
+  readonly #queries;
+  readonly #duration;
+  readonly #failed;
 
-  constructor(registry: Registry, source: MetricsSource, prefix = 'tidal_') {
-    const registers = [registry];
+  /**
+   * Prefer {@link createMetrics}. Called directly, the constructor loads prom-client synchronously.
+   * @throws {@link InvalidInputError} naming `metricsRegistry` when prom-client is not installed.
+   */
+  constructor(registry: MetricsRegistry, source: MetricsSource, prefix = 'tidal_') {
+    const { Counter, Gauge, Histogram } = requirePromClient(registry);
+    // prom-client types its registers as its own Registry; tidal accepts the structural subset.
+    const registers = [registry as InstanceType<PromClient['Registry']>];
     new Gauge({
       name: `${prefix}queries_in_flight`,
       help: 'Queries in flight now',
@@ -45,12 +110,12 @@ export class Metrics {
         this.inc(source.rejected());
       },
     });
-    this.#queries = new Counter({ name: `${prefix}queries_total`, help: 'Queries served, by level and operation', labelNames: ['level', 'op'], registers });
+    this.#queries = new Counter({ name: `${prefix}queries_total`, help: 'Queries served, by level and operation', labelNames: ['level', 'op'] as const, registers });
     this.#failed = new Counter({ name: `${prefix}queries_failed_total`, help: 'Queries that failed in a worker', registers });
     this.#duration = new Histogram({
       name: `${prefix}query_duration_seconds`,
       help: 'End-to-end query latency, queueing included',
-      labelNames: ['op'],
+      labelNames: ['op'] as const,
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
       registers,
     });

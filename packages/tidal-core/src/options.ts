@@ -1,6 +1,5 @@
 import { availableParallelism } from 'node:os';
-import type { Registry } from 'prom-client';
-import { InvalidInputError, resolveThresholds, type Thresholds } from 'tidal-load';
+import { InvalidInputError, resolveAdmissionLimit, resolveThresholds, type Thresholds } from 'tidal-load';
 import {
   assertDurability,
   emitProcessWarning,
@@ -13,6 +12,7 @@ import {
   type WarningSink,
 } from 'tidal-wal';
 import type { QuerySchema } from 'tidal-query';
+import type { MetricsRegistry } from './metrics.js';
 import { resolveSchema, type SchemaDefinition } from './schema.js';
 import { resolveRateLimiterConfig, type RateLimit, type RateLimiterConfig } from 'tidal-load';
 import { resolveSessionOptions, type FilledSessionOptions, type SessionOptions } from './sessions.js';
@@ -100,7 +100,7 @@ export interface TidalOptions {
    */
   loadManagement?: boolean;
   /** A prom-client registry to export tidal's metrics into. */
-  metricsRegistry?: Registry;
+  metricsRegistry?: MetricsRegistry;
   /**
    * Token-bucket rate limit on session signals, per (agent, session); plain `signal()` is never
    * limited. Validated at `open()`.
@@ -124,7 +124,7 @@ export interface FilledOptions {
   onWarning: WarningSink;
   loadThresholds: Thresholds;
   admissionLimit: number;
-  metricsRegistry: Registry | null;
+  metricsRegistry: MetricsRegistry | null;
   /** `null`: unlimited. */
   rateLimit: RateLimit | null;
   sessions: FilledSessionOptions;
@@ -213,16 +213,9 @@ function resolveLoad(o: TidalOptions, workers: number): Pick<FilledOptions, 'loa
   const enabled = o.loadManagement ?? true;
   if (typeof enabled !== 'boolean') throw new InvalidInputError('loadManagement', 'a boolean', enabled);
   const thresholds = resolveThresholds(o.loadThresholds);
-  const raw = o.admissionLimit ?? 'auto';
-  let admissionLimit: number;
-  if (raw === 'auto') admissionLimit = autoAdmissionLimit(thresholds, workers);
-  else if (typeof raw !== 'number' || !Number.isInteger(raw) || raw < 0 || raw > 2 ** 30) {
-    throw new InvalidInputError('admissionLimit', "'auto', 0 (disabled) or a whole number above loadThresholds.noDiversity", raw);
-  } else if (raw !== 0 && raw <= thresholds.noDiversity) {
-    throw new InvalidInputError('admissionLimit', `above loadThresholds.noDiversity (${thresholds.noDiversity}), or 0 to disable it`, raw);
-  } else admissionLimit = raw;
+  const admissionLimit = resolveAdmissionLimit(o.admissionLimit ?? 'auto', thresholds, { auto: autoAdmissionLimit(thresholds, workers) });
   const registry = o.metricsRegistry ?? null;
-  if (registry !== null && (typeof registry !== 'object' || typeof (registry as Registry).registerMetric !== 'function')) {
+  if (registry !== null && (typeof registry !== 'object' || typeof (registry as MetricsRegistry).registerMetric !== 'function')) {
     throw new InvalidInputError('metricsRegistry', 'a prom-client Registry', registry);
   }
   return enabled

@@ -339,7 +339,8 @@ export class SessionRegistry {
     const wait = this.#limiter.tryTake(s.handle.agentId, s.handle.id, now);
     if (wait > 0) {
       s.rejections++;
-      throw new RateLimitedError(s.handle.agentId, s.handle.id, this.#limiter.limit!.ratePerSecond, wait);
+      const limit = this.#limiter.rateLimit!;
+      throw new RateLimitedError(s.handle.agentId, s.handle.id, limit.ratePerSecond, wait, limit.burst);
     }
     return s;
   }

@@ -47,6 +47,30 @@ export function resolveThresholds(value: Partial<Thresholds> | undefined, field 
   return t;
 }
 
+/** The largest admission cap accepted: far above any in-flight count a process can hold. */
+const MAX_ADMISSION_LIMIT = 2 ** 30;
+
+/**
+ * Validates an admission cap: `0` (no cap) or a whole number above the last threshold, so the cap
+ * never refuses a query that would still have been served at a better level. `'auto'` is accepted
+ * only when `auto` gives the number it stands for.
+ * @throws {@link InvalidInputError} naming `field` and the value.
+ */
+export function resolveAdmissionLimit(
+  value: unknown,
+  thresholds: Readonly<Thresholds>,
+  options: { field?: string; auto?: number } = {},
+): number {
+  const field = options.field ?? 'admissionLimit';
+  if (value === 'auto' && options.auto !== undefined) return options.auto;
+  const accepted = `${options.auto === undefined ? '' : "'auto', "}0 (disabled) or a whole number above loadThresholds.noDiversity (${thresholds.noDiversity})`;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_ADMISSION_LIMIT) {
+    throw new InvalidInputError(field, accepted, value);
+  }
+  if (value !== 0 && value <= thresholds.noDiversity) throw new InvalidInputError(field, accepted, value);
+  return value;
+}
+
 function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
@@ -86,13 +110,27 @@ export interface LoadDetectorOptions {
   thresholds?: Partial<Thresholds>;
   /**
    * Hard cap on queries in flight; past it `enter()` throws {@link OverloadedError}. `0` disables it.
-   * @default 0 (the database resolves its own default, see `resolveAdmissionLimit`)
+   * @default 0 (the database resolves its own default, `'auto'`, through {@link resolveAdmissionLimit})
    */
   admissionLimit?: number;
-  /** The Retry-After a refusal carries, given the in-flight count and the limit. */
-  retryAfterMs?: (inFlight: number, limit: number) => number;
-  /** An existing counter buffer (4 bytes) to share; one is created otherwise. */
-  buffer?: SharedArrayBuffer;
+  /** The Retry-After a refusal carries, given the in-flight count and the admission limit. */
+  retryAfterMs?: (inFlight: number, admissionLimit: number) => number;
+}
+
+/**
+ * What an application may see of the load detector: figures to read, nothing to change. A
+ * {@link LoadDetector} is one, so a database can hand out its detector typed as this.
+ */
+export interface LoadView {
+  /** Queries in flight now. */
+  readonly inFlight: number;
+  /** The level a query entering now would get. */
+  readonly level: DegradationLevel;
+  /** Queries refused by the admission cap so far. */
+  readonly rejected: number;
+  readonly thresholds: Readonly<Thresholds>;
+  /** The admission cap; `0` when there is none. */
+  readonly admissionLimit: number;
 }
 
 /**
@@ -100,26 +138,17 @@ export interface LoadDetectorOptions {
  * it, and turns the count at entry into a {@link DegradationLevel}. The level is decided once, at
  * entry: a query never changes level midway.
  */
-export class LoadDetector {
+export class LoadDetector implements LoadView {
   readonly thresholds: Readonly<Thresholds>;
   readonly admissionLimit: number;
   readonly #count: Int32Array;
-  readonly #retryAfterMs: (inFlight: number, limit: number) => number;
+  readonly #retryAfterMs: (inFlight: number, admissionLimit: number) => number;
   #rejected = 0;
 
   constructor(options: LoadDetectorOptions = {}) {
     this.thresholds = Object.freeze(resolveThresholds(options.thresholds));
-    const limit = options.admissionLimit ?? 0;
-    if (!Number.isInteger(limit) || limit < 0) throw new InvalidInputError('admissionLimit', "a whole number ≥ 0 (0 disables it)", limit);
-    if (limit !== 0 && limit <= this.thresholds.noDiversity) {
-      throw new InvalidInputError(
-        'admissionLimit',
-        `above the last degradation threshold (noDiversity = ${this.thresholds.noDiversity}), or 0 to disable it`,
-        limit,
-      );
-    }
-    this.admissionLimit = limit;
-    this.#count = new Int32Array(options.buffer ?? new SharedArrayBuffer(4));
+    this.admissionLimit = resolveAdmissionLimit(options.admissionLimit ?? 0, this.thresholds);
+    this.#count = new Int32Array(new SharedArrayBuffer(4));
     this.#retryAfterMs = options.retryAfterMs ?? (() => 1);
   }
 

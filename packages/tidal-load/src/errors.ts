@@ -33,10 +33,21 @@ export class TidalError extends Error {
     Object.defineProperty(this, MARK, { value: true });
   }
 
-  /** True for any tidal error, even one thrown by another copy of the package. */
+  /**
+   * True for any tidal error, even one thrown by another copy of the package. Each subclass has its
+   * own `is`, true only for its code: `OverloadedError.is(err)`.
+   */
   static is(value: unknown): value is TidalError {
     return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[MARK] === true;
   }
+}
+
+/**
+ * The guard behind every subclass's `is`: the marker and the code, never `instanceof`, so an error
+ * from a second copy of the package (a duplicated dependency, another realm) is still recognised.
+ */
+function hasCode(value: unknown, code: ErrorCode): boolean {
+  return TidalError.is(value) && value.code === code;
 }
 
 /** Describes a value for an error message: `-1 (number)`, `"abc" (string)`, `NaN (number)`. */
@@ -57,11 +68,16 @@ export function describeValue(value: unknown): string {
 
 /** Bad input: names the field, what it must be and what it got. Nothing was written. */
 export class InvalidInputError extends TidalError {
+  /** True for a `TIDAL_INVALID_INPUT` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is InvalidInputError {
+    return hasCode(value, 'TIDAL_INVALID_INPUT');
+  }
+
   readonly field: string;
   readonly value: unknown;
 
-  constructor(field: string, expected: string, value: unknown) {
-    super('TIDAL_INVALID_INPUT', `${field} must be ${expected}, got ${describeValue(value)}`);
+  constructor(field: string, expected: string, value: unknown, options?: ErrorOptions) {
+    super('TIDAL_INVALID_INPUT', `${field} must be ${expected}, got ${describeValue(value)}`, options);
     this.field = field;
     this.value = value;
   }
@@ -69,6 +85,11 @@ export class InvalidInputError extends TidalError {
 
 /** The database was closed; no call is served after `close()`. */
 export class ClosedError extends TidalError {
+  /** True for a `TIDAL_CLOSED` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is ClosedError {
+    return hasCode(value, 'TIDAL_CLOSED');
+  }
+
   readonly operation: string;
 
   constructor(operation: string) {
@@ -79,18 +100,30 @@ export class ClosedError extends TidalError {
 
 /** A fixed-size structure is full (for example the shared signal-state arena). */
 export class CapacityError extends TidalError {
-  readonly resource: string;
-  readonly limit: number;
+  /** True for a `TIDAL_CAPACITY` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is CapacityError {
+    return hasCode(value, 'TIDAL_CAPACITY');
+  }
 
-  constructor(resource: string, limit: number, hint: string) {
-    super('TIDAL_CAPACITY', `${resource} is full (limit ${limit}); ${hint}`);
+  /** What is full: `'item ids'`, `'signal state'`, `'open sessions'`. */
+  readonly resource: string;
+  /** How many the structure holds (the builder option that sizes it). */
+  readonly capacity: number;
+
+  constructor(resource: string, capacity: number, hint: string) {
+    super('TIDAL_CAPACITY', `${resource} is full (capacity ${capacity}); ${hint}`);
     this.resource = resource;
-    this.limit = limit;
+    this.capacity = capacity;
   }
 }
 
 /** A bug or an unexpected failure underneath (a worker crash, a corrupt file). */
 export class InternalError extends TidalError {
+  /** True for a `TIDAL_INTERNAL` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is InternalError {
+    return hasCode(value, 'TIDAL_INTERNAL');
+  }
+
   constructor(message: string, options?: ErrorOptions) {
     super('TIDAL_INTERNAL', message, options);
   }
@@ -101,15 +134,22 @@ export class InternalError extends TidalError {
  * Retry after `retryAfterMs`.
  */
 export class OverloadedError extends TidalError {
-  readonly retryAfterMs: number;
-  readonly inFlight: number;
-  readonly limit: number;
+  /** True for a `TIDAL_OVERLOADED` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is OverloadedError {
+    return hasCode(value, 'TIDAL_OVERLOADED');
+  }
 
-  constructor(inFlight: number, limit: number, retryAfterMs: number) {
-    super('TIDAL_OVERLOADED', `overloaded: ${inFlight} queries in flight, admission limit ${limit}; retry after ${retryAfterMs} ms`);
+  readonly retryAfterMs: number;
+  /** Queries in flight when this one arrived (this one not included). */
+  readonly inFlight: number;
+  /** The admission cap: the most queries in flight at once. */
+  readonly admissionLimit: number;
+
+  constructor(inFlight: number, admissionLimit: number, retryAfterMs: number) {
+    super('TIDAL_OVERLOADED', `overloaded: ${inFlight} queries in flight, admission limit ${admissionLimit}; retry after ${retryAfterMs} ms`);
     this.retryAfterMs = retryAfterMs;
     this.inFlight = inFlight;
-    this.limit = limit;
+    this.admissionLimit = admissionLimit;
   }
 }
 
@@ -118,20 +158,32 @@ export class OverloadedError extends TidalError {
  * `retryAfterMs` is the time the queue needs to drain below the threshold at the measured rate.
  */
 export class BackpressureError extends TidalError {
-  readonly retryAfterMs: number;
-  readonly depth: number;
-  readonly limit: number;
+  /** True for a `TIDAL_BACKPRESSURE` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is BackpressureError {
+    return hasCode(value, 'TIDAL_BACKPRESSURE');
+  }
 
-  constructor(depth: number, limit: number, retryAfterMs: number) {
-    super('TIDAL_BACKPRESSURE', `write queue depth ${depth} is at or over the limit ${limit}; retry after ${retryAfterMs} ms`);
+  readonly retryAfterMs: number;
+  /** Events waiting to be committed when the write arrived. */
+  readonly depth: number;
+  /** The `groupCommit.maxQueueEvents` threshold, in events. */
+  readonly maxQueueEvents: number;
+
+  constructor(depth: number, maxQueueEvents: number, retryAfterMs: number) {
+    super('TIDAL_BACKPRESSURE', `write queue depth ${depth} is at or over maxQueueEvents ${maxQueueEvents}; retry after ${retryAfterMs} ms`);
     this.retryAfterMs = retryAfterMs;
     this.depth = depth;
-    this.limit = limit;
+    this.maxQueueEvents = maxQueueEvents;
   }
 }
 
 /** The host is about to run out of memory (MemAvailable + SwapFree under the floor): writes are refused. */
 export class MemoryPressureError extends TidalError {
+  /** True for a `TIDAL_MEMORY_PRESSURE` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is MemoryPressureError {
+    return hasCode(value, 'TIDAL_MEMORY_PRESSURE');
+  }
+
   readonly availableBytes: number;
   readonly floorBytes: number;
 
@@ -147,26 +199,40 @@ export class MemoryPressureError extends TidalError {
 
 /** An agent session exceeded its rate limit; the signal was not written. */
 export class RateLimitedError extends TidalError {
+  /** True for a `TIDAL_RATE_LIMITED` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is RateLimitedError {
+    return hasCode(value, 'TIDAL_RATE_LIMITED');
+  }
+
   readonly agentId: string;
   readonly sessionId: string;
-  /** The configured rate, in signals per second. */
-  readonly limit: number;
+  /** The configured sustained rate, in signals per second. */
+  readonly ratePerSecond: number;
+  /** The configured burst: signals a session may send at once after being idle. */
+  readonly burst: number;
   readonly retryAfterMs: number;
 
-  constructor(agentId: string, sessionId: string, limit: number, retryAfterMs: number) {
+  constructor(agentId: string, sessionId: string, ratePerSecond: number, retryAfterMs: number, burst: number) {
     super(
       'TIDAL_RATE_LIMITED',
-      `agent ${JSON.stringify(agentId)} session ${JSON.stringify(sessionId)} is over its limit of ${limit} signals/s; retry after ${retryAfterMs} ms`,
+      `agent ${JSON.stringify(agentId)} session ${JSON.stringify(sessionId)} is over its limit of ${ratePerSecond} signals/s ` +
+        `(bursts of ${burst}); retry after ${retryAfterMs} ms`,
     );
     this.agentId = agentId;
     this.sessionId = sessionId;
-    this.limit = limit;
+    this.ratePerSecond = ratePerSecond;
+    this.burst = burst;
     this.retryAfterMs = retryAfterMs;
   }
 }
 
 /** The session was closed (by the caller, by the TTL sweeper, or by close()). */
 export class SessionClosedError extends TidalError {
+  /** True for a `TIDAL_SESSION_CLOSED` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is SessionClosedError {
+    return hasCode(value, 'TIDAL_SESSION_CLOSED');
+  }
+
   readonly sessionId: string;
 
   constructor(sessionId: string, operation: string) {

@@ -1,13 +1,14 @@
 /**
  * Degradation levels, ordered from best quality to cheapest. A level is a small integer so that
- * comparing two levels is one integer compare and a level fits in a SharedArrayBuffer slot.
+ * comparing two levels is one integer compare and a level fits in a SharedArrayBuffer slot. Frozen:
+ * every copy of the package must agree on the numbers, so no caller may reassign one.
  */
-export const DegradationLevel = {
+export const DegradationLevel = Object.freeze({
   Full: 0,
   ReducedCandidates: 1,
   CoarseAggregates: 2,
   NoDiversity: 3,
-} as const;
+} as const);
 
 export type DegradationLevel = (typeof DegradationLevel)[keyof typeof DegradationLevel];
 

@@ -1,4 +1,4 @@
-import { InvalidInputError, RateLimitedError } from './errors.js';
+import { InvalidInputError } from './errors.js';
 import { TokenBucket, checkBurst, checkRate } from './token-bucket.js';
 
 /**
@@ -122,8 +122,8 @@ export class RateLimiter {
     this.#limit = resolveRateLimiterConfig(config, 'config');
   }
 
-  /** The limit, or `null` when unlimited. */
-  get limit(): RateLimit | null {
+  /** The rate and burst, or `null` when unlimited. */
+  get rateLimit(): RateLimit | null {
     return this.#limit;
   }
 
@@ -162,20 +162,6 @@ export class RateLimiter {
       }
     }
     return bucket.tryTake(nowMs);
-  }
-
-  /**
-   * {@link tryTake}, throwing on refusal.
-   * @throws {@link RateLimitedError} with the configured rate and the exact `retryAfterMs`.
-   */
-  acquire(agentId: string, sessionId: string, nowMs: number): void {
-    const wait = this.tryTake(agentId, sessionId, nowMs);
-    if (wait > 0) throw new RateLimitedError(agentId, sessionId, this.#limit!.ratePerSecond, wait);
-  }
-
-  /** Whether the pair has a bucket of its own (it would otherwise be checked against the overflow one). */
-  has(agentId: string, sessionId: string): boolean {
-    return this.#agents.get(agentId)?.has(sessionId) ?? false;
   }
 
   /** Forgets the pair's bucket, freeing its room. Returns whether it had one. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_THRESHOLDS, DegradationLevel, InvalidInputError, LoadDetector, OverloadedError, levelName, levelPlan } from '../src/index.js';
+import { DEFAULT_THRESHOLDS, DegradationLevel, InvalidInputError, LoadDetector, OverloadedError, levelName, levelPlan, resolveAdmissionLimit } from '../src/index.js';
 
 describe('DegradationLevel', () => {
   it('is ordered, named, and maps to the plan of DESIGN.md §4', () => {
@@ -12,6 +12,20 @@ describe('DegradationLevel', () => {
     expect(levelPlan(DegradationLevel.ReducedCandidates)).toEqual({ annTopK: 200, bm25Divisor: 2, coarseAggregates: false, diversity: true });
     expect(levelPlan(DegradationLevel.CoarseAggregates)).toEqual({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: true });
     expect(levelPlan(DegradationLevel.NoDiversity)).toEqual({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: false });
+  });
+
+  it('is frozen: a level cannot be reassigned, added or removed', () => {
+    expect(Object.isFrozen(DegradationLevel)).toBe(true);
+    const levels = DegradationLevel as Record<string, number>;
+    // ESM modules run in strict mode, where writing to a frozen object throws.
+    expect(() => {
+      levels.Full = 3;
+    }).toThrow(TypeError);
+    expect(() => {
+      levels.Extra = 4;
+    }).toThrow(TypeError);
+    expect(() => delete levels.NoDiversity).toThrow(TypeError);
+    expect(DegradationLevel).toEqual({ Full: 0, ReducedCandidates: 1, CoarseAggregates: 2, NoDiversity: 3 });
   });
 });
 
@@ -74,7 +88,7 @@ describe('LoadDetector', () => {
       err = e;
     }
     expect(err).toBeInstanceOf(OverloadedError);
-    expect(err).toMatchObject({ code: 'TIDAL_OVERLOADED', inFlight: 4, limit: 4, retryAfterMs: 44 });
+    expect(err).toMatchObject({ code: 'TIDAL_OVERLOADED', inFlight: 4, admissionLimit: 4, retryAfterMs: 44 });
     expect(d.inFlight).toBe(4);
     expect(d.rejected).toBe(1);
     for (const g of held) g[Symbol.dispose]();
@@ -108,6 +122,20 @@ describe('LoadDetector', () => {
   it('refuses an admission limit that is not a whole number or not above the last threshold', () => {
     expect(() => new LoadDetector({ admissionLimit: 1.5 })).toThrow(InvalidInputError);
     expect(() => new LoadDetector({ admissionLimit: -1 })).toThrow(InvalidInputError);
-    expect(() => new LoadDetector({ admissionLimit: DEFAULT_THRESHOLDS.noDiversity })).toThrow(/above the last degradation threshold/);
+    expect(() => new LoadDetector({ admissionLimit: DEFAULT_THRESHOLDS.noDiversity })).toThrow(
+      'admissionLimit must be 0 (disabled) or a whole number above loadThresholds.noDiversity (128), got 128 (number)',
+    );
+    expect(new LoadDetector({ admissionLimit: DEFAULT_THRESHOLDS.noDiversity + 1 }).admissionLimit).toBe(129);
+  });
+
+  it("resolves 'auto' only where the caller says what it stands for", () => {
+    const t = DEFAULT_THRESHOLDS;
+    expect(resolveAdmissionLimit('auto', t, { auto: 256 })).toBe(256);
+    expect(resolveAdmissionLimit(0, t, { auto: 256 })).toBe(0);
+    expect(() => resolveAdmissionLimit('auto', t)).toThrow(InvalidInputError);
+    expect(() => resolveAdmissionLimit(2 ** 30 + 1, t)).toThrow(InvalidInputError);
+    expect(() => resolveAdmissionLimit(Number.NaN, t, { field: 'load.admissionLimit', auto: 256 })).toThrow(
+      "load.admissionLimit must be 'auto', 0 (disabled) or a whole number above loadThresholds.noDiversity (128), got NaN (number)",
+    );
   });
 });

@@ -1,3 +1,4 @@
+import { InternalError } from 'tidal-load';
 import { Index, MetricKind, ScalarKind, type Matches } from 'usearch';
 
 /**
@@ -184,7 +185,7 @@ export class AnnIndex {
    * @throws for a layered index, or when usearch cannot write the file.
    */
   save(file: string): void {
-    if (this.#base) throw new Error('a layered ANN index cannot be saved; load the snapshot and apply the changes instead');
+    if (this.#base) throw new InternalError('a layered ANN index cannot be saved; load the snapshot and apply the changes instead');
     (this.#delta ?? newIndex(this.dims)).save(file);
   }
 }
@@ -192,5 +193,5 @@ export class AnnIndex {
 function checkDims(index: Index, dims: number, file: string): void {
   // usearch takes the dimensions from the file, whatever the index was created with.
   const got = Number(index.dimensions());
-  if (got !== dims) throw new Error(`${file} holds ${got}-dimensional vectors, not ${dims}`);
+  if (got !== dims) throw new InternalError(`${file} holds ${got}-dimensional vectors, not ${dims}`);
 }

@@ -2,25 +2,15 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, openSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { InternalError } from 'tidal-load';
 import { AnnIndex } from '../src/ann.js';
 import { SNAPSHOT_SIDECAR, discardSnapshot, readSnapshot, writeSnapshot, type AnnSnapshotMeta } from '../src/ann-snapshot.js';
+import { mulberry32 } from '../../../bench/src/random.js';
 
 const DIMS = 8;
 
-/** mulberry32: the same vectors on every run. */
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function vectors(n: number, seed: number): Float32Array {
-  const r = random(seed);
+  const r = mulberry32(seed);
   const out = new Float32Array(n * DIMS);
   for (let i = 0; i < out.length; i++) out[i] = r() * 2 - 1;
   return out;
@@ -177,6 +167,7 @@ describe('AnnIndex', () => {
     expect(() => AnnIndex.view(DIMS, path).save(join(dir, 'x.usearch'))).toThrow(/layered/);
     expect(() => AnnIndex.view(DIMS * 2, path)).toThrow(/8-dimensional/);
     expect(() => AnnIndex.load(DIMS * 2, path)).toThrow(/8-dimensional/);
+    expect(() => AnnIndex.load(DIMS * 2, path)).toThrow(InternalError);
   });
 });
 

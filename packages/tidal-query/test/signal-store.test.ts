@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { CapacityError, InvalidInputError, TidalError } from 'tidal-load';
 import { SLOT_BYTES, SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import * as L from '../src/signals/layout.js';
+import { mulberry32 } from '../../../bench/src/random.js';
 
 const MIN = 60_000;
 const HOUR = 3_600_000;
@@ -148,14 +149,8 @@ describe('SignalStore windows', () => {
   });
 
   it('matches a direct model of the rings on a seeded random event stream', () => {
-    // mulberry32: a tiny deterministic generator, so a failure reproduces exactly.
-    let seed = 0x5eed;
-    const rand = (): number => {
-      seed = (seed + 0x6d2b79f5) | 0;
-      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
+    // Seeded, so a failure reproduces exactly.
+    const rand = mulberry32(0x5eed);
     const store = newStore();
     const events: { t: number; w: number; minuteOk: boolean; hourOk: boolean }[] = [];
     let headMin = -Infinity;
@@ -278,7 +273,7 @@ describe('SignalStore slots and index', () => {
     const err = catchError(() => store.apply(2, 0, 1, T0));
     expect(err).toBeInstanceOf(CapacityError);
     expect((err as CapacityError).resource).toBe('signal state');
-    expect((err as CapacityError).limit).toBe(2);
+    expect((err as CapacityError).capacity).toBe(2);
     expect((err as Error).message).toContain('capacity.signalSlots');
     expect(store.slotsUsed()).toBe(2);
     expect(store.slotOf(2, 0)).toBe(-1);

@@ -1,5 +1,5 @@
 import { closeSync, constants, openSync, readSync, writeSync } from 'node:fs';
-import type { WarningSink } from './warnings.js';
+import type { WarningSink } from 'tidal-load';
 
 const MAGIC = Buffer.from('TIDALACK', 'latin1');
 const SIZE = 16;

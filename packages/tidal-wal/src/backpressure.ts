@@ -28,13 +28,13 @@ export const DRAIN_HALF_LIFE_MS = 1_000;
  *
  *     retryAfterMs = clamp(ceil((depth − limit + 1) / drainPerMs), RETRY_AFTER_MIN_MS, RETRY_AFTER_MAX_MS)
  *
- * `depth − limit + 1` events must commit before the depth is below the threshold again, and the
+ * `depth − maxQueueEvents + 1` events must commit before the depth is below the threshold again, and the
  * writer drains `drainPerMs` events per millisecond. For a given drain rate the result never
  * decreases as `depth` grows (ceil and clamp are monotone), so a deeper queue never asks for an
  * earlier retry.
  */
-export function retryAfterMs(depth: number, limit: number, drainPerMs: number): number {
-  const excess = Math.max(1, depth - limit + 1);
+export function retryAfterMs(depth: number, maxQueueEvents: number, drainPerMs: number): number {
+  const excess = Math.max(1, depth - maxQueueEvents + 1);
   const ms = drainPerMs > 0 && Number.isFinite(drainPerMs) ? Math.ceil(excess / drainPerMs) : RETRY_AFTER_MAX_MS;
   return Math.min(RETRY_AFTER_MAX_MS, Math.max(RETRY_AFTER_MIN_MS, ms));
 }

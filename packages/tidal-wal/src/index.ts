@@ -13,8 +13,9 @@ export {
 } from './memory-guard.js';
 export type { MemoryGuardOptions, FilledMemoryGuardOptions, MemInfo } from './memory-guard.js';
 export { AckMark } from './ack-mark.js';
-export { WARNING_CODES, emitProcessWarning } from './warnings.js';
-export type { TidalWarning, WarningCode, WarningSink } from './warnings.js';
+// The warning catalogue lives beside the errors in tidal-load; re-exported here, where it began.
+export { WARNING_CODES, emitProcessWarning } from 'tidal-load';
+export type { TidalWarning, WarningCode, WarningSink } from 'tidal-load';
 export { SignalLog } from './signal-log.js';
 export type { LogRecord } from './signal-log.js';
 export { openWriterConnection, assertDurability, DURABILITIES } from './connection.js';

@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { InvalidInputError, MemoryPressureError } from 'tidal-load';
-import type { WarningSink } from './warnings.js';
+import { InvalidInputError, MemoryPressureError, type WarningSink } from 'tidal-load';
 
 export interface MemoryGuardOptions {
   /**

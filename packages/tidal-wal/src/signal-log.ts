@@ -40,11 +40,6 @@ export class SignalLog {
     this.#reclaimedThrough = first === null ? this.#deadThrough : Math.min(first - 1, this.#deadThrough);
   }
 
-  /** Appends one record; call inside the batch transaction. */
-  append(rec: LogRecord): void {
-    this.#insert.run(rec.seq, rec.ordinal, rec.kind, rec.weight, rec.at, rec.session);
-  }
-
   /** Appends `event` as number `seq`, without building a record object (the per-signal hot path). */
   appendAt(seq: number, event: Readonly<Omit<LogRecord, 'seq'>>): void {
     this.#insert.run(seq, event.ordinal, event.kind, event.weight, event.at, event.session);
@@ -65,17 +60,6 @@ export class SignalLog {
   /** The sequence number the last checkpoint covers (0: none). */
   checkpointSeq(): number {
     return Number((this.#getMeta.get('checkpoint_seq') as string | undefined) ?? 0);
-  }
-
-  /**
-   * Marks everything up to `seq` as covered by a checkpoint and drops those rows. Call in the same
-   * transaction that writes the checkpoint, so a crash leaves either the old pair or the new one.
-   */
-  truncateThrough(seq: number): number {
-    this.checkpointThrough(seq);
-    const n = this.#db.prepare('DELETE FROM signal_log WHERE seq <= ?').run(seq).changes;
-    this.#reclaimedThrough = seq;
-    return n;
   }
 
   /**
@@ -104,10 +88,5 @@ export class SignalLog {
       'SELECT seq, ordinal, kind, weight, at, session FROM signal_log WHERE seq > ? ORDER BY seq',
     );
     yield* stmt.iterate(afterSeq) as IterableIterator<LogRecord>;
-  }
-
-  /** Number of records after `afterSeq`. */
-  countAfter(afterSeq: number): number {
-    return this.#db.prepare('SELECT COUNT(*) FROM signal_log WHERE seq > ?').pluck().get(afterSeq) as number;
   }
 }

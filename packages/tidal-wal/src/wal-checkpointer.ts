@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
-import type { WarningSink } from './warnings.js';
+import type { WarningSink } from 'tidal-load';
 
 /** How often the checkpoint worker looks at the WAL. At full ingest rate that is ~2 MB per look. */
 export const WAL_CHECKPOINT_POLL_MS = 200;

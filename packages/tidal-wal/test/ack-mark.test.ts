@@ -41,7 +41,7 @@ describe('AckMark', () => {
         commit(events, firstSeq) {
           // Inside the transaction the mark still holds the previous batch.
           seen.push(mark.read());
-          events.forEach((o, i) => log.append({ seq: firstSeq + i, ordinal: o, kind: 0, weight: 1, at: 0, session: null }));
+          events.forEach((o, i) => log.appendAt(firstSeq + i, { ordinal: o, kind: 0, weight: 1, at: 0, session: null }));
           log.setLastSeq(firstSeq + events.length - 1);
         },
       },

@@ -40,7 +40,7 @@ function stalled(opts: { maxBatch: number; maxQueueEvents: number; msPerEvent: n
     {
       commit(events, firstSeq) {
         batches.push(events.length);
-        events.forEach((e, i) => log.append({ ...e, seq: firstSeq + i }));
+        events.forEach((e, i) => log.appendAt(firstSeq + i, e));
         log.setLastSeq(firstSeq + events.length - 1);
         clock.now += opts.msPerEvent * events.length;
       },
@@ -59,7 +59,7 @@ async function commitOneBatch(): Promise<void> {
 }
 
 describe('retryAfterMs', () => {
-  it('is (depth − limit + 1) / drain rate, rounded up and clamped', () => {
+  it('is (depth − maxQueueEvents + 1) / drain rate, rounded up and clamped', () => {
     expect(retryAfterMs(100, 100, 0.5)).toBe(2);
     expect(retryAfterMs(139, 100, 2)).toBe(20);
     expect(retryAfterMs(100, 100, 1000)).toBe(RETRY_AFTER_MIN_MS);
@@ -111,7 +111,7 @@ describe('GroupCommit backpressure', () => {
     vi.useRealTimers();
   });
 
-  it('refuses at the threshold with depth and limit, before anything is enqueued', async () => {
+  it('refuses at the threshold with depth and maxQueueEvents, before anything is enqueued', async () => {
     const { gc, log } = stalled({ maxBatch: 4, maxQueueEvents: 8, msPerEvent: 0.25 });
     const accepted: Promise<number>[] = [];
     for (let i = 0; i < 8; i++) accepted.push(gc.enqueue([ev(i)]));
@@ -123,7 +123,7 @@ describe('GroupCommit backpressure', () => {
     const refused = gc.enqueue(build);
     const err = await refused.catch((e: unknown) => e);
     expect(err).toBeInstanceOf(BackpressureError);
-    expect(err).toMatchObject({ code: 'TIDAL_BACKPRESSURE', depth: 8, limit: 8 });
+    expect(err).toMatchObject({ code: 'TIDAL_BACKPRESSURE', depth: 8, maxQueueEvents: 8 });
     // Nothing was built or queued for the refused write.
     expect(build).not.toHaveBeenCalled();
     expect(gc.depth).toBe(8);
@@ -149,7 +149,7 @@ describe('GroupCommit backpressure', () => {
     await vi.runAllTimersAsync();
     await expect(first).resolves.toBe(1);
     await expect(second).resolves.toBe(8);
-    expect(log.countAfter(0)).toBe(12);
+    expect([...log.replay(0)].length).toBe(12);
     gc.close();
   });
 

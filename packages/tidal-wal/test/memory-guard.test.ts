@@ -153,7 +153,7 @@ describe('MemoryGuard sampling', () => {
     const log = new SignalLog(db);
     const gc = new GroupCommit<{ n: number }>(
       db,
-      { commit: (events, firstSeq) => events.forEach((_, i) => log.append({ seq: firstSeq + i, ordinal: 0, kind: 0, weight: 1, at: 0, session: null })) },
+      { commit: (events, firstSeq) => events.forEach((_, i) => log.appendAt(firstSeq + i, { ordinal: 0, kind: 0, weight: 1, at: 0, session: null })) },
       0,
       { maxDelayMs: 0 },
       { memoryGuard: guard },
@@ -164,7 +164,7 @@ describe('MemoryGuard sampling', () => {
     expect(gc.depth).toBe(0);
     expect(gc.stats.refusedMemory).toBe(1);
     gc.close();
-    expect(log.countAfter(0)).toBe(0);
+    expect([...log.replay(0)].length).toBe(0);
     db.close();
   });
 });

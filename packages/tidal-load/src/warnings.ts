@@ -2,6 +2,9 @@
  * Warnings: conditions the database recovered from by itself but that an operator should know
  * about. They never stop a call; by default they go to `process.emitWarning` (printed on stderr as
  * `(node:PID) [CODE] TidalWarning: message`), or to the `onWarning` callback given at open.
+ *
+ * The codes are public API like the error codes beside them: `docs/warnings.md` lists them and a
+ * test ties that list to {@link WARNING_CODES} both ways.
  */
 
 export const WARNING_CODES = [
@@ -17,11 +20,11 @@ export const WARNING_CODES = [
   'TIDAL_WAL_CHECKPOINTER_FAILED',
   /** The saved ANN index was damaged or unreadable and was rebuilt from the items. */
   'TIDAL_ANN_SNAPSHOT_REBUILT',
-  /** The ANN index could not be saved; the next open applies more changes (or rebuilds). */
+  /** The shared ANN index could not be built or saved; each query worker built its own. */
   'TIDAL_ANN_SNAPSHOT_UNSAVED',
   /** An `onSessionExpired` callback threw or rejected; the session was closed all the same. */
   'TIDAL_SESSION_CALLBACK_FAILED',
-  /** Closing expired sessions failed; the next sweep or call tries again. */
+  /** Closing expired sessions failed; a session whose row could not be removed is closed again by the next open. */
   'TIDAL_SESSION_SWEEP_FAILED',
   /** Code that runs after a commit threw (a bug): the writer stopped, later writes get WriterFailedError. */
   'TIDAL_WRITER_FAILED',
@@ -31,11 +34,15 @@ export const WARNING_CODES = [
 
 export type WarningCode = (typeof WARNING_CODES)[number];
 
+/** What an `onWarning` callback receives. */
 export interface TidalWarning {
+  /** Stable: match on it. */
   code: WarningCode;
+  /** For people: names what happened and what was done about it; may change between versions. */
   message: string;
 }
 
+/** Receives every warning (see `onWarning`). */
 export type WarningSink = (warning: TidalWarning) => void;
 
 /** The default sink: a Node.js process warning of type `TidalWarning` with the code set. */
