@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
-import { ClosedError, DegradationLevel, InternalError, InvalidInputError, LoadDetector, TidalError, type InFlightGuard, type Thresholds } from 'tidal-load';
+import { ClosedError, DegradationLevel, InternalError, InvalidInputError, LoadDetector, TidalError, type InFlightGuard, type LoadView } from 'tidal-load';
 import { AckMark, MemoryGuard, SignalLog, SlotCheckpoint, WalCheckpointer, openWriterConnection } from 'tidal-wal';
 import {
   readItemSignals,
@@ -23,7 +23,7 @@ import {
 } from 'tidal-query';
 import { checkControl, QueryPool, type RunControl } from './query-pool.js';
 import { resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
-import { Metrics } from './metrics.js';
+import { createMetrics, type Metrics } from './metrics.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
 import { SessionRegistry, type OpenSessionOptions, type SessionHandle, type SessionInfo, type SessionOptions, type SessionSummary } from './sessions.js';
 import type { RateLimiterConfig } from 'tidal-load';
@@ -42,18 +42,7 @@ export interface TidalDbInternals {
 
 const internals = new WeakMap<TidalDb, TidalDbInternals>();
 
-/** A read-only view of the load detector: what `db.load` returns. */
-export interface LoadView {
-  /** Queries in flight now. */
-  readonly inFlight: number;
-  /** The level a query entering now would get. */
-  readonly level: DegradationLevel;
-  /** In-flight counts at which each degraded level starts. */
-  readonly thresholds: Readonly<Thresholds>;
-  /** The admission cap (0: off). */
-  readonly admissionLimit: number;
-}
-
+/** `db.load`: the detector's figures through getters, so nothing that can change the count is reachable. */
 function loadView(detector: LoadDetector): LoadView {
   return Object.freeze({
     get inFlight() {
@@ -61,6 +50,9 @@ function loadView(detector: LoadDetector): LoadView {
     },
     get level() {
       return detector.level;
+    },
+    get rejected() {
+      return detector.rejected;
     },
     thresholds: detector.thresholds,
     admissionLimit: detector.admissionLimit,
@@ -98,7 +90,7 @@ export class TidalDb implements AsyncDisposable {
   readonly #detector: LoadDetector;
   readonly #loadView: LoadView;
   readonly #recorder = new QueryRecorder();
-  readonly #metrics: Metrics | null;
+  #metrics: Metrics | null = null;
   readonly #defaultWindow: RetrieveTask['window'];
   readonly #sessions: SessionRegistry;
   #closing: Promise<void> | undefined;
@@ -113,6 +105,14 @@ export class TidalDb implements AsyncDisposable {
     const o = resolveOptions(options);
     const db = new TidalDb(o);
     try {
+      if (o.metricsRegistry) {
+        const detector = db.#detector;
+        db.#metrics = await createMetrics(o.metricsRegistry, {
+          inFlight: () => detector.inFlight,
+          level: () => detector.level,
+          rejected: () => detector.rejected,
+        });
+      }
       await db.warm();
     } catch (err) {
       await db.close().catch(() => {});
@@ -151,13 +151,6 @@ export class TidalDb implements AsyncDisposable {
         admissionLimit: o.admissionLimit,
         retryAfterMs: (inFlight) => this.#retryAfterMs(inFlight),
       });
-      this.#metrics = o.metricsRegistry
-        ? new Metrics(o.metricsRegistry, {
-            inFlight: () => this.#detector.inFlight,
-            level: () => this.#detector.level,
-            rejected: () => this.#detector.rejected,
-          })
-        : null;
       this.#pool = new QueryPool({ file, schema: o.schema, arena: this.#store.arena }, o.workers);
       this.#loadView = loadView(this.#detector);
       internals.set(this, { writer: this.#db, pool: this.#pool });

@@ -2,7 +2,6 @@
 // packages' classes (the load detector, the rate limiter, the write path, the signal store) are
 // reached through TidalDb, never imported by an application.
 export { TidalDb, TidalDbBuilder } from './db.js';
-export type { LoadView } from './db.js';
 export { DEFAULTS, autoAdmissionLimit } from './options.js';
 export type { QueryStats, LatencySummary } from './stats.js';
 export type { TidalOptions, CapacityOptions } from './options.js';

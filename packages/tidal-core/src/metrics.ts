@@ -1,4 +1,3 @@
-import { createRequire } from 'node:module';
 import { InvalidInputError, levelName, type DegradationLevel } from 'tidal-load';
 
 // prom-client is an optional peer dependency: it is loaded only when a registry is given, and no
@@ -45,17 +44,6 @@ async function importPromClient(registry: unknown): Promise<PromClient> {
   return loaded;
 }
 
-/** The synchronous path of a `new Metrics(...)`; prom-client is CommonJS, so `require` loads it. */
-function requirePromClient(registry: unknown): PromClient {
-  if (loaded) return loaded;
-  try {
-    loaded = createRequire(import.meta.url)('prom-client') as PromClient;
-  } catch (err) {
-    throw notInstalled(registry, err);
-  }
-  return loaded;
-}
-
 /**
  * Loads prom-client and creates tidal's metrics in `registry`: the way to build {@link Metrics}.
  * Nothing imports prom-client until this is called, so a database without `.metrics()` runs
@@ -63,8 +51,7 @@ function requirePromClient(registry: unknown): PromClient {
  * @throws {@link InvalidInputError} naming `metricsRegistry` when prom-client is not installed.
  */
 export async function createMetrics(registry: MetricsRegistry, source: MetricsSource, prefix = 'tidal_'): Promise<Metrics> {
-  await importPromClient(registry);
-  return new Metrics(registry, source, prefix);
+  return new Metrics(await importPromClient(registry), registry, source, prefix);
 }
 
 /**
@@ -76,12 +63,9 @@ export class Metrics {
   readonly #duration;
   readonly #failed;
 
-  /**
-   * Prefer {@link createMetrics}. Called directly, the constructor loads prom-client synchronously.
-   * @throws {@link InvalidInputError} naming `metricsRegistry` when prom-client is not installed.
-   */
-  constructor(registry: MetricsRegistry, source: MetricsSource, prefix = 'tidal_') {
-    const { Counter, Gauge, Histogram } = requirePromClient(registry);
+  /** Built by {@link createMetrics}, which loads prom-client first. */
+  constructor(prom: PromClient, registry: MetricsRegistry, source: MetricsSource, prefix = 'tidal_') {
+    const { Counter, Gauge, Histogram } = prom;
     // prom-client types its registers as its own Registry; tidal accepts the structural subset.
     const registers = [registry as InstanceType<PromClient['Registry']>];
     new Gauge({

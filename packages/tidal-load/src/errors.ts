@@ -246,6 +246,11 @@ export class SessionClosedError extends TidalError {
  * then on; queries keep working, and the next open rebuilds exactly the acknowledged writes.
  */
 export class WriterFailedError extends TidalError {
+  /** True for a `TIDAL_WRITER_FAILED` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is WriterFailedError {
+    return hasCode(value, 'TIDAL_WRITER_FAILED');
+  }
+
   constructor(cause: unknown) {
     super(
       'TIDAL_WRITER_FAILED',
@@ -261,6 +266,11 @@ export class WriterFailedError extends TidalError {
  * web-platform call, and `cause` is the signal's reason. A query aborted before it started never ran.
  */
 export class AbortedError extends TidalError {
+  /** True for a `TIDAL_ABORTED` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is AbortedError {
+    return hasCode(value, 'TIDAL_ABORTED');
+  }
+
   constructor(operation: string, reason: unknown) {
     super('TIDAL_ABORTED', `${operation} was aborted${reason instanceof Error ? `: ${reason.message}` : ''}`, { cause: reason });
     this.name = 'AbortError';
@@ -269,6 +279,11 @@ export class AbortedError extends TidalError {
 
 /** The call's `timeoutMs` passed before it finished. A query that timed out before it started never ran. */
 export class TimeoutError extends TidalError {
+  /** True for a `TIDAL_TIMEOUT` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is TimeoutError {
+    return hasCode(value, 'TIDAL_TIMEOUT');
+  }
+
   readonly timeoutMs: number;
 
   constructor(operation: string, timeoutMs: number) {

@@ -20,6 +20,9 @@ function samples(m: ErrorModule): Record<ErrorCode, TidalError> {
     TIDAL_MEMORY_PRESSURE: new m.MemoryPressureError(1, 2),
     TIDAL_RATE_LIMITED: new m.RateLimitedError('agent-1', 'session-1', 5, 200, 10),
     TIDAL_SESSION_CLOSED: new m.SessionClosedError('session-1', 'signal'),
+    TIDAL_WRITER_FAILED: new m.WriterFailedError(new TypeError('bug')),
+    TIDAL_ABORTED: new m.AbortedError('retrieve', new Error('gone')),
+    TIDAL_TIMEOUT: new m.TimeoutError('retrieve', 5),
   };
 }
 
@@ -27,7 +30,7 @@ function samples(m: ErrorModule): Record<ErrorCode, TidalError> {
 function classes(m: ErrorModule): Record<ErrorCode, { is(value: unknown): boolean; name: string }> {
   const byName = m as unknown as Record<string, { is(value: unknown): boolean; name: string }>;
   const out = {} as Record<ErrorCode, { is(value: unknown): boolean; name: string }>;
-  for (const [code, sample] of Object.entries(samples(m)) as [ErrorCode, TidalError][]) out[code] = byName[sample.name]!;
+  for (const [code, sample] of Object.entries(samples(m)) as [ErrorCode, TidalError][]) out[code] = byName[sample.constructor.name]!;
   return out;
 }
 
@@ -38,7 +41,7 @@ describe('type guards', () => {
     expect(Object.keys(all).sort()).toEqual([...ERROR_CODES].sort());
     for (const code of ERROR_CODES) {
       for (const other of ERROR_CODES) {
-        expect(guards[code].is(all[other]), `${guards[code].name}.is(${all[other].name})`).toBe(code === other);
+        expect(guards[code].is(all[other]), `${guards[code].name}.is(${all[other].constructor.name})`).toBe(code === other);
       }
       expect(TidalError.is(all[code])).toBe(true);
     }
