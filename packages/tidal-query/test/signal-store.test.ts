@@ -579,7 +579,7 @@ describe('SignalStore growth', () => {
     const firstEntries = index.byteLength / 4;
     expect(firstSlots).toBeLessThan(3000);
     expect(firstEntries).toBeLessThan(8000 * KINDS.length);
-    // A reader attached before the growth sees it: its views track the buffers' length.
+    // A reader attached before the growth sees it: the buffers are the same memory.
     const reader = SignalStore.attach(structuredClone(grown.arena), KINDS);
     // Past the index's current length every pair reads as absent.
     expect(grown.slotOf(7999, 2)).toBe(-1);
@@ -631,18 +631,21 @@ describe('SignalStore growth', () => {
         const lengthBefore = slotsView.length;
         parentPort.postMessage({ type: 'ready' });
         Atomics.wait(new Int32Array(sync), 0, 0);
+        // A scan by slot number first, as retrieve does, then lookups by pair.
+        let scanned = 0;
+        for (let s = 0; s < reader.slotsUsed(); s++) scanned += reader.allTimeCount(s);
         let found = 0, counted = 0;
         for (let o = 0; o < pairs; o++) {
           const s = reader.slotOf(o, o % 3);
           if (s >= 0) { found++; counted += reader.allTimeCount(s); }
         }
-        parentPort.postMessage({ type: 'done', lengthBefore, lengthAfter: slotsView.length, used: reader.slotsUsed(), found, counted });
+        parentPort.postMessage({ type: 'done', lengthBefore, lengthAfter: slotsView.length, used: reader.slotsUsed(), scanned, found, counted });
       });
       `,
       { eval: true, workerData: { arena: store.arena, kinds: KINDS, sync, storeUrl, pairs: 5000 } },
     );
     try {
-      const report = await new Promise<{ lengthBefore: number; lengthAfter: number; used: number; found: number; counted: number }>(
+      const report = await new Promise<{ lengthBefore: number; lengthAfter: number; used: number; scanned: number; found: number; counted: number }>(
         (resolve, reject) => {
           worker.on('error', reject);
           worker.on('exit', (code) => reject(new Error(`worker exited early with code ${code}`)));
@@ -664,6 +667,7 @@ describe('SignalStore growth', () => {
       expect(report.lengthBefore).toBeLessThan(5000 * L.SLOT_INT32);
       expect(report.lengthAfter).toBe(5000 * L.SLOT_INT32);
       expect(report.used).toBe(5000);
+      expect(report.scanned).toBe(5000);
       expect(report.found).toBe(5000);
       expect(report.counted).toBe(5000);
     } finally {
@@ -674,6 +678,20 @@ describe('SignalStore growth', () => {
 });
 
 describe('SignalStore reservation', () => {
+  it('shows a reader an empty reserved slot past its views as absent', () => {
+    const store = newStore(3000, KINDS, 3000);
+    const reader = SignalStore.attach(structuredClone(store.arena), KINDS);
+    const first = store.arena.slots.byteLength / SLOT_BYTES;
+    const ordinals = Array.from({ length: first + 10 }, (_, i) => i);
+    store.reserve(ordinals, new Array<number>(ordinals.length).fill(0), ordinals.length);
+    store.apply(first + 9, 0, 1, T0);
+    // The first lookup the reader makes lands past the views it was created with.
+    expect(reader.slotOf(first + 5, 0)).toBe(-1);
+    expect(reader.slotOf(first + 9, 0)).toBe(first + 9);
+    expect(reader.hasEvents(first + 9)).toBe(true);
+  });
+
+
   it('reserves a batch all or none', () => {
     const store = newStore(4);
     store.apply(0, 0, 1, T0);

@@ -15,7 +15,8 @@
  *   holds `slot + 1`, and `0` (or an entry past the current length) means the pair has no slot.
  *   Written with `Atomics.store` after `control`.
  * - `slots` (up to `maxSlots * SLOT_BYTES` bytes, growable): one fixed-size slot per (ordinal, kind),
- *   seen through length-tracking Int32Array and Float64Array views over the same bytes. Within a slot:
+ *   seen through an Int32Array and a Float64Array over the same bytes (fixed-length views, made
+ *   again by a reader that meets a published slot past them). Within a slot:
  *
  * ```
  *  Int32 index   Float64 index   field
