@@ -19,17 +19,18 @@ import { resolveSessionOptions, type FilledSessionOptions, type SessionOptions }
 
 export interface CapacityOptions {
   /**
-   * Distinct item ids (items and ids seen only in signals) the database can hold. Preallocated as
-   * virtual memory only: 4 bytes × signal kinds per id, resident only once touched.
-   * @default 2_097_152
+   * Distinct item ids (items and ids seen only in signals) the database can hold: the maximum the
+   * signal index grows to (4 bytes × signal kinds per id, committed as ids get signal state).
+   * @default 4_194_304
    */
   items?: number;
   /**
-   * (item, signal kind) pairs with signal state. 1 KiB each of virtual memory, resident only when used.
-   * The default reserves 256 MiB of address space: enough for ~1.7 M items at the bench corpus's
-   * 15% of items with signals; larger reservations count against the host's overcommit limit
-   * (a process holding several can fail to fork).
-   * @default 262_144
+   * (item, signal kind) pairs with signal state: the maximum the signal state grows to, 1 KiB per
+   * pair, committed as pairs get state. The reservation is address space only (not charged
+   * against the host's overcommit limit, so it does not stop the process from forking); up to
+   * 4 GiB (4_194_304 slots) it is growable, above that Node 20 needs a fixed buffer that is charged
+   * in full.
+   * @default 4_194_304
    */
   signalSlots?: number;
 }
@@ -131,7 +132,12 @@ export interface FilledOptions {
 }
 
 export const DEFAULTS = Object.freeze({
-  capacity: Object.freeze({ items: 2_097_152, signalSlots: 262_144 }),
+  // A 1 M-item corpus with every item active in 3 kinds takes 3 M slots (3 GiB) and 3 M index
+  // entries (12 MiB); 2^22 slots is the largest growable reservation Node 20 allows (4 GiB), so
+  // it fits with a third to spare, or 4 kinds exactly. 2^22 ids leave room for ids seen only in
+  // signals. Reserving costs no memory and no overcommit (`npm run bench:store`): only the slots
+  // in use are committed and resident.
+  capacity: Object.freeze({ items: 4_194_304, signalSlots: 4_194_304 }),
   // A checkpoint writes the signal slots changed since the last one (~10 µs per 1 KiB slot on the
   // main thread, `npm run bench:write`); the log behind it is replayed on open. A million events
   // replay in ~2 s (measured, 2 cores), and at the measured ~250 k signals/s a checkpoint comes at

@@ -145,6 +145,7 @@ export class RetrieveExecutor {
       const horizon = nowMs - WINDOW_MS[window];
       for (let s = 0; s < used; s++) {
         if (store.slotKind(s) !== only) continue;
+        if (!store.hasEvents(s)) continue;
         explain.candidates++;
         const o = store.slotOrdinal(s);
         if (!pass(o)) continue;
@@ -157,6 +158,7 @@ export class RetrieveExecutor {
       const seen = new Set<number>();
       for (let s = 0; s < used; s++) {
         const k = store.slotKind(s);
+        if (!store.hasEvents(s)) continue;
         if (trending && !kinds[k]!.velocity) continue;
         const o = store.slotOrdinal(s);
         if (seen.has(o)) continue;

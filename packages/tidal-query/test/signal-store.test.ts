@@ -1,6 +1,12 @@
 import { Worker } from 'node:worker_threads';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { CapacityError, InvalidInputError, TidalError } from 'tidal-load';
+import { CapacityError, DegradationLevel, InvalidInputError, TidalError } from 'tidal-load';
+import { Catalog } from '../src/catalog.js';
+import { popularity, signalsOf, type QueryContext } from '../src/context.js';
+import { ItemsWriter } from '../src/items-table.js';
+import { RetrieveExecutor } from '../src/retrieve.js';
+import type { Profile } from '../src/types.js';
 import { SLOT_BYTES, SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import * as L from '../src/signals/layout.js';
 import { mulberry32 } from '../../../bench/src/random.js';
@@ -18,6 +24,15 @@ const KINDS = [kind('view', HOUR), kind('like', 2 * HOUR), kind('share', 4 * HOU
 
 function newStore(maxSlots = 64, kinds: SignalKindSpec[] = KINDS, maxOrdinals = 16): SignalStore {
   return SignalStore.create({ kinds, maxOrdinals, maxSlots });
+}
+
+/** What a checkpoint stores: the used prefix of the slot arena, byte for byte. */
+function stateBytes(store: SignalStore): Uint8Array {
+  return new Uint8Array(store.arena.slots, 0, store.slotsUsed() * SLOT_BYTES).slice();
+}
+
+function oldestAt(store: SignalStore, slot: number): number {
+  return new Float64Array(store.arena.slots)[slot * L.SLOT_F64 + L.F64_OLDEST]!;
 }
 
 function catchError(fn: () => unknown): unknown {
@@ -145,7 +160,7 @@ describe('SignalStore windows', () => {
     expect(store.windowCount(slot, '24h', T0 + 209 * HOUR)).toBe(14);
     expect(store.windowCount(slot, '7d', T0 + 1000 * HOUR)).toBe(0);
     expect(store.newestAt(slot)).toBe(T0 + 199 * HOUR + 17 * MIN);
-    expect(store.oldestAt(slot)).toBe(T0 + 17 * MIN);
+    expect(oldestAt(store, slot)).toBe(T0 + 17 * MIN);
   });
 
   it('matches a direct model of the rings on a seeded random event stream', () => {
@@ -185,7 +200,7 @@ describe('SignalStore windows', () => {
     }
     expect(store.allTimeCount(slot)).toBe(events.length);
     expect(store.newestAt(slot)).toBe(Math.max(...events.map((e) => e.t)));
-    expect(store.oldestAt(slot)).toBe(Math.min(...events.map((e) => e.t)));
+    expect(oldestAt(store, slot)).toBe(Math.min(...events.map((e) => e.t)));
     const now = clock + HOUR;
     const score = events.reduce((sum, e) => sum + e.w * 2 ** (-(now - e.t) / HOUR), 0);
     expect(store.decayedScore(slot, now) / score).toBeCloseTo(1, 10);
@@ -343,19 +358,19 @@ describe('SignalStore checkpoints', () => {
     const b = newStore();
     populate(a);
     populate(b);
-    const bytes = a.exportState();
+    const bytes = stateBytes(a);
     expect(bytes.byteLength).toBe(a.slotsUsed() * SLOT_BYTES);
-    expect(Buffer.from(bytes).equals(Buffer.from(b.exportState()))).toBe(true);
+    expect(Buffer.from(bytes).equals(Buffer.from(stateBytes(b)))).toBe(true);
   });
 
   it('round-trips through exportState/importState', () => {
     const src = newStore();
     populate(src);
-    const bytes = src.exportState();
+    const bytes = stateBytes(src);
     const dst = newStore();
     dst.importState(bytes);
     expect(dst.slotsUsed()).toBe(src.slotsUsed());
-    expect(Buffer.from(dst.exportState()).equals(Buffer.from(bytes))).toBe(true);
+    expect(Buffer.from(stateBytes(dst)).equals(Buffer.from(bytes))).toBe(true);
 
     const now = T0 + 70 * HOUR;
     for (let o = 0; o < 16; o++) {
@@ -380,7 +395,7 @@ describe('SignalStore checkpoints', () => {
   it('remaps kinds on import, dropping a removed kind and compacting the slots', () => {
     const src = newStore();
     populate(src);
-    const bytes = src.exportState();
+    const bytes = stateBytes(src);
     const newKinds = [KINDS[0]!, KINDS[2]!];
     const dst = newStore(64, newKinds);
     dst.importState(bytes, [0, -1, 1]);
@@ -415,7 +430,7 @@ describe('SignalStore checkpoints', () => {
   it('validates what it imports', () => {
     const src = newStore();
     populate(src);
-    const bytes = src.exportState();
+    const bytes = stateBytes(src);
 
     const err = catchError(() => newStore().importState(bytes.subarray(0, SLOT_BYTES + 8)));
     expect(err).toBeInstanceOf(InvalidInputError);
@@ -542,5 +557,292 @@ describe('SignalStore across threads', () => {
       worker.removeAllListeners('exit');
       await worker.terminate();
     }
+  });
+});
+
+describe('SignalStore growth', () => {
+  it('grows across its initial size, keeping every value, to exactly the same state as a fixed reservation', () => {
+    // 3 kinds × 8000 ordinals = 24 000 index entries and 3000 slots: both past their first step.
+    const grown = newStore(3000, KINDS, 8000);
+    const fixed = SignalStore.create({ kinds: KINDS, maxOrdinals: 8000, maxSlots: 3000, reservation: 'fixed' });
+    const { index, slots } = grown.arena;
+    expect(slots.growable).toBe(true);
+    expect(slots.maxByteLength).toBe(3000 * SLOT_BYTES);
+    expect(index.maxByteLength).toBe(8000 * KINDS.length * 4);
+    expect(fixed.arena.slots.growable).toBe(false);
+    const firstSlots = slots.byteLength / SLOT_BYTES;
+    const firstEntries = index.byteLength / 4;
+    expect(firstSlots).toBeLessThan(3000);
+    expect(firstEntries).toBeLessThan(8000 * KINDS.length);
+    // A reader attached before the growth sees it: the buffers are the same memory.
+    const reader = SignalStore.attach(structuredClone(grown.arena), KINDS);
+    // Past the index's current length every pair reads as absent.
+    expect(grown.slotOf(7999, 2)).toBe(-1);
+    expect(reader.slotOf(7999, 2)).toBe(-1);
+
+    const now = T0 + 30 * HOUR;
+    const all = ['1h', '24h', '7d', 'all'] as const;
+    let before: ReturnType<SignalStore['read']>[] = [];
+    for (let i = 0; i < 3000; i++) {
+      // Ordinals spread to the top of the range, so the index grows too.
+      const ordinal = (i * 2663) % 8000;
+      for (let e = 0; e < 1 + (i % 3); e++) {
+        for (const store of [grown, fixed]) store.apply(ordinal, i % 3, 1 + e, T0 + i * MIN + e);
+      }
+      if (i === firstSlots - 1) before = Array.from({ length: firstSlots }, (_, s) => grown.read(s, now, false, all, true));
+    }
+    expect(slots.byteLength).toBe(3000 * SLOT_BYTES);
+    expect(index.byteLength).toBeGreaterThan(firstEntries * 4);
+    for (let s = 0; s < firstSlots; s++) expect(grown.read(s, now, false, all, true)).toEqual(before[s]);
+    expect(Buffer.from(stateBytes(grown)).equals(Buffer.from(stateBytes(fixed)))).toBe(true);
+    expect(Buffer.from(new Uint8Array(index)).equals(Buffer.from(new Uint8Array(fixed.arena.index)))).toBe(true);
+    expect(reader.slotsUsed()).toBe(3000);
+    for (let i = 0; i < 3000; i++) {
+      const ordinal = (i * 2663) % 8000;
+      const s = reader.slotOf(ordinal, i % 3);
+      expect(s).toBe(i);
+      expect(reader.allTimeCount(s)).toBe(1 + (i % 3));
+    }
+    // A checkpoint of the grown arena loads into a fresh store, which grows to hold it.
+    const loaded = newStore(3000, KINDS, 8000);
+    loaded.importState(stateBytes(grown));
+    expect(Buffer.from(stateBytes(loaded)).equals(Buffer.from(stateBytes(grown)))).toBe(true);
+    for (let s = 0; s < 3000; s += 97) expect(loaded.slotOf(loaded.slotOrdinal(s), loaded.slotKind(s))).toBe(s);
+    // Past the maximum the store refuses, as before.
+    expect(catchError(() => grown.apply(7999, 0, 1, T0))).toBeInstanceOf(CapacityError);
+  });
+
+  it('shows a worker the growth of an arena it attached before the growth', async () => {
+    const store = newStore(5000, KINDS, 5000);
+    const sync = new SharedArrayBuffer(4);
+    const storeUrl = new URL('../dist/signals/store.js', import.meta.url).href;
+    const worker = new Worker(
+      `
+      const { parentPort, workerData } = require('node:worker_threads');
+      const { arena, kinds, sync, storeUrl, pairs } = workerData;
+      import(storeUrl).then(({ SignalStore }) => {
+        const reader = SignalStore.attach(arena, kinds);
+        const slotsView = new Int32Array(arena.slots);
+        const lengthBefore = slotsView.length;
+        parentPort.postMessage({ type: 'ready' });
+        Atomics.wait(new Int32Array(sync), 0, 0);
+        // A scan by slot number first, as retrieve does, then lookups by pair.
+        let scanned = 0;
+        for (let s = 0; s < reader.slotsUsed(); s++) scanned += reader.allTimeCount(s);
+        let found = 0, counted = 0;
+        for (let o = 0; o < pairs; o++) {
+          const s = reader.slotOf(o, o % 3);
+          if (s >= 0) { found++; counted += reader.allTimeCount(s); }
+        }
+        parentPort.postMessage({ type: 'done', lengthBefore, lengthAfter: slotsView.length, used: reader.slotsUsed(), scanned, found, counted });
+      });
+      `,
+      { eval: true, workerData: { arena: store.arena, kinds: KINDS, sync, storeUrl, pairs: 5000 } },
+    );
+    try {
+      const report = await new Promise<{ lengthBefore: number; lengthAfter: number; used: number; scanned: number; found: number; counted: number }>(
+        (resolve, reject) => {
+          worker.on('error', reject);
+          worker.on('exit', (code) => reject(new Error(`worker exited early with code ${code}`)));
+          worker.on('message', (msg: { type: string }) => {
+            if (msg.type === 'ready') {
+              try {
+                for (let o = 0; o < 5000; o++) store.apply(o, o % 3, 1, T0 + o);
+              } catch (err) {
+                reject(err);
+              }
+              Atomics.store(new Int32Array(sync), 0, 1);
+              Atomics.notify(new Int32Array(sync), 0);
+            } else {
+              resolve(msg as never);
+            }
+          });
+        },
+      );
+      expect(report.lengthBefore).toBeLessThan(5000 * L.SLOT_INT32);
+      expect(report.lengthAfter).toBe(5000 * L.SLOT_INT32);
+      expect(report.used).toBe(5000);
+      expect(report.scanned).toBe(5000);
+      expect(report.found).toBe(5000);
+      expect(report.counted).toBe(5000);
+    } finally {
+      worker.removeAllListeners('exit');
+      await worker.terminate();
+    }
+  });
+});
+
+describe('SignalStore reservation', () => {
+  it('shows a reader an empty reserved slot past its views as absent', () => {
+    const store = newStore(3000, KINDS, 3000);
+    const reader = SignalStore.attach(structuredClone(store.arena), KINDS);
+    const first = store.arena.slots.byteLength / SLOT_BYTES;
+    const ordinals = Array.from({ length: first + 10 }, (_, i) => i);
+    store.reserve(ordinals, new Array<number>(ordinals.length).fill(0), ordinals.length);
+    store.apply(first + 9, 0, 1, T0);
+    // The first lookup the reader makes lands past the views it was created with.
+    expect(reader.slotOf(first + 5, 0)).toBe(-1);
+    expect(reader.slotOf(first + 9, 0)).toBe(first + 9);
+    expect(reader.hasEvents(first + 9)).toBe(true);
+  });
+
+
+  it('reserves a batch all or none', () => {
+    const store = newStore(4);
+    store.apply(0, 0, 1, T0);
+    store.apply(1, 0, 1, T0);
+    const index = () => Buffer.from(new Uint8Array(store.arena.index));
+    const before = { bytes: stateBytes(store), index: index() };
+    const unchanged = () => {
+      expect(store.slotsUsed()).toBe(2);
+      expect(Buffer.from(stateBytes(store)).equals(Buffer.from(before.bytes))).toBe(true);
+      expect(index().equals(before.index)).toBe(true);
+    };
+
+    // Three new pairs (one named twice) and an existing one: one more than the two free slots.
+    const err = catchError(() => store.reserve([2, 0, 3, 2, 4], [0, 0, 0, 0, 1], 5));
+    expect(err).toBeInstanceOf(CapacityError);
+    expect((err as CapacityError).resource).toBe('signal state');
+    expect((err as CapacityError).limit).toBe(4);
+    expect((err as Error).message).toContain('capacity.signalSlots');
+    unchanged();
+
+    // An ordinal past the capacity, after new pairs that would fit: refused, nothing reserved.
+    const ids = catchError(() => store.reserve([2, 16], [0, 0], 2));
+    expect(ids).toBeInstanceOf(CapacityError);
+    expect((ids as CapacityError).resource).toBe('item ids');
+    expect((ids as CapacityError).limit).toBe(16);
+    expect((ids as Error).message).toContain('capacity.items');
+    unchanged();
+    const bad = catchError(() => store.reserve([2, 3], [0, 3], 2));
+    expect(bad).toBeInstanceOf(InvalidInputError);
+    expect((bad as InvalidInputError).field).toBe('kinds[1]');
+    expect((catchError(() => store.reserve([2], [0], 2)) as InvalidInputError).field).toBe('count');
+    unchanged();
+
+    // Two new pairs, one named twice, and existing ones: fits exactly.
+    store.reserve([2, 1, 3, 2, 0], [0, 0, 0, 0, 0], 5);
+    expect(store.slotsUsed()).toBe(4);
+    // Only the first `count` entries count.
+    store.reserve([0, 9], [0, 0], 1);
+    expect(store.slotsUsed()).toBe(4);
+
+    expect(store.canHoldOrdinal(15)).toBe(true);
+    expect(store.canHoldOrdinal(16)).toBe(false);
+    expect(store.canHoldOrdinal(-1)).toBe(false);
+  });
+
+  it('keeps serving pairs that hold a slot once the store is full', () => {
+    const store = newStore(2);
+    store.apply(0, 0, 1, T0);
+    store.reserve([1], [2], 1);
+    // Full: reserving held pairs (written or only reserved) never fails, and neither do their events.
+    store.reserve([0, 1, 0], [0, 2, 0], 3);
+    store.apply(1, 2, 5, T0);
+    store.apply(0, 0, 1, T0 + 1);
+    expect(store.allTimeCount(store.slotOf(1, 2))).toBe(1);
+    expect(store.allTimeCount(store.slotOf(0, 0))).toBe(2);
+    expect(store.slotsUsed()).toBe(2);
+    expect(catchError(() => store.reserve([0, 2], [0, 0], 2))).toBeInstanceOf(CapacityError);
+    expect(catchError(() => store.apply(2, 0, 1, T0))).toBeInstanceOf(CapacityError);
+  });
+
+  it('grows to hold a reservation larger than the arena holds now', () => {
+    const store = newStore(3000, KINDS, 8000);
+    const first = store.arena.slots.byteLength / SLOT_BYTES;
+    const firstEntries = store.arena.index.byteLength / 4;
+    // Ordinals up to the top of the range, so the index must grow as well as the slots.
+    const ordinals = Array.from({ length: 3000 }, (_, i) => (i * 2663) % 8000);
+    const kinds = ordinals.map((o) => o % 3);
+    store.reserve(ordinals, kinds, 3000);
+    expect(first).toBeLessThan(3000);
+    expect(firstEntries).toBeLessThan(8000 * 3);
+    expect(store.slotsUsed()).toBe(3000);
+    expect(store.arena.slots.byteLength).toBe(3000 * SLOT_BYTES);
+    for (const o of ordinals) store.apply(o, o % 3, 1, T0);
+    for (const o of ordinals) expect(store.allTimeCount(store.slotOf(o, o % 3))).toBe(1);
+    expect(store.slotsUsed()).toBe(3000);
+  });
+
+  it('leaves a reserved slot without events invisible to reads, scans and checkpoints', () => {
+    const store = newStore();
+    store.apply(4, 0, 2, T0);
+    // Reserved for a write that never commits.
+    store.reserve([5, 4], [0, 1], 2);
+    const reader = SignalStore.attach(structuredClone(store.arena), KINDS);
+    expect(store.slotsUsed()).toBe(3);
+    for (const s of [store, reader]) {
+      expect(s.slotOf(5, 0)).toBe(-1);
+      expect(s.slotOf(4, 1)).toBe(-1);
+      expect(s.slotOf(4, 0)).toBe(0);
+      expect([0, 1, 2].map((slot) => s.hasEvents(slot))).toEqual([true, false, false]);
+    }
+    // A checkpoint carries the empty slots; the import keeps them empty and reserved.
+    const bytes = stateBytes(store);
+    expect(bytes.byteLength).toBe(3 * SLOT_BYTES);
+    const dst = newStore(3);
+    dst.importState(bytes);
+    expect(dst.slotsUsed()).toBe(3);
+    expect(dst.slotOf(5, 0)).toBe(-1);
+    expect(dst.slotOf(4, 1)).toBe(-1);
+    expect([0, 1, 2].map((slot) => dst.hasEvents(slot))).toEqual([true, false, false]);
+    // Full, yet the reserved pairs still take their events (the log replayed after the import).
+    dst.apply(5, 0, 1, T0);
+    expect(dst.slotOf(5, 0)).toBe(1);
+    expect(dst.allTimeCount(1)).toBe(1);
+    expect(dst.read(1, T0, false, ['all'], false)).toEqual({ score: 1, count: 1, windows: { all: 1 } });
+    // With a kind dropped the empty slot of the kept kind survives the compaction, still empty.
+    const remapped = newStore(3, [KINDS[0]!, KINDS[2]!]);
+    remapped.importState(bytes, [0, -1, 1]);
+    expect(remapped.slotsUsed()).toBe(2);
+    expect(remapped.slotOf(5, 0)).toBe(-1);
+    expect(remapped.hasEvents(1)).toBe(false);
+  });
+});
+
+describe('SignalStore reserved slots in queries', () => {
+  /** Items 0..5 present; item 0 has events in every kind, item 1 only in kind 0, items 2..5 only reserved slots. */
+  function setup(kinds: SignalKindSpec[]): { ctx: QueryContext; retrieve: (profile: Profile) => ReturnType<RetrieveExecutor['run']> } {
+    const db = new Database(':memory:');
+    const items = new ItemsWriter(db);
+    for (let o = 0; o < 6; o++) items.upsert({ ordinal: o, id: `i${o}`, text: null, metadata: {}, createdAt: T0, embedding: null }, o + 1, false);
+    const schema = { kinds, metadata: {}, embeddingDims: 0 };
+    const catalog = new Catalog(db, schema);
+    catalog.refresh();
+    const store = newStore(64, kinds);
+    store.reserve([2, 3, 4, 5], [0, kinds.length - 1, 0, kinds.length - 1], 4);
+    for (let k = 0; k < kinds.length; k++) store.apply(0, k, 3, T0);
+    store.apply(1, 0, 1, T0);
+    store.reserve([1, 2], [kinds.length - 1, kinds.length - 1], 2);
+    const ctx: QueryContext = { schema, catalog, store, ann: null, db };
+    const executor = new RetrieveExecutor(ctx);
+    const retrieve = (profile: Profile) =>
+      executor.run({ profile, context: null, filter: null, diversity: null, limit: 10, window: '24h', exclude: null }, DegradationLevel.Full, T0 + MIN);
+    return { ctx, retrieve };
+  }
+
+  for (const [name, kinds] of [
+    ['one kind', [KINDS[0]!]],
+    ['several kinds', KINDS],
+  ] as const) {
+    it(`leaves items with only reserved slots out of trending and popular scans (${name})`, () => {
+      const { retrieve } = setup([...kinds]);
+      for (const profile of ['trending', 'popular'] as const) {
+        const result = retrieve(profile);
+        expect(result.items.map((i) => i.id)).toEqual(['i0', 'i1']);
+        expect(result.explain.candidates).toBe(2);
+        for (const item of result.items) {
+          for (const values of Object.values(item.signals)) expect(values.count).toBeGreaterThan(0);
+        }
+      }
+    });
+  }
+
+  it('gives an item with only reserved slots no signal values and no popularity', () => {
+    const { ctx } = setup(KINDS);
+    expect(signalsOf(ctx, 3, T0, false)).toEqual({});
+    expect(popularity(ctx, 3, T0)).toBe(0);
+    expect(Object.keys(signalsOf(ctx, 1, T0, false))).toEqual(['view']);
+    expect(popularity(ctx, 1, T0)).toBe(1);
   });
 });

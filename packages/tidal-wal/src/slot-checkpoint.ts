@@ -16,11 +16,14 @@ export const CHECKPOINT_CHUNK_BYTES = 64 * 1024;
  * slots are cold, so the rows actually rewritten are a small share of the arena.
  *
  * Invariant that keeps the rows a byte-for-byte copy of the arena: slot indices only grow, so a row
- * that is followed by another was full when that one was first written; and allocating a slot
- * marks its row dirty, so a partial row is rewritten in the same checkpoint as any row after it.
- * Concatenating the rows in order therefore gives `used × slotBytes` bytes with every slot at its
- * index. Every method runs inside the caller's transaction, so a crash leaves the old checkpoint
- * or the new one, whole. Its tables are created by the database's storage schema, not here.
+ * that is followed by another was full when that one was first written; and every row holding a
+ * slot allocated since the last checkpoint is rewritten (the checkpoint knows how many slots its
+ * rows hold), so a partial row is rewritten in the same checkpoint as any row after it, even when
+ * the new slot was only reserved and never marked dirty. Concatenating the rows in order therefore
+ * gives `used × slotBytes` bytes with every slot at its index. A reserved slot that never got an
+ * event is copied like any other (all-time count 0); the store's import keeps it as an empty
+ * reservation. Every method runs inside the caller's transaction, so a crash leaves the old
+ * checkpoint or the new one, whole. Its tables are created by the database's storage schema, not here.
  */
 export class SlotCheckpoint {
   readonly #db: Database.Database;
@@ -28,6 +31,10 @@ export class SlotCheckpoint {
   readonly #dirty: Uint8Array;
   #all: boolean;
   readonly #upsert: Database.Statement;
+  /** Slots the stored rows hold; rows from the one holding slot `#savedSlots` on are new. */
+  #savedSlots = 0;
+  /** Slots the last {@link write} covered, stored once it commits. */
+  #writtenSlots = 0;
 
   constructor(db: Database.Database, slotBytes: number, maxSlots: number) {
     this.#db = db;
@@ -38,6 +45,9 @@ export class SlotCheckpoint {
     // the first checkpoint rewrites everything.
     const stored = db.prepare("SELECT value FROM tidal_meta WHERE key = 'checkpoint_chunk_bytes'").pluck().get() as string | undefined;
     this.#all = stored !== String(CHECKPOINT_CHUNK_BYTES);
+    // length() reads a blob's size without its content.
+    const bytes = db.prepare('SELECT COALESCE(SUM(length(data)), 0) FROM signal_checkpoint').pluck().get() as number;
+    this.#savedSlots = Math.floor(bytes / slotBytes);
   }
 
   /** The stored checkpoint: every row in order, concatenated (empty if there is none). */
@@ -67,14 +77,17 @@ export class SlotCheckpoint {
       this.#db.exec('DELETE FROM signal_checkpoint');
       this.#db.prepare("INSERT OR REPLACE INTO tidal_meta (key, value) VALUES ('checkpoint_chunk_bytes', ?)").run(String(CHECKPOINT_CHUNK_BYTES));
     }
+    // Rows from the one holding the first slot the stored rows lack, whether or not marked dirty.
+    const firstNew = usedSlots > this.#savedSlots ? Math.floor(this.#savedSlots / this.#slotsPerChunk) : chunks;
     let written = 0;
     for (let c = 0; c < chunks; c++) {
-      if (!this.#all && this.#dirty[c] === 0) continue;
+      if (!this.#all && this.#dirty[c] === 0 && c < firstNew) continue;
       const off = c * CHECKPOINT_CHUNK_BYTES;
       // Copied: SQLite must not see bytes a later batch changes, and the arena is shared memory.
       this.#upsert.run(c, Buffer.from(new Uint8Array(arena, off, Math.min(CHECKPOINT_CHUNK_BYTES, end - off))));
       written++;
     }
+    this.#writtenSlots = usedSlots;
     return written;
   }
 
@@ -82,5 +95,6 @@ export class SlotCheckpoint {
   committed(): void {
     this.#dirty.fill(0);
     this.#all = false;
+    this.#savedSlots = this.#writtenSlots;
   }
 }

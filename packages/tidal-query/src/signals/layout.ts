@@ -1,17 +1,22 @@
 /**
  * Memory layout of the shared signal-state arena. The writer (main thread) and the query workers
  * agree on these offsets and nothing else, so they are the on-memory format: changing one is a
- * format change, and checkpoints written by `exportState` embed the slot layout byte for byte.
+ * format change, and checkpoints (the slot arena's used prefix, copied byte for byte) embed the
+ * slot layout.
  *
  * Three SharedArrayBuffers:
  *
  * - `control` (Int32): `[CONTROL_SLOTS_USED]` is the number of slots in use. The writer publishes it
- *   with `Atomics.store` only after the new slot's header and first event are written, so a reader
- *   scanning `0..used-1` never meets an uninitialised slot.
- * - `index` (Int32, `maxOrdinals * kinds` entries): entry `ordinal * kinds + kind` holds `slot + 1`,
- *   and `0` means the pair has no state yet. Written with `Atomics.store` after `control`.
- * - `slots` (`maxSlots * SLOT_BYTES` bytes): one fixed-size slot per (ordinal, kind), seen through
- *   an Int32Array and a Float64Array over the same bytes. Within a slot:
+ *   with `Atomics.store` only after `slots` has grown to hold the new slot and its header is written,
+ *   so a reader scanning `0..used-1` never meets an uninitialised slot or reads past the buffer. A
+ *   slot may be published before its first event (reserved at admission): its all-time count is 0
+ *   and it holds no state until that event is applied.
+ * - `index` (Int32, up to `maxOrdinals * kinds` entries, growable): entry `ordinal * kinds + kind`
+ *   holds `slot + 1`, and `0` (or an entry past the current length) means the pair has no slot.
+ *   Written with `Atomics.store` after `control`.
+ * - `slots` (up to `maxSlots * SLOT_BYTES` bytes, growable): one fixed-size slot per (ordinal, kind),
+ *   seen through an Int32Array and a Float64Array over the same bytes (fixed-length views, made
+ *   again by a reader that meets a published slot past them). Within a slot:
  *
  * ```
  *  Int32 index   Float64 index   field
@@ -32,8 +37,9 @@
  *  248..255                      reserved
  * ```
  *
- * Capacity is reserved up front and never grows: the OS backs a large SharedArrayBuffer lazily, so
- * an oversized arena costs address space, not resident memory, until slots are touched.
+ * `index` and `slots` are growable SharedArrayBuffers: address space for the maximum is reserved up
+ * front (not charged against the host's overcommit limit) and memory is committed as they grow.
+ * Growing never moves a byte, so views and offsets stay valid on every thread.
  */
 
 /** Bytes per slot. */

@@ -10,6 +10,7 @@
  * Nothing here reads the wall clock: the state is a pure function of the sequence of `apply`
  * calls, so replaying the write-ahead log after a crash rebuilds it exactly.
  */
+/// <reference lib="es2024.sharedmemory" />
 import { CapacityError, InternalError, InvalidInputError } from 'tidal-load';
 import {
   CONTROL_INT32,
@@ -71,7 +72,10 @@ export interface SignalValues {
 /**
  * The shared memory behind a store: plain SharedArrayBuffers and numbers, so it can be posted to a
  * worker (structured clone shares the buffers, it does not copy them) and passed to
- * {@link SignalStore.attach}.
+ * {@link SignalStore.attach}. `index` and `slots` are growable buffers reserved up to
+ * `maxOrdinals * kinds * 4` and `maxSlots * SLOT_BYTES` bytes (or fixed buffers of exactly that
+ * size where the platform cannot reserve that much growable memory); growth is visible to every
+ * thread holding the arena, because it is the same memory.
  */
 export interface SignalArena {
   readonly control: SharedArrayBuffer;
@@ -89,8 +93,15 @@ export interface SignalStoreOptions {
   kinds: readonly SignalKindSpec[];
   /** Ordinals are `0..maxOrdinals-1`. */
   maxOrdinals: number;
-  /** Maximum number of (ordinal, kind) pairs with state; reserved up front. */
+  /** Maximum number of (ordinal, kind) pairs with state: the reservation the slots grow into. */
   maxSlots: number;
+  /**
+   * `'grow'` reserves address space for the maximum and commits memory as slots are taken;
+   * `'fixed'` allocates the maximum up front, which counts in full against the host's overcommit
+   * limit (kept to compare the two).
+   * @default 'grow'
+   */
+  reservation?: 'grow' | 'fixed';
 }
 
 const LN2 = Math.LN2;
@@ -102,6 +113,17 @@ const SECONDS_24H = 86_400;
 const SECONDS_7D = 604_800;
 
 const CAPACITY_HINT = 'raise the capacity.signalSlots builder option';
+const ORDINAL_HINT = 'raise the capacity.items builder option';
+
+/**
+ * Growth steps. Slots come in whole checkpoint rows (64 slots = 64 KiB), starting at 16 rows
+ * (1 MiB) and doubling, so a store that reaches 4 Mi slots grows 12 times; the index starts at
+ * 64 KiB. Growing only commits pages (nothing is copied and views stay valid), and committed pages
+ * are resident only once written, so doubling costs no memory beyond the slots in use.
+ */
+const SLOT_STEP = 64;
+const INITIAL_SLOTS = 16 * SLOT_STEP;
+const INDEX_STEP = 16_384;
 
 /**
  * Sum of the ring buckets for units in `[now - span + 1, now] ∩ [head - len + 1, head]`. The caller
@@ -161,6 +183,31 @@ function bumpRing(i32: Int32Array, headAt: number, base: number, len: number, un
   // Older than the ring covers: counted in the all-time count and score only.
 }
 
+/**
+ * The seqlock read protocol, in one place; every read of a slot's values goes through it:
+ *
+ * ```
+ * do { seq = seqBegin(i32, b); ...copy fields... } while (!seqUnchanged(i32, b, seq));
+ * ```
+ *
+ * `seqBegin` waits while the writer is inside the slot at Int32 offset `b` (odd sequence) and
+ * returns the even sequence it saw; `seqUnchanged` says whether the writer stayed out while the
+ * fields were copied. They are tiny so they inline, and they take the view as an argument so the
+ * caller's copy of it stays in a register across the atomic loads. (A single helper that filled a
+ * scratch array made a trending scan ~25% slower.)
+ */
+function seqBegin(i32: Int32Array, b: number): number {
+  for (;;) {
+    const seq = Atomics.load(i32, b + I32_SEQ);
+    if ((seq & 1) === 0) return seq;
+  }
+}
+
+/** See {@link seqBegin}. */
+function seqUnchanged(i32: Int32Array, b: number, seq: number): boolean {
+  return Atomics.load(i32, b + I32_SEQ) === seq;
+}
+
 function checkKinds(kinds: readonly SignalKindSpec[]): Float64Array {
   if (!Array.isArray(kinds)) throw new InvalidInputError('kinds', 'an array of signal kind specs', kinds);
   const lambdas = new Float64Array(kinds.length);
@@ -181,16 +228,59 @@ function checkCount(field: string, value: number): void {
   }
 }
 
+
+/**
+ * A buffer of `maxBytes` at most, `initialBytes` of it usable now. Falls back to a fixed buffer of
+ * the maximum when the platform refuses a growable reservation that large (Node 20 caps
+ * `maxByteLength` at 4 GiB).
+ */
+function reserveBuffer(initialBytes: number, maxBytes: number, reservation: 'grow' | 'fixed'): SharedArrayBuffer {
+  if (reservation === 'grow' && initialBytes < maxBytes) {
+    try {
+      return new SharedArrayBuffer(initialBytes, { maxByteLength: maxBytes });
+    } catch (err) {
+      if (!(err instanceof RangeError)) throw err;
+    }
+  }
+  return new SharedArrayBuffer(maxBytes);
+}
+
+/** The next size of a growing buffer, in elements: at least `need`, doubling, in whole steps, capped. */
+function nextSize(current: number, need: number, step: number, max: number): number {
+  const target = Math.max(need, current * 2);
+  return Math.min(max, Math.ceil(target / step) * step);
+}
+
+/** A fixed-length view of the index as long as the buffer is now. */
+function indexView(buf: SharedArrayBuffer): Int32Array {
+  return new Int32Array(buf, 0, buf.byteLength / 4);
+}
+
+/** The maximum a buffer can reach: its reservation if growable, else its length. */
+function maxBytesOf(buf: SharedArrayBuffer): number {
+  return buf.growable ? buf.maxByteLength : buf.byteLength;
+}
+
 /**
  * Per-(ordinal, kind) engagement state in shared memory: decayed score, all-time count, minute and
  * hour rings for windowed counts. Create it with {@link SignalStore.create} on the writer thread
  * and open it in workers with {@link SignalStore.attach}.
+ *
+ * The arena grows on demand up to its reservation. A slot can be taken ahead of its first event
+ * ({@link reserve}, at admission); until that event is applied the slot holds no state, and every
+ * read treats it as absent.
  */
 export class SignalStore {
   private readonly control: Int32Array;
-  private readonly index: Int32Array;
-  private readonly i32: Int32Array;
-  private readonly f64: Float64Array;
+  // Fixed-length views, made again when a slot or entry past them is met: Node 20 runs element
+  // access through length-tracking views about 10× slower (`npm run bench:store`).
+  private index: Int32Array;
+  private i32: Int32Array;
+  private f64: Float64Array;
+  /** Slots the views cover: the buffer's length when they were made. */
+  private viewSlots = 0;
+  /** The highest published slot count this instance has seen; never above `viewSlots`. */
+  private seenUsed = 0;
   private readonly lambdas: Float64Array;
   private readonly kindCount: number;
   private readonly ordinalCount: number;
@@ -201,9 +291,10 @@ export class SignalStore {
   private constructor(arena: SignalArena, lambdas: Float64Array, writable: boolean) {
     this.sharedArena = arena;
     this.control = new Int32Array(arena.control);
-    this.index = new Int32Array(arena.index);
-    this.i32 = new Int32Array(arena.slots);
-    this.f64 = new Float64Array(arena.slots);
+    this.index = indexView(arena.index);
+    this.i32 = new Int32Array(0);
+    this.f64 = new Float64Array(0);
+    this.mapSlots();
     this.lambdas = lambdas;
     this.kindCount = arena.kinds;
     this.ordinalCount = arena.maxOrdinals;
@@ -212,9 +303,9 @@ export class SignalStore {
   }
 
   /**
-   * Reserves the arena for `maxSlots` slots and an index of `maxOrdinals * kinds` entries. Call on
-   * the writer thread; that instance is the only one that may call {@link apply} and
-   * {@link importState}.
+   * Reserves the arena for up to `maxSlots` slots and an index of up to `maxOrdinals * kinds`
+   * entries, and commits a small first part of each. Call on the writer thread; that instance is
+   * the only one that may call {@link reserve}, {@link apply} and {@link importState}.
    *
    * @throws InvalidInputError for a bad kind spec or a non-positive capacity.
    * @throws CapacityError if the platform cannot reserve that much shared memory.
@@ -223,6 +314,10 @@ export class SignalStore {
     const lambdas = checkKinds(options.kinds);
     checkCount('maxOrdinals', options.maxOrdinals);
     checkCount('maxSlots', options.maxSlots);
+    const reservation = options.reservation ?? 'grow';
+    if (reservation !== 'grow' && reservation !== 'fixed') {
+      throw new InvalidInputError('reservation', "'grow' or 'fixed'", reservation);
+    }
     const kinds = options.kinds.length;
     const { maxOrdinals, maxSlots } = options;
     let control: SharedArrayBuffer;
@@ -230,14 +325,15 @@ export class SignalStore {
     let slots: SharedArrayBuffer;
     try {
       control = new SharedArrayBuffer(CONTROL_INT32 * 4);
-      index = new SharedArrayBuffer(maxOrdinals * kinds * 4);
-      slots = new SharedArrayBuffer(maxSlots * SLOT_BYTES);
+      const entries = maxOrdinals * kinds;
+      index = reserveBuffer(Math.min(entries, INDEX_STEP) * 4, entries * 4, reservation);
+      slots = reserveBuffer(Math.min(maxSlots, INITIAL_SLOTS) * SLOT_BYTES, maxSlots * SLOT_BYTES, reservation);
     } catch (err) {
       if (err instanceof RangeError) {
         throw new CapacityError(
           'signal state',
           maxSlots,
-          `could not reserve ${maxSlots} slots for ${maxOrdinals} ordinals (${err.message}); lower capacity.signalSlots or the ordinal capacity`,
+          `could not reserve ${maxSlots} slots for ${maxOrdinals} ordinals (${err.message}); lower capacity.signalSlots or capacity.items`,
         );
       }
       throw err;
@@ -264,8 +360,8 @@ export class SignalStore {
     checkCount('arena.maxSlots', arena.maxSlots);
     const expect = (field: 'control' | 'index' | 'slots', bytes: number): void => {
       const buf = arena[field];
-      if (!(buf instanceof SharedArrayBuffer) || buf.byteLength !== bytes) {
-        throw new InvalidInputError(`arena.${field}`, `a SharedArrayBuffer of ${bytes} bytes`, buf);
+      if (!(buf instanceof SharedArrayBuffer) || maxBytesOf(buf) !== bytes) {
+        throw new InvalidInputError(`arena.${field}`, `a SharedArrayBuffer reserving ${bytes} bytes`, buf);
       }
     };
     expect('control', CONTROL_INT32 * 4);
@@ -297,7 +393,7 @@ export class SignalStore {
     return this.ordinalCount;
   }
 
-  /** Slot capacity. */
+  /** Slot capacity: the reservation the slots grow into. */
   get maxSlots(): number {
     return this.slotCapacity;
   }
@@ -306,13 +402,92 @@ export class SignalStore {
   // Writer
 
   /**
-   * Records one event of `kind` on item `ordinal` with `weight` at `atMs`, allocating the pair's
-   * slot on its first event. Writer thread only. Events may arrive out of time order: the score
-   * takes them pre-decayed and the rings count them if they still fall inside.
+   * Whether `ordinal` is inside the ordinal capacity, so an item may be given it; check before
+   * handing out a new ordinal. The index grows when a slot is reserved for the ordinal.
+   */
+  canHoldOrdinal(ordinal: number): boolean {
+    return Number.isInteger(ordinal) && ordinal >= 0 && ordinal < this.ordinalCount;
+  }
+
+  /**
+   * Gives each pair `(ordinals[i], kinds[i])`, `i < count`, that has no slot a slot now, growing
+   * the arena if needed: all of them or none. Afterwards {@link apply} on any of these pairs cannot
+   * fail for capacity. A pair that already has a slot (reserved or written) needs nothing and never
+   * fails. Writer thread only.
+   *
+   * A reserved slot holds no state until its first event is applied, and may stay that way (its
+   * batch never committed): reads, scans and checkpoints treat it as absent.
+   *
+   * @throws InvalidInputError for a count, ordinal or kind that is not a valid index. Nothing is reserved.
+   * @throws CapacityError `'item ids'` for an ordinal at or past `maxOrdinals`, `'signal state'` when
+   *   the new pairs do not all fit in `maxSlots` (or the platform refuses to commit the memory).
+   *   Nothing is reserved.
+   */
+  reserve(ordinals: ArrayLike<number>, kinds: ArrayLike<number>, count: number): void {
+    this.requireWriter('reserve signal slots');
+    if (!Number.isInteger(count) || count < 0 || count > ordinals.length || count > kinds.length) {
+      throw new InvalidInputError('count', `an integer in [0, ${Math.min(ordinals.length, kinds.length)}]`, count);
+    }
+    const index = this.index;
+    const kindCount = this.kindCount;
+    // Pass 1 checks everything and counts the pairs that need a slot, so a refusal leaves no trace.
+    let fresh = 0;
+    let topIx = -1;
+    let pending: Set<number> | null = null;
+    for (let i = 0; i < count; i++) {
+      const ordinal = ordinals[i];
+      const kind = kinds[i];
+      if (!Number.isInteger(ordinal) || ordinal < 0) {
+        throw new InvalidInputError(`ordinals[${i}]`, 'a non-negative integer', ordinal);
+      }
+      if (ordinal >= this.ordinalCount) throw new CapacityError('item ids', this.ordinalCount, ORDINAL_HINT);
+      if (!Number.isInteger(kind) || kind < 0 || kind >= kindCount) {
+        throw new InvalidInputError(`kinds[${i}]`, `an integer in [0, ${kindCount})`, kind);
+      }
+      const ix = ordinal * kindCount + kind;
+      if (ix < index.length && index[ix] !== 0) continue;
+      // A batch may name a new pair more than once; it takes one slot.
+      if (count > 1) {
+        pending ??= new Set();
+        if (pending.has(ix)) continue;
+        pending.add(ix);
+      }
+      fresh++;
+      if (ix > topIx) topIx = ix;
+    }
+    if (fresh === 0) return;
+    const used = this.control[CONTROL_SLOTS_USED];
+    if (used + fresh > this.slotCapacity) {
+      throw new CapacityError(
+        'signal state',
+        this.slotCapacity,
+        `${fresh} new (item, kind) pairs need slots and ${this.slotCapacity - used} are free; ${CAPACITY_HINT}`,
+      );
+    }
+    // Growth commits memory before anything is written; if the platform refuses, nothing was taken.
+    this.growSlots(used + fresh);
+    this.growIndex(topIx + 1);
+    const grown = this.index;
+    for (let i = 0; i < count; i++) {
+      const ordinal = ordinals[i];
+      const kind = kinds[i];
+      const ix = ordinal * kindCount + kind;
+      if (grown[ix] !== 0) continue;
+      const slot = this.control[CONTROL_SLOTS_USED];
+      this.claim(slot, ordinal, kind);
+      this.publish(slot, ix);
+    }
+  }
+
+  /**
+   * Records one event of `kind` on item `ordinal` with `weight` at `atMs`. The pair's slot is the
+   * one {@link reserve} gave it, or is allocated now (growing the arena) on its first event. Writer
+   * thread only. Events may arrive out of time order: the score takes them pre-decayed and the
+   * rings count them if they still fall inside.
    *
    * @throws InvalidInputError for an ordinal or kind out of range, a non-finite weight or a time
    *   outside `[0, 2^31 minutes)`. Nothing is written.
-   * @throws CapacityError when a new slot is needed and all `maxSlots` are in use.
+   * @throws CapacityError when the pair has no slot and all `maxSlots` are in use.
    */
   apply(ordinal: number, kind: number, weight: number, atMs: number): void {
     this.requireWriter('apply signal events');
@@ -326,7 +501,7 @@ export class SignalStore {
 
     const ix = ordinal * this.kindCount + kind;
     // The writer is the index's only mutator, so its own plain read is current.
-    const entry = this.index[ix];
+    const entry = ix < this.index.length ? this.index[ix] : 0;
     if (entry !== 0) {
       this.record(entry - 1, kind, weight, atMs);
       return;
@@ -336,13 +511,69 @@ export class SignalStore {
     if (slot >= this.slotCapacity) {
       throw new CapacityError('signal state', this.slotCapacity, CAPACITY_HINT);
     }
+    this.growSlots(slot + 1);
+    this.growIndex(ix + 1);
+    this.claim(slot, ordinal, kind);
+    // The first event goes in before the slot is published: a slot allocated here is never seen empty.
+    this.record(slot, kind, weight, atMs);
+    this.publish(slot, ix);
+  }
+
+  /** Writes a new slot's header. The slot's memory is still zero: no events, seq 0. */
+  private claim(slot: number, ordinal: number, kind: number): void {
     const b = slot * SLOT_INT32;
     this.i32[b + I32_ORDINAL] = ordinal;
     this.i32[b + I32_KIND] = kind;
-    // The first event goes in before the slot is published, so no reader ever sees an empty slot.
-    this.record(slot, kind, weight, atMs);
+  }
+
+  /** Publishes slot `slot` (the next one) as holding index entry `ix`, in the order readers rely on. */
+  private publish(slot: number, ix: number): void {
     Atomics.store(this.control, CONTROL_SLOTS_USED, slot + 1);
     Atomics.store(this.index, ix, slot + 1);
+  }
+
+  /**
+   * Makes the slots view at least `slots` long. Called before a slot is published, so a reader
+   * that sees a slot count also sees a buffer that holds it.
+   *
+   * @throws CapacityError if the platform refuses to commit the memory.
+   */
+  private growSlots(slots: number): void {
+    const buf = this.sharedArena.slots;
+    if (slots * SLOT_BYTES <= buf.byteLength) return;
+    const next = nextSize(buf.byteLength / SLOT_BYTES, slots, SLOT_STEP, this.slotCapacity);
+    this.grow(buf, next * SLOT_BYTES, 'signal state', this.slotCapacity, CAPACITY_HINT);
+    this.mapSlots();
+  }
+
+  /** Makes the index at least `entries` long; see {@link growSlots}. */
+  private growIndex(entries: number): void {
+    const buf = this.sharedArena.index;
+    if (entries * 4 <= buf.byteLength) return;
+    const max = this.ordinalCount * this.kindCount;
+    const next = nextSize(buf.byteLength / 4, entries, INDEX_STEP, max);
+    this.grow(buf, next * 4, 'item ids', this.ordinalCount, ORDINAL_HINT);
+    this.index = indexView(buf);
+  }
+
+  /** Makes the slot views cover the whole buffer as it is now. */
+  private mapSlots(): void {
+    const buf = this.sharedArena.slots;
+    const slots = Math.floor(buf.byteLength / SLOT_BYTES);
+    this.i32 = new Int32Array(buf, 0, slots * SLOT_INT32);
+    this.f64 = new Float64Array(buf, 0, slots * SLOT_F64);
+    this.viewSlots = slots;
+  }
+
+  private grow(buf: SharedArrayBuffer, bytes: number, resource: string, limit: number, hint: string): void {
+    try {
+      buf.grow(bytes);
+    } catch (err) {
+      if (err instanceof RangeError) {
+        throw new CapacityError(resource, limit, `could not grow the signal state to ${bytes} bytes (${err.message}); ${hint}`);
+      }
+      throw err;
+    }
   }
 
   private record(slot: number, kind: number, weight: number, atMs: number): void {
@@ -381,21 +612,44 @@ export class SignalStore {
   }
 
   // ---------------------------------------------------------------------------------------------
+  // ---------------------------------------------------------------------------------------------
   // Readers (any thread)
 
   /**
-   * The slot holding (ordinal, kind), or -1 if the pair has no event yet.
+   * The slot holding (ordinal, kind), or -1 if the pair has no event yet (no slot, or a reserved
+   * slot still empty).
    *
    * @throws InvalidInputError for an ordinal or kind out of range.
    */
   slotOf(ordinal: number, kind: number): number {
     this.checkPair(ordinal, kind);
-    return Atomics.load(this.index, ordinal * this.kindCount + kind) - 1;
+    const ix = ordinal * this.kindCount + kind;
+    if (ix >= this.index.length) {
+      this.index = indexView(this.sharedArena.index);
+      // Past the index's current length nothing was ever published.
+      if (ix >= this.index.length) return -1;
+    }
+    const slot = Atomics.load(this.index, ix) - 1;
+    if (slot < 0) return -1;
+    // The writer grew the slots before it published this entry.
+    if (slot >= this.viewSlots) this.mapSlots();
+    return this.f64[slot * SLOT_F64 + F64_COUNT] !== 0 ? slot : -1;
   }
 
-  /** Number of slots in use; slots `0..slotsUsed()-1` are all initialised. */
+  /** Number of slots in use; slots `0..slotsUsed()-1` all have their header (some may be empty). */
   slotsUsed(): number {
     return Atomics.load(this.control, CONTROL_SLOTS_USED);
+  }
+
+  /**
+   * Whether the slot holds at least one event. A scan over `0..slotsUsed()-1` skips slots for which
+   * this is false: they were reserved for a write that has not been (or never was) applied.
+   */
+  hasEvents(slot: number): boolean {
+    this.checkSlot(slot);
+    // Outside the seqlock on purpose: the count only ever leaves 0 once, so any reading is either
+    // 0 (not yet) or not 0 (from then on); the values themselves are read under the seqlock.
+    return this.f64[slot * SLOT_F64 + F64_COUNT] !== 0;
   }
 
   /** The ordinal a slot belongs to (fixed once the slot is published). */
@@ -415,61 +669,28 @@ export class SignalStore {
     this.checkSlot(slot);
     const i32 = this.i32;
     const f64 = this.f64;
-    const seqAt = slot * SLOT_INT32;
+    const b = slot * SLOT_INT32;
     const fb = slot * SLOT_F64;
-    const lambda = this.lambdas[i32[seqAt + I32_KIND]];
-    for (;;) {
-      const s1 = Atomics.load(i32, seqAt);
-      if ((s1 & 1) !== 0) continue;
-      const score = f64[fb + F64_SCORE];
-      const tRef = f64[fb + F64_TREF];
-      if (Atomics.load(i32, seqAt) !== s1) continue;
-      const dt = nowMs - tRef;
-      return dt > 0 ? score * Math.exp(-lambda * dt) : score;
-    }
+    let seq: number;
+    let score: number;
+    let tRef: number;
+    do {
+      seq = seqBegin(i32, b);
+      score = f64[fb + F64_SCORE];
+      tRef = f64[fb + F64_TREF];
+    } while (!seqUnchanged(i32, b, seq));
+    const dt = nowMs - tRef;
+    return dt > 0 ? score * Math.exp(-this.lambdas[i32[b + I32_KIND]] * dt) : score;
   }
 
   /** All-time event count. */
   allTimeCount(slot: number): number {
-    this.checkSlot(slot);
-    // A single aligned Float64 load, but the seqlock still guards against a torn 64-bit read.
-    const i32 = this.i32;
-    const seqAt = slot * SLOT_INT32;
-    const at = slot * SLOT_F64 + F64_COUNT;
-    for (;;) {
-      const s1 = Atomics.load(i32, seqAt);
-      if ((s1 & 1) !== 0) continue;
-      const count = this.f64[at];
-      if (Atomics.load(i32, seqAt) === s1) return count;
-    }
+    return this.scalar(slot, F64_COUNT);
   }
 
   /** Time (ms) of the newest event; lets a scan skip slots quiet for the whole window cheaply. */
   newestAt(slot: number): number {
-    this.checkSlot(slot);
-    const i32 = this.i32;
-    const seqAt = slot * SLOT_INT32;
-    const at = slot * SLOT_F64 + F64_NEWEST;
-    for (;;) {
-      const s1 = Atomics.load(i32, seqAt);
-      if ((s1 & 1) !== 0) continue;
-      const newest = this.f64[at];
-      if (Atomics.load(i32, seqAt) === s1) return newest;
-    }
-  }
-
-  /** Time (ms) of the oldest event. */
-  oldestAt(slot: number): number {
-    this.checkSlot(slot);
-    const i32 = this.i32;
-    const seqAt = slot * SLOT_INT32;
-    const at = slot * SLOT_F64 + F64_OLDEST;
-    for (;;) {
-      const s1 = Atomics.load(i32, seqAt);
-      if ((s1 & 1) !== 0) continue;
-      const oldest = this.f64[at];
-      if (Atomics.load(i32, seqAt) === s1) return oldest;
-    }
+    return this.scalar(slot, F64_NEWEST);
   }
 
   /**
@@ -483,24 +704,26 @@ export class SignalStore {
     this.checkSlot(slot);
     const i32 = this.i32;
     const b = slot * SLOT_INT32;
+    let seq: number;
+    let sum: number;
+    // One branch per window with the ring's constants written out: ringSum's modulo by a constant
+    // compiles to a multiply, by a variable to a division.
     if (window === '1h') {
       const now = Math.floor(nowMs / MS_PER_MINUTE);
-      for (;;) {
-        const s1 = Atomics.load(i32, b);
-        if ((s1 & 1) !== 0) continue;
-        const sum = ringSum(i32, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, i32[b + I32_MINUTE_HEAD], now, MINUTES_1H);
-        if (Atomics.load(i32, b) === s1) return sum;
-      }
+      do {
+        seq = seqBegin(i32, b);
+        sum = ringSum(i32, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, i32[b + I32_MINUTE_HEAD], now, MINUTES_1H);
+      } while (!seqUnchanged(i32, b, seq));
+      return sum;
     }
     const span = window === '24h' ? HOURS_24H : window === '7d' ? HOURS_7D : -1;
     if (span < 0) throw new InvalidInputError('window', "one of '1h', '24h', '7d', 'all'", window);
     const now = Math.floor(nowMs / MS_PER_HOUR);
-    for (;;) {
-      const s1 = Atomics.load(i32, b);
-      if ((s1 & 1) !== 0) continue;
-      const sum = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, i32[b + I32_HOUR_HEAD], now, span);
-      if (Atomics.load(i32, b) === s1) return sum;
-    }
+    do {
+      seq = seqBegin(i32, b);
+      sum = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, i32[b + I32_HOUR_HEAD], now, span);
+    } while (!seqUnchanged(i32, b, seq));
+    return sum;
   }
 
   /**
@@ -528,20 +751,6 @@ export class SignalStore {
    * {@link windowCount} and {@link velocity}.
    */
   read(slot: number, nowMs: number, coarse: boolean, windows: readonly WindowName[], velocity: boolean): SignalValues {
-    this.checkSlot(slot);
-    const i32 = this.i32;
-    const f64 = this.f64;
-    const b = slot * SLOT_INT32;
-    const fb = slot * SLOT_F64;
-    const lambda = this.lambdas[i32[b + I32_KIND]];
-    const nowMinute = Math.floor(nowMs / MS_PER_MINUTE);
-    const nowHour = Math.floor(nowMs / MS_PER_HOUR);
-    let score = 0;
-    let tRef = 0;
-    let count = 0;
-    let c1h = 0;
-    let c24h = 0;
-    let c7d = 0;
     let want1h = false;
     let want24h = false;
     let want7d = false;
@@ -553,23 +762,36 @@ export class SignalStore {
     }
     // Coarse velocity is the real 24h count even though coarse windows are all-time counts.
     const need24h = coarse ? velocity && (want1h || want24h || want7d) : want24h;
-    for (;;) {
-      const s1 = Atomics.load(i32, b);
-      if ((s1 & 1) !== 0) continue;
+    this.checkSlot(slot);
+    const i32 = this.i32;
+    const f64 = this.f64;
+    const b = slot * SLOT_INT32;
+    const fb = slot * SLOT_F64;
+    const nowMinute = Math.floor(nowMs / MS_PER_MINUTE);
+    const nowHour = Math.floor(nowMs / MS_PER_HOUR);
+    const sum1h = !coarse && want1h;
+    const sum7d = !coarse && want7d;
+    let seq: number;
+    let score: number;
+    let tRef: number;
+    let count: number;
+    let c1h = 0;
+    let c24h = 0;
+    let c7d = 0;
+    do {
+      seq = seqBegin(i32, b);
       score = f64[fb + F64_SCORE];
       tRef = f64[fb + F64_TREF];
       count = f64[fb + F64_COUNT];
-      if (!coarse && want1h) {
-        c1h = ringSum(i32, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, i32[b + I32_MINUTE_HEAD], nowMinute, MINUTES_1H);
-      }
-      if (need24h || (!coarse && want7d)) {
+      if (sum1h) c1h = ringSum(i32, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, i32[b + I32_MINUTE_HEAD], nowMinute, MINUTES_1H);
+      if (need24h || sum7d) {
         const head = i32[b + I32_HOUR_HEAD];
         if (need24h) c24h = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, head, nowHour, HOURS_24H);
-        if (!coarse && want7d) c7d = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, head, nowHour, HOURS_7D);
+        if (sum7d) c7d = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, head, nowHour, HOURS_7D);
       }
-      if (Atomics.load(i32, b) === s1) break;
-    }
+    } while (!seqUnchanged(i32, b, seq));
     const dt = nowMs - tRef;
+    const lambda = this.lambdas[i32[b + I32_KIND]];
     const values: SignalValues = {
       score: dt > 0 ? score * Math.exp(-lambda * dt) : score,
       count,
@@ -599,24 +821,31 @@ export class SignalStore {
     return values;
   }
 
+  /** One Float64 field of a slot, read under the seqlock (a 64-bit read may tear without it). */
+  private scalar(slot: number, field: number): number {
+    this.checkSlot(slot);
+    const i32 = this.i32;
+    const f64 = this.f64;
+    const b = slot * SLOT_INT32;
+    const at = slot * SLOT_F64 + field;
+    let seq: number;
+    let value: number;
+    do {
+      seq = seqBegin(i32, b);
+      value = f64[at];
+    } while (!seqUnchanged(i32, b, seq));
+    return value;
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Checkpoints (writer thread)
 
   /**
-   * A copy of the slots in use, byte for byte (`slotsUsed() * SLOT_BYTES` bytes), for a checkpoint.
-   * Writer thread only: it reads without the seqlock because nothing else mutates the slots.
-   */
-  exportState(): Uint8Array<ArrayBuffer> {
-    this.requireWriter('export signal state');
-    const used = this.control[CONTROL_SLOTS_USED];
-    return new Uint8Array(this.sharedArena.slots, 0, used * SLOT_BYTES).slice();
-  }
-
-  /**
-   * Loads a checkpoint written by {@link exportState} into this store, which must be freshly
-   * created and empty. `kindRemap[oldKind]` gives each old kind's new index, or -1 to drop that
-   * kind's slots (the remaining slots are compacted); without it kinds keep their indices. All
-   * checks run before anything is written.
+   * Loads a checkpoint (the first `slotsUsed() * SLOT_BYTES` bytes of an arena's `slots`, byte for
+   * byte) into this store, which must be freshly created and empty. `kindRemap[oldKind]` gives each
+   * old kind's new index, or -1 to drop that kind's slots (the remaining slots are compacted);
+   * without it kinds keep their indices. A slot with no events (reserved, never written) is kept as
+   * the same empty reservation. All checks run before anything is written.
    *
    * @throws InvalidInputError if the store is not empty, the length is not a multiple of
    *   {@link SLOT_BYTES}, a slot names an ordinal or kind out of range, or two slots end up on the
@@ -639,6 +868,7 @@ export class SignalStore {
     const newKinds = new Int32Array(oldSlots);
     const seen = new Map<number, number>();
     let kept = 0;
+    let topIx = -1;
     for (let s = 0; s < oldSlots; s++) {
       const b = s * SLOT_INT32;
       const ordinal = src[b + I32_ORDINAL];
@@ -673,11 +903,14 @@ export class SignalStore {
       }
       seen.set(ix, s);
       newKinds[s] = kind;
+      if (ix > topIx) topIx = ix;
       kept++;
     }
     if (kept > this.slotCapacity) {
       throw new CapacityError('signal state', this.slotCapacity, CAPACITY_HINT);
     }
+    this.growSlots(kept);
+    this.growIndex(topIx + 1);
 
     const dst = this.i32;
     let slot = 0;
@@ -718,9 +951,21 @@ export class SignalStore {
   }
 
   private checkSlot(slot: number): void {
-    // One unsigned compare rejects negatives, fractions and NaN without a branch per case.
-    if (slot >>> 0 !== slot || slot >= this.slotCapacity) {
-      throw new InvalidInputError('slot', `an integer in [0, ${this.slotCapacity})`, slot);
-    }
+    // Only published slots: past them the buffer may not have grown yet. The count only grows, so
+    // a slot below the last count seen needs no atomic load. One unsigned compare rejects
+    // negatives, fractions and NaN without a branch per case.
+    if (slot >>> 0 !== slot || slot >= this.seenUsed) this.checkNewSlot(slot);
   }
+
+  /** Out of line, so the common path of {@link checkSlot} stays one compare and inlines. */
+  private checkNewSlot(slot: number): void {
+    const used = Atomics.load(this.control, CONTROL_SLOTS_USED);
+    if (slot >>> 0 !== slot || slot >= used) {
+      throw new InvalidInputError('slot', `an integer in [0, ${used}) (the slots in use)`, slot);
+    }
+    this.seenUsed = used;
+    // Published since the views were made: the writer grew the buffer before publishing it.
+    if (used > this.viewSlots) this.mapSlots();
+  }
+
 }

@@ -1,0 +1,314 @@
+/// <reference lib="es2024.sharedmemory" />
+/**
+ * `npm run bench:store`: the capacity of the shared-memory signal state, on this machine.
+ *
+ * 1. Reservation: what creating stores costs the host. For a growable and a fixed reservation,
+ *    `/proc/self/status` VmSize and VmRSS and `/proc/meminfo` Committed_AS before and after
+ *    creating `--stores` stores of `--slots` slots and `--ordinals` ordinals × 3 kinds, and whether
+ *    `child_process.spawnSync('true')` still works with them open. Then again with enough stores
+ *    to reserve more than the host's RAM + swap, where heuristic overcommit refuses a fork whose
+ *    private writable memory exceeds it.
+ * 2. Memory: bytes per slot, and the resident growth for `--resident` slots taken.
+ * 3. Speed: `apply` into a fresh store, a trending-style scan over every slot (the calls
+ *    retrieve.ts makes per slot) and a full `read` per slot, for a store over growable buffers and
+ *    one over fixed buffers, interleaved in `--rounds` rounds (medians reported); and plain element
+ *    reads through a length-tracking view over a growable buffer, which Node 20 runs far slower
+ *    than a fixed-length one (the reason the store remakes fixed-length views as it grows).
+ *
+ * Linux only (it reads /proc). Flags: `--stores N` (default 4), `--slots N` (default 4194304),
+ * `--ordinals N` (default 4194304), `--scan-slots N` (default 200000), `--events N` (default
+ * 1000000), `--rounds N` (default 7), `--resident N` (default 262144).
+ */
+
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import { SignalStore, SLOT_BYTES, type SignalKindSpec } from 'tidal-query';
+import { mulberry32 } from './corpus.js';
+import { collectGarbage, describeMachine, fmtInt, fmtRatio, intFlag, loadAverage, markdownTable, nowMs } from './stats.js';
+
+const argv = process.argv.slice(2);
+const STORES = intFlag(argv, 'stores', 4);
+const SLOTS = intFlag(argv, 'slots', 4_194_304);
+const ORDINALS = intFlag(argv, 'ordinals', 4_194_304);
+const SCAN_SLOTS = intFlag(argv, 'scan-slots', 200_000);
+const EVENTS = intFlag(argv, 'events', 1_000_000);
+const ROUNDS = intFlag(argv, 'rounds', 7);
+const RESIDENT = intFlag(argv, 'resident', 262_144);
+
+const HOUR = 3_600_000;
+const BASE = Date.UTC(2026, 0, 1);
+const KINDS: SignalKindSpec[] = [
+  { name: 'view', halfLifeMs: 6 * HOUR, windows: ['1h', '24h', '7d', 'all'], velocity: true },
+  { name: 'like', halfLifeMs: 24 * HOUR, windows: ['24h', 'all'], velocity: false },
+  { name: 'share', halfLifeMs: 72 * HOUR, windows: ['all'], velocity: false },
+];
+type Reservation = 'grow' | 'fixed';
+const MODES: readonly Reservation[] = ['grow', 'fixed'];
+const MiB = 2 ** 20;
+const log = (s = '') => process.stdout.write(`${s}\n`);
+
+// ---------------------------------------------------------------------------------------------
+// 1. Reservation and overcommit
+// ---------------------------------------------------------------------------------------------
+
+interface MemoryReading {
+  vmSizeMiB: number;
+  vmRssMiB: number;
+  committedMiB: number;
+}
+
+function kib(text: string, key: string): number {
+  const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text);
+  return m ? Number(m[1]) : Number.NaN;
+}
+
+function memory(): MemoryReading {
+  const status = fs.readFileSync('/proc/self/status', 'utf8');
+  const meminfo = fs.readFileSync('/proc/meminfo', 'utf8');
+  return { vmSizeMiB: kib(status, 'VmSize') / 1024, vmRssMiB: kib(status, 'VmRSS') / 1024, committedMiB: kib(meminfo, 'Committed_AS') / 1024 };
+}
+
+function spawnWorks(): string {
+  const r = spawnSync('true');
+  return r.error ? ((r.error as NodeJS.ErrnoException).code ?? r.error.message) : 'ok';
+}
+
+function reservationRow(mode: Reservation, stores: number): string[] {
+  collectGarbage();
+  const before = memory();
+  const held: SignalStore[] = [];
+  let failure = '';
+  try {
+    for (let i = 0; i < stores; i++) held.push(SignalStore.create({ kinds: KINDS, maxOrdinals: ORDINALS, maxSlots: SLOTS, reservation: mode }));
+  } catch (err) {
+    failure = ` (store ${held.length + 1}: ${(err as Error).message})`;
+  }
+  const after = memory();
+  const spawn = spawnWorks();
+  const row = [
+    mode,
+    String(held.length),
+    fmtInt((held.length * (SLOTS * SLOT_BYTES + ORDINALS * KINDS.length * 4)) / MiB),
+    fmtInt(after.vmSizeMiB - before.vmSizeMiB),
+    fmtInt(after.vmRssMiB - before.vmRssMiB),
+    fmtInt(after.committedMiB - before.committedMiB),
+    spawn + failure,
+  ];
+  held.length = 0;
+  collectGarbage();
+  return row;
+}
+
+function reservation(): void {
+  const meminfo = fs.readFileSync('/proc/meminfo', 'utf8');
+  const ramSwapMiB = (kib(meminfo, 'MemTotal') + kib(meminfo, 'SwapTotal')) / 1024;
+  const perStoreMiB = (SLOTS * SLOT_BYTES + ORDINALS * KINDS.length * 4) / MiB;
+  const many = Math.floor(ramSwapMiB / perStoreMiB) + 1;
+  log('## 1. Reservation');
+  log();
+  log(
+    `vm.overcommit_memory = ${fs.readFileSync('/proc/sys/vm/overcommit_memory', 'utf8').trim()}, ` +
+      `RAM + swap ${fmtInt(ramSwapMiB)} MiB, CommitLimit ${fmtInt(kib(meminfo, 'CommitLimit') / 1024)} MiB. ` +
+      `Each store reserves ${fmtInt(SLOTS)} slots and ${fmtInt(ORDINALS)} ordinals × ${KINDS.length} kinds (${fmtInt(perStoreMiB)} MiB).`,
+  );
+  log();
+  const rows: string[][] = [];
+  for (const stores of [STORES, many]) for (const mode of MODES) rows.push(reservationRow(mode, stores));
+  log(markdownTable(['reservation', 'stores', 'reserved MiB', 'Δ VmSize MiB', 'Δ VmRSS MiB', 'Δ Committed_AS MiB', "spawnSync('true')"], rows));
+  log();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Speed: growable vs fixed
+// ---------------------------------------------------------------------------------------------
+
+interface Stream {
+  ordinal: Int32Array;
+  at: Float64Array;
+}
+
+/** The same events every round: ordinals uniform over `SCAN_SLOTS`, times over two days. */
+function stream(): Stream {
+  const rnd = mulberry32(8);
+  const ordinal = new Int32Array(EVENTS);
+  const at = new Float64Array(EVENTS);
+  for (let i = 0; i < EVENTS; i++) {
+    ordinal[i] = Math.floor(rnd() * SCAN_SLOTS);
+    at[i] = BASE + Math.floor((i / EVENTS) * 48 * HOUR);
+  }
+  return { ordinal, at };
+}
+
+interface SpeedSample {
+  applyNs: number;
+  scanNs: number;
+  readNs: number;
+}
+
+let sink = 0;
+
+// Each measured loop is its own function, so it is optimised as a whole and not by on-stack replacement.
+function applyAll(store: SignalStore, events: Stream): void {
+  for (let i = 0; i < EVENTS; i++) store.apply(events.ordinal[i]!, 0, 1, events.at[i]!);
+}
+
+/** What the one-kind trending scan in retrieve.ts calls per slot. */
+function scanAll(store: SignalStore, now: number): number {
+  const horizon = now - HOUR;
+  const used = store.slotsUsed();
+  let acc = 0;
+  for (let s = 0; s < used; s++) {
+    if (store.slotKind(s) !== 0) continue;
+    if (!store.hasEvents(s)) continue;
+    acc += store.slotOrdinal(s);
+    acc += store.decayedScore(s, now);
+    acc += store.newestAt(s) < horizon ? 0 : store.velocity(s, '1h', now, false);
+  }
+  return acc;
+}
+
+function readAll(store: SignalStore, now: number): number {
+  const windows = KINDS[0]!.windows;
+  const used = store.slotsUsed();
+  let acc = 0;
+  for (let s = 0; s < used; s++) acc += store.read(s, now, false, windows, true).count;
+  return acc;
+}
+
+function speedRound(mode: Reservation, events: Stream): SpeedSample {
+  const store = SignalStore.create({ kinds: KINDS.slice(0, 1), maxOrdinals: SCAN_SLOTS, maxSlots: SCAN_SLOTS, reservation: mode });
+  const now = BASE + 48 * HOUR;
+  const t0 = nowMs();
+  applyAll(store, events);
+  const t1 = nowMs();
+  sink += scanAll(store, now);
+  const t2 = nowMs();
+  sink += readAll(store, now);
+  const t3 = nowMs();
+  const used = store.slotsUsed();
+  return { applyNs: ((t1 - t0) * 1e6) / EVENTS, scanNs: ((t2 - t1) * 1e6) / used, readNs: ((t3 - t2) * 1e6) / used };
+}
+
+// Element access through the three kinds of view, each in its own function so none of them sees
+// another's view type (mixed, every access site would go polymorphic).
+function sumFixed(v: Int32Array): number {
+  let s = 0;
+  for (let i = 0; i < v.length; i++) s += v[i]!;
+  return s;
+}
+function sumTracking(v: Int32Array): number {
+  let s = 0;
+  for (let i = 0; i < v.length; i++) s += v[i]!;
+  return s;
+}
+function sumFixedOverGrowable(v: Int32Array): number {
+  let s = 0;
+  for (let i = 0; i < v.length; i++) s += v[i]!;
+  return s;
+}
+
+/** ns per element: a view over a fixed buffer, a length-tracking view and a fixed-length view over a growable one. */
+function views(): string[][] {
+  const n = 1 << 24;
+  const fixedBuf = new SharedArrayBuffer(n * 4);
+  const growable = new SharedArrayBuffer(4096, { maxByteLength: n * 8 });
+  growable.grow(n * 4);
+  const cases: [string, (v: Int32Array) => number, Int32Array][] = [
+    ['fixed buffer', sumFixed, new Int32Array(fixedBuf)],
+    ['growable buffer, length-tracking view', sumTracking, new Int32Array(growable)],
+    ['growable buffer, fixed-length view (what the store uses)', sumFixedOverGrowable, new Int32Array(growable, 0, n)],
+  ];
+  const out: number[][] = cases.map(() => []);
+  for (let r = 0; r < ROUNDS; r++) {
+    cases.forEach(([, fn, v], c) => {
+      const t0 = nowMs();
+      sink += fn(v);
+      out[c]!.push(((nowMs() - t0) * 1e6) / n);
+    });
+  }
+  const base = median(out[0]!);
+  return cases.map(([label], c) => [label, median(out[c]!).toFixed(2), fmtRatio(median(out[c]!) / base)]);
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+function speed(): void {
+  const events = stream();
+  const samples: Record<Reservation, SpeedSample[]> = { grow: [], fixed: [] };
+  // One warm-up round each, so both modes run optimised code; then alternate, swapping the order.
+  for (const mode of MODES) speedRound(mode, events);
+  for (let r = 0; r < ROUNDS; r++) {
+    const order = r % 2 === 0 ? MODES : [...MODES].reverse();
+    for (const mode of order) {
+      collectGarbage();
+      samples[mode].push(speedRound(mode, events));
+    }
+  }
+  const med = (mode: Reservation, key: keyof SpeedSample) => median(samples[mode].map((s) => s[key]));
+  log('## 3. Speed: a store over growable buffers vs fixed ones');
+  log();
+  log(`${fmtInt(EVENTS)} events into ${fmtInt(SCAN_SLOTS)} slots (one kind), then a scan of every slot; medians of ${ROUNDS} rounds, ns.`);
+  log();
+  const rows = (
+    [
+      ['apply, per event (fresh store, growth included)', 'applyNs'],
+      ['trending scan, per slot', 'scanNs'],
+      ['read(), per slot', 'readNs'],
+    ] as const
+  ).map(([label, key]) => [label, med('grow', key).toFixed(1), med('fixed', key).toFixed(1), fmtRatio(med('grow', key) / med('fixed', key))]);
+  log(markdownTable(['operation', 'growable ns', 'fixed ns', 'growable / fixed'], rows));
+  log();
+  log(`Reading ${fmtInt(1 << 24)} Int32 elements in a loop, ns per element (medians of ${ROUNDS}):`);
+  log();
+  log(markdownTable(['view', 'ns', 'vs fixed buffer'], views()));
+  log();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Memory per slot
+// ---------------------------------------------------------------------------------------------
+
+function resident(): void {
+  collectGarbage();
+  const store = SignalStore.create({ kinds: KINDS, maxOrdinals: ORDINALS, maxSlots: SLOTS });
+  const before = memory();
+  const ordinals = new Int32Array(RESIDENT);
+  const kinds = new Int32Array(RESIDENT);
+  for (let i = 0; i < RESIDENT; i++) {
+    ordinals[i] = Math.floor(i / KINDS.length);
+    kinds[i] = i % KINDS.length;
+  }
+  store.reserve(ordinals, kinds, RESIDENT);
+  const reserved = memory();
+  for (let i = 0; i < RESIDENT; i++) store.apply(ordinals[i]!, kinds[i]!, 1, BASE + i);
+  const applied = memory();
+  const perSlot = (m: MemoryReading) => ((m.vmRssMiB - before.vmRssMiB) * MiB) / RESIDENT;
+  log('## 2. Memory');
+  log();
+  log(
+    `${SLOT_BYTES} bytes per slot, plus 4 bytes per (ordinal, kind) index entry up to the highest ordinal with a slot. ` +
+      `${fmtInt(RESIDENT)} slots over ${fmtInt(RESIDENT / KINDS.length)} items × ${KINDS.length} kinds:`,
+  );
+  log();
+  log(
+    markdownTable(
+      ['after', 'Δ VmRSS MiB', 'bytes per slot', 'committed buffer MiB (slots + index)'],
+      [
+        ['reserve()', fmtInt(reserved.vmRssMiB - before.vmRssMiB), fmtInt(perSlot(reserved)), fmtInt((store.arena.slots.byteLength + store.arena.index.byteLength) / MiB)],
+        ['first event on each', fmtInt(applied.vmRssMiB - before.vmRssMiB), fmtInt(perSlot(applied)), fmtInt((store.arena.slots.byteLength + store.arena.index.byteLength) / MiB)],
+      ],
+    ),
+  );
+  log();
+}
+
+log(`# Signal state capacity (${describeMachine()}, load ${loadAverage()})`);
+log();
+reservation();
+// Before the speed rounds, whose freed buffers would otherwise blur the resident figures.
+resident();
+speed();
+if (sink === 42) log('');
