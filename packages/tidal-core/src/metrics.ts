@@ -51,14 +51,20 @@ async function importPromClient(registry: unknown): Promise<PromClient> {
  * @throws {@link InvalidInputError} naming `metricsRegistry` when prom-client is not installed.
  */
 export async function createMetrics(registry: MetricsRegistry, source: MetricsSource, prefix = 'tidal_'): Promise<Metrics> {
-  return new Metrics(await importPromClient(registry), registry, source, prefix);
+  return new PromMetrics(await importPromClient(registry), registry, source, prefix);
+}
+
+/** What the database reports per query; implemented over prom-client by {@link createMetrics}. */
+export interface Metrics {
+  served(op: 'retrieve' | 'search', level: DegradationLevel, latencyMs: number): void;
+  failed(): void;
 }
 
 /**
  * Prometheus metrics in the caller's prom-client registry. Gauges are read when the registry is
  * scraped (no work per query); counters and the histogram are updated per query.
  */
-export class Metrics {
+class PromMetrics implements Metrics {
   readonly #queries;
   readonly #duration;
   readonly #failed;

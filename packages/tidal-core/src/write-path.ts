@@ -358,7 +358,7 @@ export class WritePath {
   }
 
   #onFailure(err: WriterFailedError): void {
-    this.#deps.onWarning({ code: 'TIDAL_WRITER_FAILED', message: err.message });
+    this.#deps.onWarning({ code: 'TIDAL_WRITER_STOPPED', message: err.message });
   }
 
   /** Commits every queued write now. */

@@ -97,7 +97,7 @@ describe('write-path faults', () => {
     // The batch committed before the bug: durable, so acknowledged.
     await expect(db.signals([{ item: 'a', kind: 'view' }, { item: 'b', kind: 'view' }])).resolves.toBeGreaterThan(0);
     expect(SignalStore.prototype.apply).not.toBe(apply);
-    expect(warnings.map((w) => w.code)).toEqual(['TIDAL_WRITER_FAILED']);
+    expect(warnings.map((w) => w.code)).toEqual(['TIDAL_WRITER_STOPPED']);
     await expect(db.signal({ item: 'a', kind: 'view' })).rejects.toBeInstanceOf(WriterFailedError);
     await expect(db.upsertItems([{ id: 'c' }])).rejects.toMatchObject({ code: 'TIDAL_WRITER_FAILED' });
     // Reads are served from the state as it was.

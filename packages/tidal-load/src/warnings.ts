@@ -27,7 +27,7 @@ export const WARNING_CODES = [
   /** Closing expired sessions failed; a session whose row could not be removed is closed again by the next open. */
   'TIDAL_SESSION_SWEEP_FAILED',
   /** Code that runs after a commit threw (a bug): the writer stopped, later writes get WriterFailedError. */
-  'TIDAL_WRITER_FAILED',
+  'TIDAL_WRITER_STOPPED',
   /** A signal-state checkpoint failed and rolled back; the log still holds every event, the next one is tried later. */
   'TIDAL_CHECKPOINT_FAILED',
 ] as const;

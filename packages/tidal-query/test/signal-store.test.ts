@@ -3,7 +3,9 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { CapacityError, DegradationLevel, InvalidInputError, TidalError } from 'tidal-load';
 import { Catalog } from '../src/catalog.js';
-import { popularity, signalsOf, type QueryContext } from '../src/context.js';
+import { popularity, type QueryContext } from '../src/context.js';
+import { readItemSignals } from '../src/item-signals.js';
+import { openStorage } from '../../tidal-core/src/storage.js';
 import { ItemsWriter } from '../src/items-table.js';
 import { RetrieveExecutor } from '../src/retrieve.js';
 import type { Profile } from '../src/types.js';
@@ -703,7 +705,7 @@ describe('SignalStore reservation', () => {
     const err = catchError(() => store.reserve([2, 0, 3, 2, 4], [0, 0, 0, 0, 1], 5));
     expect(err).toBeInstanceOf(CapacityError);
     expect((err as CapacityError).resource).toBe('signal state');
-    expect((err as CapacityError).limit).toBe(4);
+    expect((err as CapacityError).capacity).toBe(4);
     expect((err as Error).message).toContain('capacity.signalSlots');
     unchanged();
 
@@ -711,7 +713,7 @@ describe('SignalStore reservation', () => {
     const ids = catchError(() => store.reserve([2, 16], [0, 0], 2));
     expect(ids).toBeInstanceOf(CapacityError);
     expect((ids as CapacityError).resource).toBe('item ids');
-    expect((ids as CapacityError).limit).toBe(16);
+    expect((ids as CapacityError).capacity).toBe(16);
     expect((ids as Error).message).toContain('capacity.items');
     unchanged();
     const bad = catchError(() => store.reserve([2, 3], [0, 3], 2));
@@ -804,6 +806,7 @@ describe('SignalStore reserved slots in queries', () => {
   /** Items 0..5 present; item 0 has events in every kind, item 1 only in kind 0, items 2..5 only reserved slots. */
   function setup(kinds: SignalKindSpec[]): { ctx: QueryContext; retrieve: (profile: Profile) => ReturnType<RetrieveExecutor['run']> } {
     const db = new Database(':memory:');
+    openStorage(db, ':memory:');
     const items = new ItemsWriter(db);
     for (let o = 0; o < 6; o++) items.upsert({ ordinal: o, id: `i${o}`, text: null, metadata: {}, createdAt: T0, embedding: null }, o + 1, false);
     const schema = { kinds, metadata: {}, embeddingDims: 0 };
@@ -840,9 +843,9 @@ describe('SignalStore reserved slots in queries', () => {
 
   it('gives an item with only reserved slots no signal values and no popularity', () => {
     const { ctx } = setup(KINDS);
-    expect(signalsOf(ctx, 3, T0, false)).toEqual({});
+    expect(readItemSignals(ctx.store, ctx.schema, 3, T0, false)).toEqual({});
     expect(popularity(ctx, 3, T0)).toBe(0);
-    expect(Object.keys(signalsOf(ctx, 1, T0, false))).toEqual(['view']);
+    expect(Object.keys(readItemSignals(ctx.store, ctx.schema, 1, T0, false))).toEqual(['view']);
     expect(popularity(ctx, 1, T0)).toBe(1);
   });
 });
