@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -27,7 +27,8 @@ import {
   type WorkerSearchResult,
   type WorkerTask,
 } from 'tidal-query';
-import { resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
+import { mergeSessionOptions, resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
+import { prepareDirectory } from './paths.js';
 import { Metrics } from './metrics.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
 import { SessionRegistry, type OpenSessionOptions, type SessionHandle, type SessionInfo, type SessionOptions, type SessionSummary } from './sessions.js';
@@ -47,6 +48,9 @@ import {
   checkFilter,
   checkFiniteNumber,
   checkId,
+  checkWeight,
+  isValidId,
+  isValidWeight,
   checkLimit,
   checkMetadata,
   checkProfile,
@@ -134,7 +138,7 @@ export class TidalDb implements AsyncDisposable {
     this.#schema = o.schema;
     this.#ephemeral = o.dir === null;
     this.#dir = o.dir ?? mkdtempSync(join(tmpdir(), 'tidal-'));
-    mkdirSync(this.#dir, { recursive: true });
+    prepareDirectory(this.#dir);
     const file = join(this.#dir, 'tidal.db');
     this.#db = openWriterConnection(file, o.durability);
     try {
@@ -426,8 +430,7 @@ export class TidalDb implements AsyncDisposable {
         const { item, weight, at } = s as { item: unknown; weight: unknown; at: unknown };
         if (
           kind !== undefined &&
-          typeof item === 'string' && item.length > 0 && item.length <= MAX_ID_LENGTH &&
-          (weight === undefined || (typeof weight === 'number' && Number.isFinite(weight))) &&
+          isValidId(item) && isValidWeight(weight) &&
           (at === undefined || (typeof at === 'number' && at >= 0 && at < MAX_EVENT_MS))
         ) {
           return { t: 0, ordinal: -1, id: item, kind, weight: weight ?? 1, at: at ?? now, session };
@@ -444,7 +447,7 @@ export class TidalDb implements AsyncDisposable {
         ordinal: -1,
         id: checkId(`${at}.item`, s.item),
         kind,
-        weight: checkFiniteNumber(`${at}.weight`, s.weight, 1),
+        weight: checkWeight(`${at}.weight`, s.weight, 1),
         at: s.at === undefined ? now : checkTime(`${at}.at`, s.at),
         session,
       };
@@ -480,6 +483,7 @@ export class TidalDb implements AsyncDisposable {
    */
   openSession(options: OpenSessionOptions): SessionHandle {
     this.#check('open a session');
+    if (typeof options?.agent === 'string') checkId('agent', options.agent);
     return this.#sessions.open(options, this.#o.clock());
   }
 
@@ -835,7 +839,7 @@ export class TidalDbBuilder {
 
   /** Session options: `{ defaultTtlMs, sweepIntervalMs, maxOpen, onExpired }` (see {@link SessionOptions}). */
   sessions(options: SessionOptions): this {
-    this.#o.sessions = { ...this.#o.sessions, ...options };
+    this.#o.sessions = mergeSessionOptions(this.#o.sessions, options);
     return this;
   }
 
