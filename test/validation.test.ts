@@ -328,7 +328,7 @@ describe('validation', () => {
     });
 
     it('reads metadata fields as own properties: {} has no `constructor` or `toString` field', async () => {
-      const schema: SchemaDefinition = { signals: [{ name: 'view', halfLifeMs: 1000 }], metadata: { constructor: 'string', toString: 'number' } };
+      const schema: SchemaDefinition = { signals: [{ name: 'view', halfLifeMs: 1000 }], metadata: { constructor: 'string', toString: 'number' } as Record<string, 'string' | 'number'> };
       const { db: odd } = await openDb({ workers: 1, schema });
       try {
         await odd.upsertItems([{ id: 'a', metadata: {} }, { id: 'b', metadata: { constructor: 'c', toString: 3 } }]);
@@ -409,6 +409,11 @@ describe('validation: schema at open', () => {
   it('refuses embeddingDims 0', async () => {
     await expectOpenRefused({ ...SCHEMA, embeddingDims: 0 }, 'schema.embeddingDims', '0 (number)');
     await expectOpenRefused({ ...SCHEMA, embeddingDims: 2.5 }, 'schema.embeddingDims', '2.5 (number)');
+  });
+
+  it('refuses null where a kind takes an array or a boolean (only an absent key means the default)', async () => {
+    await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, windows: null }] }, 'schema.signals[0].windows', 'null');
+    await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, velocity: null }] }, 'schema.signals[0].velocity', 'null');
   });
 
   it('refuses a bad kind name and an empty signal list', async () => {

@@ -69,14 +69,15 @@ export function resolveSchema(def: unknown): QuerySchema {
     if (typeof k.halfLifeMs !== 'number' || !Number.isFinite(k.halfLifeMs) || k.halfLifeMs <= 0) {
       throw new InvalidInputError(`${at}.halfLifeMs`, 'a positive finite number of milliseconds', k.halfLifeMs);
     }
-    const windows = k.windows ?? WINDOWS;
+    // Only an absent key means the default: `null` is refused like any other non-array.
+    const windows = k.windows === undefined ? WINDOWS : k.windows;
     if (!Array.isArray(windows)) throw new InvalidInputError(`${at}.windows`, `an array of ${WINDOWS.join(', ')}`, windows);
     checkDense(`${at}.windows`, windows);
     for (const w of windows) {
       if (!WINDOWS.includes(w)) throw new InvalidInputError(`${at}.windows`, `made of ${WINDOWS.map((x) => `'${x}'`).join(', ')}`, w);
     }
     if (new Set(windows).size !== windows.length) throw new InvalidInputError(`${at}.windows`, 'without duplicates', windows);
-    const velocity = k.velocity ?? false;
+    const velocity = k.velocity === undefined ? false : k.velocity;
     if (typeof velocity !== 'boolean') throw new InvalidInputError(`${at}.velocity`, 'a boolean', velocity);
     if (velocity && !windows.some((w) => w !== 'all')) {
       throw new InvalidInputError(`${at}.windows`, "to include '1h', '24h' or '7d' when velocity is true", windows);
