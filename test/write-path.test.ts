@@ -95,9 +95,9 @@ describe('backpressure through TidalDb', () => {
   });
 
   it('refuses to open with a threshold or batch size that is not a sane whole number', async () => {
-    await expect(builder().groupCommit({ maxQueueEvents: 100.5 }).open()).rejects.toThrow(/options\.maxQueueEvents must be a whole number/);
-    await expect(builder().groupCommit({ maxBatch: 64, maxQueueEvents: 10 }).open()).rejects.toThrow(/options\.maxQueueEvents/);
-    await expect(builder().groupCommit({ maxBatch: 0 }).open()).rejects.toThrow(/options\.maxBatch/);
+    await expect(builder().groupCommit({ maxQueueEvents: 100.5 }).open()).rejects.toThrow(/groupCommit\.maxQueueEvents must be a whole number/);
+    await expect(builder().groupCommit({ maxBatch: 64, maxQueueEvents: 10 }).open()).rejects.toThrow(/groupCommit\.maxQueueEvents/);
+    await expect(builder().groupCommit({ maxBatch: 0 }).open()).rejects.toThrow(/groupCommit\.maxBatch/);
     await expect(builder().groupCommit({ maxDelayMs: -1 }).open()).rejects.toThrow(InvalidInputError);
   });
 });

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -22,7 +22,8 @@ import {
   type WarmResult,
 } from 'tidal-query';
 import { checkControl, QueryPool, type RunControl } from './query-pool.js';
-import { resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
+import { mergeSessionOptions, resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
+import { prepareDirectory } from './paths.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
 import { SessionRegistry, type OpenSessionOptions, type SessionHandle, type SessionInfo, type SessionOptions, type SessionSummary } from './sessions.js';
@@ -126,7 +127,7 @@ export class TidalDb implements AsyncDisposable {
     this.#schema = o.schema;
     this.#ephemeral = o.dir === null;
     this.#dir = o.dir ?? mkdtempSync(join(tmpdir(), 'tidal-'));
-    mkdirSync(this.#dir, { recursive: true });
+    prepareDirectory(this.#dir);
     const file = join(this.#dir, 'tidal.db');
     this.#db = openWriterConnection(file, o.durability);
     try {
@@ -236,6 +237,7 @@ export class TidalDb implements AsyncDisposable {
    */
   openSession(options: OpenSessionOptions): SessionHandle {
     this.#check('open a session');
+    if (typeof options?.agent === 'string') checkId('agent', options.agent);
     return this.#sessions.open(options, this.#o.clock());
   }
 
@@ -613,7 +615,7 @@ export class TidalDbBuilder {
 
   /** Session options: `{ defaultTtlMs, sweepIntervalMs, maxOpen, onExpired }` (see {@link SessionOptions}). */
   sessions(options: SessionOptions): this {
-    this.#o.sessions = { ...this.#o.sessions, ...options };
+    this.#o.sessions = mergeSessionOptions(this.#o.sessions, options);
     return this;
   }
 

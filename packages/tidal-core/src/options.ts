@@ -11,9 +11,11 @@ import {
   type MemoryGuardOptions,
   type WarningSink,
 } from 'tidal-wal';
-import type { QuerySchema } from 'tidal-query';
+import { MAX_EVENT_MS, type QuerySchema } from 'tidal-query';
 import type { MetricsRegistry } from './metrics.js';
+import { checkPath } from './paths.js';
 import { resolveSchema, type SchemaDefinition } from './schema.js';
+import { isPlainObject } from './validate.js';
 import { resolveRateLimiterConfig, type RateLimit, type RateLimiterConfig } from 'tidal-load';
 import { resolveSessionOptions, type FilledSessionOptions, type SessionOptions } from './sessions.js';
 
@@ -153,19 +155,90 @@ function wholeInRange(field: string, value: unknown, min: number, max: number): 
   return value;
 }
 
+/** No option takes `null`: refused rather than read as "the default" by some options and not others. */
+const NOT_NULL = 'a value (no option takes null; leave it out for the default)';
+
+/** Every key of {@link TidalOptions}: any other key is refused, never ignored. */
+const OPTION_KEYS: readonly (keyof TidalOptions)[] = [
+  'path', 'ephemeral', 'schema', 'workers', 'clock', 'durability', 'groupCommit', 'capacity', 'checkpointEveryEvents',
+  'memoryGuard', 'onWarning', 'loadThresholds', 'admissionLimit', 'loadManagement', 'metricsRegistry', 'rateLimiter', 'sessions',
+];
+
+/** The keys each object-valued option takes; a new key of one of them must be added here. */
+const NESTED_KEYS = {
+  groupCommit: ['maxBatch', 'maxDelayMs', 'maxQueueEvents'],
+  capacity: ['items', 'signalSlots'],
+  memoryGuard: ['floorBytes', 'meminfoPath'],
+  loadThresholds: ['reducedCandidates', 'coarseAggregates', 'noDiversity'],
+  sessions: ['defaultTtlMs', 'sweepIntervalMs', 'maxOpen', 'onExpired'],
+} as const satisfies Partial<Record<keyof TidalOptions, readonly string[]>>;
+
+/**
+ * Refuses an object option that is not a plain object (`null`, a number, a string, an array, a class
+ * instance) or that holds a key the option does not take (a misspelt key would otherwise be
+ * silently ignored). `undefined` means "the default".
+ */
+export function checkOptionObject(field: string, value: unknown, keys: readonly string[]): void {
+  if (value === undefined) return;
+  if (!isPlainObject(value)) throw new InvalidInputError(field, `an object with ${keys.join(', ')}`, value);
+  for (const k of Object.keys(value)) {
+    if (!keys.includes(k)) throw new InvalidInputError(`${field}.${k}`, `absent: ${field} takes ${keys.join(', ')}`, value[k]);
+    if (value[k] === null) throw new InvalidInputError(`${field}.${k}`, NOT_NULL, null);
+  }
+}
+
+/**
+ * The merge the builder's `.sessions()` does (it is called by `.sweepIntervalMs()` and
+ * `.onSessionExpired()` too). A value that is not an object is kept as is, so `open()` refuses it
+ * instead of a spread silently turning it into `{}`.
+ */
+export function mergeSessionOptions(prev: SessionOptions | undefined, next: SessionOptions): SessionOptions {
+  if (prev !== undefined && !isPlainObject(prev)) return prev;
+  if (!isPlainObject(next)) return next;
+  return { ...prev, ...next };
+}
+
+/**
+ * Calls the clock once, at open: a clock that throws or returns anything but a timestamp in the
+ * range signals can hold would otherwise stamp every write that has no `at` with it.
+ */
+function checkClock(clock: unknown): () => number {
+  if (clock === undefined) return Date.now;
+  if (typeof clock !== 'function') throw new InvalidInputError('clock', 'a function returning milliseconds', clock);
+  let now: unknown;
+  try {
+    now = (clock as () => unknown)();
+  } catch (err) {
+    throw new InvalidInputError('clock', `a function returning milliseconds (it threw: ${(err as Error)?.message ?? String(err)})`, clock);
+  }
+  if (typeof now !== 'number' || !(now >= 0 && now < MAX_EVENT_MS)) {
+    throw new InvalidInputError('clock', `a function returning a timestamp in milliseconds from 0 to below ${MAX_EVENT_MS} (it is called once at open)`, now);
+  }
+  return clock as () => number;
+}
+
 /** The one resolve step: after it, internal code sees only filled-in, valid values. */
-export function resolveOptions(o: TidalOptions): FilledOptions {
+export function resolveOptions(options: TidalOptions): FilledOptions {
+  const given: unknown = options;
+  if (!isPlainObject(given)) throw new InvalidInputError('options', 'an object of database options', given);
+  for (const k of Object.keys(given)) {
+    if (!(OPTION_KEYS as readonly string[]).includes(k)) {
+      throw new InvalidInputError(k, `one of the options ${OPTION_KEYS.join(', ')}`, given[k]);
+    }
+    if (given[k] === null) throw new InvalidInputError(k, NOT_NULL, null);
+  }
+  const o = options;
+  for (const [key, keys] of Object.entries(NESTED_KEYS)) checkOptionObject(key, given[key], keys);
+  if (o.ephemeral !== undefined && typeof o.ephemeral !== 'boolean') throw new InvalidInputError('ephemeral', 'a boolean', o.ephemeral);
   const hasPath = o.path !== undefined;
   if (hasPath === Boolean(o.ephemeral)) {
     throw new InvalidInputError('builder', 'given exactly one of .path(dir) and .ephemeral()', hasPath ? 'both' : 'neither');
   }
-  if (hasPath && (typeof o.path !== 'string' || o.path.length === 0)) {
-    throw new InvalidInputError('path', 'a non-empty directory path', o.path);
-  }
+  if (hasPath) checkPath(o.path);
   if (o.schema === undefined) throw new InvalidInputError('schema', 'given with .schema({...}) before open()', o.schema);
   const schema = resolveSchema(o.schema);
   const workers = o.workers === undefined ? Math.max(1, availableParallelism()) : wholeInRange('workers', o.workers, 1, DEFAULTS.maxWorkers);
-  if (o.clock !== undefined && typeof o.clock !== 'function') throw new InvalidInputError('clock', 'a function returning milliseconds', o.clock);
+  const clock = checkClock(o.clock);
   const durability = o.durability === undefined ? (hasPath ? 'process' : 'none') : assertDurability(o.durability, 'durability');
   const capacity = {
     items: wholeInRange('capacity.items', o.capacity?.items ?? DEFAULTS.capacity.items, 1, 2 ** 28),
@@ -180,12 +253,12 @@ export function resolveOptions(o: TidalOptions): FilledOptions {
     dir: hasPath ? o.path! : null,
     schema,
     workers,
-    clock: o.clock ?? Date.now,
+    clock,
     durability,
-    groupCommit: resolveGroupCommitOptions(o.groupCommit),
+    groupCommit: resolveGroupCommitOptions(o.groupCommit, 'groupCommit'),
     capacity,
     checkpointEveryEvents: wholeInRange('checkpointEveryEvents', o.checkpointEveryEvents ?? DEFAULTS.checkpointEveryEvents, 1, 2 ** 40),
-    memoryGuard: resolveMemoryGuardOptions(o.memoryGuard),
+    memoryGuard: resolveMemoryGuardOptions(o.memoryGuard, 'memoryGuard'),
     onWarning: resolveWarningSink(o.onWarning),
     rateLimit: resolveRateLimiterConfig(o.rateLimiter, 'rateLimiter'),
     sessions: resolveSessionOptions(o.sessions),

@@ -1,5 +1,6 @@
 import { InvalidInputError } from 'tidal-load';
 import type { FieldType, QuerySchema, SignalKindSpec, WindowName } from 'tidal-query';
+import { checkDense, isPlainObject } from './validate.js';
 
 export const WINDOWS: readonly WindowName[] = Object.freeze(['1h', '24h', '7d', 'all']);
 
@@ -35,18 +36,31 @@ const NAME = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
 const RESERVED_FIELDS = new Set(['createdAt', 'id']);
 export const MAX_EMBEDDING_DIMS = 4096;
 
+const SCHEMA_KEYS = ['signals', 'metadata', 'embeddingDims'];
+const KIND_KEYS = ['name', 'halfLifeMs', 'windows', 'velocity'];
+
+/** Refuses a key `keys` does not list: a misspelt one would otherwise be silently ignored. */
+function checkKeys(at: string, o: Record<string, unknown>, keys: readonly string[]): void {
+  for (const k of Object.keys(o)) {
+    if (!keys.includes(k)) throw new InvalidInputError(`${at}.${k}`, `absent: ${at} takes ${keys.join(', ')}`, o[k]);
+  }
+}
+
 /** Validates a schema; every problem is an {@link InvalidInputError} naming the field. */
 export function resolveSchema(def: unknown): QuerySchema {
-  if (typeof def !== 'object' || def === null) throw new InvalidInputError('schema', 'an object with a signals array', def);
+  if (!isPlainObject(def)) throw new InvalidInputError('schema', 'an object with a signals array', def);
+  checkKeys('schema', def, SCHEMA_KEYS);
   const d = def as Partial<SchemaDefinition>;
   if (!Array.isArray(d.signals) || d.signals.length === 0) {
     throw new InvalidInputError('schema.signals', 'a non-empty array of signal kinds', d.signals);
   }
   if (d.signals.length > 64) throw new InvalidInputError('schema.signals', 'at most 64 signal kinds', d.signals);
+  checkDense('schema.signals', d.signals);
   const seen = new Set<string>();
   const kinds: SignalKindSpec[] = d.signals.map((k: SignalKindDefinition, i: number) => {
     const at = `schema.signals[${i}]`;
-    if (typeof k !== 'object' || k === null) throw new InvalidInputError(at, 'an object', k);
+    if (!isPlainObject(k)) throw new InvalidInputError(at, 'an object', k);
+    checkKeys(at, k, KIND_KEYS);
     if (typeof k.name !== 'string' || !NAME.test(k.name)) {
       throw new InvalidInputError(`${at}.name`, 'a name of letters, digits, _ or -, starting with a letter, at most 64 characters', k.name);
     }
@@ -55,13 +69,15 @@ export function resolveSchema(def: unknown): QuerySchema {
     if (typeof k.halfLifeMs !== 'number' || !Number.isFinite(k.halfLifeMs) || k.halfLifeMs <= 0) {
       throw new InvalidInputError(`${at}.halfLifeMs`, 'a positive finite number of milliseconds', k.halfLifeMs);
     }
-    const windows = k.windows ?? WINDOWS;
+    // Only an absent key means the default: `null` is refused like any other non-array.
+    const windows = k.windows === undefined ? WINDOWS : k.windows;
     if (!Array.isArray(windows)) throw new InvalidInputError(`${at}.windows`, `an array of ${WINDOWS.join(', ')}`, windows);
+    checkDense(`${at}.windows`, windows);
     for (const w of windows) {
       if (!WINDOWS.includes(w)) throw new InvalidInputError(`${at}.windows`, `made of ${WINDOWS.map((x) => `'${x}'`).join(', ')}`, w);
     }
     if (new Set(windows).size !== windows.length) throw new InvalidInputError(`${at}.windows`, 'without duplicates', windows);
-    const velocity = k.velocity ?? false;
+    const velocity = k.velocity === undefined ? false : k.velocity;
     if (typeof velocity !== 'boolean') throw new InvalidInputError(`${at}.velocity`, 'a boolean', velocity);
     if (velocity && !windows.some((w) => w !== 'all')) {
       throw new InvalidInputError(`${at}.windows`, "to include '1h', '24h' or '7d' when velocity is true", windows);
@@ -71,7 +87,7 @@ export function resolveSchema(def: unknown): QuerySchema {
 
   const metadata: Record<string, FieldType> = {};
   if (d.metadata !== undefined) {
-    if (typeof d.metadata !== 'object' || d.metadata === null || Array.isArray(d.metadata)) {
+    if (!isPlainObject(d.metadata)) {
       throw new InvalidInputError('schema.metadata', "an object of field names to 'string' or 'number'", d.metadata);
     }
     for (const [field, type] of Object.entries(d.metadata)) {
@@ -85,7 +101,7 @@ export function resolveSchema(def: unknown): QuerySchema {
 
   let embeddingDims = 0;
   if (d.embeddingDims !== undefined) {
-    if (!Number.isInteger(d.embeddingDims) || d.embeddingDims < 1 || d.embeddingDims > MAX_EMBEDDING_DIMS) {
+    if (typeof d.embeddingDims !== 'number' || !Number.isInteger(d.embeddingDims) || d.embeddingDims < 1 || d.embeddingDims > MAX_EMBEDDING_DIMS) {
       throw new InvalidInputError('schema.embeddingDims', `a whole number from 1 to ${MAX_EMBEDDING_DIMS}`, d.embeddingDims);
     }
     embeddingDims = d.embeddingDims;

@@ -6,7 +6,7 @@ import type { FilledOptions } from './options.js';
 import type { SessionRegistry } from './sessions.js';
 import type { Meta } from './storage.js';
 import type { ItemInput, SignalInput } from './types.js';
-import { checkFiniteNumber, checkId, checkMetadata, checkText, checkTime, checkVector, MAX_ID_LENGTH } from './validate.js';
+import { checkId, checkMetadata, checkText, checkTime, checkVector, checkWeight, isValidId, isValidWeight } from './validate.js';
 import { MAX_EVENT_MS } from 'tidal-query';
 
 /** A signal to append to the log and apply to the signal store. */
@@ -185,8 +185,7 @@ export class WritePath {
         const { item, weight, at } = s as { item: unknown; weight: unknown; at: unknown };
         if (
           kind !== undefined &&
-          typeof item === 'string' && item.length > 0 && item.length <= MAX_ID_LENGTH && item.isWellFormed() &&
-          (weight === undefined || (typeof weight === 'number' && Number.isFinite(weight))) &&
+          isValidId(item) && isValidWeight(weight) &&
           (at === undefined || (typeof at === 'number' && at >= 0 && at < MAX_EVENT_MS))
         ) {
           return { type: 'signal', ordinal: -1, id: item, kind, weight: weight ?? 1, at: at ?? now, session };
@@ -203,7 +202,7 @@ export class WritePath {
         ordinal: -1,
         id: checkId(`${at}.item`, s.item),
         kind,
-        weight: checkFiniteNumber(`${at}.weight`, s.weight, 1),
+        weight: checkWeight(`${at}.weight`, s.weight, 1),
         at: s.at === undefined ? now : checkTime(`${at}.at`, s.at),
         session,
       };

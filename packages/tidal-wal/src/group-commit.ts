@@ -41,19 +41,20 @@ export const GROUP_COMMIT_DEFAULTS: Readonly<Required<GroupCommitOptions>> = Obj
   maxQueueEvents: 16_384,
 });
 
-export function resolveGroupCommitOptions(options: GroupCommitOptions = {}): Required<GroupCommitOptions> {
+/** `field` prefixes the names in errors: the option's path where the caller took it from. */
+export function resolveGroupCommitOptions(options: GroupCommitOptions = {}, field = 'options'): Required<GroupCommitOptions> {
   const filled = { ...GROUP_COMMIT_DEFAULTS, ...stripUndefined(options) };
   if (!Number.isInteger(filled.maxBatch) || filled.maxBatch < 1 || filled.maxBatch > 100_000) {
-    throw new InvalidInputError('options.maxBatch', 'a whole number from 1 to 100000', filled.maxBatch);
+    throw new InvalidInputError(`${field}.maxBatch`, 'a whole number from 1 to 100000', filled.maxBatch);
   }
   if (!Number.isInteger(filled.maxDelayMs) || filled.maxDelayMs < 0 || filled.maxDelayMs > 10_000) {
-    throw new InvalidInputError('options.maxDelayMs', 'a whole number of milliseconds from 0 to 10000', filled.maxDelayMs);
+    throw new InvalidInputError(`${field}.maxDelayMs`, 'a whole number of milliseconds from 0 to 10000', filled.maxDelayMs);
   }
   // At least one full batch must fit under the threshold, or batches could only close by delay.
   if (!Number.isInteger(filled.maxQueueEvents) || filled.maxQueueEvents < filled.maxBatch || filled.maxQueueEvents > MAX_QUEUE_EVENTS_LIMIT) {
     throw new InvalidInputError(
-      'options.maxQueueEvents',
-      `a whole number from options.maxBatch (${filled.maxBatch}) to ${MAX_QUEUE_EVENTS_LIMIT}`,
+      `${field}.maxQueueEvents`,
+      `a whole number from ${field}.maxBatch (${filled.maxBatch}) to ${MAX_QUEUE_EVENTS_LIMIT}`,
       filled.maxQueueEvents,
     );
   }
@@ -292,7 +293,14 @@ export class GroupCommit<E> {
       this.#head = 0;
     }
     this.#depth -= count;
-    const events = taken.length === 1 ? taken[0]!.events : taken.flatMap((p) => p.events);
+    // Not flatMap: it skips holes, and a batch numbered for `count` events while writing fewer
+    // would record an acknowledged number the log never holds (a false tail loss on open).
+    let events = taken[0]!.events;
+    if (taken.length > 1) {
+      const all: E[] = [];
+      for (const p of taken) for (let i = 0; i < p.events.length; i++) all.push(p.events[i]!);
+      events = all;
+    }
     const firstSeq = this.#nextSeq;
     try {
       this.#runBatch(events, firstSeq);
