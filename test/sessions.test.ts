@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   CapacityError,
@@ -495,5 +496,36 @@ describe('persistence', () => {
     expect(reopened.openSessions()).toEqual([]);
     await expect(reopened.sessionSignal(h, { item: 'a', kind: 'view' })).rejects.toBeInstanceOf(SessionClosedError);
     expect(reopened.itemSignals('a').view!.count).toBe(1);
+  });
+});
+
+describe('session activity', () => {
+  afterEach(async () => {
+    for (const db of open.splice(0)) await db.close();
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+    clock.now = NOW;
+  });
+
+  it('only a committed signal extends the TTL: a refused one is not activity, in memory or on disk', async () => {
+    const dir = tempDir();
+    const db = await openDb((b) => b, dir);
+    const kept = db.openSession({ agent: 'agent-1', ttlMs: 1_000 });
+    const dropped = db.openSession({ agent: 'agent-2', ttlMs: 1_000 });
+    clock.now = NOW + 800;
+    await db.sessionSignal(kept, { item: 'a', kind: 'view' });
+    await expect(db.sessionSignal(dropped, { item: 'a', kind: 'nope' })).rejects.toBeInstanceOf(InvalidInputError);
+    clock.now = NOW + 1_500;
+    // `dropped` expired at +1000 (its refused signal at +800 did not count); `kept` lives to +1800.
+    await expect(db.sessionSignal(dropped, { item: 'a', kind: 'view' })).rejects.toBeInstanceOf(SessionClosedError);
+    expect(db.openSessions().map((s) => s.id)).toEqual([kept.id]);
+    // What a restart would resume from: the stored activity time is the committed signal's.
+    const file = new Database(join(dir, 'tidal.db'), { readonly: true });
+    try {
+      expect(file.prepare('SELECT last_active_at FROM sessions WHERE id = ?').pluck().get(kept.id)).toBe(NOW + 800);
+    } finally {
+      file.close();
+    }
+    clock.now = NOW + 1_800;
+    await expect(db.sessionSignal(kept, { item: 'a', kind: 'view' })).rejects.toBeInstanceOf(SessionClosedError);
   });
 });

@@ -22,12 +22,12 @@ import {
   type WarmResult,
 } from 'tidal-query';
 import { checkControl, QueryPool, type RunControl } from './query-pool.js';
-import { mergeSessionOptions, resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
+import { resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
+import { TidalDbBuilder } from './builder.js';
 import { prepareDirectory } from './paths.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
-import { SessionRegistry, type OpenSessionOptions, type SessionHandle, type SessionInfo, type SessionOptions, type SessionSummary } from './sessions.js';
-import type { RateLimiterConfig } from 'tidal-load';
+import { SessionRegistry, type OpenSessionOptions, type SessionHandle, type SessionInfo, type SessionSummary } from './sessions.js';
 import type { Item, ItemInput, QueryControl, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
 import { checkBatch, checkDiversity, checkFilter, checkFiniteNumber, checkId, checkLimit, checkProfile, checkText, checkVector, checkWindow, defaultWindow } from './validate.js';
 import { Meta, openStorage } from './storage.js';
@@ -42,6 +42,20 @@ export interface TidalDbInternals {
 }
 
 const internals = new WeakMap<TidalDb, TidalDbInternals>();
+
+/**
+ * What an open that failed throws: a `TidalError` as it was, a file SQLite cannot read as a
+ * database as bad input naming the path, anything else (an I/O error) as `InternalError`.
+ */
+function openFailure(err: unknown, dir: string, file: string): TidalError {
+  if (TidalError.is(err)) return err;
+  const message = (err as Error)?.message ?? String(err);
+  const code = (err as { code?: unknown })?.code;
+  if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') {
+    return new InvalidInputError('path', `a directory holding a tidal database, or none (${file}: ${message})`, dir, { cause: err });
+  }
+  return new InternalError(`could not open the database in ${dir}: ${message}`, { cause: err });
+}
 
 /** `db.load`: the detector's figures through getters, so nothing that can change the count is reachable. */
 function loadView(detector: LoadDetector): LoadView {
@@ -126,10 +140,19 @@ export class TidalDb implements AsyncDisposable {
     this.#o = o;
     this.#schema = o.schema;
     this.#ephemeral = o.dir === null;
-    this.#dir = o.dir ?? mkdtempSync(join(tmpdir(), 'tidal-'));
+    try {
+      this.#dir = o.dir ?? mkdtempSync(join(tmpdir(), 'tidal-'));
+    } catch (err) {
+      throw new InternalError(`could not create a temporary directory for an ephemeral database: ${(err as Error).message}`, { cause: err });
+    }
     prepareDirectory(this.#dir);
     const file = join(this.#dir, 'tidal.db');
-    this.#db = openWriterConnection(file, o.durability);
+    try {
+      this.#db = openWriterConnection(file, o.durability);
+    } catch (err) {
+      if (this.#ephemeral) rmSync(this.#dir, { recursive: true, force: true });
+      throw openFailure(err, this.#dir, file);
+    }
     try {
       openStorage(this.#db, file);
       const meta = new Meta(this.#db);
@@ -160,7 +183,7 @@ export class TidalDb implements AsyncDisposable {
       void this.#walCheckpointer?.close();
       this.#db.close();
       if (this.#ephemeral) rmSync(this.#dir, { recursive: true, force: true });
-      throw err;
+      throw openFailure(err, this.#dir, file);
     }
   }
 
@@ -237,7 +260,6 @@ export class TidalDb implements AsyncDisposable {
    */
   openSession(options: OpenSessionOptions): SessionHandle {
     this.#check('open a session');
-    if (typeof options?.agent === 'string') checkId('agent', options.agent);
     return this.#sessions.open(options, this.#o.clock());
   }
 
@@ -253,7 +275,7 @@ export class TidalDb implements AsyncDisposable {
     this.#check('write session signals');
     const now = this.#o.clock();
     const s = this.#sessions.admit(session, now);
-    return this.#sessions.write(s, now, () => this.#writes.signals([signal], s.handle.id));
+    return this.#sessions.write(s, () => this.#writes.signals([signal], { id: s.handle.id, at: now }));
   }
 
   /**
@@ -419,25 +441,7 @@ export class TidalDb implements AsyncDisposable {
    */
   async warm(): Promise<WarmResult[]> {
     this.#check('warm');
-    const workers = this.#o.workers;
-    // Int32 1–3: the election of the one worker that builds (or loads) the ANN index.
-    const barrier = new SharedArrayBuffer(WARM_SYNC_BYTES);
-    const env = this.#envelope();
-    const byThread = new Map<number, WarmResult>();
-    // Piscina may hand two warm tasks to one worker (a worker still starting is skipped, and a
-    // worker takes several tasks at once), so rounds continue until every thread has answered.
-    // Each round is cheap once the index is built; the bound only guards against a pool that
-    // never starts a thread.
-    for (let round = 0; round < 20 && byThread.size < workers; round++) {
-      const runs: Promise<WarmResult>[] = [];
-      for (let i = byThread.size; i < workers; i++) runs.push(this.#pool.run({ op: 'warm', env, barrier }));
-      for (const r of await Promise.all(runs)) {
-        // A thread that ran two tasks keeps the one that reports the election, if either does.
-        if (!byThread.has(r.threadId) || r.annElected) byThread.set(r.threadId, r);
-      }
-      if (byThread.size < workers) await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    const results = [...byThread.values()];
+    const results = await this.#pool.warm(this.#envelope());
     // Only the elected worker reports one, and a worker's process.emitWarning would not reach this
     // thread's 'warning' listeners: raise it here.
     for (const r of results) {
@@ -486,152 +490,18 @@ export class TidalDb implements AsyncDisposable {
     }
     await this.#pool.drain();
     // Brings the ANN snapshot up to the committed items, so the next open maps it and applies
-    // nothing. One worker does it; it costs about what applying the changes since the snapshot
-    // costs, gives up past the budget (the next open then applies them), and is not waited for
-    // beyond it. An ephemeral database's directory is deleted below anyway.
-    if (!this.#ephemeral) {
-      const budgetMs = 30_000;
-      let timer: NodeJS.Timeout | undefined;
-      const task: TaskOf<'persist-ann'> = { op: 'persist-ann', env: this.#envelope(), budgetMs };
-      await Promise.race([
-        // A failure only costs the next open the changes since the last snapshot.
-        this.#pool.run(task).catch(() => undefined),
-        new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, budgetMs + 10_000);
-        }),
-      ]);
-      clearTimeout(timer);
-    }
+    // nothing (see QueryPool.persistAnn). An ephemeral database's directory is deleted below anyway.
+    if (!this.#ephemeral) await this.#pool.persistAnn(this.#envelope());
     await this.#pool.destroy();
     await this.#walCheckpointer?.close();
     this.#db.close();
     this.#ackMark?.close();
     if (this.#ephemeral) rmSync(this.#dir, { recursive: true, force: true });
-    if (failure) throw failure;
+    if (failure) throw TidalError.is(failure) ? failure : new InternalError(`close failed: ${(failure as Error)?.message ?? String(failure)}`, { cause: failure });
   }
 
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
-  }
-}
-
-/** Fluent configuration; every setter validates in {@link TidalDbBuilder.open}. */
-export class TidalDbBuilder {
-  readonly #o: Partial<TidalOptions> = {};
-
-  /** Keep the database in this directory. */
-  path(dir: string): this {
-    this.#o.path = dir;
-    return this;
-  }
-
-  /** A throwaway database in a temporary directory, deleted on close. */
-  ephemeral(): this {
-    this.#o.ephemeral = true;
-    return this;
-  }
-
-  schema(schema: TidalOptions['schema']): this {
-    this.#o.schema = schema;
-    return this;
-  }
-
-  /** Number of query worker threads (default: the number of cores). */
-  workers(n: number): this {
-    this.#o.workers = n;
-    return this;
-  }
-
-  /** Source of "now" in milliseconds (default Date.now). */
-  clock(fn: () => number): this {
-    this.#o.clock = fn;
-    return this;
-  }
-
-  durability(d: NonNullable<TidalOptions['durability']>): this {
-    this.#o.durability = d;
-    return this;
-  }
-
-  groupCommit(options: NonNullable<TidalOptions['groupCommit']>): this {
-    this.#o.groupCommit = options;
-    return this;
-  }
-
-  capacity(options: NonNullable<TidalOptions['capacity']>): this {
-    this.#o.capacity = options;
-    return this;
-  }
-
-  /** In-flight counts at which queries degrade (see {@link TidalOptions.loadThresholds}). */
-  loadThresholds(thresholds: NonNullable<TidalOptions['loadThresholds']>): this {
-    this.#o.loadThresholds = thresholds;
-    return this;
-  }
-
-  /** Hard cap on queries in flight: `'auto'`, `0` (off) or a whole number above the last threshold. */
-  admissionLimit(limit: NonNullable<TidalOptions['admissionLimit']>): this {
-    this.#o.admissionLimit = limit;
-    return this;
-  }
-
-  /** `false`: no degradation and no admission cap (for comparisons). */
-  loadManagement(enabled: boolean): this {
-    this.#o.loadManagement = enabled;
-    return this;
-  }
-
-  /** Export metrics into this prom-client registry. */
-  metrics(registry: NonNullable<TidalOptions['metricsRegistry']>): this {
-    this.#o.metricsRegistry = registry;
-    return this;
-  }
-
-  checkpointEveryEvents(n: number): this {
-    this.#o.checkpointEveryEvents = n;
-    return this;
-  }
-
-  /** Write refusal under host memory pressure: `{ floorBytes: 'auto' | 0 | bytes, meminfoPath }`. */
-  memoryGuard(options: NonNullable<TidalOptions['memoryGuard']>): this {
-    this.#o.memoryGuard = options;
-    return this;
-  }
-
-  /** Where warnings go (default: process.emitWarning). */
-  onWarning(sink: NonNullable<TidalOptions['onWarning']>): this {
-    this.#o.onWarning = sink;
-    return this;
-  }
-
-  /**
-   * Rate limit on session signals: `RateLimiterConfig.limited(ratePerSecond, burst)` per (agent,
-   * session), or `RateLimiterConfig.unlimited()` (the default). Validated at `open()`.
-   */
-  rateLimiter(config: RateLimiterConfig): this {
-    this.#o.rateLimiter = config;
-    return this;
-  }
-
-  /** Session options: `{ defaultTtlMs, sweepIntervalMs, maxOpen, onExpired }` (see {@link SessionOptions}). */
-  sessions(options: SessionOptions): this {
-    this.#o.sessions = mergeSessionOptions(this.#o.sessions, options);
-    return this;
-  }
-
-  /** How often the TTL sweeper runs, in milliseconds (default 60 000). */
-  sweepIntervalMs(ms: number): this {
-    return this.sessions({ sweepIntervalMs: ms });
-  }
-
-  /** Called with the summary of every session its TTL closes (see {@link SessionOptions.onExpired}). */
-  onSessionExpired(callback: NonNullable<SessionOptions['onExpired']>): this {
-    return this.sessions({ onExpired: callback });
-  }
-
-  /** Validates the options and opens the database, with its workers warm. */
-  open(): Promise<TidalDb> {
-    return TidalDb.open(this.#o as TidalOptions);
   }
 }
 

@@ -1,7 +1,8 @@
 // The public API of tidal: what README.md, docs/errors.md and docs/warnings.md describe. The other
 // packages' classes (the load detector, the rate limiter, the write path, the signal store) are
 // reached through TidalDb, never imported by an application.
-export { TidalDb, TidalDbBuilder } from './db.js';
+export { TidalDb } from './db.js';
+export { TidalDbBuilder } from './builder.js';
 export { DEFAULTS, autoAdmissionLimit } from './options.js';
 export type { QueryStats, LatencySummary } from './stats.js';
 export type { TidalOptions, CapacityOptions } from './options.js';

@@ -1,6 +1,19 @@
 import { Piscina } from 'piscina';
 import { AbortedError, InternalError, InvalidInputError, TidalError, TimeoutError } from 'tidal-load';
-import { CANCEL_CELLS, CELL_CANCELLED, WORKER_FILENAME, runTask, type ResultOf, type SkippedResult, type TaskOf, type WorkerInit, type WorkerOp } from 'tidal-query';
+import {
+  CANCEL_CELLS,
+  CELL_CANCELLED,
+  WARM_SYNC_BYTES,
+  WORKER_FILENAME,
+  runTask,
+  type ResultOf,
+  type SkippedResult,
+  type TaskEnvelope,
+  type TaskOf,
+  type WarmResult,
+  type WorkerInit,
+  type WorkerOp,
+} from 'tidal-query';
 
 /** Tasks a query worker holds at once (one running, the rest waiting in its message queue). */
 const PIPELINE_DEPTH = 4;
@@ -52,8 +65,10 @@ export class QueryPool {
   readonly #free: number[] = [];
   readonly #running = new Set<Promise<unknown>>();
   #skipped = 0;
+  readonly #workers: number;
 
   constructor(init: Omit<WorkerInit, 'cancel'>, workers: number) {
+    this.#workers = workers;
     const cancel = new SharedArrayBuffer(CANCEL_CELLS * 4);
     this.#cells = new Int32Array(cancel);
     for (let i = CANCEL_CELLS - 1; i >= 0; i--) this.#free.push(i);
@@ -156,6 +171,47 @@ export class QueryPool {
     const forget = () => this.#running.delete(p);
     void p.then(forget, forget);
     return p;
+  }
+
+  /**
+   * Makes every worker load the items committed so far (catalog and ANN index), with one worker
+   * elected through the warm tasks' shared barrier to build or load the ANN index for all.
+   *
+   * Piscina may hand two warm tasks to one worker (a worker still starting is skipped, and a
+   * worker takes several tasks at once), so rounds continue until every thread has answered. Each
+   * round is cheap once the index is built; the bound only guards against a pool that never starts
+   * a thread.
+   */
+  async warm(env: TaskEnvelope): Promise<WarmResult[]> {
+    const barrier = new SharedArrayBuffer(WARM_SYNC_BYTES);
+    const byThread = new Map<number, WarmResult>();
+    for (let round = 0; round < 20 && byThread.size < this.#workers; round++) {
+      const runs: Promise<WarmResult>[] = [];
+      for (let i = byThread.size; i < this.#workers; i++) runs.push(this.run({ op: 'warm', env, barrier }));
+      for (const r of await Promise.all(runs)) {
+        // A thread that ran two tasks keeps the one that reports the election, if either does.
+        if (!byThread.has(r.threadId) || r.annElected) byThread.set(r.threadId, r);
+      }
+      if (byThread.size < this.#workers) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    return [...byThread.values()];
+  }
+
+  /**
+   * Has one worker save an ANN snapshot covering the committed items, if anything changed. It
+   * costs about what applying the changes since the last snapshot costs, gives up past its budget
+   * (the next open then applies them), and is not waited for beyond it. A failure only costs the
+   * next open the changes since the last snapshot.
+   */
+  async persistAnn(env: TaskEnvelope, budgetMs = 30_000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.run({ op: 'persist-ann', env, budgetMs }).catch(() => undefined),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, budgetMs + 10_000);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   /** Waits for every task posted so far, then stops the workers. */

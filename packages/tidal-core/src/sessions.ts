@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { CapacityError, InvalidInputError, RateLimitedError, RateLimiter, RateLimiterConfig, SessionClosedError, type RateLimit } from 'tidal-load';
 import { emitProcessWarning, type WarningSink } from 'tidal-wal';
-import { MAX_ID_LENGTH } from './validate.js';
+import { checkId } from './validate.js';
 
 /**
  * A session as the application holds it: plain data, so it can be stored (as JSON, say) and used
@@ -139,6 +139,8 @@ export function resolveSessionOptions(o: SessionOptions | undefined): FilledSess
 /** The part of a write event the session hooks read. */
 export interface SessionWriteEvent {
   readonly type: string;
+  /** When the session call that wrote it was made: its session's activity time once committed. */
+  readonly sessionAt?: number;
   readonly ordinal?: number;
   readonly session?: string | null;
 }
@@ -293,10 +295,7 @@ export class SessionRegistry {
    */
   open(options: OpenSessionOptions, now: number): SessionHandle {
     if (typeof options !== 'object' || options === null) throw new InvalidInputError('session', 'an object { agent, ttlMs? }', options);
-    const agent = options.agent;
-    if (typeof agent !== 'string' || agent.length === 0 || agent.length > MAX_ID_LENGTH) {
-      throw new InvalidInputError('agent', `a non-empty string of at most ${MAX_ID_LENGTH} characters`, agent);
-    }
+    const agent = checkId('agent', options.agent);
     const ttlMs = options.ttlMs === undefined ? this.#o.defaultTtlMs : whole('ttlMs', options.ttlMs, 1, SESSION_DEFAULTS.maxTtlMs);
     if (this.#byId.size >= this.#o.maxOpen) {
       throw new CapacityError('open sessions', this.#o.maxOpen, 'close sessions, or raise the sessions.maxOpen builder option');
@@ -350,10 +349,11 @@ export class SessionRegistry {
    * input, in which case nothing changes); the session then counts it as pending until it commits
    * or fails, so that closing the session waits for it.
    */
-  async write(s: Session, now: number, enqueue: () => Promise<number>): Promise<number> {
+  async write(s: Session, enqueue: () => Promise<number>): Promise<number> {
+    // The TTL is extended by the commit (persistBatch / applyBatch), not here: a signal refused
+    // for backpressure, capacity or bad input is not activity.
     const committed = enqueue();
     s.pending++;
-    if (now > s.lastActiveAt) s.lastActiveAt = now;
     try {
       return await committed;
     } finally {
@@ -363,16 +363,22 @@ export class SessionRegistry {
 
   /** Writes the session side of a batch; runs inside the batch's transaction. */
   persistBatch(events: readonly SessionWriteEvent[]): void {
-    let touched: Map<Session, number> | null = null;
+    let touched: Map<Session, { n: number; at: number }> | null = null;
     for (const e of events) {
       if (e.type !== 'signal' || e.session === null || e.session === undefined) continue;
       const s = this.#byId.get(e.session);
       if (s === undefined) continue;
       this.#insertItem.run(s.key, e.ordinal!);
       touched ??= new Map();
-      touched.set(s, (touched.get(s) ?? 0) + 1);
+      const t = touched.get(s);
+      const at = e.sessionAt ?? 0;
+      if (t === undefined) touched.set(s, { n: 1, at });
+      else {
+        t.n++;
+        if (at > t.at) t.at = at;
+      }
     }
-    if (touched !== null) for (const [s, n] of touched) this.#update.run(n, s.lastActiveAt, s.rejections, s.key);
+    if (touched !== null) for (const [s, t] of touched) this.#update.run(t.n, Math.max(s.lastActiveAt, t.at), s.rejections, s.key);
   }
 
   /** Applies a committed batch to the sessions in memory (seen sets, counts). */
@@ -382,6 +388,7 @@ export class SessionRegistry {
       const s = this.#byId.get(e.session);
       if (s === undefined) continue;
       s.signalsWritten++;
+      if (e.sessionAt !== undefined && e.sessionAt > s.lastActiveAt) s.lastActiveAt = e.sessionAt;
       const seen = (s.seen ??= new Set());
       if (!seen.has(e.ordinal!)) {
         seen.add(e.ordinal!);

@@ -1,0 +1,124 @@
+import type { RateLimiterConfig } from 'tidal-load';
+import { TidalDb } from './db.js';
+import { mergeSessionOptions, type TidalOptions } from './options.js';
+import type { SessionOptions } from './sessions.js';
+
+/** Fluent configuration; every setter validates in {@link TidalDbBuilder.open}. */
+export class TidalDbBuilder {
+  readonly #o: Partial<TidalOptions> = {};
+
+  /** Keep the database in this directory. */
+  path(dir: string): this {
+    this.#o.path = dir;
+    return this;
+  }
+
+  /** A throwaway database in a temporary directory, deleted on close. */
+  ephemeral(): this {
+    this.#o.ephemeral = true;
+    return this;
+  }
+
+  schema(schema: TidalOptions['schema']): this {
+    this.#o.schema = schema;
+    return this;
+  }
+
+  /** Number of query worker threads (default: the number of cores). */
+  workers(n: number): this {
+    this.#o.workers = n;
+    return this;
+  }
+
+  /** Source of "now" in milliseconds (default Date.now). */
+  clock(fn: () => number): this {
+    this.#o.clock = fn;
+    return this;
+  }
+
+  durability(d: NonNullable<TidalOptions['durability']>): this {
+    this.#o.durability = d;
+    return this;
+  }
+
+  groupCommit(options: NonNullable<TidalOptions['groupCommit']>): this {
+    this.#o.groupCommit = options;
+    return this;
+  }
+
+  capacity(options: NonNullable<TidalOptions['capacity']>): this {
+    this.#o.capacity = options;
+    return this;
+  }
+
+  /** In-flight counts at which queries degrade (see {@link TidalOptions.loadThresholds}). */
+  loadThresholds(thresholds: NonNullable<TidalOptions['loadThresholds']>): this {
+    this.#o.loadThresholds = thresholds;
+    return this;
+  }
+
+  /** Hard cap on queries in flight: `'auto'`, `0` (off) or a whole number above the last threshold. */
+  admissionLimit(limit: NonNullable<TidalOptions['admissionLimit']>): this {
+    this.#o.admissionLimit = limit;
+    return this;
+  }
+
+  /** `false`: no degradation and no admission cap (for comparisons). */
+  loadManagement(enabled: boolean): this {
+    this.#o.loadManagement = enabled;
+    return this;
+  }
+
+  /** Export metrics into this prom-client registry. */
+  metrics(registry: NonNullable<TidalOptions['metricsRegistry']>): this {
+    this.#o.metricsRegistry = registry;
+    return this;
+  }
+
+  checkpointEveryEvents(n: number): this {
+    this.#o.checkpointEveryEvents = n;
+    return this;
+  }
+
+  /** Write refusal under host memory pressure: `{ floorBytes: 'auto' | 0 | bytes, meminfoPath }`. */
+  memoryGuard(options: NonNullable<TidalOptions['memoryGuard']>): this {
+    this.#o.memoryGuard = options;
+    return this;
+  }
+
+  /** Where warnings go (default: process.emitWarning). */
+  onWarning(sink: NonNullable<TidalOptions['onWarning']>): this {
+    this.#o.onWarning = sink;
+    return this;
+  }
+
+  /**
+   * Rate limit on session signals: `RateLimiterConfig.limited(ratePerSecond, burst)` per (agent,
+   * session), or `RateLimiterConfig.unlimited()` (the default). Validated at `open()`.
+   */
+  rateLimiter(config: RateLimiterConfig): this {
+    this.#o.rateLimiter = config;
+    return this;
+  }
+
+  /** Session options: `{ defaultTtlMs, sweepIntervalMs, maxOpen, onExpired }` (see {@link SessionOptions}). */
+  sessions(options: SessionOptions): this {
+    this.#o.sessions = mergeSessionOptions(this.#o.sessions, options);
+    return this;
+  }
+
+  /** How often the TTL sweeper runs, in milliseconds (default 60 000). */
+  sweepIntervalMs(ms: number): this {
+    return this.sessions({ sweepIntervalMs: ms });
+  }
+
+  /** Called with the summary of every session its TTL closes (see {@link SessionOptions.onExpired}). */
+  onSessionExpired(callback: NonNullable<SessionOptions['onExpired']>): this {
+    return this.sessions({ onExpired: callback });
+  }
+
+  /** Validates the options and opens the database, with its workers warm. */
+  open(): Promise<TidalDb> {
+    return TidalDb.open(this.#o as TidalOptions);
+  }
+}
