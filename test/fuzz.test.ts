@@ -202,8 +202,17 @@ function badRetrieve(session: () => SessionHandle): fc.Arbitrary<unknown> {
     fc
       .tuple(base, fc.oneof(anyValue.filter((v) => v !== undefined), fc.constant('other-agent').map((agentId) => ({ id: session().id, agentId }))))
       .map(([r, s]) => ({ ...r, session: s })),
+    fc.tuple(base, badTimeout).map(([r, timeoutMs]) => ({ ...r, timeoutMs })),
+    fc.tuple(base, badAbortSignal).map(([r, signal]) => ({ ...r, signal })),
   );
 }
+
+/** A `timeoutMs` no query accepts: not a whole number of milliseconds from 1 to 2^31 − 1. */
+const badTimeout: fc.Arbitrary<unknown> = fc
+  .oneof(anyValue, fc.integer({ min: -10, max: 0 }), fc.double(), fc.constant(2 ** 31))
+  .filter((v) => v !== undefined && !(typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 2 ** 31 - 1));
+/** A query `signal` that is not an AbortSignal. */
+const badAbortSignal: fc.Arbitrary<unknown> = fc.oneof(anyValue.filter((v) => v !== undefined), fc.constant({ aborted: false }));
 
 const badSearch: fc.Arbitrary<unknown> = fc.oneof(
   anyValue.filter((v) => !isObject(v)),
@@ -214,6 +223,8 @@ const badSearch: fc.Arbitrary<unknown> = fc.oneof(
   badLimit.map((limit) => ({ vector: [1, 0, 0, 0], limit })),
   badFilter.map((filter) => ({ text: 'jazz', filter })),
   badDiversity.map((diversity) => ({ vector: [1, 0, 0, 0], diversity })),
+  badTimeout.map((timeoutMs) => ({ text: 'jazz', timeoutMs })),
+  badAbortSignal.map((signal) => ({ text: 'jazz', signal })),
 );
 
 // ---- options -----------------------------------------------------------------------------

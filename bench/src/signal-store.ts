@@ -23,7 +23,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { SignalStore, SLOT_BYTES, type SignalKindSpec } from 'tidal-query';
-import { mulberry32 } from './corpus.js';
+import { mulberry32 } from './random.js';
 import { collectGarbage, describeMachine, fmtInt, fmtRatio, intFlag, loadAverage, markdownTable, nowMs } from './stats.js';
 
 const argv = process.argv.slice(2);
