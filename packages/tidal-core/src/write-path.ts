@@ -95,6 +95,8 @@ export class WritePath {
   readonly #unpersisted = new Set<number>();
   #itemsVersion: number;
   #eventsSinceCheckpoint: number;
+  /** The ids given an ordinal by the call being built (see #forgetOrdinalsFrom). */
+  readonly #fresh: string[] = [];
   /** Scratch arrays for the pairs of one call's slot reservation. */
   #reserveOrdinals = new Int32Array(1024);
   #reserveKinds = new Int32Array(1024);
@@ -149,6 +151,7 @@ export class WritePath {
       const now = this.#o.clock();
       const valid = items.map((it, i) => this.#validateItem(it, `items[${i}]`, now));
       const mark = this.#nextOrdinal;
+      this.#fresh.length = 0;
       try {
         return valid.map((v): WriteEvent => {
           const { ordinal, known } = this.#ordinal(v.id);
@@ -235,6 +238,7 @@ export class WritePath {
     const ordinals = this.#reserveOrdinals;
     const kinds = this.#reserveKinds;
     const mark = this.#nextOrdinal;
+    this.#fresh.length = 0;
     try {
       // Filled in place: this runs for every signal on the hottest path.
       for (let i = 0; i < n; i++) {
@@ -260,19 +264,25 @@ export class WritePath {
     this.#nextOrdinal++;
     this.#ids.set(id, ordinal);
     this.#unpersisted.add(ordinal);
+    this.#fresh.push(id);
     return { ordinal, known: false };
   }
 
-  /** Takes back the ordinals handed out from `mark` on, for a call that was refused after all. */
+  /**
+   * Takes back the ordinals handed out from `mark` on, for a call that was refused after all. The
+   * ids are the last `nextOrdinal − mark` handed out (they are contiguous): only those are looked
+   * at, so a refusal costs the size of the call, not of the id map.
+   */
   #forgetOrdinalsFrom(mark: number): void {
-    if (this.#nextOrdinal === mark) return;
-    for (const [id, ordinal] of this.#ids) {
-      if (ordinal >= mark) {
-        this.#ids.delete(id);
-        this.#unpersisted.delete(ordinal);
-      }
+    const fresh = this.#fresh;
+    for (let i = fresh.length - 1; i >= 0 && this.#nextOrdinal > mark; i--) {
+      const id = fresh[i]!;
+      const ordinal = this.#ids.get(id)!;
+      this.#ids.delete(id);
+      this.#unpersisted.delete(ordinal);
+      this.#nextOrdinal--;
     }
-    this.#nextOrdinal = mark;
+    fresh.length = 0;
   }
 
   #validateItem(it: ItemInput, at: string, now: number): Omit<StoredItem, 'ordinal'> {
