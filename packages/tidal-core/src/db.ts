@@ -233,7 +233,8 @@ export class TidalDb implements AsyncDisposable {
 
   /**
    * Records signals, all or none (one invalid entry refuses the batch, nothing is written);
-   * resolves with the first one's sequence number once all are durable.
+   * resolves with the first one's sequence number once all are durable (an empty batch writes nothing
+   * and resolves with the last number handed out so far; items writes draw from the same sequence).
    */
   async signals(batch: readonly SignalInput[]): Promise<number> {
     this.#check('write signals');

@@ -64,6 +64,8 @@ export type {
   SearchHit,
   SignalValues,
   WarmResult,
+  AnnSource,
+  AnnWarning,
   WindowName,
   VelocityWindow,
 } from 'tidal-query';

@@ -25,7 +25,11 @@ export interface QueryStats {
   failed: number;
   /** Queries whose caller aborted them or whose `timeoutMs` passed, since open. */
   cancelled: number;
-  /** Of those, the ones no worker had started: they never ran. */
+  /**
+   * Of those, the ones a worker skipped because they were cancelled while they waited for it: they
+   * never ran. A query whose signal had already aborted when it was called is never posted and is
+   * counted in `cancelled` only.
+   */
   cancelledBeforeRun: number;
   /** End-to-end latency in ms (queueing included), over the most recent queries. */
   latencyMs: LatencySummary;
