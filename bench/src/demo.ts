@@ -1,10 +1,14 @@
 /**
  * `npm start`: builds a synthetic catalogue into an ephemeral tidal database and shows what the
- * ranking and search calls return. `--items N` sets the catalogue size (default 50000).
+ * ranking and search calls return, then ten seconds of 3× overload. `--items N` sets the catalogue
+ * size (default 50000), `--overload-seconds N` the overload part (0 skips it).
  */
 
 import { TidalDb, levelName, type DegradationLevel, type Item, type SignalValues } from 'tidal-core';
 import { CATEGORIES, Corpus, tidalSchema } from './corpus.js';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { overloadDemo } from './overload-demo.js';
 import { mulberry32 } from './random.js';
 import { Progress, fmtDuration, fmtInt, fmtMs, intFlag, nowMs, textTable } from './stats.js';
 
@@ -12,6 +16,7 @@ const ITEMS = intFlag(process.argv.slice(2), 'items', 50_000);
 // 64 dimensions keep the build quick; the benchmark uses 128.
 const DIMS = 64;
 const BATCH = 1000;
+const OVERLOAD_SECONDS = intFlag(process.argv.slice(2), 'overload-seconds', 10);
 
 function log(line = ''): void {
   process.stdout.write(`${line}\n`);
@@ -179,6 +184,16 @@ async function main(): Promise<void> {
         ]);
       }
       log(textTable(['#', 'id', 'score', 'bm25', 'semantic', 'category', 'creator', 'views'], rows));
+    }
+    if (OVERLOAD_SECONDS > 0) {
+      log();
+      await overloadDemo(db, corpus, log, {
+        seconds: OVERLOAD_SECONDS,
+        factor: 3,
+        capacitySeconds: 2,
+        workers: availableParallelism(),
+        chartPath: join(tmpdir(), 'tidal-overload-demo.svg'),
+      });
     }
   } finally {
     await db.close();

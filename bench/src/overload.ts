@@ -12,6 +12,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DegradationLevel, TidalDb, TidalError, levelName, type DegradationLevelName } from 'tidal-core';
 import { Corpus, tidalSchema } from './corpus.js';
+import { prepareQueries } from './query-mix.js';
 import { mulberry32 } from './random.js';
 import { Progress, collectGarbage, describeMachine, fmtInt, intFlag, machine, markdownTable, nowMs, percentile } from './stats.js';
 
@@ -278,38 +279,6 @@ async function child(argv: string[]): Promise<void> {
   if (writeErrors > 0) process.stderr.write(`[${mode}] ${writeErrors} write batches refused\n`);
   // The baseline may still hold thousands of queued queries: exit without waiting for them.
   process.exit(0);
-}
-
-type Query = (db: TidalDb) => Promise<DegradationLevel>;
-
-/** The query mix: half retrieve, half search, over pre-generated parameters. */
-function prepareQueries(corpus: Corpus, rand: () => number, n: number): Query[] {
-  const out: Query[] = [];
-  for (let i = 0; i < n; i++) {
-    const r = rand();
-    const diversity = { maxPer: { creator: 2 } };
-    if (r < 0.25) out.push(async (db) => (await db.retrieve({ profile: 'trending', diversity, limit: 20 })).degradationLevel);
-    else if (r < 0.35) {
-      const category = corpus.randomCategory(rand);
-      out.push(async (db) => (await db.retrieve({ profile: 'new', filter: { category }, diversity, limit: 20 })).degradationLevel);
-    } else if (r < 0.5) {
-      const context = corpus.contextVector(rand);
-      out.push(async (db) => (await db.retrieve({ profile: 'popular', context, diversity, limit: 20 })).degradationLevel);
-    } else if (r < 0.75) {
-      const text = corpus.textQuery(rand);
-      out.push(async (db) => (await db.search({ text, diversity, limit: 10 })).degradationLevel);
-    } else if (r < 0.85) {
-      const text = corpus.textQuery(rand);
-      const category = corpus.randomCategory(rand);
-      out.push(async (db) => (await db.search({ text, filter: { category }, limit: 10 })).degradationLevel);
-    } else {
-      const c = Math.floor(rand() * 20);
-      const text = corpus.textQuery(rand, c);
-      const vector = corpus.contextVector(rand, c);
-      out.push(async (db) => (await db.search({ text, vector, diversity, limit: 10 })).degradationLevel);
-    }
-  }
-  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
