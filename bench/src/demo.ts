@@ -16,7 +16,7 @@ const ITEMS = intFlag(process.argv.slice(2), 'items', 50_000);
 // 64 dimensions keep the build quick; the benchmark uses 128.
 const DIMS = 64;
 const BATCH = 1000;
-const OVERLOAD_SECONDS = intFlag(process.argv.slice(2), 'overload-seconds', 10);
+const OVERLOAD_SECONDS = intFlag(process.argv.slice(2), 'overload-seconds', 10, 0);
 
 function log(line = ''): void {
   process.stdout.write(`${line}\n`);

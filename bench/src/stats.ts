@@ -188,7 +188,7 @@ export function describeMachine(m: MachineInfo = machine()): string {
 // ---------------------------------------------------------------------------------------------
 
 /** `--name N` / `--name=N` as a positive integer, or the default. */
-export function intFlag(argv: readonly string[], name: string, fallback: number): number {
+export function intFlag(argv: readonly string[], name: string, fallback: number, min = 1): number {
   const flag = `--${name}`;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -197,7 +197,7 @@ export function intFlag(argv: readonly string[], name: string, fallback: number)
     else if (a.startsWith(`${flag}=`)) raw = a.slice(flag.length + 1);
     else continue;
     const n = Number(raw?.replace(/_/g, ''));
-    if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} must be a positive integer, got ${raw}`);
+    if (!Number.isInteger(n) || n < min) throw new Error(`${flag} must be a whole number ≥ ${min}, got ${raw}`);
     return n;
   }
   return fallback;
