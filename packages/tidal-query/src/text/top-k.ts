@@ -1,17 +1,22 @@
 /**
- * Top-k BM25 over a {@link TextIndex} with block-max WAND (Ding & Suel, SIGIR 2011), so that the
- * work falls with k: once k documents are held, the k-th score θ is a bar every later document
- * must pass, and
+ * Top-k BM25 over a {@link TextIndex} whose work falls with k: once k documents are held, the k-th
+ * score θ is a bar every later document must pass, and
  *
- * - a document whose terms' upper bounds (idf × the list's largest impact) cannot sum past θ is
- *   never looked at: the cursors jump to the first document that could (the pivot);
- * - a run of documents whose terms' *block* maxima cannot sum past θ is skipped a block at a time.
+ * - MaxScore (Turtle & Flood 1995): the terms whose upper bounds (idf × the list's largest impact)
+ *   together cannot pass θ become "non-essential": their lists are no longer walked, only probed
+ *   (a forward seek) for a document of the other lists that could still pass θ with them;
+ * - block maxima (Ding & Suel 2011): with one list left to walk (always so for a one-word query), a
+ *   block of 128 postings whose largest impact, plus every other term's bound, cannot pass θ is
+ *   skipped whole.
+ *
+ * (Block-max WAND was measured first: on 1–3 word queries it scored fewer postings, but its
+ * per-document pivoting cost more time than it saved; MaxScore was faster at every k.)
  *
  * The result is the exact top k of exhaustive scoring: the same documents and scores (computed as
- * FTS5 does, see bm25.ts), ties broken by ordinal, ascending. Documents are visited in ordinal
- * order, so a later document with the k-th score loses the tie and only a score strictly above θ
- * gets in. Bounds are summed in query order, like scores, so rounding cannot put a score above its
- * bound; the pivot test, summed in document order, leaves 1e-12 of room for rounding.
+ * FTS5 does, see bm25.ts, summed in query order), ties broken by ordinal, ascending. Documents are
+ * visited in ordinal order, so a later document with the k-th score loses the tie and only a score
+ * strictly above θ gets in. Bounds summed in another order than the score leave 1e-12 of room for
+ * rounding.
  *
  * The work is counted where it is done: postings scored (one per term of each document scored) and
  * whole blocks jumped over; the postings of the query's terms not scored are reported beside them.
@@ -64,7 +69,6 @@ export function boundScale(stored: number, avgdl: number): number {
 }
 
 class Cursor {
-  readonly list: Postings;
   readonly docs: Int32Array;
   readonly tfs: Int32Array;
   readonly blockLast: Int32Array;
@@ -80,7 +84,6 @@ class Cursor {
   doc: number;
 
   constructor(list: Postings, idf: number, scale: number) {
-    this.list = list;
     this.docs = list.docs;
     this.tfs = list.tfs;
     this.blockLast = list.blockLast;
@@ -136,14 +139,6 @@ class Cursor {
     this.pos = pos;
     this.doc = pos < this.length ? docs[pos]! : END;
     return jumped;
-  }
-
-  /** The block holding the first posting ≥ `d`, without moving; -1 if none. */
-  blockOf(d: number): number {
-    const blockLast = this.blockLast;
-    let j = this.pos >> BLOCK_SHIFT;
-    while (j < this.blocks && blockLast[j]! < d) j++;
-    return j < this.blocks ? j : -1;
   }
 }
 
