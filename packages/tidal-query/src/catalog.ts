@@ -1,6 +1,8 @@
 import type Database from 'better-sqlite3';
 import type { FieldType, QuerySchema } from './types.js';
 import type { ItemRow } from './items-table.js';
+import { fts5TotalsReader, type Fts5Totals } from './text/fts5-totals.js';
+import { TextIndex } from './text/text-index.js';
 
 /** A string column, dictionary-encoded: filters compare integers, not strings. */
 export interface StringColumn {
@@ -25,25 +27,31 @@ export interface ChangedRow {
 
 /**
  * A worker's columnar copy of the items: ids, presence, creation time and the filterable metadata
- * fields, indexed by ordinal. It is refreshed from SQLite by version, so a worker pulls only the
- * rows that changed since it last looked.
+ * fields, indexed by ordinal, and the inverted index of their text. It is refreshed from SQLite by
+ * version, so a worker pulls only the rows that changed since it last looked.
  */
 export class Catalog {
   ids: (string | undefined)[] = [];
   present: Uint8Array = new Uint8Array(1024);
   createdAt: Float64Array = new Float64Array(1024);
   readonly columns = new Map<string, Column>();
+  /** The items' text, indexed for top-k BM25 (the search's stage 2). */
+  readonly text = new TextIndex();
   version = 0;
   #capacity = 1024;
   #byCreated: Int32Array | null = null;
   #presentCount = 0;
+  readonly #db: Database.Database;
   readonly #select: Database.Statement;
+  readonly #ftsTotals: () => Fts5Totals | null;
 
   constructor(db: Database.Database, schema: QuerySchema) {
     for (const [field, type] of Object.entries(schema.metadata)) this.columns.set(field, newColumn(type, this.#capacity));
+    this.#db = db;
     this.#select = db.prepare(
-      'SELECT ordinal, id, present, metadata, created_at, embedding, version FROM items WHERE version > ? ORDER BY version',
+      'SELECT ordinal, id, present, text, metadata, created_at, embedding, version FROM items WHERE version > ? ORDER BY version',
     );
+    this.#ftsTotals = fts5TotalsReader(db, 'items_fts');
   }
 
   get presentCount(): number {
@@ -52,15 +60,23 @@ export class Catalog {
 
   /** Pulls every row changed after the version this catalog has seen; calls `onRow` for each. */
   refresh(onRow?: (row: ChangedRow) => void): number {
-    let changed = 0;
-    for (const row of this.#select.iterate(this.version) as IterableIterator<ItemRow>) {
-      this.#apply(row);
-      onRow?.({ ordinal: row.ordinal, present: row.present === 1, embedding: row.embedding });
-      if (row.version > this.version) this.version = row.version;
-      changed++;
-    }
-    if (changed > 0) this.#byCreated = null;
-    return changed;
+    // One read transaction: the rows and FTS5's totals (the text index's N and avgdl) are of the
+    // same commits.
+    return this.#db.transaction(() => {
+      let changed = 0;
+      for (const row of this.#select.iterate(this.version) as IterableIterator<ItemRow>) {
+        this.#apply(row);
+        onRow?.({ ordinal: row.ordinal, present: row.present === 1, embedding: row.embedding });
+        if (row.version > this.version) this.version = row.version;
+        changed++;
+      }
+      if (changed > 0) {
+        this.#byCreated = null;
+        const totals = this.#ftsTotals();
+        if (totals) this.text.setTotals(totals.rows, totals.tokens);
+      }
+      return changed;
+    })();
   }
 
   #apply(row: ItemRow): void {
@@ -72,6 +88,7 @@ export class Catalog {
     this.present[o] = isPresent ? 1 : 0;
     this.#presentCount += (isPresent ? 1 : 0) - (wasPresent ? 1 : 0);
     this.createdAt[o] = row.created_at ?? 0;
+    this.text.set(o, isPresent ? row.text : null);
     const meta = row.metadata ? (JSON.parse(row.metadata) as Record<string, unknown>) : {};
     for (const [field, col] of this.columns) {
       const v = meta[field];

@@ -1,5 +1,12 @@
 export { RetrieveExecutor } from './retrieve.js';
-export { SearchExecutor, ftsQuery, RRF_K, BM25_CANDIDATES } from './search.js';
+export { SearchExecutor, ftsQuery, RRF_K, BM25_CANDIDATES, NO_DIVERSITY_POSTINGS_BUDGET } from './search.js';
+export { TextIndex, BLOCK_SIZE } from './text/text-index.js';
+export type { TextIndexStats } from './text/text-index.js';
+export { searchTopK } from './text/top-k.js';
+export type { TextSearchOptions, TextTopK } from './text/top-k.js';
+export { tokenize, queryTerms } from './text/tokenizer.js';
+export { fts5TotalsReader } from './text/fts5-totals.js';
+export type { Fts5Totals } from './text/fts5-totals.js';
 export { Catalog } from './catalog.js';
 export { compileFilter } from './filter.js';
 export { diversify } from './diversity.js';

@@ -67,6 +67,18 @@ export interface Explain {
   diversityApplied: boolean;
   candidates: number;
   afterFilter: number;
+  /**
+   * Text search only: term occurrences the BM25 top-k scored (one per query term of each document
+   * scored), counted as they are scored. Falls with the BM25 depth: the pruning skips what cannot
+   * reach the k-th score.
+   */
+  postingsScored?: number;
+  /** Text search only: postings the top-k search jumped over without reading them. */
+  postingsSkipped?: number;
+  /** Text search only: blocks of 128 postings skipped whole (their maxima could not reach the k-th score). */
+  blocksSkipped?: number;
+  /** Text search only: the postings budget of the level stopped the search (an approximate top-k). */
+  textBudgetExhausted?: boolean;
 }
 
 export interface RetrievedItem {
