@@ -67,6 +67,15 @@ export interface Explain {
   diversityApplied: boolean;
   candidates: number;
   afterFilter: number;
+  /**
+   * Signal slots the candidate and scoring stages read (a slot's header or values; hydration not
+   * included), counted as they are read. Set by retrieve.
+   */
+  slotsVisited?: number;
+  /** Keys the ANN search returned, as counted from its answer; null when no ANN search ran. */
+  annCandidates?: number | null;
+  /** Result items whose signals were read to hydrate them. */
+  rowsHydrated?: number;
 }
 
 export interface RetrievedItem {
