@@ -46,6 +46,39 @@ interface StageCounts {
   afterFilter: number;
 }
 
+/**
+ * A set of ordinals for one query, as stamps in an array reused across queries: clearing is one
+ * increment, and a test is one load (a Set cost a trending walk over 10 000 slots about a third of
+ * its time).
+ */
+class Seen {
+  #stamps = new Uint32Array(1024);
+  #epoch = 0;
+
+  /** Empties the set. */
+  reset(): void {
+    if (++this.#epoch === 0xffffffff) {
+      this.#stamps.fill(0);
+      this.#epoch = 1;
+    }
+  }
+
+  /** Adds `o`; false if it was already in. */
+  add(o: number): boolean {
+    let stamps = this.#stamps;
+    if (o >= stamps.length) {
+      let n = stamps.length;
+      while (n <= o) n *= 2;
+      const grown = new Uint32Array(n);
+      grown.set(stamps);
+      this.#stamps = stamps = grown;
+    }
+    if (stamps[o] === this.#epoch) return false;
+    stamps[o] = this.#epoch;
+    return true;
+  }
+}
+
 /** The `n` largest numbers pushed, as a min-heap: `min` is the n-th best once `full`. */
 class Floor {
   readonly #heap: Float64Array;
@@ -105,6 +138,7 @@ class Floor {
 export class RetrieveExecutor {
   readonly #ctx: QueryContext;
   readonly #exhaustive: boolean;
+  readonly #seen = new Seen();
 
   constructor(ctx: QueryContext, options: RetrieveExecutorOptions = {}) {
     this.#ctx = ctx;
@@ -239,6 +273,7 @@ export class RetrieveExecutor {
           task.profile === 'trending'
             ? this.#trendingOrdered(want, pass, window, task.window, nowMs, top, counts, work)
             : this.#popularOrdered(want, pass, nowMs, top, counts, work);
+        if (ok === null) break;
         if (!ok) continue;
         explain.candidates = counts.candidates;
         explain.afterFilter = counts.afterFilter;
@@ -254,7 +289,8 @@ export class RetrieveExecutor {
     const kinds = this.#ctx.schema.kinds.map((_, k) => k);
     const order = this.#ctx.store.order;
     if (!order.begin()) return false;
-    const seen = new Set<number>();
+    const seen = this.#seen;
+    seen.reset();
     const floor = new Floor(want);
     const ok = this.#walkByDecay(kinds, pass, nowMs, seen, floor, counts, work, (o, v) => top.push(o, v, 0));
     return ok && order.stillValid();
@@ -271,6 +307,10 @@ export class RetrieveExecutor {
    * binary searches tell); otherwise it ranks the 1h walk's slots by their 24h velocity. Either way
    * it visits no more slots than ReducedCandidates does, and when it does not walk the 24h window
    * it differs from the exact coarse ranking only in leaving out items quiet for the last hour.
+   *
+   * Null when the window holds more than a third of all slots (a 7d window over a week of events):
+   * visiting them out of slot order would cost more than the scan (measured: ~3× per slot), so the
+   * caller scans.
    */
   #trendingOrdered(
     want: number,
@@ -281,7 +321,7 @@ export class RetrieveExecutor {
     top: TopK,
     counts: StageCounts,
     work: WorkCounter,
-  ): boolean {
+  ): boolean | null {
     const ctx = this.#ctx;
     const store = ctx.store;
     const specs = ctx.schema.kinds;
@@ -304,14 +344,14 @@ export class RetrieveExecutor {
       }
       if (active > budget) start = requestedStart;
     }
-    const seen = new Set<number>();
+    const seen = this.#seen;
+    seen.reset();
     const zeros: number[] = [];
     let moving = 0;
 
     const visit = (s: number): void => {
       const o = store.slotOrdinal(s);
-      if (seen.has(o)) return;
-      seen.add(o);
+      if (!seen.add(o)) return;
       counts.candidates++;
       if (!pass(o)) return;
       counts.afterFilter++;
@@ -329,20 +369,31 @@ export class RetrieveExecutor {
       else zeros.push(sec);
     };
 
+    // The active slots, gathered and then visited in slot order: the recency order is random in
+    // memory, and 1 KiB slots read in ascending order cost about a third less than read at random.
+    let n = 0;
+    for (const k of velocityKinds) n += order.newerThan(k, start);
+    if (3 * (n + order.dirtyCount) > used) return null;
+    const active = new Int32Array(n + order.dirtyCount);
+    n = 0;
     for (let j = 0; j < order.dirtyCount; j++) {
       const s = order.dirtySlot(j);
       if (!(s >>> 0 === s && s < used)) return false;
       work.slots++;
       if (!isVelocity[store.slotKind(s)] || !store.hasEvents(s) || store.newestAt(s) < start) continue;
-      visit(s);
+      active[n++] = s;
     }
     for (const k of velocityKinds) {
       for (let i = order.start(k), end = order.end(k); i < end && order.newestAt(i) >= start; i++) {
         const s = order.newestSlotAt(i);
         if (!(s >>> 0 === s && s < used)) return false;
-        work.slots++;
-        visit(s);
+        active[n++] = s;
       }
+    }
+    const inOrder = active.subarray(0, n).sort();
+    for (let i = 0; i < n; i++) {
+      work.slots++;
+      visit(inOrder[i]!);
     }
 
     const need = want - moving;
@@ -424,7 +475,7 @@ export class RetrieveExecutor {
     lists: readonly number[],
     admit: Predicate,
     nowMs: number,
-    seen: Set<number>,
+    seen: Seen,
     floor: Floor,
     counts: StageCounts,
     work: WorkCounter,
@@ -453,8 +504,7 @@ export class RetrieveExecutor {
     };
     const consider = (s: number): void => {
       const o = store.slotOrdinal(s);
-      if (seen.has(o)) return;
-      seen.add(o);
+      if (!seen.add(o)) return;
       counts.candidates++;
       if (!admit(o)) return;
       counts.afterFilter++;
