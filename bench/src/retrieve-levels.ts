@@ -40,7 +40,7 @@ function build(corpus: Corpus): QueryContext {
   const db = new Database(':memory:');
   db.exec(`CREATE TABLE items (ordinal INTEGER PRIMARY KEY, id TEXT NOT NULL, present INTEGER NOT NULL, text TEXT,
     metadata TEXT, created_at REAL, embedding BLOB, version INTEGER NOT NULL)`);
-  const insert = db.prepare('INSERT INTO items VALUES (?, ?, 1, NULL, ?, ?, NULL, ?)');
+  const insert = db.prepare('INSERT INTO items VALUES (?, ?, 1, NULL, ?, ?, ?, ?)');
   const ann = new AnnIndex(dims);
   const CHUNK = 10_000;
   for (let start = 0; start < corpus.size; start += CHUNK) {
@@ -50,7 +50,8 @@ function build(corpus: Corpus): QueryContext {
     db.transaction(() => {
       for (let i = 0; i < n; i++) {
         const it = corpus.item(start + i);
-        insert.run(start + i, it.id, JSON.stringify({ category: it.metadata.category, creator: it.metadata.creator }), it.createdAt, start + i + 1);
+        const blob = Buffer.from(it.embedding.buffer, it.embedding.byteOffset, it.embedding.byteLength);
+        insert.run(start + i, it.id, JSON.stringify({ category: it.metadata.category, creator: it.metadata.creator }), it.createdAt, blob, start + i + 1);
         keys.push(start + i);
         vectors.set(it.embedding, i * dims);
       }
@@ -112,6 +113,7 @@ interface Row {
   overlap: number;
   slots: number;
   ann: number;
+  popular: number;
   candidates: number;
 }
 
@@ -120,10 +122,12 @@ function measure(exec: RetrieveExecutor, tasks: RetrieveTask[], level: Degradati
   let slots = 0;
   let ann = 0;
   let candidates = 0;
+  let popular = 0;
   for (const t of tasks) {
     const e = exec.run(t, level, now).explain;
     slots += e.slotsVisited ?? 0;
     ann += e.annCandidates ?? 0;
+    popular += e.popularCandidates ?? 0;
     candidates += e.candidates;
   }
   collectGarbage();
@@ -142,7 +146,7 @@ function measure(exec: RetrieveExecutor, tasks: RetrieveTask[], level: Degradati
     overlap = 1;
   }
   const n = tasks.length;
-  return { row: { ns, overlap, slots: slots / n, ann: ann / n, candidates: candidates / n }, tops };
+  return { row: { ns, overlap, slots: slots / n, ann: ann / n, popular: popular / n, candidates: candidates / n }, tops };
 }
 
 function main(): void {
@@ -175,6 +179,7 @@ function main(): void {
           row.overlap.toFixed(2),
           fmtInt(Math.round(row.slots)),
           row.ann > 0 ? fmtInt(Math.round(row.ann)) : '–',
+          row.ann > 0 ? fmtInt(Math.round(row.popular)) : '–',
           fmtInt(Math.round(row.candidates)),
         ]);
         log(rows[rows.length - 1]!.join(' | '));
@@ -185,7 +190,7 @@ function main(): void {
   log(`Slots: ${fmtInt(ctx.store.slotsUsed())}; dirty slots at query time: ${ctx.store.order.dirtyCount}.`);
   log('Ratio and overlap@10 are against the first Full row of the profile (the scan\'s, where there is one).');
   log();
-  log(markdownTable(['profile', 'candidates from', 'level', 'ns/query', 'vs Full', 'overlap@10', 'slotsVisited', 'annCandidates', 'candidates'], rows));
+  log(markdownTable(['profile', 'candidates from', 'level', 'ns/query', 'vs Full', 'overlap@10', 'slotsVisited', 'annCandidates', 'popularCandidates', 'candidates'], rows));
 }
 
 main();

@@ -76,6 +76,11 @@ export interface Explain {
   annCandidates?: number | null;
   /** Result items whose signals were read to hydrate them. */
   rowsHydrated?: number;
+  /**
+   * Popular items added to the ANN's candidates around a context vector by an exact search over the
+   * most popular items (below Full, profile `popular`).
+   */
+  popularCandidates?: number;
 }
 
 export interface RetrievedItem {
