@@ -13,24 +13,46 @@ export interface QueryContext {
   readonly db: Database.Database;
 }
 
-/** Sum of decayed scores over every kind: the item's popularity. */
-export function popularity(ctx: QueryContext, ordinal: number, nowMs: number): number {
+/** Where a query counts the work it does: signal slots whose values it read. */
+export interface WorkCounter {
+  slots: number;
+}
+
+/**
+ * Sum of decayed scores over every kind: the item's popularity. `work.slots` grows by the slots
+ * read. Summed in kind order, so every caller gets the same bits for the same item.
+ */
+export function popularity(ctx: QueryContext, ordinal: number, nowMs: number, work?: WorkCounter): number {
   let sum = 0;
   for (let k = 0; k < ctx.schema.kinds.length; k++) {
     const slot = ctx.store.slotOf(ordinal, k);
-    if (slot >= 0) sum += ctx.store.decayedScore(slot, nowMs);
+    if (slot < 0) continue;
+    sum += ctx.store.decayedScore(slot, nowMs);
+    if (work) work.slots++;
   }
   return sum;
 }
 
-/** Sum of velocities over the kinds that track velocity. */
-export function velocityOf(ctx: QueryContext, ordinal: number, window: '1h' | '24h' | '7d', nowMs: number, coarse: boolean): number {
+/**
+ * Sum of velocities over the kinds that track velocity (with `coarse`, the store's coarse
+ * velocity: the 24h count, whatever `window` says).
+ */
+export function velocityOf(
+  ctx: QueryContext,
+  ordinal: number,
+  window: '1h' | '24h' | '7d',
+  nowMs: number,
+  coarse: boolean,
+  work?: WorkCounter,
+): number {
   let sum = 0;
   const kinds = ctx.schema.kinds;
   for (let k = 0; k < kinds.length; k++) {
     if (!kinds[k]!.velocity) continue;
     const slot = ctx.store.slotOf(ordinal, k);
-    if (slot >= 0) sum += ctx.store.velocity(slot, window, nowMs, coarse);
+    if (slot < 0) continue;
+    sum += ctx.store.velocity(slot, window, nowMs, coarse);
+    if (work) work.slots++;
   }
   return sum;
 }

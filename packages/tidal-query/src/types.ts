@@ -79,6 +79,20 @@ export interface Explain {
   blocksSkipped?: number;
   /** Text search only: the postings budget of the level stopped the search (an approximate top-k). */
   textBudgetExhausted?: boolean;
+  /**
+   * Signal slots the candidate and scoring stages read (a slot's header or values; hydration not
+   * included), counted as they are read. Set by retrieve.
+   */
+  slotsVisited?: number;
+  /** Keys the ANN search returned, as counted from its answer; null when no ANN search ran. */
+  annCandidates?: number | null;
+  /** Result items whose signals were read to hydrate them. */
+  rowsHydrated?: number;
+  /**
+   * Popular items added to the ANN's candidates around a context vector by an exact search over the
+   * most popular items (below Full, profile `popular`).
+   */
+  popularCandidates?: number;
 }
 
 export interface RetrievedItem {

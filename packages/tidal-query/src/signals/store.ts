@@ -36,8 +36,10 @@ import {
   SLOT_F64,
   SLOT_INT32,
 } from './layout.js';
+import { OrderWriter, SignalOrder, createOrderArena, orderControlInts, orderDirtyBytes, orderEntryBytes, type OrderArena } from './order.js';
 
 export { SLOT_BYTES } from './layout.js';
+export { SignalOrder, type OrderArena } from './order.js';
 
 /** A counting window a signal kind can declare. `'all'` is the all-time count. */
 export type WindowName = '1h' | '24h' | '7d' | 'all';
@@ -85,6 +87,11 @@ export interface SignalArena {
   readonly kinds: number;
   readonly maxOrdinals: number;
   readonly maxSlots: number;
+  /**
+   * The slot orders (by decay key and by newest event) that let `popular` and `trending` skip the
+   * scan; see `order.ts`. Derived from the slots, never checkpointed.
+   */
+  readonly order: OrderArena;
 }
 
 /** Options of {@link SignalStore.create}. */
@@ -287,6 +294,8 @@ export class SignalStore {
   private readonly slotCapacity: number;
   private readonly writable: boolean;
   private readonly sharedArena: SignalArena;
+  private readonly orderReader: SignalOrder;
+  private readonly orderWriter: OrderWriter | null;
 
   private constructor(arena: SignalArena, lambdas: Float64Array, writable: boolean) {
     this.sharedArena = arena;
@@ -300,6 +309,8 @@ export class SignalStore {
     this.ordinalCount = arena.maxOrdinals;
     this.slotCapacity = arena.maxSlots;
     this.writable = writable;
+    this.orderReader = new SignalOrder(arena.order, arena.kinds);
+    this.orderWriter = writable ? new OrderWriter(arena.order, arena.kinds, lambdas) : null;
   }
 
   /**
@@ -323,11 +334,13 @@ export class SignalStore {
     let control: SharedArrayBuffer;
     let index: SharedArrayBuffer;
     let slots: SharedArrayBuffer;
+    let order: OrderArena;
     try {
       control = new SharedArrayBuffer(CONTROL_INT32 * 4);
       const entries = maxOrdinals * kinds;
       index = reserveBuffer(Math.min(entries, INDEX_STEP) * 4, entries * 4, reservation);
       slots = reserveBuffer(Math.min(maxSlots, INITIAL_SLOTS) * SLOT_BYTES, maxSlots * SLOT_BYTES, reservation);
+      order = createOrderArena(kinds, maxSlots, INITIAL_SLOTS, (initial, max) => reserveBuffer(initial, max, reservation));
     } catch (err) {
       if (err instanceof RangeError) {
         throw new CapacityError(
@@ -338,7 +351,7 @@ export class SignalStore {
       }
       throw err;
     }
-    const arena: SignalArena = Object.freeze({ control, index, slots, kinds, maxOrdinals, maxSlots });
+    const arena: SignalArena = Object.freeze({ control, index, slots, kinds, maxOrdinals, maxSlots, order });
     return new SignalStore(arena, lambdas, true);
   }
 
@@ -367,6 +380,21 @@ export class SignalStore {
     expect('control', CONTROL_INT32 * 4);
     expect('index', arena.maxOrdinals * arena.kinds * 4);
     expect('slots', arena.maxSlots * SLOT_BYTES);
+    const order = arena.order as OrderArena | undefined;
+    const sab = (field: string, buf: unknown, bytes: number): SharedArrayBuffer => {
+      if (!(buf instanceof SharedArrayBuffer) || maxBytesOf(buf) !== bytes) {
+        throw new InvalidInputError(`arena.order.${field}`, `a SharedArrayBuffer reserving ${bytes} bytes`, buf);
+      }
+      return buf;
+    };
+    if (typeof order !== 'object' || order === null || !Array.isArray(order.entries) || !Array.isArray(order.dirty)) {
+      throw new InvalidInputError('arena.order', 'the signal order buffers', order);
+    }
+    const orderCopy: OrderArena = Object.freeze({
+      control: sab('control', order.control, orderControlInts(arena.kinds) * 4),
+      entries: Object.freeze([0, 1].map((b) => sab(`entries[${b}]`, order.entries[b], orderEntryBytes(arena.maxSlots)))) as unknown as OrderArena['entries'],
+      dirty: Object.freeze([0, 1].map((b) => sab(`dirty[${b}]`, order.dirty[b], orderDirtyBytes(arena.maxSlots)))) as unknown as OrderArena['dirty'],
+    });
     const copy: SignalArena = Object.freeze({
       control: arena.control,
       index: arena.index,
@@ -374,6 +402,7 @@ export class SignalStore {
       kinds: arena.kinds,
       maxOrdinals: arena.maxOrdinals,
       maxSlots: arena.maxSlots,
+      order: orderCopy,
     });
     return new SignalStore(copy, lambdas, false);
   }
@@ -504,6 +533,7 @@ export class SignalStore {
     const entry = ix < this.index.length ? this.index[ix] : 0;
     if (entry !== 0) {
       this.record(entry - 1, kind, weight, atMs);
+      this.orderWriter!.touch(entry - 1, this.i32, this.f64);
       return;
     }
 
@@ -517,6 +547,7 @@ export class SignalStore {
     // The first event goes in before the slot is published: a slot allocated here is never seen empty.
     this.record(slot, kind, weight, atMs);
     this.publish(slot, ix);
+    this.orderWriter!.touch(slot, this.i32, this.f64);
   }
 
   /** Writes a new slot's header. The slot's memory is still zero: no events, seq 0. */
@@ -634,6 +665,20 @@ export class SignalStore {
     // The writer grew the slots before it published this entry.
     if (slot >= this.viewSlots) this.mapSlots();
     return this.f64[slot * SLOT_F64 + F64_COUNT] !== 0 ? slot : -1;
+  }
+
+  /**
+   * The slot orders by decay key and by newest event (see `order.ts`), for a query that wants the
+   * top of either without scanning every slot. One reader per store instance.
+   */
+  get order(): SignalOrder {
+    return this.orderReader;
+  }
+
+  /** The decay rate λ = ln 2 / half-life of `kind`, per millisecond (0 for no decay). */
+  decayRate(kind: number): number {
+    this.checkPair(0, kind);
+    return this.lambdas[kind]!;
   }
 
   /** Number of slots in use; slots `0..slotsUsed()-1` all have their header (some may be empty). */
@@ -931,6 +976,7 @@ export class SignalStore {
       const b = s * SLOT_INT32;
       Atomics.store(this.index, dst[b + I32_ORDINAL] * this.kindCount + dst[b + I32_KIND], s + 1);
     }
+    this.orderWriter!.rebuildAll(kept, this.i32, this.f64);
   }
 
   // ---------------------------------------------------------------------------------------------

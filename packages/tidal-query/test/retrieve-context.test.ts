@@ -1,0 +1,94 @@
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { DegradationLevel } from 'tidal-load';
+import { AnnIndex } from '../src/ann.js';
+import { Catalog } from '../src/catalog.js';
+import type { QueryContext } from '../src/context.js';
+import { ItemsWriter } from '../src/items-table.js';
+import { RetrieveExecutor } from '../src/retrieve.js';
+import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
+import type { RetrieveTask } from '../src/types.js';
+import { openStorage } from '../../tidal-core/src/storage.js';
+import { mulberry32 } from '../../../bench/src/random.js';
+
+const HOUR = 3_600_000;
+const NOW = Date.UTC(2025, 0, 6, 12, 0, 0);
+const ITEMS = 6_000;
+const DIMS = 16;
+const CLUSTERS = 6;
+const KINDS: SignalKindSpec[] = [
+  { name: 'view', halfLifeMs: 6 * HOUR, windows: ['1h', '24h', 'all'], velocity: true },
+  { name: 'like', halfLifeMs: 24 * HOUR, windows: ['all'], velocity: false },
+];
+
+function gauss(rand: () => number): number {
+  return Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
+}
+
+/**
+ * 6 000 items around 6 centres in 16 dimensions; a third of them get events (popularity drawn
+ * independently of position), so a wider ball around a vector holds proportionally more popular
+ * items: the case where 200 neighbours instead of 500 lose most of the popular top 10.
+ */
+function world(): { ctx: QueryContext; exec: RetrieveExecutor; vector: (r: () => number) => Float32Array } {
+  const rand = mulberry32(17);
+  const centres = Array.from({ length: CLUSTERS }, () => Float32Array.from({ length: DIMS }, () => gauss(rand)));
+  const vector = (r: () => number): Float32Array => {
+    const c = centres[Math.floor(r() * CLUSTERS)]!;
+    return Float32Array.from(c, (x) => x + 0.35 * gauss(r));
+  };
+  const db = new Database(':memory:');
+  openStorage(db, ':memory:');
+  const items = new ItemsWriter(db);
+  const ann = new AnnIndex(DIMS);
+  const vectors = new Float32Array(ITEMS * DIMS);
+  db.transaction(() => {
+    for (let o = 0; o < ITEMS; o++) {
+      const v = vector(rand);
+      vectors.set(v, o * DIMS);
+      items.upsert({ ordinal: o, id: `i${o}`, text: null, metadata: {}, createdAt: NOW - o, embedding: v }, o + 1, false);
+    }
+  })();
+  ann.upsert(Array.from({ length: ITEMS }, (_, o) => o), vectors, 1);
+  const schema = { kinds: KINDS, metadata: {}, embeddingDims: DIMS };
+  const catalog = new Catalog(db, schema);
+  catalog.refresh();
+  const store = SignalStore.create({ kinds: KINDS, maxOrdinals: ITEMS, maxSlots: 2 * ITEMS });
+  for (let o = 0; o < ITEMS; o++) {
+    if (rand() > 0.33) continue;
+    const n = 1 + Math.floor(30 * Math.pow(rand(), 3));
+    for (let e = 0; e < n; e++) store.apply(o, rand() < 0.8 ? 0 : 1, 1, NOW - Math.floor(rand() * 48 * HOUR));
+  }
+  const ctx: QueryContext = { schema, catalog, store, ann, db };
+  return { ctx, exec: new RetrieveExecutor(ctx), vector };
+}
+
+function task(context: Float32Array): RetrieveTask {
+  return { profile: 'popular', context, filter: null, diversity: null, limit: 10, window: '1h', exclude: null };
+}
+
+describe('retrieve around a context vector', () => {
+  it('keeps the Full top 10 by popularity from ReducedCandidates on, with fewer ANN candidates', () => {
+    const { exec, vector } = world();
+    const rand = mulberry32(5);
+    let kept = 0;
+    let asked = 0;
+    for (let q = 0; q < 20; q++) {
+      const t = task(vector(rand));
+      const full = exec.run(t, DegradationLevel.Full, NOW);
+      const want = new Set(full.items.map((i) => i.id));
+      expect(full.explain.annCandidates).toBe(500);
+      expect(full.explain.popularCandidates).toBeUndefined();
+      for (const level of [DegradationLevel.ReducedCandidates, DegradationLevel.NoDiversity]) {
+        const r = exec.run(t, level, NOW);
+        expect(r.explain.annCandidates).toBe(200);
+        expect(r.explain.popularCandidates).toBeGreaterThan(0);
+        expect(r.explain.candidates).toBeLessThan(full.explain.candidates);
+        kept += r.items.filter((i) => want.has(i.id)).length;
+        asked += want.size;
+      }
+    }
+    // Without the popular candidates this world keeps about 40% (200 of 500 neighbours).
+    expect(kept / asked).toBeGreaterThanOrEqual(0.8);
+  });
+});
