@@ -1,6 +1,6 @@
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DegradationLevel, InvalidInputError, OverloadedError, TidalDb, autoAdmissionLimit, type RetrieveResults, type SearchResults } from 'tidal-core';
+import { DegradationLevel, InvalidInputError, OverloadedError, TidalDb, TidalError, autoAdmissionLimit, type RetrieveResults, type SearchResults } from 'tidal-core';
 
 const NOW = Date.UTC(2026, 5, 1, 12);
 const HOUR = 3_600_000;
@@ -145,6 +145,28 @@ describe('degradation levels through the executors', () => {
     expect(text).toMatch(/tidal_queries_in_flight 0/);
     expect(text).toMatch(/tidal_degradation_level 0/);
     expect(text).toMatch(/tidal_query_duration_seconds_count\{op="search"\} 4/);
+  });
+
+  it('refuses with a real OverloadedError that carries no stack frames, as a rejected promise, never a throw', async () => {
+    // Queries no earlier test made: a kept result would answer at once and free its slot.
+    const admitted = Array.from({ length: 6 }, (_, i) => db.retrieve({ profile: 'new', limit: 100 + i }));
+    let returned: Promise<RetrieveResults> | undefined;
+    expect(() => {
+      returned = db.retrieve({ profile: 'popular' });
+    }).not.toThrow();
+    const err = await returned!.catch((e: unknown) => e);
+    await Promise.all(admitted);
+    expect(err).toBeInstanceOf(OverloadedError);
+    expect(err).toBeInstanceOf(TidalError);
+    expect(err).toBeInstanceOf(Error);
+    expect(OverloadedError.is(err) && TidalError.is(err)).toBe(true);
+    const e = err as OverloadedError;
+    expect([e.code, e.name, e.inFlight, e.admissionLimit]).toEqual(['TIDAL_OVERLOADED', 'OverloadedError', 6, 6]);
+    expect(e.message).toMatch(/^overloaded: 6 queries in flight, admission limit 6; retry after \d+ ms$/);
+    // Name and message only: capturing the frames was most of a refusal's cost.
+    expect(e.stack).toBe(`OverloadedError: ${e.message}`);
+    // Other errors still have their stack.
+    expect(new InvalidInputError('limit', 'a number', 'x').stack).toMatch(/\n\s+at /);
   });
 });
 

@@ -2,6 +2,7 @@ import type { RateLimiterConfig } from 'tidal-load';
 import { TidalDb } from './db.js';
 import { mergeSessionOptions, type TidalOptions } from './options.js';
 import type { SessionOptions } from './sessions.js';
+import type { WorkSharingOptions } from './sharing.js';
 
 /** Fluent configuration; every setter validates in {@link TidalDbBuilder.open}. */
 export class TidalDbBuilder {
@@ -115,6 +116,16 @@ export class TidalDbBuilder {
   /** Called with the summary of every session its TTL closes (see {@link SessionOptions.onExpired}). */
   onSessionExpired(callback: NonNullable<SessionOptions['onExpired']>): this {
     return this.sessions({ onExpired: callback });
+  }
+
+  /**
+   * Work sharing between identical queries: `{ maxStalenessMs: { coarseAggregates, noDiversity },
+   * maxEntries, maxBytes }` (see {@link WorkSharingOptions}). `maxStalenessMs` of 0 shares only
+   * executions that have not started.
+   */
+  workSharing(options: WorkSharingOptions): this {
+    this.#o.workSharing = options;
+    return this;
   }
 
   /** Validates the options and opens the database, with its workers warm. */

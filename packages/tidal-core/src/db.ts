@@ -3,7 +3,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
-import { ClosedError, DegradationLevel, InternalError, InvalidInputError, LoadDetector, TidalError, type InFlightGuard, type LoadView } from 'tidal-load';
+import {
+  checkCriticality,
+  checkLevel,
+  ClosedError,
+  DegradationLevel,
+  InFlightGuard,
+  InternalError,
+  InvalidInputError,
+  LoadDetector,
+  TidalError,
+  type Criticality,
+  type LoadView,
+} from 'tidal-load';
 import { AckMark, MemoryGuard, SignalLog, SlotCheckpoint, WalCheckpointer, openWriterConnection } from 'tidal-wal';
 import {
   readItemSignals,
@@ -21,7 +33,10 @@ import {
   type TaskOf,
   type WarmResult,
 } from 'tidal-query';
-import { checkControl, QueryPool, type RunControl } from './query-pool.js';
+import { checkControl, QueryPool, type QueryResult, type RunControl } from './query-pool.js';
+import { PRIORITY } from './scheduler.js';
+import { canonicalKey, WorkSharing, type Answer } from './sharing.js';
+import { chooseLevel, type LevelReason } from './level-choice.js';
 import { resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
 import { TidalDbBuilder } from './builder.js';
 import { prepareDirectory } from './paths.js';
@@ -39,6 +54,32 @@ export interface TidalDbInternals {
   /** The writer connection (e.g. to set `max_page_count` and make commits fail with SQLITE_FULL). */
   readonly writer: Database.Database;
   readonly pool: QueryPool;
+  /** Service-time estimates per level (tests record samples to steer deadline-based levels). */
+  readonly recorder: QueryRecorder;
+  readonly sharing: WorkSharing;
+}
+
+/** A validated query's control options and the level it runs at. */
+interface QueryPlan {
+  readonly control: RunControl;
+  readonly criticality: Criticality;
+  readonly level: DegradationLevel;
+  readonly reason: LevelReason;
+  readonly guard: InFlightGuard;
+}
+
+/**
+ * A rough size of a result's rows for the kept-results bound: the object, its id string and one
+ * signal-values object per kind (≈ 200 bytes each: counts, windows, velocity, score).
+ */
+function estimateBytes(rows: readonly { id: string; signals: Record<string, unknown> }[]): number {
+  let bytes = 256;
+  for (const row of rows) {
+    let kinds = 0;
+    for (const _ in row.signals) kinds++;
+    bytes += 160 + 2 * row.id.length + 200 * kinds;
+  }
+  return bytes;
 }
 
 const internals = new WeakMap<TidalDb, TidalDbInternals>();
@@ -108,6 +149,7 @@ export class TidalDb implements AsyncDisposable {
   #metrics: Metrics | null = null;
   readonly #defaultWindow: RetrieveTask['window'];
   readonly #sessions: SessionRegistry;
+  readonly #sharing: WorkSharing;
   #closing: Promise<void> | undefined;
 
   /** Starts configuring a database. */
@@ -177,7 +219,8 @@ export class TidalDb implements AsyncDisposable {
       });
       this.#pool = new QueryPool({ file, schema: o.schema, arena: this.#store.arena }, o.workers);
       this.#loadView = loadView(this.#detector);
-      internals.set(this, { writer: this.#db, pool: this.#pool });
+      this.#sharing = new WorkSharing(o.workSharing, o.clock, () => performance.now());
+      internals.set(this, { writer: this.#db, pool: this.#pool, recorder: this.#recorder, sharing: this.#sharing });
     } catch (err) {
       this.#ackMark?.close();
       void this.#walCheckpointer?.close();
@@ -308,14 +351,16 @@ export class TidalDb implements AsyncDisposable {
 
   /**
    * Ranked retrieval by a profile (trending, popular, new), optionally around a context vector.
-   * Takes an optional `signal` and `timeoutMs` (see {@link QueryControl}).
+   * Takes an optional `signal`, `timeoutMs`, `criticality` and `level` (see {@link QueryControl}).
    */
-  async retrieve(req: RetrieveRequest): Promise<RetrieveResults> {
-    this.#check('retrieve');
-    // Admission first: one atomic add and a compare before any per-query work.
-    const guard = this.#detector.enter();
+  retrieve(req: RetrieveRequest): Promise<RetrieveResults> {
+    const admitted = this.#admit(req, 'retrieve');
+    return admitted instanceof InFlightGuard ? this.#retrieve(req, admitted) : Promise.reject(admitted);
+  }
+
+  async #retrieve(req: RetrieveRequest, guard: InFlightGuard): Promise<RetrieveResults> {
     let task: RetrieveTask;
-    let control: RunControl;
+    let plan: QueryPlan;
     try {
       if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a retrieve request object', req);
       task = {
@@ -327,26 +372,38 @@ export class TidalDb implements AsyncDisposable {
         window: checkWindow(req.window, this.#defaultWindow),
         exclude: this.#sessions.exclude(req.session, this.#o.clock()),
       };
-      control = this.#control(req, 'retrieve', guard);
+      plan = this.#plan(req, 'retrieve', guard);
     } catch (err) {
       guard[Symbol.dispose]();
       throw err;
     }
     const started = performance.now();
-    const env = this.#envelope(guard.level);
-    const r = await this.#record('retrieve', env.level, started, this.#pool.runQuery<'retrieve'>({ op: 'retrieve', env, task }, control));
-    return { items: r.items, degradationLevel: env.level, warnings: r.warnings, explain: r.explain, tookMs: performance.now() - started };
+    // A session's query excludes what that session has seen: it is its own, never shared.
+    const a = await this.#run('retrieve', task, plan, task.exclude === null, (r) => estimateBytes(r.items));
+    const r = a.result;
+    return {
+      items: r.items.slice(),
+      degradationLevel: plan.level,
+      levelReason: plan.reason,
+      ageMs: a.ageMs,
+      warnings: r.warnings.slice(),
+      explain: { ...r.explain },
+      tookMs: performance.now() - started,
+    };
   }
 
   /**
-   * Text (BM25), vector (ANN) or hybrid (RRF) search. Takes an optional `signal` and `timeoutMs`
-   * (see {@link QueryControl}).
+   * Text (BM25), vector (ANN) or hybrid (RRF) search. Takes an optional `signal`, `timeoutMs`,
+   * `criticality` and `level` (see {@link QueryControl}).
    */
-  async search(req: SearchRequest): Promise<SearchResults> {
-    this.#check('search');
-    const guard = this.#detector.enter();
+  search(req: SearchRequest): Promise<SearchResults> {
+    const admitted = this.#admit(req, 'search');
+    return admitted instanceof InFlightGuard ? this.#search(req, admitted) : Promise.reject(admitted);
+  }
+
+  async #search(req: SearchRequest, guard: InFlightGuard): Promise<SearchResults> {
     let task: SearchTask;
-    let control: RunControl;
+    let plan: QueryPlan;
     try {
       if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a search request object', req);
       const text = req.text === undefined ? null : checkText('text', req.text);
@@ -362,34 +419,97 @@ export class TidalDb implements AsyncDisposable {
         limit: checkLimit('limit', req.limit, 10),
         boost,
       };
-      control = this.#control(req, 'search', guard);
+      plan = this.#plan(req, 'search', guard);
     } catch (err) {
       guard[Symbol.dispose]();
       throw err;
     }
     const started = performance.now();
-    const env = this.#envelope(guard.level);
-    const r = await this.#record('search', env.level, started, this.#pool.runQuery<'search'>({ op: 'search', env, task }, control));
-    return { hits: r.hits, mode: r.mode, degradationLevel: env.level, warnings: r.warnings, explain: r.explain, tookMs: performance.now() - started };
+    const a = await this.#run('search', task, plan, true, (r) => estimateBytes(r.hits));
+    const r = a.result;
+    return {
+      hits: r.hits.slice(),
+      mode: r.mode,
+      degradationLevel: plan.level,
+      levelReason: plan.reason,
+      ageMs: a.ageMs,
+      warnings: r.warnings.slice(),
+      explain: { ...r.explain },
+      tookMs: performance.now() - started,
+    };
   }
 
   /**
-   * A query's cancellation, with its in-flight slot released when the worker is done with it: a
-   * query aborted while running still occupies its worker, so it still counts as load.
+   * Admission first: one atomic add and a compare before any per-query work. A refusal is
+   * returned, not thrown, so refusing costs no exception (it is the hot path under overload). The
+   * criticality is peeked at unvalidated (a sheddable query is judged by a doubled count); it is
+   * validated right after, with the rest of the request.
    */
-  #control(req: QueryControl, operation: string, guard: InFlightGuard): RunControl {
-    return { ...checkControl(req.signal, req.timeoutMs, operation), onSettled: () => guard[Symbol.dispose]() };
-  }
-
-  #envelope(level: DegradationLevel = DegradationLevel.Full): TaskEnvelope {
-    return { level, nowMs: this.#o.clock(), itemsVersion: this.#writes.itemsVersion };
-  }
-
-  /** Awaits a query and records its latency, level and service time (or its failure). */
-  async #record<R extends { serviceMs: number }>(op: 'retrieve' | 'search', level: DegradationLevel, started: number, result: Promise<R>): Promise<R> {
-    let r: R;
+  #admit(req: QueryControl, operation: string): InFlightGuard | TidalError {
+    if (this.#closing) return new ClosedError(operation);
     try {
-      r = await result;
+      const sheddable = typeof req === 'object' && req !== null && req.criticality === 'sheddable';
+      return this.#detector.tryEnter(sheddable ? 'sheddable' : 'default');
+    } catch (err) {
+      return TidalError.is(err) ? err : new InternalError(`${operation} failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    }
+  }
+
+  /** Validates a query's control options and decides its level (see {@link chooseLevel}). */
+  #plan(req: QueryControl, operation: string, guard: InFlightGuard): QueryPlan {
+    const control = checkControl(req.signal, req.timeoutMs, operation);
+    const criticality = checkCriticality(req.criticality);
+    const requested = req.level === undefined ? null : checkLevel(req.level);
+    const recorder = this.#recorder;
+    const { level, reason } = chooseLevel({
+      loadLevel: guard.loadLevel,
+      criticalityLevel: guard.level,
+      requested,
+      // The call started microseconds ago (validation): the whole budget remains.
+      remainingMs: control.timeoutMs,
+      queueMs: ((guard.inFlightAtEntry - 1) * recorder.meanServiceMs) / this.#o.workers,
+      serviceMs: (l) => recorder.serviceEstimateMs(l),
+      loadManagement: this.#o.loadManagement,
+    });
+    return { control, criticality, level, reason, guard };
+  }
+
+  /**
+   * Runs a validated query through work sharing and the scheduler, and records its latency,
+   * level and service time (or its failure). The in-flight slot is released when the execution
+   * the query waited on is done with its worker.
+   */
+  async #run<Op extends 'retrieve' | 'search'>(
+    op: Op,
+    task: TaskOf<Op>['task'],
+    plan: QueryPlan,
+    shareable: boolean,
+    bytes: (r: QueryResult<Op>) => number,
+  ): Promise<Answer<QueryResult<Op>>> {
+    const { control, level, guard } = plan;
+    const itemsVersion = this.#writes.itemsVersion;
+    // Identity: the same op and validated task, at the same level and priority, against the same
+    // items. The clock is not in it: an execution that has not left the queue is stamped when it
+    // does, so it answers every caller as of a time after they arrived (see WorkSharing).
+    const key = shareable ? `${op}|${level}|${plan.criticality}|${itemsVersion}|${canonicalKey(task)}` : null;
+    const started = performance.now();
+    const caller = { ...control, onSettled: () => guard[Symbol.dispose]() };
+    let answer: Answer<QueryResult<Op>>;
+    try {
+      answer = await this.#sharing.run(
+        key,
+        level,
+        itemsVersion,
+        caller,
+        (exec) =>
+          this.#pool.runQuery(op, task, () => ({ level, nowMs: this.#o.clock(), itemsVersion: this.#writes.itemsVersion }), {
+            priority: PRIORITY[plan.criticality],
+            signal: exec.signal,
+            expired: exec.expired,
+            onDispatch: exec.onDispatch,
+          }),
+        bytes,
+      );
     } catch (err) {
       if (TidalError.is(err) && (err.code === 'TIDAL_ABORTED' || err.code === 'TIDAL_TIMEOUT')) {
         this.#recorder.cancelled++;
@@ -400,9 +520,15 @@ export class TidalDb implements AsyncDisposable {
       throw err;
     }
     const latency = performance.now() - started;
-    this.#recorder.record(level, latency, r.serviceMs);
+    this.#recorder.record(level, latency, answer.source === 'executed' ? answer.result.serviceMs : null);
+    if (answer.source === 'shared') this.#recorder.shared++;
+    else if (answer.source === 'cached') this.#recorder.fromCache++;
     this.#metrics?.served(op, level, latency);
-    return r;
+    return answer;
+  }
+
+  #envelope(level: DegradationLevel = DegradationLevel.Full): TaskEnvelope {
+    return { level, nowMs: this.#o.clock(), itemsVersion: this.#writes.itemsVersion };
   }
 
   /**
@@ -421,7 +547,15 @@ export class TidalDb implements AsyncDisposable {
   stats(): QueryStats {
     const gc = this.#writes.groupCommit;
     const writes = { ...gc.stats, queueLimit: gc.options.maxQueueEvents };
-    return this.#recorder.snapshot(this.#detector.inFlight, this.#detector.level, this.#detector.rejected, this.#pool.skipped, writes);
+    const scheduler = this.#pool.scheduler;
+    return this.#recorder.snapshot(
+      this.#detector.inFlight,
+      this.#detector.level,
+      this.#detector.rejected,
+      this.#pool.skipped + scheduler.dropped,
+      scheduler.waiting,
+      writes,
+    );
   }
 
   /** The in-flight count, the level a query entering now would get, and the limits (read-only). */

@@ -6,6 +6,8 @@ export { TidalDbBuilder } from './builder.js';
 export { DEFAULTS, autoAdmissionLimit } from './options.js';
 export type { QueryStats, LatencySummary } from './stats.js';
 export type { TidalOptions, CapacityOptions } from './options.js';
+export type { WorkSharingOptions } from './sharing.js';
+export type { LevelReason } from './level-choice.js';
 export type { MetricsRegistry } from './metrics.js';
 export type { SchemaDefinition, SignalKindDefinition } from './schema.js';
 export { MAX_ID_LENGTH, MAX_TEXT_LENGTH, MAX_LIMIT, MAX_BATCH, MAX_METADATA_BYTES } from './validate.js';
@@ -50,6 +52,7 @@ export type {
   Thresholds,
   LoadView,
   LimitedOptions,
+  Criticality,
 } from 'tidal-load';
 export { SESSION_DEFAULTS } from './sessions.js';
 export type { SessionHandle, SessionInfo, SessionOptions, SessionSummary, OpenSessionOptions } from './sessions.js';

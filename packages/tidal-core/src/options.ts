@@ -18,6 +18,7 @@ import { resolveSchema, type SchemaDefinition } from './schema.js';
 import { isPlainObject } from './validate.js';
 import { resolveRateLimiterConfig, type RateLimit, type RateLimiterConfig } from 'tidal-load';
 import { resolveSessionOptions, type FilledSessionOptions, type SessionOptions } from './sessions.js';
+import { resolveWorkSharing, type FilledWorkSharing, type WorkSharingOptions } from './sharing.js';
 
 export interface CapacityOptions {
   /**
@@ -112,6 +113,12 @@ export interface TidalOptions {
   rateLimiter?: RateLimiterConfig;
   /** Agent sessions: default TTL, sweeper interval, how many may be open, expiry callback. */
   sessions?: SessionOptions;
+  /**
+   * Identical queries share one execution; at CoarseAggregates and NoDiversity one may be answered
+   * by a result at most `maxStalenessMs` old (see {@link WorkSharingOptions}).
+   * @default { maxStalenessMs: { coarseAggregates: 250, noDiversity: 1000 }, maxEntries: 1024, maxBytes: 16 MiB }
+   */
+  workSharing?: WorkSharingOptions;
 }
 
 export interface FilledOptions {
@@ -131,6 +138,9 @@ export interface FilledOptions {
   /** `null`: unlimited. */
   rateLimit: RateLimit | null;
   sessions: FilledSessionOptions;
+  /** `false`: no degradation by load or deadline, no admission cap. */
+  loadManagement: boolean;
+  workSharing: FilledWorkSharing;
 }
 
 export const DEFAULTS = Object.freeze({
@@ -162,6 +172,7 @@ const NOT_NULL = 'a value (no option takes null; leave it out for the default)';
 const OPTION_KEYS: readonly (keyof TidalOptions)[] = [
   'path', 'ephemeral', 'schema', 'workers', 'clock', 'durability', 'groupCommit', 'capacity', 'checkpointEveryEvents',
   'memoryGuard', 'onWarning', 'loadThresholds', 'admissionLimit', 'loadManagement', 'metricsRegistry', 'rateLimiter', 'sessions',
+  'workSharing',
 ];
 
 /** The keys each object-valued option takes; a new key of one of them must be added here. */
@@ -171,6 +182,7 @@ const NESTED_KEYS = {
   memoryGuard: ['floorBytes', 'meminfoPath'],
   loadThresholds: ['reducedCandidates', 'coarseAggregates', 'noDiversity'],
   sessions: ['defaultTtlMs', 'sweepIntervalMs', 'maxOpen', 'onExpired'],
+  workSharing: ['maxStalenessMs', 'maxEntries', 'maxBytes'],
 } as const satisfies Partial<Record<keyof TidalOptions, readonly string[]>>;
 
 /**
@@ -262,6 +274,7 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
     onWarning: resolveWarningSink(o.onWarning),
     rateLimit: resolveRateLimiterConfig(o.rateLimiter, 'rateLimiter'),
     sessions: resolveSessionOptions(o.sessions),
+    workSharing: resolveWorkSharing(o.workSharing),
   };
 }
 
@@ -288,7 +301,7 @@ export function autoAdmissionLimit(thresholds: Thresholds, workers: number): num
   return thresholds.noDiversity + 64 * workers;
 }
 
-function resolveLoad(o: TidalOptions, workers: number): Pick<FilledOptions, 'loadThresholds' | 'admissionLimit' | 'metricsRegistry'> {
+function resolveLoad(o: TidalOptions, workers: number): Pick<FilledOptions, 'loadThresholds' | 'admissionLimit' | 'metricsRegistry' | 'loadManagement'> {
   const enabled = o.loadManagement ?? true;
   if (typeof enabled !== 'boolean') throw new InvalidInputError('loadManagement', 'a boolean', enabled);
   const thresholds = resolveThresholds(o.loadThresholds);
@@ -298,6 +311,6 @@ function resolveLoad(o: TidalOptions, workers: number): Pick<FilledOptions, 'loa
     throw new InvalidInputError('metricsRegistry', 'a prom-client Registry', registry);
   }
   return enabled
-    ? { loadThresholds: thresholds, admissionLimit, metricsRegistry: registry }
-    : { loadThresholds: NEVER, admissionLimit: 0, metricsRegistry: registry };
+    ? { loadThresholds: thresholds, admissionLimit, metricsRegistry: registry, loadManagement: true }
+    : { loadThresholds: NEVER, admissionLimit: 0, metricsRegistry: registry, loadManagement: false };
 }

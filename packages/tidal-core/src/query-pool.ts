@@ -1,5 +1,5 @@
 import { Piscina } from 'piscina';
-import { AbortedError, InternalError, InvalidInputError, TidalError, TimeoutError } from 'tidal-load';
+import { InternalError, InvalidInputError, TidalError } from 'tidal-load';
 import {
   CANCEL_CELLS,
   CELL_CANCELLED,
@@ -14,6 +14,7 @@ import {
   type WorkerInit,
   type WorkerOp,
 } from 'tidal-query';
+import { Dropped, PRIORITY, QueryScheduler, type SubmitOptions } from './scheduler.js';
 
 /** Tasks a query worker holds at once (one running, the rest waiting in its message queue). */
 const PIPELINE_DEPTH = 4;
@@ -21,14 +22,12 @@ const PIPELINE_DEPTH = 4;
 /** The largest `timeoutMs` a timer can hold (2^31 − 1 ms, about 24.8 days). */
 export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
-/** Cancellation of one run: validated `signal` and `timeoutMs` of a query. */
+/** Cancellation of one query call: its validated `signal` and `timeoutMs`. */
 export interface RunControl {
   readonly signal: AbortSignal | null;
   readonly timeoutMs: number | null;
   /** What the caller was doing, for the error message (`retrieve`, `search`). */
   readonly operation: string;
-  /** Called once the worker is done with the task (not when the caller stopped waiting). */
-  readonly onSettled?: () => void;
 }
 
 /** Validates a query's `signal` and `timeoutMs`. */
@@ -40,35 +39,62 @@ export function checkControl(signal: unknown, timeoutMs: unknown, operation: str
   return { signal: signal ?? null, timeoutMs: timeoutMs ?? null, operation };
 }
 
+/** How one execution of a query waits for its worker (see {@link QueryPool.runQuery}). */
+export interface QueueControl {
+  /** {@link PRIORITY} of the queue. */
+  readonly priority: number;
+  /**
+   * Aborting it gives the execution up: it leaves the queue if it waits there, and a worker that
+   * has it but has not started it skips it. `null`: the execution cannot be given up.
+   */
+  readonly signal: AbortSignal | null;
+  /** Asked when it reaches the head of the queue: `true` drops it unrun (see {@link SubmitOptions.expired}). */
+  readonly expired?: () => boolean;
+  /** Called with the envelope's clock when the execution leaves the queue. */
+  readonly onDispatch?: (nowMs: number) => void;
+}
+
+/** A query's result with the clock it ran at (its envelope's `nowMs`, stamped when it was dispatched). */
+export interface Executed<R> {
+  readonly result: R;
+  readonly nowMs: number;
+}
+
 /** A cell's value while its query may run (the worker skips one set to CELL_CANCELLED). */
 const RUNNABLE = 0;
 
 type QueryOp = 'retrieve' | 'search';
 /** What a query resolves with for its caller: a worker's skip only ever follows a cancellation. */
-type QueryResult<Op extends QueryOp> = Exclude<ResultOf<Op>, SkippedResult>;
+export type QueryResult<Op extends QueryOp> = Exclude<ResultOf<Op>, SkippedResult>;
 
 /**
- * The query workers, behind one typed entry: `run(task, control)` posts a task of the worker
- * protocol and resolves with that op's result type, or rejects with a `TidalError` (a worker that
- * crashed is `InternalError`; piscina replaces the thread and later tasks run normally).
+ * The query workers, behind one typed entry: `run(task)` and `runQuery(...)` post a task of the
+ * worker protocol and resolve with that op's result type, or reject with a `TidalError` (a worker
+ * that crashed is `InternalError`; piscina replaces the thread and later tasks run normally).
+ *
+ * Every task goes through a {@link QueryScheduler}: queries wait there by priority, the pool's own
+ * tasks jump them, and piscina is given at most its pipeline depth (workers × tasks per worker).
  *
  * Cancellation without killing a thread: piscina aborts a running task by terminating its worker,
- * which would throw away the worker's catalog and ANN index. Instead every cancellable task carries
- * a cell of a SharedArrayBuffer the workers map. Aborting (or timing out) sets the cell and
- * rejects the caller at once; a worker that picks the task up later sees the cell and skips it, so
- * a query cancelled while it waited never runs; one already running finishes and its result is
- * dropped. A cell is reused only after the worker is done with its task.
+ * which would throw away the worker's catalog and ANN index. A query given up while it waits in
+ * the scheduler simply leaves the queue. One already handed to a worker (in its pipeline) carries
+ * a cell of a SharedArrayBuffer the workers map: giving it up sets the cell, and a worker that
+ * picks the task up later sees the cell and skips it; one already running finishes. A cell is
+ * reused only after the worker is done with its task.
  */
 export class QueryPool {
   readonly #pool: Piscina;
+  readonly #scheduler: QueryScheduler;
   readonly #cells: Int32Array;
   readonly #free: number[] = [];
   readonly #running = new Set<Promise<unknown>>();
   #skipped = 0;
+  #posted = 0;
   readonly #workers: number;
 
   constructor(init: Omit<WorkerInit, 'cancel'>, workers: number) {
     this.#workers = workers;
+    this.#scheduler = new QueryScheduler({ depth: workers * PIPELINE_DEPTH });
     const cancel = new SharedArrayBuffer(CANCEL_CELLS * 4);
     this.#cells = new Int32Array(cancel);
     for (let i = CANCEL_CELLS - 1; i >= 0; i--) this.#free.push(i);
@@ -88,73 +114,66 @@ export class QueryPool {
     });
   }
 
-  /** Tasks cancelled before a worker started them, which therefore never ran. */
+  /** Query tasks a worker was handed but skipped because they were given up first: they never ran. */
   get skipped(): number {
     return this.#skipped;
   }
 
+  /** Query tasks posted to a worker. */
+  get posted(): number {
+    return this.#posted;
+  }
+
+  /** The queue in front of the workers (its counters: waiting, running, dropped). */
+  get scheduler(): QueryScheduler {
+    return this.#scheduler;
+  }
+
+  /** Tasks the pool's pipeline holds at most: workers × tasks per worker. */
+  get depth(): number {
+    return this.#workers * PIPELINE_DEPTH;
+  }
+
   /** Runs a task to completion (no cancellation): warm, persist-ann, and tests' fault tasks. */
   run<Op extends WorkerOp>(task: TaskOf<Op>): Promise<ResultOf<Op>> {
-    return this.#post(task);
+    return this.#scheduler.submit(() => this.#post(task), { priority: PRIORITY.control, signal: null });
   }
 
   /**
-   * Runs a query task that the caller may abort or time out. Rejects with `AbortedError` or
-   * `TimeoutError` at once when that happens; a signal already aborted posts nothing.
-   * `control.onSettled` runs when the worker is done with the task, which may be after the caller
-   * stopped waiting (a query already running finishes): the in-flight count must include it.
+   * Runs one execution of a query: it waits in the scheduler (by `control.priority`) until the
+   * pipeline has room, then its envelope is stamped (`env()`, so its clock is the time it leaves
+   * the queue, never earlier than any caller waiting on it) and it is posted. Rejects with
+   * {@link Dropped} when it left the queue unrun (`control.signal` aborted, or `expired()` at the
+   * head) and with the skip turned into `Dropped('aborted')` when a worker skipped it. Settles only
+   * once no worker holds it any more.
    */
-  runQuery<Op extends QueryOp>(task: Omit<TaskOf<Op>, 'cell'>, control: RunControl): Promise<QueryResult<Op>> {
-    const { signal, timeoutMs, operation, onSettled } = control;
-    if (signal?.aborted) {
-      onSettled?.();
-      return Promise.reject(new AbortedError(operation, signal.reason));
-    }
-    const cancellable = signal !== null || timeoutMs !== null;
-    // Out of cells (more cancellable queries in flight than CANCEL_CELLS): the query still
-    // rejects on time, but a worker that picks it up runs it.
-    const cell = cancellable ? (this.#free.pop() ?? -1) : -1;
-    if (cell >= 0) Atomics.store(this.#cells, cell, RUNNABLE);
-    const posted = this.#post<Op>({ ...task, cell } as TaskOf<Op>);
-    const settled = () => {
-      if (cell >= 0) this.#free.push(cell);
-      onSettled?.();
-    };
-    void posted.then(settled, settled);
-    const unwrap = (r: ResultOf<Op>): QueryResult<Op> => {
-      if ('skipped' in r) throw new InternalError(`${operation} was skipped by its worker without being cancelled`);
-      return r as QueryResult<Op>;
-    };
-    if (!cancellable) return posted.then(unwrap);
-    return new Promise<QueryResult<Op>>((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
-      const cleanup = () => {
-        if (timer !== undefined) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-      };
-      const stop = (err: TidalError) => {
-        if (cell >= 0) Atomics.store(this.#cells, cell, CELL_CANCELLED);
-        cleanup();
-        reject(err);
-      };
-      const onAbort = () => stop(new AbortedError(operation, signal!.reason));
-      signal?.addEventListener('abort', onAbort, { once: true });
-      if (timeoutMs !== null) timer = setTimeout(() => stop(new TimeoutError(operation, timeoutMs)), timeoutMs);
-      posted.then(
-        (r) => {
-          cleanup();
-          try {
-            resolve(unwrap(r));
-          } catch (err) {
-            reject(err);
-          }
-        },
-        (err: unknown) => {
-          cleanup();
-          reject(err);
-        },
-      );
-    });
+  runQuery<Op extends QueryOp>(op: Op, task: TaskOf<Op>['task'], env: () => TaskEnvelope, control: QueueControl): Promise<Executed<QueryResult<Op>>> {
+    const { signal } = control;
+    return this.#scheduler.submit(async () => {
+      // Cells are taken at dispatch, so only the pipeline (workers × depth) ever holds one.
+      const cell = signal === null ? -1 : (this.#free.pop() ?? -1);
+      let onAbort: (() => void) | undefined;
+      if (cell >= 0) {
+        Atomics.store(this.#cells, cell, RUNNABLE);
+        onAbort = () => Atomics.store(this.#cells, cell, CELL_CANCELLED);
+        signal!.addEventListener('abort', onAbort, { once: true });
+        if (signal!.aborted) onAbort();
+      }
+      const envelope = env();
+      control.onDispatch?.(envelope.nowMs);
+      this.#posted++;
+      try {
+        const r = await this.#post<Op>({ op, env: envelope, task, cell } as TaskOf<Op>);
+        if (typeof r === 'object' && r !== null && 'skipped' in r) {
+          if (signal?.aborted) throw new Dropped('aborted');
+          throw new InternalError(`${op} was skipped by its worker without being cancelled`);
+        }
+        return { result: r as QueryResult<Op>, nowMs: envelope.nowMs };
+      } finally {
+        if (onAbort !== undefined) signal!.removeEventListener('abort', onAbort);
+        if (cell >= 0) this.#free.push(cell);
+      }
+    }, control.expired === undefined ? { priority: control.priority, signal } : { priority: control.priority, signal, expired: control.expired });
   }
 
   #post<Op extends WorkerOp>(task: TaskOf<Op>): Promise<ResultOf<Op>> {
@@ -214,14 +233,15 @@ export class QueryPool {
     clearTimeout(timer);
   }
 
-  /** Waits for every task posted so far, then stops the workers. */
+  /** Waits for every task queued or posted so far, then stops the workers. */
   async destroy(): Promise<void> {
-    await Promise.allSettled([...this.#running]);
+    await this.drain();
     await this.#pool.destroy();
   }
 
-  /** Waits for every task posted so far. */
+  /** Waits for every task queued or posted so far. */
   async drain(): Promise<void> {
+    await this.#scheduler.onIdle();
     await Promise.allSettled([...this.#running]);
   }
 }

@@ -26,11 +26,17 @@ export interface QueryStats {
   /** Queries whose caller aborted them or whose `timeoutMs` passed, since open. */
   cancelled: number;
   /**
-   * Of those, the ones a worker skipped because they were cancelled while they waited for it: they
-   * never ran. A query whose signal had already aborted when it was called is never posted and is
-   * counted in `cancelled` only.
+   * Executions given up before a worker started them (every caller waiting on them aborted or
+   * timed out): they left the queue, or their worker skipped them. They never ran. A query whose signal had already aborted
+   * when it was called is never queued and is counted in `cancelled` only.
    */
   cancelledBeforeRun: number;
+  /** Queries answered by an identical query's execution (work sharing), since open. Counted in `served`. */
+  shared: number;
+  /** Queries answered by a kept result at most `maxStalenessMs` old, since open. Counted in `served`. */
+  fromCache: number;
+  /** Queries waiting in the scheduler for a worker now. */
+  queued: number;
   /** End-to-end latency in ms (queueing included), over the most recent queries. */
   latencyMs: LatencySummary;
   /** Worker execution time in ms per level, over the most recent queries at that level. */
@@ -70,16 +76,40 @@ export class QueryRecorder {
   readonly #service = LEVELS.map(() => new Ring());
   /** Starts at 1 ms until the first query reports. */
   meanServiceMs = 1;
+  /** EWMA of the service time per level; NaN until that level has run. */
+  readonly #levelServiceMs = new Float64Array(LEVELS.length).fill(Number.NaN);
+  shared = 0;
+  fromCache = 0;
 
-  record(level: DegradationLevel, latencyMs: number, serviceMs: number): void {
+  /**
+   * Records a query served at `level`. `serviceMs` is its execution's worker time, or null when
+   * it was answered by another query's execution or a kept result (no worker time of its own).
+   */
+  record(level: DegradationLevel, latencyMs: number, serviceMs: number | null): void {
     this.served[level]!++;
     this.#latency.push(latencyMs);
+    if (serviceMs === null) return;
     this.#service[level]!.push(serviceMs);
     // EWMA with α = 1/16: follows a change in cost within a few dozen queries, ignores one outlier.
     this.meanServiceMs += (serviceMs - this.meanServiceMs) / 16;
+    const prev = this.#levelServiceMs[level]!;
+    this.#levelServiceMs[level] = Number.isNaN(prev) ? serviceMs : prev + (serviceMs - prev) / 16;
   }
 
-  snapshot(inFlight: number, level: DegradationLevel, rejected: number, cancelledBeforeRun: number, writes: QueryStats['writes']): QueryStats {
+  /**
+   * The estimated worker time of one query at `level`, in ms: that level's EWMA; for a level that
+   * has not run yet, the nearest better level's (a cheaper level is taken to cost no more), else
+   * the overall mean.
+   */
+  serviceEstimateMs(level: DegradationLevel): number {
+    for (let l: number = level; l >= 0; l--) {
+      const v = this.#levelServiceMs[l]!;
+      if (!Number.isNaN(v)) return v;
+    }
+    return this.meanServiceMs;
+  }
+
+  snapshot(inFlight: number, level: DegradationLevel, rejected: number, cancelledBeforeRun: number, queued: number, writes: QueryStats['writes']): QueryStats {
     const served = {} as Record<DegradationLevelName, number>;
     const serviceMs = {} as Record<DegradationLevelName, LatencySummary>;
     for (const l of LEVELS) {
@@ -94,6 +124,9 @@ export class QueryRecorder {
       failed: this.failed,
       cancelled: this.cancelled,
       cancelledBeforeRun,
+      shared: this.shared,
+      fromCache: this.fromCache,
+      queued,
       latencyMs: this.#latency.summary(),
       serviceMs,
       meanServiceMs: this.meanServiceMs,

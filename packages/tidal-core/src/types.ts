@@ -1,4 +1,5 @@
-import type { DegradationLevel } from 'tidal-load';
+import type { Criticality, DegradationLevel, DegradationLevelName } from 'tidal-load';
+import type { LevelReason } from './level-choice.js';
 import type { Diversity, Explain, Filter, Profile, RetrievedItem, SearchHit, VelocityWindow } from 'tidal-query';
 import type { SessionHandle } from './sessions.js';
 
@@ -45,8 +46,23 @@ export interface SignalInput {
   at?: number;
 }
 
-/** Cancellation and a deadline, accepted by every query. */
+/** Cancellation, a deadline, a priority and a level cap, accepted by every query. */
 export interface QueryControl {
+  /**
+   * How much the query matters: `'critical'` runs before every waiting `'default'` and
+   * `'sheddable'` query; `'sheddable'` (previews, prefetch) runs after them, and is degraded and
+   * refused as if twice as many queries were in flight (with the default thresholds it degrades
+   * from 16 in flight and is refused past half the admission cap).
+   * @default 'default'
+   */
+  criticality?: Criticality;
+  /**
+   * The best level the query may run at: a `DegradationLevel` or its name. It runs at this level,
+   * or at a cheaper one when the load or its deadline requires; never better than the load allows.
+   * For previews and prefetch, and to measure the cost and quality of each level.
+   * @default DegradationLevel.Full (the load decides)
+   */
+  level?: DegradationLevel | DegradationLevelName;
   /**
    * Aborts the query: if a worker has not started it, it never runs; if one has, the call rejects at
    * once and the worker's result is discarded. Rejects with `AbortedError` (`name === 'AbortError'`,
@@ -55,7 +71,10 @@ export interface QueryControl {
   signal?: AbortSignal;
   /**
    * Milliseconds the caller will wait, from the call: past it the query rejects with `TimeoutError`
-   * and, if a worker has not started it, never runs. A whole number from 1 to 2 147 483 647.
+   * and, if a worker has not started it, never runs (it leaves the queue). The level is chosen to
+   * fit it too: the best level whose measured service time, plus the estimated wait for a worker,
+   * fits in it (`levelReason: 'deadline'` when that made it cheaper). A whole number from 1 to
+   * 2 147 483 647.
    * @default no deadline
    */
   timeoutMs?: number;
@@ -89,6 +108,14 @@ export interface RetrieveResults {
   items: RetrievedItem[];
   /** The level the query ran at, decided once when it entered. */
   degradationLevel: DegradationLevel;
+  /** Why it ran at that level: the load, its criticality, the `level` it asked for, or its deadline. */
+  levelReason: LevelReason;
+  /**
+   * How much older than the call the result is, in ms of the database clock: 0 unless it was
+   * answered, at CoarseAggregates or NoDiversity, by an identical query's result (at most
+   * `workSharing.maxStalenessMs` old).
+   */
+  ageMs: number;
   /** Things the caller may want to know, such as a relaxed diversity cap. */
   warnings: string[];
   /** What the level did: candidate counts, windows, whether diversity ran. */
@@ -120,6 +147,10 @@ export interface SearchResults {
   hits: SearchHit[];
   mode: 'text' | 'vector' | 'hybrid';
   degradationLevel: DegradationLevel;
+  /** Why it ran at that level (see {@link RetrieveResults.levelReason}). */
+  levelReason: LevelReason;
+  /** How much older than the call the result is, in ms (see {@link RetrieveResults.ageMs}). */
+  ageMs: number;
   warnings: string[];
   explain: Explain;
   tookMs: number;

@@ -1,6 +1,35 @@
 import { InvalidInputError, OverloadedError } from './errors.js';
 import { DegradationLevel } from './levels.js';
 
+/**
+ * How much a query matters to its caller, which decides its place in the queue and how early load
+ * degrades and refuses it:
+ * - `'critical'`: runs before every waiting `'default'` and `'sheddable'` query;
+ * - `'default'`: the level and the admission cap follow the in-flight count;
+ * - `'sheddable'` (previews, prefetch, background refreshes): runs after every waiting query, and
+ *   is degraded and refused as if twice as many queries were in flight (see {@link LoadDetector.tryEnter}).
+ */
+export type Criticality = 'critical' | 'default' | 'sheddable';
+
+export const CRITICALITIES: readonly Criticality[] = Object.freeze(['critical', 'default', 'sheddable']);
+
+/** Validates a query's `criticality` option; `undefined` is `'default'`. */
+export function checkCriticality(value: unknown, field = 'criticality'): Criticality {
+  if (value === undefined) return 'default';
+  if (value !== 'critical' && value !== 'default' && value !== 'sheddable') {
+    throw new InvalidInputError(field, "one of 'critical', 'default', 'sheddable'", value);
+  }
+  return value;
+}
+
+/**
+ * The in-flight count a sheddable query is judged by: twice the real one. One rule gives both
+ * halves of "degraded first, refused first": with the default thresholds (32 / 64 / 128) and cap
+ * (256 on 2 workers) a sheddable query degrades at 16 / 32 / 64 in flight and is refused past 128,
+ * where a default query still runs at NoDiversity.
+ */
+export const SHEDDABLE_LOAD_FACTOR = 2;
+
 /** In-flight counts at which each degraded level starts. */
 export interface Thresholds {
   reducedCandidates: number;
@@ -81,17 +110,20 @@ function stripUndefined<T extends object>(o: T): Partial<T> {
  * stays up, which `inFlight` shows).
  */
 export class InFlightGuard implements Disposable {
-  /** The level the query runs at, fixed at entry. */
+  /** The level the load allows the query, fixed at entry (for a sheddable query, the doubled load's). */
   readonly level: DegradationLevel;
-  /** The in-flight count at entry, this query included. */
+  /** The in-flight count at entry, this query included (the real count, not the doubled one). */
   readonly inFlightAtEntry: number;
+  /** The level the in-flight count alone gives, whatever the criticality. */
+  readonly loadLevel: DegradationLevel;
   #detector: LoadDetector | null;
 
   /** @internal */
-  constructor(detector: LoadDetector, level: DegradationLevel, inFlightAtEntry: number) {
+  constructor(detector: LoadDetector, level: DegradationLevel, inFlightAtEntry: number, loadLevel: DegradationLevel = level) {
     this.#detector = detector;
     this.level = level;
     this.inFlightAtEntry = inFlightAtEntry;
+    this.loadLevel = loadLevel;
   }
 
   get disposed(): boolean {
@@ -185,14 +217,28 @@ export class LoadDetector implements LoadView {
    * Takes an in-flight slot and decides the query's level: one atomic add and a compare. Over the
    * admission limit it gives the slot back and throws {@link OverloadedError} at once.
    */
-  enter(): InFlightGuard {
+  enter(criticality: Criticality = 'default'): InFlightGuard {
+    const admitted = this.tryEnter(criticality);
+    if (admitted instanceof OverloadedError) throw admitted;
+    return admitted;
+  }
+
+  /**
+   * {@link enter} without the throw: the refusal is returned, so a caller that answers with a
+   * rejected promise pays for no exception. A sheddable query is judged by twice the in-flight
+   * count ({@link SHEDDABLE_LOAD_FACTOR}), for its level and against the cap: refused once the
+   * count passes half the cap. Its slot still counts once.
+   */
+  tryEnter(criticality: Criticality = 'default'): InFlightGuard | OverloadedError {
     const n = Atomics.add(this.#count, 0, 1) + 1;
-    if (this.admissionLimit !== 0 && n > this.admissionLimit) {
+    const judged = criticality === 'sheddable' ? n * SHEDDABLE_LOAD_FACTOR : n;
+    if (this.admissionLimit !== 0 && judged > this.admissionLimit) {
       Atomics.sub(this.#count, 0, 1);
       this.#rejected++;
-      throw new OverloadedError(n - 1, this.admissionLimit, this.#retryAfterMs(n - 1, this.admissionLimit));
+      return new OverloadedError(n - 1, this.admissionLimit, this.#retryAfterMs(n - 1, this.admissionLimit));
     }
-    return new InFlightGuard(this, this.levelFor(n), n);
+    const loadLevel = this.levelFor(n);
+    return new InFlightGuard(this, judged === n ? loadLevel : this.levelFor(judged), n, loadLevel);
   }
 
   /** @internal Called by {@link InFlightGuard} once. */

@@ -18,10 +18,19 @@ export {
 export type { ErrorCode } from './errors.js';
 export { WARNING_CODES, emitProcessWarning } from './warnings.js';
 export type { TidalWarning, WarningCode, WarningSink } from './warnings.js';
-export { DegradationLevel, levelName, levelPlan, isDegradationLevel } from './levels.js';
+export { DegradationLevel, levelName, levelPlan, isDegradationLevel, checkLevel } from './levels.js';
 export type { DegradationLevelName, LevelPlan } from './levels.js';
-export { LoadDetector, InFlightGuard, DEFAULT_THRESHOLDS, resolveThresholds, resolveAdmissionLimit } from './detector.js';
-export type { Thresholds, LoadDetectorOptions, LoadView } from './detector.js';
+export {
+  LoadDetector,
+  InFlightGuard,
+  DEFAULT_THRESHOLDS,
+  resolveThresholds,
+  resolveAdmissionLimit,
+  checkCriticality,
+  CRITICALITIES,
+  SHEDDABLE_LOAD_FACTOR,
+} from './detector.js';
+export type { Thresholds, LoadDetectorOptions, LoadView, Criticality } from './detector.js';
 export { TokenBucket, MAX_BURST } from './token-bucket.js';
 export { RateLimiter, RateLimiterConfig, RATE_LIMITER_DEFAULTS, resolveRateLimiterConfig } from './rate-limiter.js';
 export type { LimitedOptions, RateLimit, RateLimiterStats } from './rate-limiter.js';

@@ -1,3 +1,5 @@
+import { InvalidInputError } from './errors.js';
+
 /**
  * Degradation levels, ordered from best quality to cheapest. A level is a small integer so that
  * comparing two levels is one integer compare and a level fits in a SharedArrayBuffer slot. Frozen:
@@ -22,6 +24,27 @@ export function levelName(level: DegradationLevel): DegradationLevelName {
 
 export function isDegradationLevel(value: unknown): value is DegradationLevel {
   return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value < NAMES.length;
+}
+
+/** The level named or numbered by `value`, or undefined when it is neither. */
+function asLevel(value: unknown): DegradationLevel | undefined {
+  if (isDegradationLevel(value)) return value;
+  if (typeof value !== 'string') return undefined;
+  const i = (NAMES as readonly string[]).indexOf(value);
+  return i < 0 ? undefined : (i as DegradationLevel);
+}
+
+/**
+ * Validates a level given by a caller: a {@link DegradationLevel} (0–3) or its name
+ * (`'Full'`, `'ReducedCandidates'`, `'CoarseAggregates'`, `'NoDiversity'`).
+ * @throws {@link InvalidInputError} naming `field` and the value.
+ */
+export function checkLevel(value: unknown, field = 'level'): DegradationLevel {
+  const level = asLevel(value);
+  if (level === undefined) {
+    throw new InvalidInputError(field, `a DegradationLevel (0 to ${NAMES.length - 1}) or its name (${NAMES.map((n) => `'${n}'`).join(', ')})`, value);
+  }
+  return level;
 }
 
 /**

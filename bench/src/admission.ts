@@ -1,0 +1,174 @@
+/**
+ * `npm run bench:admission`: what admission costs the main thread.
+ *
+ * - Refusal: nanoseconds per query refused by the admission cap, (a) at the load detector alone
+ *   (`enter()` throwing OverloadedError) and (b) through `db.retrieve` (the public call, its
+ *   rejected promise included). For (b) the cap is held by queries issued in the same tick, so
+ *   nothing completes while the refusals are timed.
+ * - The floor under (b): a rejected promise, settled, which any promise-returning API pays.
+ * - Work sharing: nanoseconds to build the key of a typical retrieve task.
+ * - Scheduler: nanoseconds per admitted query that the scheduler (priority queue, pipeline slot
+ *   accounting, removal on abort) adds over calling the task directly, with a task that resolves
+ *   at once, so only the plumbing is measured.
+ *
+ * Flags: `--refusals N` per round (default 200 000), `--queries N` per round for the scheduler
+ * (default 200 000), `--rounds N` (default 7, after one warm-up round; the median is reported).
+ */
+
+import { LoadDetector, OverloadedError } from 'tidal-load';
+import { TidalDb } from 'tidal-core';
+// The scheduler is internal to tidal-core (not in its exports map): the bench reaches its build output.
+import { PRIORITY, QueryScheduler } from '../../packages/tidal-core/dist/scheduler.js';
+import { canonicalKey } from '../../packages/tidal-core/dist/sharing.js';
+import { describeMachine, intFlag, nowMs } from './stats.js';
+
+const argv = process.argv.slice(2);
+const REFUSALS = intFlag(argv, 'refusals', 200_000);
+const QUERIES = intFlag(argv, 'queries', 200_000);
+const ROUNDS = intFlag(argv, 'rounds', 7);
+
+function log(line = ''): void {
+  process.stdout.write(`${line}\n`);
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+/** Runs `round` ROUNDS + 1 times (the first is warm-up) and returns the median of its ns/op. */
+async function rounds(round: () => number | Promise<number>): Promise<number> {
+  await round();
+  const xs: number[] = [];
+  for (let i = 0; i < ROUNDS; i++) xs.push(await round());
+  return median(xs);
+}
+
+function detectorRefusal(): number {
+  const detector = new LoadDetector({ thresholds: { reducedCandidates: 1, coarseAggregates: 2, noDiversity: 3 }, admissionLimit: 4 });
+  const held = [detector.enter(), detector.enter(), detector.enter(), detector.enter()];
+  let refused = 0;
+  const start = nowMs();
+  for (let i = 0; i < REFUSALS; i++) {
+    try {
+      detector.enter();
+    } catch (err) {
+      if (err instanceof OverloadedError) refused++;
+    }
+  }
+  const ns = ((nowMs() - start) * 1e6) / REFUSALS;
+  for (const g of held) g[Symbol.dispose]();
+  if (refused !== REFUSALS) throw new Error(`expected ${REFUSALS} refusals, got ${refused}`);
+  return ns;
+}
+
+/** The detector's non-throwing entry, which `db.retrieve` and `db.search` use. */
+function detectorTryEnter(): number {
+  const detector = new LoadDetector({ thresholds: { reducedCandidates: 1, coarseAggregates: 2, noDiversity: 3 }, admissionLimit: 4 });
+  const held = [detector.enter(), detector.enter(), detector.enter(), detector.enter()];
+  let refused = 0;
+  const start = nowMs();
+  for (let i = 0; i < REFUSALS; i++) if (detector.tryEnter() instanceof OverloadedError) refused++;
+  const ns = ((nowMs() - start) * 1e6) / REFUSALS;
+  for (const g of held) g[Symbol.dispose]();
+  if (refused !== REFUSALS) throw new Error(`expected ${REFUSALS} refusals, got ${refused}`);
+  return ns;
+}
+
+/** The floor any promise-returning call pays for a refusal: a rejected promise, settled. */
+async function rejectionFloor(): Promise<number> {
+  const err = new Error('refused');
+  const calls: Promise<unknown>[] = new Array(REFUSALS);
+  const start = nowMs();
+  for (let i = 0; i < REFUSALS; i++) calls[i] = Promise.reject(err);
+  await Promise.allSettled(calls);
+  return ((nowMs() - start) * 1e6) / REFUSALS;
+}
+
+/** The work-sharing key of a typical retrieve task (filter, diversity, a 64-dimension context). */
+function shareKey(): number {
+  const context = Float32Array.from({ length: 64 }, (_, i) => Math.sin(i));
+  const task = { profile: 'trending', context, filter: { category: { in: ['jazz', 'rock'] }, createdAt: { gte: 1_700_000_000_000 } }, diversity: { maxPer: { creator: 2 } }, limit: 20, window: '1h', exclude: null };
+  let length = 0;
+  const start = nowMs();
+  for (let i = 0; i < QUERIES; i++) length += canonicalKey(task).length;
+  const ns = ((nowMs() - start) * 1e6) / QUERIES;
+  if (length === 0) throw new Error('empty keys');
+  return ns;
+}
+
+async function dbRefusal(db: TidalDb): Promise<number> {
+  const admitted = Array.from({ length: db.load.admissionLimit }, (_, i) => db.retrieve({ profile: 'new', limit: i + 1 }));
+  const calls: Promise<unknown>[] = new Array(REFUSALS);
+  const start = nowMs();
+  for (let i = 0; i < REFUSALS; i++) calls[i] = db.retrieve({ profile: 'new', limit: 1 });
+  const settled = await Promise.allSettled(calls);
+  const ns = ((nowMs() - start) * 1e6) / REFUSALS;
+  await Promise.all(admitted);
+  const refused = settled.filter((s) => s.status === 'rejected' && OverloadedError.is(s.reason)).length;
+  if (refused !== REFUSALS) throw new Error(`expected ${REFUSALS} refusals, got ${refused}`);
+  return ns;
+}
+
+/** A batch of tasks that resolve at once, `inFlight` at a time, through `run`. */
+async function closedLoop(run: (task: () => Promise<number>) => Promise<number>, inFlight: number): Promise<number> {
+  const task = () => Promise.resolve(1);
+  let issued = 0;
+  let done = 0;
+  const start = nowMs();
+  await new Promise<void>((resolve) => {
+    const next = (): void => {
+      if (issued >= QUERIES) {
+        if (done === QUERIES) resolve();
+        return;
+      }
+      issued++;
+      void run(task).then(() => {
+        done++;
+        next();
+      });
+    };
+    for (let i = 0; i < inFlight; i++) next();
+  });
+  return ((nowMs() - start) * 1e6) / QUERIES;
+}
+
+async function main(): Promise<void> {
+  log(`admission bench — ${describeMachine()}`);
+  log();
+  const detectorNs = await rounds(detectorRefusal);
+  log(`refusal at the load detector (enter() throws OverloadedError): ${detectorNs.toFixed(0)} ns`);
+  log(`refusal at the load detector (tryEnter() returns it):           ${(await rounds(detectorTryEnter)).toFixed(0)} ns`);
+  log(`a rejected promise, settled (the floor of any async refusal):   ${(await rounds(rejectionFloor)).toFixed(0)} ns`);
+
+  const db = await TidalDb.builder()
+    .ephemeral()
+    .workers(1)
+    .schema({ signals: [{ name: 'view', halfLifeMs: 3_600_000 }] })
+    .loadThresholds({ reducedCandidates: 1, coarseAggregates: 2, noDiversity: 3 })
+    .admissionLimit(4)
+    // Nothing answered from kept results: the queries holding the cap must stay in flight.
+    .workSharing({ maxStalenessMs: { coarseAggregates: 0, noDiversity: 0 } })
+    .open();
+  try {
+    await db.upsert({ id: 'a' });
+    const dbNs = await rounds(() => dbRefusal(db));
+    log(`refusal through db.retrieve (call to settled rejection):         ${dbNs.toFixed(0)} ns`);
+  } finally {
+    await db.close();
+  }
+
+  log();
+  log(`work-sharing key of a retrieve task (64-dim context, filter):   ${(await rounds(shareKey)).toFixed(0)} ns`);
+  const depth = 8;
+  for (const inFlight of [1, depth, 4 * depth]) {
+    const direct = await rounds(() => closedLoop((t) => t(), inFlight));
+    const scheduler = new QueryScheduler({ depth });
+    const scheduled = await rounds(() =>
+      closedLoop((t) => scheduler.submit(t, { priority: PRIORITY.default, signal: null }), inFlight),
+    );
+    log(`admitted query, ${String(inFlight).padStart(2)} in flight, depth ${depth}: direct ${direct.toFixed(0)} ns, through the scheduler ${scheduled.toFixed(0)} ns (+${(scheduled - direct).toFixed(0)} ns)`);
+  }
+}
+
+await main();
