@@ -27,8 +27,8 @@ export interface QueryStats {
   cancelled: number;
   /**
    * Executions given up before a worker started them (every caller waiting on them aborted or
-   * timed out): they left the queue, or their worker skipped them. They never ran. A query whose signal had already aborted
-   * when it was called is never queued and is counted in `cancelled` only.
+   * timed out): they left the queue, or their worker skipped them. They never ran. A query whose
+   * signal had already aborted when it was called is never queued and is counted in `cancelled` only.
    */
   cancelledBeforeRun: number;
   /** Queries answered by an identical query's execution (work sharing), since open. Counted in `served`. */
