@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DegradationLevel, TidalDb, TidalError, levelName, type DegradationLevelName } from 'tidal-core';
 import { Corpus, tidalSchema } from './corpus.js';
-import { prepareQueries } from './query-mix.js';
+import { prepareQueries, prepareTypedQueries, QUERY_TYPES, type QueryType } from './query-mix.js';
 import { mulberry32 } from './random.js';
 import { Progress, collectGarbage, describeMachine, fmtInt, intFlag, machine, markdownTable, nowMs, percentile } from './stats.js';
 
@@ -54,8 +54,23 @@ interface Bin {
   inFlight: number;
 }
 
+const LEVEL_NAMES: readonly DegradationLevelName[] = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'];
+/** The share of each query type in the mix (query-mix.ts). */
+const MIX_SHARE: Record<QueryType, number> = {
+  trending: 0.25,
+  'new in a category': 0.1,
+  'popular around a context vector': 0.15,
+  text: 0.25,
+  'text + filter': 0.1,
+  hybrid: 0.15,
+};
+
+/** Per query type and level: mean single-client latency (≈ service time) and overlap@10 with Full. */
+type LevelsTable = Record<QueryType, Record<DegradationLevelName, { meanMs: number; overlap: number }>>;
+
 interface ChildReport {
   mode: 'on' | 'off';
+  levels?: LevelsTable;
   capacity: number;
   fullServiceMs: number;
   noDiversityServiceMs: number;
@@ -79,6 +94,8 @@ async function child(argv: string[]): Promise<void> {
   const seconds = intFlag(argv, 'seconds', 20);
   const workers = intFlag(argv, 'workers', machine().cores);
   const given = argv.find((a) => a.startsWith('--capacity='));
+  const admissionFlag = argv.find((a) => a.startsWith('--admission='));
+  const admission = admissionFlag && mode === 'on' ? Number(admissionFlag.slice(12)) : null;
   const corpus = new Corpus({ items, dims: 128 });
   const now = corpus.now;
   let clock = now;
@@ -88,15 +105,21 @@ async function child(argv: string[]): Promise<void> {
     .workers(workers)
     .clock(() => clock)
     .loadManagement(mode === 'on')
+    .admissionLimit(admission === null ? 'auto' : admission)
     .open();
   collectGarbage();
   const heapStart = process.memoryUsage().heapUsed;
   const rssStart = process.memoryUsage().rss;
   let rssPeak = rssStart;
 
+  const levelsTable = mode === 'on' ? await measureLevels(db, corpus) : undefined;
+
   // The same seed in both modes: both runs offer the same queries in the same order.
   const rand = mulberry32(1);
-  const queries = prepareQueries(corpus, rand, 4096);
+  // 65 536 queries drawn up front: at 10× C the stream cycles through them every few seconds, so an
+  // identical query in flight at the same moment is what a real stream would also repeat (trending,
+  // the newest of a category), not an artefact of a short list.
+  const queries = prepareQueries(corpus, rand, 65_536);
   let qi = 0;
   const nextQuery = () => queries[qi++ % queries.length]!;
 
@@ -261,6 +284,7 @@ async function child(argv: string[]): Promise<void> {
   for (const [k, v] of Object.entries(stats.serviceMs)) serviceMsByLevel[k] = v.p50;
   const report: ChildReport = {
     mode,
+    ...(levelsTable ? { levels: levelsTable } : {}),
     capacity,
     fullServiceMs: stats.serviceMs.Full.p50,
     noDiversityServiceMs: stats.serviceMs.NoDiversity.p50,
@@ -279,6 +303,59 @@ async function child(argv: string[]): Promise<void> {
   if (writeErrors > 0) process.stderr.write(`[${mode}] ${writeErrors} write batches refused\n`);
   // The baseline may still hold thousands of queued queries: exit without waiting for them.
   process.exit(0);
+}
+
+/**
+ * Cost and quality of each level, per query type, on a quiet database (one client, no writes, the
+ * clock fixed): every query runs at Full, then at each level through the `level` option, twice;
+ * latency is the mean of both rounds, overlap@10 the share of the Full top 10 the level returns.
+ */
+async function measureLevels(db: TidalDb, corpus: Corpus): Promise<LevelsTable> {
+  const queries = prepareTypedQueries(corpus, mulberry32(11), 40);
+  const full = new Map<number, string[]>();
+  for (let i = 0; i < queries.length; i++) full.set(i, (await queries[i]!.run(db, DegradationLevel.Full)).ids);
+  const sums = new Map<string, { ms: number; n: number; overlap: number; m: number }>();
+  for (let round = 0; round < 2; round++) {
+    for (const level of [DegradationLevel.Full, DegradationLevel.ReducedCandidates, DegradationLevel.CoarseAggregates, DegradationLevel.NoDiversity]) {
+      for (let i = 0; i < queries.length; i++) {
+        const q = queries[i]!;
+        const t0 = nowMs();
+        const r = await q.run(db, level);
+        const ms = nowMs() - t0;
+        const key = `${q.type}|${levelName(level)}`;
+        const acc = sums.get(key) ?? { ms: 0, n: 0, overlap: 0, m: 0 };
+        acc.ms += ms;
+        acc.n++;
+        const want = full.get(i)!.slice(0, 10);
+        if (want.length > 0) {
+          const got = new Set(r.ids.slice(0, 10));
+          acc.overlap += want.filter((id) => got.has(id)).length / want.length;
+          acc.m++;
+        }
+        sums.set(key, acc);
+      }
+    }
+  }
+  const table = {} as LevelsTable;
+  for (const type of QUERY_TYPES) {
+    table[type] = {} as LevelsTable[QueryType];
+    for (const l of LEVEL_NAMES) {
+      const a = sums.get(`${type}|${l}`)!;
+      table[type][l] = { meanMs: a.ms / a.n, overlap: a.m > 0 ? a.overlap / a.m : 1 };
+    }
+  }
+  return table;
+}
+
+function renderLevels(t: LevelsTable): string {
+  const header = ['query type', ...LEVEL_NAMES.map((l) => `${l} ms (× Full, overlap@10)`)];
+  const rows = QUERY_TYPES.map((type) => [
+    type,
+    ...LEVEL_NAMES.map((l) => `${t[type][l].meanMs.toFixed(2)} (${(t[type][l].meanMs / t[type].Full.meanMs).toFixed(2)}×, ${t[type][l].overlap.toFixed(2)})`),
+  ]);
+  const mix = (l: DegradationLevelName) => QUERY_TYPES.reduce((a, type) => a + MIX_SHARE[type] * t[type][l].meanMs, 0);
+  rows.push(['the mix (weighted)', ...LEVEL_NAMES.map((l) => `${mix(l).toFixed(2)} (${(mix(l) / mix('Full')).toFixed(2)}×)`)]);
+  return markdownTable(header, rows);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -333,7 +410,7 @@ async function parent(argv: string[]): Promise<void> {
       return d;
     };
     const deadline = (seconds * 3.5 + 60) * 1000 + 120_000;
-    const on = await runChild(['--mode=on', `--dir=${copy('on')}`, `--items=${items}`, `--seconds=${seconds}`, `--workers=${workers}`], deadline);
+    const on = await runChild(['--mode=on', `--dir=${copy('on')}`, `--items=${items}`, `--seconds=${seconds}`, `--workers=${workers}`, ...argv.filter((a) => a.startsWith('--admission='))], deadline);
     const off = await runChild(
       ['--mode=off', `--dir=${copy('off')}`, `--items=${items}`, `--seconds=${seconds}`, `--workers=${workers}`, `--capacity=${on.capacity}`],
       deadline,
@@ -386,6 +463,16 @@ function renderMarkdown(on: ChildReport, off: ChildReport, items: number, worker
       .map(([l, ms]) => `${l} ${f2(ms)} ms`)
       .join(', ')}; NoDiversity / Full = ${f2(on.noDiversityServiceMs / on.fullServiceMs)}.`,
     '',
+    ...(on.levels
+      ? [
+          '### Cost and quality per level',
+          '',
+          'Mean latency of one client (no queueing: ≈ the service time plus ~0.1 ms of dispatch), per query type and level forced with the `level` option, and overlap@10 with the same query at Full (same clock, no writes).',
+          '',
+          renderLevels(on.levels),
+          '',
+        ]
+      : []),
     '### With load management',
     '',
     markdownTable(header, rows(on)),

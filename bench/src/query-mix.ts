@@ -37,3 +37,43 @@ export function prepareQueries(corpus: Corpus, rand: () => number, n: number): Q
   }
   return out;
 }
+
+/** The query types of the mix, by name, each with its share of the mix. */
+export const QUERY_TYPES = ['trending', 'new in a category', 'popular around a context vector', 'text', 'text + filter', 'hybrid'] as const;
+export type QueryType = (typeof QUERY_TYPES)[number];
+
+/** A query of one type that can be run at a requested level, returning the ids it ranked. */
+export interface TypedQuery {
+  type: QueryType;
+  run(db: TidalDb, level: DegradationLevel): Promise<{ ids: string[]; level: DegradationLevel }>;
+}
+
+/** `perType` queries of every type of the mix, with parameters drawn from `rand`. */
+export function prepareTypedQueries(corpus: Corpus, rand: () => number, perType: number): TypedQuery[] {
+  const out: TypedQuery[] = [];
+  const diversity = { maxPer: { creator: 2 } };
+  const retrieve = (type: QueryType, req: Parameters<TidalDb['retrieve']>[0]): TypedQuery => ({
+    type,
+    run: async (db, level) => {
+      const r = await db.retrieve({ ...req, level });
+      return { ids: r.items.map((i) => i.id), level: r.degradationLevel };
+    },
+  });
+  const search = (type: QueryType, req: Parameters<TidalDb['search']>[0]): TypedQuery => ({
+    type,
+    run: async (db, level) => {
+      const r = await db.search({ ...req, level });
+      return { ids: r.hits.map((h) => h.id), level: r.degradationLevel };
+    },
+  });
+  for (let i = 0; i < perType; i++) {
+    out.push(retrieve('trending', { profile: 'trending', diversity, limit: 10 }));
+    out.push(retrieve('new in a category', { profile: 'new', filter: { category: corpus.randomCategory(rand) }, diversity, limit: 10 }));
+    out.push(retrieve('popular around a context vector', { profile: 'popular', context: corpus.contextVector(rand), diversity, limit: 10 }));
+    out.push(search('text', { text: corpus.textQuery(rand), diversity, limit: 10 }));
+    out.push(search('text + filter', { text: corpus.textQuery(rand), filter: { category: corpus.randomCategory(rand) }, limit: 10 }));
+    const c = Math.floor(rand() * 20);
+    out.push(search('hybrid', { text: corpus.textQuery(rand, c), vector: corpus.contextVector(rand, c), diversity, limit: 10 }));
+  }
+  return out;
+}

@@ -39,18 +39,19 @@ export interface Thresholds {
 
 /**
  * Defaults for a 2-core machine, from the overload benchmark (docs/overload.md; 100 000 items,
- * 2 query workers, mixed retrieve and search):
+ * 2 query workers, mixed retrieve and search), re-derived after the levels were made to cut work:
  *
- * Little's law, N = X × R. Measured capacity C ≈ 830 queries/s with ≈ 1.9 ms of worker time per
- * query (p50), so at C a query in the queue waits ≈ 1 / C ≈ 1.2 ms per query ahead of it, and at
- * capacity with healthy latency the in-flight count is a handful (at 1× C, open loop, the p50
- * latency was 18 ms: N ≈ 830 × 0.018 ≈ 15). An in-flight count of N means ≈ N / C of queueing:
- * - 32 in flight ≈ 40 ms of queue: past healthy, the first sign of saturation → ReducedCandidates;
- * - 64 ≈ 80 ms → CoarseAggregates;
- * - 128 ≈ 155 ms → NoDiversity, the cheapest level; the admission cap (128 + 64 × workers = 256,
- *   ≈ 310 ms of queue) bounds what waits behind it.
- * The seed's 200 / 500 / 1000 are for a larger machine: at 2 cores they would let 1 000 queries
- * (≈ 1.2 s of queue) pile up before the last step. They remain expressible through the builder.
+ * Little's law, N = X × R. Measured capacity at Full C ≈ 2 570 queries/s (p50 worker time
+ * 0.84 ms), and at 1× C (open loop) the p50 latency was 5 ms: N ≈ 2 570 × 0.005 ≈ 13 in flight
+ * when healthy. An in-flight count of N means ≈ N / C of queueing:
+ * - 32 in flight ≈ 12 ms of queue: past healthy, the first sign of saturation → ReducedCandidates;
+ * - 64 ≈ 25 ms → CoarseAggregates (0.36× the cost of Full on the mix);
+ * - 128 ≈ 50 ms → NoDiversity (0.32× of Full, ≈ 4 600 queries/s sustained); the admission cap
+ *   (128 + 64 × workers = 256) bounds what waits behind it to ≈ 56 ms at that rate.
+ * At 1× C these gave 91 % of queries at Full (p99 71 ms), and the level was back to Full 234 ms
+ * after the load dropped. The seed's 200 / 500 / 1000 are for a larger machine: at 2 cores they would
+ * let 1 000 queries (≈ 0.2 s of queue at the cheapest level) pile up before the last step. They
+ * remain expressible through the builder.
  */
 export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   reducedCandidates: 32,
