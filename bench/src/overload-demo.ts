@@ -37,7 +37,8 @@ export interface OverloadDemoOptions {
 
 export async function overloadDemo(db: TidalDb, corpus: Corpus, log: (line?: string) => void, o: OverloadDemoOptions): Promise<DemoSecond[]> {
   const rand = mulberry32(7);
-  const queries = prepareQueries(corpus, rand, 4096);
+  // As many distinct queries as the overload benchmark draws, so only what a real stream repeats repeats.
+  const queries = prepareQueries(corpus, rand, 65_536);
   let qi = 0;
   const next = () => queries[qi++ % queries.length]!;
 
