@@ -3,25 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
-import {
-  checkCriticality,
-  checkLevel,
-  ClosedError,
-  DegradationLevel,
-  InFlightGuard,
-  InternalError,
-  InvalidInputError,
-  LoadDetector,
-  TidalError,
-  type Criticality,
-  type LoadView,
-} from 'tidal-load';
+import { ClosedError, DegradationLevel, InFlightGuard, InternalError, InvalidInputError, TidalError, type LoadView } from 'tidal-load';
 import { AckMark, MemoryGuard, SignalLog, SlotCheckpoint, WalCheckpointer, openWriterConnection } from 'tidal-wal';
 import {
   readItemSignals,
   SignalStore,
   SLOT_BYTES,
-  WARM_SYNC_BYTES,
   type Explain,
   type QuerySchema,
   type RetrievedItem,
@@ -30,17 +17,14 @@ import {
   type SearchTask,
   type SignalValues,
   type TaskEnvelope,
-  type TaskOf,
   type WarmResult,
 } from 'tidal-query';
-import { checkControl, QueryPool, type QueryResult, type RunControl } from './query-pool.js';
-import { PRIORITY } from './scheduler.js';
-import { canonicalKey, WorkSharing, type Answer } from './sharing.js';
-import { chooseLevel, type LevelReason } from './level-choice.js';
+import { QueryPool } from './query-pool.js';
+import { WorkSharing } from './sharing.js';
 import { resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
 import { TidalDbBuilder } from './builder.js';
 import { prepareDirectory } from './paths.js';
-import { createMetrics, type Metrics } from './metrics.js';
+import { createMetrics } from './metrics.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
 import { SessionRegistry, type OpenSessionOptions, type SessionHandle, type SessionInfo, type SessionSummary } from './sessions.js';
 import type { Item, ItemInput, QueryControl, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
@@ -48,6 +32,7 @@ import { checkBatch, checkDiversity, checkFilter, checkFiniteNumber, checkId, ch
 import { Meta, openStorage } from './storage.js';
 import { recover } from './recovery.js';
 import { WritePath } from './write-path.js';
+import { estimateBytes, QueryFront, type QueryPlan } from './query-front.js';
 
 /** What the fault-injection tests reach behind the facade; not exported from the package. */
 export interface TidalDbInternals {
@@ -60,28 +45,6 @@ export interface TidalDbInternals {
 }
 
 /** A validated query's control options and the level it runs at. */
-interface QueryPlan {
-  readonly control: RunControl;
-  readonly criticality: Criticality;
-  readonly level: DegradationLevel;
-  readonly reason: LevelReason;
-  readonly guard: InFlightGuard;
-}
-
-/**
- * A rough size of a result's rows for the kept-results bound: the object, its id string and one
- * signal-values object per kind (≈ 200 bytes each: counts, windows, velocity, score).
- */
-function estimateBytes(rows: readonly { id: string; signals: Record<string, unknown> }[]): number {
-  let bytes = 256;
-  for (const row of rows) {
-    let kinds = 0;
-    for (const _ in row.signals) kinds++;
-    bytes += 160 + 2 * row.id.length + 200 * kinds;
-  }
-  return bytes;
-}
-
 const internals = new WeakMap<TidalDb, TidalDbInternals>();
 
 /**
@@ -96,23 +59,6 @@ function openFailure(err: unknown, dir: string, file: string): TidalError {
     return new InvalidInputError('path', `a directory holding a tidal database, or none (${file}: ${message})`, dir, { cause: err });
   }
   return new InternalError(`could not open the database in ${dir}: ${message}`, { cause: err });
-}
-
-/** `db.load`: the detector's figures through getters, so nothing that can change the count is reachable. */
-function loadView(detector: LoadDetector): LoadView {
-  return Object.freeze({
-    get inFlight() {
-      return detector.inFlight;
-    },
-    get level() {
-      return detector.level;
-    },
-    get rejected() {
-      return detector.rejected;
-    },
-    thresholds: detector.thresholds,
-    admissionLimit: detector.admissionLimit,
-  });
 }
 
 /** The internals of an open database, for tests that inject faults. */
@@ -143,13 +89,9 @@ export class TidalDb implements AsyncDisposable {
   /** Copies SQLite's WAL into the database file on a worker thread, so commits only append. */
   #walCheckpointer: WalCheckpointer | null = null;
   readonly #pool: QueryPool;
-  readonly #detector: LoadDetector;
-  readonly #loadView: LoadView;
-  readonly #recorder = new QueryRecorder();
-  #metrics: Metrics | null = null;
+  readonly #queries: QueryFront;
   readonly #defaultWindow: RetrieveTask['window'];
   readonly #sessions: SessionRegistry;
-  readonly #sharing: WorkSharing;
   #closing: Promise<void> | undefined;
 
   /** Starts configuring a database. */
@@ -163,12 +105,10 @@ export class TidalDb implements AsyncDisposable {
     const db = new TidalDb(o);
     try {
       if (o.metricsRegistry) {
-        const detector = db.#detector;
-        db.#metrics = await createMetrics(o.metricsRegistry, {
-          inFlight: () => detector.inFlight,
-          level: () => detector.level,
-          rejected: () => detector.rejected,
-        });
+        const load = db.#queries.load;
+        db.#queries.attachMetrics(
+          await createMetrics(o.metricsRegistry, { inFlight: () => load.inFlight, level: () => load.level, rejected: () => load.rejected }),
+        );
       }
       await db.warm();
     } catch (err) {
@@ -212,15 +152,18 @@ export class TidalDb implements AsyncDisposable {
         { db: this.#db, meta, log, checkpointRows, store: this.#store, sessions: this.#sessions, memoryGuard, ackMark: this.#ackMark, onWarning: o.onWarning },
         start,
       );
-      this.#detector = new LoadDetector({
+      this.#pool = new QueryPool({ file, schema: o.schema, arena: this.#store.arena }, o.workers);
+      const sharing = new WorkSharing(o.workSharing, o.clock, () => performance.now());
+      const writes = this.#writes;
+      this.#queries = new QueryFront(this.#pool, sharing, {
         thresholds: o.loadThresholds,
         admissionLimit: o.admissionLimit,
-        retryAfterMs: (inFlight) => this.#retryAfterMs(inFlight),
+        workers: o.workers,
+        loadManagement: o.loadManagement,
+        clock: o.clock,
+        itemsVersion: () => writes.itemsVersion,
       });
-      this.#pool = new QueryPool({ file, schema: o.schema, arena: this.#store.arena }, o.workers);
-      this.#loadView = loadView(this.#detector);
-      this.#sharing = new WorkSharing(o.workSharing, o.clock, () => performance.now());
-      internals.set(this, { writer: this.#db, pool: this.#pool, recorder: this.#recorder, sharing: this.#sharing });
+      internals.set(this, { writer: this.#db, pool: this.#pool, recorder: this.#queries.recorder, sharing });
     } catch (err) {
       this.#ackMark?.close();
       void this.#walCheckpointer?.close();
@@ -354,7 +297,7 @@ export class TidalDb implements AsyncDisposable {
    * Takes an optional `signal`, `timeoutMs`, `criticality` and `level` (see {@link QueryControl}).
    */
   retrieve(req: RetrieveRequest): Promise<RetrieveResults> {
-    const admitted = this.#admit(req, 'retrieve');
+    const admitted = this.#queries.admit(req, 'retrieve', this.#closing !== undefined);
     return admitted instanceof InFlightGuard ? this.#retrieve(req, admitted) : Promise.reject(admitted);
   }
 
@@ -372,14 +315,14 @@ export class TidalDb implements AsyncDisposable {
         window: checkWindow(req.window, this.#defaultWindow),
         exclude: this.#sessions.exclude(req.session, this.#o.clock()),
       };
-      plan = this.#plan(req, 'retrieve', guard);
+      plan = this.#queries.plan(req, 'retrieve', guard);
     } catch (err) {
       guard[Symbol.dispose]();
       throw err;
     }
     const started = performance.now();
     // A session's query excludes what that session has seen: it is its own, never shared.
-    const a = await this.#run('retrieve', task, plan, task.exclude === null, (r) => estimateBytes(r.items));
+    const a = await this.#queries.run('retrieve', task, plan, task.exclude === null, (r) => estimateBytes(r.items));
     const r = a.result;
     return {
       items: r.items.slice(),
@@ -397,7 +340,7 @@ export class TidalDb implements AsyncDisposable {
    * `criticality` and `level` (see {@link QueryControl}).
    */
   search(req: SearchRequest): Promise<SearchResults> {
-    const admitted = this.#admit(req, 'search');
+    const admitted = this.#queries.admit(req, 'search', this.#closing !== undefined);
     return admitted instanceof InFlightGuard ? this.#search(req, admitted) : Promise.reject(admitted);
   }
 
@@ -419,13 +362,13 @@ export class TidalDb implements AsyncDisposable {
         limit: checkLimit('limit', req.limit, 10),
         boost,
       };
-      plan = this.#plan(req, 'search', guard);
+      plan = this.#queries.plan(req, 'search', guard);
     } catch (err) {
       guard[Symbol.dispose]();
       throw err;
     }
     const started = performance.now();
-    const a = await this.#run('search', task, plan, true, (r) => estimateBytes(r.hits));
+    const a = await this.#queries.run('search', task, plan, true, (r) => estimateBytes(r.hits));
     const r = a.result;
     return {
       hits: r.hits.slice(),
@@ -439,105 +382,8 @@ export class TidalDb implements AsyncDisposable {
     };
   }
 
-  /**
-   * Admission first: one atomic add and a compare before any per-query work. A refusal is
-   * returned, not thrown, so refusing costs no exception (it is the hot path under overload). The
-   * criticality is peeked at unvalidated (a sheddable query is judged by a doubled count); it is
-   * validated right after, with the rest of the request.
-   */
-  #admit(req: QueryControl, operation: string): InFlightGuard | TidalError {
-    if (this.#closing) return new ClosedError(operation);
-    try {
-      const sheddable = typeof req === 'object' && req !== null && req.criticality === 'sheddable';
-      return this.#detector.tryEnter(sheddable ? 'sheddable' : 'default');
-    } catch (err) {
-      return TidalError.is(err) ? err : new InternalError(`${operation} failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
-    }
-  }
-
-  /** Validates a query's control options and decides its level (see {@link chooseLevel}). */
-  #plan(req: QueryControl, operation: string, guard: InFlightGuard): QueryPlan {
-    const control = checkControl(req.signal, req.timeoutMs, operation);
-    const criticality = checkCriticality(req.criticality);
-    const requested = req.level === undefined ? null : checkLevel(req.level);
-    const recorder = this.#recorder;
-    const { level, reason } = chooseLevel({
-      loadLevel: guard.loadLevel,
-      criticalityLevel: guard.level,
-      requested,
-      // The call started microseconds ago (validation): the whole budget remains.
-      remainingMs: control.timeoutMs,
-      queueMs: ((guard.inFlightAtEntry - 1) * recorder.meanServiceMs) / this.#o.workers,
-      serviceMs: (l) => recorder.serviceEstimateMs(l),
-      loadManagement: this.#o.loadManagement,
-    });
-    return { control, criticality, level, reason, guard };
-  }
-
-  /**
-   * Runs a validated query through work sharing and the scheduler, and records its latency,
-   * level and service time (or its failure). The in-flight slot is released when the execution
-   * the query waited on is done with its worker.
-   */
-  async #run<Op extends 'retrieve' | 'search'>(
-    op: Op,
-    task: TaskOf<Op>['task'],
-    plan: QueryPlan,
-    shareable: boolean,
-    bytes: (r: QueryResult<Op>) => number,
-  ): Promise<Answer<QueryResult<Op>>> {
-    const { control, level, guard } = plan;
-    const itemsVersion = this.#writes.itemsVersion;
-    // Identity: the same op and validated task, at the same level and priority, against the same
-    // items. The clock is not in it: an execution that has not left the queue is stamped when it
-    // does, so it answers every caller as of a time after they arrived (see WorkSharing).
-    const key = shareable ? `${op}|${level}|${plan.criticality}|${itemsVersion}|${canonicalKey(task)}` : null;
-    const started = performance.now();
-    const caller = { ...control, onSettled: () => guard[Symbol.dispose]() };
-    let answer: Answer<QueryResult<Op>>;
-    try {
-      answer = await this.#sharing.run(
-        key,
-        level,
-        itemsVersion,
-        caller,
-        (exec) =>
-          this.#pool.runQuery(op, task, () => ({ level, nowMs: this.#o.clock(), itemsVersion: this.#writes.itemsVersion }), {
-            priority: PRIORITY[plan.criticality],
-            signal: exec.signal,
-            expired: exec.expired,
-            onDispatch: exec.onDispatch,
-          }),
-        bytes,
-      );
-    } catch (err) {
-      if (TidalError.is(err) && (err.code === 'TIDAL_ABORTED' || err.code === 'TIDAL_TIMEOUT')) {
-        this.#recorder.cancelled++;
-      } else {
-        this.#recorder.failed++;
-        this.#metrics?.failed();
-      }
-      throw err;
-    }
-    const latency = performance.now() - started;
-    this.#recorder.record(level, latency, answer.source === 'executed' ? answer.result.serviceMs : null);
-    if (answer.source === 'shared') this.#recorder.shared++;
-    else if (answer.source === 'cached') this.#recorder.fromCache++;
-    this.#metrics?.served(op, level, latency);
-    return answer;
-  }
-
   #envelope(level: DegradationLevel = DegradationLevel.Full): TaskEnvelope {
     return { level, nowMs: this.#o.clock(), itemsVersion: this.#writes.itemsVersion };
-  }
-
-  /**
-   * Retry-After for a refused query: the time the queries in flight need to drain at the measured
-   * service time, inFlight × meanServiceMs / workers, clamped to 1 ms – 10 s.
-   */
-  #retryAfterMs(inFlight: number): number {
-    const ms = Math.ceil((inFlight * this.#recorder.meanServiceMs) / this.#o.workers);
-    return Math.min(10_000, Math.max(1, ms));
   }
 
   /**
@@ -546,21 +392,13 @@ export class TidalDb implements AsyncDisposable {
    */
   stats(): QueryStats {
     const gc = this.#writes.groupCommit;
-    const writes = { ...gc.stats, queueLimit: gc.options.maxQueueEvents };
-    const scheduler = this.#pool.scheduler;
-    return this.#recorder.snapshot(
-      this.#detector.inFlight,
-      this.#detector.level,
-      this.#detector.rejected,
-      this.#pool.skipped + scheduler.dropped,
-      scheduler.waiting,
-      writes,
-    );
+    return this.#queries.stats({ ...gc.stats, queueLimit: gc.options.maxQueueEvents });
   }
+
 
   /** The in-flight count, the level a query entering now would get, and the limits (read-only). */
   get load(): LoadView {
-    return this.#loadView;
+    return this.#queries.load;
   }
 
   /**
