@@ -1,19 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ftsQuery } from '../src/search.js';
 import { queryTerms } from '../src/text/tokenizer.js';
 import { searchTopK } from '../src/text/top-k.js';
-import { TextFixture, randomText, randomWords } from './text-helpers.js';
+import { fixtures, randomText, randomWords, type TextFixture } from './text-helpers.js';
 
-const fixtures: TextFixture[] = [];
-afterEach(() => {
-  for (const f of fixtures.splice(0)) f.close();
-});
-
-function fixture(): TextFixture {
-  const f = new TextFixture();
-  fixtures.push(f);
-  return f;
-}
+const fixture = fixtures();
 
 /** The index's top k equals FTS5's: same ordinals in the same order, bm25() within 1e-9. */
 function expectSameAsFts5(f: TextFixture, text: string, k: number): number {

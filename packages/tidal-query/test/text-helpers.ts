@@ -1,3 +1,4 @@
+import { afterEach } from 'vitest';
 import Database from 'better-sqlite3';
 import { openStorage } from '../../tidal-core/src/storage.js';
 import { mulberry32 } from '../../../bench/src/random.js';
@@ -89,4 +90,17 @@ export function randomText(words: ReturnType<typeof randomWords>, maxLen: number
   let s = '';
   for (let i = 0; i < n; i++) s += (i ? seps[Math.floor(words.rand() * seps.length)] : '') + words.word(words.rand());
   return s;
+}
+
+/** A fixture factory for one test file: every fixture it made is closed after each test. */
+export function fixtures(): () => TextFixture {
+  const open: TextFixture[] = [];
+  afterEach(() => {
+    for (const f of open.splice(0)) f.close();
+  });
+  return () => {
+    const f = new TextFixture();
+    open.push(f);
+    return f;
+  };
 }

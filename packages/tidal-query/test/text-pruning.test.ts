@@ -1,5 +1,5 @@
 import { DegradationLevel } from 'tidal-load';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { QueryContext } from '../src/context.js';
 import { NO_DIVERSITY_POSTINGS_BUDGET, SearchExecutor } from '../src/search.js';
 import { SignalStore } from '../src/signals/store.js';
@@ -9,18 +9,9 @@ import { boundScale, searchTopK, type TextSearchOptions } from '../src/text/top-
 import { impact } from '../src/text/bm25.js';
 import { mulberry32 } from '../../../bench/src/random.js';
 import type { SearchTask } from '../src/types.js';
-import { SCHEMA, TextFixture, randomText, randomWords } from './text-helpers.js';
+import { SCHEMA, fixtures, randomText, randomWords, type TextFixture } from './text-helpers.js';
 
-const fixtures: TextFixture[] = [];
-afterEach(() => {
-  for (const f of fixtures.splice(0)) f.close();
-});
-
-function fixture(): TextFixture {
-  const f = new TextFixture();
-  fixtures.push(f);
-  return f;
-}
+const fixture = fixtures();
 
 /** Pruned and exhaustive top k: the same ordinals and bit-identical scores. */
 function expectExact(f: TextFixture, terms: string[], k: number, options: TextSearchOptions = {}): { pruned: number; all: number } {
