@@ -75,3 +75,84 @@ export interface AdmissionStage {
 
 /** Milliseconds since some fixed origin; injected so tests never read the wall clock. */
 export type Clock = () => number;
+
+/** Token-bucket settings: `rate` tokens per second, up to `burst` saved. */
+export interface RateSpec {
+  readonly ratePerSecond: number;
+  readonly burst: number;
+}
+
+/**
+ * The whole chain's settings. Every stage can be switched off; the server's defaults come from the
+ * CLI (`tidal serve --help`), which maps its flags onto this shape.
+ */
+export interface AdmissionOptions {
+  /** Stage 2: the fixed in-flight cap. `0` disables it. The server resolves `auto` to a number. */
+  readonly inFlightCap: number;
+  /** Stage 3: the AIMD limit below the cap; `false` disables it. */
+  readonly adaptive:
+    | false
+    | {
+        /** The limit never falls below this. */
+        readonly floor: number;
+        /** Where the limit starts (default: the cap). */
+        readonly initial?: number;
+        /** A response slower than this counts as congestion. */
+        readonly targetLatencyMs: number;
+        /** Length of one observation window. */
+        readonly windowMs: number;
+        /** Multiplicative decrease factor, in (0, 1). */
+        readonly backoff: number;
+      };
+  /** Stage 4: one token bucket per tenant; `false` disables it. */
+  readonly tenants:
+    | false
+    | {
+        /** Per-tier defaults (free 100/s, pro 1000/s, burst = rate). */
+        readonly tiers?: Partial<Readonly<Record<Tier, RateSpec>>>;
+        /** Explicit settings for named tenants, overriding their tier. */
+        readonly overrides?: Readonly<Record<string, RateSpec>>;
+        /** Past this many tenants, new ones share one overflow bucket. */
+        readonly maxTenants: number;
+      };
+  /** Stage 5: permits per route name (a route not named has no pool); `{}` disables it. */
+  readonly permits: Readonly<Record<string, number>>;
+  /** Stage 6: a quota per key per period; `false` disables it. */
+  readonly period:
+    | false
+    | {
+        readonly quota: number;
+        readonly periodMs: number;
+        /** Periods start at multiples of `periodMs` (wall-clock aligned) rather than at the key's first request. */
+        readonly align: boolean;
+        /** What the quota is counted by. */
+        readonly key: 'tenant' | 'tenant+route';
+      };
+}
+
+/** The stages in order; a request refused by one never reaches the next. */
+export interface AdmissionChain {
+  admit(request: RequestInfo, nowMs: number): Ticket | Refusal;
+  /** Every enabled stage's counters, in chain order. */
+  stats(): StageStats[];
+}
+
+/**
+ * One second of the server's life, for `/stats` and the dashboard. Rates are per second over the
+ * last second; latencies are over the last `windowSeconds`.
+ */
+export interface ServeSample {
+  /** Milliseconds since the epoch (the server's clock). */
+  readonly t: number;
+  readonly inFlight: number;
+  /** tidal's current degradation level (`Full`, `ReducedCandidates`, ...). */
+  readonly level: string;
+  readonly offeredPerSec: number;
+  /** Successful (2xx) responses per second. */
+  readonly goodputPerSec: number;
+  /** Refusals per second by reason: the chain's reasons and tidal's error codes. */
+  readonly refusedPerSec: Readonly<Record<string, number>>;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly windowSeconds: number;
+}
