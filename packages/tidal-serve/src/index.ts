@@ -14,7 +14,7 @@ export type {
   Tier,
 } from './admission/types.js';
 export { createAdmissionChain } from './admission/chain.js';
-export { createDashboard, DASHBOARD_CLOSED, DASHBOARD_FULL, METHOD_NOT_ALLOWED } from './dashboard/dashboard.js';
+export { createDashboard } from './dashboard/dashboard.js';
 export type { Dashboard, DashboardStats } from './dashboard/dashboard.js';
 export { DASHBOARD_DEFAULTS } from './dashboard/options.js';
 export type { DashboardOptions } from './dashboard/options.js';

@@ -6,7 +6,7 @@ import { Socket } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { InvalidInputError } from 'tidal-core';
 import type { ServeSample } from '../src/admission/types.js';
-import { DASHBOARD_CLOSED, DASHBOARD_FULL, METHOD_NOT_ALLOWED, createDashboard, type Dashboard } from '../src/dashboard/dashboard.js';
+import { createDashboard, type Dashboard } from '../src/dashboard/dashboard.js';
 import type { DashboardOptions } from '../src/dashboard/options.js';
 
 // The sampler and the heartbeat are setInterval timers: faking only those lets a test step the
@@ -218,7 +218,12 @@ describe('dashboard routes', () => {
     const post = await get(port, '/dashboard', { method: 'POST' });
     expect(post.status).toBe(405);
     expect(post.headers.allow).toBe('GET, HEAD');
-    expect(JSON.parse(post.body.toString())).toEqual({ code: METHOD_NOT_ALLOWED, message: '/dashboard accepts GET, HEAD, got POST' });
+    expect(JSON.parse(post.body.toString())).toEqual({
+      code: 'TIDAL_INVALID_INPUT',
+      message: 'method must be GET or HEAD for /dashboard, got "POST" (string of length 4)',
+      field: 'method',
+      value: 'POST',
+    });
     const headEvents = await get(port, '/dashboard/events', { method: 'HEAD' });
     expect(headEvents.status).toBe(405);
     expect(headEvents.headers.allow).toBe('GET');
@@ -393,9 +398,12 @@ describe('dashboard clients', () => {
     const refused = await get(port, '/dashboard/events');
     expect(refused.status).toBe(503);
     expect(refused.headers['content-type']).toBe('application/json; charset=utf-8');
-    const body = JSON.parse(refused.body.toString()) as { code: string; message: string };
-    expect(body.code).toBe(DASHBOARD_FULL);
-    expect(body.message).toContain('maxClients 2');
+    expect(JSON.parse(refused.body.toString())).toEqual({
+      code: 'TIDAL_CAPACITY',
+      message: 'dashboard event streams is full (capacity 2); close a dashboard page and reload, or raise maxClients',
+      resource: 'dashboard event streams',
+      capacity: 2,
+    });
     expect(dashboard.stats()).toMatchObject({ clients: 2, refused: 1 });
     a.close();
     await eventually(() => dashboard.stats().clients === 1, 'a page gone');
@@ -417,7 +425,7 @@ describe('dashboard clients', () => {
     for (const s of streams) await s.until(() => s.ended, 'the end of the stream');
     const after = await get(port, '/dashboard/events');
     expect(after.status).toBe(503);
-    expect((JSON.parse(after.body.toString()) as { code: string }).code).toBe(DASHBOARD_CLOSED);
+    expect(JSON.parse(after.body.toString())).toMatchObject({ code: 'TIDAL_CLOSED', operation: 'stream dashboard events' });
     expect((await get(port, '/dashboard')).status).toBe(200);
   });
 

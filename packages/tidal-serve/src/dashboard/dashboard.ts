@@ -1,4 +1,5 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { CapacityError, ClosedError, InvalidInputError, type TidalError } from 'tidal-core';
 import { ASSETS_PREFIX, EVENTS_PATH, PAGE_PATH, loadAssets, type Asset } from './assets.js';
 import { HEARTBEAT_FRAME, SampleHistory, configFrame, sampleFrame } from './events.js';
 import { resolveDashboardOptions, type DashboardOptions } from './options.js';
@@ -29,11 +30,6 @@ export interface Dashboard extends Disposable {
   stats(): DashboardStats;
 }
 
-/** Error bodies follow the server's `{ code, message }` shape. */
-export const DASHBOARD_FULL = 'TIDAL_SERVE_DASHBOARD_FULL';
-export const DASHBOARD_CLOSED = 'TIDAL_SERVE_DASHBOARD_CLOSED';
-export const METHOD_NOT_ALLOWED = 'TIDAL_SERVE_METHOD_NOT_ALLOWED';
-
 // Everything the page loads comes from this server: no CDN, no inline script or style, no frames.
 const SECURITY_HEADERS: OutgoingHttpHeaders = Object.freeze({
   'content-security-policy':
@@ -42,8 +38,9 @@ const SECURITY_HEADERS: OutgoingHttpHeaders = Object.freeze({
   'referrer-policy': 'no-referrer',
 });
 
-function sendJson(res: ServerResponse, status: number, body: { code: string; message: string }, extra: OutgoingHttpHeaders = {}): void {
-  const text = JSON.stringify(body);
+/** Writes a refusal as the server writes every error: `{ code, message, ...fields }`, no stack. */
+function sendError(res: ServerResponse, status: number, err: TidalError, fields: Record<string, unknown>, extra: OutgoingHttpHeaders = {}): void {
+  const text = JSON.stringify({ code: err.code, message: err.message, ...fields });
   res.writeHead(status, {
     ...SECURITY_HEADERS,
     'content-type': 'application/json; charset=utf-8',
@@ -132,15 +129,15 @@ export function createDashboard(options: DashboardOptions): Dashboard {
 
   const openStream = (req: IncomingMessage, res: ServerResponse): void => {
     if (closed) {
-      sendJson(res, 503, { code: DASHBOARD_CLOSED, message: 'the dashboard is closed: the server is shutting down' });
+      // close() runs when the server shuts down, with the database.
+      const err = new ClosedError('stream dashboard events');
+      sendError(res, 503, err, { operation: err.operation });
       return;
     }
     if (clients.size >= o.maxClients) {
       refused++;
-      sendJson(res, 503, {
-        code: DASHBOARD_FULL,
-        message: `the dashboard already has ${clients.size} open pages (maxClients ${o.maxClients}); close one and reload`,
-      });
+      const err = new CapacityError('dashboard event streams', o.maxClients, 'close a dashboard page and reload, or raise maxClients');
+      sendError(res, 503, err, { resource: err.resource, capacity: err.capacity });
       return;
     }
     res.writeHead(200, {
@@ -184,7 +181,8 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       if (!isEvents && asset === undefined) return false;
       const allowed = isEvents ? 'GET' : 'GET, HEAD';
       if (req.method !== 'GET' && (isEvents || req.method !== 'HEAD')) {
-        sendJson(res, 405, { code: METHOD_NOT_ALLOWED, message: `${path} accepts ${allowed}, got ${String(req.method)}` }, { allow: allowed });
+        const err = new InvalidInputError('method', `${isEvents ? 'GET' : 'GET or HEAD'} for ${path}`, req.method);
+        sendError(res, 405, err, { field: err.field, value: err.value }, { allow: allowed });
       } else if (isEvents) {
         openStream(req, res);
       } else {
