@@ -82,6 +82,23 @@ describe('period limit', () => {
     expect(stage.overflowed).toBe(3);
   });
 
+  it('bounds keys across routes too with tenant+route: maxKeys is the total, expired windows of any route make room', () => {
+    const stage = createPeriodLimit({ ...BASE, key: 'tenant+route', maxKeys: 2 });
+    expect(stage.admit(req('t', 'retrieve'), 0).admitted).toBe(true);
+    expect(stage.admit(req('t', 'search'), 500).admitted).toBe(true);
+    expect(stage.keys).toBe(2);
+    // Full: a third key shares the overflow counter…
+    stage.admit(req('u', 'search'), 600);
+    expect(stage.overflowed).toBe(1);
+    expect(stage.windowOf('u', 'search')).toBeNull();
+    // …until the retrieve window expires, and its slot goes to a key of another route.
+    stage.admit(req('u', 'search'), 1_000);
+    expect(stage.windowOf('t', 'retrieve')).toBeNull();
+    expect(stage.windowOf('u', 'search')).toEqual({ startMs: 1_000, count: 1 });
+    expect(stage.windowOf('t', 'search')).toEqual({ startMs: 500, count: 1 });
+    expect(stage.keys).toBe(2);
+  });
+
   it('refuses bad settings, naming them', () => {
     expect(() => createPeriodLimit({ ...BASE, quota: 0 })).toThrow(/options\.period\.quota/);
     expect(() => createPeriodLimit({ ...BASE, periodMs: 0.5 })).toThrow(/options\.period\.periodMs/);
