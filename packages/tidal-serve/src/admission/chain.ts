@@ -1,18 +1,102 @@
-import type { AdmissionChain, AdmissionOptions, Clock, Refusal, RequestInfo, Ticket } from './types.js';
+import { InvalidInputError } from 'tidal-core';
+import { createAdaptiveLimit } from './adaptive-limit.js';
+import { NOT_SERVED, checkInteger, checkObject } from './errors.js';
+import { createInFlightCap } from './inflight-cap.js';
+import { createPeriodLimit } from './period-limit.js';
+import { createPermitPool } from './permit-pool.js';
+import { createTenantLimiter } from './tenant-limiter.js';
+import type { AdmissionChain, AdmissionOptions, AdmissionStage, Clock, Outcome, Refusal, RequestInfo, StageStats, Ticket } from './types.js';
 
-const ADMIT_ALL: Ticket = Object.freeze({ admitted: true as const, release(): void {} });
+const ADMIT_ALL: Ticket = Object.freeze({ admitted: true as const, headers: undefined, release(): void {} });
+
+/** The chain, with its stages in order (for `/stats` and tests). */
+export interface BuiltAdmissionChain extends AdmissionChain {
+  readonly stages: readonly AdmissionStage[];
+}
+
+/** Releases every stage's ticket, last stage first, the first time it is released. */
+class ChainTicket implements Ticket {
+  readonly admitted = true as const;
+  readonly headers: Readonly<Record<string, string>> | undefined;
+  #tickets: Ticket[] | null;
+
+  constructor(tickets: Ticket[], headers: Readonly<Record<string, string>> | undefined) {
+    this.#tickets = tickets;
+    this.headers = headers;
+  }
+
+  release(outcome: Outcome): void {
+    const tickets = this.#tickets;
+    if (tickets === null) return;
+    this.#tickets = null;
+    for (let i = tickets.length - 1; i >= 0; i--) tickets[i]!.release(outcome);
+  }
+}
 
 /**
- * Builds the admission chain from its settings. (The stages are being built; until they land this
- * admits every request.)
+ * Runs `stages` in order: the first refusal is the answer, the tickets the earlier stages granted
+ * are released unserved at once, and no later stage is asked. Admitted, the ticket releases every
+ * stage's ticket once.
  */
-export function createAdmissionChain(_options: AdmissionOptions, _clock: Clock): AdmissionChain {
+export function composeAdmissionStages(stages: readonly AdmissionStage[]): BuiltAdmissionChain {
+  const list = Object.freeze([...stages]);
+  const n = list.length;
   return {
-    admit(_request: RequestInfo, _nowMs: number): Ticket | Refusal {
-      return ADMIT_ALL;
+    stages: list,
+    admit(request: RequestInfo, nowMs: number): Ticket | Refusal {
+      if (n === 0) return ADMIT_ALL;
+      if (n === 1) return list[0]!.admit(request, nowMs);
+      const tickets = new Array<Ticket>(n);
+      let headers: Readonly<Record<string, string>> | undefined;
+      for (let i = 0; i < n; i++) {
+        const r = list[i]!.admit(request, nowMs);
+        if (!r.admitted) {
+          for (let j = i - 1; j >= 0; j--) tickets[j]!.release(NOT_SERVED);
+          return r;
+        }
+        tickets[i] = r;
+        if (r.headers !== undefined) headers = headers === undefined ? r.headers : { ...headers, ...r.headers };
+      }
+      return new ChainTicket(tickets, headers);
     },
-    stats() {
-      return [];
+    stats(): StageStats[] {
+      return list.map((s) => s.stats());
     },
   };
+}
+
+/**
+ * Builds the admission chain from its settings: the enabled stages in the order in-flight cap →
+ * adaptive limit → tenant limiter → permit pools → period limit, cheapest and broadest first. A
+ * request refused by one stage never reaches the next.
+ *
+ * @param clock - the adaptive limit reads it when tickets are released; `admit` takes the time as
+ *   an argument.
+ * @throws {@link InvalidInputError} for any bad setting, naming it (`options.inFlightCap`,
+ *   `options.adaptive.backoff`, ...), before anything is built: a safety setting never falls back.
+ */
+export function createAdmissionChain(options: AdmissionOptions, clock: Clock): BuiltAdmissionChain {
+  const o = checkObject('options', options);
+  if (typeof clock !== 'function') throw new InvalidInputError('clock', 'a function returning milliseconds', clock);
+  const cap = checkInteger('options.inFlightCap', o.inFlightCap, 0);
+  const stages: AdmissionStage[] = [];
+  if (cap > 0) stages.push(createInFlightCap(cap));
+  if (o.adaptive !== false) {
+    if (o.adaptive === undefined) throw new InvalidInputError('options.adaptive', 'false or the adaptive settings', o.adaptive);
+    // The cap is the adaptive limit's ceiling: without one, additive increase would never stop.
+    if (cap === 0) throw new InvalidInputError('options.inFlightCap', 'a whole number ≥ 1 when options.adaptive is on (it is the adaptive ceiling)', cap);
+    const adaptive = checkObject('options.adaptive', o.adaptive) as Exclude<AdmissionOptions['adaptive'], false>;
+    stages.push(createAdaptiveLimit({ ...adaptive, cap }, clock));
+  }
+  if (o.tenants !== false) {
+    if (o.tenants === undefined) throw new InvalidInputError('options.tenants', 'false or the tenant settings', o.tenants);
+    stages.push(createTenantLimiter(o.tenants as Exclude<AdmissionOptions['tenants'], false>));
+  }
+  const permits = checkObject('options.permits', o.permits);
+  if (Object.keys(permits).length > 0) stages.push(createPermitPool(permits as AdmissionOptions['permits']));
+  if (o.period !== false) {
+    if (o.period === undefined) throw new InvalidInputError('options.period', 'false or the period settings', o.period);
+    stages.push(createPeriodLimit(o.period as Exclude<AdmissionOptions['period'], false>));
+  }
+  return composeAdmissionStages(stages);
 }

@@ -30,6 +30,12 @@ export interface Outcome {
    * client aborts count as ok: they say nothing about the server's capacity.
    */
   readonly ok: boolean;
+  /**
+   * `false` when the request was never served: a later stage of the chain refused it, and the
+   * stages before give back what they granted (a tenant's token) without taking a latency sample.
+   * Absent means served.
+   */
+  readonly served?: boolean;
 }
 
 /** A refusal, ready to be written. */
@@ -64,6 +70,8 @@ export interface StageStats {
   readonly inFlight: number;
   readonly admitted: number;
   readonly rejected: number;
+  /** Keys the stage holds state for (tenant buckets, period counters), where it keeps any. */
+  readonly tracked?: number;
 }
 
 /** One stage of the chain. `admit` never waits and never throws. */
@@ -103,6 +111,16 @@ export interface AdmissionOptions {
         readonly windowMs: number;
         /** Multiplicative decrease factor, in (0, 1). */
         readonly backoff: number;
+        /**
+         * A window decreases the limit only when more than this fraction of its responses were slow
+         * or failed, so a single pause (a GC, a neighbour) that slows a few responses does not.
+         * @default 0.25
+         */
+        readonly slowFraction?: number;
+        /** A window closes only once it holds this many responses; a quieter one runs on. @default 10 */
+        readonly minSamples?: number;
+        /** Added to the limit after each good window. @default 1 */
+        readonly increase?: number;
       };
   /** Stage 4: one token bucket per tenant; `false` disables it. */
   readonly tenants:
@@ -127,6 +145,11 @@ export interface AdmissionOptions {
         readonly align: boolean;
         /** What the quota is counted by. */
         readonly key: 'tenant' | 'tenant+route';
+        /**
+         * Keys counted at once; expired periods are dropped first, and past it new keys share one
+         * overflow counter. @default 100_000
+         */
+        readonly maxKeys?: number;
       };
 }
 

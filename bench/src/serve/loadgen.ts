@@ -1,0 +1,487 @@
+/**
+ * The load generator for `bench:serve`: a separate process that drives a tidal server on loopback
+ * over HTTP (undici, one request per connection at a time, many connections) and prints one JSON
+ * line of results on stdout.
+ *
+ * Open loop (`--rate R`): arrivals follow a Poisson process of rate R, fixed in advance by the seed,
+ * whatever the server does; each request's latency runs from its SCHEDULED time, so time spent
+ * waiting for a connection, or for this process's own event loop, is billed to the request (the
+ * "coordinated omission" a closed loop hides). Closed loop (`--closed N`): N loops, each sending its
+ * next request when the previous one ends, to measure the capacity C the open-loop rates are
+ * multiples of.
+ *
+ *     node bench/dist/serve/loadgen.js --url http://127.0.0.1:7070 --requests mix.json --rate 2000 --duration-ms 10000
+ */
+import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { Pool } from 'undici';
+import type { Dispatcher } from 'undici';
+import { InvalidInputError } from 'tidal-core';
+import { mulberry32 } from '../random.js';
+import { summarize } from '../stats.js';
+import type { Summary } from '../stats.js';
+
+/** One request of the mix, as the JSON file gives it. */
+export interface RequestSpec {
+  /** @default 'GET' */
+  readonly method?: string;
+  /** Starts with `/`; appended to the base URL's path. */
+  readonly path: string;
+  /** A string is sent as it is; anything else as JSON (with `content-type: application/json`). */
+  readonly body?: unknown;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+export interface LoadgenConfig {
+  /** The server's base URL; loopback only. */
+  readonly url: string;
+  readonly mode: { readonly kind: 'open'; readonly ratePerSecond: number } | { readonly kind: 'closed'; readonly concurrency: number };
+  readonly durationMs: number;
+  /** Connections in the pool. @default open: 512; closed: the concurrency */
+  readonly connections: number;
+  /** Per-request limit on waiting for headers, and between body chunks. @default 10 000 */
+  readonly timeoutMs: number;
+  /** After the schedule ends, how long requests still running may take before they are abandoned. @default 5 000 */
+  readonly graceMs: number;
+  readonly seed: number;
+  /**
+   * Requests outstanding (sent or queued for a connection) past which the open loop drops an
+   * arrival instead of sending it (counted in `generatorDropped`): this process's memory stays
+   * bounded when a server stops answering. @default 100 000
+   */
+  readonly maxOutstanding: number;
+  /** A response header whose values are counted over 2xx responses (the degradation level), or `null`. */
+  readonly countHeader: string | null;
+}
+
+/** One request's timeline, with `trace`. Times are ms since the run started. */
+export interface TraceRecord {
+  readonly index: number;
+  readonly scheduledMs: number;
+  readonly sentMs: number;
+  readonly endMs: number;
+  /** `0` for a connection error or an abandoned request. */
+  readonly status: number;
+  readonly code: string | null;
+  readonly latencyMs: number;
+}
+
+export interface LoadResult {
+  readonly mode: 'open' | 'closed';
+  readonly url: string;
+  readonly durationMs: number;
+  /** From the start to the last response (or to the end of the grace period). */
+  readonly elapsedMs: number;
+  readonly connections: number;
+  readonly targetRatePerSec: number | null;
+  readonly concurrency: number | null;
+  /** Requests the schedule called for (open) or sent (closed). */
+  readonly offered: number;
+  readonly generatorDropped: number;
+  /** Responses received, by status code. */
+  readonly statuses: Record<string, number>;
+  readonly completed: number;
+  /** 429 and 503 responses by the `code` of their JSON body (`(none)` without one). */
+  readonly refusalsByCode: Record<string, number>;
+  /** Other non-2xx responses by `code`. */
+  readonly failuresByCode: Record<string, number>;
+  /** Requests that got no response: connection errors and timeouts, by error code. */
+  readonly errors: Record<string, number>;
+  /** Still running when the grace period ran out. */
+  readonly abandoned: number;
+  readonly offeredRatePerSec: number;
+  readonly achievedRatePerSec: number;
+  readonly goodputPerSec: number;
+  readonly maxOutstanding: number;
+  /** Latency from the scheduled time, in ms, of 2xx responses and of refusals (429, 503). */
+  readonly latency: { readonly ok: Summary; readonly refused: Summary };
+  readonly headerCounts: Record<string, number> | null;
+  /**
+   * This process's CPU time over the run as a share of one core, and its event loop's p99 delay:
+   * when either is high the generator, not the server, may be what limited the run.
+   */
+  readonly generator: { readonly cpuShare: number; readonly loopDelayP99Ms: number };
+  /** With `trace`: `performance.now()` at the run's start (trace times are relative to it), and every request. */
+  readonly originMs?: number;
+  readonly trace?: TraceRecord[];
+}
+
+export const LOADGEN_DEFAULTS = Object.freeze({
+  // Open loop: the client must never be what limits concurrency, or queueing moves from the server
+  // into this process. 512 connections cover 10 000 requests/s at 50 ms each (Little: 500 in flight).
+  openConnections: 512,
+  timeoutMs: 10_000,
+  graceMs: 5_000,
+  seed: 1,
+  maxOutstanding: 100_000,
+  maxDurationMs: 600_000,
+  maxRate: 1_000_000,
+  maxConnections: 10_000,
+});
+
+const HELP = `tidal load generator: drives a server on loopback and prints one JSON line.
+
+  --url URL             base URL, loopback only (http://127.0.0.1:PORT)          required
+  --requests FILE       JSON array of { method, path, body, headers }, picked
+                        uniformly                                                 required
+  --rate R              open loop: Poisson arrivals at R requests/s          (one of --rate
+  --closed N            closed loop: N concurrent request loops               and --closed)
+  --duration-ms MS      how long to offer load (≤ ${LOADGEN_DEFAULTS.maxDurationMs})                   required
+  --connections N       pool size (default: 512 open, N closed)
+  --timeout-ms MS       per-request headers/body timeout (default ${LOADGEN_DEFAULTS.timeoutMs})
+  --grace-ms MS         time for the last requests after the schedule ends (default ${LOADGEN_DEFAULTS.graceMs})
+  --seed N              arrival and mix seed (default ${LOADGEN_DEFAULTS.seed})
+  --max-outstanding N   open loop: drop arrivals past N outstanding (default ${LOADGEN_DEFAULTS.maxOutstanding})
+  --count-header NAME   count the values of this response header on 2xx
+  --help                this text
+`;
+
+function integerFlag(flag: string, raw: string | undefined, min: number, max: number): number {
+  const n = raw !== undefined && /^-?\d+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new InvalidInputError(flag, `a whole number from ${min} to ${max}`, raw);
+  return n;
+}
+
+function numberFlag(flag: string, raw: string | undefined, max: number): number {
+  const n = raw !== undefined && raw.trim() !== '' ? Number(raw) : Number.NaN;
+  if (!Number.isFinite(n) || n <= 0 || n > max) throw new InvalidInputError(flag, `a number > 0 and ≤ ${max}`, raw);
+  return n;
+}
+
+/** Refuses anything but an http URL on a loopback address: this tool floods what it is pointed at. */
+export function checkLoopbackUrl(raw: unknown): URL {
+  let url: URL;
+  try {
+    url = new URL(String(raw));
+  } catch {
+    throw new InvalidInputError('--url', 'an http URL', raw);
+  }
+  const host = url.hostname;
+  const loopback = host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+  if (url.protocol !== 'http:' || !loopback) {
+    throw new InvalidInputError('--url', 'an http URL on a loopback address (127.0.0.0/8, [::1], localhost)', raw);
+  }
+  if (url.search !== '' || url.hash !== '') throw new InvalidInputError('--url', 'a base URL without query or fragment', raw);
+  return url;
+}
+
+/** Parses the command line. `--help` gives `null`. */
+export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConfig; requestsFile: string } | null {
+  const flags = new Map<string, string>();
+  const known = new Set(['--url', '--requests', '--rate', '--closed', '--duration-ms', '--connections', '--timeout-ms', '--grace-ms', '--seed', '--max-outstanding', '--count-header']);
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--help' || arg === '-h') return null;
+    const eq = arg.indexOf('=');
+    const name = eq > 0 ? arg.slice(0, eq) : arg;
+    if (!known.has(name)) throw new InvalidInputError('argument', `one of ${[...known].join(', ')}, --help`, arg);
+    const value = eq > 0 ? arg.slice(eq + 1) : argv[++i];
+    if (value === undefined) throw new InvalidInputError(name, 'followed by a value', undefined);
+    if (flags.has(name)) throw new InvalidInputError(name, 'given once', value);
+    flags.set(name, value);
+  }
+  const url = checkLoopbackUrl(flags.get('--url'));
+  const requestsFile = flags.get('--requests');
+  if (requestsFile === undefined || requestsFile === '') throw new InvalidInputError('--requests', 'a JSON file of requests', requestsFile);
+  const rate = flags.get('--rate');
+  const closed = flags.get('--closed');
+  if ((rate === undefined) === (closed === undefined)) throw new InvalidInputError('--rate/--closed', 'exactly one of the two', rate ?? closed);
+  const mode =
+    rate !== undefined
+      ? ({ kind: 'open', ratePerSecond: numberFlag('--rate', rate, LOADGEN_DEFAULTS.maxRate) } as const)
+      : ({ kind: 'closed', concurrency: integerFlag('--closed', closed, 1, LOADGEN_DEFAULTS.maxConnections) } as const);
+  const connections = flags.has('--connections')
+    ? integerFlag('--connections', flags.get('--connections'), 1, LOADGEN_DEFAULTS.maxConnections)
+    : mode.kind === 'open'
+      ? LOADGEN_DEFAULTS.openConnections
+      : mode.concurrency;
+  const countHeader = flags.get('--count-header') ?? null;
+  if (countHeader !== null && !/^[A-Za-z0-9-]+$/.test(countHeader)) throw new InvalidInputError('--count-header', 'a header name', countHeader);
+  return {
+    requestsFile,
+    config: {
+      url: url.href,
+      mode,
+      durationMs: integerFlag('--duration-ms', flags.get('--duration-ms'), 1, LOADGEN_DEFAULTS.maxDurationMs),
+      connections,
+      timeoutMs: flags.has('--timeout-ms') ? integerFlag('--timeout-ms', flags.get('--timeout-ms'), 1, 600_000) : LOADGEN_DEFAULTS.timeoutMs,
+      graceMs: flags.has('--grace-ms') ? integerFlag('--grace-ms', flags.get('--grace-ms'), 0, 600_000) : LOADGEN_DEFAULTS.graceMs,
+      seed: flags.has('--seed') ? integerFlag('--seed', flags.get('--seed'), 0, 2 ** 32 - 1) : LOADGEN_DEFAULTS.seed,
+      maxOutstanding: flags.has('--max-outstanding') ? integerFlag('--max-outstanding', flags.get('--max-outstanding'), 1, 10_000_000) : LOADGEN_DEFAULTS.maxOutstanding,
+      countHeader: countHeader?.toLowerCase() ?? null,
+    },
+  };
+}
+
+/** Validates a request mix (the parsed JSON file). */
+export function checkRequests(value: unknown, field = '--requests'): RequestSpec[] {
+  if (!Array.isArray(value) || value.length === 0) throw new InvalidInputError(field, 'a non-empty JSON array of requests', value);
+  return value.map((r: unknown, i) => {
+    const at = `${field}[${i}]`;
+    if (typeof r !== 'object' || r === null) throw new InvalidInputError(at, 'an object { method, path, body, headers }', r);
+    const { method, path, headers } = r as Record<string, unknown>;
+    if (method !== undefined && (typeof method !== 'string' || !/^[A-Z]+$/.test(method))) throw new InvalidInputError(`${at}.method`, 'an upper-case HTTP method', method);
+    if (typeof path !== 'string' || !path.startsWith('/')) throw new InvalidInputError(`${at}.path`, 'a path starting with /', path);
+    if (headers !== undefined) {
+      if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) throw new InvalidInputError(`${at}.headers`, 'an object of strings', headers);
+      for (const [k, v] of Object.entries(headers)) if (typeof v !== 'string') throw new InvalidInputError(`${at}.headers.${k}`, 'a string', v);
+    }
+    return r as RequestSpec;
+  });
+}
+
+const MAX_BODY_BYTES = 1 << 30;
+
+/** A request ready to send: path joined, body serialized once. */
+interface Prepared {
+  readonly method: string;
+  readonly path: string;
+  readonly body: string | undefined;
+  readonly headers: Record<string, string>;
+}
+
+function prepare(base: URL, specs: readonly RequestSpec[]): Prepared[] {
+  const prefix = base.pathname.endsWith('/') ? base.pathname.slice(0, -1) : base.pathname;
+  return specs.map((s) => {
+    const headers: Record<string, string> = { ...s.headers };
+    let body: string | undefined;
+    if (s.body !== undefined) {
+      body = typeof s.body === 'string' ? s.body : JSON.stringify(s.body);
+      if (typeof s.body !== 'string' && !Object.keys(headers).some((k) => k.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+    }
+    return { method: s.method ?? 'GET', path: prefix + s.path, body, headers };
+  });
+}
+
+/** The `code` of a JSON error body, `(none)` when there is none. */
+function codeOf(text: string): string {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    const code = typeof parsed === 'object' && parsed !== null ? (parsed as { code?: unknown }).code : undefined;
+    return typeof code === 'string' ? code : '(none)';
+  } catch {
+    return '(none)';
+  }
+}
+
+function bump(counts: Record<string, number>, key: string): void {
+  counts[key] = (counts[key] ?? 0) + 1;
+}
+
+/**
+ * Runs one load phase against `config.url` and returns its results. With `trace`, every request's
+ * timeline is returned too (tests read it; the CLI does not print it).
+ */
+export async function runLoad(config: LoadgenConfig, specs: readonly RequestSpec[], options: { trace?: boolean } = {}): Promise<LoadResult> {
+  const base = checkLoopbackUrl(config.url);
+  const mix = prepare(base, checkRequests(specs, 'requests'));
+  const pool = new Pool(base.origin, {
+    connections: config.connections,
+    pipelining: 1, // one request at a time per connection: no head-of-line blocking between requests
+    headersTimeout: config.timeoutMs,
+    bodyTimeout: config.timeoutMs,
+    connect: { timeout: config.timeoutMs },
+  });
+  const random = mulberry32(config.seed);
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  loopDelay.enable();
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const clock = (): number => performance.now() - t0;
+
+  const statuses: Record<string, number> = {};
+  const refusalsByCode: Record<string, number> = {};
+  const failuresByCode: Record<string, number> = {};
+  const errors: Record<string, number> = {};
+  const headerCounts: Record<string, number> | null = config.countHeader === null ? null : {};
+  const okLatencies: number[] = [];
+  const refusedLatencies: number[] = [];
+  const trace: TraceRecord[] | undefined = options.trace ? [] : undefined;
+  let offered = 0;
+  let completed = 0;
+  let good = 0;
+  let dropped = 0;
+  let outstanding = 0;
+  let maxOutstanding = 0;
+  let lastEndMs = 0;
+  let closing = false;
+  const running = new Set<Promise<void>>();
+
+  const send = async (index: number, scheduledMs: number): Promise<void> => {
+    const req = mix[mix.length === 1 ? 0 : Math.floor(random() * mix.length)]!;
+    const sentMs = clock();
+    let status = 0;
+    let code: string | null = null;
+    try {
+      const res = await pool.request({ method: req.method as Dispatcher.HttpMethod, path: req.path, headers: req.headers, body: req.body });
+      status = res.statusCode;
+      if (status >= 200 && status < 300) {
+        // Read to the end (the response is over when its last byte is in); dump skips the async
+        // iterator's per-chunk promises. The limit only has to exceed any body tidal sends.
+        await res.body.dump({ limit: MAX_BODY_BYTES });
+        if (headerCounts !== null) {
+          const v = res.headers[config.countHeader!];
+          bump(headerCounts, v === undefined ? '(none)' : String(v));
+        }
+      } else {
+        code = codeOf(await res.body.text());
+      }
+    } catch (err) {
+      const e = err as { code?: unknown; name?: unknown };
+      code = typeof e.code === 'string' ? e.code : typeof e.name === 'string' ? e.name : 'UNKNOWN';
+    }
+    const endMs = clock();
+    if (closing) return; // abandoned: counted as such, not as an error of the server
+    const latencyMs = endMs - scheduledMs;
+    lastEndMs = endMs;
+    if (status === 0) {
+      bump(errors, code ?? 'UNKNOWN');
+    } else {
+      completed++;
+      bump(statuses, String(status));
+      if (status >= 200 && status < 300) {
+        good++;
+        okLatencies.push(latencyMs);
+      } else if (status === 429 || status === 503) {
+        bump(refusalsByCode, code!);
+        refusedLatencies.push(latencyMs);
+      } else {
+        bump(failuresByCode, code!);
+      }
+    }
+    trace?.push({ index, scheduledMs, sentMs, endMs, status, code, latencyMs });
+  };
+
+  const launch = (index: number, scheduledMs: number): Promise<void> => {
+    outstanding++;
+    if (outstanding > maxOutstanding) maxOutstanding = outstanding;
+    const p = send(index, scheduledMs).finally(() => {
+      outstanding--;
+      running.delete(p);
+    });
+    running.add(p);
+    return p;
+  };
+
+  if (config.mode.kind === 'open') {
+    const meanGapMs = 1000 / config.mode.ratePerSecond;
+    // Arrival times, fixed by the seed before anything is sent: what the server does cannot move them.
+    const gaps = mulberry32(config.seed ^ 0x9e3779b9);
+    let nextMs = -Math.log(1 - gaps()) * meanGapMs;
+    await new Promise<void>((resolve) => {
+      const tick = (): void => {
+        const now = clock();
+        while (nextMs <= now && nextMs < config.durationMs) {
+          const index = offered++;
+          if (outstanding >= config.maxOutstanding) dropped++;
+          else void launch(index, nextMs);
+          nextMs += -Math.log(1 - gaps()) * meanGapMs;
+        }
+        if (nextMs >= config.durationMs) resolve();
+        else setTimeout(tick, Math.max(0, nextMs - clock()));
+      };
+      tick();
+    });
+  } else {
+    const loops = Array.from({ length: config.mode.concurrency }, async () => {
+      while (clock() < config.durationMs) {
+        // Closed loop: the next request is scheduled when the previous one ends.
+        await launch(offered++, clock());
+      }
+    });
+    await Promise.all(loops);
+  }
+
+  // The schedule is over: give what is still running the grace period, then abandon it.
+  let graceTimer: NodeJS.Timeout | undefined;
+  const graceOver = new Promise<void>((resolve) => {
+    graceTimer = setTimeout(resolve, config.graceMs);
+  });
+  await Promise.race([Promise.all([...running]), graceOver]);
+  clearTimeout(graceTimer);
+  const abandoned = outstanding;
+  closing = true;
+  const elapsedMs = abandoned > 0 ? clock() : Math.max(lastEndMs, Math.min(clock(), config.durationMs));
+  await pool.destroy().catch(() => undefined);
+  await Promise.allSettled([...running]);
+  const cpu = process.cpuUsage(cpu0);
+  loopDelay.disable();
+
+  const seconds = elapsedMs / 1000;
+  return {
+    mode: config.mode.kind,
+    url: config.url,
+    durationMs: config.durationMs,
+    elapsedMs,
+    connections: config.connections,
+    targetRatePerSec: config.mode.kind === 'open' ? config.mode.ratePerSecond : null,
+    concurrency: config.mode.kind === 'closed' ? config.mode.concurrency : null,
+    offered,
+    generatorDropped: dropped,
+    statuses,
+    completed,
+    refusalsByCode,
+    failuresByCode,
+    errors,
+    abandoned,
+    offeredRatePerSec: offered / (config.durationMs / 1000),
+    achievedRatePerSec: seconds > 0 ? completed / seconds : 0,
+    goodputPerSec: seconds > 0 ? good / seconds : 0,
+    maxOutstanding,
+    latency: { ok: summarize(okLatencies), refused: summarize(refusedLatencies) },
+    headerCounts,
+    generator: { cpuShare: (cpu.user + cpu.system) / 1000 / Math.max(1, clock()), loopDelayP99Ms: loopDelay.percentile(99) / 1e6 },
+    ...(trace !== undefined ? { originMs: t0, trace: trace.sort((a, b) => a.index - b.index) } : {}),
+  };
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  let parsed: ReturnType<typeof parseLoadgenArgs>;
+  let specs: RequestSpec[];
+  try {
+    parsed = parseLoadgenArgs(argv);
+    if (parsed === null) {
+      process.stdout.write(HELP);
+      return 0;
+    }
+    let text: string;
+    try {
+      text = readFileSync(parsed.requestsFile, 'utf8');
+    } catch {
+      throw new InvalidInputError('--requests', 'a readable file', parsed.requestsFile);
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      throw new InvalidInputError('--requests', 'a file of JSON', parsed.requestsFile);
+    }
+    specs = checkRequests(json);
+  } catch (err) {
+    process.stderr.write(`loadgen: ${err instanceof Error ? err.message : String(err)}\n(see --help)\n`);
+    return 2;
+  }
+  const { config } = parsed;
+  // Bounded in time whatever happens: past the schedule, the grace and a margin, give up loudly.
+  const watchdog = setTimeout(() => {
+    process.stderr.write('loadgen: did not finish within duration + grace + 10 s\n');
+    process.exit(1);
+  }, config.durationMs + config.graceMs + 10_000);
+  watchdog.unref();
+  const result = await runLoad(config, specs);
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+  return 0;
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      process.stderr.write(`loadgen: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}

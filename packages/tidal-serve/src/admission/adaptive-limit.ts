@@ -1,0 +1,191 @@
+import { DrainMeter, OnceTicket, checkInteger, checkObject, checkOpenFraction, checkPositive, refuse } from './errors.js';
+import type { AdmissionStage, Clock, Outcome, Refusal, RequestInfo, StageStats, Ticket } from './types.js';
+
+/** Settings of {@link createAdaptiveLimit}: `options.adaptive` plus the cap it stays under. */
+export interface AdaptiveLimitSettings {
+  /** The ceiling: `options.inFlightCap`. */
+  readonly cap: number;
+  readonly floor: number;
+  /** @default cap */
+  readonly initial?: number;
+  readonly targetLatencyMs: number;
+  readonly windowMs: number;
+  readonly backoff: number;
+  /** @default 0.25 */
+  readonly slowFraction?: number;
+  /** @default 10 */
+  readonly minSamples?: number;
+  /** @default 1 */
+  readonly increase?: number;
+}
+
+export const ADAPTIVE_DEFAULTS = Object.freeze({
+  // More than a quarter of a window slow is a queue, not a pause: under real overload nearly every
+  // response waits behind the others, while a GC pause slows only the few requests it caught.
+  slowFraction: 0.25,
+  // A window of fewer responses is too small to tell a pause from a queue (at 10 a single slow
+  // response is 10%, under the 25% bar); a quiet window runs on until it has them.
+  minSamples: 10,
+  increase: 1,
+});
+
+/** The adaptive limit, with what tests and `/stats` read. */
+export interface AdaptiveLimitStage extends AdmissionStage {
+  readonly name: 'adaptive';
+  /** The current limit, a whole number from `floor` to `cap`. */
+  readonly limit: number;
+  readonly inFlight: number;
+  /** Windows that raised the limit, and windows that cut it. */
+  readonly increases: number;
+  readonly decreases: number;
+}
+
+class AdaptiveLimit implements AdaptiveLimitStage {
+  readonly name = 'adaptive' as const;
+  readonly #clock: Clock;
+  readonly #cap: number;
+  readonly #floor: number;
+  readonly #targetMs: number;
+  readonly #windowMs: number;
+  readonly #backoff: number;
+  readonly #slowFraction: number;
+  readonly #minSamples: number;
+  readonly #increase: number;
+  readonly #drain = new DrainMeter();
+  /** The limit kept fractional, so repeated cuts and +1s compose exactly; admission reads #whole. */
+  #limit: number;
+  #whole: number;
+  #message = '';
+  #inFlight = 0;
+  #admitted = 0;
+  #rejected = 0;
+  #increases = 0;
+  #decreases = 0;
+  /**
+   * Bumped by every cut. A response admitted before the last cut ran under the old, higher limit:
+   * its latency says nothing about the new one, and counting it would cut again for the same queue.
+   */
+  #epoch = 0;
+  #windowStartMs: number;
+  #samples = 0;
+  #slow = 0;
+
+  constructor(s: Required<AdaptiveLimitSettings>, clock: Clock) {
+    this.#clock = clock;
+    this.#cap = s.cap;
+    this.#floor = s.floor;
+    this.#targetMs = s.targetLatencyMs;
+    this.#windowMs = s.windowMs;
+    this.#backoff = s.backoff;
+    this.#slowFraction = s.slowFraction;
+    this.#minSamples = s.minSamples;
+    this.#increase = s.increase;
+    this.#limit = s.initial;
+    this.#whole = s.initial;
+    this.#setMessage();
+    this.#windowStartMs = clock();
+  }
+
+  get limit(): number {
+    return this.#whole;
+  }
+
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  get increases(): number {
+    return this.#increases;
+  }
+
+  get decreases(): number {
+    return this.#decreases;
+  }
+
+  admit(_request: RequestInfo, nowMs: number): Ticket | Refusal {
+    const n = this.#inFlight;
+    if (n >= this.#whole) {
+      this.#rejected++;
+      // After a cut, in flight can be well over the new limit: all of the excess has to drain first.
+      return refuse('adaptive', this.#drain.retryAfterMs(n - this.#whole + 1, n, nowMs), this.#message);
+    }
+    this.#inFlight = n + 1;
+    this.#admitted++;
+    this.#drain.admitted(nowMs);
+    return new OnceTicket(this, nowMs, this.#epoch);
+  }
+
+  onRelease(ticket: OnceTicket, outcome: Outcome): void {
+    this.#inFlight--;
+    if (outcome.served === false) return;
+    this.#drain.record(outcome.latencyMs);
+    if (ticket.epoch !== this.#epoch) return;
+    this.#samples++;
+    if (!outcome.ok || outcome.latencyMs > this.#targetMs) this.#slow++;
+    if (this.#samples < this.#minSamples) return;
+    const now = this.#clock();
+    if (now - this.#windowStartMs >= this.#windowMs) this.#closeWindow(now);
+  }
+
+  /** At most one change per window: a cut when too much of it was slow, else one step up. */
+  #closeWindow(nowMs: number): void {
+    if (this.#slow > this.#samples * this.#slowFraction) {
+      const cut = this.#limit * this.#backoff;
+      this.#limit = cut > this.#floor ? cut : this.#floor;
+      this.#epoch++;
+      this.#decreases++;
+    } else if (this.#limit < this.#cap) {
+      const up = this.#limit + this.#increase;
+      this.#limit = up < this.#cap ? up : this.#cap;
+      this.#increases++;
+    }
+    const whole = Math.floor(this.#limit);
+    if (whole !== this.#whole) {
+      this.#whole = whole;
+      this.#setMessage();
+    }
+    this.#windowStartMs = nowMs;
+    this.#samples = 0;
+    this.#slow = 0;
+  }
+
+  #setMessage(): void {
+    this.#message = `${this.#whole} requests are in flight, the adaptive limit (responses were slower than ${this.#targetMs} ms); retry after x-retry-after-ms`;
+  }
+
+  stats(): StageStats {
+    return { name: 'adaptive', limit: this.#whole, inFlight: this.#inFlight, admitted: this.#admitted, rejected: this.#rejected };
+  }
+}
+
+/**
+ * Stage 3: an AIMD limit on requests in flight, below the cap. Each window of `windowMs` (holding at
+ * least `minSamples` responses) changes the limit at most once: a cut to `limit × backoff` (not below
+ * `floor`) when more than `slowFraction` of its responses were slower than `targetLatencyMs` or
+ * failed, otherwise `+increase` (not above `cap`). Deciding on a window's fraction, not on any slow
+ * response, is what keeps a single pause from halving the limit. Over the limit, a 503
+ * `TIDAL_SERVE_ADAPTIVE` at once; admission never waits.
+ *
+ * @param clock - read when a ticket is released, to close windows.
+ * @throws {@link InvalidInputError} naming the `options.adaptive.*` field.
+ */
+export function createAdaptiveLimit(settings: AdaptiveLimitSettings, clock: Clock): AdaptiveLimitStage {
+  const s = checkObject('options.adaptive', settings);
+  const cap = checkInteger('options.inFlightCap', s.cap, 1);
+  const floor = checkInteger('options.adaptive.floor', s.floor, 1, cap);
+  const initial = s.initial === undefined ? cap : checkInteger('options.adaptive.initial', s.initial, floor, cap);
+  return new AdaptiveLimit(
+    {
+      cap,
+      floor,
+      initial,
+      targetLatencyMs: checkPositive('options.adaptive.targetLatencyMs', s.targetLatencyMs),
+      windowMs: checkPositive('options.adaptive.windowMs', s.windowMs),
+      backoff: checkOpenFraction('options.adaptive.backoff', s.backoff),
+      slowFraction: s.slowFraction === undefined ? ADAPTIVE_DEFAULTS.slowFraction : checkOpenFraction('options.adaptive.slowFraction', s.slowFraction),
+      minSamples: s.minSamples === undefined ? ADAPTIVE_DEFAULTS.minSamples : checkInteger('options.adaptive.minSamples', s.minSamples, 1),
+      increase: s.increase === undefined ? ADAPTIVE_DEFAULTS.increase : checkPositive('options.adaptive.increase', s.increase),
+    },
+    clock,
+  );
+}

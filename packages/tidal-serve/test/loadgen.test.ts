@@ -1,0 +1,221 @@
+/**
+ * The load generator against a tiny node:http server in this process, on an ephemeral loopback
+ * port. Assertions are about counts and the order of events (what the server saw, when requests
+ * were scheduled and sent), never about how fast this machine is.
+ */
+import { createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { InvalidInputError } from 'tidal-core';
+import { checkRequests, parseLoadgenArgs, runLoad } from '../../../bench/src/serve/loadgen.js';
+import type { LoadgenConfig, RequestSpec } from '../../../bench/src/serve/loadgen.js';
+
+const servers: Server[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => new Promise<void>((resolve) => {
+    s.closeAllConnections();
+    s.close(() => resolve());
+  })));
+});
+
+async function serve(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> {
+  const server = createServer(handler);
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify(body));
+}
+
+const config = (url: string, patch: Partial<LoadgenConfig>): LoadgenConfig => ({
+  url,
+  mode: { kind: 'open', ratePerSecond: 200 },
+  durationMs: 300,
+  connections: 16,
+  timeoutMs: 5_000,
+  graceMs: 5_000,
+  seed: 7,
+  maxOutstanding: 100_000,
+  countHeader: null,
+  ...patch,
+});
+
+const MIX: RequestSpec[] = [
+  { path: '/ok' },
+  { method: 'POST', path: '/busy', body: { q: 1 } },
+  { path: '/quota', headers: { authorization: 'Bearer k' } },
+  { path: '/missing' },
+];
+
+/** Answers by path and counts what it answered. */
+function mixServer(seen: Record<string, number>) {
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      const key = `${req.method} ${req.url}`;
+      seen[key] = (seen[key] ?? 0) + 1;
+      if (req.url === '/ok') json(res, 200, { ok: true }, { 'x-level': 'Full' });
+      else if (req.url === '/busy') json(res, 503, { code: JSON.parse(body).q === 1 ? 'TIDAL_SERVE_INFLIGHT' : 'WRONG_BODY', message: 'busy' });
+      else if (req.url === '/quota') json(res, 429, { code: req.headers.authorization === 'Bearer k' ? 'TIDAL_SERVE_PERIOD_QUOTA' : 'NO_HEADER', message: 'quota' });
+      else {
+        res.writeHead(404);
+        res.end('not here');
+      }
+    });
+  };
+}
+
+describe('load generator', () => {
+  it('counts responses by status, refusals by body code, and agrees with what the server answered', async () => {
+    const seen: Record<string, number> = {};
+    const url = await serve(mixServer(seen));
+    const r = await runLoad(config(url, { durationMs: 400, countHeader: 'x-level' }), MIX);
+    const n = (k: string) => seen[k] ?? 0;
+    expect(r.offered).toBeGreaterThan(20);
+    expect(r.errors).toEqual({});
+    expect(r.abandoned + r.generatorDropped).toBe(0);
+    expect(r.completed).toBe(r.offered);
+    expect(r.statuses).toEqual({
+      ...(n('GET /ok') ? { 200: n('GET /ok') } : {}),
+      ...(n('POST /busy') ? { 503: n('POST /busy') } : {}),
+      ...(n('GET /quota') ? { 429: n('GET /quota') } : {}),
+      ...(n('GET /missing') ? { 404: n('GET /missing') } : {}),
+    });
+    // Bodies and headers went as the mix said (the server's codes would say WRONG_BODY / NO_HEADER).
+    expect(r.refusalsByCode).toEqual({
+      ...(n('POST /busy') ? { TIDAL_SERVE_INFLIGHT: n('POST /busy') } : {}),
+      ...(n('GET /quota') ? { TIDAL_SERVE_PERIOD_QUOTA: n('GET /quota') } : {}),
+    });
+    expect(r.failuresByCode).toEqual(n('GET /missing') ? { '(none)': n('GET /missing') } : {});
+    expect(r.latency.ok.n).toBe(n('GET /ok'));
+    expect(r.latency.refused.n).toBe(n('POST /busy') + n('GET /quota'));
+    expect(r.headerCounts).toEqual({ Full: n('GET /ok') });
+    // Uniform pick over four: every kind showed up.
+    expect(Object.keys(seen)).toHaveLength(4);
+    expect(JSON.parse(JSON.stringify(r))).toMatchObject({ mode: 'open', targetRatePerSec: 200 });
+  });
+
+  it('keeps an open-loop schedule the server cannot move: the same seed offers the same arrivals to a slow and a fast server', async () => {
+    const fast = await serve((_req, res) => json(res, 200, {}));
+    const slow = await serve((_req, res) => setTimeout(() => json(res, 200, {}), 50));
+    const a = await runLoad(config(fast, {}), [{ path: '/' }], { trace: true });
+    const b = await runLoad(config(slow, {}), [{ path: '/' }], { trace: true });
+    expect(a.offered).toBe(b.offered);
+    expect(a.trace!.map((t) => t.scheduledMs)).toEqual(b.trace!.map((t) => t.scheduledMs));
+    // Scheduled times are increasing and inside the duration; another seed gives another schedule.
+    const times = a.trace!.map((t) => t.scheduledMs);
+    expect([...times].sort((x, y) => x - y)).toEqual(times);
+    expect(times[times.length - 1]!).toBeLessThan(300);
+    const c = await runLoad(config(fast, { seed: 8 }), [{ path: '/' }], { trace: true });
+    expect(c.trace!.map((t) => t.scheduledMs)).not.toEqual(times);
+  });
+
+  it('measures latency from the scheduled time: requests due while the process was stalled carry the stall', async () => {
+    let stall: { start: number; end: number } | null = null;
+    let count = 0;
+    const url = await serve((_req, res) => {
+      if (++count === 5) {
+        // Blocks this whole process, the generator's timers included, for 200 ms.
+        const start = performance.now();
+        while (performance.now() - start < 200) {
+          // spin
+        }
+        stall = { start, end: performance.now() };
+      }
+      json(res, 200, {});
+    });
+    const r = await runLoad(config(url, { mode: { kind: 'open', ratePerSecond: 400 }, durationMs: 1_000 }), [{ path: '/' }], { trace: true });
+    expect(stall).not.toBeNull();
+    const { start, end } = stall!;
+    const origin = r.originMs!;
+    // Requests whose scheduled time fell inside the stall could only be sent after it.
+    const dueDuringStall = r.trace!.filter((t) => origin + t.scheduledMs > start && origin + t.scheduledMs < end);
+    expect(dueDuringStall.length).toBeGreaterThan(0);
+    for (const t of dueDuringStall) {
+      expect(origin + t.sentMs).toBeGreaterThanOrEqual(end);
+      // Their latency includes the wait for the stall to end: more than the time on the wire.
+      expect(t.latencyMs).toBeGreaterThanOrEqual(end - (origin + t.scheduledMs));
+      expect(t.latencyMs).toBeGreaterThan(t.endMs - t.sentMs);
+    }
+    // Requests are counted, not lost, across the stall.
+    expect(r.completed).toBe(r.offered);
+    expect(r.latency.ok.max).toBeGreaterThanOrEqual(Math.max(...dueDuringStall.map((t) => end - (origin + t.scheduledMs))));
+  });
+
+  it('runs a closed loop of N: never more than N in flight at the server', async () => {
+    let inFlight = 0;
+    let peak = 0;
+    let served = 0;
+    const url = await serve((_req, res) => {
+      inFlight++;
+      peak = Math.max(peak, inFlight);
+      setTimeout(() => {
+        inFlight--;
+        served++;
+        json(res, 200, {});
+      }, 5);
+    });
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 4 }, connections: 4, durationMs: 200 }), [{ path: '/' }]);
+    expect(peak).toBeLessThanOrEqual(4);
+    expect(peak).toBeGreaterThan(1);
+    expect(r.completed).toBe(served);
+    expect(r.offered).toBe(served);
+    expect(r).toMatchObject({ mode: 'closed', concurrency: 4, errors: {}, abandoned: 0 });
+  });
+
+  it('is bounded in time: a server that never answers is abandoned after the grace period', async () => {
+    let arrived = 0;
+    const url = await serve(() => {
+      arrived++; // never answers
+    });
+    const r = await runLoad(config(url, { mode: { kind: 'open', ratePerSecond: 100 }, durationMs: 100, graceMs: 100 }), [{ path: '/' }]);
+    expect(r.completed).toBe(0);
+    expect(r.abandoned).toBe(r.offered);
+    expect(arrived).toBeLessThanOrEqual(r.offered);
+  });
+
+  it('counts connection errors by code', async () => {
+    const url = await serve(() => undefined);
+    servers.pop()!.close(); // nothing listens on that port any more
+    const r = await runLoad(config(url, { durationMs: 100 }), [{ path: '/' }]);
+    expect(r.completed).toBe(0);
+    expect(r.errors).toEqual({ ECONNREFUSED: r.offered });
+  });
+
+  it('validates its flags and refuses non-loopback URLs', () => {
+    const ok = ['--url', 'http://127.0.0.1:7070', '--requests', 'mix.json', '--duration-ms', '1000'];
+    expect(parseLoadgenArgs([...ok, '--rate', '250.5'])!.config).toMatchObject({ mode: { kind: 'open', ratePerSecond: 250.5 }, connections: 512, durationMs: 1000 });
+    expect(parseLoadgenArgs([...ok, '--closed=8'])!.config).toMatchObject({ mode: { kind: 'closed', concurrency: 8 }, connections: 8 });
+    expect(parseLoadgenArgs(['--help'])).toBeNull();
+    const bad: Array<[string[], RegExp]> = [
+      [[...ok], /--rate\/--closed must be exactly one/],
+      [[...ok, '--rate', '10', '--closed', '2'], /exactly one/],
+      [[...ok, '--rate', '0'], /--rate must be a number > 0/],
+      [[...ok, '--rate', 'fast'], /--rate/],
+      [[...ok, '--closed', '1.5'], /--closed must be a whole number/],
+      [[...ok, '--rate', '10', '--connections', '0'], /--connections/],
+      [[...ok, '--rate', '10', '--duration-ms', '5'], /--duration-ms must be given once/],
+      [[...ok, '--rate', '10', '--verbose', 'x'], /argument must be one of/],
+      [[...ok, '--rate'], /--rate must be followed by a value/],
+      [['--url', 'http://10.1.2.3:7070', '--requests', 'm', '--duration-ms', '1', '--rate', '1'], /--url must be an http URL on a loopback address/],
+      [['--url', 'http://example.com', '--requests', 'm', '--duration-ms', '1', '--rate', '1'], /loopback/],
+      [['--url', 'https://127.0.0.1:1', '--requests', 'm', '--duration-ms', '1', '--rate', '1'], /loopback/],
+      [['--url', 'not a url', '--requests', 'm', '--duration-ms', '1', '--rate', '1'], /--url must be an http URL/],
+      [['--url', 'http://127.0.0.1:1', '--requests', 'm', '--duration-ms', '9999999', '--rate', '1'], /--duration-ms/],
+    ];
+    for (const [argv, message] of bad) {
+      expect(() => parseLoadgenArgs(argv)).toThrow(InvalidInputError);
+      expect(() => parseLoadgenArgs(argv)).toThrow(message);
+    }
+    expect(parseLoadgenArgs(['--url', 'http://[::1]:7070', '--requests', 'm', '--duration-ms', '1', '--rate', '1'])!.config.url).toBe('http://[::1]:7070/');
+    expect(() => checkRequests([])).toThrow(/--requests must be a non-empty JSON array/);
+    expect(() => checkRequests([{ path: 'x' }])).toThrow(/--requests\[0\]\.path must be a path starting with \//);
+    expect(() => checkRequests([{ path: '/', method: 'get' }])).toThrow(/method/);
+    expect(() => checkRequests([{ path: '/', headers: { a: 1 } }])).toThrow(/--requests\[0\]\.headers\.a must be a string/);
+  });
+});
