@@ -1,41 +1,56 @@
-import type { DegradationLevel, TidalDb } from 'tidal-core';
+import type { DegradationLevel, RetrieveRequest, SearchRequest, TidalDb } from 'tidal-core';
 import type { Corpus } from './corpus.js';
 
 /** One query of the mix, ready to run; resolves with the level it ran at. */
 export type Query = (db: TidalDb) => Promise<DegradationLevel>;
 
+/** One query of the mix as data: which call, and its request (vectors are `Float32Array`s; {@link mixRequestJson} turns one into an HTTP body). */
+export type MixRequest =
+  | { readonly kind: 'retrieve'; readonly body: RetrieveRequest }
+  | { readonly kind: 'search'; readonly body: SearchRequest };
+
 /**
- * The query mix of the overload runs (the benchmark and the demo): a quarter trending, a tenth
- * newest in a category, 15 % popular around a context vector, a quarter text search, a tenth
- * filtered text search, 15 % hybrid; parameters drawn once, up front, from `rand`.
+ * The query mix of the overload runs (the benchmarks, in process and over HTTP, and the demo): a
+ * quarter trending, a tenth newest in a category, 15 % popular around a context vector, a quarter
+ * text search, a tenth filtered text search, 15 % hybrid; parameters drawn once, up front, from
+ * `rand`.
  */
-export function prepareQueries(corpus: Corpus, rand: () => number, n: number): Query[] {
-  const out: Query[] = [];
+export function prepareRequests(corpus: Corpus, rand: () => number, n: number): MixRequest[] {
+  const out: MixRequest[] = [];
   for (let i = 0; i < n; i++) {
     const r = rand();
     const diversity = { maxPer: { creator: 2 } };
-    if (r < 0.25) out.push(async (db) => (await db.retrieve({ profile: 'trending', diversity, limit: 20 })).degradationLevel);
+    if (r < 0.25) out.push({ kind: 'retrieve', body: { profile: 'trending', diversity, limit: 20 } });
     else if (r < 0.35) {
       const category = corpus.randomCategory(rand);
-      out.push(async (db) => (await db.retrieve({ profile: 'new', filter: { category }, diversity, limit: 20 })).degradationLevel);
+      out.push({ kind: 'retrieve', body: { profile: 'new', filter: { category }, diversity, limit: 20 } });
     } else if (r < 0.5) {
       const context = corpus.contextVector(rand);
-      out.push(async (db) => (await db.retrieve({ profile: 'popular', context, diversity, limit: 20 })).degradationLevel);
+      out.push({ kind: 'retrieve', body: { profile: 'popular', context, diversity, limit: 20 } });
     } else if (r < 0.75) {
       const text = corpus.textQuery(rand);
-      out.push(async (db) => (await db.search({ text, diversity, limit: 10 })).degradationLevel);
+      out.push({ kind: 'search', body: { text, diversity, limit: 10 } });
     } else if (r < 0.85) {
       const text = corpus.textQuery(rand);
       const category = corpus.randomCategory(rand);
-      out.push(async (db) => (await db.search({ text, filter: { category }, limit: 10 })).degradationLevel);
+      out.push({ kind: 'search', body: { text, filter: { category }, limit: 10 } });
     } else {
       const c = Math.floor(rand() * 20);
       const text = corpus.textQuery(rand, c);
       const vector = corpus.contextVector(rand, c);
-      out.push(async (db) => (await db.search({ text, vector, diversity, limit: 10 })).degradationLevel);
+      out.push({ kind: 'search', body: { text, vector, diversity, limit: 10 } });
     }
   }
   return out;
+}
+
+/** {@link prepareRequests}, each ready to run against a database in this process. */
+export function prepareQueries(corpus: Corpus, rand: () => number, n: number): Query[] {
+  return prepareRequests(corpus, rand, n).map((q): Query =>
+    q.kind === 'retrieve'
+      ? async (db) => (await db.retrieve(q.body)).degradationLevel
+      : async (db) => (await db.search(q.body)).degradationLevel,
+  );
 }
 
 /** The query types of the mix, by name, each with its share of the mix. */
@@ -76,4 +91,9 @@ export function prepareTypedQueries(corpus: Corpus, rand: () => number, perType:
     out.push(search('hybrid', { text: corpus.textQuery(rand, c), vector: corpus.contextVector(rand, c), diversity, limit: 10 }));
   }
   return out;
+}
+
+/** The JSON body of a mix request, with its vectors as plain arrays. */
+export function mixRequestJson(q: MixRequest): string {
+  return JSON.stringify(q.body, (_key, value: unknown) => (value instanceof Float32Array ? Array.from(value) : value));
 }
