@@ -1,0 +1,521 @@
+/**
+ * `npm run bench:serve`: tidal serve under open-loop overload, with the load generator in another
+ * process. Starts `tidal serve --demo` on the bench corpus (a child process, loopback, an ephemeral
+ * port), measures the capacity C with a closed loop kept below the first degradation threshold (so
+ * C is Full's capacity), then offers 1×, 3×, 10× and 0.5× C as Poisson arrivals
+ * (bench/src/serve/loadgen.ts, a separate process) with latency timed from each request's schedule.
+ * The same phases run again against a server started with `--no-admission` (tidal's own load
+ * management stays; the HTTP chain is off). While each phase runs, the server's /stats, its RSS and
+ * its main thread's CPU time are sampled.
+ *
+ * Writes the tables into docs/serve.md (between the bench:serve markers), the chart into
+ * docs/serve.svg and the raw results into bench/results/serve.json.
+ *
+ *     npm run bench:serve -- [--items 100000] [--seconds 10] [--closed 16] [--workers 2] [--profile]
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Corpus } from '../corpus.js';
+import { mixRequestJson, prepareRequests } from '../query-mix.js';
+import { mulberry32 } from '../random.js';
+import { describeMachine, fmtInt, intFlag, machine, markdownTable } from '../stats.js';
+import type { LoadResult, RequestSpec } from './loadgen.js';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, '..', '..', '..');
+const CLI = join(ROOT, 'packages', 'tidal-serve', 'dist', 'cli.js');
+const LOADGEN = join(HERE, 'loadgen.js');
+const LEVEL_HEADER = 'x-tidal-degradation-level';
+const LEVELS = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const;
+/** Clock ticks per second of /proc's CPU times (CLK_TCK, 100 on Linux). */
+const TICKS = 100;
+
+interface Flags {
+  items: number;
+  seconds: number;
+  closed: number;
+  workers: number;
+  distinct: number;
+  profile: boolean;
+  skipOff: boolean;
+}
+
+function parseFlags(argv: readonly string[]): Flags {
+  return {
+    items: intFlag(argv, '--items', 100_000),
+    seconds: intFlag(argv, '--seconds', 10),
+    closed: intFlag(argv, '--closed', 16),
+    workers: intFlag(argv, '--workers', 2),
+    distinct: intFlag(argv, '--distinct', 8192),
+    profile: argv.includes('--profile'),
+    skipOff: argv.includes('--skip-off'),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server child and what is sampled from it
+// ---------------------------------------------------------------------------------------------
+
+interface Server {
+  child: ChildProcess;
+  url: string;
+  pid: number;
+  exited: Promise<number | null>;
+}
+
+async function startServer(flags: Flags, admission: boolean, profileDir: string | null): Promise<Server> {
+  const args = [
+    ...(profileDir === null ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]),
+    CLI,
+    'serve',
+    '--demo',
+    '--demo-items',
+    String(flags.items),
+    '--port',
+    '0',
+    '--workers',
+    String(flags.workers),
+    ...(admission ? [] : ['--no-admission']),
+  ];
+  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  let lastProgress = '';
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+    // The demo loader's progress line; echo the latest one so a long load shows it is moving.
+    const line = chunk.split(/[\r\n]/).filter((l) => l.trim() !== '').pop();
+    if (line !== undefined && line !== lastProgress) {
+      lastProgress = line;
+      process.stderr.write(`\r  server: ${line.slice(0, 100).padEnd(100)}`);
+    }
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let buffered = '';
+    const timer = setTimeout(() => reject(new Error('tidal serve did not start within 10 minutes')), 600_000);
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+      buffered += chunk;
+      const m = /tidal serve listening on (http:\/\/\S+)/.exec(buffered);
+      if (m !== null) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`tidal serve exited with ${code} before listening`));
+    });
+  });
+  process.stderr.write('\n');
+  await waitReady(url);
+  return { child, url, pid: child.pid!, exited };
+}
+
+async function waitReady(url: string): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    try {
+      const r = await fetch(`${url}/readyz`);
+      if (r.status === 200) return;
+    } catch {
+      // not accepting yet
+    }
+    await sleep(100);
+  }
+  throw new Error('tidal serve never became ready');
+}
+
+async function stopServer(server: Server): Promise<number | null> {
+  server.child.kill('SIGTERM');
+  const code = await Promise.race([server.exited, sleep(30_000).then(() => 'timeout' as const)]);
+  if (code === 'timeout') {
+    server.child.kill('SIGKILL');
+    return server.exited;
+  }
+  return code;
+}
+
+/** utime + stime of the process and of its main thread, in clock ticks; RSS in bytes. */
+function procSample(pid: number): { processTicks: number; mainTicks: number; rss: number } {
+  const ticks = (stat: string): number => {
+    // Fields after the command name (which may hold spaces) start at field 3; utime is 14, stime 15.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(rest[11]) + Number(rest[12]);
+  };
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+  return {
+    processTicks: ticks(readFileSync(`/proc/${pid}/stat`, 'utf8')),
+    mainTicks: ticks(readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')),
+    rss: rssKb * 1024,
+  };
+}
+
+interface Tick {
+  /** ms since the phase started. */
+  t: number;
+  level: string;
+  inFlight: number;
+  rss: number;
+}
+
+/** Samples /stats and /proc every `everyMs` until stopped. */
+function sampler(server: Server, everyMs: number): { stop(): Promise<Tick[]> } {
+  const start = performance.now();
+  const ticks: Tick[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      try {
+        const r = await fetch(`${server.url}/stats`);
+        const body = (await r.json()) as { sample?: { level?: string }; server?: { inFlight?: number } };
+        ticks.push({
+          t: performance.now() - start,
+          level: body.sample?.level ?? '?',
+          inFlight: body.server?.inFlight ?? 0,
+          rss: procSample(server.pid).rss,
+        });
+      } catch {
+        // A sample lost to an overloaded loopback is a gap, not a failure of the run.
+      }
+      await sleep(everyMs);
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return ticks;
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phases
+// ---------------------------------------------------------------------------------------------
+
+interface PhaseOutcome {
+  name: string;
+  factor: number | null;
+  load: LoadResult;
+  /** The server's main thread, as a share of one core over the phase. */
+  mainCpu: number;
+  /** The whole server process (main thread, query workers, writer), in cores. */
+  processCpu: number;
+  rssStart: number;
+  rssEnd: number;
+  ticks: Tick[];
+  /** For the phase after the overload: ms from its start until the level was Full for good. */
+  backToFullMs: number | null;
+}
+
+function runLoadgen(args: string[], timeoutMs: number): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [LOADGEN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      const line = out.trim().split('\n').pop() ?? '';
+      try {
+        if (code !== 0) throw new Error(`load generator exited with ${code}`);
+        resolve(JSON.parse(line) as LoadResult);
+      } catch (err) {
+        reject(err);
+      }
+    });
+  });
+}
+
+async function phase(
+  server: Server,
+  requestsFile: string,
+  name: string,
+  factor: number | null,
+  mode: { rate: number } | { closed: number },
+  seconds: number,
+  seed: number,
+): Promise<PhaseOutcome> {
+  const before = procSample(server.pid);
+  const started = performance.now();
+  const ticks = sampler(server, 250);
+  const load = await runLoadgen(
+    [
+      '--url',
+      server.url,
+      '--requests',
+      requestsFile,
+      ...('rate' in mode ? ['--rate', String(Math.round(mode.rate))] : ['--closed', String(mode.closed)]),
+      '--duration-ms',
+      String(seconds * 1000),
+      '--grace-ms',
+      '3000',
+      '--seed',
+      String(seed),
+      '--count-header',
+      LEVEL_HEADER,
+      ...('rate' in mode && mode.rate > 3000 ? ['--connections', '1024'] : []),
+    ],
+    (seconds + 60) * 1000,
+  );
+  const series = await ticks.stop();
+  const after = procSample(server.pid);
+  const elapsedS = (performance.now() - started) / 1000;
+  let backToFullMs: number | null = null;
+  const firstFull = lastNonFullIndex(series);
+  if (firstFull !== null) backToFullMs = Math.round(series[firstFull]?.t ?? 0);
+  const outcome: PhaseOutcome = {
+    name,
+    factor,
+    load,
+    mainCpu: (after.mainTicks - before.mainTicks) / TICKS / elapsedS,
+    processCpu: (after.processTicks - before.processTicks) / TICKS / elapsedS,
+    rssStart: before.rss,
+    rssEnd: after.rss,
+    ticks: series,
+    backToFullMs,
+  };
+  process.stderr.write(`  ${describePhase(outcome)}\n`);
+  return outcome;
+}
+
+/** The index of the first sample after which the level stays Full, or `null` if it never settles. */
+function lastNonFullIndex(series: readonly Tick[]): number | null {
+  let i = series.length;
+  while (i > 0 && series[i - 1]!.level === 'Full') i--;
+  return i === series.length ? null : i;
+}
+
+function share(part: number, whole: number): string {
+  return whole === 0 ? '–' : `${Math.round((100 * part) / whole)} %`;
+}
+
+function refusedCount(r: LoadResult): number {
+  return Object.values(r.refusalsByCode).reduce((a, b) => a + b, 0);
+}
+
+function describePhase(p: PhaseOutcome): string {
+  const r = p.load;
+  return (
+    `${p.name.padEnd(12)} offered ${fmtInt(r.offeredRatePerSec)}/s  goodput ${fmtInt(r.goodputPerSec)}/s (${share(r.goodputPerSec, r.offeredRatePerSec)})  ` +
+    `refused ${fmtInt(refusedCount(r))}  p99 ${r.latency.ok.p99.toFixed(0)} ms  refusal p99 ${r.latency.refused.p99.toFixed(1)} ms  main CPU ${Math.round(p.mainCpu * 100)} %`
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+// ---------------------------------------------------------------------------------------------
+
+interface ServerRun {
+  admission: boolean;
+  capacity: PhaseOutcome;
+  phases: PhaseOutcome[];
+  exitCode: number | null;
+  profile: ProfileSummary | null;
+}
+
+async function runServer(flags: Flags, requestsFile: string, admission: boolean, capacityRate: number | null): Promise<ServerRun> {
+  const profileDir = flags.profile ? mkdtempSync(join(tmpdir(), 'tidal-serve-prof-')) : null;
+  process.stderr.write(`starting tidal serve --demo (${fmtInt(flags.items)} items${admission ? '' : ', --no-admission'})...\n`);
+  const server = await startServer(flags, admission, profileDir);
+  try {
+    const capacity = await phase(server, requestsFile, 'capacity', null, { closed: flags.closed }, flags.seconds, 11);
+    const c = capacityRate ?? capacity.load.goodputPerSec;
+    const phases: PhaseOutcome[] = [];
+    const plan: [string, number][] = [
+      ['1× C', 1],
+      ['3× C', 3],
+      ['10× C', 10],
+      ['0.5× C', 0.5],
+    ];
+    let seed = 100;
+    for (const [name, factor] of plan) phases.push(await phase(server, requestsFile, name, factor, { rate: c * factor }, flags.seconds, seed++));
+    const exitCode = await stopServer(server);
+    const profile = profileDir === null ? null : summarizeProfile(profileDir);
+    if (profileDir !== null) rmSync(profileDir, { recursive: true, force: true });
+    return { admission, capacity, phases, exitCode, profile };
+  } catch (err) {
+    server.child.kill('SIGKILL');
+    throw err;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where the main thread's time goes (--profile)
+// ---------------------------------------------------------------------------------------------
+
+interface ProfileSummary {
+  /** Self time by function (name and file), as a share of the main thread's sampled time. */
+  top: { name: string; share: number }[];
+}
+
+interface CpuProfile {
+  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
+  samples: number[];
+}
+
+function summarizeProfile(dir: string): ProfileSummary | null {
+  // Node names each thread's profile CPU.<date>.<pid>.<thread>.<seq>.cpuprofile; thread 0 is main.
+  const file = readdirSync(dir).find((f) => /\.\d+\.0\.\d+\.cpuprofile$/.test(f));
+  if (file === undefined) return null;
+  const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile;
+  const byId = new Map(prof.nodes.map((n) => [n.id, n]));
+  const counts = new Map<string, number>();
+  for (const id of prof.samples) {
+    const f = byId.get(id)?.callFrame;
+    if (f === undefined) continue;
+    const where = f.url === '' ? '' : ` (${f.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/packages\//, '')})`;
+    const key = `${f.functionName === '' ? '(anonymous)' : f.functionName}${where}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  const total = prof.samples.length;
+  const top = [...counts.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 15)
+    .map(([name, n]) => ({ name, share: n / total }));
+  return { top };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+// ---------------------------------------------------------------------------------------------
+
+function levelMix(r: LoadResult): string {
+  const counts = r.headerCounts ?? {};
+  const total = Object.values(counts).reduce((a, b) => a + b, 0);
+  if (total === 0) return '–';
+  return LEVELS.filter((l) => (counts[l] ?? 0) > 0)
+    .map((l) => `${l === 'Full' ? 'F' : l === 'ReducedCandidates' ? 'R' : l === 'CoarseAggregates' ? 'C' : 'N'} ${Math.round((100 * (counts[l] ?? 0)) / total)}`)
+    .join(' · ');
+}
+
+function phaseTable(run: ServerRun): string {
+  const rows = [run.capacity, ...run.phases].map((p) => {
+    const r = p.load;
+    const codes = Object.entries(r.refusalsByCode)
+      .sort((a, b) => b[1] - a[1])
+      .map(([code, n]) => `${code} ${fmtInt(n)}`)
+      .join(', ');
+    return [
+      p.name,
+      fmtInt(r.offeredRatePerSec),
+      fmtInt(r.goodputPerSec),
+      share(r.goodputPerSec, r.offeredRatePerSec),
+      codes === '' ? '0' : codes,
+      `${r.latency.ok.p50.toFixed(0)} / ${r.latency.ok.p99.toFixed(0)}`,
+      refusedCount(r) === 0 ? '–' : r.latency.refused.p99.toFixed(1),
+      levelMix(r),
+      `${Math.round(p.mainCpu * 100)} %`,
+      p.processCpu.toFixed(2),
+      `${Math.round(p.rssEnd / 2 ** 20)}`,
+      p.backToFullMs === null ? '–' : fmtInt(p.backToFullMs),
+    ];
+  });
+  return markdownTable(
+    ['phase', 'offered/s', 'goodput/s', 'of offered', 'refused (by code)', 'ok p50 / p99 ms', 'refusal p99 ms', 'levels %', 'main thread CPU', 'process cores', 'RSS MiB', 'to Full ms'],
+    rows,
+  );
+}
+
+function renderMarkdown(on: ServerRun, off: ServerRun | null, flags: Flags): string {
+  const c = on.capacity.load.goodputPerSec;
+  const lines = [
+    `Measured by \`npm run bench:serve\` on ${describeMachine(machine())}: \`tidal serve --demo\` with ${fmtInt(flags.items)} items and ${flags.workers} query workers in one process, the load generator (undici, open-loop Poisson arrivals, latency from each request's scheduled time) in another, both on loopback. ${flags.seconds} s per phase; ${fmtInt(flags.distinct)} distinct requests (the query mix of docs/overload.md). Capacity C is the goodput of a closed loop of ${flags.closed} (below the first degradation threshold, so C is Full's capacity): **C = ${fmtInt(c)} requests/s**. The 1×…0.5× rates are multiples of it.`,
+    '',
+    '### Admission chain on (the default)',
+    '',
+    phaseTable(on),
+    '',
+  ];
+  if (off !== null) lines.push('### Admission chain off (`--no-admission`; tidal\'s own load management stays)', '', phaseTable(off), '');
+  lines.push(
+    '"levels %": the share of 2xx responses at each degradation level (F Full, R ReducedCandidates, C CoarseAggregates, N NoDiversity). "main thread CPU": the server\'s main thread as a share of one core over the phase; "process cores": the whole server (main thread, query workers, writer). "to Full ms": in the phase after the overload, time from its start until the level was Full for good, from /stats sampled every 250 ms.',
+    '',
+  );
+  if (on.profile !== null) {
+    lines.push('### Where the main thread goes (whole run, `--profile`)', '', markdownTable(['self time', 'function'], on.profile.top.map((t) => [`${(t.share * 100).toFixed(1)} %`, t.name.replaceAll('|', '\\|')])), '');
+  }
+  return lines.join('\n');
+}
+
+function renderSvg(on: ServerRun, off: ServerRun | null): string {
+  const runs = off === null ? [on] : [on, off];
+  const W = 760;
+  const H = 220;
+  const pad = 50;
+  const phases = on.phases.map((p) => p.name);
+  const bw = (W - 2 * pad) / phases.length;
+  const maxRate = Math.max(...runs.flatMap((r) => r.phases.map((p) => p.load.offeredRatePerSec))) * 1.05;
+  const y = (v: number) => H - 30 - (v / maxRate) * (H - 60);
+  const bars: string[] = [];
+  phases.forEach((name, i) => {
+    const x0 = pad + i * bw;
+    const offered = on.phases[i]!.load.offeredRatePerSec;
+    bars.push(`<rect x="${x0 + 4}" y="${y(offered)}" width="${bw - 8}" height="${H - 30 - y(offered)}" fill="#eee" stroke="#999"/>`);
+    runs.forEach((r, k) => {
+      const g = r.phases[i]!.load.goodputPerSec;
+      const w = (bw - 16) / runs.length;
+      bars.push(`<rect x="${x0 + 8 + k * w}" y="${y(g)}" width="${w - 2}" height="${H - 30 - y(g)}" fill="${k === 0 ? '#2a7' : '#c55'}"/>`);
+      bars.push(`<text x="${x0 + 8 + k * w + w / 2}" y="${y(g) - 3}" text-anchor="middle">${fmtInt(g)}</text>`);
+    });
+    bars.push(`<text x="${x0 + bw / 2}" y="${H - 12}" text-anchor="middle">${name} (offered ${fmtInt(offered)}/s)</text>`);
+  });
+  const legend =
+    `<rect x="${pad}" y="8" width="10" height="10" fill="#eee" stroke="#999"/><text x="${pad + 14}" y="17">offered</text>` +
+    `<rect x="${pad + 80}" y="8" width="10" height="10" fill="#2a7"/><text x="${pad + 94}" y="17">goodput, chain on</text>` +
+    (off === null ? '' : `<rect x="${pad + 220}" y="8" width="10" height="10" fill="#c55"/><text x="${pad + 234}" y="17">goodput, chain off</text>`);
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11">\n<rect width="100%" height="100%" fill="white"/>\n${bars.join('\n')}\n${legend}\n</svg>\n`;
+}
+
+function writeDocs(markdown: string, svg: string): void {
+  const doc = join(ROOT, 'docs', 'serve.md');
+  const begin = '<!-- bench:serve:begin -->';
+  const end = '<!-- bench:serve:end -->';
+  const block = `${begin}\n${markdown}\n![goodput per phase](serve.svg)\n${end}`;
+  const text = existsSync(doc) ? readFileSync(doc, 'utf8') : '# tidal serve\n';
+  const next = text.includes(begin) ? text.slice(0, text.indexOf(begin)) + block + text.slice(text.indexOf(end) + end.length) : `${text.trimEnd()}\n\n## Measured under overload\n\n${block}\n`;
+  writeFileSync(doc, next);
+  writeFileSync(join(ROOT, 'docs', 'serve.svg'), svg);
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (argv.includes('--help')) {
+    process.stdout.write('npm run bench:serve -- [--items N] [--seconds S] [--closed N] [--workers N] [--distinct N] [--profile] [--skip-off]\n');
+    return;
+  }
+  const flags = parseFlags(argv);
+  const work = mkdtempSync(join(tmpdir(), 'tidal-bench-serve-'));
+  try {
+    // The server builds the same corpus (seed 42, 128 dimensions); only its vocabulary and
+    // category centroids matter for drawing queries, not its clock.
+    const corpus = new Corpus({ items: flags.items, dims: 128, seed: 42 });
+    const rand = mulberry32(7);
+    const specs: RequestSpec[] = prepareRequests(corpus, rand, flags.distinct).map((q) => ({
+      method: 'POST',
+      path: q.kind === 'retrieve' ? '/retrieve' : '/search',
+      body: mixRequestJson(q),
+      headers: { 'content-type': 'application/json' },
+    }));
+    const requestsFile = join(work, 'mix.json');
+    writeFileSync(requestsFile, JSON.stringify(specs));
+    const on = await runServer(flags, requestsFile, true, null);
+    const off = flags.skipOff ? null : await runServer(flags, requestsFile, false, on.capacity.load.goodputPerSec);
+    const results = join(ROOT, 'bench', 'results');
+    mkdirSync(results, { recursive: true });
+    writeFileSync(join(results, 'serve.json'), JSON.stringify({ machine: machine(), flags, on, off }, null, 2));
+    const md = renderMarkdown(on, off, flags);
+    writeDocs(md, renderSvg(on, off));
+    process.stdout.write(`${md}\n`);
+    process.stderr.write('wrote docs/serve.md, docs/serve.svg and bench/results/serve.json\n');
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+await main();
