@@ -27,3 +27,19 @@ export { parseServeArgs, admissionOptions, autoInFlightCap, isLoopback, HELP, CO
 export type { ServeConfig, TenantRates, PoolShape } from './config.js';
 export { handleShutdown } from './shutdown.js';
 export type { ShutdownOptions } from './shutdown.js';
+// The synthetic corpus `tidal serve --demo` loads; the bench uses the same one (bench/src/corpus.ts).
+export {
+  Corpus,
+  CATEGORIES,
+  VOCABULARY,
+  SHARED_VOCABULARY,
+  SIGNAL_KINDS,
+  DEFAULT_NOW,
+  tidalSchema,
+  normalize,
+  mixSeed,
+  gaussian,
+  loadDemo,
+  DEMO_DEFAULTS,
+} from './demo/index.js';
+export type { CorpusItem, CorpusOptions, CorpusSignal, SignalColumns, SignalKind, DemoOptions, DemoProgress } from './demo/index.js';

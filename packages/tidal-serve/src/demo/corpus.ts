@@ -4,8 +4,8 @@
  * Every item is derived from `(seed, index)` alone, so any item can be regenerated on demand: the
  * benchmark streams a million items into two databases and builds a brute-force matrix without ever
  * holding a million item objects at once, and the demo and the benchmark agree on what item 123 is.
- * It lives here so that `tidal serve --demo` can load it; the bench imports it through
- * `tidal-serve/demo`.
+ * It lives here so that `tidal serve --demo` can load it; the bench imports it from
+ * tidal-serve's index.
  */
 
 import { mulberry32 } from './random.js';

@@ -1,4 +1,4 @@
-// `tidal-serve/demo`: the synthetic corpus `tidal serve --demo` loads (the bench uses the same one).
+// The synthetic corpus `tidal serve --demo` loads (the bench uses the same one, through the index).
 export * from './corpus.js';
 export { mulberry32 } from './random.js';
 export { loadDemo, DEMO_DEFAULTS } from './load.js';
