@@ -1,7 +1,7 @@
 /**
  * The HTTP server: a `node:http` listener that runs the admission chain on the request line and
  * headers alone and writes refusals itself, then hands what it admits to fastify for routing and
- * body parsing. `npm run bench:serve-refusal` (docs/serve.md) measured why: a refusal written here
+ * body parsing. `bench/src/serve-refusal.ts` (docs/serve.md) measured why: a refusal written here
  * costs what plain node:http costs, one answered from a fastify `onRequest` hook about 1.2× that.
  */
 
