@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, WARNING_CODES } from 'tidal-core';
 import * as load from 'tidal-load';
 import * as wal from 'tidal-wal';
-import { REFUSAL_CODES } from 'tidal-serve';
+import { REFUSAL_CODES, SERVE_ERROR_CODES } from 'tidal-serve';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const doc = readFileSync(join(root, 'docs/warnings.md'), 'utf8');
@@ -50,7 +50,7 @@ describe('the warning catalogue', () => {
 
   it('is complete: every TIDAL_ code in the sources is a catalogued warning or error, and every warning is raised somewhere', () => {
     // tidal-serve's HTTP refusals are answers, not thrown errors: their catalogue is REFUSAL_CODES.
-    const known = new Set<string>([...WARNING_CODES, ...ERROR_CODES, ...Object.values(REFUSAL_CODES)]);
+    const known = new Set<string>([...WARNING_CODES, ...ERROR_CODES, ...SERVE_ERROR_CODES, ...Object.values(REFUSAL_CODES)]);
     const found = codesInSources();
     const unknown = found.filter((f) => !known.has(f.code));
     expect(unknown, 'codes used in the sources but in neither catalogue').toEqual([]);

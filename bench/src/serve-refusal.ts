@@ -1,0 +1,193 @@
+/**
+ * `node bench/dist/serve-refusal.js`: what one HTTP request costs the server's process on the
+ * refusal path and on a trivial admitted route, for the three ways tidal serve could be built:
+ *
+ * - `fastify`: fastify 5, the refusal answered from an `onRequest` hook (503, a small JSON body,
+ *   `Retry-After`), the admitted request by a route returning `{ ok: true }`;
+ * - `node`: plain `node:http`, both answered by hand in the `'request'` listener;
+ * - `hybrid`: a `node:http` `'request'` listener that refuses before handing over to fastify
+ *   (fastify's `serverFactory`), fastify routing what is admitted.
+ *
+ * Each server runs in its own child process; the generator (undici, closed loop over keep-alive
+ * connections) in another. The figure is the server process's CPU time (user + system, from
+ * `process.cpuUsage()`) over the measured window divided by the responses it sent, so a busy
+ * generator on the same cores does not count. Kinds are interleaved within every round and the
+ * median over rounds is reported.
+ *
+ * Flags: `--rounds N` (default 5, after one warm-up round), `--ms N` per measurement (default
+ * 2000), `--connections N` (default 32).
+ */
+
+import { fork, type ChildProcess } from 'node:child_process';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { describeMachine, intFlag } from './stats.js';
+
+type Kind = 'fastify' | 'node' | 'hybrid';
+type Path = '/refuse' | '/ok';
+const KINDS: readonly Kind[] = ['fastify', 'node', 'hybrid'];
+
+const REFUSAL_BODY = JSON.stringify({ code: 'TIDAL_SERVE_INFLIGHT', message: 'too many requests in flight (256); retry after 40 ms', retryAfterMs: 40 });
+
+function refuse(res: ServerResponse): void {
+  res.writeHead(503, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(REFUSAL_BODY),
+    'retry-after': '1',
+    'x-retry-after-ms': '40',
+  });
+  res.end(REFUSAL_BODY);
+}
+
+async function serve(kind: Kind): Promise<number> {
+  const { default: Fastify } = await import('fastify');
+  if (kind === 'node') {
+    const ok = JSON.stringify({ ok: true });
+    const server = createServer((req, res) => {
+      if (req.url === '/refuse') return refuse(res);
+      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(ok) });
+      res.end(ok);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    return (server.address() as AddressInfo).port;
+  }
+  if (kind === 'fastify') {
+    const app = Fastify({ logger: false });
+    app.addHook('onRequest', (req, reply, done) => {
+      if (req.url === '/refuse') {
+        void reply.code(503).header('retry-after', '1').header('x-retry-after-ms', '40').type('application/json; charset=utf-8').send(REFUSAL_BODY);
+        return;
+      }
+      done();
+    });
+    app.get('/ok', async () => ({ ok: true }));
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return (app.server.address() as AddressInfo).port;
+  }
+  let handler: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
+  const app = Fastify({
+    logger: false,
+    serverFactory: (h) => {
+      handler = h;
+      return createServer((req, res) => {
+        if (req.url === '/refuse') return refuse(res);
+        handler!(req, res);
+      });
+    },
+  });
+  app.get('/ok', async () => ({ ok: true }));
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return (app.server.address() as AddressInfo).port;
+}
+
+/** The generator: a closed loop of `connections` requests at once for `ms`, counting responses. */
+async function generate(port: number, path: Path, ms: number, connections: number): Promise<{ responses: number; p50: number; p99: number }> {
+  const { Pool } = await import('undici');
+  const pool = new Pool(`http://127.0.0.1:${port}`, { connections, pipelining: 1 });
+  const end = performance.now() + ms;
+  const lat: number[] = [];
+  const loop = async (): Promise<void> => {
+    while (performance.now() < end) {
+      const t = performance.now();
+      const res = await pool.request({ path, method: 'GET' });
+      await res.body.text();
+      lat.push(performance.now() - t);
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, loop));
+  await pool.close();
+  lat.sort((a, b) => a - b);
+  return { responses: lat.length, p50: lat[Math.floor(lat.length / 2)] ?? 0, p99: lat[Math.floor(lat.length * 0.99)] ?? 0 };
+}
+
+function request<T>(child: ChildProcess, message: object): Promise<T> {
+  return new Promise((resolve) => {
+    child.once('message', (m) => resolve(m as T));
+    child.send(message);
+  });
+}
+
+interface Measured {
+  cpuUsPerRequest: number;
+  requestsPerSec: number;
+  p50: number;
+  p99: number;
+}
+
+async function measure(kind: Kind, path: Path, ms: number, connections: number): Promise<Measured> {
+  const self = fileURLToPath(import.meta.url);
+  const server = fork(self, ['--server', kind]);
+  const { port } = await request<{ port: number }>(server, { op: 'start' });
+  const generator = fork(self, ['--generator']);
+  // A short warm-up so the JIT has settled before the window opens.
+  await request(generator, { op: 'run', port, path, ms: 300, connections });
+  const before = await request<{ cpu: NodeJS.CpuUsage }>(server, { op: 'cpu' });
+  const run = await request<{ responses: number; p50: number; p99: number }>(generator, { op: 'run', port, path, ms, connections });
+  const after = await request<{ cpu: NodeJS.CpuUsage }>(server, { op: 'cpu' });
+  server.kill();
+  generator.kill();
+  const cpuUs = after.cpu.user + after.cpu.system - before.cpu.user - before.cpu.system;
+  return { cpuUsPerRequest: cpuUs / run.responses, requestsPerSec: (run.responses * 1000) / ms, p50: run.p50, p99: run.p99 };
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (argv[0] === '--server') {
+    const kind = argv[1] as Kind;
+    let port = 0;
+    process.on('message', (m: { op: string }) => {
+      if (m.op === 'start') void serve(kind).then((p) => ((port = p), process.send!({ port })));
+      else if (m.op === 'cpu') process.send!({ cpu: process.cpuUsage(), port });
+    });
+    return;
+  }
+  if (argv[0] === '--generator') {
+    process.on('message', (m: { port: number; path: Path; ms: number; connections: number }) => {
+      void generate(m.port, m.path, m.ms, m.connections).then((r) => process.send!(r));
+    });
+    return;
+  }
+  const rounds = intFlag(argv, 'rounds', 5);
+  const ms = intFlag(argv, 'ms', 2000);
+  const connections = intFlag(argv, 'connections', 32);
+  console.log(`serve-refusal: ${describeMachine()}; ${rounds} rounds of ${ms} ms, ${connections} connections, generator in another process`);
+  const results = new Map<string, Measured[]>();
+  for (let r = 0; r <= rounds; r++) {
+    // Rotate the order each round so no kind always runs first (or right after another's GC).
+    const order = KINDS.map((_, i) => KINDS[(i + r) % KINDS.length]!);
+    for (const path of ['/refuse', '/ok'] as const) {
+      for (const kind of order) {
+        const m = await measure(kind, path, ms, connections);
+        if (r === 0) continue;
+        const key = `${kind} ${path}`;
+        results.set(key, [...(results.get(key) ?? []), m]);
+      }
+    }
+  }
+  const row = (kind: Kind, path: Path) => {
+    const ms = results.get(`${kind} ${path}`)!;
+    return {
+      cpu: median(ms.map((m) => m.cpuUsPerRequest)),
+      rps: median(ms.map((m) => m.requestsPerSec)),
+      p50: median(ms.map((m) => m.p50)),
+      p99: median(ms.map((m) => m.p99)),
+    };
+  };
+  console.log('| server | path | server CPU µs / request | requests/s | client p50 ms | client p99 ms | CPU vs node |');
+  console.log('|---|---|---:|---:|---:|---:|---:|');
+  for (const path of ['/refuse', '/ok'] as const) {
+    const base = row('node', path).cpu;
+    for (const kind of KINDS) {
+      const x = row(kind, path);
+      console.log(`| ${kind} | ${path} | ${x.cpu.toFixed(1)} | ${Math.round(x.rps)} | ${x.p50.toFixed(2)} | ${x.p99.toFixed(2)} | ${(x.cpu / base).toFixed(2)}× |`);
+    }
+  }
+}
+
+await main();

@@ -1,0 +1,253 @@
+/**
+ * `tidal serve` flags: parsed strictly (an unknown flag or a value it cannot read refuses to start,
+ * never falls back), then mapped onto the server's options and the chain's `AdmissionOptions`.
+ */
+
+import { availableParallelism } from 'node:os';
+import { InvalidInputError } from 'tidal-core';
+import type { AdmissionOptions, RateSpec, Tier } from './admission/types.js';
+import { SERVER_DEFAULTS } from './server.js';
+
+/** Every setting of `tidal serve`, filled in. */
+export interface ServeConfig {
+  readonly help: boolean;
+  readonly path: string | undefined;
+  readonly schema: string | undefined;
+  readonly port: number;
+  readonly host: string;
+  readonly demo: boolean;
+  readonly demoItems: number;
+  readonly workers: number | undefined;
+  readonly inFlightCap: 'auto' | number;
+  readonly adaptive: boolean;
+  /** `undefined`: the default (tenants on when keys are configured); `false`: `--tenant-rate off`. */
+  readonly tenantRates: TenantRates | false | undefined;
+  readonly periodQuota: number | undefined;
+  readonly periodMs: number;
+  readonly keys: string | undefined;
+  readonly timeoutMs: number;
+  readonly drainMs: number;
+  readonly bodyLimitBytes: number;
+  readonly admission: boolean;
+}
+
+/** `--tenant-rate free=100,pro=1000,acme=50:100`: per tier, or per named tenant. */
+export interface TenantRates {
+  readonly tiers: Partial<Record<Tier, RateSpec>>;
+  readonly overrides: Record<string, RateSpec>;
+}
+
+export const CONFIG_DEFAULTS = Object.freeze({
+  port: 7070,
+  host: '127.0.0.1',
+  demoItems: 20_000,
+  periodMs: 60_000,
+  timeoutMs: SERVER_DEFAULTS.timeoutMs,
+  drainMs: 10_000,
+  bodyLimitBytes: SERVER_DEFAULTS.bodyLimitBytes,
+});
+
+type FlagKind = 'boolean' | 'string';
+const FLAGS: Readonly<Record<string, { kind: FlagKind; help: string }>> = {
+  '--path': { kind: 'string', help: 'DIR        the database directory (created if missing); required unless --demo' },
+  '--schema': { kind: 'string', help: 'FILE     the schema as JSON (a SchemaDefinition); required unless --demo' },
+  '--port': { kind: 'string', help: `N          port to listen on, 0 for any free one (default ${CONFIG_DEFAULTS.port})` },
+  '--host': { kind: 'string', help: `HOST       address to listen on (default ${CONFIG_DEFAULTS.host}); beyond loopback --keys is required` },
+  '--demo': { kind: 'boolean', help: '             serve an ephemeral database loaded with the synthetic corpus' },
+  '--demo-items': { kind: 'string', help: `N    items of the demo corpus (default ${CONFIG_DEFAULTS.demoItems})` },
+  '--workers': { kind: 'string', help: 'N       query worker threads, 1 to 64 (default: the number of cores)' },
+  '--in-flight-cap': { kind: 'string', help: 'auto|N  requests in flight at most; 0 disables the cap (default auto)' },
+  '--no-adaptive': { kind: 'boolean', help: '      no AIMD limit below the cap' },
+  '--tenant-rate': { kind: 'string', help: 'SPEC  per-tenant token buckets: free=100,pro=1000,acme=50:100 (rate/s[:burst]), or off' },
+  '--period-quota': { kind: 'string', help: 'N  requests per tenant per period (default: no period limit)' },
+  '--period-ms': { kind: 'string', help: `MS    the period of --period-quota (default ${CONFIG_DEFAULTS.periodMs})` },
+  '--keys': { kind: 'string', help: 'FILE       API keys as JSON: { "<key>": { "tenant": "acme", "tier": "pro" } }' },
+  '--timeout-ms': { kind: 'string', help: `MS   a query's deadline without an x-tidal-timeout-ms header, 0 for none (default ${CONFIG_DEFAULTS.timeoutMs})` },
+  '--drain-ms': { kind: 'string', help: `MS     on SIGTERM/SIGINT, how long in-flight requests may take (default ${CONFIG_DEFAULTS.drainMs})` },
+  '--body-limit': { kind: 'string', help: `BYTES  largest request body (default ${CONFIG_DEFAULTS.bodyLimitBytes})` },
+  '--no-admission': { kind: 'boolean', help: '     no admission chain (tidal\'s own load management stays)' },
+  '--help': { kind: 'boolean', help: '             this text' },
+};
+
+/** `tidal serve --help`. */
+export const HELP = [
+  'usage: tidal serve --path DIR --schema FILE [flags]',
+  '       tidal serve --demo [flags]',
+  '',
+  'flags:',
+  ...Object.entries(FLAGS).map(([name, f]) => `  ${name} ${f.help}`),
+  '',
+  'Prints "tidal serve listening on http://HOST:PORT" once it accepts requests. Exit codes: 0 after a',
+  'clean shutdown, 2 for a bad flag or value, 1 when it fails to start otherwise.',
+].join('\n');
+
+function whole(flag: string, text: string, min: number, max: number): number {
+  const n = /^[0-9]+$/.test(text) ? Number(text) : Number.NaN;
+  if (!(Number.isSafeInteger(n) && n >= min && n <= max)) throw new InvalidInputError(flag, `a whole number from ${min} to ${max}`, text);
+  return n;
+}
+
+function rateSpec(flag: string, text: string): RateSpec {
+  const m = /^([0-9]+(?:\.[0-9]+)?)(?::([0-9]+))?$/.exec(text);
+  const rate = m ? Number(m[1]) : Number.NaN;
+  if (!(rate > 0 && Number.isFinite(rate))) throw new InvalidInputError(flag, 'rate/s[:burst], a positive rate and a whole burst', text);
+  const burst = m![2] === undefined ? Math.max(1, Math.ceil(rate)) : Number(m![2]);
+  if (!(Number.isSafeInteger(burst) && burst >= 1)) throw new InvalidInputError(flag, 'a burst of at least 1', text);
+  return { ratePerSecond: rate, burst };
+}
+
+/** Parses `--tenant-rate`: comma-separated `name=rate[:burst]`, a name being a tier or a tenant. */
+export function parseTenantRates(text: string): TenantRates | false {
+  if (text === 'off') return false;
+  const tiers: Partial<Record<Tier, RateSpec>> = {};
+  const overrides: Record<string, RateSpec> = {};
+  for (const part of text.split(',')) {
+    const eq = part.indexOf('=');
+    const name = eq > 0 ? part.slice(0, eq) : '';
+    if (name === '') throw new InvalidInputError('--tenant-rate', 'off or comma-separated name=rate[:burst] (name: free, pro or a tenant)', text);
+    const spec = rateSpec(`--tenant-rate ${name}`, part.slice(eq + 1));
+    if (name === 'free' || name === 'pro') tiers[name] = spec;
+    else overrides[name] = spec;
+  }
+  return { tiers, overrides };
+}
+
+/**
+ * Parses the flags after `tidal serve`.
+ * @throws InvalidInputError naming the flag: unknown, missing its value, or a value it cannot read.
+ */
+export function parseServeArgs(argv: readonly string[]): ServeConfig {
+  const raw = new Map<string, string | true>();
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!;
+    if (token === '-h') {
+      raw.set('--help', true);
+      continue;
+    }
+    if (!token.startsWith('--')) throw new InvalidInputError('argument', 'a flag (see tidal serve --help)', token);
+    const eq = token.indexOf('=');
+    const name = eq === -1 ? token : token.slice(0, eq);
+    const flag = FLAGS[name];
+    if (flag === undefined) throw new InvalidInputError('flag', 'one that tidal serve --help lists', name);
+    if (flag.kind === 'boolean') {
+      if (eq !== -1) throw new InvalidInputError(name, 'given without a value', token.slice(eq + 1));
+      raw.set(name, true);
+      continue;
+    }
+    let value: string | undefined = eq === -1 ? argv[i + 1] : token.slice(eq + 1);
+    if (eq === -1) {
+      if (value === undefined || value.startsWith('--')) throw new InvalidInputError(name, 'followed by a value', value);
+      i++;
+    }
+    raw.set(name, value!);
+  }
+  const str = (name: string): string | undefined => raw.get(name) as string | undefined;
+  const bool = (name: string): boolean => raw.get(name) === true;
+
+  const demo = bool('--demo');
+  const path = str('--path');
+  const schema = str('--schema');
+  const help = bool('--help');
+  if (!help) {
+    if (demo && (path !== undefined || schema !== undefined)) {
+      throw new InvalidInputError(path !== undefined ? '--path' : '--schema', 'left out with --demo (the demo serves an ephemeral database of its own schema)', path ?? schema);
+    }
+    if (!demo && path === undefined) throw new InvalidInputError('--path', 'given (or use --demo)', undefined);
+    if (!demo && schema === undefined) throw new InvalidInputError('--schema', 'given (or use --demo)', undefined);
+    if (path === '') throw new InvalidInputError('--path', 'a non-empty directory', path);
+  }
+  if (!demo && raw.has('--demo-items')) throw new InvalidInputError('--demo-items', 'given only with --demo', str('--demo-items'));
+  const cap = str('--in-flight-cap') ?? 'auto';
+  const host = str('--host') ?? CONFIG_DEFAULTS.host;
+  if (host === '') throw new InvalidInputError('--host', 'an address', host);
+  const quota = str('--period-quota');
+  if (quota === undefined && raw.has('--period-ms')) throw new InvalidInputError('--period-ms', 'given only with --period-quota', str('--period-ms'));
+  const rates = str('--tenant-rate');
+  return {
+    help,
+    path,
+    schema,
+    port: str('--port') === undefined ? CONFIG_DEFAULTS.port : whole('--port', str('--port')!, 0, 65_535),
+    host,
+    demo,
+    demoItems: str('--demo-items') === undefined ? CONFIG_DEFAULTS.demoItems : whole('--demo-items', str('--demo-items')!, 1, 10_000_000),
+    workers: str('--workers') === undefined ? undefined : whole('--workers', str('--workers')!, 1, 64),
+    inFlightCap: cap === 'auto' ? 'auto' : whole('--in-flight-cap', cap, 0, 2 ** 30),
+    adaptive: !bool('--no-adaptive'),
+    tenantRates: rates === undefined ? undefined : parseTenantRates(rates),
+    periodQuota: quota === undefined ? undefined : whole('--period-quota', quota, 1, 2 ** 40),
+    periodMs: str('--period-ms') === undefined ? CONFIG_DEFAULTS.periodMs : whole('--period-ms', str('--period-ms')!, 1, 2 ** 40),
+    keys: str('--keys'),
+    timeoutMs: str('--timeout-ms') === undefined ? CONFIG_DEFAULTS.timeoutMs : whole('--timeout-ms', str('--timeout-ms')!, 0, 2_147_483_647),
+    drainMs: str('--drain-ms') === undefined ? CONFIG_DEFAULTS.drainMs : whole('--drain-ms', str('--drain-ms')!, 0, 2_147_483_647),
+    bodyLimitBytes: str('--body-limit') === undefined ? CONFIG_DEFAULTS.bodyLimitBytes : whole('--body-limit', str('--body-limit')!, 1, 2 ** 30),
+    admission: !bool('--no-admission'),
+  };
+}
+
+/** True for an address that only this machine can reach. */
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$/.test(host);
+}
+
+/** Tasks one tidal-core query worker holds at once (its `PIPELINE_DEPTH`, not exported). */
+export const PIPELINE_DEPTH = 4;
+
+/** What the chain's automatic figures are derived from. */
+export interface PoolShape {
+  /** Query worker threads. */
+  readonly workers: number;
+  /** The database's own admission cap (`db.load.admissionLimit`; 0 when off). */
+  readonly admissionLimit: number;
+  /** @default os.availableParallelism() */
+  readonly cores?: number;
+}
+
+/**
+ * `--in-flight-cap auto`. By Little's law the requests in the server at once are L = X × R
+ * (throughput × time each spends inside):
+ * - queries: the database already bounds them. Its admission cap (noDiversity + 64 × workers, 256
+ *   on 2 workers) is L for X ≈ C (2 571 queries/s measured on 2 cores, docs/overload.md) and
+ *   R ≈ 100 ms, inside the 250 ms p99 budget at 3× C; of them workers × PIPELINE_DEPTH (8) run and
+ *   the rest queue. Admitting more HTTP queries than that only buys refusals tidal writes anyway,
+ *   after paying for the body. With the database's cap off, its auto value is used all the same.
+ * - writes: one is in flight for about one group-commit window (maxDelayMs 2 ms + the commit,
+ *   ≈ 4 ms); at 16 000 write requests/s per core L = 16 000 × 0.004 = 64 per core.
+ * So auto = the database's cap + 64 × cores: 384 with 2 workers on 2 cores.
+ */
+export function autoInFlightCap(pool: PoolShape): number {
+  const cores = pool.cores ?? availableParallelism();
+  return queryBound(pool) + 64 * cores;
+}
+
+function queryBound(pool: PoolShape): number {
+  // 128 + 64 × workers: tidal-core's autoAdmissionLimit with the default thresholds.
+  return pool.admissionLimit > 0 ? pool.admissionLimit : 128 + 64 * pool.workers;
+}
+
+/**
+ * Maps the flags onto the chain's settings:
+ * - the cap: `--in-flight-cap` (auto: {@link autoInFlightCap});
+ * - adaptive (unless `--no-adaptive`): floor workers × PIPELINE_DEPTH (below it a worker idles),
+ *   starting at the cap, congestion above 250 ms (the 3× C p99 budget), windows of 250 ms, × 0.9
+ *   on congestion;
+ * - tenants: on when keys are configured or `--tenant-rate` says so (without keys every request is
+ *   `anonymous`: one bucket would only be a second, blunter global limit), up to 10 000 tenants;
+ * - permits: retrieve and search each up to 3/4 of the database's query bound, so a flood of one
+ *   query kind leaves room for the other; writes have no pool (the write queue has backpressure);
+ * - period: only with `--period-quota`, per tenant, aligned to multiples of `--period-ms`.
+ */
+export function admissionOptions(config: ServeConfig, pool: PoolShape, hasKeys: boolean): AdmissionOptions {
+  const cap = config.inFlightCap === 'auto' ? autoInFlightCap(pool) : config.inFlightCap;
+  const floor = Math.max(1, pool.workers * PIPELINE_DEPTH);
+  const permits = Math.max(1, Math.ceil((queryBound(pool) * 3) / 4));
+  const rates = config.tenantRates;
+  const tenantsOn = rates === undefined ? hasKeys : rates !== false;
+  return {
+    inFlightCap: cap,
+    adaptive: config.adaptive ? { floor: cap > 0 ? Math.min(floor, cap) : floor, targetLatencyMs: 250, windowMs: 250, backoff: 0.9 } : false,
+    tenants: tenantsOn ? { tiers: rates ? rates.tiers : {}, overrides: rates ? rates.overrides : {}, maxTenants: 10_000 } : false,
+    permits: { retrieve: permits, search: permits },
+    period: config.periodQuota === undefined ? false : { quota: config.periodQuota, periodMs: config.periodMs, align: true, key: 'tenant' },
+  };
+}

@@ -1,0 +1,93 @@
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { StageStats } from './admission/types.js';
+
+/** Where the metrics read their gauges when the registry is scraped. */
+export interface ServeMetricsSource {
+  stages(): StageStats[];
+  inFlight(): number;
+}
+
+/** What the server reports per response. */
+export interface ServeMetrics {
+  /** One refusal, by the chain's reason or tidal's error code. */
+  refused(reason: string): void;
+  /** One answered request, by route name and status. */
+  response(route: string, status: number): void;
+}
+
+/**
+ * The server's metrics beside tidal-core's (`builder.metrics(registry)`): per chain stage its limit,
+ * in flight, admitted and rejected (read from the stage counters at scrape time, no work per
+ * request), requests in flight, refusals by reason and responses by route and status.
+ */
+export function createServeMetrics(registry: Registry, source: ServeMetricsSource, prefix = 'tidal_serve_'): ServeMetrics {
+  const registers = [registry];
+  new Gauge({
+    name: `${prefix}requests_in_flight`,
+    help: 'HTTP requests admitted and not yet answered',
+    registers,
+    collect() {
+      this.set(source.inFlight());
+    },
+  });
+  new Gauge({
+    name: `${prefix}stage_limit`,
+    help: "An admission stage's current limit (in flight, permits, rate); absent when the stage has none",
+    labelNames: ['stage'],
+    registers,
+    collect() {
+      this.reset();
+      for (const s of source.stages()) if (s.limit !== null) this.set({ stage: s.name }, s.limit);
+    },
+  });
+  new Gauge({
+    name: `${prefix}stage_in_flight`,
+    help: 'Requests holding a ticket of the admission stage',
+    labelNames: ['stage'],
+    registers,
+    collect() {
+      this.reset();
+      for (const s of source.stages()) this.set({ stage: s.name }, s.inFlight);
+    },
+  });
+  // The stages count for themselves; at scrape time the counters take the difference since the
+  // last scrape, so they stay monotonic counters to Prometheus.
+  const seen = new Map<string, number>();
+  const stageCounter = (field: 'admitted' | 'rejected', help: string) =>
+    new Counter({
+      name: `${prefix}stage_${field}_total`,
+      help,
+      labelNames: ['stage'],
+      registers,
+      collect() {
+        for (const s of source.stages()) {
+          const key = `${field}:${s.name}`;
+          const delta = s[field] - (seen.get(key) ?? 0);
+          if (delta > 0) this.inc({ stage: s.name }, delta);
+          seen.set(key, s[field]);
+        }
+      },
+    });
+  stageCounter('admitted', 'Requests an admission stage let through');
+  stageCounter('rejected', 'Requests an admission stage refused');
+  const refused = new Counter({
+    name: `${prefix}refused_total`,
+    help: "Requests refused, by the chain's reason or tidal's error code",
+    labelNames: ['reason'],
+    registers,
+  });
+  const responses = new Counter({
+    name: `${prefix}responses_total`,
+    help: 'HTTP responses by route and status',
+    labelNames: ['route', 'status'],
+    registers,
+  });
+  return {
+    refused(reason) {
+      refused.inc({ reason });
+    },
+    response(route, status) {
+      responses.inc({ route, status: String(status) });
+    },
+  };
+}

@@ -1,0 +1,161 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Registry } from 'prom-client';
+import { InvalidInputError, levelName, type DegradationLevel, type Item, type RetrieveRequest, type SearchRequest, type SignalInput } from 'tidal-core';
+import { ServeError } from './errors.js';
+import { contextOf } from './context.js';
+import type { ServeDb } from './server.js';
+
+/** What the routes need from the server. */
+export interface RouteDeps {
+  readonly db: ServeDb;
+  /** A query's deadline without an `x-tidal-timeout-ms` header; 0 for none. */
+  readonly defaultTimeoutMs: number;
+  readonly ready: () => boolean;
+  readonly stats: () => object;
+  readonly registry: Registry;
+}
+
+/** The header a request names its own deadline in, in milliseconds. */
+export const TIMEOUT_HEADER = 'x-tidal-timeout-ms';
+/** The header every successful query answer carries its degradation level in. */
+export const LEVEL_HEADER = 'x-tidal-degradation-level';
+const MAX_TIMEOUT_MS = 2_147_483_647;
+
+/**
+ * The chain's name for a request, from its method and path alone (the chain runs before routing).
+ * Every route below maps to one of these; anything else is `other` (and ends as a 404).
+ */
+export function routeName(method: string, path: string): string {
+  switch (path) {
+    case '/retrieve':
+      return 'retrieve';
+    case '/search':
+      return 'search';
+    case '/signals':
+      return 'signals';
+    case '/items':
+      return 'items';
+    case '/sessions':
+      return 'sessions';
+    case '/stats':
+      return 'stats';
+  }
+  if (path.startsWith('/items/')) return path.endsWith('/signals') && method === 'GET' ? 'item-signals' : 'items';
+  if (path.startsWith('/sessions/')) return 'sessions';
+  return 'other';
+}
+
+function objectBody(body: unknown, field = 'body'): Record<string, unknown> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new InvalidInputError(field, 'a JSON object', body);
+  return body as Record<string, unknown>;
+}
+
+function agentOf(body: Record<string, unknown>): string {
+  const agent = body.agent;
+  if (typeof agent !== 'string' || agent.length === 0) throw new InvalidInputError('agent', 'the session\'s agent id, a non-empty string', agent);
+  return agent;
+}
+
+/** The request's deadline: its header, else the body's `timeoutMs`, else the server's default. */
+function deadline(req: FastifyRequest, body: Record<string, unknown>, fallback: number): number | undefined {
+  const header = req.headers[TIMEOUT_HEADER];
+  if (header !== undefined) {
+    const text = Array.isArray(header) ? header[0] : header;
+    const ms = /^[0-9]{1,10}$/.test(text ?? '') ? Number(text) : Number.NaN;
+    if (!(ms >= 1 && ms <= MAX_TIMEOUT_MS)) {
+      throw new InvalidInputError(TIMEOUT_HEADER, `a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}`, text);
+    }
+    return ms;
+  }
+  if (body.timeoutMs !== undefined) return body.timeoutMs as number;
+  return fallback > 0 ? fallback : undefined;
+}
+
+/** An item as JSON: the embedding as a plain array (a Float32Array would serialise as an object). */
+function itemJson(item: Item): Record<string, unknown> {
+  return item.embedding === undefined ? { ...item } : { ...item, embedding: Array.from(item.embedding) };
+}
+
+/** Registers every route of tidal serve on `app` (the raw listener has already admitted the request). */
+export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
+  const { db } = deps;
+
+  // Probes and scrapes (exempt from the chain and from keys).
+  app.get('/healthz', async () => ({ ok: true }));
+  app.get('/readyz', async (_req, reply) => {
+    if (deps.ready()) return { ready: true };
+    return reply.code(503).send({ code: 'TIDAL_SERVE_DRAINING', message: 'not ready: the server is shutting down or its database is closed' });
+  });
+  app.get('/metrics', async (_req, reply) => {
+    const text = await deps.registry.metrics();
+    return reply.type(deps.registry.contentType).send(text);
+  });
+  app.get('/stats', async () => deps.stats());
+
+  // Items.
+  app.post('/items', async (req) => {
+    const items = Array.isArray(req.body) ? req.body : [objectBody(req.body)];
+    await db.upsertItems(items);
+    return { upserted: items.length };
+  });
+  app.put<{ Params: { id: string } }>('/items/:id', async (req) => {
+    const body = objectBody(req.body);
+    const id = req.params.id;
+    if (body.id !== undefined && body.id !== id) throw new InvalidInputError('id', `the id in the path (${JSON.stringify(id)}) or left out`, body.id);
+    await db.upsertItems([{ ...body, id } as Parameters<ServeDb['upsertItems']>[0][number]]);
+    return { upserted: 1 };
+  });
+  app.get<{ Params: { id: string } }>('/items/:id', async (req) => {
+    const item = await db.get(req.params.id);
+    if (item === undefined) throw new ServeError(404, 'TIDAL_SERVE_NOT_FOUND', `no item ${JSON.stringify(req.params.id)}`, { id: req.params.id });
+    return itemJson(item);
+  });
+  app.delete<{ Params: { id: string } }>('/items/:id', async (req) => {
+    await db.delete(req.params.id);
+    return { deleted: req.params.id };
+  });
+  app.get<{ Params: { id: string } }>('/items/:id/signals', async (req) => ({ id: req.params.id, signals: db.itemSignals(req.params.id) }));
+
+  // Signals: one object, or an array written all or none.
+  app.post('/signals', async (req) => {
+    if (Array.isArray(req.body)) {
+      const first = await db.signals(req.body as SignalInput[]);
+      return { seq: first, count: req.body.length };
+    }
+    const seq = await db.signal(objectBody(req.body) as unknown as SignalInput);
+    return { seq, count: 1 };
+  });
+
+  // Queries: the deadline and the client's disconnect become the query's timeoutMs and signal.
+  const query = <R extends { degradationLevel: DegradationLevel }>(run: (request: Record<string, unknown>) => Promise<R>) =>
+    async (req: FastifyRequest, reply: FastifyReply) => {
+      const body = objectBody(req.body);
+      const timeoutMs = deadline(req, body, deps.defaultTimeoutMs);
+      const request: Record<string, unknown> = { ...body, signal: contextOf(req.raw).signal() };
+      if (timeoutMs !== undefined) request.timeoutMs = timeoutMs;
+      const result = await run(request);
+      const level = levelName(result.degradationLevel);
+      void reply.header(LEVEL_HEADER, level);
+      return { ...result, degradationLevel: level };
+    };
+  app.post('/retrieve', query((r) => db.retrieve(r as unknown as RetrieveRequest)));
+  app.post('/search', query((r) => db.search(r as unknown as SearchRequest)));
+
+  // Agent sessions.
+  app.post('/sessions', async (req, reply) => {
+    const body = objectBody(req.body);
+    const handle = db.openSession(body as unknown as Parameters<ServeDb['openSession']>[0]);
+    return reply.code(201).send(handle);
+  });
+  app.get('/sessions', async () => ({ sessions: db.openSessions() }));
+  app.post<{ Params: { id: string } }>('/sessions/:id/signals', async (req) => {
+    const body = objectBody(req.body);
+    const { agent: _agent, ...signal } = body;
+    const seq = await db.sessionSignal({ id: req.params.id, agentId: agentOf(body) }, signal as unknown as SignalInput);
+    return { seq };
+  });
+  app.post<{ Params: { id: string } }>('/sessions/:id/close', async (req) => {
+    const body = req.body === undefined ? {} : objectBody(req.body);
+    return db.closeSession({ id: req.params.id, agentId: agentOf(body) });
+  });
+}

@@ -1,0 +1,370 @@
+/**
+ * The HTTP server: a `node:http` listener that runs the admission chain on the request line and
+ * headers alone and writes refusals itself, then hands what it admits to fastify for routing and
+ * body parsing. `bench/src/serve-refusal.ts` (docs/serve.md) measured why: a refusal written here
+ * costs what plain node:http costs, one answered from a fastify `onRequest` hook about 1.2× that.
+ */
+
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { Registry } from 'prom-client';
+import { InvalidInputError, type TidalDb } from 'tidal-core';
+import { createAdmissionChain } from './admission/chain.js';
+import type { AdmissionChain, AdmissionOptions, Clock, Refusal, ServeSample, Ticket } from './admission/types.js';
+import { attachContext, findContext, type RequestContext } from './context.js';
+import { CLIENT_CLOSED, ServeError, errorReply } from './errors.js';
+import type { KeyRing } from './keys.js';
+import { createServeMetrics, type ServeMetrics } from './metrics.js';
+import { Recorder } from './recorder.js';
+import { registerRoutes, routeName } from './routes.js';
+
+/** The calls of `TidalDb` the server makes; a `TidalDb` is one. */
+export type ServeDb = Pick<
+  TidalDb,
+  | 'upsertItems'
+  | 'get'
+  | 'delete'
+  | 'signal'
+  | 'signals'
+  | 'itemSignals'
+  | 'retrieve'
+  | 'search'
+  | 'openSession'
+  | 'sessionSignal'
+  | 'closeSession'
+  | 'openSessions'
+  | 'stats'
+  | 'closed'
+  | 'close'
+>;
+
+/** What the dashboard module gives the server: it answers `/dashboard` and its assets. */
+export interface DashboardHandler {
+  /** True when it answered the request; false sends it on to the routes (a 404). */
+  handle(req: IncomingMessage, res: ServerResponse): boolean;
+  close(): void;
+}
+
+/** Builds the dashboard from the server's sample source (`createDashboard` of `src/dashboard`). */
+export type DashboardFactory = (deps: { sample: () => ServeSample }) => DashboardHandler;
+
+/** Settings of {@link createServer}; everything but `db` is optional. */
+export interface ServerOptions {
+  /** An open database (open and warm: `/readyz` answers 200 until it closes or the server drains). */
+  readonly db: ServeDb;
+  /**
+   * The admission chain: a chain (tests pass a fake), its settings (built with
+   * `createAdmissionChain`), or `false` for none.
+   * @default false
+   */
+  readonly admission?: AdmissionChain | AdmissionOptions | false;
+  /** API keys; when given, every request but the exempt paths needs `Authorization: Bearer <key>`. */
+  readonly keys?: KeyRing;
+  /** A query's deadline when the request has no `x-tidal-timeout-ms` header; `0` for none. @default 10000 */
+  readonly timeoutMs?: number;
+  /** Largest request body, in bytes; a larger one is answered 413. @default 1048576 */
+  readonly bodyLimitBytes?: number;
+  /**
+   * Served at `/metrics`. Open the database with `builder.metrics(registry)` on the same registry to
+   * see tidal's own metrics beside the server's. @default a new Registry
+   */
+  readonly registry?: Registry;
+  /** @default Date.now */
+  readonly clock?: Clock;
+  /** The dashboard at `/dashboard`; without it the path answers 404. */
+  readonly dashboard?: DashboardFactory;
+  /** Close the database when the server closes. @default false */
+  readonly closeDb?: boolean;
+}
+
+/** Filled-in defaults of {@link ServerOptions}. */
+export const SERVER_DEFAULTS = Object.freeze({ timeoutMs: 10_000, bodyLimitBytes: 1_048_576 });
+
+export interface CloseOptions {
+  /** How long in-flight requests may take to finish before their connections are cut. @default 10000 */
+  readonly drainMs?: number;
+}
+
+/** A running (or not yet listening) tidal server. */
+export interface TidalServer {
+  /** Starts listening; resolves with `http://host:port` (the port the OS gave for port 0). */
+  listen(port: number, host: string): Promise<string>;
+  /** The URL once listening. */
+  readonly url: string | undefined;
+  /** Admitted requests not yet answered. */
+  readonly inFlight: number;
+  /** False once draining or the database closed: what `/readyz` says. */
+  readonly ready: boolean;
+  readonly recorder: Recorder;
+  readonly chain: AdmissionChain | undefined;
+  /**
+   * Stops accepting, answers new requests on open connections 503 (`/readyz` too), waits up to
+   * `drainMs` for the in-flight ones, cuts what is left, then closes the database when `closeDb`.
+   * Idempotent: every call returns the first call's promise.
+   */
+  close(options?: CloseOptions): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Paths never refused nor asked for a key: probes and scrapes must see the server as it is. */
+export function isExempt(path: string): boolean {
+  return path === '/healthz' || path === '/readyz' || path === '/metrics' || path === '/dashboard' || path.startsWith('/dashboard/');
+}
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+function writeJson(res: ServerResponse, status: number, body: object, headers: Readonly<Record<string, string>> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { ...headers, 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function writeRefusal(res: ServerResponse, r: Refusal): void {
+  const ms = Math.max(0, Math.ceil(r.retryAfterMs));
+  writeJson(
+    res,
+    r.status,
+    { code: r.code, message: r.message, reason: r.reason, retryAfterMs: ms },
+    { ...r.headers, 'retry-after': String(Math.ceil(ms / 1000)), 'x-retry-after-ms': String(ms) },
+  );
+}
+
+function checkWhole(name: string, value: number, min: number, max: number): number {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new RangeError(`options.${name} must be a whole number from ${min} to ${max}, got ${String(value)} (${typeof value})`);
+  }
+  return value;
+}
+
+/**
+ * Builds a tidal server over an open database. Nothing listens until `listen()`.
+ * @throws RangeError for an option out of range.
+ */
+export function createServer(options: ServerOptions): TidalServer {
+  const db = options.db;
+  const clock = options.clock ?? Date.now;
+  const timeoutMs = checkWhole('timeoutMs', options.timeoutMs ?? SERVER_DEFAULTS.timeoutMs, 0, 2_147_483_647);
+  const bodyLimit = checkWhole('bodyLimitBytes', options.bodyLimitBytes ?? SERVER_DEFAULTS.bodyLimitBytes, 1, 1 << 30);
+  const admission = options.admission ?? false;
+  const chain: AdmissionChain | undefined =
+    admission === false ? undefined : 'admit' in admission ? admission : createAdmissionChain(admission, clock);
+  const keys = options.keys;
+  const registry = options.registry ?? new Registry();
+
+  let inFlight = 0;
+  let draining = false;
+  let onIdle: (() => void) | undefined;
+  let url: string | undefined;
+
+  const recorder = new Recorder({ clock, inFlight: () => inFlight, level: () => db.stats().level });
+  const metrics: ServeMetrics = createServeMetrics(registry, { stages: () => chain?.stats() ?? [], inFlight: () => inFlight });
+  const dashboard = options.dashboard?.({ sample: () => recorder.sample() });
+
+  let route: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
+  const app: FastifyInstance = Fastify({
+    logger: false,
+    bodyLimit,
+    // The raw listener answers during a drain; fastify's own 503 would not have tidal's error shape.
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
+    serverFactory: (handler) => {
+      route = handler;
+      return createHttpServer(listener);
+    },
+  });
+
+  function finish(ctx: { route: string; code: string | undefined }, status: number, latencyMs: number): void {
+    recorder.record(ctx.route, status, ctx.code, latencyMs);
+    metrics.response(ctx.route, status);
+    if ((status === 429 || status === 503) && ctx.code !== undefined) metrics.refused(ctx.code);
+  }
+
+  function listener(req: IncomingMessage, res: ServerResponse): void {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    if (isExempt(path)) {
+      // Dashboard hook: `/dashboard` and everything under it goes to the dashboard module when one
+      // is configured (options.dashboard); it is exempt like the probes, never refused.
+      if (dashboard !== undefined && path.startsWith('/dashboard') && dashboard.handle(req, res)) return;
+      route!(req, res);
+      return;
+    }
+    const name = routeName(req.method ?? 'GET', path);
+    if (draining) {
+      res.setHeader('connection', 'close');
+      writeJson(res, 503, { code: 'TIDAL_SERVE_DRAINING', message: 'the server is shutting down; retry on another instance' }, { 'retry-after': '1', 'x-retry-after-ms': '1000' });
+      finish({ route: name, code: 'TIDAL_SERVE_DRAINING' }, 503, 0);
+      return;
+    }
+    let tenant = 'anonymous';
+    let tier: 'free' | 'pro' = 'free';
+    if (keys !== undefined) {
+      const grant = keys.authorize(req.headers.authorization);
+      if (grant === undefined) {
+        const message = req.headers.authorization === undefined ? 'an API key is required: Authorization: Bearer <key>' : 'the API key is not valid';
+        writeJson(res, 401, { code: 'TIDAL_SERVE_UNAUTHORIZED', message }, { 'www-authenticate': 'Bearer' });
+        finish({ route: name, code: 'TIDAL_SERVE_UNAUTHORIZED' }, 401, 0);
+        return;
+      }
+      tenant = grant.tenant;
+      tier = grant.tier;
+    }
+    const start = clock();
+    let ticket: Ticket | undefined;
+    if (chain !== undefined) {
+      const answer = chain.admit({ route: name, tenant, tier }, start);
+      if (!answer.admitted) {
+        writeRefusal(res, answer);
+        finish({ route: name, code: answer.reason }, answer.status, 0);
+        return;
+      }
+      ticket = answer;
+      if (answer.headers !== undefined) for (const [k, v] of Object.entries(answer.headers)) res.setHeader(k, v);
+    }
+    inFlight++;
+    let controller: AbortController | undefined;
+    let gone = false;
+    const ctx: RequestContext = {
+      route: name,
+      tenant,
+      code: undefined,
+      signal() {
+        controller ??= new AbortController();
+        if (gone && !controller.signal.aborted) controller.abort(new Error('the client closed the connection'));
+        return controller.signal;
+      },
+    };
+    attachContext(req, ctx);
+    // 'close' fires however the response ends: written in full, or the client went away first
+    // (then `writableFinished` is false). The ticket is released here, exactly once.
+    res.once('close', () => {
+      inFlight--;
+      const latencyMs = clock() - start;
+      const aborted = !res.writableFinished;
+      if (aborted) {
+        gone = true;
+        controller?.abort(new Error('the client closed the connection'));
+      }
+      const status = aborted ? CLIENT_CLOSED : res.statusCode;
+      // A timeout, tidal's own 503 and a 500 say the server is congested; a client error, a quota
+      // refusal and a client that went away say nothing about capacity.
+      ticket?.release({ latencyMs, ok: status !== 500 && status !== 503 && status !== 504 });
+      finish(ctx, status, latencyMs);
+      if (inFlight === 0) onIdle?.();
+    });
+    if (draining) res.setHeader('connection', 'close');
+    route!(req, res);
+  }
+
+  // Every body is read as JSON whatever its Content-Type says (curl -d sends a form type).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
+    const text = body as string;
+    try {
+      done(null, JSON.parse(text));
+    } catch (err) {
+      done(new InvalidInputError('body', `a JSON document (${(err as Error).message})`, text), undefined);
+    }
+  });
+  app.setErrorHandler((err, req, reply) => {
+    const mapped = fastifyError(err, bodyLimit);
+    const r = errorReply(mapped);
+    const ctx = findContext(req.raw);
+    if (ctx !== undefined) ctx.code = r.body.code;
+    void reply.code(r.status).headers(r.headers).type(JSON_TYPE).send(r.body);
+  });
+  app.setNotFoundHandler((req, reply) => {
+    const ctx = findContext(req.raw);
+    if (ctx !== undefined) ctx.code = 'TIDAL_SERVE_NOT_FOUND';
+    void reply
+      .code(404)
+      .type(JSON_TYPE)
+      .send({ code: 'TIDAL_SERVE_NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}` });
+  });
+  registerRoutes(app, {
+    db,
+    defaultTimeoutMs: timeoutMs,
+    ready: () => !draining && !db.closed,
+    stats: () => ({ db: db.stats(), chain: chain?.stats() ?? [], sample: recorder.sample(), server: { inFlight, draining } }),
+    registry,
+  });
+
+  let closing: Promise<void> | undefined;
+  const server: TidalServer = {
+    async listen(port, host) {
+      await app.listen({ port, host });
+      const address = app.server.address() as AddressInfo;
+      url = `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
+      return url;
+    },
+    get url() {
+      return url;
+    },
+    get inFlight() {
+      return inFlight;
+    },
+    get ready() {
+      return !draining && !db.closed;
+    },
+    recorder,
+    chain,
+    close(closeOptions = {}) {
+      closing ??= (async () => {
+        draining = true;
+        const drainMs = closeOptions.drainMs ?? 10_000;
+        const http: Server = app.server;
+        // fastify's close stops accepting and closes idle keep-alive connections; it resolves
+        // once every connection has ended.
+        const closed = app.close();
+        if (inFlight > 0) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, drainMs);
+            timer.unref();
+            onIdle = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+        }
+        http.closeAllConnections();
+        await closed;
+        dashboard?.close();
+        if (options.closeDb === true) await db.close();
+      })();
+      return closing;
+    },
+    [Symbol.asyncDispose]() {
+      return server.close();
+    },
+  };
+  return server;
+}
+
+/** fastify's own errors (body too large, bad content length) in tidal's error shape. */
+function fastifyError(err: unknown, bodyLimit: number): unknown {
+  const e = err as { code?: unknown; statusCode?: unknown; message?: unknown };
+  if (e?.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return new ServeError(413, 'TIDAL_SERVE_BODY_TOO_LARGE', `the request body is over the limit of ${bodyLimit} bytes`, { limitBytes: bodyLimit });
+  }
+  if (typeof e?.code === 'string' && e.code.startsWith('FST_') && typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+    return new ServeError(e.statusCode, 'TIDAL_SERVE_BAD_REQUEST', String(e.message));
+  }
+  return err;
+}
+
+/** Options of {@link startServer}: the server's, plus where to listen. */
+export interface StartOptions extends ServerOptions {
+  /** @default 7070 */
+  readonly port?: number;
+  /** @default '127.0.0.1' */
+  readonly host?: string;
+}
+
+/** {@link createServer}, then `listen()`: resolves with the listening server. */
+export async function startServer(options: StartOptions): Promise<TidalServer> {
+  const server = createServer(options);
+  await server.listen(options.port ?? 7070, options.host ?? '127.0.0.1');
+  return server;
+}

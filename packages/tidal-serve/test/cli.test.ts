@@ -1,0 +1,120 @@
+/**
+ * The `tidal` command as a user runs it: a child process of the built CLI. Bad flags refuse to
+ * start with one line and exit code 2; SIGTERM under load drains, closes the database and exits 0,
+ * and the data directory opens again with every acknowledged write in it.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { TidalDb } from 'tidal-core';
+
+const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+const SCHEMA = { signals: [{ name: 'view', halfLifeMs: 3_600_000, velocity: true }], metadata: { category: 'string' as const } };
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tidal-serve-cli-'));
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+function run(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 30_000 });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('tidal serve flags', () => {
+  it.each([
+    [['serve', '--demo', '--port', 'abc'], /^tidal serve: --port must be a whole number from 0 to 65535, got "abc"/],
+    [['serve', '--demo', '--in-flight-cap', '2.5'], /^tidal serve: --in-flight-cap must be a whole number/],
+    [['serve', '--demo', '--bogus'], /^tidal serve: flag must be one that tidal serve --help lists, got "--bogus"/],
+    [['serve', '--path', 'x'], /^tidal serve: --schema must be given/],
+    [['serve', '--demo', '--host', '0.0.0.0'], /^tidal serve: --keys is required when --host is not a loopback address \(got 0\.0\.0\.0\)/],
+    [['launch'], /^tidal serve: unknown command "launch"/],
+  ])('%j exits 2 with one line', (args, message) => {
+    const r = run(args);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stdout).toBe('');
+  });
+
+  it('exits 2 for a schema file that is not there, and for a keys file with a short key', () => {
+    const dir = tempDir();
+    const missing = run(['serve', '--path', join(dir, 'data'), '--schema', join(dir, 'none.json')]);
+    expect(missing.status).toBe(2);
+    expect(missing.stderr).toMatch(/^tidal serve: --schema must be a readable file/);
+    const keys = join(dir, 'keys.json');
+    writeFileSync(keys, JSON.stringify({ short: { tenant: 'a', tier: 'pro' } }));
+    const bad = run(['serve', '--demo', '--keys', keys]);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/at least 16 characters/);
+  });
+
+  it('--help lists the flags and exits 0', () => {
+    const r = run(['serve', '--help']);
+    expect(r.status).toBe(0);
+    for (const flag of ['--path', '--schema', '--port', '--demo', '--in-flight-cap', '--keys', '--drain-ms', '--no-admission']) expect(r.stdout).toContain(flag);
+  });
+});
+
+describe('tidal serve shutdown', () => {
+  it('on SIGTERM under load: drains, closes the database, exits 0, and the directory reopens with every acknowledged write', async () => {
+    const dir = tempDir();
+    const schemaFile = join(dir, 'schema.json');
+    writeFileSync(schemaFile, JSON.stringify(SCHEMA));
+    const data = join(dir, 'data');
+    const child = spawn(process.execPath, [CLI, 'serve', '--path', data, '--schema', schemaFile, '--port', '0', '--workers', '1', '--drain-ms', '20000'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    onTestFinished(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    let stderr = '';
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const lines = createInterface({ input: child.stdout });
+    const first = await new Promise<string>((resolve) => lines.once('line', resolve));
+    expect(first).toMatch(/^tidal serve listening on http:\/\/127\.0\.0\.1:[0-9]+$/);
+    const url = first.slice('tidal serve listening on '.length);
+
+    let acked = 0;
+    let stopAt = Number.POSITIVE_INFINITY;
+    const signalled = new Promise<void>((resolve) => {
+      // Eight writers; SIGTERM goes out once 40 writes are acknowledged (a count, not a time).
+      const loop = async (): Promise<void> => {
+        for (;;) {
+          let res: Response;
+          try {
+            res = await fetch(`${url}/signals`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ item: 'hot', kind: 'view' }) });
+            await res.text();
+          } catch {
+            return;   // the listener is gone
+          }
+          if (res.status !== 200) return;   // 503 while draining
+          acked++;
+          if (acked === 40) {
+            stopAt = acked;
+            child.kill('SIGTERM');
+            resolve();
+          }
+        }
+      };
+      for (let i = 0; i < 8; i++) void loop();
+    });
+    await signalled;
+    expect(await exited).toBe(0);
+    expect(stderr).toMatch(/SIGTERM, draining/);
+    expect(acked).toBeGreaterThanOrEqual(stopAt);
+
+    const db = await TidalDb.builder().path(data).schema(SCHEMA).workers(1).open();
+    try {
+      expect(db.itemSignals('hot').view!.count).toBeGreaterThanOrEqual(acked);
+    } finally {
+      await db.close();
+    }
+  });
+});

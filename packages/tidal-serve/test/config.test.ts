@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidInputError } from 'tidal-core';
+import { HELP, PIPELINE_DEPTH, admissionOptions, autoInFlightCap, isLoopback, parseServeArgs } from 'tidal-serve';
+
+function refusal(argv: string[]): InvalidInputError {
+  try {
+    parseServeArgs(argv);
+  } catch (err) {
+    if (InvalidInputError.is(err)) return err;
+    throw err;
+  }
+  throw new Error(`accepted ${argv.join(' ')}`);
+}
+
+describe('parseServeArgs', () => {
+  it('fills in the defaults', () => {
+    const c = parseServeArgs(['--path', './data', '--schema', 's.json']);
+    expect(c).toMatchObject({ path: './data', schema: 's.json', port: 7070, host: '127.0.0.1', demo: false, inFlightCap: 'auto', adaptive: true, admission: true, timeoutMs: 10_000, drainMs: 10_000, bodyLimitBytes: 1_048_576 });
+    expect(c.tenantRates).toBeUndefined();
+    expect(c.periodQuota).toBeUndefined();
+  });
+
+  it('reads every flag, in both --flag value and --flag=value forms', () => {
+    const c = parseServeArgs([
+      '--demo', '--demo-items=500', '--port', '0', '--host', '::1', '--workers', '2', '--in-flight-cap', '0', '--no-adaptive',
+      '--tenant-rate', 'free=10,pro=50:80,acme=2.5', '--period-quota', '100', '--period-ms', '1000', '--keys', 'k.json',
+      '--timeout-ms', '0', '--drain-ms', '500', '--body-limit', '2048', '--no-admission',
+    ]);
+    expect(c).toMatchObject({ demo: true, demoItems: 500, port: 0, host: '::1', workers: 2, inFlightCap: 0, adaptive: false, periodQuota: 100, periodMs: 1000, keys: 'k.json', timeoutMs: 0, drainMs: 500, bodyLimitBytes: 2048, admission: false });
+    expect(c.tenantRates).toEqual({ tiers: { free: { ratePerSecond: 10, burst: 10 }, pro: { ratePerSecond: 50, burst: 80 } }, overrides: { acme: { ratePerSecond: 2.5, burst: 3 } } });
+  });
+
+  it.each([
+    [['--path', 'd', '--schema', 's', '--port', 'http'], '--port'],
+    [['--path', 'd', '--schema', 's', '--port', '70000'], '--port'],
+    [['--path', 'd', '--schema', 's', '--in-flight-cap', '1.5'], '--in-flight-cap'],
+    [['--path', 'd', '--schema', 's', '--in-flight-cap', '-1'], '--in-flight-cap'],
+    [['--path', 'd', '--schema', 's', '--workers', '0'], '--workers'],
+    [['--path', 'd', '--schema', 's', '--tenant-rate', 'free'], '--tenant-rate'],
+    [['--path', 'd', '--schema', 's', '--tenant-rate', 'free=0'], '--tenant-rate free'],
+    [['--path', 'd', '--schema', 's', '--period-ms', '10'], '--period-ms'],
+    [['--path', 'd', '--schema', 's', '--timeout-ms'], '--timeout-ms'],
+    [['--path', 'd', '--schema', 's', '--frobnicate'], 'flag'],
+    [['--path', 'd', '--schema', 's', 'extra'], 'argument'],
+    [['--path', 'd'], '--schema'],
+    [['--schema', 's'], '--path'],
+    [['--demo', '--path', 'd'], '--path'],
+    [['--path', 'd', '--schema', 's', '--demo-items', '5'], '--demo-items'],
+    [['--demo', '--no-adaptive=yes'], '--no-adaptive'],
+  ])('refuses %j naming %s', (argv, field) => {
+    expect(refusal(argv).field).toBe(field);
+  });
+
+  it('--help lists every flag', () => {
+    for (const flag of ['--path', '--schema', '--port', '--host', '--demo', '--demo-items', '--workers', '--in-flight-cap', '--no-adaptive', '--tenant-rate', '--period-quota', '--period-ms', '--keys', '--timeout-ms', '--drain-ms', '--body-limit', '--no-admission', '--help']) {
+      expect(HELP).toContain(`  ${flag} `);
+    }
+    expect(parseServeArgs(['--help']).help).toBe(true);
+  });
+});
+
+describe('admission settings from the flags', () => {
+  const pool = { workers: 2, admissionLimit: 256, cores: 2 };
+
+  it('auto caps at the database\'s limit plus write headroom per core', () => {
+    expect(autoInFlightCap(pool)).toBe(256 + 64 * 2);
+    expect(autoInFlightCap({ workers: 4, admissionLimit: 0, cores: 8 })).toBe(128 + 64 * 4 + 64 * 8);
+  });
+
+  it('maps the defaults: adaptive on above the pipeline, no tenants without keys, query permits, no period', () => {
+    const o = admissionOptions(parseServeArgs(['--demo']), pool, false);
+    expect(o.inFlightCap).toBe(384);
+    expect(o.adaptive).toMatchObject({ floor: 2 * PIPELINE_DEPTH, targetLatencyMs: 250 });
+    expect(o.tenants).toBe(false);
+    expect(o.permits).toEqual({ retrieve: 192, search: 192 });
+    expect(o.period).toBe(false);
+  });
+
+  it('turns tenants on with keys or rates, and the period limit on with a quota', () => {
+    expect(admissionOptions(parseServeArgs(['--demo']), pool, true).tenants).toMatchObject({ maxTenants: 10_000 });
+    const o = admissionOptions(parseServeArgs(['--demo', '--tenant-rate', 'acme=5', '--period-quota', '9', '--period-ms', '1000', '--in-flight-cap', '50', '--no-adaptive']), pool, false);
+    expect(o.tenants).toMatchObject({ overrides: { acme: { ratePerSecond: 5, burst: 5 } } });
+    expect(o.period).toEqual({ quota: 9, periodMs: 1000, align: true, key: 'tenant' });
+    expect(o.inFlightCap).toBe(50);
+    expect(o.adaptive).toBe(false);
+    expect(admissionOptions(parseServeArgs(['--demo', '--tenant-rate', 'off']), pool, true).tenants).toBe(false);
+  });
+
+  it('knows loopback addresses', () => {
+    expect(['127.0.0.1', '127.1.2.3', '::1', 'localhost'].every(isLoopback)).toBe(true);
+    expect(['0.0.0.0', '10.0.0.1', '::', 'example.com'].some(isLoopback)).toBe(false);
+  });
+});

@@ -1,0 +1,450 @@
+/**
+ * The server black-box on an ephemeral port of 127.0.0.1: routes against a real database, error
+ * shapes and status mapping against a fake one that throws what a test tells it to, the chain's
+ * place (exempt paths, refusals written as given, tickets released once with their outcome), the
+ * deadline header, abort on disconnect, keys and the body limit. Orders come from deferred
+ * promises, never from sleeps.
+ */
+import { request as httpRequest } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import {
+  AbortedError,
+  BackpressureError,
+  InvalidInputError,
+  MemoryPressureError,
+  OverloadedError,
+  RateLimitedError,
+  TidalDb,
+  type RetrieveRequest,
+  type RetrieveResults,
+} from 'tidal-core';
+import { Registry } from 'prom-client';
+import {
+  KeyRing,
+  createServer,
+  startServer,
+  type AdmissionChain,
+  type Outcome,
+  type Refusal,
+  type RequestInfo,
+  type ServeDb,
+  type ServerOptions,
+  type TidalServer,
+  type Ticket,
+} from 'tidal-serve';
+
+const NOW = Date.UTC(2025, 0, 1);
+const HOUR = 3_600_000;
+const SCHEMA = {
+  signals: [
+    { name: 'view', halfLifeMs: HOUR, velocity: true },
+    { name: 'like', halfLifeMs: 24 * HOUR, windows: ['24h', 'all'] as const },
+  ],
+  metadata: { category: 'string' as const },
+  embeddingDims: 3,
+};
+
+interface Reply {
+  status: number;
+  headers: Headers;
+  body: Record<string, unknown>;
+  text: string;
+}
+
+async function call(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Reply> {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let parsed: Record<string, unknown> = {};
+  try {
+    parsed = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    // /metrics is text
+  }
+  return { status: res.status, headers: res.headers, body: parsed, text };
+}
+
+function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void; reject: (e: unknown) => void } {
+  let resolve!: (v: T) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+async function serve(options: ServerOptions): Promise<{ server: TidalServer; url: string }> {
+  const server = await startServer({ ...options, port: 0, host: '127.0.0.1' });
+  onTestFinished(() => server.close({ drainMs: 0 }));
+  return { server, url: server.url! };
+}
+
+const STATS = {
+  inFlight: 0,
+  level: 'Full',
+} as const;
+
+/** A database double whose query and write calls do what the test gives them. */
+function fakeDb(parts: Partial<Record<keyof ServeDb, unknown>>): ServeDb {
+  return { stats: () => STATS, closed: false, close: async () => {}, ...parts } as unknown as ServeDb;
+}
+
+/** A chain that records every admission and release; `refuse` decides per request. */
+function recordingChain(refuse: (info: RequestInfo) => Refusal | undefined = () => undefined) {
+  const admitted: RequestInfo[] = [];
+  const released: Outcome[] = [];
+  const releasedOnce = deferred<Outcome>();
+  const chain: AdmissionChain = {
+    admit(info): Ticket | Refusal {
+      const refusal = refuse(info);
+      if (refusal) return refusal;
+      admitted.push(info);
+      let done = false;
+      return {
+        admitted: true,
+        headers: { 'x-quota-state': 'allowed' },
+        release(outcome) {
+          if (done) throw new Error('released twice');
+          done = true;
+          released.push(outcome);
+          releasedOnce.resolve(outcome);
+        },
+      };
+    },
+    stats: () => [{ name: 'inflight', limit: 7, inFlight: admitted.length - released.length, admitted: admitted.length, rejected: 0 }],
+  };
+  return { chain, admitted, released, releasedOnce: releasedOnce.promise };
+}
+
+const REFUSE_ALL: Refusal = {
+  admitted: false,
+  status: 503,
+  code: 'TIDAL_SERVE_INFLIGHT',
+  reason: 'inflight',
+  retryAfterMs: 1234.2,
+  message: 'too many requests in flight',
+  headers: { 'x-stage': 'inflight' },
+};
+
+describe('routes against a real database', () => {
+  let db: TidalDb;
+  let server: TidalServer;
+  let url: string;
+  let registry: Registry;
+
+  beforeAll(async () => {
+    registry = new Registry();
+    db = await TidalDb.builder().ephemeral().schema(SCHEMA).workers(1).clock(() => NOW).metrics(registry).open();
+    server = await startServer({ db, port: 0, host: '127.0.0.1', registry });
+    url = server.url!;
+  });
+  afterAll(async () => {
+    await server.close({ drainMs: 0 });
+    await db.close();
+  });
+
+  it('upserts one item, a batch and by PUT, gets it with its embedding as an array, deletes it', async () => {
+    expect((await call(url, 'POST', '/items', { id: 'a', text: 'jazz piano', embedding: [1, 0, 0], metadata: { category: 'jazz' } })).body).toEqual({ upserted: 1 });
+    expect((await call(url, 'POST', '/items', [{ id: 'b', text: 'rock guitar' }, { id: 'c', text: 'jazz guitar' }])).body).toEqual({ upserted: 2 });
+    expect((await call(url, 'PUT', '/items/d', { text: 'pop song' })).status).toBe(200);
+    const got = await call(url, 'GET', '/items/a');
+    expect(got.body).toMatchObject({ id: 'a', text: 'jazz piano', embedding: [1, 0, 0], metadata: { category: 'jazz' } });
+    expect((await call(url, 'DELETE', '/items/d')).body).toEqual({ deleted: 'd' });
+    const gone = await call(url, 'GET', '/items/d');
+    expect(gone.status).toBe(404);
+    expect(gone.body).toEqual({ code: 'TIDAL_SERVE_NOT_FOUND', message: 'no item "d"', id: 'd' });
+  });
+
+  it('refuses a PUT whose body names another id', async () => {
+    const r = await call(url, 'PUT', '/items/x', { id: 'y' });
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'id', value: 'y' });
+  });
+
+  it('writes one signal and a batch, and reads an item\'s signal values', async () => {
+    const one = await call(url, 'POST', '/signals', { item: 'a', kind: 'view', at: NOW - 60_000 });
+    const batch = await call(url, 'POST', '/signals', [
+      { item: 'a', kind: 'view', at: NOW - 60_000 },
+      { item: 'c', kind: 'like', at: NOW - 60_000 },
+    ]);
+    expect(batch.body).toEqual({ seq: (one.body.seq as number) + 1, count: 2 });
+    const values = await call(url, 'GET', '/items/a/signals');
+    expect(values.body).toMatchObject({ id: 'a', signals: { view: { count: 2 } } });
+  });
+
+  it('answers retrieve and search with the degradation level in a header and in the body', async () => {
+    const r = await call(url, 'POST', '/retrieve', { profile: 'popular', limit: 5 });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-tidal-degradation-level')).toBe('Full');
+    expect(r.body.degradationLevel).toBe('Full');
+    expect((r.body.items as { id: string }[]).map((i) => i.id)).toEqual(['a', 'c']);
+    const s = await call(url, 'POST', '/search', { text: 'jazz' });
+    expect(s.headers.get('x-tidal-degradation-level')).toBe('Full');
+    expect(s.body).toMatchObject({ mode: 'text', degradationLevel: 'Full' });
+  });
+
+  it('opens a session, signals through it, lists it and closes it', async () => {
+    const opened = await call(url, 'POST', '/sessions', { agent: 'agent-7', ttlMs: 60_000 });
+    expect(opened.status).toBe(201);
+    const id = opened.body.id as string;
+    expect((await call(url, 'POST', `/sessions/${id}/signals`, { agent: 'agent-7', item: 'b', kind: 'view' })).status).toBe(200);
+    const listed = await call(url, 'GET', '/sessions');
+    expect((listed.body.sessions as { id: string; seenItems: number }[]).find((s) => s.id === id)?.seenItems).toBe(1);
+    const closed = await call(url, 'POST', `/sessions/${id}/close`, { agent: 'agent-7' });
+    expect(closed.body).toMatchObject({ id, signalsWritten: 1, autoClosed: false });
+    const again = await call(url, 'POST', `/sessions/${id}/close`, { agent: 'agent-7' });
+    expect(again.status).toBe(409);
+    expect(again.body).toMatchObject({ code: 'TIDAL_SESSION_CLOSED', sessionId: id });
+  });
+
+  it('answers every error as { code, message, ...fields } without a stack', async () => {
+    const bad = await call(url, 'POST', '/retrieve', { profile: 'popular', limit: 0 });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toEqual({ code: 'TIDAL_INVALID_INPUT', message: expect.stringContaining('limit'), field: 'limit', value: 0 });
+    expect(bad.text).not.toMatch(/stack|at .*\.js/);
+    const notJson = await call(url, 'POST', '/signals', '{oops');
+    expect(notJson.status).toBe(400);
+    expect(notJson.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'body' });
+    const arrayBody = await call(url, 'POST', '/retrieve', [1]);
+    expect(arrayBody.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'body' });
+    const noRoute = await call(url, 'GET', '/nowhere');
+    expect(noRoute.status).toBe(404);
+    expect(noRoute.body).toEqual({ code: 'TIDAL_SERVE_NOT_FOUND', message: 'no route GET /nowhere' });
+  });
+
+  it('serves probes, /stats and /metrics with tidal-core\'s and the server\'s metrics', async () => {
+    expect((await call(url, 'GET', '/healthz')).body).toEqual({ ok: true });
+    expect((await call(url, 'GET', '/readyz')).body).toEqual({ ready: true });
+    const stats = await call(url, 'GET', '/stats');
+    expect(stats.body).toMatchObject({ db: { level: 'Full' }, chain: [], sample: { level: 'Full' } });
+    const metrics = await call(url, 'GET', '/metrics');
+    expect(metrics.text).toMatch(/tidal_queries_total\{level="Full",op="retrieve"\} \d/);
+    expect(metrics.text).toMatch(/tidal_serve_responses_total\{route="retrieve",status="200"\} \d/);
+    expect(metrics.text).toMatch(/tidal_serve_responses_total\{route="retrieve",status="400"\} \d/);
+  });
+});
+
+describe('status mapping', () => {
+  const cases: [string, () => Error, number, string, string | undefined][] = [
+    ['OverloadedError', () => new OverloadedError(300, 256, 1500), 503, 'TIDAL_OVERLOADED', '2'],
+    ['BackpressureError', () => new BackpressureError(20_000, 16_384, 12), 503, 'TIDAL_BACKPRESSURE', '1'],
+    ['MemoryPressureError', () => new MemoryPressureError(10, 100), 503, 'TIDAL_MEMORY_PRESSURE', undefined],
+    ['RateLimitedError', () => new RateLimitedError('agent', 'sess', 5, 200, 10), 429, 'TIDAL_RATE_LIMITED', '1'],
+    ['InvalidInputError', () => new InvalidInputError('profile', 'one of the profiles', 'x'), 400, 'TIDAL_INVALID_INPUT', undefined],
+  ];
+  for (const [name, make, status, code, retryAfter] of cases) {
+    it(`${name} → ${status} with its code, fields and retry figures`, async () => {
+      const err = make();
+      const { url } = await serve({ db: fakeDb({ retrieve: async () => Promise.reject(err) }) });
+      const r = await call(url, 'POST', '/retrieve', { profile: 'popular' });
+      expect(r.status).toBe(status);
+      expect(r.body.code).toBe(code);
+      expect(r.body.message).toBe(err.message);
+      expect(r.body).not.toHaveProperty('stack');
+      expect(r.headers.get('retry-after') ?? undefined).toBe(retryAfter);
+      const ms = (err as { retryAfterMs?: number }).retryAfterMs;
+      expect(r.headers.get('x-retry-after-ms') ?? undefined).toBe(ms === undefined ? undefined : String(ms));
+      if (ms !== undefined) expect(r.body.retryAfterMs).toBe(ms);
+    });
+  }
+
+  it('an unknown failure is a 500 that shows no message', async () => {
+    const { url } = await serve({ db: fakeDb({ retrieve: async () => Promise.reject(new Error('secret path /etc/x')) }) });
+    const r = await call(url, 'POST', '/retrieve', { profile: 'popular' });
+    expect(r.status).toBe(500);
+    expect(r.body).toEqual({ code: 'TIDAL_SERVE_INTERNAL', message: 'internal error' });
+  });
+});
+
+describe('the admission chain', () => {
+  it('answers the exempt paths while the chain refuses everything else, and writes refusals as given', async () => {
+    let asked = 0;
+    const chain: AdmissionChain = {
+      admit: () => {
+        asked++;
+        return REFUSE_ALL;
+      },
+      stats: () => [],
+    };
+    const { url } = await serve({ db: fakeDb({}), admission: chain });
+    for (const path of ['/healthz', '/readyz', '/metrics']) expect((await call(url, 'GET', path)).status).toBe(200);
+    expect((await call(url, 'GET', '/dashboard')).status).toBe(404);   // exempt, no dashboard configured
+    expect(asked).toBe(0);
+    const r = await call(url, 'POST', '/retrieve', { profile: 'popular' });
+    expect(asked).toBe(1);
+    expect(r.status).toBe(503);
+    expect(r.body).toEqual({ code: 'TIDAL_SERVE_INFLIGHT', message: 'too many requests in flight', reason: 'inflight', retryAfterMs: 1235 });
+    expect(r.headers.get('retry-after')).toBe('2');
+    expect(r.headers.get('x-retry-after-ms')).toBe('1235');
+    expect(r.headers.get('x-stage')).toBe('inflight');
+  });
+
+  it('refuses before the body is read: a refused request never reaches a route', async () => {
+    let reached = false;
+    const chain: AdmissionChain = { admit: () => REFUSE_ALL, stats: () => [] };
+    const { url } = await serve({ db: fakeDb({ upsertItems: async () => void (reached = true) }), admission: chain, bodyLimitBytes: 10 });
+    // Over the body limit: had the body been looked at, this would be a 413.
+    const r = await call(url, 'POST', '/items', { id: 'a'.repeat(100) });
+    expect(r.status).toBe(503);
+    expect(reached).toBe(false);
+  });
+
+  it('names the route and the tenant, and releases the ticket once with ok for a client error', async () => {
+    const rec = recordingChain();
+    const { url } = await serve({ db: fakeDb({ retrieve: async () => Promise.reject(new InvalidInputError('limit', 'x', 0)) }), admission: rec.chain });
+    const r = await call(url, 'POST', '/retrieve', { profile: 'popular' });
+    expect(r.status).toBe(400);
+    expect(r.headers.get('x-quota-state')).toBe('allowed');
+    expect(rec.admitted).toEqual([{ route: 'retrieve', tenant: 'anonymous', tier: 'free' }]);
+    const outcome = await rec.releasedOnce;
+    expect(outcome.ok).toBe(true);
+    expect(rec.released).toHaveLength(1);
+  });
+
+  it('reports a capacity failure (tidal\'s 503) as not ok', async () => {
+    const rec = recordingChain();
+    const { url } = await serve({ db: fakeDb({ search: async () => Promise.reject(new OverloadedError(1, 1, 5)) }), admission: rec.chain });
+    await call(url, 'POST', '/search', { text: 'x' });
+    expect((await rec.releasedOnce).ok).toBe(false);
+  });
+
+  it('counts refusals by reason in /metrics and in the recorder', async () => {
+    let now = 5_000;
+    const chain: AdmissionChain = { admit: () => REFUSE_ALL, stats: () => [{ name: 'inflight', limit: 3, inFlight: 0, admitted: 0, rejected: 2 }] };
+    const { url, server } = await serve({ db: fakeDb({}), admission: chain, clock: () => now });
+    await call(url, 'POST', '/retrieve', {});
+    await call(url, 'POST', '/retrieve', {});
+    now += 1000;
+    expect(server.recorder.sample().refusedPerSec).toEqual({ inflight: 2 });
+    const metrics = (await call(url, 'GET', '/metrics')).text;
+    expect(metrics).toMatch(/tidal_serve_refused_total\{reason="inflight"\} 2/);
+    expect(metrics).toMatch(/tidal_serve_stage_limit\{stage="inflight"\} 3/);
+    expect(metrics).toMatch(/tidal_serve_stage_rejected_total\{stage="inflight"\} 2/);
+  });
+});
+
+describe('deadlines and disconnects', () => {
+  it('passes x-tidal-timeout-ms as the query\'s timeoutMs, else the default, and refuses a bad header', async () => {
+    const seen: (number | undefined)[] = [];
+    const db = fakeDb({
+      retrieve: async (req: RetrieveRequest) => {
+        seen.push(req.timeoutMs);
+        return { items: [], degradationLevel: 0, warnings: [] } as unknown as RetrieveResults;
+      },
+    });
+    const { url } = await serve({ db, timeoutMs: 750 });
+    await call(url, 'POST', '/retrieve', { profile: 'popular' }, { 'x-tidal-timeout-ms': '40' });
+    await call(url, 'POST', '/retrieve', { profile: 'popular' });
+    const bad = await call(url, 'POST', '/retrieve', { profile: 'popular' }, { 'x-tidal-timeout-ms': '1.5' });
+    expect(seen).toEqual([40, 750]);
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'x-tidal-timeout-ms', value: '1.5' });
+  });
+
+  it('a client that disconnects mid-query aborts it (AbortError) and its ticket is released', async () => {
+    const started = deferred();
+    const ended = deferred<unknown>();
+    const db = fakeDb({
+      retrieve: (req: RetrieveRequest) =>
+        new Promise((_resolve, reject) => {
+          started.resolve();
+          req.signal!.addEventListener('abort', () => {
+            const err = new AbortedError('retrieve', req.signal!.reason);
+            ended.resolve(err);
+            reject(err);
+          });
+        }),
+    });
+    const rec = recordingChain();
+    const { url, server } = await serve({ db, admission: rec.chain });
+    const { port } = new URL(url);
+    const body = JSON.stringify({ profile: 'popular' });
+    const req = httpRequest({ host: '127.0.0.1', port, method: 'POST', path: '/retrieve', headers: { 'content-type': 'application/json', 'content-length': body.length } });
+    req.on('error', () => {});
+    req.end(body);
+    await started.promise;
+    expect(server.inFlight).toBe(1);
+    req.destroy();
+    const err = await ended.promise;
+    expect(AbortedError.is(err) && err.name === 'AbortError').toBe(true);
+    const outcome = await rec.releasedOnce;
+    expect(outcome.ok).toBe(true);   // a client going away says nothing about capacity
+    expect(rec.released).toHaveLength(1);
+    expect(server.inFlight).toBe(0);
+  });
+});
+
+describe('keys and limits', () => {
+  const KEY = 'k-0123456789abcdef';
+  it('401s a missing or unknown key, admits a good one as its tenant, and lets probes through without one', async () => {
+    const rec = recordingChain();
+    const keys = new KeyRing({ [KEY]: { tenant: 'acme', tier: 'pro' } });
+    const db = fakeDb({ openSessions: () => [] });
+    const { url } = await serve({ db, admission: rec.chain, keys });
+    const none = await call(url, 'GET', '/sessions');
+    expect(none.status).toBe(401);
+    expect(none.body.code).toBe('TIDAL_SERVE_UNAUTHORIZED');
+    expect(none.headers.get('www-authenticate')).toBe('Bearer');
+    expect((await call(url, 'GET', '/sessions', undefined, { authorization: 'Bearer k-not-a-real-key-000' })).status).toBe(401);
+    const ok = await call(url, 'GET', '/sessions', undefined, { authorization: `Bearer ${KEY}` });
+    expect(ok.status).toBe(200);
+    expect(rec.admitted).toEqual([{ route: 'sessions', tenant: 'acme', tier: 'pro' }]);
+    expect((await call(url, 'GET', '/healthz')).status).toBe(200);
+  });
+
+  it('refuses a short key, an unknown tier and an empty key set', () => {
+    expect(() => new KeyRing({ short: { tenant: 'a', tier: 'pro' } })).toThrow(/at least 16/);
+    expect(() => new KeyRing({ [KEY]: { tenant: 'a', tier: 'gold' } })).toThrow(/tier must be one of free, pro/);
+    expect(() => new KeyRing({})).toThrow(/at least one key/);
+  });
+
+  it('413s a body over the limit with a code, and serves one under it', async () => {
+    const db = fakeDb({ upsertItems: async () => {} });
+    const { url } = await serve({ db, bodyLimitBytes: 64 });
+    const big = await call(url, 'POST', '/items', { id: 'a', text: 'x'.repeat(100) });
+    expect(big.status).toBe(413);
+    expect(big.body).toEqual({ code: 'TIDAL_SERVE_BODY_TOO_LARGE', message: 'the request body is over the limit of 64 bytes', limitBytes: 64 });
+    expect((await call(url, 'POST', '/items', { id: 'a' })).status).toBe(200);
+  });
+
+  it('refuses an option out of range', () => {
+    expect(() => createServer({ db: fakeDb({}), bodyLimitBytes: 0 })).toThrow(/options.bodyLimitBytes must be a whole number/);
+  });
+});
+
+describe('draining', () => {
+  it('turns /readyz to 503 and refuses new work while an in-flight request finishes', async () => {
+    const started = deferred();
+    const finish = deferred<RetrieveResults>();
+    const db = fakeDb({
+      retrieve: () => {
+        started.resolve();
+        return finish.promise;
+      },
+    });
+    const server = createServer({ db });
+    const url = await server.listen(0, '127.0.0.1');
+    const inFlight = call(url, 'POST', '/retrieve', { profile: 'popular' });
+    await started.promise;
+    expect((await call(url, 'GET', '/readyz')).status).toBe(200);
+    const closing = server.close({ drainMs: 60_000 });
+    expect(server.ready).toBe(false);
+    finish.resolve({ items: [], degradationLevel: 0, warnings: [] } as unknown as RetrieveResults);
+    const answered = await inFlight;
+    expect(answered.status).toBe(200);
+    await closing;
+    expect(server.inFlight).toBe(0);
+  });
+
+  it('/readyz is 503 once the database is closed', async () => {
+    const { url } = await serve({ db: { ...fakeDb({}), closed: true } as ServeDb });
+    const r = await call(url, 'GET', '/readyz');
+    expect(r.status).toBe(503);
+    expect(r.body.code).toBe('TIDAL_SERVE_DRAINING');
+    expect((await call(url, 'GET', '/healthz')).status).toBe(200);
+  });
+});
