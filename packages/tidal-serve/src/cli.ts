@@ -9,6 +9,7 @@ import { availableParallelism } from 'node:os';
 import { Registry } from 'prom-client';
 import { InvalidInputError, TidalDb, type SchemaDefinition } from 'tidal-core';
 import { HELP, admissionOptions, isLoopback, parseServeArgs, type ServeConfig } from './config.js';
+import { createDashboard } from './dashboard/dashboard.js';
 import { loadDemo } from './demo/load.js';
 import { tidalSchema } from './demo/corpus.js';
 import { KeyRing } from './keys.js';
@@ -68,7 +69,7 @@ async function serve(config: ServeConfig): Promise<void> {
       bodyLimitBytes: config.bodyLimitBytes,
       registry,
       closeDb: true,
-      // Dashboard hook: `dashboard: createDashboard` (from './dashboard/index.js') goes here.
+      dashboard: (deps) => createDashboard(deps),
     });
     const url = await server.listen(config.port, config.host);
     handleShutdown(server, { drainMs: config.drainMs });

@@ -60,4 +60,5 @@ export {
   loadDemo,
   DEMO_DEFAULTS,
 } from './demo/index.js';
+export { mulberry32 } from './demo/random.js';
 export type { CorpusItem, CorpusOptions, CorpusSignal, SignalColumns, SignalKind, DemoOptions, DemoProgress } from './demo/index.js';

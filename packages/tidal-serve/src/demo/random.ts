@@ -1,7 +1,7 @@
 /**
- * mulberry32: tiny, fast, and good enough for synthetic data; returns floats in [0, 1). The same
- * generator as the bench's and the tests' (`bench/src/random.ts`), so the demo corpus is the bench
- * corpus item for item.
+ * mulberry32: tiny, fast, and good enough for synthetic data; returns floats in [0, 1). The bench
+ * and the tests use this same generator (through `bench/src/random.ts`), so the demo corpus is the
+ * bench corpus item for item and every random test input reproduces from its seed.
  */
 export function mulberry32(seed: number): () => number {
   let a = seed >>> 0;
