@@ -4,6 +4,7 @@ import { popularity, type QueryContext } from './context.js';
 import { selectAndHydrate } from './tail.js';
 import { queryTerms } from './text/tokenizer.js';
 import { searchTopK } from './text/top-k.js';
+import { compileUserPredicate } from './user-state.js';
 import type { Explain, SearchHit, SearchTask, WorkerSearchResult } from './types.js';
 
 /** Reciprocal rank fusion constant (Cormack et al.); ranks are 1-based. */
@@ -59,7 +60,13 @@ export class SearchExecutor {
     const useDiversity = task.diversity !== null && plan.diversity;
     const filter = compileFilter(task.filter, ctx.catalog);
     const present = ctx.catalog.present;
-    const pass: Predicate = task.filter ? (o) => present[o] === 1 && filter(o) : (o) => present[o] === 1;
+    const userCount = { dropped: 0 };
+    const user = compileUserPredicate(task.user, ctx.catalog, ctx.schema.creatorField, userCount);
+    const base: Predicate = task.filter ? (o) => present[o] === 1 && filter(o) : (o) => present[o] === 1;
+    // A user's hidden items and blocked creators are dropped inside each candidate stage (the BM25
+    // top-k takes it as its accept test), so the page is filled with items the user may see.
+    const pass: Predicate = user ? (o) => base(o) && user(o) : base;
+    const filtered = task.filter !== null || user !== null;
     const warnings: string[] = [];
     const explain: Explain = {
       annTopK: null,
@@ -76,7 +83,7 @@ export class SearchExecutor {
     if (task.text !== null) {
       // With nothing after it to reorder the hits (no vector to fuse, no filter, no boost, no
       // diversity at this level), BM25 order is the final order: fetch only `limit` rows.
-      const reordered = mode !== 'text' || task.filter !== null || task.boost > 0 || useDiversity;
+      const reordered = mode !== 'text' || filtered || task.boost > 0 || useDiversity;
       const depth = Math.max(1, Math.floor(BM25_CANDIDATES / plan.bm25Divisor));
       const limit = reordered ? depth : Math.min(depth, task.limit);
       explain.bm25Limit = limit;
@@ -85,7 +92,7 @@ export class SearchExecutor {
         warnings.push('the text has no searchable word');
       } else {
         const found = searchTopK(ctx.catalog.text, terms, limit, {
-          ...(task.filter ? { accept: pass } : {}),
+          ...(filtered ? { accept: pass } : {}),
           ...(level >= DegradationLevel.NoDiversity ? { postingsBudget: NO_DIVERSITY_POSTINGS_BUDGET } : {}),
         });
         explain.candidates += found.ordinals.length + found.filtered;
@@ -147,6 +154,7 @@ export class SearchExecutor {
       if (a) hit.semantic = a.similarity;
       return hit;
     });
+    if (task.user) explain.userFiltered = userCount.dropped;
     return { hits, warnings, explain, mode };
   }
 }
