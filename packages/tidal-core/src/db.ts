@@ -33,6 +33,7 @@ import { checkBatch, checkDiversity, checkFilter, checkFiniteNumber, checkId, ch
 import { Meta, openStorage } from './storage.js';
 import { recover } from './recovery.js';
 import { WritePath } from './write-path.js';
+import { Cursors, MAX_CURSOR_ITEMS, queryHash, type CursorState } from './cursor.js';
 import type { User, UserInput, UserRegistry } from './users.js';
 import { checkForYou, checkUserFilter, type UserCreatorInput, type UserItemInput } from './user-requests.js';
 import { estimateBytes, QueryFront, type QueryPlan } from './query-front.js';
@@ -96,6 +97,7 @@ export class TidalDb implements AsyncDisposable {
   readonly #defaultWindow: RetrieveTask['window'];
   readonly #sessions: SessionRegistry;
   readonly #users: UserRegistry;
+  readonly #cursors: Cursors;
   #closing: Promise<void> | undefined;
 
   /** Starts configuring a database. */
@@ -142,6 +144,7 @@ export class TidalDb implements AsyncDisposable {
     try {
       openStorage(this.#db, file);
       const meta = new Meta(this.#db);
+      this.#cursors = new Cursors(meta);
       const log = new SignalLog(this.#db);
       const checkpointRows = new SlotCheckpoint(this.#db, SLOT_BYTES, o.capacity.signalSlots);
       this.#defaultWindow = defaultWindow(o.schema);
@@ -381,6 +384,8 @@ export class TidalDb implements AsyncDisposable {
   async #retrieve(req: RetrieveRequest, guard: InFlightGuard): Promise<RetrieveResults> {
     let task: RetrieveTask;
     let plan: QueryPlan;
+    let hash: string;
+    let pinned: CursorState | null;
     try {
       if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a retrieve request object', req);
       const profile = checkProfile(req.profile, this.#schema);
@@ -396,6 +401,18 @@ export class TidalDb implements AsyncDisposable {
         forYou: checkForYou(req, this.#schema),
       };
       if (profile === 'for_you' && task.context !== null) throw new InvalidInputError('context', "absent for profile 'for_you' (it ranks around the user's preference vector)", req.context);
+      hash = queryHash('retrieve', {
+        profile,
+        context: task.context,
+        filter: task.filter,
+        diversity: task.diversity,
+        window: task.window,
+        session: req.session?.id ?? null,
+        user: req.user ?? null,
+        userFilter: checkUserFilter(req.userFilter, req.user !== undefined, this.#schema),
+        forYou: task.forYou,
+      });
+      pinned = this.#pin(req.cursor, hash, task);
       plan = this.#queries.plan(req, 'retrieve', guard);
     } catch (err) {
       guard[Symbol.dispose]();
@@ -404,10 +421,11 @@ export class TidalDb implements AsyncDisposable {
     const started = performance.now();
     // A session's query excludes what that session has seen: it is its own, never shared.
     // A user's query is theirs too (their hidden items, blocks and seen set): never shared.
-    const a = await this.#queries.run('retrieve', task, plan, task.exclude === null && !task.user, (r) => estimateBytes(r.items));
+    const a = await this.#queries.run('retrieve', task, plan, task.exclude === null && !task.user && !task.after, (r) => estimateBytes(r.items));
     const r = a.result;
     return {
       items: r.items.slice(),
+      nextCursor: this.#nextCursor(hash, r.nowMs, pinned, r.items, task.limit),
       degradationLevel: plan.level,
       levelReason: plan.reason,
       ageMs: a.ageMs,
@@ -429,6 +447,8 @@ export class TidalDb implements AsyncDisposable {
   async #search(req: SearchRequest, guard: InFlightGuard): Promise<SearchResults> {
     let task: SearchTask;
     let plan: QueryPlan;
+    let hash: string;
+    let pinned: CursorState | null;
     try {
       if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a search request object', req);
       const text = req.text === undefined ? null : checkText('text', req.text);
@@ -445,16 +465,27 @@ export class TidalDb implements AsyncDisposable {
         boost,
         user: this.#userState(req),
       };
+      hash = queryHash('search', {
+        text,
+        vector,
+        filter: task.filter,
+        diversity: task.diversity,
+        boost,
+        user: req.user ?? null,
+        userFilter: checkUserFilter(req.userFilter, req.user !== undefined, this.#schema),
+      });
+      pinned = this.#pin(req.cursor, hash, task);
       plan = this.#queries.plan(req, 'search', guard);
     } catch (err) {
       guard[Symbol.dispose]();
       throw err;
     }
     const started = performance.now();
-    const a = await this.#queries.run('search', task, plan, !task.user, (r) => estimateBytes(r.hits));
+    const a = await this.#queries.run('search', task, plan, !task.user && !task.after, (r) => estimateBytes(r.hits));
     const r = a.result;
     return {
       hits: r.hits.slice(),
+      nextCursor: this.#nextCursor(hash, r.nowMs, pinned, r.hits, task.limit),
       mode: r.mode,
       degradationLevel: plan.level,
       levelReason: plan.reason,
@@ -463,6 +494,28 @@ export class TidalDb implements AsyncDisposable {
       explain: { ...r.explain },
       tookMs: performance.now() - started,
     };
+  }
+
+  /**
+   * Checks a request's cursor against its query and pins the task to it: the clock the first page
+   * ranked at, and the items the earlier pages returned taken out of the ranking.
+   */
+  #pin(cursor: unknown, hash: string, task: RetrieveTask | SearchTask): CursorState | null {
+    if (cursor === undefined) return null;
+    const state = this.#cursors.decode(cursor, hash);
+    task.atMs = state.nowMs;
+    task.after = state.returned;
+    return state;
+  }
+
+  /** The cursor of the page after `rows`, or null when it was the last one. */
+  #nextCursor(hash: string, nowMs: number | undefined, pinned: CursorState | null, rows: readonly { id: string }[], limit: number): string | null {
+    const before = pinned?.returned.length ?? 0;
+    if (rows.length < limit || nowMs === undefined || before + rows.length >= MAX_CURSOR_ITEMS) return null;
+    const returned = new Int32Array(before + rows.length);
+    if (pinned) returned.set(pinned.returned);
+    for (let i = 0; i < rows.length; i++) returned[before + i] = this.#writes.ordinalOf(rows[i]!.id) ?? -1;
+    return this.#cursors.encode({ query: hash, nowMs: pinned?.nowMs ?? nowMs, returned });
   }
 
   /** The user state a query naming `user` sends its worker (null without one); validates `userFilter`. */

@@ -7,6 +7,11 @@ import type { UserFilter } from './user-requests.js';
 /** A user a query is for, and filters on their state (shared by retrieve and search). */
 export interface UserQuery {
   /**
+   * The `nextCursor` of the previous page of the same query: the next page, ranked at the clock
+   * the first page ran at, without the items earlier pages returned.
+   */
+  cursor?: string;
+  /**
    * A user id (written with `upsertUsers`): their hidden items and blocked creators' items are
    * never returned, at any level. Required by `for_you`.
    */
@@ -140,6 +145,11 @@ export interface RetrieveRequest extends QueryControl, UserQuery {
 }
 
 export interface RetrieveResults {
+  /**
+   * Pass it as `cursor` (with the same request) for the next page; null when this page was not
+   * full or the chain has returned 1 000 items.
+   */
+  nextCursor: string | null;
   items: RetrievedItem[];
   /** The level the query ran at, decided once when it entered. */
   degradationLevel: DegradationLevel;
@@ -179,6 +189,11 @@ export interface SearchRequest extends QueryControl, UserQuery {
 }
 
 export interface SearchResults {
+  /**
+   * Pass it as `cursor` (with the same request) for the next page; null when this page was not
+   * full or the chain has returned 1 000 items.
+   */
+  nextCursor: string | null;
   hits: SearchHit[];
   mode: 'text' | 'vector' | 'hybrid';
   degradationLevel: DegradationLevel;

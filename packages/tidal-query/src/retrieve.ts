@@ -189,7 +189,10 @@ export class RetrieveExecutor {
     const coarse = plan.coarseAggregates;
     const velocityWindow = velocityWindowFor(task.window, coarse);
     const useDiversity = task.diversity !== null && plan.diversity;
-    const want = useDiversity ? task.limit * DIVERSITY_OVERFETCH : task.limit;
+    const after = task.after && task.after.length > 0 ? task.after : null;
+    // A cursor's earlier pages are ranked too (so the next page continues the unpaged order) and
+    // removed before the tail.
+    const want = (useDiversity ? task.limit * DIVERSITY_OVERFETCH : task.limit) + (after?.length ?? 0);
     const userCount = { dropped: 0 };
     const userPass = compileUserPredicate(task.user, ctx.catalog, ctx.schema.creatorField, userCount);
     const pass = this.#admit(compileFilter(task.filter, ctx.catalog), task.exclude, userPass);
@@ -225,6 +228,18 @@ export class RetrieveExecutor {
       ({ ranked, scores } = this.#fromSignals(task, want, pass, velocityWindow, nowMs, explain, work));
     }
     explain.slotsVisited = work.slots;
+    if (after) {
+      const skip = new Set(after);
+      const keptRanked: number[] = [];
+      const keptScores: number[] = [];
+      for (let i = 0; i < ranked.length; i++) {
+        if (skip.has(ranked[i]!)) continue;
+        keptRanked.push(ranked[i]!);
+        keptScores.push(scores[i]!);
+      }
+      ranked = keptRanked;
+      scores = keptScores;
+    }
     if (task.user) explain.userFiltered = userCount.dropped;
 
     const diversity = useDiversity ? task.diversity : null;

@@ -62,6 +62,7 @@ export class SearchExecutor {
     const present = ctx.catalog.present;
     const userCount = { dropped: 0 };
     const user = compileUserPredicate(task.user, ctx.catalog, ctx.schema.creatorField, userCount);
+    const after = task.after && task.after.length > 0 ? new Set(task.after) : null;
     const base: Predicate = task.filter ? (o) => present[o] === 1 && filter(o) : (o) => present[o] === 1;
     // A user's hidden items and blocked creators are dropped inside each candidate stage (the BM25
     // top-k takes it as its accept test), so the page is filled with items the user may see.
@@ -83,7 +84,7 @@ export class SearchExecutor {
     if (task.text !== null) {
       // With nothing after it to reorder the hits (no vector to fuse, no filter, no boost, no
       // diversity at this level), BM25 order is the final order: fetch only `limit` rows.
-      const reordered = mode !== 'text' || filtered || task.boost > 0 || useDiversity;
+      const reordered = mode !== 'text' || filtered || after !== null || task.boost > 0 || useDiversity;
       const depth = Math.max(1, Math.floor(BM25_CANDIDATES / plan.bm25Divisor));
       const limit = reordered ? depth : Math.min(depth, task.limit);
       explain.bm25Limit = limit;
@@ -141,8 +142,11 @@ export class SearchExecutor {
       entries.push([o, boosted]);
     }
     entries.sort((a, b) => b[1] - a[1] || a[0] - b[0]);
-    const ranked = entries.map((e) => e[0]);
-    const scores = entries.map((e) => e[1]);
+    // A cursor's earlier pages leave the ranking only now, so the ranks fused above are the
+    // unpaged query's and the next page continues its order.
+    const kept = after ? entries.filter((e) => !after.has(e[0])) : entries;
+    const ranked = kept.map((e) => e[0]);
+    const scores = kept.map((e) => e[1]);
 
     // Stage 7–8: diversity, limit.
     const diversity = useDiversity ? task.diversity : null;

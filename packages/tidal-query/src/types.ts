@@ -60,6 +60,13 @@ export interface RetrieveTask {
   user?: UserQueryState | null;
   /** `for_you` only: the weights, exploration share and seed (defaults filled in). */
   forYou?: ForYouOptions | null;
+  /** The clock to rank at instead of the envelope's (a cursor's pinned time). */
+  atMs?: number | null;
+  /**
+   * Ordinals earlier pages of a cursor returned: the ranking is computed as without them (ANN
+   * ranks, normalisations and fusion included) and they are removed from it before the tail.
+   */
+  after?: Int32Array | null;
 }
 
 /**
@@ -112,6 +119,13 @@ export interface SearchTask {
   boost: number;
   /** The user the search is for: their hidden items and blocked creators never come back. */
   user?: UserQueryState | null;
+  /** The clock to rank at instead of the envelope's (a cursor's pinned time). */
+  atMs?: number | null;
+  /**
+   * Ordinals earlier pages of a cursor returned: the ranking is computed as without them (ANN
+   * ranks, normalisations and fusion included) and they are removed from it before the tail.
+   */
+  after?: Int32Array | null;
 }
 
 /** What a level did to one query, so a caller can see the degradation take effect. */
@@ -184,6 +198,8 @@ export interface SearchHit {
 export interface WorkerRetrieveResult {
   /** Time the worker spent executing the query, in ms (queueing excluded). */
   serviceMs: number;
+  /** The clock the query ranked at. */
+  nowMs?: number;
   items: RetrievedItem[];
   warnings: string[];
   explain: Explain;
@@ -191,6 +207,8 @@ export interface WorkerRetrieveResult {
 
 export interface WorkerSearchResult {
   serviceMs: number;
+  /** The clock the query ranked at. */
+  nowMs?: number;
   hits: SearchHit[];
   warnings: string[];
   explain: Explain;
