@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidInputError, TidalDb, type RetrieveRequest } from 'tidal-core';
-import { HOUR, NOW, TestClock } from './helpers.js';
+import { NOW, TestClock } from './helpers.js';
 import { USER_SCHEMA } from './user-helpers.js';
 
 const SEED = Number(process.env.TIDAL_FUZZ_SEED ?? 20250101);
@@ -116,6 +116,5 @@ describe('cursor pagination', () => {
     // The same query with another page size is the same query.
     const next = await db.retrieve({ profile: 'popular', limit: 4, cursor });
     expect(next.items.map((i) => i.id).some((id) => first.items.some((f) => f.id === id))).toBe(false);
-    expect(HOUR).toBeGreaterThan(0);
   });
 });
