@@ -61,6 +61,7 @@ describe('tidal-core exports', () => {
         'TidalDbBuilder',
         'TidalError',
         'TimeoutError',
+        'USER_DEFAULTS',
         'WARNING_CODES',
         'WriterFailedError',
         'autoAdmissionLimit',

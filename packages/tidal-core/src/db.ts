@@ -17,6 +17,7 @@ import {
   type SearchTask,
   type SignalValues,
   type TaskEnvelope,
+  type UserQueryState,
   type WarmResult,
 } from 'tidal-query';
 import { QueryPool } from './query-pool.js';
@@ -32,6 +33,9 @@ import { checkBatch, checkDiversity, checkFilter, checkFiniteNumber, checkId, ch
 import { Meta, openStorage } from './storage.js';
 import { recover } from './recovery.js';
 import { WritePath } from './write-path.js';
+import { Cursors, MAX_CURSOR_ITEMS, queryHash, type CursorState } from './cursor.js';
+import type { User, UserInput, UserRegistry } from './users.js';
+import { checkForYou, checkUserFilter, type UserCreatorInput, type UserItemInput } from './user-requests.js';
 import { estimateBytes, QueryFront, type QueryPlan } from './query-front.js';
 
 /** What the fault-injection tests reach behind the facade; not exported from the package. */
@@ -92,6 +96,8 @@ export class TidalDb implements AsyncDisposable {
   readonly #queries: QueryFront;
   readonly #defaultWindow: RetrieveTask['window'];
   readonly #sessions: SessionRegistry;
+  readonly #users: UserRegistry;
+  readonly #cursors: Cursors;
   #closing: Promise<void> | undefined;
 
   /** Starts configuring a database. */
@@ -138,18 +144,20 @@ export class TidalDb implements AsyncDisposable {
     try {
       openStorage(this.#db, file);
       const meta = new Meta(this.#db);
+      this.#cursors = new Cursors(meta);
       const log = new SignalLog(this.#db);
       const checkpointRows = new SlotCheckpoint(this.#db, SLOT_BYTES, o.capacity.signalSlots);
       this.#defaultWindow = defaultWindow(o.schema);
       this.#store = SignalStore.create({ kinds: o.schema.kinds, maxOrdinals: o.capacity.items, maxSlots: o.capacity.signalSlots });
       this.#ackMark = o.durability === 'none' ? null : AckMark.open(`${file}-ack`, o.onWarning);
       const start = recover({ db: this.#db, meta, log, checkpointRows, store: this.#store, ackMark: this.#ackMark, schema: o.schema, file, onWarning: o.onWarning });
+      this.#users = start.users;
       this.#sessions = new SessionRegistry(this.#db, o.sessions, o.rateLimit, o.clock, o.onWarning);
       const memoryGuard = MemoryGuard.create(o.memoryGuard, o.onWarning);
       this.#walCheckpointer = WalCheckpointer.start(this.#db, file, o.onWarning);
       this.#writes = new WritePath(
         o,
-        { db: this.#db, meta, log, checkpointRows, store: this.#store, sessions: this.#sessions, memoryGuard, ackMark: this.#ackMark, onWarning: o.onWarning },
+        { db: this.#db, meta, log, checkpointRows, store: this.#store, sessions: this.#sessions, users: start.users, memoryGuard, ackMark: this.#ackMark, onWarning: o.onWarning },
         start,
       );
       this.#pool = new QueryPool({ file, schema: o.schema, arena: this.#store.arena }, o.workers);
@@ -237,6 +245,78 @@ export class TidalDb implements AsyncDisposable {
     return readItemSignals(this.#store, this.#schema, ordinal, this.#o.clock(), false);
   }
 
+  // ---- users -------------------------------------------------------------------------------
+
+  /**
+   * Inserts or replaces users, all or none; resolves when they are durable. A replaced user keeps
+   * the state their writes built (seen set, preference vector, affinities, hides, blocks, follows).
+   */
+  async upsertUsers(users: readonly UserInput[]): Promise<void> {
+    this.#check('upsert users');
+    checkBatch('users', users);
+    await this.#writes.upsertUsers(users);
+  }
+
+  /** The stored user and their state, or undefined if there is none (or it was deleted). */
+  async getUser(id: string): Promise<User | undefined> {
+    this.#check('get a user');
+    checkId('id', id);
+    return this.#users.get(id, this.#o.clock());
+  }
+
+  /** Deletes a user and all their state; resolves at once when the id was never written. */
+  async deleteUser(id: string): Promise<void> {
+    this.#check('delete a user');
+    checkId('id', id);
+    await this.#writes.deleteUser(id);
+  }
+
+  /** Hides an item from a user: no retrieve or search naming the user returns it again, at any level. */
+  async hide(edge: UserItemInput): Promise<void> {
+    this.#check('hide an item');
+    await this.#userEdge('hide', edge);
+  }
+
+  /** Undoes {@link TidalDb.hide}. */
+  async unhide(edge: UserItemInput): Promise<void> {
+    this.#check('unhide an item');
+    await this.#userEdge('unhide', edge);
+  }
+
+  /** Blocks a creator for a user: none of their items comes back to the user from any query naming them. */
+  async block(edge: UserCreatorInput): Promise<void> {
+    this.#check('block a creator');
+    await this.#creatorEdge('block', edge);
+  }
+
+  /** Undoes {@link TidalDb.block}. */
+  async unblock(edge: UserCreatorInput): Promise<void> {
+    this.#check('unblock a creator');
+    await this.#creatorEdge('unblock', edge);
+  }
+
+  /** Follows a creator: `userFilter: { following: true }` keeps only followed creators' items. */
+  async follow(edge: UserCreatorInput): Promise<void> {
+    this.#check('follow a creator');
+    await this.#creatorEdge('follow', edge);
+  }
+
+  /** Undoes {@link TidalDb.follow}. */
+  async unfollow(edge: UserCreatorInput): Promise<void> {
+    this.#check('unfollow a creator');
+    await this.#creatorEdge('unfollow', edge);
+  }
+
+  async #userEdge(op: 'hide' | 'unhide', edge: UserItemInput): Promise<void> {
+    if (typeof edge !== 'object' || edge === null) throw new InvalidInputError(op, 'an object { user, item }', edge);
+    await this.#writes.hide(op, edge.user, edge.item);
+  }
+
+  async #creatorEdge(op: 'block' | 'unblock' | 'follow' | 'unfollow', edge: UserCreatorInput): Promise<void> {
+    if (typeof edge !== 'object' || edge === null) throw new InvalidInputError(op, 'an object { user, creator }', edge);
+    await this.#writes.relate(op, edge.user, edge.creator);
+  }
+
   // ---- agent sessions ----------------------------------------------------------------------
 
   /**
@@ -304,17 +384,35 @@ export class TidalDb implements AsyncDisposable {
   async #retrieve(req: RetrieveRequest, guard: InFlightGuard): Promise<RetrieveResults> {
     let task: RetrieveTask;
     let plan: QueryPlan;
+    let hash: string;
+    let pinned: CursorState | null;
     try {
       if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a retrieve request object', req);
+      const profile = checkProfile(req.profile, this.#schema);
       task = {
-        profile: checkProfile(req.profile, this.#schema),
+        profile,
         context: req.context === undefined ? null : checkVector('context', req.context, this.#schema.embeddingDims),
         filter: checkFilter(req.filter, this.#schema),
         diversity: checkDiversity(req.diversity, this.#schema),
         limit: checkLimit('limit', req.limit, 20),
         window: checkWindow(req.window, this.#defaultWindow),
         exclude: this.#sessions.exclude(req.session, this.#o.clock()),
+        user: this.#userState(req),
+        forYou: checkForYou(req, this.#schema),
       };
+      if (profile === 'for_you' && task.context !== null) throw new InvalidInputError('context', "absent for profile 'for_you' (it ranks around the user's preference vector)", req.context);
+      hash = queryHash('retrieve', {
+        profile,
+        context: task.context,
+        filter: task.filter,
+        diversity: task.diversity,
+        window: task.window,
+        session: req.session?.id ?? null,
+        user: req.user ?? null,
+        userFilter: checkUserFilter(req.userFilter, req.user !== undefined, this.#schema),
+        forYou: task.forYou,
+      });
+      pinned = this.#pin(req.cursor, hash, task);
       plan = this.#queries.plan(req, 'retrieve', guard);
     } catch (err) {
       guard[Symbol.dispose]();
@@ -322,10 +420,12 @@ export class TidalDb implements AsyncDisposable {
     }
     const started = performance.now();
     // A session's query excludes what that session has seen: it is its own, never shared.
-    const a = await this.#queries.run('retrieve', task, plan, task.exclude === null, (r) => estimateBytes(r.items));
+    // A user's query is theirs too (their hidden items, blocks and seen set): never shared.
+    const a = await this.#queries.run('retrieve', task, plan, task.exclude === null && !task.user && !task.after, (r) => estimateBytes(r.items));
     const r = a.result;
     return {
       items: r.items.slice(),
+      nextCursor: this.#nextCursor(hash, r.nowMs, pinned, r.items, task.limit),
       degradationLevel: plan.level,
       levelReason: plan.reason,
       ageMs: a.ageMs,
@@ -347,6 +447,8 @@ export class TidalDb implements AsyncDisposable {
   async #search(req: SearchRequest, guard: InFlightGuard): Promise<SearchResults> {
     let task: SearchTask;
     let plan: QueryPlan;
+    let hash: string;
+    let pinned: CursorState | null;
     try {
       if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a search request object', req);
       const text = req.text === undefined ? null : checkText('text', req.text);
@@ -361,17 +463,29 @@ export class TidalDb implements AsyncDisposable {
         diversity: checkDiversity(req.diversity, this.#schema),
         limit: checkLimit('limit', req.limit, 10),
         boost,
+        user: this.#userState(req),
       };
+      hash = queryHash('search', {
+        text,
+        vector,
+        filter: task.filter,
+        diversity: task.diversity,
+        boost,
+        user: req.user ?? null,
+        userFilter: checkUserFilter(req.userFilter, req.user !== undefined, this.#schema),
+      });
+      pinned = this.#pin(req.cursor, hash, task);
       plan = this.#queries.plan(req, 'search', guard);
     } catch (err) {
       guard[Symbol.dispose]();
       throw err;
     }
     const started = performance.now();
-    const a = await this.#queries.run('search', task, plan, true, (r) => estimateBytes(r.hits));
+    const a = await this.#queries.run('search', task, plan, !task.user && !task.after, (r) => estimateBytes(r.hits));
     const r = a.result;
     return {
       hits: r.hits.slice(),
+      nextCursor: this.#nextCursor(hash, r.nowMs, pinned, r.hits, task.limit),
       mode: r.mode,
       degradationLevel: plan.level,
       levelReason: plan.reason,
@@ -380,6 +494,36 @@ export class TidalDb implements AsyncDisposable {
       explain: { ...r.explain },
       tookMs: performance.now() - started,
     };
+  }
+
+  /**
+   * Checks a request's cursor against its query and pins the task to it: the clock the first page
+   * ranked at, and the items the earlier pages returned taken out of the ranking.
+   */
+  #pin(cursor: unknown, hash: string, task: RetrieveTask | SearchTask): CursorState | null {
+    if (cursor === undefined) return null;
+    const state = this.#cursors.decode(cursor, hash);
+    task.atMs = state.nowMs;
+    task.after = state.returned;
+    return state;
+  }
+
+  /** The cursor of the page after `rows`, or null when it was the last one. */
+  #nextCursor(hash: string, nowMs: number | undefined, pinned: CursorState | null, rows: readonly { id: string }[], limit: number): string | null {
+    const before = pinned?.returned.length ?? 0;
+    if (rows.length < limit || nowMs === undefined || before + rows.length >= MAX_CURSOR_ITEMS) return null;
+    const returned = new Int32Array(before + rows.length);
+    if (pinned) returned.set(pinned.returned);
+    for (let i = 0; i < rows.length; i++) returned[before + i] = this.#writes.ordinalOf(rows[i]!.id) ?? -1;
+    return this.#cursors.encode({ query: hash, nowMs: pinned?.nowMs ?? nowMs, returned });
+  }
+
+  /** The user state a query naming `user` sends its worker (null without one); validates `userFilter`. */
+  #userState(req: RetrieveRequest | SearchRequest): UserQueryState | null {
+    const filter = checkUserFilter(req.userFilter, req.user !== undefined, this.#schema);
+    if (req.user === undefined) return null;
+    const id = checkId('user', req.user);
+    return this.#users.queryState('user', id, filter.unseen, filter.following);
   }
 
   #envelope(level: DegradationLevel = DegradationLevel.Full): TaskEnvelope {

@@ -55,6 +55,10 @@ export type {
   Criticality,
 } from 'tidal-load';
 export { SESSION_DEFAULTS } from './sessions.js';
+export type { User, UserInput } from './users.js';
+export { USER_DEFAULTS } from './users.js';
+export type { UserCreatorInput, UserFilter, UserItemInput } from './user-requests.js';
+export type { UserQuery } from './types.js';
 export type { SessionHandle, SessionInfo, SessionOptions, SessionSummary, OpenSessionOptions } from './sessions.js';
 export type {
   Diversity,
@@ -63,6 +67,7 @@ export type {
   FieldCondition,
   RangeCondition,
   Profile,
+  ForYouWeights,
   RetrievedItem,
   SearchHit,
   SignalValues,

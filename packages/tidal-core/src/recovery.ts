@@ -4,6 +4,7 @@ import type { AckMark, SignalLog, SlotCheckpoint, WarningSink } from 'tidal-wal'
 import { ItemsWriter, SLOT_BYTES, type QuerySchema, type SignalStore } from 'tidal-query';
 import type { Meta } from './storage.js';
 import type { WritePathStart } from './write-path.js';
+import { UserRegistry } from './users.js';
 
 export interface RecoveryDeps {
   readonly db: Database.Database;
@@ -30,7 +31,10 @@ export function recover(deps: RecoveryDeps): WritePathStart {
   const ids = new Map<string, number>();
   for (const { ordinal, id } of items.keys()) ids.set(id, ordinal);
   const eventsSinceCheckpoint = recoverSignals(deps);
-  return { ids, lastSeq: recoveredLastSeq(deps), itemsVersion: items.maxVersion(), eventsSinceCheckpoint };
+  // Users' state is written in the batch that changed it (never behind the acknowledged writes):
+  // loading the user tables is its whole recovery.
+  const users = new UserRegistry(deps.db, deps.schema);
+  return { ids, lastSeq: recoveredLastSeq(deps), itemsVersion: items.maxVersion(), eventsSinceCheckpoint, users };
 }
 
 /** Refuses to reinterpret stored embeddings under another dimension. */

@@ -20,6 +20,15 @@ export interface SignalKindDefinition {
    * @default false
    */
   velocity?: boolean;
+  /**
+   * How a user's signal of this kind moves their preference vector: a rate from −1 to 1. Positive:
+   * an exponential moving average toward the item's embedding (`p ← (1 − r)·p + r·ê`, ê the unit
+   * embedding); negative: away from it (`p ← (1 − |r|)·p − |r|·ê`); 0 leaves it alone. Kinds with
+   * a rate also move the user's affinity to the item's creator, by +weight (positive) or −weight
+   * (negative).
+   * @default 0
+   */
+  preference?: number;
 }
 
 /** What a database holds, declared up front. */
@@ -29,15 +38,28 @@ export interface SchemaDefinition {
   metadata?: Readonly<Record<string, FieldType>>;
   /** Length of item embeddings; omit for a database without vectors. */
   embeddingDims?: number;
+  /**
+   * The item metadata field naming an item's creator: a field declared `'string'` in `metadata`.
+   * Blocks, follows, creator affinity and `for_you`'s exploration read it.
+   */
+  creatorField?: string;
+  /**
+   * Half-life of a user's creator affinities, in milliseconds (decayed as signal scores are).
+   * @default 604 800 000 (7 days)
+   */
+  affinityHalfLifeMs?: number;
 }
+
+/** Default half-life of creator affinities: a week. */
+export const AFFINITY_HALF_LIFE_MS = 7 * 86_400_000;
 
 const NAME = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
 /** Names the query language uses for itself. */
 const RESERVED_FIELDS = new Set(['createdAt', 'id']);
 export const MAX_EMBEDDING_DIMS = 4096;
 
-const SCHEMA_KEYS = ['signals', 'metadata', 'embeddingDims'];
-const KIND_KEYS = ['name', 'halfLifeMs', 'windows', 'velocity'];
+const SCHEMA_KEYS = ['signals', 'metadata', 'embeddingDims', 'creatorField', 'affinityHalfLifeMs'];
+const KIND_KEYS = ['name', 'halfLifeMs', 'windows', 'velocity', 'preference'];
 
 /** Refuses a key `keys` does not list: a misspelt one would otherwise be silently ignored. */
 function checkKeys(at: string, o: Record<string, unknown>, keys: readonly string[]): void {
@@ -57,6 +79,7 @@ export function resolveSchema(def: unknown): QuerySchema {
   if (d.signals.length > 64) throw new InvalidInputError('schema.signals', 'at most 64 signal kinds', d.signals);
   checkDense('schema.signals', d.signals);
   const seen = new Set<string>();
+  const preferenceRates: number[] = [];
   const kinds: SignalKindSpec[] = d.signals.map((k: SignalKindDefinition, i: number) => {
     const at = `schema.signals[${i}]`;
     if (!isPlainObject(k)) throw new InvalidInputError(at, 'an object', k);
@@ -82,6 +105,11 @@ export function resolveSchema(def: unknown): QuerySchema {
     if (velocity && !windows.some((w) => w !== 'all')) {
       throw new InvalidInputError(`${at}.windows`, "to include '1h', '24h' or '7d' when velocity is true", windows);
     }
+    const preference = k.preference === undefined ? 0 : k.preference;
+    if (typeof preference !== 'number' || !(preference >= -1 && preference <= 1)) {
+      throw new InvalidInputError(`${at}.preference`, 'a number from -1 to 1', preference);
+    }
+    preferenceRates.push(preference);
     return Object.freeze({ name: k.name, halfLifeMs: k.halfLifeMs, windows: Object.freeze([...windows]), velocity });
   });
 
@@ -106,5 +134,25 @@ export function resolveSchema(def: unknown): QuerySchema {
     }
     embeddingDims = d.embeddingDims;
   }
-  return Object.freeze({ kinds: Object.freeze(kinds), metadata: Object.freeze(metadata), embeddingDims });
+  const out: { -readonly [K in keyof QuerySchema]: QuerySchema[K] } = {
+    kinds: Object.freeze(kinds),
+    metadata: Object.freeze(metadata),
+    embeddingDims,
+    preferenceRates: Object.freeze(preferenceRates),
+    affinityHalfLifeMs: AFFINITY_HALF_LIFE_MS,
+  };
+  if (d.creatorField !== undefined) {
+    if (typeof d.creatorField !== 'string' || metadata[d.creatorField] !== 'string' || !Object.hasOwn(metadata, d.creatorField)) {
+      const strings = Object.keys(metadata).filter((f) => metadata[f] === 'string');
+      throw new InvalidInputError('schema.creatorField', `a metadata field declared 'string' (${strings.join(', ') || 'none declared'})`, d.creatorField);
+    }
+    out.creatorField = d.creatorField;
+  }
+  if (d.affinityHalfLifeMs !== undefined) {
+    if (typeof d.affinityHalfLifeMs !== 'number' || !Number.isFinite(d.affinityHalfLifeMs) || d.affinityHalfLifeMs <= 0) {
+      throw new InvalidInputError('schema.affinityHalfLifeMs', 'a positive finite number of milliseconds', d.affinityHalfLifeMs);
+    }
+    out.affinityHalfLifeMs = d.affinityHalfLifeMs;
+  }
+  return Object.freeze(out);
 }

@@ -13,8 +13,10 @@ import { InvalidInputError } from 'tidal-load';
  * Version history:
  * - 0: the first release. Its write-path counters lived in a second key/value table, `wal_meta`.
  * - 1: one key/value table, `tidal_meta`, for every package.
+ * - 2: users and their state (`users`, `user_seen`, `user_hidden`, `user_creators`,
+ *   `user_affinity`). The step creates them (empty); nothing older changes.
  */
-export const STORAGE_VERSION = 1;
+export const STORAGE_VERSION = 2;
 
 const TABLES = `
   -- Key/value settings and counters: schema facts (embeddingDims, kinds), the last sequence
@@ -66,6 +68,44 @@ const TABLES = `
     ordinal INTEGER NOT NULL,
     PRIMARY KEY (session, ordinal)
   ) WITHOUT ROWID;
+
+  -- Users (format 2). Their state is written in the same transaction as the batch that changed
+  -- it, so it is never behind the acknowledged writes; the signal log is truncated by checkpoints
+  -- and could not rebuild it. preference: the preference vector, Float32 little-endian, or NULL.
+  CREATE TABLE IF NOT EXISTS users (
+    key INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    metadata TEXT NOT NULL,
+    embedding BLOB,
+    preference BLOB
+  );
+  -- The seen set: the last items each user signalled, pos increasing with recency.
+  CREATE TABLE IF NOT EXISTS user_seen (
+    user INTEGER NOT NULL,
+    ordinal INTEGER NOT NULL,
+    pos INTEGER NOT NULL,
+    PRIMARY KEY (user, ordinal)
+  ) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS user_hidden (
+    user INTEGER NOT NULL,
+    ordinal INTEGER NOT NULL,
+    PRIMARY KEY (user, ordinal)
+  ) WITHOUT ROWID;
+  -- relation 1: blocked, 2: followed.
+  CREATE TABLE IF NOT EXISTS user_creators (
+    user INTEGER NOT NULL,
+    relation INTEGER NOT NULL,
+    creator TEXT NOT NULL,
+    PRIMARY KEY (user, relation, creator)
+  ) WITHOUT ROWID;
+  -- Creator affinity: a decayed score (S·e^(−λ·dt) + w) and the time it refers to.
+  CREATE TABLE IF NOT EXISTS user_affinity (
+    user INTEGER NOT NULL,
+    creator TEXT NOT NULL,
+    score REAL NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (user, creator)
+  ) WITHOUT ROWID;
 `;
 
 /** Steps from version `n` to `n + 1`, indexed by `n`; each runs after {@link TABLES} exists. */
@@ -79,6 +119,8 @@ const MIGRATIONS: readonly ((db: Database.Database) => void)[] = [
       DROP TABLE wal_meta;
     `);
   },
+  // 1 → 2: the user tables, created empty by TABLES above; a format-1 file has no users.
+  () => {},
 ];
 
 /**

@@ -1,7 +1,24 @@
 import type { Criticality, DegradationLevel, DegradationLevelName } from 'tidal-load';
 import type { LevelReason } from './level-choice.js';
-import type { Diversity, Explain, Filter, Profile, RetrievedItem, SearchHit, VelocityWindow } from 'tidal-query';
+import type { Diversity, Explain, Filter, ForYouWeights, Profile, RetrievedItem, SearchHit, VelocityWindow } from 'tidal-query';
 import type { SessionHandle } from './sessions.js';
+import type { UserFilter } from './user-requests.js';
+
+/** A user a query is for, and filters on their state (shared by retrieve and search). */
+export interface UserQuery {
+  /**
+   * The `nextCursor` of the previous page of the same query: the next page, ranked at the clock
+   * the first page ran at, without the items earlier pages returned.
+   */
+  cursor?: string;
+  /**
+   * A user id (written with `upsertUsers`): their hidden items and blocked creators' items are
+   * never returned, at any level. Required by `for_you`.
+   */
+  user?: string;
+  /** Filters on the user's state: `unseen`, `unblocked` (always on with a user), `following`. */
+  userFilter?: UserFilter;
+}
 
 /** An item as written. Everything but `id` is optional. */
 export interface ItemInput {
@@ -44,6 +61,12 @@ export interface SignalInput {
    * @default now (the database clock)
    */
   at?: number;
+  /**
+   * The user the signal is from (an id written with `upsertUsers`). In the same batch, durably:
+   * the item joins the user's seen set and, for a kind with a `preference` rate, the user's
+   * preference vector and affinity to the item's creator move.
+   */
+  user?: string;
 }
 
 /** Cancellation, a deadline, a priority and a level cap, accepted by every query. */
@@ -80,8 +103,8 @@ export interface QueryControl {
   timeoutMs?: number;
 }
 
-export interface RetrieveRequest extends QueryControl {
-  /** `trending` (velocity), `popular` (decayed score) or `new` (creation time). */
+export interface RetrieveRequest extends QueryControl, UserQuery {
+  /** `trending` (velocity), `popular` (decayed score), `new` (creation time) or `for_you` (a user's feed; needs `user`). */
   profile: Profile;
   /** Rank among the ANN neighbours of this vector instead of the whole corpus. */
   context?: readonly number[] | Float32Array;
@@ -102,9 +125,31 @@ export interface RetrieveRequest extends QueryControl {
    * agent's next query reflects what it did. A closed or expired session throws SessionClosedError.
    */
   session?: SessionHandle;
+  /**
+   * `for_you` only: the weights of its mix, each from 0 to 1000.
+   * @default { similarity: 0.4, velocity: 0.3, recency: 0.2, affinity: 0.1 }
+   */
+  weights?: Partial<ForYouWeights>;
+  /**
+   * `for_you` only: the share of places (0 to 0.5) given to items of creators the user has no
+   * affinity with: every round(1 / explore)-th place.
+   * @default 0.1
+   */
+  explore?: number;
+  /**
+   * `for_you` only: the exploration order's seed (a whole number from 0 to 2^32 − 1); the same
+   * (user, seed) and state give the same feed.
+   * @default 0
+   */
+  seed?: number;
 }
 
 export interface RetrieveResults {
+  /**
+   * Pass it as `cursor` (with the same request) for the next page; null when this page was not
+   * full or the chain has returned 1 000 items.
+   */
+  nextCursor: string | null;
   items: RetrievedItem[];
   /** The level the query ran at, decided once when it entered. */
   degradationLevel: DegradationLevel;
@@ -123,7 +168,7 @@ export interface RetrieveResults {
   tookMs: number;
 }
 
-export interface SearchRequest extends QueryControl {
+export interface SearchRequest extends QueryControl, UserQuery {
   /** Free text, matched word by word (any word) and ranked by BM25. */
   text?: string;
   /** A query vector, matched by ANN (cosine). With `text` too, the two are fused by RRF. */
@@ -144,6 +189,11 @@ export interface SearchRequest extends QueryControl {
 }
 
 export interface SearchResults {
+  /**
+   * Pass it as `cursor` (with the same request) for the next page; null when this page was not
+   * full or the chain has returned 1 000 items.
+   */
+  nextCursor: string | null;
   hits: SearchHit[];
   mode: 'text' | 'vector' | 'hybrid';
   degradationLevel: DegradationLevel;

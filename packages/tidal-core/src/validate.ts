@@ -232,7 +232,7 @@ export function checkDiversity(value: unknown, schema: QuerySchema): Diversity |
   return { maxPer };
 }
 
-export const PROFILES: readonly Profile[] = Object.freeze(['trending', 'popular', 'new']);
+export const PROFILES: readonly Profile[] = Object.freeze(['trending', 'popular', 'new', 'for_you']);
 export const VELOCITY_WINDOWS: readonly VelocityWindow[] = Object.freeze(['1h', '24h', '7d']);
 
 export function checkProfile(value: unknown, schema: QuerySchema): Profile {

@@ -4,6 +4,7 @@ import { GroupCommit, type AckMark, type MemoryGuard, type SignalLog, type SlotC
 import { ItemsWriter, SLOT_BYTES, type QuerySchema, type SignalStore, type StoredItem } from 'tidal-query';
 import type { FilledOptions } from './options.js';
 import type { SessionRegistry } from './sessions.js';
+import type { ItemFacts, UserEvent, UserInput, UserRegistry } from './users.js';
 import type { Meta } from './storage.js';
 import type { ItemInput, SignalInput } from './types.js';
 import { checkId, checkMetadata, checkText, checkTime, checkVector, checkWeight, isValidId, isValidWeight } from './validate.js';
@@ -21,6 +22,8 @@ export interface SignalEvent {
   readonly session: string | null;
   /** When the session call was made (its activity time once committed); 0 without a session. */
   readonly sessionAt: number;
+  /** The user the signal is from: their seen set, preference and creator affinity move with it. */
+  readonly user: string | null;
 }
 
 /** An item inserted or replaced. `replacing`: the id already had an ordinal (its text row may exist). */
@@ -36,7 +39,7 @@ export interface DeleteEvent {
   readonly ordinal: number;
 }
 
-export type WriteEvent = SignalEvent | UpsertEvent | DeleteEvent;
+export type WriteEvent = SignalEvent | UpsertEvent | DeleteEvent | UserEvent;
 
 /** The session a signal call was made through, and when. */
 export interface SessionCall {
@@ -52,6 +55,8 @@ export interface WritePathStart {
   readonly itemsVersion: number;
   /** Signals in the log after the last checkpoint. */
   readonly eventsSinceCheckpoint: number;
+  /** The users and their state, loaded from the user tables. */
+  readonly users: UserRegistry;
 }
 
 export interface WritePathDeps {
@@ -61,6 +66,7 @@ export interface WritePathDeps {
   readonly checkpointRows: SlotCheckpoint;
   readonly store: SignalStore;
   readonly sessions: SessionRegistry;
+  readonly users: UserRegistry;
   readonly memoryGuard: MemoryGuard | null;
   readonly ackMark: AckMark | null;
   readonly onWarning: WarningSink;
@@ -195,13 +201,13 @@ export class WritePath {
       // Anything it does not accept falls through to the checks, which name the bad field.
       if (typeof s === 'object' && s !== null) {
         const kind = this.#kindIndex.get(s.kind as string);
-        const { item, weight, at } = s as { item: unknown; weight: unknown; at: unknown };
+        const { item, weight, at, user } = s as { item: unknown; weight: unknown; at: unknown; user: unknown };
         if (
-          kind !== undefined &&
+          kind !== undefined && user === undefined &&
           isValidId(item) && isValidWeight(weight) &&
           (at === undefined || (typeof at === 'number' && at >= 0 && at < MAX_EVENT_MS))
         ) {
-          return { type: 'signal', ordinal: -1, id: item, kind, weight: weight ?? 1, at: at ?? now, session, sessionAt };
+          return { type: 'signal', ordinal: -1, id: item, kind, weight: weight ?? 1, at: at ?? now, session, sessionAt, user: null };
         }
       }
       const at = batch.length === 1 ? 'signal' : `signals[${i}]`;
@@ -219,6 +225,7 @@ export class WritePath {
         at: s.at === undefined ? now : checkTime(`${at}.at`, s.at),
         session,
         sessionAt,
+        user: s.user === undefined ? null : this.#checkUser(`${at}.user`, s.user),
       };
     });
     this.#reserve(events);
@@ -252,6 +259,77 @@ export class WritePath {
       this.#forgetOrdinalsFrom(mark);
       throw err;
     }
+  }
+
+  #checkUser(field: string, user: unknown): string {
+    const id = checkId(field, user);
+    this.#deps.users.checkKnown(field, id);
+    return id;
+  }
+
+  // ---- users --------------------------------------------------------------------------------
+
+  /** Inserts or replaces users, all or none; resolves when they are durable. */
+  upsertUsers(users: readonly UserInput[]): Promise<number> {
+    return this.#gc.enqueue(() => {
+      const userSchema = { ...this.#schema, metadata: {} };
+      const events = users.map((u, i): UserEvent => {
+        const at = `users[${i}]`;
+        if (typeof u !== 'object' || u === null) throw new InvalidInputError(at, 'a user object', u);
+        return {
+          type: 'user-upsert',
+          id: checkId(`${at}.id`, u.id),
+          metadata: checkMetadata(`${at}.metadata`, u.metadata, userSchema),
+          embedding: u.embedding === undefined || u.embedding === null ? null : checkVector(`${at}.embedding`, u.embedding, this.#schema.embeddingDims),
+        };
+      });
+      this.#deps.users.declare(events.map((e) => (e as { id: string }).id), true);
+      return events;
+    });
+  }
+
+  /** Deletes a user and their state; resolves at once when no admitted call wrote the id. */
+  deleteUser(id: string): Promise<number | undefined> {
+    if (!this.#deps.users.known(id)) return Promise.resolve(undefined);
+    return this.#gc.enqueue(() => {
+      this.#deps.users.declare([id], false);
+      return [{ type: 'user-delete', id }];
+    });
+  }
+
+  /** Hides an item from a user, or undoes it. The item id gets an ordinal if it has none. */
+  hide(op: 'hide' | 'unhide', user: unknown, item: unknown): Promise<number> {
+    return this.#gc.enqueue(() => {
+      const u = this.#checkUser('user', user);
+      const id = checkId('item', item);
+      if (op === 'hide') this.#deps.users.checkRoom(u, 'hidden');
+      this.#fresh.length = 0;
+      const ordinal = this.#ids.get(id) ?? this.#ordinal(id).ordinal;
+      return [{ type: op, user: u, ordinal, item: id }];
+    });
+  }
+
+  /** Blocks or follows a creator for a user, or undoes it. */
+  relate(op: 'block' | 'unblock' | 'follow' | 'unfollow', user: unknown, creator: unknown): Promise<number> {
+    return this.#gc.enqueue(() => {
+      if (this.#schema.creatorField === undefined) {
+        throw new InvalidInputError('creator', 'absent: the schema names no creatorField, so items have no creator to ' + op, creator);
+      }
+      const u = this.#checkUser('user', user);
+      const c = checkId('creator', creator);
+      if (op === 'block') this.#deps.users.checkRoom(u, 'blocked');
+      if (op === 'follow') this.#deps.users.checkRoom(u, 'following');
+      return [{ type: op, user: u, creator: c }];
+    });
+  }
+
+  /** An item's embedding and creator as committed so far in this transaction. */
+  #facts(_ordinal: number, id: string): ItemFacts {
+    const row = this.#items.get(id);
+    if (row === undefined) return { embedding: null, creator: null };
+    const field = this.#schema.creatorField;
+    const creator = field === undefined ? undefined : row.metadata[field];
+    return { embedding: row.embedding, creator: typeof creator === 'string' ? creator : null };
   }
 
   #ordinal(id: string): { ordinal: number; known: boolean } {
@@ -301,14 +379,21 @@ export class WritePath {
   #commit(events: readonly WriteEvent[], firstSeq: number): void {
     let seq = firstSeq;
     let version = this.#itemsVersion;
+    const users = this.#deps.users;
+    const facts = (ordinal: number, id: string): ItemFacts => this.#facts(ordinal, id);
+    users.begin();
     for (const e of events) {
       if (e.type === 'signal') {
         if (this.#unpersisted.has(e.ordinal)) this.#items.ensureKey(e.ordinal, e.id);
         this.#deps.log.appendAt(seq, e);
+        if (e.user !== null) users.persist(e, facts);
       } else if (e.type === 'upsert') {
         this.#items.upsert(e.item, ++version, e.replacing);
-      } else {
+      } else if (e.type === 'delete') {
         this.#items.delete(e.ordinal, ++version);
+      } else {
+        if ((e.type === 'hide' || e.type === 'unhide') && this.#unpersisted.has(e.ordinal)) this.#items.ensureKey(e.ordinal, e.item);
+        users.persist(e, facts);
       }
       seq++;
     }
@@ -324,6 +409,7 @@ export class WritePath {
     const store = this.#deps.store;
     const rows = this.#deps.checkpointRows;
     this.#deps.sessions.applyBatch(events);
+    this.#deps.users.apply();
     let signals = 0;
     for (const e of events) {
       if (e.type === 'signal') {
@@ -331,9 +417,11 @@ export class WritePath {
         rows.markDirty(store.slotOf(e.ordinal, e.kind));
         signals++;
         this.#unpersisted.delete(e.ordinal);
-      } else {
+      } else if (e.type === 'upsert' || e.type === 'delete') {
         this.#itemsVersion++;
         if (e.type === 'upsert') this.#unpersisted.delete(e.item.ordinal);
+      } else if (e.type === 'hide' || e.type === 'unhide') {
+        this.#unpersisted.delete(e.ordinal);
       }
     }
     this.#eventsSinceCheckpoint += signals;

@@ -45,3 +45,5 @@ export type * from './types.js';
 
 /** The piscina worker entry, as a file URL string. */
 export const WORKER_FILENAME = new URL('./worker.js', import.meta.url).href;
+export { FOR_YOU_WEIGHTS, FOR_YOU_EXPLORE, RECENCY_HALF_LIFE_MS } from './profiles/for-you.js';
+export { hashString } from './user-state.js';

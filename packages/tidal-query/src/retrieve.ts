@@ -6,6 +6,8 @@ import { compileFilter, type Predicate } from './filter.js';
 import { popularity, velocityOf, type QueryContext, type WorkCounter } from './context.js';
 import { selectAndHydrate } from './tail.js';
 import { TopK } from './topk.js';
+import { compileUserPredicate } from './user-state.js';
+import { forYou } from './profiles/for-you.js';
 import type { Explain, RetrieveTask, RetrievedItem, VelocityWindow, WorkerRetrieveResult } from './types.js';
 
 const WINDOW_MS: Record<VelocityWindow, number> = { '1h': 3_600_000, '24h': 86_400_000, '7d': 604_800_000 };
@@ -187,8 +189,13 @@ export class RetrieveExecutor {
     const coarse = plan.coarseAggregates;
     const velocityWindow = velocityWindowFor(task.window, coarse);
     const useDiversity = task.diversity !== null && plan.diversity;
-    const want = useDiversity ? task.limit * DIVERSITY_OVERFETCH : task.limit;
-    const pass = this.#admit(compileFilter(task.filter, ctx.catalog), task.exclude);
+    const after = task.after && task.after.length > 0 ? task.after : null;
+    // A cursor's earlier pages are ranked too (so the next page continues the unpaged order) and
+    // removed before the tail.
+    const want = (useDiversity ? task.limit * DIVERSITY_OVERFETCH : task.limit) + (after?.length ?? 0);
+    const userCount = { dropped: 0 };
+    const userPass = compileUserPredicate(task.user, ctx.catalog, ctx.schema.creatorField, userCount);
+    const pass = this.#admit(compileFilter(task.filter, ctx.catalog), task.exclude, userPass);
     const explain: Explain = {
       annTopK: null,
       bm25Limit: null,
@@ -207,7 +214,12 @@ export class RetrieveExecutor {
     let ranked: number[];
     let scores: number[];
     let similarity: Map<number, number> | null = null;
-    if (task.context) {
+    if (task.profile === 'for_you') {
+      ({ ranked, scores, similarity } = forYou(ctx, task, plan.annTopK, pass, velocityWindow, coarse, nowMs, explain, work, {
+        trending: (want) => this.#fromSignals({ ...task, profile: 'trending' }, want, pass, velocityWindow, nowMs, { ...explain }, work).ranked,
+        newest: (want) => this.#newest(want, pass, { ...explain }).ranked,
+      }));
+    } else if (task.context) {
       ({ ranked, scores, similarity } = this.#aroundContext(task, plan.annTopK, pass, velocityWindow, nowMs, explain, work));
       if (!ctx.ann) warnings.push('no item has an embedding yet: the context vector found no candidates');
     } else if (task.profile === 'new') {
@@ -216,6 +228,19 @@ export class RetrieveExecutor {
       ({ ranked, scores } = this.#fromSignals(task, want, pass, velocityWindow, nowMs, explain, work));
     }
     explain.slotsVisited = work.slots;
+    if (after) {
+      const skip = new Set(after);
+      const keptRanked: number[] = [];
+      const keptScores: number[] = [];
+      for (let i = 0; i < ranked.length; i++) {
+        if (skip.has(ranked[i]!)) continue;
+        keptRanked.push(ranked[i]!);
+        keptScores.push(scores[i]!);
+      }
+      ranked = keptRanked;
+      scores = keptScores;
+    }
+    if (task.user) explain.userFiltered = userCount.dropped;
 
     const diversity = useDiversity ? task.diversity : null;
     let hydrated = 0;
@@ -230,16 +255,18 @@ export class RetrieveExecutor {
     return { items, warnings, explain };
   }
 
-  #admit(filter: Predicate, exclude: Int32Array | null): Predicate {
+  #admit(filter: Predicate, exclude: Int32Array | null, user: Predicate | null): Predicate {
     const present = this.#ctx.catalog.present;
-    if (!exclude || exclude.length === 0) return (o) => present[o] === 1 && filter(o);
-    const skip = new Set(exclude);
-    return (o) => present[o] === 1 && !skip.has(o) && filter(o);
+    // The user's predicate runs last, after the cheap tests, so `userFiltered` counts only the
+    // candidates their state alone removed.
+    const base: Predicate = !exclude || exclude.length === 0 ? (o) => present[o] === 1 && filter(o) : ((skip) => (o: number) => present[o] === 1 && !skip.has(o) && filter(o))(new Set(exclude));
+    if (!user) return base;
+    return (o) => base(o) && user(o);
   }
 
   #score(profile: RetrieveTask['profile'], o: number, window: VelocityWindow, nowMs: number, work: WorkCounter): [number, number] {
     const ctx = this.#ctx;
-    if (profile === 'new') return [ctx.catalog.createdAt[o]!, 0];
+    if (profile === 'new' || profile === 'for_you') return [ctx.catalog.createdAt[o]!, 0];
     const pop = popularity(ctx, o, nowMs, work);
     if (profile === 'popular') return [pop, 0];
     return [velocityOf(ctx, o, window, nowMs, false, work), pop];

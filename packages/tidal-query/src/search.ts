@@ -4,6 +4,7 @@ import { popularity, type QueryContext } from './context.js';
 import { selectAndHydrate } from './tail.js';
 import { queryTerms } from './text/tokenizer.js';
 import { searchTopK } from './text/top-k.js';
+import { compileUserPredicate } from './user-state.js';
 import type { Explain, SearchHit, SearchTask, WorkerSearchResult } from './types.js';
 
 /** Reciprocal rank fusion constant (Cormack et al.); ranks are 1-based. */
@@ -59,7 +60,14 @@ export class SearchExecutor {
     const useDiversity = task.diversity !== null && plan.diversity;
     const filter = compileFilter(task.filter, ctx.catalog);
     const present = ctx.catalog.present;
-    const pass: Predicate = task.filter ? (o) => present[o] === 1 && filter(o) : (o) => present[o] === 1;
+    const userCount = { dropped: 0 };
+    const user = compileUserPredicate(task.user, ctx.catalog, ctx.schema.creatorField, userCount);
+    const after = task.after && task.after.length > 0 ? new Set(task.after) : null;
+    const base: Predicate = task.filter ? (o) => present[o] === 1 && filter(o) : (o) => present[o] === 1;
+    // A user's hidden items and blocked creators are dropped inside each candidate stage (the BM25
+    // top-k takes it as its accept test), so the page is filled with items the user may see.
+    const pass: Predicate = user ? (o) => base(o) && user(o) : base;
+    const filtered = task.filter !== null || user !== null;
     const warnings: string[] = [];
     const explain: Explain = {
       annTopK: null,
@@ -76,7 +84,7 @@ export class SearchExecutor {
     if (task.text !== null) {
       // With nothing after it to reorder the hits (no vector to fuse, no filter, no boost, no
       // diversity at this level), BM25 order is the final order: fetch only `limit` rows.
-      const reordered = mode !== 'text' || task.filter !== null || task.boost > 0 || useDiversity;
+      const reordered = mode !== 'text' || filtered || after !== null || task.boost > 0 || useDiversity;
       const depth = Math.max(1, Math.floor(BM25_CANDIDATES / plan.bm25Divisor));
       const limit = reordered ? depth : Math.min(depth, task.limit);
       explain.bm25Limit = limit;
@@ -85,7 +93,7 @@ export class SearchExecutor {
         warnings.push('the text has no searchable word');
       } else {
         const found = searchTopK(ctx.catalog.text, terms, limit, {
-          ...(task.filter ? { accept: pass } : {}),
+          ...(filtered ? { accept: pass } : {}),
           ...(level >= DegradationLevel.NoDiversity ? { postingsBudget: NO_DIVERSITY_POSTINGS_BUDGET } : {}),
         });
         explain.candidates += found.ordinals.length + found.filtered;
@@ -134,8 +142,11 @@ export class SearchExecutor {
       entries.push([o, boosted]);
     }
     entries.sort((a, b) => b[1] - a[1] || a[0] - b[0]);
-    const ranked = entries.map((e) => e[0]);
-    const scores = entries.map((e) => e[1]);
+    // A cursor's earlier pages leave the ranking only now, so the ranks fused above are the
+    // unpaged query's and the next page continues its order.
+    const kept = after ? entries.filter((e) => !after.has(e[0])) : entries;
+    const ranked = kept.map((e) => e[0]);
+    const scores = kept.map((e) => e[1]);
 
     // Stage 7–8: diversity, limit.
     const diversity = useDiversity ? task.diversity : null;
@@ -147,6 +158,7 @@ export class SearchExecutor {
       if (a) hit.semantic = a.similarity;
       return hit;
     });
+    if (task.user) explain.userFiltered = userCount.dropped;
     return { hits, warnings, explain, mode };
   }
 }

@@ -11,6 +11,18 @@ export interface QuerySchema {
   /** Filterable metadata fields and their types. */
   readonly metadata: Readonly<Record<string, FieldType>>;
   readonly embeddingDims: number;
+  /**
+   * The metadata field (a declared string field) that names an item's creator, for blocks,
+   * follows, creator affinity and exploration; absent when the schema names none.
+   */
+  readonly creatorField?: string;
+  /**
+   * Per kind (schema order): the rate a user's signal of that kind moves their preference vector
+   * toward (> 0) or away from (< 0) the item's embedding; 0 for kinds that do not. Main thread only.
+   */
+  readonly preferenceRates?: readonly number[];
+  /** Half-life of a user's creator affinities, in ms. Main thread only. */
+  readonly affinityHalfLifeMs?: number;
 }
 
 export interface RangeCondition {
@@ -31,7 +43,7 @@ export interface Diversity {
   maxPer: Readonly<Record<string, number>>;
 }
 
-export type Profile = 'trending' | 'popular' | 'new';
+export type Profile = 'trending' | 'popular' | 'new' | 'for_you';
 export type VelocityWindow = '1h' | '24h' | '7d';
 
 /** A retrieve request after validation (what the workers receive). */
@@ -44,6 +56,57 @@ export interface RetrieveTask {
   window: VelocityWindow;
   /** Ordinals to leave out (an agent session's already-seen items). */
   exclude: Int32Array | null;
+  /** The user the query is for: their hard negatives always apply, their state feeds `for_you`. */
+  user?: UserQueryState | null;
+  /** `for_you` only: the weights, exploration share and seed (defaults filled in). */
+  forYou?: ForYouOptions | null;
+  /** The clock to rank at instead of the envelope's (a cursor's pinned time). */
+  atMs?: number | null;
+  /**
+   * Ordinals earlier pages of a cursor returned: the ranking is computed as without them (ANN
+   * ranks, normalisations and fusion included) and they are removed from it before the tail.
+   */
+  after?: Int32Array | null;
+}
+
+/**
+ * What a query worker needs of one user, copied into the task: hidden items and blocked creators
+ * (never returned), and what the user filters and `for_you` read.
+ */
+export interface UserQueryState {
+  /** Hidden item ordinals. */
+  hidden: Int32Array;
+  /** Blocked creators (values of the schema's creator field). */
+  blocked: readonly string[];
+  /** The seen set's ordinals, when the `unseen` filter is on; else null. */
+  seen: Int32Array | null;
+  /** Followed creators, when the `following` filter is on; else null. */
+  following: readonly string[] | null;
+  /** The preference vector (for_you), or null when the user has none. */
+  preference: Float32Array | null;
+  /**
+   * Creator affinities (for_you), decayed to one common time: only their ratios are used, and
+   * every affinity decays at the same rate, so the ratios hold at any later time.
+   */
+  affinityCreators: readonly string[];
+  affinityScores: Float64Array;
+  /** Hash of the user id, for the deterministic exploration order. */
+  idHash: number;
+}
+
+/** The `for_you` mix: the score is Σ weight × feature (features in [0, 1]). */
+export interface ForYouWeights {
+  similarity: number;
+  velocity: number;
+  recency: number;
+  affinity: number;
+}
+
+export interface ForYouOptions {
+  weights: ForYouWeights;
+  /** Share of places (0 to 0.5) given to items of creators the user has no affinity with. */
+  explore: number;
+  seed: number;
 }
 
 export interface SearchTask {
@@ -54,6 +117,15 @@ export interface SearchTask {
   limit: number;
   /** Multiplier on log1p(popularity) added to the relevance score; 0 switches the boost off. */
   boost: number;
+  /** The user the search is for: their hidden items and blocked creators never come back. */
+  user?: UserQueryState | null;
+  /** The clock to rank at instead of the envelope's (a cursor's pinned time). */
+  atMs?: number | null;
+  /**
+   * Ordinals earlier pages of a cursor returned: the ranking is computed as without them (ANN
+   * ranks, normalisations and fusion included) and they are removed from it before the tail.
+   */
+  after?: Int32Array | null;
 }
 
 /** What a level did to one query, so a caller can see the degradation take effect. */
@@ -93,6 +165,12 @@ export interface Explain {
    * most popular items (below Full, profile `popular`).
    */
   popularCandidates?: number;
+  /** for_you: whether the user had no preference vector (the cold-start ranking ran). */
+  coldStart?: boolean;
+  /** for_you: places given to exploration (items of creators the user has no affinity with). */
+  explored?: number;
+  /** Candidates dropped for the user: hidden items, blocked creators, and the user filters. */
+  userFiltered?: number;
 }
 
 export interface RetrievedItem {
@@ -120,6 +198,8 @@ export interface SearchHit {
 export interface WorkerRetrieveResult {
   /** Time the worker spent executing the query, in ms (queueing excluded). */
   serviceMs: number;
+  /** The clock the query ranked at. */
+  nowMs?: number;
   items: RetrievedItem[];
   warnings: string[];
   explain: Explain;
@@ -127,6 +207,8 @@ export interface WorkerRetrieveResult {
 
 export interface WorkerSearchResult {
   serviceMs: number;
+  /** The clock the query ranked at. */
+  nowMs?: number;
   hits: SearchHit[];
   warnings: string[];
   explain: Explain;

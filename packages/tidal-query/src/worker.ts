@@ -50,15 +50,17 @@ const SKIPPED: SkippedResult = Object.freeze({ skipped: true });
 function retrieve(s: State, msg: RetrieveMessage, started: number): ResultOf<'retrieve'> {
   if (cancelled(s, msg.cell)) return SKIPPED;
   s.items.sync(msg.env.itemsVersion);
-  const r = s.retrieve.run(msg.task, msg.env.level, msg.env.nowMs);
-  return { ...r, serviceMs: performance.now() - started };
+  const nowMs = msg.task.atMs ?? msg.env.nowMs;
+  const r = s.retrieve.run(msg.task, msg.env.level, nowMs);
+  return { ...r, nowMs, serviceMs: performance.now() - started };
 }
 
 function search(s: State, msg: SearchMessage, started: number): ResultOf<'search'> {
   if (cancelled(s, msg.cell)) return SKIPPED;
   s.items.sync(msg.env.itemsVersion);
-  const r = s.search.run(msg.task, msg.env.level, msg.env.nowMs);
-  return { ...r, serviceMs: performance.now() - started };
+  const nowMs = msg.task.atMs ?? msg.env.nowMs;
+  const r = s.search.run(msg.task, msg.env.level, nowMs);
+  return { ...r, nowMs, serviceMs: performance.now() - started };
 }
 
 /** See {@link FaultMessage}: for fault tests only. */

@@ -1,0 +1,91 @@
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { InvalidInputError } from 'tidal-load';
+import type { Meta } from './storage.js';
+
+/**
+ * Items a chain of cursors may have returned: past it, `nextCursor` is null. The cursor carries
+ * their ordinals (4 bytes each, base64): 1 000 items make a cursor of about 5.4 KB.
+ */
+export const MAX_CURSOR_ITEMS = 1000;
+
+/** What a cursor pins: the query, the clock the first page ran at, and what the pages returned. */
+export interface CursorState {
+  /** The query's hash (see {@link queryHash}). */
+  readonly query: string;
+  /** The database clock the first page was ranked at; later pages rank at the same time. */
+  readonly nowMs: number;
+  /** Ordinals of every item the earlier pages returned, left out of the next one. */
+  readonly returned: Int32Array;
+}
+
+const MAC_BYTES = 16;
+
+/**
+ * Signs and checks cursors with a secret of the database (32 random bytes kept in `tidal_meta`,
+ * made on first use), so a cursor is opaque, cannot be altered, and is refused by another database.
+ */
+export class Cursors {
+  readonly #secret: Buffer;
+
+  constructor(meta: Meta) {
+    let secret = meta.get('cursor_secret');
+    if (secret === undefined) {
+      secret = randomBytes(32).toString('hex');
+      meta.set('cursor_secret', secret);
+    }
+    this.#secret = Buffer.from(secret, 'hex');
+  }
+
+  #mac(body: string): Buffer {
+    return createHmac('sha256', this.#secret).update(body).digest().subarray(0, MAC_BYTES);
+  }
+
+  encode(state: CursorState): string {
+    const ordinals = Buffer.from(state.returned.buffer, state.returned.byteOffset, state.returned.byteLength).toString('base64url');
+    const body = Buffer.from(JSON.stringify([1, state.query, state.nowMs, ordinals])).toString('base64url');
+    return `${body}.${this.#mac(body).toString('base64url')}`;
+  }
+
+  /** The state of a cursor this database signed for the query `query`. */
+  decode(value: unknown, query: string): CursorState {
+    const refuse = (why: string): never => {
+      throw new InvalidInputError('cursor', why, value);
+    };
+    if (typeof value !== 'string' || value.length > 16_384) return refuse('a nextCursor string this database returned');
+    const dot = value.indexOf('.');
+    if (dot < 0) return refuse('a nextCursor string this database returned');
+    const body = value.slice(0, dot);
+    const mac = Buffer.from(value.slice(dot + 1), 'base64url');
+    const want = this.#mac(body);
+    if (mac.length !== want.length || !timingSafeEqual(mac, want)) return refuse('a nextCursor this database returned, unaltered');
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(Buffer.from(body, 'base64url').toString());
+    } catch {
+      return refuse('a nextCursor this database returned');
+    }
+    if (!Array.isArray(parsed) || parsed[0] !== 1 || typeof parsed[1] !== 'string' || typeof parsed[2] !== 'number' || typeof parsed[3] !== 'string') {
+      return refuse('a nextCursor this database returned');
+    }
+    if (parsed[1] !== query) return refuse('a nextCursor of the same query (it was returned for another request)');
+    const bytes = Buffer.from(parsed[3], 'base64url');
+    const returned = new Int32Array(bytes.length / 4);
+    new Uint8Array(returned.buffer).set(bytes);
+    return { query, nowMs: parsed[2], returned };
+  }
+}
+
+/**
+ * A hash of what a query ranks by (every validated field but the limit, the cursor and the
+ * control options): a cursor is refused by any other query.
+ */
+export function queryHash(op: string, fields: Record<string, unknown>): string {
+  const h = createHash('sha256').update(op);
+  for (const k of Object.keys(fields).sort()) {
+    const v = fields[k];
+    h.update(`\u0000${k}=`);
+    if (v instanceof Float32Array || v instanceof Int32Array) h.update(Buffer.from(v.buffer, v.byteOffset, v.byteLength));
+    else h.update(JSON.stringify(v) ?? 'undefined');
+  }
+  return h.digest('base64url').slice(0, 22);
+}

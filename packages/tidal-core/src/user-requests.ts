@@ -1,0 +1,82 @@
+import { InvalidInputError } from 'tidal-load';
+import { FOR_YOU_EXPLORE, FOR_YOU_WEIGHTS, type ForYouOptions, type ForYouWeights, type QuerySchema } from 'tidal-query';
+import type { RetrieveRequest } from './types.js';
+import { isPlainObject } from './validate.js';
+
+/** `hide` / `unhide`: a user and an item id. */
+export interface UserItemInput {
+  user: string;
+  item: string;
+}
+
+/** `block` / `unblock` / `follow` / `unfollow`: a user and a creator (a value of the schema's `creatorField`). */
+export interface UserCreatorInput {
+  user: string;
+  creator: string;
+}
+
+/**
+ * Filters on a user's state, for any retrieve profile and for search (each needs `user`).
+ * Hidden items and blocked creators' items are left out of every query naming a user whatever
+ * these say.
+ */
+export interface UserFilter {
+  /** Leave out the items in the user's seen set. @default false */
+  unseen?: boolean;
+  /** Leave out hidden items and blocked creators' items: always on when the query names a user. @default true */
+  unblocked?: boolean;
+  /** Keep only items of creators the user follows (needs `schema.creatorField`). @default false */
+  following?: boolean;
+}
+
+const USER_FILTER_KEYS = ['unseen', 'unblocked', 'following'];
+const WEIGHT_KEYS = ['similarity', 'velocity', 'recency', 'affinity'] as const;
+
+/** A validated user filter; `unseen` and `following` off when absent. */
+export function checkUserFilter(value: unknown, hasUser: boolean, schema: QuerySchema): { unseen: boolean; following: boolean } {
+  if (value === undefined) return { unseen: false, following: false };
+  if (!hasUser) throw new InvalidInputError('userFilter', 'absent without a user (it filters on the user state of `user`)', value);
+  if (!isPlainObject(value)) throw new InvalidInputError('userFilter', '{ unseen?, unblocked?, following? } of booleans', value);
+  for (const k of Object.keys(value)) {
+    if (!USER_FILTER_KEYS.includes(k)) throw new InvalidInputError(`userFilter.${k}`, `absent: userFilter takes ${USER_FILTER_KEYS.join(', ')}`, value[k]);
+    if (typeof value[k] !== 'boolean') throw new InvalidInputError(`userFilter.${k}`, 'a boolean', value[k]);
+  }
+  if (value.unblocked === false) {
+    throw new InvalidInputError('userFilter.unblocked', 'true or absent: hidden items and blocked creators never come back to their user', false);
+  }
+  const following = value.following === true;
+  if (following && schema.creatorField === undefined) {
+    throw new InvalidInputError('userFilter.following', 'absent: the schema names no creatorField', true);
+  }
+  return { unseen: value.unseen === true, following };
+}
+
+/** The `for_you` options of a retrieve request (defaults filled in), or null for another profile. */
+export function checkForYou(req: RetrieveRequest, schema: QuerySchema): ForYouOptions | null {
+  if (req.profile !== 'for_you') {
+    for (const k of ['weights', 'explore', 'seed'] as const) {
+      if (req[k] !== undefined) throw new InvalidInputError(k, "absent: it is an option of profile 'for_you'", req[k]);
+    }
+    return null;
+  }
+  if (req.user === undefined) throw new InvalidInputError('user', "a user id: profile 'for_you' ranks for a user", undefined);
+  if (schema.embeddingDims === 0) throw new InvalidInputError('profile', "a profile the schema supports ('for_you' needs embeddingDims)", req.profile);
+  const weights: ForYouWeights = { ...FOR_YOU_WEIGHTS };
+  if (req.weights !== undefined) {
+    const given: unknown = req.weights;
+    if (!isPlainObject(given)) throw new InvalidInputError('weights', `an object of ${WEIGHT_KEYS.join(', ')}`, given);
+    for (const k of Object.keys(given)) {
+      if (!(WEIGHT_KEYS as readonly string[]).includes(k)) throw new InvalidInputError(`weights.${k}`, `absent: weights takes ${WEIGHT_KEYS.join(', ')}`, given[k]);
+      const w = given[k];
+      if (typeof w !== 'number' || !Number.isFinite(w) || w < 0 || w > 1000) throw new InvalidInputError(`weights.${k}`, 'a finite number from 0 to 1000', w);
+      weights[k as keyof ForYouWeights] = w;
+    }
+  }
+  const explore = req.explore ?? FOR_YOU_EXPLORE;
+  if (typeof explore !== 'number' || !(explore >= 0 && explore <= 0.5)) throw new InvalidInputError('explore', 'a number from 0 to 0.5', explore);
+  const seed = req.seed ?? 0;
+  if (typeof seed !== 'number' || !Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) {
+    throw new InvalidInputError('seed', 'a whole number from 0 to 4294967295', seed);
+  }
+  return { weights, explore, seed };
+}

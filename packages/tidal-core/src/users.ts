@@ -1,0 +1,585 @@
+import type Database from 'better-sqlite3';
+import { CapacityError, InvalidInputError } from 'tidal-load';
+import { blobToVector, FOR_YOU_EXPLORE, FOR_YOU_WEIGHTS, hashString, RECENCY_HALF_LIFE_MS, type QuerySchema, type UserQueryState } from 'tidal-query';
+import { AFFINITY_HALF_LIFE_MS } from './schema.js';
+
+/**
+ * Items a user's seen set holds: the last 512 distinct items the user signalled (a signal on an
+ * item already in it makes it the newest again). 512 × 4 bytes = 2 KiB per user at most, plus
+ * 512 rows of `user_seen`. A feed rarely shows more than a few hundred items a session, and the
+ * `unseen` filter's cost in a worker grows with it (a set built per query).
+ */
+export const SEEN_LIMIT = 512;
+
+/**
+ * Creators a user holds an affinity to. Past it, the creator with the smallest decayed affinity
+ * gives its place to the new one. 64 × (two Float64 + a shared creator string) ≈ 2 KiB per user.
+ */
+export const MAX_AFFINITIES = 64;
+
+/**
+ * Hidden items, blocked creators and followed creators per user, each. Checked when a call is
+ * admitted; past it the call is refused with `CapacityError`. Every one of them is copied into
+ * each query the user makes (4 bytes a hidden item), so the bound is what keeps a query's message
+ * small: 10 000 hidden items are 40 KB.
+ */
+export const MAX_USER_EDGES = 10_000;
+
+/** The bounds and defaults of user state and of `for_you`, as documented (frozen). */
+export const USER_DEFAULTS = Object.freeze({
+  seenLimit: SEEN_LIMIT,
+  maxAffinities: MAX_AFFINITIES,
+  maxEdges: MAX_USER_EDGES,
+  affinityHalfLifeMs: AFFINITY_HALF_LIFE_MS,
+  forYouWeights: FOR_YOU_WEIGHTS,
+  explore: FOR_YOU_EXPLORE,
+  recencyHalfLifeMs: RECENCY_HALF_LIFE_MS,
+});
+
+const BLOCKED = 1;
+const FOLLOWED = 2;
+
+/** A user as written. */
+export interface UserInput {
+  /** 1 to 512 characters. */
+  id: string;
+  /** Any JSON object up to 64 KiB. */
+  metadata?: Record<string, unknown>;
+  /**
+   * `schema.embeddingDims` finite numbers, not all zero: where the user's preference vector starts
+   * (the signals then move it); without one, the first signal of a positive kind on an item with an
+   * embedding sets it.
+   */
+  embedding?: readonly number[] | Float32Array | null;
+}
+
+/** A user as stored, with the state their writes built. */
+export interface User {
+  id: string;
+  metadata: Record<string, unknown>;
+  embedding?: Float32Array;
+  /** The preference vector, or null when nothing set it yet (the `for_you` cold start). */
+  preference: Float32Array | null;
+  /** The seen set, newest first (item ids). At most {@link SEEN_LIMIT}. */
+  seen: string[];
+  /** Hidden item ids, sorted. */
+  hidden: string[];
+  /** Blocked creators, sorted. */
+  blocked: string[];
+  /** Followed creators, sorted. */
+  following: string[];
+  /** Affinity per creator, decayed to the database clock's now. */
+  affinity: Record<string, number>;
+}
+
+/** The write events a user call becomes (see write-path.ts). */
+export interface UserUpsertEvent {
+  readonly type: 'user-upsert';
+  readonly id: string;
+  readonly metadata: Record<string, unknown>;
+  readonly embedding: Float32Array | null;
+}
+
+export interface UserDeleteEvent {
+  readonly type: 'user-delete';
+  readonly id: string;
+}
+
+export interface UserItemEvent {
+  readonly type: 'hide' | 'unhide';
+  readonly user: string;
+  ordinal: number;
+  readonly item: string;
+}
+
+export interface UserCreatorEvent {
+  readonly type: 'block' | 'unblock' | 'follow' | 'unfollow';
+  readonly user: string;
+  readonly creator: string;
+}
+
+export type UserEvent = UserUpsertEvent | UserDeleteEvent | UserItemEvent | UserCreatorEvent;
+
+/** What a committed signal brings the user registry. */
+export interface UserSignalEvent {
+  readonly type: 'signal';
+  readonly ordinal: number;
+  readonly id: string;
+  readonly kind: number;
+  readonly weight: number;
+  readonly at: number;
+  readonly user: string | null;
+}
+
+/** An item's embedding and creator, as committed, for a user signal on it. */
+export interface ItemFacts {
+  readonly embedding: Float32Array | null;
+  readonly creator: string | null;
+}
+
+interface UserState {
+  readonly key: number;
+  readonly id: string;
+  metadata: Record<string, unknown>;
+  embedding: Float32Array | null;
+  preference: Float32Array | null;
+  /** The seen ordinals, oldest first, `seenCount` of them. */
+  seen: Int32Array;
+  seenCount: number;
+  /** The pos the next seen entry gets (user_seen.pos). */
+  seenPos: number;
+  hidden: Set<number>;
+  blocked: Set<string>;
+  following: Set<string>;
+  affinity: Map<string, { score: number; at: number }>;
+  /** The worker copy of the state, built on demand, dropped on change. */
+  query: UserQueryState | null;
+}
+
+function cloneState(u: UserState): UserState {
+  return {
+    ...u,
+    preference: u.preference === null ? null : u.preference.slice(),
+    seen: u.seen.slice(),
+    hidden: new Set(u.hidden),
+    blocked: new Set(u.blocked),
+    following: new Set(u.following),
+    affinity: new Map([...u.affinity].map(([c, a]) => [c, { ...a }])),
+    query: null,
+  };
+}
+
+function vectorBlob(v: Float32Array | null): Buffer | null {
+  return v === null ? null : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+}
+
+/**
+ * Users and their state, on the main thread, mirrored in the user tables of the database file.
+ *
+ * Every change comes from a committed write event. `persistBatch` runs inside the batch's
+ * transaction: it computes each touched user's next state on a copy, in event order, and writes
+ * the rows; `applyBatch` runs after the commit and publishes the copies. A batch that fails to
+ * commit leaves the published state as it was (its copies are dropped with the next batch). So
+ * the state in memory is always exactly what the file holds, and an open after a crash loads the
+ * state of the last committed batch.
+ */
+export class UserRegistry {
+  readonly #db: Database.Database;
+  readonly #schema: QuerySchema;
+  readonly #lambda: number;
+  readonly #rates: readonly number[];
+  readonly #byId = new Map<string, UserState>();
+  /** Ids upserted by calls admitted so far minus those deleted: what a call may name. */
+  readonly #declared = new Set<string>();
+  /** Copies of the users the batch being committed changed, published after the commit. */
+  #staged = new Map<string, UserState | null>();
+  #nextKey = 1;
+  /** Interned creator strings (one copy however many users hold an affinity to a creator). */
+  readonly #creators = new Map<string, string>();
+  readonly #stmt: {
+    insert: Database.Statement;
+    update: Database.Statement;
+    setPreference: Database.Statement;
+    remove: Database.Statement[];
+    seenUpsert: Database.Statement;
+    seenDelete: Database.Statement;
+    hide: Database.Statement;
+    unhide: Database.Statement;
+    relate: Database.Statement;
+    unrelate: Database.Statement;
+    affinityUpsert: Database.Statement;
+    affinityDelete: Database.Statement;
+    idOf: Database.Statement;
+  };
+
+  constructor(db: Database.Database, schema: QuerySchema) {
+    this.#db = db;
+    this.#schema = schema;
+    this.#lambda = Math.LN2 / (schema.affinityHalfLifeMs ?? AFFINITY_HALF_LIFE_MS);
+    this.#rates = schema.preferenceRates ?? schema.kinds.map(() => 0);
+    this.#stmt = {
+      insert: db.prepare('INSERT INTO users (key, id, metadata, embedding, preference) VALUES (?, ?, ?, ?, NULL)'),
+      update: db.prepare('UPDATE users SET metadata = ?, embedding = ? WHERE key = ?'),
+      setPreference: db.prepare('UPDATE users SET preference = ? WHERE key = ?'),
+      remove: ['users WHERE key', 'user_seen WHERE user', 'user_hidden WHERE user', 'user_creators WHERE user', 'user_affinity WHERE user'].map((t) =>
+        db.prepare(`DELETE FROM ${t} = ?`),
+      ),
+      seenUpsert: db.prepare('INSERT INTO user_seen (user, ordinal, pos) VALUES (?, ?, ?) ON CONFLICT(user, ordinal) DO UPDATE SET pos = excluded.pos'),
+      seenDelete: db.prepare('DELETE FROM user_seen WHERE user = ? AND ordinal = ?'),
+      hide: db.prepare('INSERT OR IGNORE INTO user_hidden (user, ordinal) VALUES (?, ?)'),
+      unhide: db.prepare('DELETE FROM user_hidden WHERE user = ? AND ordinal = ?'),
+      relate: db.prepare('INSERT OR IGNORE INTO user_creators (user, relation, creator) VALUES (?, ?, ?)'),
+      unrelate: db.prepare('DELETE FROM user_creators WHERE user = ? AND relation = ? AND creator = ?'),
+      affinityUpsert: db.prepare(
+        'INSERT INTO user_affinity (user, creator, score, at) VALUES (?, ?, ?, ?) ON CONFLICT(user, creator) DO UPDATE SET score = excluded.score, at = excluded.at',
+      ),
+      affinityDelete: db.prepare('DELETE FROM user_affinity WHERE user = ? AND creator = ?'),
+      idOf: db.prepare('SELECT id FROM items WHERE ordinal = ?').pluck(),
+    };
+    this.#load();
+  }
+
+  /** Loads every user and their state from the file (the recovery of the user tables). */
+  #load(): void {
+    const dims = this.#schema.embeddingDims;
+    const vec = (b: Buffer | null): Float32Array | null => (b !== null && b.byteLength === dims * 4 && dims > 0 ? blobToVector(b) : null);
+    const byKey = new Map<number, UserState>();
+    for (const r of this.#db.prepare('SELECT key, id, metadata, embedding, preference FROM users ORDER BY key').all() as {
+      key: number;
+      id: string;
+      metadata: string;
+      embedding: Buffer | null;
+      preference: Buffer | null;
+    }[]) {
+      const u: UserState = {
+        key: r.key,
+        id: r.id,
+        metadata: JSON.parse(r.metadata) as Record<string, unknown>,
+        embedding: vec(r.embedding),
+        preference: vec(r.preference),
+        seen: new Int32Array(0),
+        seenCount: 0,
+        seenPos: 0,
+        hidden: new Set(),
+        blocked: new Set(),
+        following: new Set(),
+        affinity: new Map(),
+        query: null,
+      };
+      byKey.set(r.key, u);
+      this.#byId.set(r.id, u);
+      this.#declared.add(r.id);
+      if (r.key >= this.#nextKey) this.#nextKey = r.key + 1;
+    }
+    for (const [user, ordinal, pos] of this.#db.prepare('SELECT user, ordinal, pos FROM user_seen ORDER BY user, pos').raw().iterate() as IterableIterator<[number, number, number]>) {
+      const u = byKey.get(user);
+      if (!u) continue;
+      if (u.seen.length === u.seenCount) u.seen = grow(u.seen);
+      u.seen[u.seenCount++] = ordinal;
+      u.seenPos = pos + 1;
+    }
+    for (const [user, ordinal] of this.#db.prepare('SELECT user, ordinal FROM user_hidden').raw().iterate() as IterableIterator<[number, number]>) {
+      byKey.get(user)?.hidden.add(ordinal);
+    }
+    for (const [user, relation, creator] of this.#db.prepare('SELECT user, relation, creator FROM user_creators').raw().iterate() as IterableIterator<[number, number, string]>) {
+      const u = byKey.get(user);
+      if (!u) continue;
+      (relation === BLOCKED ? u.blocked : u.following).add(this.#intern(creator));
+    }
+    for (const [user, creator, score, at] of this.#db.prepare('SELECT user, creator, score, at FROM user_affinity').raw().iterate() as IterableIterator<[number, string, number, number]>) {
+      byKey.get(user)?.affinity.set(this.#intern(creator), { score, at });
+    }
+  }
+
+  #intern(creator: string): string {
+    const known = this.#creators.get(creator);
+    if (known !== undefined) return known;
+    this.#creators.set(creator, creator);
+    return creator;
+  }
+
+  get size(): number {
+    return this.#byId.size;
+  }
+
+  // ---- admission ------------------------------------------------------------------------------
+
+  /** Whether a call may name `id`: upserted by a call admitted earlier and not deleted since. */
+  known(id: string): boolean {
+    return this.#declared.has(id);
+  }
+
+  /** Refuses an id no admitted call upserted. */
+  checkKnown(field: string, id: string): void {
+    if (!this.#declared.has(id)) throw new InvalidInputError(field, 'the id of a user written with upsertUsers (and not deleted)', id);
+  }
+
+  /** Records the ids an admitted upsert or delete call makes known or unknown to later calls. */
+  declare(ids: readonly string[], present: boolean): void {
+    for (const id of ids) {
+      if (present) this.#declared.add(id);
+      else this.#declared.delete(id);
+    }
+  }
+
+  /** Refuses a hide, block or follow that would take a user past {@link MAX_USER_EDGES}. */
+  checkRoom(user: string, what: 'hidden' | 'blocked' | 'following'): void {
+    const u = this.#byId.get(user);
+    if (u && u[what].size >= MAX_USER_EDGES) {
+      throw new CapacityError(`${what === 'hidden' ? 'hidden items' : what === 'blocked' ? 'blocked creators' : 'followed creators'} of user ${user}`, MAX_USER_EDGES, `undo some first (unhide, unblock, unfollow)`);
+    }
+  }
+
+  // ---- commit ---------------------------------------------------------------------------------
+
+  /** The state a batch event sees: its staged copy, or a copy of the published one (staged on first touch). */
+  #touch(id: string): UserState | null {
+    if (this.#staged.has(id)) return this.#staged.get(id)!;
+    const u = this.#byId.get(id);
+    if (u === undefined) return null;
+    const copy = cloneState(u);
+    this.#staged.set(id, copy);
+    return copy;
+  }
+
+  /** Starts a batch: copies left by a batch that failed to commit are dropped. */
+  begin(): void {
+    if (this.#staged.size > 0) this.#staged = new Map();
+  }
+
+  /**
+   * Writes what one committed event changes, inside the batch's transaction; a signal's user
+   * state moves by `facts` (the item as committed). Events that name a user deleted since they were
+   * admitted change nothing.
+   */
+  persist(e: UserEvent | UserSignalEvent, facts: (ordinal: number, id: string) => ItemFacts): void {
+    const s = this.#stmt;
+    switch (e.type) {
+      case 'user-upsert': {
+        const u = this.#touch(e.id);
+        if (u === null) {
+          const key = this.#nextKey++;
+          s.insert.run(key, e.id, JSON.stringify(e.metadata), vectorBlob(e.embedding));
+          this.#staged.set(e.id, {
+            key,
+            id: e.id,
+            metadata: e.metadata,
+            embedding: e.embedding,
+            preference: e.embedding === null ? null : e.embedding.slice(),
+            seen: new Int32Array(0),
+            seenCount: 0,
+            seenPos: 0,
+            hidden: new Set(),
+            blocked: new Set(),
+            following: new Set(),
+            affinity: new Map(),
+            query: null,
+          });
+          if (e.embedding !== null) s.setPreference.run(vectorBlob(e.embedding), key);
+        } else {
+          s.update.run(JSON.stringify(e.metadata), vectorBlob(e.embedding), u.key);
+          u.metadata = e.metadata;
+          u.embedding = e.embedding;
+          if (u.preference === null && e.embedding !== null) {
+            u.preference = e.embedding.slice();
+            s.setPreference.run(vectorBlob(u.preference), u.key);
+          }
+        }
+        return;
+      }
+      case 'user-delete': {
+        const u = this.#touch(e.id);
+        if (u === null) return;
+        for (const stmt of s.remove) stmt.run(u.key);
+        this.#staged.set(e.id, null);
+        return;
+      }
+      case 'hide':
+      case 'unhide': {
+        const u = this.#touch(e.user);
+        if (u === null) return;
+        if (e.type === 'hide') {
+          u.hidden.add(e.ordinal);
+          s.hide.run(u.key, e.ordinal);
+        } else {
+          u.hidden.delete(e.ordinal);
+          s.unhide.run(u.key, e.ordinal);
+        }
+        return;
+      }
+      case 'block':
+      case 'unblock':
+      case 'follow':
+      case 'unfollow': {
+        const u = this.#touch(e.user);
+        if (u === null) return;
+        const relation = e.type === 'block' || e.type === 'unblock' ? BLOCKED : FOLLOWED;
+        const set = relation === BLOCKED ? u.blocked : u.following;
+        if (e.type === 'block' || e.type === 'follow') {
+          set.add(this.#intern(e.creator));
+          s.relate.run(u.key, relation, e.creator);
+        } else {
+          set.delete(e.creator);
+          s.unrelate.run(u.key, relation, e.creator);
+        }
+        return;
+      }
+      case 'signal': {
+        if (e.user === null) return;
+        const u = this.#touch(e.user);
+        if (u === null) return;
+        this.#see(u, e.ordinal);
+        const rate = this.#rates[e.kind] ?? 0;
+        if (rate === 0) return;
+        const item = facts(e.ordinal, e.id);
+        if (item.embedding !== null && this.#movePreference(u, item.embedding, rate)) s.setPreference.run(vectorBlob(u.preference), u.key);
+        if (item.creator !== null) this.#moveAffinity(u, item.creator, rate > 0 ? e.weight : -e.weight, e.at);
+        return;
+      }
+    }
+  }
+
+  /** Makes `ordinal` the newest of the seen set, dropping the oldest past {@link SEEN_LIMIT}. */
+  #see(u: UserState, ordinal: number): void {
+    const s = this.#stmt;
+    let at = -1;
+    for (let i = u.seenCount - 1; i >= 0; i--) {
+      if (u.seen[i] === ordinal) {
+        at = i;
+        break;
+      }
+    }
+    if (at >= 0) {
+      u.seen.copyWithin(at, at + 1, u.seenCount);
+      u.seenCount--;
+    } else if (u.seenCount === SEEN_LIMIT) {
+      s.seenDelete.run(u.key, u.seen[0]!);
+      u.seen.copyWithin(0, 1, u.seenCount);
+      u.seenCount--;
+    }
+    if (u.seen.length === u.seenCount) u.seen = grow(u.seen);
+    u.seen[u.seenCount++] = ordinal;
+    s.seenUpsert.run(u.key, ordinal, u.seenPos++);
+  }
+
+  /**
+   * p ← (1 − |r|)·p ± |r|·ê in Float32 (ê the unit embedding), the same arithmetic live and after a
+   * restart since the file holds the Float32 result. A first positive signal sets p = ê; a negative
+   * one with no p yet leaves it unset. Returns whether p changed.
+   */
+  #movePreference(u: UserState, embedding: Float32Array, rate: number): boolean {
+    let norm = 0;
+    for (let i = 0; i < embedding.length; i++) norm += embedding[i]! * embedding[i]!;
+    norm = Math.sqrt(norm);
+    if (!(norm > 0)) return false;
+    const r = Math.abs(rate);
+    const sign = rate > 0 ? 1 : -1;
+    const p = u.preference;
+    if (p === null) {
+      if (sign < 0) return false;
+      const next = new Float32Array(embedding.length);
+      for (let i = 0; i < next.length; i++) next[i] = embedding[i]! / norm;
+      u.preference = next;
+      return true;
+    }
+    const next = new Float32Array(p.length);
+    let nonZero = false;
+    for (let i = 0; i < p.length; i++) {
+      next[i] = (1 - r) * p[i]! + sign * r * (embedding[i]! / norm);
+      if (next[i] !== 0) nonZero = true;
+    }
+    // A vector moved exactly onto zero has no direction for cosine: keep the last one.
+    if (!nonZero) return false;
+    u.preference = next;
+    return true;
+  }
+
+  /** S ← S·e^(−λ·dt) + w (an earlier event is decayed to the reference time instead); bounded per user. */
+  #moveAffinity(u: UserState, creator: string, w: number, at: number): void {
+    const s = this.#stmt;
+    const c = this.#intern(creator);
+    const a = u.affinity.get(c);
+    if (a === undefined) {
+      u.affinity.set(c, { score: w, at });
+      if (u.affinity.size > MAX_AFFINITIES) {
+        // The smallest affinity at the latest reference time goes (ties: the first creator by name).
+        let ref = -Infinity;
+        for (const x of u.affinity.values()) if (x.at > ref) ref = x.at;
+        let worst: string | null = null;
+        let worstValue = Infinity;
+        for (const [name, x] of u.affinity) {
+          const v = x.score * Math.exp(-this.#lambda * (ref - x.at));
+          if (v < worstValue || (v === worstValue && worst !== null && name < worst)) {
+            worst = name;
+            worstValue = v;
+          }
+        }
+        u.affinity.delete(worst!);
+        s.affinityDelete.run(u.key, worst);
+        if (worst === c) return;
+      }
+      s.affinityUpsert.run(u.key, c, w, at);
+      return;
+    }
+    if (at >= a.at) {
+      a.score = a.score * Math.exp(-this.#lambda * (at - a.at)) + w;
+      a.at = at;
+    } else {
+      a.score += w * Math.exp(-this.#lambda * (a.at - at));
+    }
+    s.affinityUpsert.run(u.key, c, a.score, a.at);
+  }
+
+  /** Publishes the state the committed batch wrote. */
+  apply(): void {
+    for (const [id, u] of this.#staged) {
+      if (u === null) this.#byId.delete(id);
+      else this.#byId.set(id, u);
+    }
+    this.#staged = new Map();
+  }
+
+  // ---- reads ----------------------------------------------------------------------------------
+
+  /** The stored user and their state, or undefined. */
+  get(id: string, nowMs: number): User | undefined {
+    const u = this.#byId.get(id);
+    if (u === undefined) return undefined;
+    const idOf = (o: number): string => (this.#stmt.idOf.get(o) as string | undefined) ?? `#${o}`;
+    const seen: string[] = [];
+    for (let i = u.seenCount - 1; i >= 0; i--) seen.push(idOf(u.seen[i]!));
+    const affinity: Record<string, number> = {};
+    for (const c of [...u.affinity.keys()].sort()) {
+      const a = u.affinity.get(c)!;
+      affinity[c] = a.score * Math.exp(-this.#lambda * Math.max(0, nowMs - a.at));
+    }
+    const out: User = {
+      id: u.id,
+      metadata: u.metadata,
+      preference: u.preference === null ? null : u.preference.slice(),
+      seen,
+      hidden: [...u.hidden].map(idOf).sort(),
+      blocked: [...u.blocked].sort(),
+      following: [...u.following].sort(),
+      affinity,
+    };
+    if (u.embedding !== null) out.embedding = u.embedding.slice();
+    return out;
+  }
+
+  /**
+   * The state a query for `id` sends its worker; `unseen` and `following` add the seen set and
+   * the followed creators. Cached per user until their state changes.
+   */
+  queryState(field: string, id: string, unseen: boolean, following: boolean): UserQueryState {
+    const u = this.#byId.get(id);
+    if (u === undefined) throw new InvalidInputError(field, 'the id of a user written with upsertUsers (and not deleted)', id);
+    let base = u.query;
+    if (base === null) {
+      let ref = -Infinity;
+      for (const a of u.affinity.values()) if (a.at > ref) ref = a.at;
+      const creators = [...u.affinity.keys()];
+      const scores = Float64Array.from(creators, (c) => {
+        const a = u.affinity.get(c)!;
+        return a.score * Math.exp(-this.#lambda * (ref - a.at));
+      });
+      base = u.query = {
+        hidden: Int32Array.from(u.hidden),
+        blocked: [...u.blocked],
+        seen: u.seen.slice(0, u.seenCount),
+        following: [...u.following],
+        preference: u.preference,
+        affinityCreators: creators,
+        affinityScores: scores,
+        idHash: hashString(u.id),
+      };
+    }
+    return { ...base, seen: unseen ? base.seen : null, following: following ? base.following : null };
+  }
+}
+
+function grow(a: Int32Array): Int32Array {
+  const b = new Int32Array(Math.min(SEEN_LIMIT, Math.max(8, a.length * 2)));
+  b.set(a);
+  return b;
+}

@@ -1,0 +1,193 @@
+/**
+ * The feedback loop's arithmetic and the `for_you` profile, each against an oracle written out
+ * here: the preference EMA, the creator affinity's decay, the bounded seen set; for_you's weighted
+ * mix, its cold start, its exploration places and its per-call weights.
+ */
+import { describe, expect, it } from 'vitest';
+import { TidalDb, USER_DEFAULTS, type RetrieveRequest } from 'tidal-core';
+import { DAY, HOUR, NOW, TestClock } from './helpers.js';
+import { USER_SCHEMA } from './user-helpers.js';
+
+async function open(clock = new TestClock(NOW)): Promise<TidalDb> {
+  return TidalDb.builder().ephemeral().workers(1).clock(clock.read).schema(USER_SCHEMA).capacity({ items: 4096, signalSlots: 8192 }).open();
+}
+
+const f32 = (xs: number[]): number[] => Array.from(new Float32Array(xs));
+const LAMBDA = Math.LN2 / USER_DEFAULTS.affinityHalfLifeMs;
+
+describe('the feedback loop', () => {
+  it('moves the preference vector, the creator affinity and the seen set as documented', async () => {
+    const db = await open();
+    try {
+      await db.upsertItems([
+        { id: 'a1', embedding: [2, 0, 0], metadata: { creator: 'ana' } },
+        { id: 'a2', embedding: [1, 0, 0], metadata: { creator: 'ana' } },
+        { id: 'b1', embedding: [0, 3, 0], metadata: { creator: 'ben' } },
+        { id: 'c1', embedding: [0, 0, 1], metadata: { creator: 'cy' } },
+      ]);
+      await db.upsertUsers([{ id: 'u' }]);
+      await db.signal({ item: 'a1', kind: 'view', user: 'u', at: NOW - 2 * HOUR });   // no preference rate: seen only
+      expect((await db.getUser('u'))!).toMatchObject({ preference: null, seen: ['a1'], affinity: {} });
+      await db.signal({ item: 'a1', kind: 'like', user: 'u', weight: 2, at: NOW - HOUR });
+      // A first positive signal sets p to the unit embedding.
+      let p = [1, 0, 0];
+      expect(Array.from((await db.getUser('u'))!.preference!)).toEqual(f32(p));
+      await db.signal({ item: 'b1', kind: 'like', user: 'u', at: NOW });
+      p = f32(p.map((x, i) => 0.5 * x + 0.5 * [0, 1, 0][i]!));
+      expect(Array.from((await db.getUser('u'))!.preference!)).toEqual(p);
+      await db.signal({ item: 'c1', kind: 'skip', user: 'u', at: NOW });
+      p = f32(p.map((x, i) => 0.75 * x - 0.25 * [0, 0, 1][i]!));
+      expect(Array.from((await db.getUser('u'))!.preference!)).toEqual(p);
+      // Affinity: S·e^(−λ·dt) + w; an earlier event is decayed to the reference time.
+      await db.signal({ item: 'a2', kind: 'like', user: 'u', weight: 1, at: NOW - 3 * HOUR });
+      const u = (await db.getUser('u'))!;
+      expect(u.affinity.ana).toBeCloseTo(2 * Math.exp(-LAMBDA * HOUR) + Math.exp(-LAMBDA * 3 * HOUR), 12);
+      expect(u.affinity.ben).toBeCloseTo(1, 12);
+      expect(u.affinity.cy).toBeCloseTo(-1, 12);
+      // Seen: newest first, a repeat moves an item to the front.
+      expect(u.seen).toEqual(['a2', 'c1', 'b1', 'a1']);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it(`keeps the last ${USER_DEFAULTS.seenLimit} distinct items in the seen set`, async () => {
+    const db = await open();
+    try {
+      await db.upsertUsers([{ id: 'u' }]);
+      const n = USER_DEFAULTS.seenLimit + 40;
+      await db.signals(Array.from({ length: n }, (_, i) => ({ item: `x${i}`, kind: 'view', user: 'u' })));
+      const seen = (await db.getUser('u'))!.seen;
+      expect(seen).toHaveLength(USER_DEFAULTS.seenLimit);
+      expect(seen[0]).toBe(`x${n - 1}`);
+      expect(seen.at(-1)).toBe(`x${n - USER_DEFAULTS.seenLimit}`);
+    } finally {
+      await db.close();
+    }
+  });
+});
+
+// ---- for_you ---------------------------------------------------------------------------------
+
+const CORPUS = [
+  { id: 'j1', embedding: [1, 0.1, 0], creator: 'ana', ageH: 1, views: 30 },
+  { id: 'j2', embedding: [0.9, 0.3, 0.1], creator: 'ana', ageH: 30, views: 5 },
+  { id: 'j3', embedding: [0.8, 0, 0.5], creator: 'ben', ageH: 6, views: 12 },
+  { id: 'r1', embedding: [0.1, 1, 0], creator: 'cy', ageH: 2, views: 40 },
+  { id: 'r2', embedding: [0.2, 0.9, 0.3], creator: 'cy', ageH: 50, views: 1 },
+  { id: 'p1', embedding: [0, 0.2, 1], creator: 'di', ageH: 12, views: 20 },
+  { id: 'p2', embedding: [0.3, 0.3, 0.9], creator: 'ed', ageH: 70, views: 8 },
+  { id: 'p3', embedding: [0.5, 0.5, 0.5], creator: 'fay', ageH: 3, views: 2 },
+];
+
+async function corpusDb(): Promise<TidalDb> {
+  const db = await open();
+  await db.upsertItems(CORPUS.map((c) => ({ id: c.id, embedding: c.embedding, metadata: { creator: c.creator }, createdAt: NOW - c.ageH * HOUR })));
+  await db.signals(CORPUS.flatMap((c) => Array.from({ length: c.views }, (_, i) => ({ item: c.id, kind: 'view', at: NOW - (i % 50) * 60_000 }))));
+  await db.upsertUsers([{ id: 'fan' }, { id: 'new' }]);
+  // fan likes j1 and r1: preference between them, affinity to ana (weight 3) and cy (weight 1).
+  await db.signal({ item: 'j1', kind: 'like', user: 'fan', weight: 3, at: NOW });
+  await db.signal({ item: 'r1', kind: 'like', user: 'fan', weight: 1, at: NOW });
+  return db;
+}
+
+const cos = (a: readonly number[], b: readonly number[]): number => {
+  let d = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    d += a[i]! * b[i]!;
+    na += a[i]! * a[i]!;
+    nb += b[i]! * b[i]!;
+  }
+  return d / Math.sqrt(na * nb);
+};
+
+/** The documented for_you score of every corpus item, best first (ties: corpus order). */
+async function oracle(db: TidalDb, user: string, w = { similarity: 0.4, velocity: 0.3, recency: 0.2, affinity: 0.1 }, hidden: string[] = []): Promise<{ id: string; score: number }[]> {
+  const u = (await db.getUser(user))!;
+  const pool = CORPUS.filter((c) => !hidden.includes(c.id));
+  const velocity = new Map(pool.map((c) => [c.id, db.itemSignals(c.id).view?.velocity?.['1h'] ?? 0]));
+  const maxV = Math.max(...velocity.values());
+  const affs = Object.values(u.affinity).filter((a) => a > 0);
+  const maxA = Math.max(0, ...affs);
+  const scored = pool.map((c, i) => {
+    const vel = maxV > 0 ? velocity.get(c.id)! / maxV : 0;
+    const rec = 2 ** (-(c.ageH * HOUR) / DAY);
+    if (u.preference === null) return { id: c.id, i, score: (w.velocity * vel + w.recency * rec) / (w.velocity + w.recency) };
+    const sim = Math.max(0, cos(Array.from(u.preference), c.embedding));
+    const aff = maxA > 0 ? Math.max(0, u.affinity[c.creator] ?? 0) / maxA : 0;
+    return { id: c.id, i, score: w.similarity * sim + w.velocity * vel + w.recency * rec + w.affinity * aff };
+  });
+  scored.sort((a, b) => b.score - a.score || a.i - b.i);
+  return scored.map(({ id, score }) => ({ id, score }));
+}
+
+async function feed(db: TidalDb, req: Omit<RetrieveRequest, 'profile'>): Promise<{ id: string; score: number }[]> {
+  const r = await db.retrieve({ profile: 'for_you', limit: CORPUS.length, ...req });
+  return r.items.map((i) => ({ id: i.id, score: i.score }));
+}
+
+function expectRanking(got: { id: string; score: number }[], want: { id: string; score: number }[]): void {
+  expect(got.map((g) => g.id)).toEqual(want.map((w) => w.id));
+  for (let i = 0; i < want.length; i++) expect(got[i]!.score, want[i]!.id).toBeCloseTo(want[i]!.score, 5);
+}
+
+describe('for_you', () => {
+  it('ranks by the documented mix of similarity, velocity, recency and affinity, at every level', async () => {
+    const db = await corpusDb();
+    try {
+      const want = await oracle(db, 'fan');
+      for (const level of ['Full', 'ReducedCandidates'] as const) expectRanking(await feed(db, { user: 'fan', explore: 0, level }), want);
+      const r = await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0 });
+      expect(r.explain).toMatchObject({ coldStart: false, annTopK: 500, annCandidates: CORPUS.length, explored: 0 });
+      expect((await db.retrieve({ profile: 'for_you', user: 'fan', level: 'ReducedCandidates' })).explain.annTopK).toBe(200);
+      // Per-call weights.
+      const simOnly = { similarity: 1, velocity: 0, recency: 0, affinity: 0 };
+      expectRanking(await feed(db, { user: 'fan', explore: 0, weights: simOnly }), await oracle(db, 'fan', simOnly));
+      const affFirst = { similarity: 0.1, velocity: 0.1, recency: 0.1, affinity: 5 };
+      expectRanking(await feed(db, { user: 'fan', explore: 0, weights: affFirst }), await oracle(db, 'fan', affFirst));
+      // A hidden item never comes back, and the rest keep the oracle's order.
+      await db.hide({ user: 'fan', item: 'j1' });
+      expectRanking(await feed(db, { user: 'fan', explore: 0 }), await oracle(db, 'fan', undefined, ['j1']));
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('gives a user without history the cold start: trending blended with recency', async () => {
+    const db = await corpusDb();
+    try {
+      const r = await db.retrieve({ profile: 'for_you', user: 'new', limit: CORPUS.length });
+      expect(r.explain.coldStart).toBe(true);
+      expectRanking(r.items.map((i) => ({ id: i.id, score: i.score })), await oracle(db, 'new'));
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('gives every round(1/explore)-th place to a creator without affinity, the same for the same (user, seed)', async () => {
+    const db = await corpusDb();
+    try {
+      const plain = (await oracle(db, 'fan')).map((x) => x.id);
+      const creator = new Map(CORPUS.map((c) => [c.id, c.creator]));
+      for (const seed of [0, 1, 2, 3]) {
+        const a = (await feed(db, { user: 'fan', explore: 0.25, seed })).map((x) => x.id);
+        const b = (await feed(db, { user: 'fan', explore: 0.25, seed })).map((x) => x.id);
+        expect(a).toEqual(b);
+        expect([...a].sort()).toEqual([...plain].sort());
+        const explorers = [a[3]!, a[7]!];
+        for (const id of explorers) expect(['ana', 'cy'], `${id} at an exploration place`).not.toContain(creator.get(id));
+        // The other places are the score order without the explorers.
+        expect(a.filter((_, i) => i !== 3 && i !== 7)).toEqual(plain.filter((id) => !explorers.includes(id)));
+      }
+      const r = await db.retrieve({ profile: 'for_you', user: 'fan', limit: 8, explore: 0.25 });
+      expect(r.explain.explored).toBe(2);
+      const seeds = new Set<string>();
+      for (let seed = 0; seed < 12; seed++) seeds.add((await feed(db, { user: 'fan', explore: 0.25, seed })).map((x) => x.id).join());
+      expect(seeds.size).toBeGreaterThan(1);
+    } finally {
+      await db.close();
+    }
+  });
+});
