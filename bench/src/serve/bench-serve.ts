@@ -45,11 +45,11 @@ interface Flags {
 
 function parseFlags(argv: readonly string[]): Flags {
   return {
-    items: intFlag(argv, '--items', 100_000),
-    seconds: intFlag(argv, '--seconds', 10),
-    closed: intFlag(argv, '--closed', 16),
-    workers: intFlag(argv, '--workers', 2),
-    distinct: intFlag(argv, '--distinct', 8192),
+    items: intFlag(argv, 'items', 100_000),
+    seconds: intFlag(argv, 'seconds', 10),
+    closed: intFlag(argv, 'closed', 16),
+    workers: intFlag(argv, 'workers', 2),
+    distinct: intFlag(argv, 'distinct', 8192),
     profile: argv.includes('--profile'),
     skipOff: argv.includes('--skip-off'),
   };
@@ -88,7 +88,7 @@ async function startServer(flags: Flags, admission: boolean, profileDir: string 
     const line = chunk.split(/[\r\n]/).filter((l) => l.trim() !== '').pop();
     if (line !== undefined && line !== lastProgress) {
       lastProgress = line;
-      process.stderr.write(`\r  server: ${line.slice(0, 100).padEnd(100)}`);
+      process.stderr.write(`  server: ${line}\n`);
     }
   });
   const url = await new Promise<string>((resolve, reject) => {
@@ -107,7 +107,6 @@ async function startServer(flags: Flags, admission: boolean, profileDir: string 
       reject(new Error(`tidal serve exited with ${code} before listening`));
     });
   });
-  process.stderr.write('\n');
   await waitReady(url);
   return { child, url, pid: child.pid!, exited };
 }
@@ -152,7 +151,7 @@ function procSample(pid: number): { processTicks: number; mainTicks: number; rss
 }
 
 interface Tick {
-  /** ms since the phase started. */
+  /** `performance.now()` of this process when the sample came back. */
   t: number;
   level: string;
   inFlight: number;
@@ -161,7 +160,6 @@ interface Tick {
 
 /** Samples /stats and /proc every `everyMs` until stopped. */
 function sampler(server: Server, everyMs: number): { stop(): Promise<Tick[]> } {
-  const start = performance.now();
   const ticks: Tick[] = [];
   let running = true;
   const loop = (async () => {
@@ -170,7 +168,7 @@ function sampler(server: Server, everyMs: number): { stop(): Promise<Tick[]> } {
         const r = await fetch(`${server.url}/stats`);
         const body = (await r.json()) as { sample?: { level?: string }; server?: { inFlight?: number } };
         ticks.push({
-          t: performance.now() - start,
+          t: performance.now(),
           level: body.sample?.level ?? '?',
           inFlight: body.server?.inFlight ?? 0,
           rss: procSample(server.pid).rss,
@@ -205,22 +203,26 @@ interface PhaseOutcome {
   rssStart: number;
   rssEnd: number;
   ticks: Tick[];
-  /** For the phase after the overload: ms from its start until the level was Full for good. */
+  /** `performance.now()` here when the generator's schedule ended (its last arrival). */
+  scheduleEndAt: number;
+  /** For the phase after the overload: ms from the overload's last arrival until the level was Full for good. */
   backToFullMs: number | null;
 }
 
-function runLoadgen(args: string[], timeoutMs: number): Promise<LoadResult> {
+/** The generator's result, and `performance.now()` here when it exited. */
+function runLoadgen(args: string[], timeoutMs: number): Promise<{ result: LoadResult; exitedAt: number }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [LOADGEN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.once('exit', (code) => {
+      const exitedAt = performance.now();
       clearTimeout(timer);
       const line = out.trim().split('\n').pop() ?? '';
       try {
         if (code !== 0) throw new Error(`load generator exited with ${code}`);
-        resolve(JSON.parse(line) as LoadResult);
+        resolve({ result: JSON.parse(line) as LoadResult, exitedAt });
       } catch (err) {
         reject(err);
       }
@@ -240,7 +242,7 @@ async function phase(
   const before = procSample(server.pid);
   const started = performance.now();
   const ticks = sampler(server, 250);
-  const load = await runLoadgen(
+  const { result: load, exitedAt } = await runLoadgen(
     [
       '--url',
       server.url,
@@ -262,9 +264,8 @@ async function phase(
   const series = await ticks.stop();
   const after = procSample(server.pid);
   const elapsedS = (performance.now() - started) / 1000;
-  let backToFullMs: number | null = null;
-  const firstFull = lastNonFullIndex(series);
-  if (firstFull !== null) backToFullMs = Math.round(series[firstFull]?.t ?? 0);
+  // The generator's run ends `elapsedMs` after its start, and its schedule `durationMs` after it.
+  const scheduleEndAt = exitedAt - load.elapsedMs + load.durationMs;
   const outcome: PhaseOutcome = {
     name,
     factor,
@@ -274,17 +275,29 @@ async function phase(
     rssStart: before.rss,
     rssEnd: after.rss,
     ticks: series,
-    backToFullMs,
+    scheduleEndAt,
+    backToFullMs: null,
   };
   process.stderr.write(`  ${describePhase(outcome)}\n`);
   return outcome;
 }
 
-/** The index of the first sample after which the level stays Full, or `null` if it never settles. */
-function lastNonFullIndex(series: readonly Tick[]): number | null {
+/**
+ * Ms from the overload's last arrival until the level was Full and stayed Full to the end of the
+ * next phase, from both phases' samples; `null` if it never settled.
+ */
+function backToFull(overload: PhaseOutcome, next: PhaseOutcome): number | null {
+  const series = [...overload.ticks, ...next.ticks].filter((t) => t.t >= overload.scheduleEndAt);
   let i = series.length;
   while (i > 0 && series[i - 1]!.level === 'Full') i--;
-  return i === series.length ? null : i;
+  if (i === series.length) return null;
+  // The level was already Full at the first sample after the load dropped: report that sample's delay.
+  return Math.max(0, Math.round(series[i]!.t - overload.scheduleEndAt));
+}
+
+/** A latency in ms; the generator reports an empty sample's percentiles as null. */
+function ms(v: number | null, digits = 0): string {
+  return v === null || !Number.isFinite(v) ? '–' : v.toFixed(digits);
 }
 
 function share(part: number, whole: number): string {
@@ -299,7 +312,7 @@ function describePhase(p: PhaseOutcome): string {
   const r = p.load;
   return (
     `${p.name.padEnd(12)} offered ${fmtInt(r.offeredRatePerSec)}/s  goodput ${fmtInt(r.goodputPerSec)}/s (${share(r.goodputPerSec, r.offeredRatePerSec)})  ` +
-    `refused ${fmtInt(refusedCount(r))}  p99 ${r.latency.ok.p99.toFixed(0)} ms  refusal p99 ${r.latency.refused.p99.toFixed(1)} ms  main CPU ${Math.round(p.mainCpu * 100)} %`
+    `refused ${fmtInt(refusedCount(r))}  p99 ${ms(r.latency.ok.p99)} ms  refusal p99 ${ms(r.latency.refused.p99, 1)} ms  main CPU ${Math.round(p.mainCpu * 100)} %`
   );
 }
 
@@ -331,6 +344,8 @@ async function runServer(flags: Flags, requestsFile: string, admission: boolean,
     ];
     let seed = 100;
     for (const [name, factor] of plan) phases.push(await phase(server, requestsFile, name, factor, { rate: c * factor }, flags.seconds, seed++));
+    const last = phases[phases.length - 1]!;
+    last.backToFullMs = backToFull(phases[phases.length - 2]!, last);
     const exitCode = await stopServer(server);
     const profile = profileDir === null ? null : summarizeProfile(profileDir);
     if (profileDir !== null) rmSync(profileDir, { recursive: true, force: true });
@@ -403,8 +418,8 @@ function phaseTable(run: ServerRun): string {
       fmtInt(r.goodputPerSec),
       share(r.goodputPerSec, r.offeredRatePerSec),
       codes === '' ? '0' : codes,
-      `${r.latency.ok.p50.toFixed(0)} / ${r.latency.ok.p99.toFixed(0)}`,
-      refusedCount(r) === 0 ? '–' : r.latency.refused.p99.toFixed(1),
+      `${ms(r.latency.ok.p50)} / ${ms(r.latency.ok.p99)}`,
+      refusedCount(r) === 0 ? '–' : ms(r.latency.refused.p99, 1),
       levelMix(r),
       `${Math.round(p.mainCpu * 100)} %`,
       p.processCpu.toFixed(2),
@@ -430,7 +445,7 @@ function renderMarkdown(on: ServerRun, off: ServerRun | null, flags: Flags): str
   ];
   if (off !== null) lines.push('### Admission chain off (`--no-admission`; tidal\'s own load management stays)', '', phaseTable(off), '');
   lines.push(
-    '"levels %": the share of 2xx responses at each degradation level (F Full, R ReducedCandidates, C CoarseAggregates, N NoDiversity). "main thread CPU": the server\'s main thread as a share of one core over the phase; "process cores": the whole server (main thread, query workers, writer). "to Full ms": in the phase after the overload, time from its start until the level was Full for good, from /stats sampled every 250 ms.',
+    '"levels %": the share of 2xx responses at each degradation level (F Full, R ReducedCandidates, C CoarseAggregates, N NoDiversity). "main thread CPU": the server\'s main thread as a share of one core over the phase; "process cores": the whole server (main thread, query workers, writer). "to Full ms": after the 10× phase, time from its last arrival until the level was Full for good (sampled from /stats every 250 ms, so ±250 ms).',
     '',
   );
   if (on.profile !== null) {
