@@ -12,6 +12,9 @@ export {
   WriterFailedError,
   AbortedError,
   TimeoutError,
+  SlotTimeoutError,
+  PooledSessionError,
+  UnexpectedReplyError,
   ERROR_CODES,
   describeValue,
 } from './errors.js';
@@ -34,3 +37,28 @@ export type { Thresholds, LoadDetectorOptions, LoadView, Criticality } from './d
 export { TokenBucket, MAX_BURST } from './token-bucket.js';
 export { RateLimiter, RateLimiterConfig, RATE_LIMITER_DEFAULTS, resolveRateLimiterConfig } from './rate-limiter.js';
 export type { LimitedOptions, RateLimit, RateLimiterStats } from './rate-limiter.js';
+export {
+  LocalRateSource,
+  LocalPeriodSource,
+  LocalSlotSource,
+  SLOT_CEILING,
+  checkSlotLimit,
+  checkLimitKey,
+  periodOutcome,
+} from './shared-limits.js';
+export type {
+  RateBackend,
+  RateDecision,
+  RateSource,
+  PeriodOutcome,
+  PeriodBackend,
+  PeriodDecision,
+  PeriodSource,
+  SlotBackend,
+  SlotLease,
+  SlotSource,
+  AcquireOptions,
+  LocalRateOptions,
+  LocalPeriodOptions,
+  LocalSlotOptions,
+} from './shared-limits.js';

@@ -23,6 +23,9 @@ function samples(m: ErrorModule): Record<ErrorCode, TidalError> {
     TIDAL_WRITER_FAILED: new m.WriterFailedError(new TypeError('bug')),
     TIDAL_ABORTED: new m.AbortedError('retrieve', new Error('gone')),
     TIDAL_TIMEOUT: new m.TimeoutError('retrieve', 5),
+    TIDAL_SLOT_TIMEOUT: new m.SlotTimeoutError('embedder', 2, 150),
+    TIDAL_POOLED_SESSION: new m.PooledSessionError('backend pid 10 then 11'),
+    TIDAL_UNEXPECTED_REPLY: new m.UnexpectedReplyError('redis fixed window', '0, 1 or 2', 7),
   };
 }
 
