@@ -125,7 +125,7 @@ export async function startRedis(): Promise<RedisServer> {
   const port = await freePort();
   let child: ChildProcess | null = null;
   const launch = async (): Promise<void> => {
-    const c = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--loglevel', 'warning'], {
+    const c = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--loglevel', 'warning', '--enable-debug-command', 'local'], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     running.add(c);
