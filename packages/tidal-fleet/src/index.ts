@@ -9,3 +9,5 @@ export type { RedisRateOptions, RedisRateStats } from './redis-rate.js';
 export { RedisPeriodSource, PERIOD_SCRIPT, decodePeriodReply } from './redis-period.js';
 export type { RedisPeriodOptions, RedisPeriodStats } from './redis-period.js';
 export { SlotTimeoutError, PooledSessionError, UnexpectedReplyError, SLOT_CEILING } from 'tidal-load';
+export { PostgresSlots, openSlotSource, checkSessionPinned, slotKey } from './pg-slots.js';
+export type { PostgresSlotsOptions, QueryFn, QueryResultLike } from './pg-slots.js';
