@@ -57,6 +57,8 @@ function sampleOf(cls: string): TidalError {
       return new load.PooledSessionError('backend pid 10 then 11');
     case 'UnexpectedReplyError':
       return new load.UnexpectedReplyError('redis fixed window', '0, 1 or 2', 7);
+    case 'DependencyUnavailableError':
+      return new load.DependencyUnavailableError('embedder', 'shed', 0, 'bulkhead full');
     default:
       throw new Error(`no sample for ${cls}: add one when adding an error class`);
   }

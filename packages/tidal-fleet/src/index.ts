@@ -11,3 +11,7 @@ export type { RedisPeriodOptions, RedisPeriodStats } from './redis-period.js';
 export { SlotTimeoutError, PooledSessionError, UnexpectedReplyError, SLOT_CEILING } from 'tidal-load';
 export { PostgresSlots, openSlotSource, checkSessionPinned, slotKey } from './pg-slots.js';
 export type { PostgresSlotsOptions, QueryFn, QueryResultLike } from './pg-slots.js';
+export { EmbedderClient, DEFAULT_MAX_IN_FLIGHT } from './embedder.js';
+export type { EmbedderOptions, EmbedOptions, EmbedderStats } from './embedder.js';
+export { DependencyUnavailableError } from 'tidal-load';
+export type { DependencyFailure } from 'tidal-load';

@@ -7,11 +7,13 @@
 import { fileURLToPath } from 'node:url';
 import { createClient } from 'redis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startEmbeddingServer } from './helpers/embedding-server.js';
 import { Replica } from './helpers/replicas.js';
 import { servicesSkipped, startPostgres, startRedis, type PostgresServer, type RedisServer } from './helpers/services.js';
 
 const rateReplica = fileURLToPath(new URL('./fixtures/rate-replica.mjs', import.meta.url));
 const slotHolder = fileURLToPath(new URL('./fixtures/slot-holder.mjs', import.meta.url));
+const embedReplica = fileURLToPath(new URL('./fixtures/embed-replica.mjs', import.meta.url));
 
 interface Snapshot {
   atMs: number;
@@ -124,5 +126,28 @@ describe.skipIf(servicesSkipped)('three replicas', () => {
     await victim.kill();
     const { line } = await lines[replicas.indexOf(waiter)]!;
     expect(line.split(' ')[1], 'the waiter got the dead replica\'s slot').toBe(freed);
+  });
+
+  it('× many concurrent embedder calls never exceed max_concurrent_calls at the embedding server', async () => {
+    const server = await startEmbeddingServer({ latencyMs: 15 });
+    try {
+      const run = async (maxConcurrentCalls: number): Promise<number> => {
+        server.resetCounts();
+        replicas = [0, 1, 2].map(() => new Replica(embedReplica, [postgres.url, server.url, '12', String(maxConcurrentCalls)]));
+        for (const r of replicas) expect(await r.next()).toBe('ready');
+        const results = await Promise.all(replicas.map(async (r) => JSON.parse(await r.ask('go')) as { ok: number; failed: string[] }));
+        expect(results.map((r) => r.failed)).toEqual([[], [], []]);
+        expect(results.map((r) => r.ok)).toEqual([12, 12, 12]);
+        await Promise.all(replicas.map((r) => r.kill()));
+        replicas = [];
+        return server.maxInFlight;
+      };
+      // Without the slots the three replicas put far more on the upstream at once...
+      expect(await run(0)).toBeGreaterThan(3);
+      // ...with them, never more than its limit, and the limit is used.
+      expect(await run(3)).toBe(3);
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   'TIDAL_SLOT_TIMEOUT',
   'TIDAL_POOLED_SESSION',
   'TIDAL_UNEXPECTED_REPLY',
+  'TIDAL_DEPENDENCY_UNAVAILABLE',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -377,6 +378,36 @@ export class UnexpectedReplyError extends TidalError {
     super('TIDAL_UNEXPECTED_REPLY', `the ${source} script answered ${describeValue(reply)}, which it cannot return (${expected})`);
     this.source = source;
     this.reply = reply;
+  }
+}
+
+/** Why a protected dependency did not answer: see {@link DependencyUnavailableError.reason}. */
+export type DependencyFailure =
+  /** Its bulkhead was full: refused at once, nothing was sent. */
+  | 'shed'
+  /** The call's deadline passed (while waiting for a slot, in flight, or before a retry could fit). */
+  | 'deadline'
+  /** It answered an error that is not worth retrying, or every attempt the retry policy allowed failed. */
+  | 'failed';
+
+/** A protected dependency (the embedder) could not serve this call. The caller degrades, it does not fail. */
+export class DependencyUnavailableError extends TidalError {
+  /** True for a `TIDAL_DEPENDENCY_UNAVAILABLE` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is DependencyUnavailableError {
+    return hasCode(value, 'TIDAL_DEPENDENCY_UNAVAILABLE');
+  }
+
+  /** The dependency's name (the name its concurrency slots are taken under, when it has some). */
+  readonly dependency: string;
+  readonly reason: DependencyFailure;
+  /** Requests sent to the dependency for this call (0 when shed). */
+  readonly attempts: number;
+
+  constructor(dependency: string, reason: DependencyFailure, attempts: number, detail: string, options?: ErrorOptions) {
+    super('TIDAL_DEPENDENCY_UNAVAILABLE', `${JSON.stringify(dependency)} is unavailable (${reason}) after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${detail}`, options);
+    this.dependency = dependency;
+    this.reason = reason;
+    this.attempts = attempts;
   }
 }
 

@@ -15,10 +15,11 @@ export {
   SlotTimeoutError,
   PooledSessionError,
   UnexpectedReplyError,
+  DependencyUnavailableError,
   ERROR_CODES,
   describeValue,
 } from './errors.js';
-export type { ErrorCode } from './errors.js';
+export type { ErrorCode, DependencyFailure } from './errors.js';
 export { WARNING_CODES, emitProcessWarning } from './warnings.js';
 export type { TidalWarning, WarningCode, WarningSink } from './warnings.js';
 export { DegradationLevel, levelName, levelPlan, isDegradationLevel, checkLevel } from './levels.js';
