@@ -2,6 +2,7 @@ import { randomInt } from 'node:crypto';
 import pg from 'pg';
 import {
   AbortedError,
+  ClosedError,
   InternalError,
   InvalidInputError,
   LocalSlotSource,
@@ -209,7 +210,7 @@ export class PostgresSlots implements SlotSource {
   /**
    * Takes one of `resource`'s `limit` slots, across every replica on this database, waiting for one
    * when all are held. The wait counts against the deadline.
-   * @throws {@link SlotTimeoutError} naming the limit and the wait; {@link AbortedError}; {@link InvalidInputError} for a bad limit.
+   * @throws {@link SlotTimeoutError} naming the limit and the wait; {@link AbortedError}; {@link ClosedError} after close; {@link InvalidInputError} for a bad limit.
    */
   async acquire(resource: string, limit: number, options: AcquireOptions): Promise<SlotLease> {
     checkLimitKey('resource', resource);
@@ -257,13 +258,19 @@ export class PostgresSlots implements SlotSource {
   }
 
   #check(): void {
-    if (this.#closed !== null) throw new InternalError('the slot source is closed');
+    if (this.#closed !== null) throw new ClosedError('acquire a slot');
     if (this.#broken !== null) throw new InternalError(`the slot lock connection failed: ${this.#broken.message}`, { cause: this.#broken });
   }
 
-  /** Ends the lock session: every slot it holds is released by the server. Idempotent. */
+  /**
+   * Ends the lock session: every slot it holds is released by the server, and calls waiting for a
+   * slot fail at once with a `ClosedError`. Idempotent.
+   */
   close(): Promise<void> {
-    this.#closed ??= this.#client.end().catch(() => {});
+    if (this.#closed === null) {
+      this.#closed = this.#client.end().catch(() => {});
+      for (const resource of [...this.#waiters.keys()]) this.#wake(resource);
+    }
     return this.#closed;
   }
 
