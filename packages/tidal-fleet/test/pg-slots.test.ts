@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,11 +11,14 @@ const holder = fileURLToPath(new URL('./fixtures/slot-holder.mjs', import.meta.u
 describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
   let server: PostgresServer;
   const open: PostgresSlots[] = [];
+  const children: ChildProcess[] = [];
 
   beforeAll(async () => {
     server = await startPostgres();
   });
   afterAll(async () => {
+    // A failed test must not leave its replica behind.
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await Promise.all(open.map((s) => s.close()));
     await server?.stop();
   });
@@ -85,7 +88,8 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
   });
 
   it('frees the slots of a replica killed with SIGKILL for the others', async () => {
-    const child = spawn(process.execPath, [holder, server.url, 'killed', '2', '2'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [holder, server.url, 'killed', '2', '2'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    children.push(child);
     const line = await new Promise<string>((resolve, reject) => {
       let out = '';
       child.stdout!.on('data', (d: Buffer) => {

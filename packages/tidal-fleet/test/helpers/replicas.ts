@@ -1,5 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 
+const running = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
 /** A child process speaking a line protocol: commands on stdin, one answer line on stdout each. */
 export class Replica {
   readonly child: ChildProcess;
@@ -21,7 +26,13 @@ export class Replica {
         else this.#lines.push(line);
       }
     });
-    this.#exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
+    running.add(this.child);
+    this.#exited = new Promise((resolve) =>
+      this.child.once('exit', (code) => {
+        running.delete(this.child);
+        resolve(code);
+      }),
+    );
   }
 
   /** The next line the child prints; rejects if it exits first or takes longer than `timeoutMs`. */
