@@ -1,4 +1,4 @@
-import { AbortedError, DependencyUnavailableError, InvalidInputError, checkSlotLimit, type SlotLease, type SlotSource } from 'tidal-load';
+import { AbortedError, DependencyUnavailableError, InvalidInputError, SlotTimeoutError, checkSlotLimit, type SlotLease, type SlotSource } from 'tidal-load';
 
 /**
  * The bulkhead's default size, by Little's law: calls in flight = call rate × call latency. A replica
@@ -177,7 +177,8 @@ export class EmbedderClient {
         lease = await this.#slots.source.acquire(this.name, this.#slots.maxConcurrentCalls, signal ? { deadlineMs, signal } : { deadlineMs });
       } catch (err) {
         if (AbortedError.is(err)) throw err;
-        throw new AttemptError(err instanceof Error ? err.message : String(err), false, true);
+        // Out of time waiting for a slot, or the slots themselves failing (their database is down).
+        throw new AttemptError(err instanceof Error ? err.message : String(err), false, SlotTimeoutError.is(err));
       }
     }
     const remaining = deadlineMs - this.#now();

@@ -89,44 +89,49 @@ interface Waiter {
  * waiter also re-tries on a bounded jittered timer, which is what finds slots a dead replica freed.
  */
 export class PostgresSlots implements SlotSource {
-  readonly #client: pg.Client;
+  #client: pg.Client;
+  readonly #options: PostgresSlotsOptions;
   readonly #channel: string;
   readonly #pollMs: number;
   readonly #now: () => number;
-  /** Slot numbers this process holds or is trying, per resource: a session's advisory locks are re-entrant, so the server would grant this session a slot it already holds. */
-  readonly #mine = new Map<string, Set<number>>();
+  /**
+   * Slot numbers this process holds or is trying, per resource: a session's advisory locks are
+   * re-entrant, so the server would grant this session a slot it already holds. Replaced, not
+   * cleared, when the session is lost, so a lease of the old session can never free a slot of the new.
+   */
+  #mine = new Map<string, Set<number>>();
   readonly #waiters = new Map<string, Set<Waiter>>();
   #broken: Error | null = null;
+  #reconnecting: Promise<void> | null = null;
+  #retryAtMs = 0;
   #closed: Promise<void> | null = null;
 
   private constructor(client: pg.Client, options: PostgresSlotsOptions) {
     this.#client = client;
+    this.#options = options;
     this.#channel = options.channel ?? 'tidal_slots';
     this.#pollMs = options.pollMs ?? 250;
     this.#now = options.now ?? Date.now;
+    this.#attach(client);
+  }
+
+  #attach(client: pg.Client): void {
     client.on('notification', (msg) => {
       if (msg.channel === this.#channel && msg.payload !== undefined) this.#wake(msg.payload);
     });
-    client.on('error', (err) => {
+    const lost = (err: Error): void => {
+      if (this.#client !== client || this.#broken !== null || this.#closed !== null) return;
       // The session is gone, and with it every lock it held: the server has released them.
       this.#broken = err;
-      this.#mine.clear();
-    });
+      this.#mine = new Map();
+      client.end().catch(() => {});
+    };
+    client.on('error', lost);
+    client.on('end', () => lost(new Error('the lock session ended')));
   }
 
-  /**
-   * Opens the lock connection, checks that it keeps one session ({@link checkSessionPinned}) and
-   * listens for releases.
-   * @throws {@link PooledSessionError} behind a transaction-pooling proxy; {@link InternalError} when the database cannot be reached.
-   */
-  static async open(options: PostgresSlotsOptions): Promise<PostgresSlots> {
-    if (typeof options?.connectionString !== 'string' || !/^postgres(ql)?:\/\//.test(options.connectionString)) {
-      throw new InvalidInputError('options.connectionString', 'a postgres:// URL', options?.connectionString);
-    }
+  static async #connect(options: PostgresSlotsOptions): Promise<pg.Client> {
     const channel = options.channel ?? 'tidal_slots';
-    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(channel)) throw new InvalidInputError('options.channel', 'a lower-case SQL identifier', channel);
-    const pollMs = options.pollMs ?? 250;
-    if (!Number.isInteger(pollMs) || pollMs < 1 || pollMs > 60_000) throw new InvalidInputError('options.pollMs', 'a whole number of milliseconds from 1 to 60000', pollMs);
     const client = new pg.Client({ connectionString: options.connectionString, application_name: 'tidal-slots', connectionTimeoutMillis: 5_000 });
     client.on('error', () => {});
     try {
@@ -138,7 +143,54 @@ export class PostgresSlots implements SlotSource {
       if (PooledSessionError.is(err)) throw err;
       throw new InternalError(`the slot lock connection failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
-    return new PostgresSlots(client, options);
+    return client;
+  }
+
+  /**
+   * Opens the lock connection, checks that it keeps one session ({@link checkSessionPinned}) and
+   * listens for releases. A lock session lost later (a database restart, a terminated backend) is
+   * opened again, checked again, by the next call that needs it; the slots it held were released by
+   * the server.
+   * @throws {@link PooledSessionError} behind a transaction-pooling proxy; {@link InternalError} when the database cannot be reached.
+   */
+  static async open(options: PostgresSlotsOptions): Promise<PostgresSlots> {
+    if (typeof options?.connectionString !== 'string' || !/^postgres(ql)?:\/\//.test(options.connectionString)) {
+      throw new InvalidInputError('options.connectionString', 'a postgres:// URL', options?.connectionString);
+    }
+    const channel = options.channel ?? 'tidal_slots';
+    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(channel)) throw new InvalidInputError('options.channel', 'a lower-case SQL identifier', channel);
+    const pollMs = options.pollMs ?? 250;
+    if (!Number.isInteger(pollMs) || pollMs < 1 || pollMs > 60_000) throw new InvalidInputError('options.pollMs', 'a whole number of milliseconds from 1 to 60000', pollMs);
+    return new PostgresSlots(await PostgresSlots.#connect(options), options);
+  }
+
+  /** Reopens a lost lock session, at most once a second; the calls that meet the outage fail meanwhile. */
+  async #ensure(): Promise<void> {
+    if (this.#closed !== null) throw new ClosedError('acquire a slot');
+    if (this.#broken === null) return;
+    if (this.#reconnecting === null) {
+      const lost = this.#broken;
+      if (this.#now() < this.#retryAtMs) throw new InternalError(`the slot lock connection failed: ${lost.message}`, { cause: lost });
+      this.#reconnecting = PostgresSlots.#connect(this.#options).then(
+        (client) => {
+          this.#reconnecting = null;
+          if (this.#closed !== null) {
+            client.end().catch(() => {});
+            return;
+          }
+          this.#client = client;
+          this.#attach(client);
+          this.#broken = null;
+        },
+        (err: unknown) => {
+          this.#reconnecting = null;
+          this.#retryAtMs = this.#now() + 1_000;
+          throw err;
+        },
+      );
+    }
+    await this.#reconnecting;
+    if (this.#closed !== null) throw new ClosedError('acquire a slot');
   }
 
   /** The backend pid of the lock session (for operators: `pg_locks.pid`). */
@@ -158,8 +210,9 @@ export class PostgresSlots implements SlotSource {
   async tryAcquire(resource: string, limit: number): Promise<SlotLease | null> {
     checkLimitKey('resource', resource);
     checkSlotLimit('limit', limit);
-    this.#check();
+    await this.#ensure();
     const key = slotKey(resource);
+    const client = this.#client;
     let mine = this.#mine.get(resource);
     if (mine === undefined) {
       mine = new Set();
@@ -172,18 +225,18 @@ export class PostgresSlots implements SlotSource {
       mine.add(slot);
       let got: boolean;
       try {
-        got = (await this.#client.query('SELECT pg_try_advisory_lock($1::int, $2::int) AS ok', [key, slot])).rows[0].ok === true;
+        got = (await client.query('SELECT pg_try_advisory_lock($1::int, $2::int) AS ok', [key, slot])).rows[0].ok === true;
       } catch (err) {
         mine.delete(slot);
         throw new InternalError(`the slot lock connection failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
       }
-      if (got) return this.#lease(resource, key, slot, mine);
+      if (got) return this.#lease(client, resource, key, slot, mine);
       mine.delete(slot);
     }
     return null;
   }
 
-  #lease(resource: string, key: number, slot: number, mine: Set<number>): SlotLease {
+  #lease(client: pg.Client, resource: string, key: number, slot: number, mine: Set<number>): SlotLease {
     let released = false;
     return {
       backend: 'postgres',
@@ -192,11 +245,12 @@ export class PostgresSlots implements SlotSource {
       release: () => {
         if (released) return;
         released = true;
-        if (this.#broken !== null || this.#closed !== null) {
+        // A lease of a lost session has nothing left to unlock: the server released it with the session.
+        if (client !== this.#client || this.#broken !== null || this.#closed !== null) {
           mine.delete(slot);
           return;
         }
-        this.#client
+        client
           .query('SELECT pg_advisory_unlock($1::int, $2::int), pg_notify($3, $4)', [key, slot, this.#channel, resource])
           .catch(() => {})
           .finally(() => {
@@ -255,11 +309,6 @@ export class PostgresSlots implements SlotSource {
     const waiters = this.#waiters.get(resource);
     if (waiters === undefined) return;
     for (const w of [...waiters]) w.wake();
-  }
-
-  #check(): void {
-    if (this.#closed !== null) throw new ClosedError('acquire a slot');
-    if (this.#broken !== null) throw new InternalError(`the slot lock connection failed: ${this.#broken.message}`, { cause: this.#broken });
   }
 
   /**

@@ -110,6 +110,30 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
     expect(await me.tryAcquire('killed', 2), 'both of the dead replica\'s slots are free').not.toBeNull();
   });
 
+  it('opens its lock session again after losing it, and a lease of the lost session frees nothing of the new one', async () => {
+    const [a, b] = [await replica(), await replica()];
+    const old = await a.acquire('reborn', 1, { deadlineMs: Date.now() + 5_000 });
+    const oldPid = await a.backendPid();
+    const admin = new pg.Client({ connectionString: server.url });
+    await admin.connect();
+    await admin.query('SELECT pg_terminate_backend($1)', [oldPid]);
+    await admin.end();
+    // The server released the lost session's lock: the other replica can have the slot now.
+    const taken = await b.acquire('reborn', 1, { deadlineMs: Date.now() + 5_000 });
+    taken.release();
+    let lease = null;
+    for (let i = 0; i < 100 && lease === null; i++) {
+      lease = await a.acquire('reborn', 1, { deadlineMs: Date.now() + 5_000 }).catch(() => null);
+      if (lease === null) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(lease?.backend).toBe('postgres');
+    expect(await a.backendPid()).not.toBe(oldPid);
+    old.release();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await b.tryAcquire('reborn', 1), 'the old lease released nothing of the new session').toBeNull();
+    lease!.release();
+  });
+
   it('refuses a connection that does not keep one session (a transaction-pooling proxy)', async () => {
     const clients = [new pg.Client({ connectionString: server.url }), new pg.Client({ connectionString: server.url })];
     await Promise.all(clients.map((c) => c.connect()));
