@@ -46,6 +46,14 @@ export interface EmbedOptions {
   deadlineMs?: number;
 }
 
+/**
+ * What {@link EmbedderClient.tryEmbed} answers: the vector, or why there is none, for a caller that
+ * degrades (hybrid search answers from BM25 alone and reports the reason on its result).
+ */
+export type EmbedAttempt =
+  | { readonly vector: Float32Array; readonly degradation: null }
+  | { readonly vector: null; readonly degradation: 'embedder_shed' | 'embedder_timeout' | 'embedder_failed'; readonly error: DependencyUnavailableError };
+
 export interface EmbedderStats {
   calls: number;
   /** Refused at once by the bulkhead. */
@@ -166,6 +174,21 @@ export class EmbedderClient {
       throw err;
     } finally {
       this.#inFlight--;
+    }
+  }
+
+  /**
+   * {@link embed} for one text, answering a degradation reason instead of throwing when the embedder
+   * is shed, slow or down. Still throws `AbortedError` (the caller left) and `InvalidInputError`.
+   */
+  async tryEmbed(text: string, options: EmbedOptions = {}): Promise<EmbedAttempt> {
+    try {
+      const [vector] = await this.embed(text, options);
+      return { vector: vector!, degradation: null };
+    } catch (err) {
+      if (!DependencyUnavailableError.is(err)) throw err;
+      const degradation = err.reason === 'shed' ? 'embedder_shed' : err.reason === 'deadline' ? 'embedder_timeout' : 'embedder_failed';
+      return { vector: null, degradation, error: err };
     }
   }
 

@@ -12,6 +12,6 @@ export { SlotTimeoutError, PooledSessionError, UnexpectedReplyError, SLOT_CEILIN
 export { PostgresSlots, openSlotSource, checkSessionPinned, slotKey } from './pg-slots.js';
 export type { PostgresSlotsOptions, QueryFn, QueryResultLike } from './pg-slots.js';
 export { EmbedderClient, DEFAULT_MAX_IN_FLIGHT } from './embedder.js';
-export type { EmbedderOptions, EmbedOptions, EmbedderStats } from './embedder.js';
+export type { EmbedderOptions, EmbedOptions, EmbedderStats, EmbedAttempt } from './embedder.js';
 export { DependencyUnavailableError } from 'tidal-load';
 export type { DependencyFailure } from 'tidal-load';

@@ -100,6 +100,19 @@ describe('EmbedderClient', () => {
     expect(server.maxInFlight).toBe(2);
   });
 
+  it('tryEmbed answers a degradation reason instead of throwing: shed, timeout, failed', async () => {
+    const embedder = client({ maxInFlight: 1, timeoutMs: 50 });
+    expect((await embedder.tryEmbed('x')).degradation).toBeNull();
+    server.hold();
+    const slow = embedder.tryEmbed('slow');
+    expect((await embedder.tryEmbed('y')).degradation).toBe('embedder_shed');
+    expect((await slow).degradation).toBe('embedder_timeout');
+    server.release();
+    server.failNext(1, 400);
+    const failed = await embedder.tryEmbed('z');
+    expect([failed.degradation, failed.vector]).toEqual(['embedder_failed', null]);
+  });
+
   it('refuses bad options, a non-integer max_concurrent_calls included', () => {
     expect(() => new EmbedderClient({ url: 'ftp://x' })).toThrow(InvalidInputError);
     expect(() => client({ maxAttempts: 4 })).toThrow(/options.maxAttempts must be a whole number from 1 to 3, got 4/);
