@@ -18,6 +18,10 @@ export const ERROR_CODES = [
   'TIDAL_WRITER_FAILED',
   'TIDAL_ABORTED',
   'TIDAL_TIMEOUT',
+  'TIDAL_SLOT_TIMEOUT',
+  'TIDAL_POOLED_SESSION',
+  'TIDAL_UNEXPECTED_REPLY',
+  'TIDAL_DEPENDENCY_UNAVAILABLE',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -303,6 +307,107 @@ export class TimeoutError extends TidalError {
   constructor(operation: string, timeoutMs: number) {
     super('TIDAL_TIMEOUT', `${operation} timed out after ${timeoutMs} ms`);
     this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * A call waited for one of a limited resource's concurrency slots and its deadline passed first. It
+ * never held a slot, so nothing was sent to the resource.
+ */
+export class SlotTimeoutError extends TidalError {
+  /** True for a `TIDAL_SLOT_TIMEOUT` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is SlotTimeoutError {
+    return hasCode(value, 'TIDAL_SLOT_TIMEOUT');
+  }
+
+  /** The limited resource (the dependency whose calls take slots). */
+  readonly dependency: string;
+  /** Its limit: the most calls holding a slot at once, across every replica sharing it. */
+  readonly maxConcurrentCalls: number;
+  /** How long the call waited before giving up, in milliseconds. */
+  readonly waitedMs: number;
+
+  constructor(dependency: string, maxConcurrentCalls: number, waitedMs: number) {
+    super(
+      'TIDAL_SLOT_TIMEOUT',
+      `${JSON.stringify(dependency)} takes ${maxConcurrentCalls} call${maxConcurrentCalls === 1 ? '' : 's'} at once; ` +
+        `this one waited ${waitedMs} ms for a slot and its deadline passed`,
+    );
+    this.dependency = dependency;
+    this.maxConcurrentCalls = maxConcurrentCalls;
+    this.waitedMs = waitedMs;
+  }
+}
+
+/**
+ * The database connection does not keep one server session across statements (a transaction-pooling
+ * proxy such as PgBouncer in transaction mode is in front of it), so session-level advisory locks
+ * would be stranded on whichever session took them. The shared limit refuses to run on it.
+ */
+export class PooledSessionError extends TidalError {
+  /** True for a `TIDAL_POOLED_SESSION` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is PooledSessionError {
+    return hasCode(value, 'TIDAL_POOLED_SESSION');
+  }
+
+  /** What the check saw: the backend pids that answered, or the lock that was not visible. */
+  readonly evidence: string;
+
+  constructor(evidence: string) {
+    super(
+      'TIDAL_POOLED_SESSION',
+      `the lock connection does not keep one PostgreSQL session (${evidence}): a transaction-pooling proxy would strand ` +
+        'session-level advisory locks; connect the slots to PostgreSQL directly or through a session-mode pool',
+    );
+    this.evidence = evidence;
+  }
+}
+
+/** A shared limiter's server answered something its script cannot return: the limiter cannot decide. */
+export class UnexpectedReplyError extends TidalError {
+  /** True for a `TIDAL_UNEXPECTED_REPLY` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is UnexpectedReplyError {
+    return hasCode(value, 'TIDAL_UNEXPECTED_REPLY');
+  }
+
+  /** The limiter whose script answered (`'redis fixed window'`, `'redis token bucket'`). */
+  readonly source: string;
+  readonly reply: unknown;
+
+  constructor(source: string, expected: string, reply: unknown) {
+    super('TIDAL_UNEXPECTED_REPLY', `the ${source} script answered ${describeValue(reply)}, which it cannot return (${expected})`);
+    this.source = source;
+    this.reply = reply;
+  }
+}
+
+/** Why a protected dependency did not answer: see {@link DependencyUnavailableError.reason}. */
+export type DependencyFailure =
+  /** Its bulkhead was full: refused at once, nothing was sent. */
+  | 'shed'
+  /** The call's deadline passed (while waiting for a slot, in flight, or before a retry could fit). */
+  | 'deadline'
+  /** It answered an error that is not worth retrying, or every attempt the retry policy allowed failed. */
+  | 'failed';
+
+/** A protected dependency (the embedder) could not serve this call. The caller degrades, it does not fail. */
+export class DependencyUnavailableError extends TidalError {
+  /** True for a `TIDAL_DEPENDENCY_UNAVAILABLE` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is DependencyUnavailableError {
+    return hasCode(value, 'TIDAL_DEPENDENCY_UNAVAILABLE');
+  }
+
+  /** The dependency's name (the name its concurrency slots are taken under, when it has some). */
+  readonly dependency: string;
+  readonly reason: DependencyFailure;
+  /** Requests sent to the dependency for this call (0 when shed). */
+  readonly attempts: number;
+
+  constructor(dependency: string, reason: DependencyFailure, attempts: number, detail: string, options?: ErrorOptions) {
+    super('TIDAL_DEPENDENCY_UNAVAILABLE', `${JSON.stringify(dependency)} is unavailable (${reason}) after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${detail}`, options);
+    this.dependency = dependency;
+    this.reason = reason;
+    this.attempts = attempts;
   }
 }
 

@@ -12,10 +12,14 @@ export {
   WriterFailedError,
   AbortedError,
   TimeoutError,
+  SlotTimeoutError,
+  PooledSessionError,
+  UnexpectedReplyError,
+  DependencyUnavailableError,
   ERROR_CODES,
   describeValue,
 } from './errors.js';
-export type { ErrorCode } from './errors.js';
+export type { ErrorCode, DependencyFailure } from './errors.js';
 export { WARNING_CODES, emitProcessWarning } from './warnings.js';
 export type { TidalWarning, WarningCode, WarningSink } from './warnings.js';
 export { DegradationLevel, levelName, levelPlan, isDegradationLevel, checkLevel } from './levels.js';
@@ -31,6 +35,31 @@ export {
   SHEDDABLE_LOAD_FACTOR,
 } from './detector.js';
 export type { Thresholds, LoadDetectorOptions, LoadView, Criticality } from './detector.js';
-export { TokenBucket, MAX_BURST } from './token-bucket.js';
+export { TokenBucket, MAX_BURST, checkRate, checkBurst } from './token-bucket.js';
 export { RateLimiter, RateLimiterConfig, RATE_LIMITER_DEFAULTS, resolveRateLimiterConfig } from './rate-limiter.js';
 export type { LimitedOptions, RateLimit, RateLimiterStats } from './rate-limiter.js';
+export {
+  LocalRateSource,
+  LocalPeriodSource,
+  LocalSlotSource,
+  SLOT_CEILING,
+  checkSlotLimit,
+  checkLimitKey,
+  periodOutcome,
+} from './shared-limits.js';
+export type {
+  RateBackend,
+  RateDecision,
+  RateSource,
+  PeriodOutcome,
+  PeriodBackend,
+  PeriodDecision,
+  PeriodSource,
+  SlotBackend,
+  SlotLease,
+  SlotSource,
+  AcquireOptions,
+  LocalRateOptions,
+  LocalPeriodOptions,
+  LocalSlotOptions,
+} from './shared-limits.js';

@@ -75,19 +75,22 @@ export class TokenBucket {
   }
 
   /**
-   * Takes one token if there is one.
+   * Takes `count` tokens (default one) if there are that many; all or none.
    *
-   * @returns `0` when the token was taken; otherwise the milliseconds until one token will be
+   * @param count - tokens to take, a whole number from 1 to `burst` (the caller checks it: a count
+   * over the burst could never be taken).
+   * @returns `0` when the tokens were taken; otherwise the milliseconds until `count` tokens will be
    * available (nothing is taken), rounded up to a whole millisecond so that a retry exactly that
-   * much later always finds the token. Exact when the wait is a whole number of milliseconds.
+   * much later always finds them. Exact when the wait is a whole number of milliseconds.
    */
-  tryTake(nowMs: number): number {
+  tryTake(nowMs: number, count = 1): number {
     this.#refill(nowMs);
-    if (this.#millitokens >= PER_TOKEN - EPSILON) {
-      this.#millitokens -= PER_TOKEN;
+    const need = count * PER_TOKEN;
+    if (this.#millitokens >= need - EPSILON) {
+      this.#millitokens -= need;
       return 0;
     }
-    const wait = Math.ceil((PER_TOKEN - this.#millitokens) / this.ratePerSecond - EPSILON);
+    const wait = Math.ceil((need - this.#millitokens) / this.ratePerSecond - EPSILON);
     return wait < 1 ? 1 : wait;
   }
 

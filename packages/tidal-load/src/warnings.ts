@@ -30,6 +30,12 @@ export const WARNING_CODES = [
   'TIDAL_WRITER_STOPPED',
   /** A signal-state checkpoint failed and rolled back; the log still holds every event, the next one is tried later. */
   'TIDAL_CHECKPOINT_FAILED',
+  /** The shared rate limit's Redis cannot be reached; this replica limits on a local bucket at the fleet quota ÷ replicas. */
+  'TIDAL_SHARED_LIMIT_LOCAL',
+  /** The shared rate limit's Redis answers again; decisions are shared again. */
+  'TIDAL_SHARED_LIMIT_RESTORED',
+  /** The shared fixed-window limit's Redis cannot be reached; requests are admitted unchecked (fail-open). */
+  'TIDAL_SHARED_LIMIT_OPEN',
 ] as const;
 
 export type WarningCode = (typeof WARNING_CODES)[number];

@@ -23,6 +23,10 @@ function samples(m: ErrorModule): Record<ErrorCode, TidalError> {
     TIDAL_WRITER_FAILED: new m.WriterFailedError(new TypeError('bug')),
     TIDAL_ABORTED: new m.AbortedError('retrieve', new Error('gone')),
     TIDAL_TIMEOUT: new m.TimeoutError('retrieve', 5),
+    TIDAL_SLOT_TIMEOUT: new m.SlotTimeoutError('embedder', 2, 150),
+    TIDAL_POOLED_SESSION: new m.PooledSessionError('backend pid 10 then 11'),
+    TIDAL_UNEXPECTED_REPLY: new m.UnexpectedReplyError('redis fixed window', '0, 1 or 2', 7),
+    TIDAL_DEPENDENCY_UNAVAILABLE: new m.DependencyUnavailableError('embedder', 'shed', 0, 'bulkhead full'),
   };
 }
 
@@ -122,8 +126,8 @@ describe('fields', () => {
       for (const f of fieldsOf(e)) owners.set(f, [...(owners.get(f) ?? []), e.name]);
     }
     const shared = [...owners].filter(([, cls]) => cls.length > 1).map(([f]) => f).sort();
-    // Both are the same quantity wherever they appear: a wait in milliseconds, a session's id.
-    expect(shared).toEqual(['retryAfterMs', 'sessionId']);
+    // The same quantity wherever they appear: a protected dependency's name, a wait in milliseconds, a session's id.
+    expect(shared).toEqual(['dependency', 'retryAfterMs', 'sessionId']);
     // `limit` is a result count in requests; no error uses it for a cap, a depth or a rate.
     expect(owners.has('limit')).toBe(false);
   });

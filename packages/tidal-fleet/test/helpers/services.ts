@@ -1,0 +1,239 @@
+/**
+ * Real servers for the fleet tests: each test file starts its own redis-server and its own
+ * throw-away PostgreSQL cluster on 127.0.0.1, on ports the kernel picked, and stops them after.
+ *
+ * PostgreSQL refuses to run as root, so when the tests run as root (CI does) initdb and postgres are
+ * started as `nobody` (uid/gid 65534) through Node's spawn `uid`/`gid`, with the cluster directory
+ * handed to that user; as any other user they run as that user. Nothing is left behind: every server
+ * is stopped with SIGTERM/SIGQUIT, then SIGKILL after a bounded wait, and its directory removed; a
+ * test worker that exits early kills whatever it still has running.
+ *
+ * When a binary is missing the start fails with a message that says how to install it, unless
+ * `TIDAL_SKIP_SERVICES=1`, where {@link servicesSkipped} is true and the suites skip themselves.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+
+export const servicesSkipped = process.env.TIDAL_SKIP_SERVICES === '1';
+
+const STOP_GRACE_MS = 3_000;
+const READY_TIMEOUT_MS = 20_000;
+const NOBODY = 65_534;
+
+const running = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
+function which(name: string): string | null {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir !== '' && existsSync(join(dir, name))) return join(dir, name);
+  }
+  return null;
+}
+
+function postgresBinDir(): string | null {
+  const initdb = which('initdb');
+  if (initdb !== null && which('postgres') !== null) return null;
+  const base = '/usr/lib/postgresql';
+  if (!existsSync(base)) throw missing('initdb and postgres (PostgreSQL)');
+  const majors = readdirSync(base).filter((d) => existsSync(join(base, d, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a));
+  if (majors.length === 0) throw missing('initdb and postgres (PostgreSQL)');
+  return join(base, majors[0]!, 'bin');
+}
+
+function missing(what: string): Error {
+  return new Error(
+    `${what} not found: the fleet tests run against real servers. Run \`node scripts/ensure-services.mjs\` as root ` +
+      '(installs Debian\'s redis-server and postgresql), install them yourself, or set TIDAL_SKIP_SERVICES=1 to skip these tests',
+  );
+}
+
+/** A port that was free a moment ago on 127.0.0.1 (the kernel's pick). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+function asRoot(): boolean {
+  return typeof process.getuid === 'function' && process.getuid() === 0;
+}
+
+/** Resolves when `pattern` shows on the child's output; rejects if it exits or takes too long first. */
+function waitForOutput(child: ChildProcess, pattern: RegExp, what: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(() => done(new Error(`${what} not ready after ${READY_TIMEOUT_MS} ms:\n${seen.slice(-2000)}`)), READY_TIMEOUT_MS);
+    const onData = (chunk: Buffer): void => {
+      seen += chunk.toString('utf8');
+      if (pattern.test(seen)) done();
+    };
+    const onExit = (code: number | null, signal: string | null): void => done(new Error(`${what} exited (${code ?? signal}) before it was ready:\n${seen.slice(-2000)}`));
+    function done(err?: Error): void {
+      clearTimeout(timer);
+      child.stdout?.off('data', onData);
+      child.stderr?.off('data', onData);
+      child.off('exit', onExit);
+      if (err) reject(err);
+      else resolve();
+    }
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.once('exit', onExit);
+  });
+}
+
+/** Stops a child: `signal`, then SIGKILL after a bounded wait. Resolves once it has exited. */
+async function stopChild(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) {
+    running.delete(child);
+    return;
+  }
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill(signal);
+  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+  await exited;
+  clearTimeout(timer);
+  running.delete(child);
+}
+
+export interface RedisServer {
+  readonly port: number;
+  /** `redis://127.0.0.1:<port>` */
+  readonly url: string;
+  /** Kills the server at once (SIGKILL): what a crash looks like to the clients. */
+  kill(): Promise<void>;
+  /** Starts it again on the same port, empty (no persistence). */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Starts a redis-server on 127.0.0.1 on a free port, without persistence. */
+export async function startRedis(): Promise<RedisServer> {
+  const bin = which('redis-server');
+  if (bin === null) throw missing('redis-server');
+  const port = await freePort();
+  let child: ChildProcess | null = null;
+  const launch = async (): Promise<void> => {
+    const c = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--loglevel', 'warning', '--enable-debug-command', 'local'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    running.add(c);
+    child = c;
+    // With loglevel warning redis prints nothing when ready, so readiness is a successful PING.
+    c.stdout?.resume();
+    c.stderr?.resume();
+    await waitForPing(port, c);
+  };
+  await launch();
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    async kill() {
+      if (child) await stopChild(child, 'SIGKILL');
+      child = null;
+    },
+    async restart() {
+      if (child) await stopChild(child, 'SIGKILL');
+      await launch();
+    },
+    async stop() {
+      if (child) await stopChild(child, 'SIGTERM');
+      child = null;
+    },
+  };
+}
+
+async function waitForPing(port: number, child: ChildProcess): Promise<void> {
+  const { Socket } = await import('node:net');
+  const started = Date.now();
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode} before it was ready (port ${port})`);
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = new Socket();
+      const finish = (value: boolean): void => {
+        socket.destroy();
+        resolve(value);
+      };
+      socket.setTimeout(500, () => finish(false));
+      socket.once('error', () => finish(false));
+      socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
+      socket.once('data', (d) => finish(d.toString().startsWith('+PONG')));
+    });
+    if (ok) return;
+    if (Date.now() - started > READY_TIMEOUT_MS) throw new Error(`redis-server on port ${port} did not answer PING within ${READY_TIMEOUT_MS} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export interface PostgresServer {
+  readonly port: number;
+  /** `postgres://postgres@127.0.0.1:<port>/postgres` (trust authentication, loopback only). */
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
+/** initdb into a temporary directory and start postgres on 127.0.0.1 on a free port. */
+export async function startPostgres(): Promise<PostgresServer> {
+  const binDir = postgresBinDir();
+  const bin = (name: string): string => {
+    const path = binDir === null ? which(name) : join(binDir, name);
+    if (path === null || !existsSync(path)) throw missing(name);
+    return path;
+  };
+  const initdb = bin('initdb');
+  const postgres = bin('postgres');
+  const dir = mkdtempSync(join(tmpdir(), 'tidal-pg-'));
+  const data = join(dir, 'data');
+  const ids = asRoot() ? { uid: NOBODY, gid: NOBODY } : {};
+  if (asRoot()) {
+    chownSync(dir, NOBODY, NOBODY);
+    chmodSync(dir, 0o700);
+  }
+  const init = spawnSync(initdb, ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8', '--locale=C'], {
+    ...ids,
+    encoding: 'utf8',
+    timeout: READY_TIMEOUT_MS,
+    env: { ...process.env, LC_ALL: 'C' },
+  });
+  if (init.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`initdb failed (${init.status ?? init.signal ?? init.error?.message}): ${init.stderr}`);
+  }
+  const port = await freePort();
+  const child = spawn(
+    postgres,
+    ['-D', data, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dir}`, '-c', 'fsync=off', '-c', 'max_connections=50', '-c', 'shared_buffers=16MB'],
+    { ...ids, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' } },
+  );
+  running.add(child);
+  try {
+    await waitForOutput(child, /database system is ready to accept connections/, 'postgres');
+  } catch (err) {
+    await stopChild(child, 'SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  child.stdout?.resume();
+  child.stderr?.resume();
+  let stopped: Promise<void> | null = null;
+  return {
+    port,
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    stop() {
+      // SIGQUIT is PostgreSQL's immediate shutdown: nothing of a throw-away cluster is worth a checkpoint.
+      stopped ??= stopChild(child, 'SIGQUIT').then(() => rmSync(dir, { recursive: true, force: true }));
+      return stopped;
+    },
+  };
+}

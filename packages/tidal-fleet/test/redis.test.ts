@@ -1,0 +1,179 @@
+import { createClient } from 'redis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TidalWarning } from 'tidal-load';
+import {
+  FleetRedis,
+  PERIOD_SCRIPT,
+  RedisPeriodSource,
+  RedisRateSource,
+  UnexpectedReplyError,
+  decodePeriodReply,
+  decodeTokenReply,
+  type FleetRedisOptions,
+} from '../src/index.js';
+import { servicesSkipped, startRedis, type RedisServer } from './helpers/services.js';
+
+describe.skipIf(servicesSkipped)('on a real redis-server', () => {
+  let redis: RedisServer;
+  const open: FleetRedis[] = [];
+
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await Promise.all(open.map((c) => c.close()));
+    await redis?.stop();
+  });
+
+  /** A connected FleetRedis with its heartbeat driven by the test (interval 0). */
+  async function connect(options: FleetRedisOptions = {}): Promise<FleetRedis> {
+    const fleet = FleetRedis.connect(redis.url, { heartbeatIntervalMs: 0, commandTimeoutMs: 500, ...options });
+    open.push(fleet);
+    for (let i = 0; i < 200 && !fleet.ready; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(fleet.ready).toBe(true);
+    return fleet;
+  }
+
+  async function raw(): Promise<ReturnType<typeof createClient>> {
+    const client = createClient({ url: redis.url });
+    client.on('error', () => {});
+    await client.connect();
+    return client;
+  }
+
+  describe('RedisRateSource', () => {
+    it('is one bucket for every replica, decided on the server clock, with a TTL on its key', async () => {
+      const [a, b] = [await connect({ prefix: 't1:' }), await connect({ prefix: 't1:' })];
+      const limitA = new RedisRateSource(a, { ratePerSecond: 0.001, burst: 5 });
+      const limitB = new RedisRateSource(b, { ratePerSecond: 0.001, burst: 5 });
+      const decisions = [];
+      // The replicas pass clocks a day apart: a shared bucket must not care.
+      for (let i = 0; i < 4; i++) decisions.push(await limitA.take('user-1', 1, 0), await limitB.take('user-1', 1, 86_400_000));
+      expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, true, true, false, false, false]);
+      expect(decisions.every((d) => d.backend === 'redis')).toBe(true);
+      expect(decisions[4]).toMatchObject({ remaining: 0, retryAfterMs: 0 });
+      expect(decisions[5]!.retryAfterMs, 'one token at 0.001/s is 1000 s away').toBeGreaterThan(990_000);
+      const client = await raw();
+      const ttl = await client.pTTL('t1:rate:user-1');
+      expect(ttl).toBeGreaterThan(0);
+      await client.destroy();
+    });
+
+    it('takes n tokens all or none', async () => {
+      const limit = new RedisRateSource(await connect({ prefix: 't2:' }), { ratePerSecond: 0.001, burst: 5 });
+      expect(await limit.take('k', 3, 0)).toEqual({ backend: 'redis', allowed: true, retryAfterMs: 0, remaining: 2 });
+      const refused = await limit.take('k', 3, 0);
+      expect([refused.allowed, refused.remaining]).toEqual([false, 2]);
+      expect(await limit.take('k', 2, 0)).toMatchObject({ allowed: true, remaining: 0 });
+    });
+
+    it('does not wait on a Redis that does not answer: the command timeout sends the decision to the local bucket', async () => {
+      const fleet = await connect({ prefix: 't3:', commandTimeoutMs: 30, breaker: { failureThreshold: 1, openMs: 60_000 } });
+      const warnings: TidalWarning[] = [];
+      const limit = new RedisRateSource(fleet, { ratePerSecond: 100, burst: 10, onWarning: (w) => warnings.push(w) });
+      expect((await limit.take('k', 1, 0)).backend).toBe('redis');
+      const blocker = await raw();
+      let slept = false;
+      // The server stops answering anyone for 1.5 s.
+      const sleeping = blocker.sendCommand(['DEBUG', 'SLEEP', '1.5']).then(() => (slept = true));
+      await new Promise((r) => setTimeout(r, 50));
+      const decision = await limit.take('k', 1, 1);
+      expect(slept, 'the decision came while Redis was still asleep').toBe(false);
+      expect(decision).toMatchObject({ backend: 'local', allowed: true });
+      expect(warnings.map((w) => w.code)).toEqual(['TIDAL_SHARED_LIMIT_LOCAL']);
+      // The breaker is open now: the next decisions do not even try.
+      expect(fleet.breaker.state).toBe('open');
+      expect((await limit.take('k', 1, 2)).backend).toBe('local');
+      await sleeping;
+      await blocker.destroy();
+      // Once the breaker's open time has passed on the caller's clock, one probe finds Redis again.
+      expect((await limit.take('k', 1, 60_002)).backend).toBe('redis');
+      expect(warnings.map((w) => w.code)).toEqual(['TIDAL_SHARED_LIMIT_LOCAL', 'TIDAL_SHARED_LIMIT_RESTORED']);
+      expect(limit.stats()).toMatchObject({ fallbacks: 1, localDecisions: 2, redisDecisions: 2 });
+    });
+
+    it('cut off from Redis, limits at the fleet quota ÷ the replicas last seen alive, and rejoins when Redis returns', async () => {
+      const replicas = [await connect({ prefix: 't4:' }), await connect({ prefix: 't4:' }), await connect({ prefix: 't4:' })];
+      for (const r of replicas) await r.beat();
+      expect(await replicas[0]!.beat()).toBe(3);
+      const warnings: TidalWarning[] = [];
+      const limit = new RedisRateSource(replicas[0]!, { ratePerSecond: 30, burst: 9, onWarning: (w) => warnings.push(w) });
+      expect((await limit.take('k', 1, 0)).backend).toBe('redis');
+      await redis.kill();
+      const decisions = [];
+      for (let i = 0; i < 5; i++) decisions.push(await limit.take('k', 1, 1_000));
+      expect(decisions.map((d) => d.backend)).toEqual(['local', 'local', 'local', 'local', 'local']);
+      // A third of the burst (3) at once, then a token every 1000 / (30 / 3) = 100 ms.
+      expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, false, false]);
+      expect(decisions[3]!.retryAfterMs).toBe(100);
+      expect(limit.stats()).toMatchObject({ localRatePerSecond: 10, replicasLastSeen: 3 });
+      expect(warnings[0]!.message).toMatch(/10 tokens\/s, the fleet's 30 ÷ 3 replicas/);
+      await redis.restart();
+      let back = await limit.take('k', 1, 1_100);
+      for (let i = 0; i < 300 && back.backend !== 'redis'; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+        back = await limit.take('k', 1, 1_100 + 10_000 * (i + 1));
+      }
+      expect(back.backend, 'decisions are shared again once Redis answers').toBe('redis');
+      expect(warnings.map((w) => w.code)).toEqual(['TIDAL_SHARED_LIMIT_LOCAL', 'TIDAL_SHARED_LIMIT_RESTORED']);
+    });
+
+    it('raises on a reply the script cannot give', () => {
+      expect(decodeTokenReply([1, 0, 4])).toEqual({ backend: 'redis', allowed: true, retryAfterMs: 0, remaining: 4 });
+      for (const bad of [[2, 0, 0], [1, 5, 0], [0, 0, 0], 'OK', null, [1, 0]]) expect(() => decodeTokenReply(bad)).toThrow(UnexpectedReplyError);
+    });
+  });
+
+  describe('RedisPeriodSource', () => {
+    it('the shipped script: INCRBY, the period as expiry on first sight, 1 below, 2 at, 0 past the quota', async () => {
+      const client = await raw();
+      const replies = [];
+      for (let i = 0; i < 4; i++) replies.push(await client.eval(PERIOD_SCRIPT, { keys: ['w:raw'], arguments: ['1', '3', '60000'] }));
+      expect(replies).toEqual([1, 1, 2, 0]);
+      const ttl = await client.pTTL('w:raw');
+      expect(ttl).toBeGreaterThan(50_000);
+      expect(ttl).toBeLessThanOrEqual(60_000);
+      // A key found without an expiry gets one: no window outlives its period.
+      await client.set('w:bare', '1');
+      await client.eval(PERIOD_SCRIPT, { keys: ['w:bare'], arguments: ['1', '3', '60000'] });
+      expect(await client.pTTL('w:bare')).toBeGreaterThan(0);
+      await client.destroy();
+    });
+
+    it('is one window for every replica, with three outcomes', async () => {
+      const a = new RedisPeriodSource(await connect({ prefix: 'p1:' }), { periodMs: 60_000, quota: 3 });
+      const b = new RedisPeriodSource(await connect({ prefix: 'p1:' }), { periodMs: 60_000, quota: 3 });
+      const out = [await a.take('k', 1, 0), await b.take('k', 1, 0), await a.take('k', 1, 0), await b.take('k', 1, 0)];
+      expect(out).toEqual([
+        { backend: 'redis', outcome: 'allowed' },
+        { backend: 'redis', outcome: 'allowed' },
+        { backend: 'redis', outcome: 'hitQuota' },
+        { backend: 'redis', outcome: 'overQuota' },
+      ]);
+    });
+
+    it('raises on a reply the script cannot give', async () => {
+      expect(() => decodePeriodReply(7)).toThrow(UnexpectedReplyError);
+      expect(() => decodePeriodReply('1')).toThrow(/answered "1" \(string of length 1\), which it cannot return \(1, 2 or 0\)/);
+      const fleet = await connect({ prefix: 'p2:' });
+      const client = await raw();
+      await client.set('p2:period:k', 'not a number');
+      await client.destroy();
+      const limit = new RedisPeriodSource(fleet, { periodMs: 60_000, quota: 3 });
+      await expect(limit.take('k', 1, 0)).rejects.toSatisfy((e: unknown) => UnexpectedReplyError.is(e));
+    });
+
+    it('admits unchecked when Redis is down, with one warning per outage and a count', async () => {
+      const fleet = await connect({ prefix: 'p3:' });
+      const warnings: TidalWarning[] = [];
+      const limit = new RedisPeriodSource(fleet, { periodMs: 60_000, quota: 1, onWarning: (w) => warnings.push(w) });
+      expect(await limit.take('k', 1, 0)).toEqual({ backend: 'redis', outcome: 'hitQuota' });
+      await redis.kill();
+      const down = [await limit.take('k', 1, 0), await limit.take('k', 1, 0), await limit.take('k', 1, 0)];
+      expect(down).toEqual(Array(3).fill({ backend: 'none', outcome: 'allowed' }));
+      expect(warnings.map((w) => w.code)).toEqual(['TIDAL_SHARED_LIMIT_OPEN']);
+      expect(limit.stats()).toEqual({ redisDecisions: 1, failedOpen: 3 });
+      await redis.restart();
+    });
+  });
+});
