@@ -1,81 +1,19 @@
 /**
  * The dashboard in a real headless Chromium (Debian's, driven by playwright-core; never a
- * downloaded browser). The samples come from a real TidalDb that the test loads with queries, so
- * what the page draws is real work. Every wait is on a condition in the page, with a bound.
+ * downloaded browser), served by a real `tidal serve` server (routes, admission chain, recorder)
+ * over a real TidalDb that the test loads with HTTP queries, so what the page draws is real work.
+ * Every wait is on a condition in the page, with a bound.
  */
 import { existsSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { TidalDb, levelName, type DegradationLevel } from 'tidal-core';
-import type { ServeSample } from '../src/admission/types.js';
+import { TidalDb } from 'tidal-core';
 import { createDashboard, type Dashboard } from '../src/dashboard/dashboard.js';
+import { startServer, type TidalServer } from '../src/server.js';
 
 const CHROMIUM = process.env.TIDAL_CHROMIUM ?? '/usr/bin/chromium';
 const SKIP = process.env.TIDAL_SKIP_BROWSER === '1';
 const WAIT = { timeout: 20_000 } as const;
-
-/**
- * The per-second numbers of the test's own query loop, computed the way the server's recorder
- * does: rates over the last second, latencies over the last `windowSeconds`. It refuses past a
- * small in-flight cap, like the chain's first stage, so the refusals chart has a reason to draw.
- */
-class LoadRecorder {
-  inFlight = 0;
-  level = 'Full';
-  readonly #offered: number[] = [];
-  readonly #done: number[] = [];
-  readonly #refused: number[] = [];
-  readonly #latencies: { at: number; ms: number }[] = [];
-  readonly windowSeconds = 10;
-
-  constructor(readonly cap: number) {}
-
-  /** The start time of an admitted query, or undefined when the cap refuses it. */
-  start(): number | undefined {
-    const t = performance.now();
-    this.#offered.push(t);
-    if (this.inFlight >= this.cap) {
-      this.#refused.push(t);
-      return undefined;
-    }
-    this.inFlight++;
-    return t;
-  }
-
-  end(started: number, level: DegradationLevel): void {
-    const t = performance.now();
-    this.inFlight--;
-    this.level = levelName(level);
-    this.#done.push(t);
-    this.#latencies.push({ at: t, ms: t - started });
-  }
-
-  readonly sample = (): ServeSample => {
-    const t = performance.now();
-    const trim = (xs: { length: number; shift(): unknown }, first: () => number, horizon: number) => {
-      while (xs.length > 0 && first() < t - horizon) xs.shift();
-    };
-    trim(this.#offered, () => this.#offered[0]!, 1000);
-    trim(this.#done, () => this.#done[0]!, 1000);
-    trim(this.#refused, () => this.#refused[0]!, 1000);
-    trim(this.#latencies, () => this.#latencies[0]!.at, this.windowSeconds * 1000);
-    const ms = this.#latencies.map((l) => l.ms).sort((a, b) => a - b);
-    const q = (p: number) => (ms.length === 0 ? 0 : ms[Math.min(ms.length - 1, Math.floor(p * ms.length))]!);
-    return {
-      t: Date.now(),
-      inFlight: this.inFlight,
-      level: this.level,
-      offeredPerSec: this.#offered.length,
-      goodputPerSec: this.#done.length,
-      refusedPerSec: this.#refused.length > 0 ? { inflight: this.#refused.length } : {},
-      p50Ms: q(0.5),
-      p99Ms: q(0.99),
-      windowSeconds: this.windowSeconds,
-    };
-  };
-}
 
 const CATEGORIES = ['jazz', 'rock', 'pop', 'classical'];
 
@@ -154,9 +92,8 @@ const FIRST_REASON_RED = { rgb: [0xdc, 0x26, 0x26] as [number, number, number], 
 
 describe.skipIf(SKIP)('the dashboard in headless Chromium', () => {
   let db: TidalDb;
-  let recorder: LoadRecorder;
-  let dashboard: Dashboard;
-  let server: Server;
+  let dashboard: Dashboard | undefined;
+  let server: TidalServer;
   let origin: string;
   let browser: Browser;
   let page: Page;
@@ -180,16 +117,15 @@ describe.skipIf(SKIP)('the dashboard in headless Chromium', () => {
       Array.from({ length: 200 }, (_, i) => ({ id: `item-${i}`, metadata: { category: CATEGORIES[i % 4]! } })),
     );
     await db.signals(Array.from({ length: 400 }, (_, i) => ({ item: `item-${(i * 7) % 200}`, kind: 'view' })));
-    recorder = new LoadRecorder(3);
-    dashboard = createDashboard({ sample: recorder.sample, intervalMs: 250, historySeconds: 60 });
-    server = createServer((req, res) => {
-      if (!dashboard.handle(req, res)) {
-        res.writeHead(404);
-        res.end();
-      }
+    // The chain is the in-flight cap alone, at 3: four query loops get refusals, so the refusals
+    // chart has a reason to draw.
+    server = await startServer({
+      db,
+      port: 0,
+      admission: { inFlightCap: 3, adaptive: false, tenants: false, permits: {}, period: false },
+      dashboard: (deps) => (dashboard = createDashboard({ ...deps, intervalMs: 250, historySeconds: 60 })),
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    origin = server.url!;
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
@@ -218,10 +154,8 @@ describe.skipIf(SKIP)('the dashboard in headless Chromium', () => {
       const deadline = Date.now() + 5000;
       while (dashboard.stats().clients > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       expect(dashboard.stats().clients).toBe(0);
-      dashboard.close();
     }
-    server?.closeAllConnections();
-    await new Promise((r) => (server ? server.close(r) : r(undefined)));
+    await server?.close({ drainMs: 1000 });
     await db?.close();
   });
 
@@ -229,19 +163,18 @@ describe.skipIf(SKIP)('the dashboard in headless Chromium', () => {
     driving = true;
     loops = Array.from({ length: concurrency }, async (_, worker) => {
       for (let i = 0; driving; i++) {
-        const started = recorder.start();
-        if (started === undefined) {
+        const res = await fetch(`${origin}/retrieve`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ profile: 'popular', filter: { category: CATEGORIES[(worker + i) % 4]! }, limit: 5 + (i % 10) }),
+        });
+        await res.arrayBuffer();
+        if (res.status !== 200) {
           // Refused: back off a little, as a client honouring Retry-After would (this paces the
           // load; no assertion depends on it).
+          expect(res.status).toBe(503);
           await new Promise((r) => setTimeout(r, 10));
-          continue;
         }
-        const res = await db.retrieve({
-          profile: 'popular',
-          filter: { category: CATEGORIES[(worker + i) % 4]! },
-          limit: 5 + (i % 10),
-        });
-        recorder.end(started, res.degradationLevel);
       }
     });
   }
