@@ -83,8 +83,11 @@ export default function run(msg: WorkerTask): WorkerResult {
       return search(s, msg, started);
     case 'persist-ann':
       return s.items.persist(msg.env, msg.budgetMs);
-    case 'warm':
-      return s.items.warm(msg);
+    case 'warm': {
+      const warmed = s.items.warm(msg);
+      s.retrieve.warm(msg.env.nowMs);
+      return warmed;
+    }
     case 'fault':
       return fault(msg);
   }
