@@ -9,7 +9,8 @@
  * slot orders and with the scan of every slot they replace (`exhaustive`).
  *
  * Flags: `--items N`, `--queries N` (distinct queries per profile, default 50), `--reps N` (timed
- * passes over them, default 5), `--only=TEXT` (only the profiles whose name contains TEXT).
+ * passes over them, default 5, levels interleaved within each pass), `--only=TEXT` (only the profiles whose name
+ * contains TEXT), `--shortlists=N,M` (rows for popular around a context vector searching N, M popular items).
  */
 import Database from 'better-sqlite3';
 import { AnnIndex, Catalog, RetrieveExecutor, SignalStore, type QueryContext, type RetrieveTask } from 'tidal-query';
@@ -23,6 +24,11 @@ const ITEMS = intFlag(argv, 'items', 100_000);
 const QUERIES = intFlag(argv, 'queries', 50);
 const REPS = intFlag(argv, 'reps', 5);
 const ONLY = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? '';
+/** `--shortlists=4096,2048`: extra rows for popular around a context vector, searching that many popular items at every level. */
+const SHORTLISTS = (argv.find((a) => a.startsWith('--shortlists='))?.slice('--shortlists='.length) ?? '')
+  .split(',')
+  .filter((x) => x !== '')
+  .map(Number);
 const log = (s = '') => process.stdout.write(`${s}\n`);
 
 const LEVELS = [
@@ -40,6 +46,8 @@ function build(corpus: Corpus): QueryContext {
   const db = new Database(':memory:');
   db.exec(`CREATE TABLE items (ordinal INTEGER PRIMARY KEY, id TEXT NOT NULL, present INTEGER NOT NULL, text TEXT,
     metadata TEXT, created_at REAL, embedding BLOB, version INTEGER NOT NULL)`);
+  // The catalog reads FTS5's totals for its text index; the items here carry no text.
+  db.exec(`CREATE VIRTUAL TABLE items_fts USING fts5(text, content='', contentless_delete=1)`);
   const insert = db.prepare('INSERT INTO items VALUES (?, ?, 1, NULL, ?, ?, ?, ?)');
   const ann = new AnnIndex(dims);
   const CHUNK = 10_000;
@@ -117,36 +125,56 @@ interface Row {
   candidates: number;
 }
 
-function measure(exec: RetrieveExecutor, tasks: RetrieveTask[], level: DegradationLevel, now: number, full: string[][] | null): { row: Row; tops: string[][] } {
-  const tops = tasks.map((t) => exec.run(t, level, now).items.slice(0, 10).map((i) => i.id));
-  let slots = 0;
-  let ann = 0;
-  let candidates = 0;
-  let popular = 0;
-  for (const t of tasks) {
-    const e = exec.run(t, level, now).explain;
-    slots += e.slotsVisited ?? 0;
-    ann += e.annCandidates ?? 0;
-    popular += e.popularCandidates ?? 0;
-    candidates += e.candidates;
-  }
-  collectGarbage();
-  const t0 = process.hrtime.bigint();
-  for (let r = 0; r < REPS; r++) for (const t of tasks) exec.run(t, level, now);
-  const ns = Number(process.hrtime.bigint() - t0) / (REPS * tasks.length);
+interface Run {
+  how: string;
+  exec: RetrieveExecutor;
+}
+
+/** Overlap@10 of `tops` with `full`, query by query (a query whose Full top 10 is empty counts 1). */
+function overlapWith(full: string[][], tops: string[][]): number {
   let overlap = 0;
-  if (full) {
-    for (let q = 0; q < tasks.length; q++) {
-      const want = new Set(full[q]);
-      const got = tops[q]!.filter((id) => want.has(id)).length;
-      overlap += want.size === 0 ? 1 : got / want.size;
-    }
-    overlap /= tasks.length;
-  } else {
-    overlap = 1;
+  for (let q = 0; q < tops.length; q++) {
+    const want = new Set(full[q]);
+    const got = tops[q]!.filter((id) => want.has(id)).length;
+    overlap += want.size === 0 ? 1 : got / want.size;
   }
-  const n = tasks.length;
-  return { row: { ns, overlap, slots: slots / n, ann: ann / n, popular: popular / n, candidates: candidates / n }, tops };
+  return overlap / tops.length;
+}
+
+/**
+ * Every (run, level) of one profile: tops and work counters first, then `REPS` timed passes, the
+ * (run, level) pairs interleaved within each pass so a shared machine's noise falls on all of them
+ * alike rather than on whichever level happened to run during a busy spell.
+ */
+function measureProfile(p: Profile, runs: Run[], now: number): { run: Run; level: DegradationLevel; row: Row }[] {
+  const cells = runs.flatMap((run) => LEVELS.map((level) => ({ run, level })));
+  const tops = cells.map(({ run, level }) => p.tasks.map((t) => run.exec.run(t, level, now).items.slice(0, 10).map((i) => i.id)));
+  const full = tops[0]!;
+  const out = cells.map(({ run, level }, c) => {
+    let slots = 0;
+    let ann = 0;
+    let candidates = 0;
+    let popular = 0;
+    for (const t of p.tasks) {
+      const e = run.exec.run(t, level, now).explain;
+      slots += e.slotsVisited ?? 0;
+      ann += e.annCandidates ?? 0;
+      popular += e.popularCandidates ?? 0;
+      candidates += e.candidates;
+    }
+    const n = p.tasks.length;
+    const row: Row = { ns: 0, overlap: overlapWith(full, tops[c]!), slots: slots / n, ann: ann / n, popular: popular / n, candidates: candidates / n };
+    return { run, level, row };
+  });
+  collectGarbage();
+  for (let r = 0; r < REPS; r++) {
+    for (const cell of out) {
+      const t0 = process.hrtime.bigint();
+      for (const t of p.tasks) cell.run.exec.run(t, cell.level, now);
+      cell.row.ns += Number(process.hrtime.bigint() - t0) / (REPS * p.tasks.length);
+    }
+  }
+  return out;
 }
 
 function main(): void {
@@ -157,33 +185,29 @@ function main(): void {
   log(`built in ${((nowMs() - t0) / 1000).toFixed(1)} s`);
   const ordered = new RetrieveExecutor(ctx);
   const scan = new RetrieveExecutor(ctx, { exhaustive: true });
+  // Variants of the exact pass around a context vector: the same shortlist at every level below Full.
+  const shortlists = SHORTLISTS.map((n) => ({ how: `shortlist ${n}`, exec: new RetrieveExecutor(ctx, { popularShortlist: [n, n, n, n] }) }));
   const now = corpus.now;
   const rows: string[][] = [];
   for (const p of profiles(corpus).filter((q) => q.name.includes(ONLY))) {
-    const runs: [string, RetrieveExecutor][] = p.scan ? [['scan (before)', scan], ['orders', ordered]] : [['', ordered]];
-    let fullTops: string[][] | null = null;
-    let fullNs = 0;
-    for (const [how, exec] of runs) {
-      for (const level of LEVELS) {
-        const { row, tops } = measure(exec, p.tasks, level, now, fullTops);
-        if (fullTops === null) {
-          fullTops = tops;
-          fullNs = row.ns;
-        }
-        rows.push([
-          p.name,
-          how,
-          levelName(level),
-          fmtInt(Math.round(row.ns)),
-          (row.ns / fullNs).toFixed(2),
-          row.overlap.toFixed(2),
-          fmtInt(Math.round(row.slots)),
-          row.ann > 0 ? fmtInt(Math.round(row.ann)) : '–',
-          row.ann > 0 ? fmtInt(Math.round(row.popular)) : '–',
-          fmtInt(Math.round(row.candidates)),
-        ]);
-        log(rows[rows.length - 1]!.join(' | '));
-      }
+    const runs: Run[] = p.scan ? [{ how: 'scan (before)', exec: scan }, { how: 'orders', exec: ordered }] : [{ how: '', exec: ordered }];
+    if (p.tasks[0]!.context) runs.push(...shortlists);
+    const cells = measureProfile(p, runs, now);
+    const fullNs = cells[0]!.row.ns;
+    for (const { run, level, row } of cells) {
+      rows.push([
+        p.name,
+        run.how,
+        levelName(level),
+        fmtInt(Math.round(row.ns)),
+        (row.ns / fullNs).toFixed(2),
+        row.overlap.toFixed(2),
+        fmtInt(Math.round(row.slots)),
+        row.ann > 0 ? fmtInt(Math.round(row.ann)) : '–',
+        row.ann > 0 ? fmtInt(Math.round(row.popular)) : '–',
+        fmtInt(Math.round(row.candidates)),
+      ]);
+      log(rows[rows.length - 1]!.join(' | '));
     }
   }
   log();

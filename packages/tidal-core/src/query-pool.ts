@@ -6,7 +6,10 @@ import {
   WARM_SYNC_BYTES,
   WORKER_FILENAME,
   runTask,
+  type BatchEntryResult,
   type ResultOf,
+  type RetrieveMessage,
+  type SearchMessage,
   type SkippedResult,
   type TaskEnvelope,
   type TaskOf,
@@ -16,8 +19,33 @@ import {
 } from 'tidal-query';
 import { Dropped, PRIORITY, QueryScheduler, type SubmitOptions } from './scheduler.js';
 
-/** Tasks a query worker holds at once (one running, the rest waiting in its message queue). */
+/** Messages a query worker holds at once (one running, the rest waiting in its message queue). */
 const PIPELINE_DEPTH = 4;
+
+/**
+ * Queries one message to a worker carries at most. Under load the queries that become ready
+ * together (those that took the places of a batch just answered) leave in one message, so one
+ * round trip through piscina (post, clone, the worker's wake-up, the answer) serves up to this many;
+ * under light load a query still leaves alone, at once. Measured in docs/overload.md.
+ */
+export const QUERY_BATCH = 8;
+
+/** Options of {@link QueryPool}. */
+export interface QueryPoolOptions {
+  /** Queries per message at most (1: one message per query). @default QUERY_BATCH */
+  readonly batch?: number;
+}
+
+type QueryMessage = RetrieveMessage | SearchMessage;
+
+/** A query that left the scheduler and waits, for a few microseconds, to be posted in a batch. */
+interface Forming {
+  readonly msg: QueryMessage;
+  readonly priority: number;
+  readonly seq: number;
+  readonly resolve: (r: BatchEntryResult) => void;
+  readonly reject: (err: unknown) => void;
+}
 
 /** The largest `timeoutMs` a timer can hold (2^31 − 1 ms, about 24.8 days). */
 export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
@@ -63,6 +91,13 @@ export interface Executed<R> {
 /** A cell's value while its query may run (the worker skips one set to CELL_CANCELLED). */
 const RUNNABLE = 0;
 
+const SKIPPED: SkippedResult = Object.freeze({ skipped: true });
+
+/** A worker's failure as the pool rejects with it: a `TidalError` as it is, anything else as `InternalError`. */
+function asTidalError(err: unknown): TidalError {
+  return TidalError.is(err) ? err : new InternalError(`query worker failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+}
+
 type QueryOp = 'retrieve' | 'search';
 /** What a query resolves with for its caller: a worker's skip only ever follows a cancellation. */
 export type QueryResult<Op extends QueryOp> = Exclude<ResultOf<Op>, SkippedResult>;
@@ -91,10 +126,28 @@ export class QueryPool {
   #skipped = 0;
   #posted = 0;
   readonly #workers: number;
+  readonly #batch: number;
+  /** Messages piscina may hold at once: workers × PIPELINE_DEPTH. */
+  readonly #slots: number;
+  /** Messages posted and not answered yet (query batches and the pool's own tasks). */
+  #messages = 0;
+  /** Query batches posted so far. */
+  #batches = 0;
+  /** Queries inside the batches posted and not answered yet. */
+  #inBatches = 0;
+  /** The pool's own tasks started and not settled. */
+  #control = 0;
+  #forming: Forming[] = [];
+  #formingSeq = 0;
+  #flushQueued = false;
 
-  constructor(init: Omit<WorkerInit, 'cancel'>, workers: number) {
+  constructor(init: Omit<WorkerInit, 'cancel'>, workers: number, options: QueryPoolOptions = {}) {
+    const batch = options.batch ?? QUERY_BATCH;
+    if (!Number.isInteger(batch) || batch < 1) throw new InvalidInputError('batch', 'a whole number ≥ 1', batch);
     this.#workers = workers;
-    this.#scheduler = new QueryScheduler({ depth: workers * PIPELINE_DEPTH });
+    this.#batch = batch;
+    this.#slots = workers * PIPELINE_DEPTH;
+    this.#scheduler = new QueryScheduler({ depth: this.#slots * batch });
     const cancel = new SharedArrayBuffer(CANCEL_CELLS * 4);
     this.#cells = new Int32Array(cancel);
     for (let i = CANCEL_CELLS - 1; i >= 0; i--) this.#free.push(i);
@@ -124,12 +177,17 @@ export class QueryPool {
     return this.#posted;
   }
 
+  /** Messages that carried queries to a worker (each one batch of up to `QUERY_BATCH`). */
+  get batches(): number {
+    return this.#batches;
+  }
+
   /** The queue in front of the workers (its counters: waiting, running, dropped). */
   get scheduler(): QueryScheduler {
     return this.#scheduler;
   }
 
-  /** Tasks the pool's pipeline holds at most: workers × tasks per worker. */
+  /** Messages the pool's pipeline holds at most: workers × messages per worker. */
   get depth(): number {
     return this.#workers * PIPELINE_DEPTH;
   }
@@ -163,11 +221,12 @@ export class QueryPool {
       control.onDispatch?.(envelope.nowMs);
       this.#posted++;
       try {
-        const r = await this.#post<Op>({ op, env: envelope, task, cell } as TaskOf<Op>);
-        if (typeof r === 'object' && r !== null && 'skipped' in r) {
+        const r = await this.#enqueue({ op, env: envelope, task, cell } as TaskOf<Op>, control.priority);
+        if ('skipped' in r) {
           if (signal?.aborted) throw new Dropped('aborted');
           throw new InternalError(`${op} was skipped by its worker without being cancelled`);
         }
+        // The worker answers each query of a batch with its op's result (worker.ts, `batch`).
         return { result: r as QueryResult<Op>, nowMs: envelope.nowMs };
       } finally {
         if (onAbort !== undefined) signal!.removeEventListener('abort', onAbort);
@@ -176,16 +235,108 @@ export class QueryPool {
     }, control.expired === undefined ? { priority: control.priority, signal } : { priority: control.priority, signal, expired: control.expired });
   }
 
+  /**
+   * The scheduler's depth follows the free message slots: an entry leaves the queue only when a
+   * batch it can join will be posted, so what waits for a worker waits in the scheduler, by
+   * priority, and never in a list of its own. Started entries beyond the ones in posted batches
+   * and the pool's own tasks are those forming the next batches: at most `batch` per free slot.
+   */
+  #resize(): void {
+    const free = Math.max(0, this.#slots - this.#messages);
+    this.#scheduler.depth = this.#control + this.#inBatches + free * this.#batch;
+  }
+
+  #enqueue(msg: QueryMessage, priority: number): Promise<BatchEntryResult> {
+    return new Promise((resolve, reject) => {
+      this.#forming.push({ msg, priority, seq: this.#formingSeq++, resolve, reject });
+      if (this.#flushQueued) return;
+      this.#flushQueued = true;
+      // After this turn of the event loop: every entry the scheduler starts in it (those that took
+      // the places of an answered batch, or a burst of arrivals) joins the same batches.
+      setImmediate(() => this.#flush());
+    });
+  }
+
+  /** Posts the forming queries, highest priority first, spread over the free slots, `batch` a message at most. */
+  #flush(): void {
+    this.#flushQueued = false;
+    const all = this.#forming;
+    this.#forming = [];
+    const ready: Forming[] = [];
+    for (const f of all) {
+      // Given up in the few microseconds since it left the queue: answered here, never posted.
+      if (f.msg.cell >= 0 && Atomics.load(this.#cells, f.msg.cell) === CELL_CANCELLED) {
+        this.#skipped++;
+        f.resolve(SKIPPED);
+      } else ready.push(f);
+    }
+    if (ready.length === 0) return;
+    ready.sort((a, b) => b.priority - a.priority || a.seq - b.seq);
+    const free = Math.max(1, this.#slots - this.#messages);
+    const messages = Math.max(Math.ceil(ready.length / this.#batch), Math.min(ready.length, free));
+    let at = 0;
+    for (let m = 0; m < messages; m++) {
+      const n = Math.ceil((ready.length - at) / (messages - m));
+      this.#postBatch(ready.slice(at, at + n));
+      at += n;
+    }
+    this.#resize();
+  }
+
+  #postBatch(entries: Forming[]): void {
+    const n = entries.length;
+    this.#messages++;
+    this.#inBatches += n;
+    this.#batches++;
+    const done = () => {
+      this.#messages--;
+      this.#inBatches -= n;
+    };
+    const p = runTask(this.#pool, { op: 'batch', queries: entries.map((e) => e.msg) }).then(
+      (results) => {
+        done();
+        for (let i = 0; i < n; i++) {
+          const r = results[i];
+          const e = entries[i]!;
+          if (r === undefined) e.reject(new InternalError('a query worker answered a batch with too few results'));
+          else if ('failed' in r) e.reject(asTidalError(r.failed));
+          else {
+            if ('skipped' in r) this.#skipped++;
+            e.resolve(r);
+          }
+        }
+        this.#resize();
+      },
+      (err: unknown) => {
+        done();
+        for (const e of entries) e.reject(asTidalError(err));
+        this.#resize();
+      },
+    );
+    this.#running.add(p);
+    const forget = () => this.#running.delete(p);
+    void p.then(forget, forget);
+  }
+
   #post<Op extends WorkerOp>(task: TaskOf<Op>): Promise<ResultOf<Op>> {
+    this.#control++;
+    this.#messages++;
+    this.#resize();
     const p = runTask<Op>(this.#pool, task).then(
       (r) => {
         if (typeof r === 'object' && r !== null && 'skipped' in r) this.#skipped++;
         return r;
       },
       (err: unknown) => {
-        throw TidalError.is(err) ? err : new InternalError(`query worker failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+        throw asTidalError(err);
       },
     );
+    const settled = () => {
+      this.#control--;
+      this.#messages--;
+      this.#resize();
+    };
+    void p.then(settled, settled);
     this.#running.add(p);
     const forget = () => this.#running.delete(p);
     void p.then(forget, forget);

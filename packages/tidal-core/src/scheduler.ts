@@ -73,6 +73,19 @@ export class QueryScheduler {
     return this.#dropped;
   }
 
+  /** Entries that may run at once. */
+  get depth(): number {
+    return this.#queue.concurrency;
+  }
+
+  /**
+   * Changes how many entries may run at once (at least 1). Raising it starts waiting entries at
+   * once, synchronously, highest priority first; lowering it starts none until enough settle.
+   */
+  set depth(n: number) {
+    this.#queue.concurrency = Math.max(1, n);
+  }
+
   /** Entries waiting for a slot. */
   get waiting(): number {
     return this.#queue.size;

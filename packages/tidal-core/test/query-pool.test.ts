@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AbortedError, InternalError, InvalidInputError, TimeoutError } from 'tidal-load';
 import { TidalDb, internalsOf } from '../src/db.js';
+import { QUERY_BATCH } from '../src/query-pool.js';
 
 const NOW = Date.UTC(2025, 0, 1);
 const SCHEMA = { signals: [{ name: 'view', halfLifeMs: 3_600_000 }] };
@@ -82,6 +83,33 @@ describe('query pool', () => {
     expect((await kept2).hits.map((x) => x.id)).toEqual(['b']);
     expect(db.stats().cancelledBeforeRun).toBe(before.skipped + 1);
     expect(served()).toBe(before.served + 2);
+  });
+
+  it('a burst queued behind a busy worker reaches it in batches, one message for several queries, each answered on its own', async () => {
+    const pool = internalsOf(db).pool;
+    const before = { posted: pool.posted, batches: pool.batches, served: served() };
+    const worker = holdWorker();
+    // Distinct queries (no two share an execution), one of them given up while it waits.
+    const controller = new AbortController();
+    const burst = Array.from({ length: 24 }, (_, i) =>
+      i % 2 === 0 ? db.retrieve({ profile: 'popular', limit: 1 + i / 2 }) : db.search({ text: 'alpha', limit: 1 + (i - 1) / 2 }),
+    );
+    const givenUp = db.retrieve({ profile: 'popular', limit: 99, signal: controller.signal });
+    controller.abort();
+    await expect(givenUp).rejects.toMatchObject({ name: 'AbortError' });
+    await worker.release();
+    const results = await Promise.all(burst);
+    results.forEach((r, i) => {
+      if ('items' in r) expect(r.items.map((x) => x.id)).toEqual(i === 0 ? ['a'] : ['a', 'b']);
+      else expect(r.hits.map((x) => x.id)).toEqual(['a']);
+    });
+    expect(served()).toBe(before.served + 24);
+    const posted = pool.posted - before.posted;
+    const batches = pool.batches - before.batches;
+    expect(posted).toBeGreaterThanOrEqual(24);
+    // One message per query would be 24 or 25; at most 8 a message, spread over the free slots.
+    expect(batches).toBeLessThanOrEqual(6);
+    expect(batches).toBeGreaterThanOrEqual(Math.ceil(24 / QUERY_BATCH));
   });
 
   it('refuses a signal or timeoutMs it cannot use, naming the field', async () => {

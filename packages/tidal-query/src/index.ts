@@ -23,6 +23,9 @@ export { WARM_SYNC_BYTES, CANCEL_CELLS, CELL_CANCELLED, runTask } from './protoc
 export type {
   AnnSource,
   AnnWarning,
+  BatchEntryResult,
+  BatchMessage,
+  FailedResult,
   FaultMessage,
   PersistAnnMessage,
   PersistAnnResult,

@@ -54,6 +54,24 @@ export interface SearchMessage {
   cell: number;
 }
 
+/**
+ * Several queries in one message, so one round trip to the worker carries them all. Each keeps its
+ * own envelope (level, clock, items version) and cancel cell; the worker runs them in order and
+ * answers one entry per query, in the same order.
+ */
+export interface BatchMessage {
+  op: 'batch';
+  queries: (RetrieveMessage | SearchMessage)[];
+}
+
+/** A query of a batch that threw: the error, as the worker caught it (structured-cloned). */
+export interface FailedResult {
+  failed: unknown;
+}
+
+/** One entry of a batch's answer, for the query at the same position. */
+export type BatchEntryResult = WorkerRetrieveResult | WorkerSearchResult | SkippedResult | FailedResult;
+
 export interface WarmMessage {
   op: 'warm';
   env: TaskEnvelope;
@@ -136,6 +154,7 @@ export interface PersistAnnResult {
 export interface WorkerProtocol {
   retrieve: { task: RetrieveMessage; result: WorkerRetrieveResult | SkippedResult };
   search: { task: SearchMessage; result: WorkerSearchResult | SkippedResult };
+  batch: { task: BatchMessage; result: BatchEntryResult[] };
   warm: { task: WarmMessage; result: WarmResult };
   'persist-ann': { task: PersistAnnMessage; result: PersistAnnResult };
   /** `block` resolves with nothing once the gate opens; the others fail (or their worker dies). */

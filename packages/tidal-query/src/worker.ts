@@ -11,7 +11,7 @@ import { workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { AnnLifecycle, type AnnContext } from './ann-lifecycle.js';
 import { Catalog } from './catalog.js';
-import { CELL_CANCELLED, type FaultMessage, type ResultOf, type RetrieveMessage, type SearchMessage, type SkippedResult, type WorkerInit, type WorkerResult, type WorkerTask } from './protocol.js';
+import { CELL_CANCELLED, type BatchEntryResult, type BatchMessage, type FaultMessage, type ResultOf, type RetrieveMessage, type SearchMessage, type SkippedResult, type WorkerInit, type WorkerResult, type WorkerTask } from './protocol.js';
 import { RetrieveExecutor } from './retrieve.js';
 import { SearchExecutor } from './search.js';
 import { SignalStore } from './signals/store.js';
@@ -63,6 +63,20 @@ function search(s: State, msg: SearchMessage, started: number): ResultOf<'search
   return { ...r, nowMs, serviceMs: performance.now() - started };
 }
 
+/** Each query of a batch in order, its service time its own; one that throws fails alone. */
+function batch(s: State, msg: BatchMessage): BatchEntryResult[] {
+  const out: BatchEntryResult[] = [];
+  for (const q of msg.queries) {
+    const started = performance.now();
+    try {
+      out.push(q.op === 'retrieve' ? retrieve(s, q, started) : search(s, q, started));
+    } catch (err) {
+      out.push({ failed: err });
+    }
+  }
+  return out;
+}
+
 /** See {@link FaultMessage}: for fault tests only. */
 function fault(msg: FaultMessage): null {
   if (msg.mode === 'block') {
@@ -83,10 +97,15 @@ export default function run(msg: WorkerTask): WorkerResult {
       return retrieve(s, msg, started);
     case 'search':
       return search(s, msg, started);
+    case 'batch':
+      return batch(s, msg);
     case 'persist-ann':
       return s.items.persist(msg.env, msg.budgetMs);
-    case 'warm':
-      return s.items.warm(msg);
+    case 'warm': {
+      const warmed = s.items.warm(msg);
+      s.retrieve.warm(msg.env.nowMs);
+      return warmed;
+    }
     case 'fault':
       return fault(msg);
   }

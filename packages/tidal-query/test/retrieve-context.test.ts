@@ -91,4 +91,64 @@ describe('retrieve around a context vector', () => {
     // Without the popular candidates this world keeps about 40% (200 of 500 neighbours).
     expect(kept / asked).toBeGreaterThanOrEqual(0.8);
   });
+
+  it('warm() builds the popular subset, so the first query below Full reads no embedding from the items table', () => {
+    const { ctx, vector } = world();
+    // Counts the statements run against the items table from here on.
+    let reads = 0;
+    const prepare = ctx.db.prepare.bind(ctx.db);
+    const counting = new Proxy(ctx.db, {
+      get(target, prop, receiver) {
+        if (prop !== 'prepare') return Reflect.get(target, prop, receiver) as unknown;
+        return (sql: string) => {
+          const stmt = prepare(sql);
+          const counted: typeof stmt = new Proxy(stmt, {
+            get(t, p) {
+              const v = Reflect.get(t, p, t) as unknown;
+              if (typeof v !== 'function') return v;
+              return (...args: unknown[]) => {
+                if (p === 'get' || p === 'all' || p === 'iterate') reads++;
+                const out = (v as (...a: unknown[]) => unknown).apply(t, args);
+                // pluck() and friends return the statement itself: keep counting through it.
+                return out === t ? counted : out;
+              };
+            },
+          });
+          return counted;
+        };
+      },
+    });
+    const exec = new RetrieveExecutor({ ...ctx, db: counting });
+    exec.warm(NOW);
+    expect(reads).toBeGreaterThan(100);
+    reads = 0;
+    const r = exec.run(task(vector(mulberry32(3))), DegradationLevel.ReducedCandidates, NOW);
+    expect(r.explain.popularCandidates).toBeGreaterThan(0);
+    expect(reads).toBe(0);
+  });
+
+  it('searches a shorter popular shortlist at the deeper levels, above each level\'s quality floor', () => {
+    const { exec, vector, ctx } = world();
+    const short = new RetrieveExecutor(ctx, { popularShortlist: [0, 8192, 400, 200] });
+    const rand = mulberry32(9);
+    const kept = { reduced: 0, coarse: 0, noDiversity: 0, none: 0 };
+    let asked = 0;
+    const none = new RetrieveExecutor(ctx, { popularShortlist: [0, 0, 0, 0] });
+    for (let q = 0; q < 20; q++) {
+      const t = task(vector(rand));
+      const want = new Set(exec.run(t, DegradationLevel.Full, NOW).items.map((i) => i.id));
+      const count = (e: RetrieveExecutor, level: DegradationLevel) => e.run(t, level, NOW).items.filter((i) => want.has(i.id)).length;
+      kept.reduced += count(short, DegradationLevel.ReducedCandidates);
+      kept.coarse += count(short, DegradationLevel.CoarseAggregates);
+      kept.noDiversity += count(short, DegradationLevel.NoDiversity);
+      kept.none += count(none, DegradationLevel.ReducedCandidates);
+      asked += want.size;
+    }
+    // A shorter shortlist keeps less than the whole subset, more than none.
+    expect(kept.reduced).toBeGreaterThan(kept.coarse);
+    expect(kept.coarse).toBeGreaterThan(kept.none);
+    expect(kept.noDiversity).toBeGreaterThan(kept.none);
+    expect(kept.reduced / asked).toBeGreaterThanOrEqual(0.8);
+    expect(kept.noDiversity / asked).toBeGreaterThanOrEqual(0.6);
+  });
 });
