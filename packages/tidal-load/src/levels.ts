@@ -60,13 +60,21 @@ export interface LevelPlan {
   readonly coarseAggregates: boolean;
   /** The diversity pass runs. */
   readonly diversity: boolean;
+  /**
+   * trending scores at most this many of the window's active slots per velocity kind, the most
+   * recently active first (plus the slots written since the orders were last rebuilt); `Infinity`
+   * scores them all. The items that lead a window are the ones with the most events in it, so they
+   * are the ones most likely to have one in the last moments: the prefix of the recency order
+   * holds them (measured: docs/overload.md, "What each level skips").
+   */
+  readonly trendingSlots: number;
 }
 
 const PLANS: readonly LevelPlan[] = Object.freeze([
-  Object.freeze({ annTopK: 500, bm25Divisor: 1, coarseAggregates: false, diversity: true }),
-  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: false, diversity: true }),
-  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: true }),
-  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: false }),
+  Object.freeze({ annTopK: 500, bm25Divisor: 1, coarseAggregates: false, diversity: true, trendingSlots: Number.POSITIVE_INFINITY }),
+  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: false, diversity: true, trendingSlots: 512 }),
+  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: true, trendingSlots: 512 }),
+  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: false, trendingSlots: 256 }),
 ]);
 
 export function levelPlan(level: DegradationLevel): LevelPlan {

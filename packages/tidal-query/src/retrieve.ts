@@ -78,6 +78,12 @@ export interface RetrieveExecutorOptions {
    * {@link POPULAR_SHORTLIST}.
    */
   popularShortlist?: readonly number[];
+  /**
+   * Per level, how many of a window's active slots per velocity kind trending scores, in place of
+   * the level plan's `trendingSlots`: `Infinity` at every level gives the exact ranking of each
+   * level's windows (what the tests compare the scan with), smaller values are a benchmark knob.
+   */
+  trendingSlots?: readonly number[];
 }
 
 /** The velocity window a level reads: the task's own, or 24h at CoarseAggregates (the level plan). */
@@ -190,6 +196,7 @@ export class RetrieveExecutor {
   readonly #ctx: QueryContext;
   readonly #exhaustive: boolean;
   readonly #shortlist: readonly number[];
+  readonly #trendingSlots: readonly number[] | undefined;
   readonly #seen = new Seen();
   #subset: PopularSubset | null = null;
   /** Vectors of items looked up for the subset, by ordinal (null: the item has no embedding). */
@@ -201,6 +208,7 @@ export class RetrieveExecutor {
     this.#ctx = ctx;
     this.#exhaustive = options.exhaustive === true;
     this.#shortlist = options.popularShortlist ?? POPULAR_SHORTLIST;
+    this.#trendingSlots = options.trendingSlots;
   }
 
   /**
@@ -215,6 +223,7 @@ export class RetrieveExecutor {
   run(task: RetrieveTask, level: DegradationLevel, nowMs: number): Omit<WorkerRetrieveResult, 'serviceMs'> {
     const ctx = this.#ctx;
     const plan = levelPlan(level);
+    const trendingSlots = this.#trendingSlots?.[level] ?? plan.trendingSlots;
     const coarse = plan.coarseAggregates;
     const velocityWindow = velocityWindowFor(task.window, coarse);
     const useDiversity = task.diversity !== null && plan.diversity;
@@ -245,7 +254,7 @@ export class RetrieveExecutor {
     let similarity: Map<number, number> | null = null;
     if (task.profile === 'for_you') {
       ({ ranked, scores, similarity } = forYou(ctx, task, plan.annTopK, pass, velocityWindow, coarse, nowMs, explain, work, {
-        trending: (want) => this.#fromSignals({ ...task, profile: 'trending' }, want, pass, velocityWindow, nowMs, { ...explain }, work).ranked,
+        trending: (want) => this.#fromSignals({ ...task, profile: 'trending' }, want, pass, velocityWindow, trendingSlots, nowMs, { ...explain }, work).ranked,
         newest: (want) => this.#newest(want, pass, { ...explain }).ranked,
       }));
     } else if (task.context) {
@@ -254,7 +263,7 @@ export class RetrieveExecutor {
     } else if (task.profile === 'new') {
       ({ ranked, scores } = this.#newest(want, pass, explain));
     } else {
-      ({ ranked, scores } = this.#fromSignals(task, want, pass, velocityWindow, nowMs, explain, work));
+      ({ ranked, scores } = this.#fromSignals(task, want, pass, velocityWindow, trendingSlots, nowMs, explain, work));
     }
     explain.slotsVisited = work.slots;
     if (after) {
@@ -451,6 +460,7 @@ export class RetrieveExecutor {
     want: number,
     pass: Predicate,
     window: VelocityWindow,
+    slotBudget: number,
     nowMs: number,
     explain: Explain,
     work: WorkCounter,
@@ -461,7 +471,7 @@ export class RetrieveExecutor {
         const top = new TopK(want);
         const ok =
           task.profile === 'trending'
-            ? this.#trendingOrdered(want, pass, window, task.window, nowMs, top, counts, work)
+            ? this.#trendingOrdered(want, pass, window, task.window, slotBudget, nowMs, top, counts, work)
             : this.#popularOrdered(want, pass, nowMs, top, counts, work);
         if (ok === null) break;
         if (!ok) continue;
@@ -498,15 +508,20 @@ export class RetrieveExecutor {
    * it visits no more slots than ReducedCandidates does, and when it does not walk the 24h window
    * it differs from the exact coarse ranking only in leaving out items quiet for the last hour.
    *
-   * Null when the window holds more than a third of all slots (a 7d window over a week of events):
-   * visiting them out of slot order would cost more than the scan (measured: ~3× per slot), so the
-   * caller scans.
+   * Below Full it scores at most `slotBudget` active slots per velocity kind, the most recently
+   * active first (the level plan's `trendingSlots`): the cost then follows the budget, not the
+   * window's activity.
+   *
+   * Null when the slots to visit are more than a third of all slots (a 7d window over a week of
+   * events, scored in full): visiting them out of slot order would cost more than the scan
+   * (measured: ~3× per slot), so the caller scans.
    */
   #trendingOrdered(
     want: number,
     pass: Predicate,
     window: VelocityWindow,
     requested: VelocityWindow,
+    slotBudget: number,
     nowMs: number,
     top: TopK,
     counts: StageCounts,
@@ -562,7 +577,7 @@ export class RetrieveExecutor {
     // The active slots, gathered and then visited in slot order: the recency order is random in
     // memory, and 1 KiB slots read in ascending order cost about a third less than read at random.
     let n = 0;
-    for (const k of velocityKinds) n += order.newerThan(k, start);
+    for (const k of velocityKinds) n += Math.min(slotBudget, order.newerThan(k, start));
     if (3 * (n + order.dirtyCount) > used) return null;
     const active = new Int32Array(n + order.dirtyCount);
     n = 0;
@@ -574,7 +589,8 @@ export class RetrieveExecutor {
       active[n++] = s;
     }
     for (const k of velocityKinds) {
-      for (let i = order.start(k), end = order.end(k); i < end && order.newestAt(i) >= start; i++) {
+      const end = Math.min(order.end(k), order.start(k) + slotBudget);
+      for (let i = order.start(k); i < end && order.newestAt(i) >= start; i++) {
         const s = order.newestSlotAt(i);
         if (!(s >>> 0 === s && s < used)) return false;
         active[n++] = s;

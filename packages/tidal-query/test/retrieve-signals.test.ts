@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { DegradationLevel } from 'tidal-load';
+import { DegradationLevel, levelPlan } from 'tidal-load';
 import { Catalog } from '../src/catalog.js';
 import type { QueryContext } from '../src/context.js';
 import { ItemsWriter } from '../src/items-table.js';
@@ -11,6 +11,7 @@ import { openStorage } from '../../tidal-core/src/storage.js';
 import { mulberry32 } from '../../../bench/src/random.js';
 
 const MIN = 60_000;
+const EXACT = [Infinity, Infinity, Infinity, Infinity];
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const NOW = Date.UTC(2025, 0, 6, 12, 30, 0);
@@ -82,7 +83,9 @@ function world(kinds: SignalKindSpec[], seed = 7, weights?: (rand: () => number)
   return {
     ctx,
     store,
-    ordered: new RetrieveExecutor(ctx),
+    // Every active slot scored at every level, so each level's ranking is exact and the scan is its
+    // oracle; the levels' own trending budgets are tested on their own.
+    ordered: new RetrieveExecutor(ctx, { trendingSlots: EXACT }),
     scan: new RetrieveExecutor(ctx, { exhaustive: true }),
     more(n, s, w) {
       const r = mulberry32(s);
@@ -270,6 +273,39 @@ describe('retrieve from the signal orders', () => {
       const t = task('trending', window, { diversity });
       expect(visited(t, DegradationLevel.CoarseAggregates)).toBeLessThanOrEqual(visited(t, DegradationLevel.ReducedCandidates));
     }
+  });
+
+  it('below Full, trending scores only the most recently active slots of its budget, and keeps the leaders', () => {
+    // The plan: every active slot at Full, a budget below it, never a bigger one a level down.
+    const budgets = LEVELS.map((level) => levelPlan(level).trendingSlots);
+    expect(budgets[0]).toBe(Infinity);
+    for (let l = 1; l < budgets.length; l++) {
+      expect(Number.isFinite(budgets[l]!)).toBe(true);
+      expect(budgets[l]!).toBeLessThanOrEqual(budgets[l - 1]!);
+    }
+    // The mechanism, on this small world with budgets to its scale (the walk stays cheaper than
+    // the scan while the slots to visit are under a third of all slots).
+    const kinds = SCHEMAS['one kind']!;
+    const w = world(kinds);
+    const scaled = [Infinity, 160, 160, 80];
+    const budgeted = new RetrieveExecutor(w.ctx, { trendingSlots: scaled });
+    const active = activeSlots(w.store, kinds, '24h', NOW);
+    expect(active).toBeGreaterThan(2 * scaled[1]!);
+    const t = task('trending', '24h', { limit: 10 });
+    const full = budgeted.run(t, DegradationLevel.Full, NOW);
+    expect(full.explain.slotsVisited).toBeGreaterThanOrEqual(active);
+    const dirty = w.store.order.dirtyCount;
+    for (const level of [DegradationLevel.ReducedCandidates, DegradationLevel.NoDiversity]) {
+      const r = budgeted.run(t, level, NOW);
+      // The budget, plus the dirty list (written since the orders were rebuilt: the newest of all;
+      // its active members are counted twice, read and then scored).
+      expect(r.explain.slotsVisited!, `level ${level}`).toBeLessThanOrEqual(scaled[level]! + 2 * dirty);
+      expect(r.explain.slotsVisited!).toBeLessThan(full.explain.slotsVisited! / 2);
+    }
+    // The leaders of a window have the most events in it, so the newest slots hold them.
+    const reduced = budgeted.run(t, DegradationLevel.ReducedCandidates, NOW);
+    const fullIds = new Set(full.items.map((i) => i.id));
+    expect(reduced.items.filter((i) => fullIds.has(i.id)).length).toBeGreaterThanOrEqual(8);
   });
 
   it('starts over, or scans, when the orders are rebuilt twice while it reads them', () => {
