@@ -32,6 +32,10 @@ beforeAll(async () => {
   await db.upsertUsers([{ id: 'u' }]);
   await db.signal({ item: 'i3', kind: 'like', user: 'u' });
   await db.hide({ user: 'u', item: 'i5' });
+  await db.follow({ user: 'u', creator: 'c1' });
+  await db.follow({ user: 'u', creator: 'c2' });
+  // Co-engagement around i3 for profile related: u's recent items pair with each new one.
+  await db.signals(Array.from({ length: 60 }, (_, n) => ({ item: n % 2 ? 'i3' : `i${(n * 11) % N}`, kind: 'view', user: 'u' })));
   await other.upsertItems([{ id: 'i0' }]);
 });
 afterAll(async () => {
@@ -46,6 +50,12 @@ const REQUESTS: Req[] = [
   { profile: 'popular', context: [1, 0, 0] },
   { profile: 'popular', user: 'u' },
   { profile: 'for_you', user: 'u', explore: 0 },
+  { profile: 'following', user: 'u' },
+  { profile: 'following', user: 'u', order: 'popular' },
+  { profile: 'hot' },
+  { profile: 'rising', window: '24h' },
+  { profile: 'top', window: '7d' },
+  { profile: 'related', item: 'i3' },
 ];
 
 async function pages(req: Req, limit: number, between: () => Promise<void>): Promise<string[][]> {

@@ -1,7 +1,7 @@
 /**
  * The hard-negative rule, property-tested: over random sequences of writes (hide, unhide, block,
- * unblock, signals with and without a user, item upserts that move an item to another creator),
- * queries (every profile, search by text and by vector, every level, with and without user
+ * unblock, follow, unfollow, signals with and without a user, item upserts that move an item to another creator),
+ * queries (every profile, following, hot, rising, top and related included; search by text and by vector, every level, with and without user
  * filters) and close/reopen restarts, no query naming a user ever returns an item that user hid or
  * an item whose creator (as last written) the user blocked. Seeded (`TIDAL_FUZZ_SEED`).
  */
@@ -20,6 +20,8 @@ const ITEMS = Array.from({ length: 14 }, (_, i) => `i${i}`);
 const CREATORS = ['ana', 'ben', 'cy', 'di'];
 const USERS = ['u0', 'u1'];
 const LEVELS: DegradationLevelName[] = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'];
+/** Every retrieve profile (`related` around the first item); then a context-vector retrieve and two searches. */
+const PROFILES = ['trending', 'popular', 'new', 'for_you', 'following', 'hot', 'rising', 'top', 'related'] as const;
 
 const root = mkdtempSync(join(tmpdir(), 'tidal-negatives-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -30,7 +32,7 @@ function embeddingOf(i: number, c: number): number[] {
 
 type Command =
   | { op: 'hide' | 'unhide'; user: number; item: number }
-  | { op: 'block' | 'unblock'; user: number; creator: number }
+  | { op: 'block' | 'unblock' | 'follow' | 'unfollow'; user: number; creator: number }
   | { op: 'signal'; item: number; kind: number; user: number | null }
   | { op: 'move'; item: number; creator: number }
   | { op: 'query'; user: number; kind: number; level: number; unseen: boolean }
@@ -39,9 +41,10 @@ type Command =
 const command: fc.Arbitrary<Command> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ op: fc.constantFrom('hide' as const, 'unhide' as const), user: fc.nat(1), item: fc.nat(ITEMS.length - 1) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constantFrom('block' as const, 'unblock' as const), user: fc.nat(1), creator: fc.nat(CREATORS.length - 1) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constantFrom('follow' as const, 'unfollow' as const), user: fc.nat(1), creator: fc.nat(CREATORS.length - 1) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('signal' as const), item: fc.nat(ITEMS.length - 1), kind: fc.nat(2), user: fc.option(fc.nat(1)) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('move' as const), item: fc.nat(ITEMS.length - 1), creator: fc.nat(CREATORS.length - 1) }) },
-  { weight: 5, arbitrary: fc.record({ op: fc.constant('query' as const), user: fc.nat(1), kind: fc.nat(6), level: fc.nat(3), unseen: fc.boolean() }) },
+  { weight: 6, arbitrary: fc.record({ op: fc.constant('query' as const), user: fc.nat(1), kind: fc.nat(PROFILES.length + 2), level: fc.nat(3), unseen: fc.boolean() }) },
   { weight: 1, arbitrary: fc.constant({ op: 'restart' as const }) },
 );
 
@@ -73,6 +76,10 @@ describe('hard negatives (property)', () => {
                 if (c.op === 'hide') hidden[c.user]!.add(ITEMS[c.item]!);
                 else hidden[c.user]!.delete(ITEMS[c.item]!);
                 break;
+              case 'follow':
+              case 'unfollow':
+                await db[c.op]({ user: USERS[c.user]!, creator: CREATORS[c.creator]! });
+                break;
               case 'block':
               case 'unblock':
                 await db[c.op]({ user: USERS[c.user]!, creator: CREATORS[c.creator]! });
@@ -96,13 +103,13 @@ describe('hard negatives (property)', () => {
                 const userFilter = c.unseen ? { unseen: true } : undefined;
                 const base = { user, level, limit: ITEMS.length, ...(userFilter ? { userFilter } : {}) };
                 let ids: string[];
-                if (c.kind < 4) {
-                  const profile = (['trending', 'popular', 'new', 'for_you'] as const)[c.kind]!;
-                  ids = (await db.retrieve({ ...base, profile })).items.map((i) => i.id);
-                } else if (c.kind === 4) {
+                if (c.kind < PROFILES.length) {
+                  const profile = PROFILES[c.kind]!;
+                  ids = (await db.retrieve({ ...base, profile, ...(profile === 'related' ? { item: ITEMS[0]! } : {}) })).items.map((i) => i.id);
+                } else if (c.kind === PROFILES.length) {
                   ids = (await db.retrieve({ ...base, profile: 'popular', context: [1, 1, 1] })).items.map((i) => i.id);
                 } else {
-                  const req = c.kind === 5 ? { text: 'tune sound' } : { text: 'tune', vector: [1, 2, 0] };
+                  const req = c.kind === PROFILES.length + 1 ? { text: 'tune sound' } : { text: 'tune', vector: [1, 2, 0] };
                   ids = (await db.search({ ...base, ...req })).hits.map((h) => h.id);
                 }
                 returned += ids.length;

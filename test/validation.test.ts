@@ -198,7 +198,7 @@ describe('validation', () => {
     });
 
     it('refuses an unknown profile and window', async () => {
-      await expectInvalid(() => db.retrieve({ profile: 'hot' as never }), 'profile', '"hot"');
+      await expectInvalid(() => db.retrieve({ profile: 'warm' as never }), 'profile', '"warm"');
       await expectInvalid(() => db.retrieve({ profile: 'trending', window: '2h' as never }), 'window', '"2h"');
     });
 

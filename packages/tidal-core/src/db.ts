@@ -35,7 +35,7 @@ import { recover } from './recovery.js';
 import { WritePath } from './write-path.js';
 import { Cursors, MAX_CURSOR_ITEMS, queryHash, type CursorState } from './cursor.js';
 import type { User, UserInput, UserRegistry } from './users.js';
-import { checkForYou, checkUserFilter, type UserCreatorInput, type UserItemInput } from './user-requests.js';
+import { checkFeedOptions, checkForYou, checkUserFilter, type UserCreatorInput, type UserItemInput } from './user-requests.js';
 import { estimateBytes, QueryFront, type QueryPlan } from './query-front.js';
 
 /** What the fault-injection tests reach behind the facade; not exported from the package. */
@@ -389,19 +389,24 @@ export class TidalDb implements AsyncDisposable {
     try {
       if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a retrieve request object', req);
       const profile = checkProfile(req.profile, this.#schema);
+      const window = checkWindow(req.window, profile === 'top' ? '24h' : this.#defaultWindow);
+      const feed = checkFeedOptions(req, window);
       task = {
         profile,
         context: req.context === undefined ? null : checkVector('context', req.context, this.#schema.embeddingDims),
         filter: checkFilter(req.filter, this.#schema),
         diversity: checkDiversity(req.diversity, this.#schema),
         limit: checkLimit('limit', req.limit, 20),
-        window: checkWindow(req.window, this.#defaultWindow),
+        window,
         exclude: this.#sessions.exclude(req.session, this.#o.clock()),
         user: this.#userState(req),
         forYou: checkForYou(req, this.#schema),
+        order: feed.order,
+        related: feed.item === null ? null : this.#relatedTask(feed.item),
       };
-      if (profile === 'for_you' && task.context !== null) throw new InvalidInputError('context', "absent for profile 'for_you' (it ranks around the user's preference vector)", req.context);
       hash = queryHash('retrieve', {
+        order: feed.order,
+        item: feed.item,
         profile,
         context: task.context,
         filter: task.filter,
@@ -523,7 +528,16 @@ export class TidalDb implements AsyncDisposable {
     const filter = checkUserFilter(req.userFilter, req.user !== undefined, this.#schema);
     if (req.user === undefined) return null;
     const id = checkId('user', req.user);
-    return this.#users.queryState('user', id, filter.unseen, filter.following);
+    // Profile `following` ranks the followed creators' items: the filter comes with it.
+    return this.#users.queryState('user', id, filter.unseen, filter.following || (req as RetrieveRequest).profile === 'following');
+  }
+
+  /** The co-engagement list profile `related` ranks, for the item `id`. */
+  #relatedTask(id: string): RetrieveTask['related'] {
+    checkId('item', id);
+    const ordinal = this.#writes.ordinalOf(id);
+    if (ordinal === undefined) throw new InvalidInputError('item', "the id of an item written or signalled (profile 'related')", id);
+    return this.#users.relatedTask(ordinal);
   }
 
   #envelope(level: DegradationLevel = DegradationLevel.Full): TaskEnvelope {

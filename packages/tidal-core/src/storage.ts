@@ -15,8 +15,10 @@ import { InvalidInputError } from 'tidal-load';
  * - 1: one key/value table, `tidal_meta`, for every package.
  * - 2: users and their state (`users`, `user_seen`, `user_hidden`, `user_creators`,
  *   `user_affinity`). The step creates them (empty); nothing older changes.
+ * - 3: the co-engagement index of profile `related` (`item_related`). The step creates it empty:
+ *   co-engagement counts from the first user signal after the upgrade.
  */
-export const STORAGE_VERSION = 2;
+export const STORAGE_VERSION = 3;
 
 const TABLES = `
   -- Key/value settings and counters: schema facts (embeddingDims, kinds), the last sequence
@@ -106,6 +108,13 @@ const TABLES = `
     at REAL NOT NULL,
     PRIMARY KEY (user, creator)
   ) WITHOUT ROWID;
+
+  -- The co-engagement index (format 3): per item ordinal, its partners as n × (partner, score,
+  -- at), Float64 little-endian; written in the transaction of the batch that changed it.
+  CREATE TABLE IF NOT EXISTS item_related (
+    ordinal INTEGER PRIMARY KEY,
+    partners BLOB NOT NULL
+  );
 `;
 
 /** Steps from version `n` to `n + 1`, indexed by `n`; each runs after {@link TABLES} exists. */
@@ -120,6 +129,8 @@ const MIGRATIONS: readonly ((db: Database.Database) => void)[] = [
     `);
   },
   // 1 → 2: the user tables, created empty by TABLES above; a format-1 file has no users.
+  () => {},
+  // 2 → 3: item_related, created empty by TABLES above.
   () => {},
 ];
 

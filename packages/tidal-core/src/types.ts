@@ -1,6 +1,6 @@
 import type { Criticality, DegradationLevel, DegradationLevelName } from 'tidal-load';
 import type { LevelReason } from './level-choice.js';
-import type { Diversity, Explain, Filter, ForYouWeights, Profile, RetrievedItem, SearchHit, VelocityWindow } from 'tidal-query';
+import type { Diversity, Explain, Filter, FollowingOrder, ForYouWeights, Profile, RetrievedItem, SearchHit, VelocityWindow } from 'tidal-query';
 import type { SessionHandle } from './sessions.js';
 import type { UserFilter } from './user-requests.js';
 
@@ -104,8 +104,20 @@ export interface QueryControl {
 }
 
 export interface RetrieveRequest extends QueryControl, UserQuery {
-  /** `trending` (velocity), `popular` (decayed score), `new` (creation time) or `for_you` (a user's feed; needs `user`). */
+  /**
+   * `trending` (velocity), `popular` (decayed score), `new` (creation time), `for_you` (a user's
+   * feed; needs `user`), `following` (the followed creators' items; needs `user`), `hot` (popularity
+   * decaying with age), `rising` (velocity growth between windows), `top` (the most popular items
+   * created in `window`) or `related` (the items most co-engaged with `item`).
+   */
   profile: Profile;
+  /**
+   * `following` only: `'newest'` first, or `'popular'` (the sum of decayed scores) first.
+   * @default 'newest'
+   */
+  order?: FollowingOrder;
+  /** `related` only, required: the item id whose co-engaged items are ranked. */
+  item?: string;
   /** Rank among the ANN neighbours of this vector instead of the whole corpus. */
   context?: readonly number[] | Float32Array;
   filter?: Filter;
@@ -116,8 +128,9 @@ export interface RetrieveRequest extends QueryControl, UserQuery {
    */
   limit?: number;
   /**
-   * The velocity window `trending` ranks by.
-   * @default the shortest window a velocity kind declares
+   * The velocity window `trending` ranks by; for `rising` the recent window (`'1h'` or `'24h'`,
+   * compared with the next longer one); for `top` the creation window.
+   * @default the shortest window a velocity kind declares; `'24h'` for `top`
    */
   window?: VelocityWindow;
   /**

@@ -1,5 +1,5 @@
 import { InvalidInputError } from 'tidal-load';
-import { FOR_YOU_EXPLORE, FOR_YOU_WEIGHTS, type ForYouOptions, type ForYouWeights, type QuerySchema } from 'tidal-query';
+import { FOR_YOU_EXPLORE, FOR_YOU_WEIGHTS, RISING_BASELINE, type FollowingOrder, type ForYouOptions, type ForYouWeights, type Profile, type QuerySchema, type VelocityWindow } from 'tidal-query';
 import type { RetrieveRequest } from './types.js';
 import { isPlainObject } from './validate.js';
 
@@ -79,4 +79,35 @@ export function checkForYou(req: RetrieveRequest, schema: QuerySchema): ForYouOp
     throw new InvalidInputError('seed', 'a whole number from 0 to 4294967295', seed);
   }
   return { weights, explore, seed };
+}
+
+/** Profiles that rank the whole corpus by their own score: a context vector is refused. */
+const NO_CONTEXT: readonly Profile[] = ['for_you', 'following', 'hot', 'rising', 'top', 'related'];
+
+/** The options of the feed profiles (`order` of `following`, `item` of `related`), each refused on another profile. */
+export function checkFeedOptions(req: RetrieveRequest, window: VelocityWindow): { order: FollowingOrder | null; item: string | null } {
+  const profile = req.profile;
+  if (req.context !== undefined && NO_CONTEXT.includes(profile)) {
+    throw new InvalidInputError('context', `absent for profile '${profile}' (it ranks by its own score, not around a vector)`, req.context);
+  }
+  if (req.order !== undefined && profile !== 'following') throw new InvalidInputError('order', "absent: it is an option of profile 'following'", req.order);
+  if (req.item !== undefined && profile !== 'related') throw new InvalidInputError('item', "absent: it is an option of profile 'related'", req.item);
+  let order: FollowingOrder | null = null;
+  if (profile === 'following') {
+    if (req.user === undefined) throw new InvalidInputError('user', "a user id: profile 'following' ranks the creators a user follows", undefined);
+    const o: unknown = req.order ?? 'newest';
+    if (o !== 'newest' && o !== 'popular') throw new InvalidInputError('order', "'newest' or 'popular'", o);
+    order = o;
+  }
+  if (profile === 'rising' && RISING_BASELINE[window] === undefined) {
+    throw new InvalidInputError('window', "'1h' or '24h' for profile 'rising' (it compares the window with the next longer one)", window);
+  }
+  let item: string | null = null;
+  if (profile === 'related') {
+    if (typeof req.item !== 'string' || req.item.length === 0 || req.item.length > 512) {
+      throw new InvalidInputError('item', "an item id: profile 'related' ranks the items co-engaged with it", req.item);
+    }
+    item = req.item;
+  }
+  return { order, item };
 }

@@ -1,7 +1,8 @@
 import type Database from 'better-sqlite3';
 import { CapacityError, InvalidInputError } from 'tidal-load';
-import { blobToVector, FOR_YOU_EXPLORE, FOR_YOU_WEIGHTS, hashString, RECENCY_HALF_LIFE_MS, type QuerySchema, type UserQueryState } from 'tidal-query';
+import { blobToVector, FEED_CANDIDATE_BUDGET, FOR_YOU_EXPLORE, FOR_YOU_WEIGHTS, hashString, HOT_GRAVITY, RECENCY_HALF_LIFE_MS, type QuerySchema, type RelatedTask, type UserQueryState } from 'tidal-query';
 import { AFFINITY_HALF_LIFE_MS } from './schema.js';
+import { CoEngagementIndex, RELATED_HALF_LIFE_MS, RELATED_PARTNERS, RELATED_WINDOW } from './co-engagement.js';
 
 /**
  * Items a user's seen set holds: the last 512 distinct items the user signalled (a signal on an
@@ -25,8 +26,15 @@ export const MAX_AFFINITIES = 64;
  */
 export const MAX_USER_EDGES = 10_000;
 
-/** The bounds and defaults of user state and of `for_you`, as documented (frozen). */
+/** The bounds and defaults of user state and of the personalized profiles, as documented (frozen). */
 export const USER_DEFAULTS = Object.freeze({
+  /** following, hot, rising, top: candidates visited below Full. */
+  feedCandidateBudget: FEED_CANDIDATE_BUDGET,
+  hotGravity: HOT_GRAVITY,
+  /** related: partners kept per item, pairs made per signal, half-life of a pair's count. */
+  relatedPartners: RELATED_PARTNERS,
+  relatedWindow: RELATED_WINDOW,
+  relatedHalfLifeMs: RELATED_HALF_LIFE_MS,
   seenLimit: SEEN_LIMIT,
   maxAffinities: MAX_AFFINITIES,
   maxEdges: MAX_USER_EDGES,
@@ -176,6 +184,8 @@ export class UserRegistry {
   #nextKey = 1;
   /** Interned creator strings (one copy however many users hold an affinity to a creator). */
   readonly #creators = new Map<string, string>();
+  /** Co-engagement between items, fed by the users' signals (profile `related`). */
+  readonly #co: CoEngagementIndex;
   readonly #stmt: {
     insert: Database.Statement;
     update: Database.Statement;
@@ -217,6 +227,7 @@ export class UserRegistry {
       idOf: db.prepare('SELECT id FROM items WHERE ordinal = ?').pluck(),
     };
     this.#load();
+    this.#co = new CoEngagementIndex(db);
   }
 
   /** Loads every user and their state from the file (the recovery of the user tables). */
@@ -325,6 +336,12 @@ export class UserRegistry {
   /** Starts a batch: copies left by a batch that failed to commit are dropped. */
   begin(): void {
     if (this.#staged.size > 0) this.#staged = new Map();
+    this.#co.begin();
+  }
+
+  /** Ends a batch inside its transaction: writes what it changed of the co-engagement index. */
+  finish(): void {
+    this.#co.persist();
   }
 
   /**
@@ -408,8 +425,18 @@ export class UserRegistry {
         if (e.user === null) return;
         const u = this.#touch(e.user);
         if (u === null) return;
-        this.#see(u, e.ordinal);
         const rate = this.#rates[e.kind] ?? 0;
+        // Pairs with the user's latest other items, before the seen set moves (see RELATED_WINDOW).
+        if (rate >= 0) {
+          let paired = 0;
+          for (let i = u.seenCount - 1; i >= 0 && paired < RELATED_WINDOW; i--) {
+            const other = u.seen[i]!;
+            if (other === e.ordinal) continue;
+            this.#co.record(e.ordinal, other, e.at);
+            paired++;
+          }
+        }
+        this.#see(u, e.ordinal);
         if (rate === 0) return;
         const item = facts(e.ordinal, e.id);
         if (item.embedding !== null && this.#movePreference(u, item.embedding, rate)) s.setPreference.run(vectorBlob(u.preference), u.key);
@@ -517,6 +544,7 @@ export class UserRegistry {
       else this.#byId.set(id, u);
     }
     this.#staged = new Map();
+    this.#co.apply();
   }
 
   // ---- reads ----------------------------------------------------------------------------------
@@ -545,6 +573,16 @@ export class UserRegistry {
     };
     if (u.embedding !== null) out.embedding = u.embedding.slice();
     return out;
+  }
+
+  /** The co-engagement list profile `related` ranks for the item `ordinal`. */
+  relatedTask(ordinal: number): RelatedTask {
+    return this.#co.task(ordinal);
+  }
+
+  /** The item's co-engagement partners (ordinals) and their counts decayed to `nowMs`. */
+  coEngagement(ordinal: number, nowMs: number): Map<number, number> {
+    return this.#co.partners(ordinal, nowMs);
   }
 
   /**

@@ -232,15 +232,18 @@ export function checkDiversity(value: unknown, schema: QuerySchema): Diversity |
   return { maxPer };
 }
 
-export const PROFILES: readonly Profile[] = Object.freeze(['trending', 'popular', 'new', 'for_you']);
+export const PROFILES: readonly Profile[] = Object.freeze(['trending', 'popular', 'new', 'for_you', 'following', 'hot', 'rising', 'top', 'related']);
 export const VELOCITY_WINDOWS: readonly VelocityWindow[] = Object.freeze(['1h', '24h', '7d']);
 
 export function checkProfile(value: unknown, schema: QuerySchema): Profile {
   if (typeof value !== 'string' || !(PROFILES as readonly string[]).includes(value)) {
     throw new InvalidInputError('profile', `one of ${PROFILES.map((p) => `'${p}'`).join(', ')}`, value);
   }
-  if (value === 'trending' && !schema.kinds.some((k) => k.velocity)) {
-    throw new InvalidInputError('profile', "a profile the schema supports ('trending' needs a signal kind with velocity: true)", value);
+  if ((value === 'trending' || value === 'rising') && !schema.kinds.some((k) => k.velocity)) {
+    throw new InvalidInputError('profile', `a profile the schema supports ('${value}' needs a signal kind with velocity: true)`, value);
+  }
+  if (value === 'following' && schema.creatorField === undefined) {
+    throw new InvalidInputError('profile', "a profile the schema supports ('following' needs creatorField)", value);
   }
   return value as Profile;
 }

@@ -397,6 +397,7 @@ export class WritePath {
       }
       seq++;
     }
+    users.finish();
     this.#deps.sessions.persistBatch(events);
     this.#deps.log.setLastSeq(seq - 1);
     // Log rows a checkpoint covers are deleted here, two per event written: deleting costs about

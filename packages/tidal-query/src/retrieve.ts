@@ -5,14 +5,13 @@ import { blobToVector } from './items-table.js';
 import { compileFilter, type Predicate } from './filter.js';
 import { popularity, velocityOf, type QueryContext, type WorkCounter } from './context.js';
 import { selectAndHydrate } from './tail.js';
-import { TopK } from './topk.js';
+import { Floor, TopK } from './topk.js';
 import { compileUserPredicate } from './user-state.js';
 import { forYou } from './profiles/for-you.js';
+import { FEED_CANDIDATE_BUDGET, following, hot, related, rising, top, windowStartMs } from './profiles/feeds.js';
 import type { Explain, RetrieveTask, RetrievedItem, VelocityWindow, WorkerRetrieveResult } from './types.js';
 
 const WINDOW_MS: Record<VelocityWindow, number> = { '1h': 3_600_000, '24h': 86_400_000, '7d': 604_800_000 };
-const MS_PER_MINUTE = 60_000;
-const MS_PER_HOUR = 3_600_000;
 
 /** With diversity on, this many times the limit are ranked so the greedy pass has room to skip. */
 const DIVERSITY_OVERFETCH = 5;
@@ -91,12 +90,6 @@ export function velocityWindowFor(window: VelocityWindow, coarse: boolean): Velo
   return coarse ? '24h' : window;
 }
 
-/** The earliest time (ms) an event can have and still count in `window` at `nowMs` (ring units). */
-function windowStartMs(window: VelocityWindow, nowMs: number): number {
-  if (window === '1h') return (Math.floor(nowMs / MS_PER_MINUTE) - 59) * MS_PER_MINUTE;
-  return (Math.floor(nowMs / MS_PER_HOUR) - (window === '24h' ? 23 : 167)) * MS_PER_HOUR;
-}
-
 /** Counts of one candidate stage, kept apart so a reading that has to start over leaves none. */
 interface StageCounts {
   candidates: number;
@@ -133,52 +126,6 @@ class Seen {
     if (stamps[o] === this.#epoch) return false;
     stamps[o] = this.#epoch;
     return true;
-  }
-}
-
-/** The `n` largest numbers pushed, as a min-heap: `min` is the n-th best once `full`. */
-class Floor {
-  readonly #heap: Float64Array;
-  #size = 0;
-
-  constructor(n: number) {
-    this.#heap = new Float64Array(Math.max(1, n));
-  }
-
-  get full(): boolean {
-    return this.#size === this.#heap.length;
-  }
-
-  get min(): number {
-    return this.#heap[0]!;
-  }
-
-  push(v: number): void {
-    const h = this.#heap;
-    if (this.#size < h.length) {
-      let i = this.#size++;
-      while (i > 0) {
-        const p = (i - 1) >> 1;
-        if (h[p]! <= v) break;
-        h[i] = h[p]!;
-        i = p;
-      }
-      h[i] = v;
-      return;
-    }
-    if (v <= h[0]!) return;
-    let i = 0;
-    const n = this.#size;
-    for (;;) {
-      const l = 2 * i + 1;
-      if (l >= n) break;
-      const r = l + 1;
-      const c = r < n && h[r]! < h[l]! ? r : l;
-      if (h[c]! >= v) break;
-      h[i] = h[c]!;
-      i = c;
-    }
-    h[i] = v;
   }
 }
 
@@ -257,6 +204,14 @@ export class RetrieveExecutor {
         trending: (want) => this.#fromSignals({ ...task, profile: 'trending' }, want, pass, velocityWindow, trendingSlots, nowMs, { ...explain }, work).ranked,
         newest: (want) => this.#newest(want, pass, { ...explain }).ranked,
       }));
+    } else if (task.profile === 'related') {
+      ({ ranked, scores } = related(task, pass, nowMs, explain));
+    } else if (task.profile === 'following' || task.profile === 'hot' || task.profile === 'rising' || task.profile === 'top') {
+      const budget = level === Level.Full ? null : FEED_CANDIDATE_BUDGET;
+      if (task.profile === 'following') ({ ranked, scores } = following(ctx, task, want, pass, nowMs, budget, explain, work));
+      else if (task.profile === 'hot') ({ ranked, scores } = hot(ctx, want, pass, nowMs, budget, explain, work));
+      else if (task.profile === 'top') ({ ranked, scores } = top(ctx, want, pass, task.window, nowMs, budget, explain, work));
+      else ({ ranked, scores } = rising(ctx, want, pass, task.window, nowMs, budget, explain, work));
     } else if (task.context) {
       ({ ranked, scores, similarity } = this.#aroundContext(task, plan.annTopK, this.#shortlist[level] ?? POPULAR_SUBSET, pass, velocityWindow, nowMs, explain, work));
       if (!ctx.ann) warnings.push('no item has an embedding yet: the context vector found no candidates');

@@ -76,3 +76,49 @@ export class TopK {
     return { ordinals: idx.map((i) => this.#ord[i]!), primary: idx.map((i) => this.#p[i]!) };
   }
 }
+
+/** The `n` largest numbers pushed, as a min-heap: `min` is the n-th best once `full`. */
+export class Floor {
+  readonly #heap: Float64Array;
+  #size = 0;
+
+  constructor(n: number) {
+    this.#heap = new Float64Array(Math.max(1, n));
+  }
+
+  get full(): boolean {
+    return this.#size === this.#heap.length;
+  }
+
+  get min(): number {
+    return this.#heap[0]!;
+  }
+
+  push(v: number): void {
+    const h = this.#heap;
+    if (this.#size < h.length) {
+      let i = this.#size++;
+      while (i > 0) {
+        const p = (i - 1) >> 1;
+        if (h[p]! <= v) break;
+        h[i] = h[p]!;
+        i = p;
+      }
+      h[i] = v;
+      return;
+    }
+    if (v <= h[0]!) return;
+    let i = 0;
+    const n = this.#size;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= n) break;
+      const r = l + 1;
+      const c = r < n && h[r]! < h[l]! ? r : l;
+      if (h[c]! >= v) break;
+      h[i] = h[c]!;
+      i = c;
+    }
+    h[i] = v;
+  }
+}

@@ -43,7 +43,24 @@ export interface Diversity {
   maxPer: Readonly<Record<string, number>>;
 }
 
-export type Profile = 'trending' | 'popular' | 'new' | 'for_you';
+export type Profile = 'trending' | 'popular' | 'new' | 'for_you' | 'following' | 'hot' | 'rising' | 'top' | 'related';
+
+/** `following`: newest first, or by popularity (the sum of decayed scores). */
+export type FollowingOrder = 'newest' | 'popular';
+
+/**
+ * `related`: the item's co-engagement list as the main thread holds it, with each partner's
+ * decayed score and the time it refers to (the worker decays them to the query's clock).
+ */
+export interface RelatedTask {
+  /** The item's ordinal (never returned). */
+  item: number;
+  partners: Int32Array;
+  scores: Float64Array;
+  at: Float64Array;
+  /** The decay rate of a co-engagement score, per ms. */
+  lambda: number;
+}
 export type VelocityWindow = '1h' | '24h' | '7d';
 
 /** A retrieve request after validation (what the workers receive). */
@@ -60,6 +77,10 @@ export interface RetrieveTask {
   user?: UserQueryState | null;
   /** `for_you` only: the weights, exploration share and seed (defaults filled in). */
   forYou?: ForYouOptions | null;
+  /** `following` only: the order (default `'newest'`). */
+  order?: FollowingOrder | null;
+  /** `related` only: the item and its co-engagement list. */
+  related?: RelatedTask | null;
   /** The clock to rank at instead of the envelope's (a cursor's pinned time). */
   atMs?: number | null;
   /**
@@ -171,6 +192,13 @@ export interface Explain {
   explored?: number;
   /** Candidates dropped for the user: hidden items, blocked creators, and the user filters. */
   userFiltered?: number;
+  /**
+   * following, hot, rising, top: the most candidates the level lets the profile visit (null at
+   * Full: every candidate the profile defines, or as many as its exact early stop needs).
+   */
+  candidateBudget?: number | null;
+  /** following, hot, rising, top: the budget stopped the candidate walk (the ranking may differ from Full's). */
+  budgetExhausted?: boolean;
 }
 
 export interface RetrievedItem {

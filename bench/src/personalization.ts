@@ -1,0 +1,294 @@
+/**
+ * `npm run bench:personalization`: `for_you` and `related` at the caller (through a worker, one
+ * query at a time), against the same rankings written by hand in SQL over the same data; the
+ * write cost of a user signal against a plain one; and the cost and quality of each degradation
+ * level for following, hot, rising, top and related.
+ *
+ * Data: the bench corpus (`--items`, default 100 000, with its view and like signals), then
+ * `--users` (default 10 000) users with `--history` (default 20) signals each, drawn mostly from
+ * one favourite category (a like in three), and 5 follows each. The SQL side is one SQLite file
+ * holding the same items, embeddings, signals, the users' histories and, for `for_you`, each
+ * user's preference vector and creator affinities as tidal computed them (so both rank by the
+ * same inputs); its for_you scores every item (a cosine UDF over the embedding BLOBs, the window
+ * count by index), its related counts co-engagement within the same 8-event window by a self-join.
+ *
+ * Flags: `--items N`, `--users N`, `--history N`, `--queries N` (timed per side, default 300;
+ * the SQL for_you runs a tenth of them, at least 20).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { TidalDb, type DegradationLevelName, type RetrieveRequest, type SignalInput } from 'tidal-core';
+import { Corpus, tidalSchema } from './corpus.js';
+import { mulberry32 } from './random.js';
+import { collectGarbage, describeMachine, fmtInt, fmtMs, fmtRatio, intFlag, markdownTable, nowMs, summarize } from './stats.js';
+
+const argv = process.argv.slice(2);
+const ITEMS = intFlag(argv, 'items', 100_000);
+const USERS = intFlag(argv, 'users', 10_000);
+const HISTORY = intFlag(argv, 'history', 20);
+const QUERIES = intFlag(argv, 'queries', 300);
+const DIMS = 128;
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+const LEVELS: DegradationLevelName[] = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'];
+const log = (s = ''): void => void process.stdout.write(`${s}\n`);
+
+async function main(): Promise<void> {
+  const corpus = new Corpus({ items: ITEMS, dims: DIMS });
+  const now = corpus.now;
+  const base = tidalSchema(DIMS);
+  const schema = {
+    ...base,
+    signals: [
+      { ...base.signals[0], windows: [...base.signals[0].windows], preference: 0.05 },
+      { ...base.signals[1], windows: [...base.signals[1].windows], preference: 0.3 },
+    ],
+    creatorField: 'creator',
+  };
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-bench-personal-'));
+  // Work sharing off: the level table repeats identical queries, and each must run.
+  const db = await TidalDb.builder().path(dir).clock(() => now).schema(schema).workSharing({ maxStalenessMs: { coarseAggregates: 0, noDiversity: 0 } }).capacity({ items: ITEMS + 1000, signalSlots: 2 * ITEMS + 1000 }).open();
+  const sql = new Database(path.join(dir, 'baseline.db'));
+  sql.pragma('journal_mode = WAL');
+  sql.exec(`
+    CREATE TABLE items(rowid INTEGER PRIMARY KEY, id TEXT, creator TEXT, created_at REAL, embedding BLOB);
+    CREATE TABLE signals(item INTEGER, kind TEXT, at REAL);
+    CREATE INDEX signals_kind_at ON signals(kind, at, item);
+    CREATE TABLE history(user INTEGER, pos INTEGER, item INTEGER, at REAL, PRIMARY KEY(user, pos)) WITHOUT ROWID;
+    CREATE INDEX history_item ON history(item, user, pos);
+    CREATE TABLE affinity(user INTEGER, creator TEXT, score REAL, PRIMARY KEY(user, creator)) WITHOUT ROWID;
+  `);
+
+  log(`# Personalization benchmark\n\n${describeMachine()}\n`);
+  log(`${fmtInt(ITEMS)} items, ${fmtInt(USERS)} users × ${HISTORY} signals, ${QUERIES} queries per side.\n`);
+
+  // ---- load ------------------------------------------------------------------------------------
+  let t = nowMs();
+  const byCategory = new Map<string, number[]>();
+  const creatorOf: string[] = [];
+  const insertItem = sql.prepare('INSERT INTO items VALUES (?, ?, ?, ?, ?)');
+  for (const batch of corpus.items(1000)) {
+    await db.upsertItems(batch);
+    sql.transaction(() => {
+      for (const it of batch) {
+        const i = corpus.indexOf(it.id);
+        creatorOf[i] = it.metadata.creator;
+        let l = byCategory.get(it.metadata.category);
+        if (!l) byCategory.set(it.metadata.category, (l = []));
+        l.push(i);
+        insertItem.run(i, it.id, it.metadata.creator, it.createdAt, Buffer.from(it.embedding.buffer, it.embedding.byteOffset, it.embedding.byteLength));
+      }
+    })();
+  }
+  const insertSignal = sql.prepare('INSERT INTO signals VALUES (?, ?, ?)');
+  for (const batch of corpus.signalBatches(1000)) {
+    await db.signals(batch);
+    sql.transaction(() => {
+      for (const s of batch) insertSignal.run(corpus.indexOf(s.item), s.kind, s.at);
+    })();
+  }
+  log(`Corpus loaded in ${(nowMs() - t) / 1000 | 0} s.`);
+  collectGarbage();
+  const heapBefore = process.memoryUsage().heapUsed;
+
+  // Users and their histories, interleaved with plain signals of the same size to time both.
+  const rand = mulberry32(0x9e5);
+  const categories = [...byCategory.keys()];
+  const users = Array.from({ length: USERS }, (_, u) => `user-${u}`);
+  for (let i = 0; i < USERS; i += 1000) await db.upsertUsers(users.slice(i, i + 1000).map((id) => ({ id })));
+  const insertHistory = sql.prepare('INSERT INTO history VALUES (?, ?, ?, ?)');
+  const histories: number[][] = [];
+  const events: SignalInput[][] = [];
+  for (let u = 0; u < USERS; u++) {
+    const fav = byCategory.get(categories[u % categories.length]!)!;
+    const h: number[] = [];
+    const evs: SignalInput[] = [];
+    for (let k = 0; k < HISTORY; k++) {
+      const i = rand() < 0.8 ? fav[Math.floor(rand() ** 2 * fav.length)]! : Math.floor(rand() * ITEMS);
+      h.push(i);
+      evs.push({ item: corpus.id(i), kind: rand() < 0.33 ? 'like' : 'view', user: users[u]!, at: now - DAY * 7 + Math.floor(((k + rand()) / HISTORY) * 7 * DAY) });
+    }
+    histories.push(h);
+    events.push(evs);
+  }
+  const BATCH_USERS = 50;
+  let userMs = 0;
+  let plainMs = 0;
+  let userSignals = 0;
+  for (let u = 0; u < USERS; u += BATCH_USERS) {
+    const batch = events.slice(u, u + BATCH_USERS).flat();
+    // The same batch without users, to items with no state of their own: the plain cost.
+    const plain = batch.map((s) => ({ item: `plain-${userSignals % 5000}`, kind: s.kind, at: s.at }));
+    let s = nowMs();
+    await db.signals(batch);
+    userMs += nowMs() - s;
+    s = nowMs();
+    await db.signals(plain);
+    plainMs += nowMs() - s;
+    userSignals += batch.length;
+  }
+  sql.transaction(() => {
+    for (let u = 0; u < USERS; u++) histories[u]!.forEach((i, pos) => insertHistory.run(u, pos, i, events[u]![pos]!.at));
+  })();
+  for (let u = 0; u < USERS; u++) {
+    const fav = byCategory.get(categories[u % categories.length]!)!;
+    for (let f = 0; f < 5; f++) await db.follow({ user: users[u]!, creator: creatorOf[fav[Math.floor(rand() * fav.length)]!]! });
+  }
+  const insertAffinity = sql.prepare('INSERT INTO affinity VALUES (?, ?, ?)');
+  const preference: Float32Array[] = [];
+  for (let u = 0; u < USERS; u++) {
+    const state = (await db.getUser(users[u]!))!;
+    preference.push(state.preference ?? new Float32Array(DIMS));
+    sql.transaction(() => {
+      for (const [c, s] of Object.entries(state.affinity)) insertAffinity.run(u, c, s);
+    })();
+  }
+  await db.warm();
+  collectGarbage();
+  const heapUsers = process.memoryUsage().heapUsed - heapBefore;
+  log(`Main-thread heap grown by the users, their state and the co-engagement index: ${fmtInt(heapUsers / 1048576)} MiB (${fmtInt(heapUsers / USERS)} B per user).`);
+  log(`Users loaded in ${(nowMs() - t) / 1000 | 0} s in all.`);
+  log(
+    `\nWrite cost, interleaved batches of ${BATCH_USERS * HISTORY}: ${fmtInt(userSignals)} user signals ${fmtMs((userMs / userSignals) * 1000)} µs each, ` +
+      `the same batches without a user ${fmtMs((plainMs / userSignals) * 1000)} µs each: ${fmtRatio(userMs / plainMs)}.`,
+  );
+
+  // ---- for_you and related against SQL ---------------------------------------------------------
+  sql.function('cosine', { deterministic: true }, (blob: unknown, q: unknown) => {
+    const a = new Float32Array((blob as Buffer).buffer, (blob as Buffer).byteOffset, DIMS);
+    const b = new Float32Array((q as Buffer).buffer, (q as Buffer).byteOffset, DIMS);
+    let d = 0;
+    let na = 0;
+    let nb = 0;
+    for (let k = 0; k < DIMS; k++) {
+      d += a[k]! * b[k]!;
+      na += a[k]! * a[k]!;
+      nb += b[k]! * b[k]!;
+    }
+    return d / Math.sqrt(na * nb);
+  });
+  // for_you written out: 0.4·max(0, cos) + 0.3·velocity/max + 0.2·2^(−age/24h) + 0.1·affinity/max.
+  const forYouSql = sql.prepare(`
+    WITH vel AS (SELECT item, COUNT(*) / 3600.0 AS v FROM signals WHERE kind = 'view' AND at >= @since GROUP BY item),
+         mv AS (SELECT MAX(v) AS m FROM vel),
+         aff AS (SELECT creator, MAX(score, 0) AS a FROM affinity WHERE user = @user),
+         ma AS (SELECT MAX(a) AS m FROM aff)
+    SELECT i.id,
+           0.4 * MAX(0, cosine(i.embedding, @pref))
+         + 0.3 * COALESCE(vel.v / NULLIF(mv.m, 0), 0)
+         + 0.2 * POWER(2, -MAX(0, @now - i.created_at) / 86400000.0)
+         + 0.1 * COALESCE(aff.a / NULLIF(ma.m, 0), 0) AS score
+    FROM items i LEFT JOIN vel ON vel.item = i.rowid LEFT JOIN aff ON aff.creator = i.creator, mv, ma
+    ORDER BY score DESC LIMIT 20`);
+  // related written out: pairs within 8 positions of one user's history, each counted once per pair event.
+  const relatedSql = sql.prepare(`
+    SELECT i.id, COUNT(*) AS n FROM history a JOIN history b ON b.user = a.user AND b.pos BETWEEN a.pos - 8 AND a.pos + 8 AND b.item != a.item
+    JOIN items i ON i.rowid = b.item
+    WHERE a.item = ? GROUP BY b.item ORDER BY n DESC, b.item LIMIT 20`);
+
+  const qrand = mulberry32(0x51);
+  const forYouUsers = Array.from({ length: QUERIES }, () => Math.floor(qrand() * USERS));
+  const relatedItems = Array.from({ length: QUERIES }, () => {
+    const h = histories[Math.floor(qrand() * USERS)]!;
+    return h[Math.floor(qrand() * h.length)]!;
+  });
+  const tidalTimes = { for_you: [] as number[], related: [] as number[] };
+  const sqlTimes = { for_you: [] as number[], related: [] as number[] };
+  const overlap = { for_you: [] as number[], related: [] as number[] };
+  const sqlEvery = { for_you: Math.max(1, Math.floor(QUERIES / Math.max(20, Math.floor(QUERIES / 10)))), related: 1 };
+  for (let q = 0; q < 20; q++) {
+    await db.retrieve({ profile: 'for_you', user: users[forYouUsers[q]!]!, explore: 0 });
+    await db.retrieve({ profile: 'related', item: corpus.id(relatedItems[q]!) });
+  }
+  for (let q = 0; q < QUERIES; q++) {
+    // Taking turns, one query each, so the shared machine's noise falls on both sides alike.
+    const u = forYouUsers[q]!;
+    let s = nowMs();
+    const mine = await db.retrieve({ profile: 'for_you', user: users[u]!, explore: 0 });
+    tidalTimes.for_you.push(nowMs() - s);
+    if (q % sqlEvery.for_you === 0) {
+      const p = preference[u]!;
+      s = nowMs();
+      const theirs = forYouSql.all({ since: now - 59 * 60_000, user: u, pref: Buffer.from(p.buffer, p.byteOffset, p.byteLength), now }) as { id: string }[];
+      sqlTimes.for_you.push(nowMs() - s);
+      overlap.for_you.push(overlapAt10(mine.items.map((i) => i.id), theirs.map((r) => r.id)));
+    }
+    const item = corpus.id(relatedItems[q]!);
+    s = nowMs();
+    const rel = await db.retrieve({ profile: 'related', item });
+    tidalTimes.related.push(nowMs() - s);
+    s = nowMs();
+    const relSql = relatedSql.all(relatedItems[q]!) as { id: string }[];
+    sqlTimes.related.push(nowMs() - s);
+    overlap.related.push(overlapAt10(rel.items.map((i) => i.id), relSql.map((r) => r.id)));
+  }
+  const rows = (['for_you', 'related'] as const).map((p) => {
+    const a = summarize(tidalTimes[p]);
+    const b = summarize(sqlTimes[p]);
+    return [p, fmtMs(a.p50), fmtMs(a.p99), fmtMs(b.p50), fmtMs(b.p99), fmtRatio(b.p50 / a.p50), mean(overlap[p]).toFixed(2), `${tidalTimes[p].length} / ${sqlTimes[p].length}`];
+  });
+  log('\n## for_you and related, tidal vs hand-written SQL (ms at the caller)\n');
+  log(markdownTable(['profile', 'tidal p50', 'tidal p99', 'SQL p50', 'SQL p99', 'SQL p50 / tidal p50', 'overlap@10', 'queries (tidal / SQL)'], rows));
+
+  // ---- levels ----------------------------------------------------------------------------------
+  const requests: [string, (q: number) => RetrieveRequest][] = [
+    ['following newest', (q) => ({ profile: 'following', user: users[forYouUsers[q]!]! })],
+    ['following popular', (q) => ({ profile: 'following', user: users[forYouUsers[q]!]!, order: 'popular' })],
+    ['hot', () => ({ profile: 'hot' })],
+    ['rising 1h', () => ({ profile: 'rising', window: '1h' })],
+    ['top 24h', () => ({ profile: 'top', window: '24h' })],
+    ['top 7d', () => ({ profile: 'top', window: '7d' })],
+    ['related', (q) => ({ profile: 'related', item: corpus.id(relatedItems[q]!) })],
+    ['for_you', (q) => ({ profile: 'for_you', user: users[forYouUsers[q]!]!, explore: 0 })],
+  ];
+  const levelRows: string[][] = [];
+  const n = Math.min(QUERIES, 100);
+  for (const [name, make] of requests) {
+    const full: string[][] = [];
+    for (const level of LEVELS) {
+      collectGarbage();
+      const times: number[] = [];
+      let candidates = 0;
+      let slots = 0;
+      let ov = 0;
+      for (let q = 0; q < n; q++) {
+        // Users differ per query; the global profiles vary by the clock alone, so one query is repeated.
+        const s = nowMs();
+        const r = await db.retrieve({ ...make(q), level, limit: 10 });
+        times.push(nowMs() - s);
+        candidates += r.explain.candidates;
+        slots += r.explain.slotsVisited ?? 0;
+        const ids = r.items.map((i) => i.id);
+        if (level === 'Full') full.push(ids);
+        ov += overlapAt10(ids, full[q]!);
+      }
+      const sm = summarize(times);
+      levelRows.push([name, level, fmtMs(sm.p50), fmtMs(sm.p99), fmtInt(candidates / n), fmtInt(slots / n), (ov / n).toFixed(2)]);
+    }
+  }
+  log('\n## Levels: cost and quality (limit 10, ms at the caller; overlap@10 with Full)\n');
+  log(markdownTable(['profile', 'level', 'p50', 'p99', 'candidates', 'slots read', 'overlap@10'], levelRows));
+  const mem = process.memoryUsage();
+  log(`\nMain-thread heap after the run: ${fmtInt(mem.heapUsed / 1048576)} MiB (RSS ${fmtInt(mem.rss / 1048576)} MiB).`);
+
+  await db.close();
+  sql.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+
+function mean(xs: readonly number[]): number {
+  return xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+
+/** |a[..10] ∩ b[..10]| / min(10, |b|), 1 when both are empty. */
+function overlapAt10(a: readonly string[], b: readonly string[]): number {
+  const want = new Set(b.slice(0, 10));
+  if (want.size === 0) return a.length === 0 ? 1 : 0;
+  let hit = 0;
+  for (const id of a.slice(0, 10)) if (want.has(id)) hit++;
+  return hit / want.size;
+}
+
+await main();

@@ -1,0 +1,183 @@
+import type Database from 'better-sqlite3';
+import type { RelatedTask } from 'tidal-query';
+
+/** Partners kept per item: the `related` profile ranks at most this many. */
+export const RELATED_PARTNERS = 32;
+
+/**
+ * When a user signals an item (any kind without a negative preference rate), it is paired with
+ * the user's 8 most recent other seen items: "engaged with X, also engaged with Y" within a short
+ * stretch of one user's history. 8 pairs (16 list updates) per signal.
+ */
+export const RELATED_WINDOW = 8;
+
+/** Half-life of a co-engagement score: a pair engaged a week ago counts half. */
+export const RELATED_HALF_LIFE_MS = 7 * 86_400_000;
+
+/**
+ * One item's partners: `n` entries of (partner, score, at) in one Float64Array (one typed array
+ * per list rather than three: a typed array costs ~200 bytes before its first element).
+ */
+interface PartnerList {
+  n: number;
+  data: Float64Array;
+}
+
+const P = 0;
+const S = 1;
+const A = 2;
+
+function emptyList(): PartnerList {
+  return { n: 0, data: new Float64Array(3 * 4) };
+}
+
+function copyList(l: PartnerList): PartnerList {
+  return { n: l.n, data: l.data.slice() };
+}
+
+function grow(l: PartnerList): void {
+  const d = new Float64Array(3 * Math.min(RELATED_PARTNERS, (l.data.length / 3) * 2));
+  d.set(l.data);
+  l.data = d;
+}
+
+/** A list as its row: n × (partner, score, at), Float64 little-endian. */
+function encode(l: PartnerList): Buffer {
+  return Buffer.from(l.data.buffer, l.data.byteOffset, 24 * l.n);
+}
+
+function decode(b: Buffer): PartnerList {
+  const n = Math.floor(b.byteLength / 24);
+  const data = new Float64Array(3 * Math.max(4, n));
+  new Uint8Array(data.buffer).set(b.subarray(0, 24 * n));
+  return { n, data };
+}
+
+/**
+ * The co-engagement index of `related`: per item, at most {@link RELATED_PARTNERS} partners, each
+ * with a decayed count (S ← S·e^(−λ·dt) + 1 per pair event). Past the bound, a new partner takes
+ * the place of the one with the smallest count at the list's latest reference time (ties: the
+ * higher ordinal) and inherits that count (Space-Saving, Metwally et al. 2005), so the counts of a
+ * full list over-estimate by at most the smallest count.
+ *
+ * Durable like the user state: every list a batch changed is written (one row per item) in the
+ * batch's transaction and published after the commit, and an open loads the rows, so the index
+ * after a crash is exactly the one of the last committed batch (the signal log cannot rebuild it:
+ * it holds no users, and checkpoints truncate it).
+ */
+export class CoEngagementIndex {
+  readonly #lambda = Math.LN2 / RELATED_HALF_LIFE_MS;
+  readonly #lists = new Map<number, PartnerList>();
+  /** Copies of the lists the batch being committed changed. */
+  #staged = new Map<number, PartnerList>();
+  readonly #write: Database.Statement;
+
+  constructor(db: Database.Database) {
+    this.#write = db.prepare('INSERT OR REPLACE INTO item_related (ordinal, partners) VALUES (?, ?)');
+    for (const [ordinal, blob] of db.prepare('SELECT ordinal, partners FROM item_related').raw().iterate() as IterableIterator<[number, Buffer]>) {
+      this.#lists.set(ordinal, decode(blob));
+    }
+  }
+
+  /** Items with a list. */
+  get size(): number {
+    return this.#lists.size;
+  }
+
+  /** Starts a batch: copies left by a batch that failed to commit are dropped. */
+  begin(): void {
+    if (this.#staged.size > 0) this.#staged = new Map();
+  }
+
+  /** Counts one co-engagement of `a` and `b` at `at`, in both lists. */
+  record(a: number, b: number, at: number): void {
+    if (a === b) return;
+    this.#bump(a, b, at);
+    this.#bump(b, a, at);
+  }
+
+  #touch(item: number): PartnerList {
+    let l = this.#staged.get(item);
+    if (l !== undefined) return l;
+    const published = this.#lists.get(item);
+    l = published === undefined ? emptyList() : copyList(published);
+    this.#staged.set(item, l);
+    return l;
+  }
+
+  #bump(item: number, partner: number, at: number): void {
+    const l = this.#touch(item);
+    let d = l.data;
+    for (let i = 0; i < l.n; i++) {
+      if (d[3 * i + P] !== partner) continue;
+      const ref = d[3 * i + A]!;
+      if (at >= ref) {
+        d[3 * i + S] = d[3 * i + S]! * Math.exp(-this.#lambda * (at - ref)) + 1;
+        d[3 * i + A] = at;
+      } else {
+        d[3 * i + S]! += Math.exp(-this.#lambda * (ref - at));
+      }
+      return;
+    }
+    if (l.n < RELATED_PARTNERS) {
+      if (3 * l.n === d.length) {
+        grow(l);
+        d = l.data;
+      }
+      d[3 * l.n + P] = partner;
+      d[3 * l.n + S] = 1;
+      d[3 * l.n + A] = at;
+      l.n++;
+      return;
+    }
+    // Space-Saving: the newcomer takes the smallest entry's place and count, plus its own. A pair
+    // engaged often enough always gets in, and a count is over by at most the count it inherited.
+    let ref = at;
+    for (let i = 0; i < l.n; i++) if (d[3 * i + A]! > ref) ref = d[3 * i + A]!;
+    let worst = 0;
+    let worstValue = Infinity;
+    for (let i = 0; i < l.n; i++) {
+      const v = d[3 * i + S]! * Math.exp(-this.#lambda * (ref - d[3 * i + A]!));
+      if (v < worstValue || (v === worstValue && d[3 * i + P]! > d[3 * worst + P]!)) {
+        worst = i;
+        worstValue = v;
+      }
+    }
+    d[3 * worst + P] = partner;
+    d[3 * worst + S] = worstValue + Math.exp(-this.#lambda * (ref - at));
+    d[3 * worst + A] = ref;
+  }
+
+  /** Writes the lists the batch changed, inside its transaction (once per item however often it changed). */
+  persist(): void {
+    for (const [item, l] of this.#staged) this.#write.run(item, encode(l));
+  }
+
+  /** Publishes the lists the committed batch wrote. */
+  apply(): void {
+    for (const [item, l] of this.#staged) this.#lists.set(item, l);
+    this.#staged = new Map();
+  }
+
+  /** What profile `related` sends its worker for `item` (an empty list when nothing co-engaged with it). */
+  task(item: number): RelatedTask {
+    const l = this.#lists.get(item);
+    const n = l?.n ?? 0;
+    const out: RelatedTask = { item, partners: new Int32Array(n), scores: new Float64Array(n), at: new Float64Array(n), lambda: this.#lambda };
+    for (let i = 0; i < n; i++) {
+      out.partners[i] = l!.data[3 * i + P]!;
+      out.scores[i] = l!.data[3 * i + S]!;
+      out.at[i] = l!.data[3 * i + A]!;
+    }
+    return out;
+  }
+
+  /** The item's partners and their counts decayed to `nowMs` (tests and tools). */
+  partners(item: number, nowMs: number): Map<number, number> {
+    const l = this.#lists.get(item);
+    const out = new Map<number, number>();
+    if (!l) return out;
+    for (let i = 0; i < l.n; i++) out.set(l.data[3 * i + P]!, l.data[3 * i + S]! * Math.exp(-this.#lambda * Math.max(0, nowMs - l.data[3 * i + A]!)));
+    return out;
+  }
+}

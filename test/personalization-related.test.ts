@@ -1,0 +1,158 @@
+/**
+ * Profile `related` against an oracle written out here: every user signal of a kind without a
+ * negative preference rate pairs its item with the user's 8 latest other seen items (seen before
+ * the signal), each pair counting e^(−λ·age) in both items' lists; the lists are bounded (the
+ * smallest count goes); the index is the same after close and reopen, and hard negatives hold.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { InvalidInputError, TidalDb, USER_DEFAULTS, type DegradationLevelName, type SignalInput } from 'tidal-core';
+import { HOUR, NOW, TestClock, mulberry32 } from './helpers.js';
+import { USER_SCHEMA } from './user-helpers.js';
+
+const root = mkdtempSync(join(tmpdir(), 'tidal-related-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const LEVELS: DegradationLevelName[] = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'];
+const LAMBDA = Math.LN2 / USER_DEFAULTS.relatedHalfLifeMs;
+const WINDOW = USER_DEFAULTS.relatedWindow;
+const ITEMS = Array.from({ length: 20 }, (_, i) => `r${i}`);
+const USERS = ['a', 'b', 'c', 'd'];
+
+function stream(): SignalInput[] {
+  const rand = mulberry32(0xc0e);
+  const out: SignalInput[] = [];
+  for (let n = 0; n < 160; n++) {
+    const user = USERS[Math.floor(rand() * USERS.length)]!;
+    // Each user keeps to a neighbourhood of items, so co-engagement has structure.
+    const base = USERS.indexOf(user) * 4;
+    const item = ITEMS[(base + Math.floor(rand() * 8)) % ITEMS.length]!;
+    out.push({ item, kind: ['view', 'like', 'skip'][Math.floor(rand() * 3)]!, user, at: NOW - Math.floor(rand() * 72) * HOUR });
+  }
+  return out;
+}
+
+/** The written-out index: per item, partner → Σ e^(−λ·(now − at)) over its pair events. */
+function oracle(signals: readonly SignalInput[]): Map<string, Map<string, number>> {
+  const seen = new Map<string, string[]>();
+  const index = new Map<string, Map<string, number>>();
+  const add = (x: string, y: string, at: number): void => {
+    let m = index.get(x);
+    if (!m) index.set(x, (m = new Map()));
+    m.set(y, (m.get(y) ?? 0) + Math.exp(-LAMBDA * (NOW - at)));
+  };
+  for (const s of signals) {
+    const list = seen.get(s.user!) ?? [];
+    if (s.kind !== 'skip') {
+      const partners = list.filter((x) => x !== s.item).slice(-WINDOW);
+      for (const y of partners) {
+        add(s.item, y, s.at!);
+        add(y, s.item, s.at!);
+      }
+    }
+    seen.set(s.user!, [...list.filter((x) => x !== s.item), s.item]);
+  }
+  return index;
+}
+
+function ranking(index: Map<string, Map<string, number>>, item: string, skip: (id: string) => boolean = () => false): { id: string; score: number }[] {
+  return [...(index.get(item) ?? new Map<string, number>())]
+    .filter(([id]) => !skip(id))
+    .map(([id, score]) => ({ id, score }))
+    .sort((x, y) => y.score - x.score || ITEMS.indexOf(x.id) - ITEMS.indexOf(y.id));
+}
+
+async function open(dir: string, clock: TestClock): Promise<TidalDb> {
+  return TidalDb.builder().path(dir).workers(1).clock(clock.read).schema(USER_SCHEMA).open();
+}
+
+describe('related', () => {
+  it('ranks the co-engaged items as written out, at every level and after a reopen', async () => {
+    const dir = join(root, 'oracle');
+    const clock = new TestClock(NOW);
+    let db = await open(dir, clock);
+    try {
+      await db.upsertItems(ITEMS.map((id, i) => ({ id, metadata: { creator: `c${i % 3}` }, createdAt: NOW - i * HOUR })));
+      await db.upsertUsers(USERS.map((id) => ({ id })));
+      const signals = stream();
+      // In several batches, so lists staged by one batch are published before the next.
+      for (let i = 0; i < signals.length; i += 40) await db.signals(signals.slice(i, i + 40));
+      const index = oracle(signals);
+      const check = async (when: string): Promise<void> => {
+        let nonEmpty = 0;
+        for (const item of ITEMS) {
+          const want = ranking(index, item);
+          if (want.length > 0) nonEmpty++;
+          expect(want.length).toBeLessThanOrEqual(USER_DEFAULTS.relatedPartners);
+          for (const level of LEVELS) {
+            const r = await db.retrieve({ profile: 'related', item, level, limit: 1000 });
+            expect(r.items.map((x) => x.id), `${item} ${level} ${when}`).toEqual(want.map((w) => w.id));
+            for (let i = 0; i < want.length; i++) expect(r.items[i]!.score).toBeCloseTo(want[i]!.score, 9);
+          }
+        }
+        expect(nonEmpty).toBeGreaterThan(10);
+      };
+      await check('live');
+      await db.close();
+      db = await open(dir, clock);
+      await check('after reopen');
+
+      // Hard negatives and cursors, like every profile.
+      await db.hide({ user: 'a', item: ranking(index, 'r1')[0]!.id });
+      await db.block({ user: 'a', creator: 'c2' });
+      const hidden = ranking(index, 'r1')[0]!.id;
+      const want = ranking(index, 'r1', (id) => id === hidden || ITEMS.indexOf(id) % 3 === 2).map((w) => w.id);
+      const got: string[] = [];
+      let cursor: string | undefined;
+      for (;;) {
+        const r = await db.retrieve({ profile: 'related', item: 'r1', user: 'a', limit: 2, ...(cursor ? { cursor } : {}) });
+        got.push(...r.items.map((x) => x.id));
+        if (!r.nextCursor) break;
+        cursor = r.nextCursor;
+      }
+      expect(got).toEqual(want);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it(`keeps at most ${USER_DEFAULTS.relatedPartners} partners per item (Space-Saving)`, async () => {
+    const db = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
+    try {
+      const n = USER_DEFAULTS.relatedPartners + 10;
+      await db.upsertItems([{ id: 'hub' }, ...Array.from({ length: n }, (_, i) => ({ id: `p${i}` }))]);
+      await db.upsertUsers(Array.from({ length: n }, (_, i) => ({ id: `u${i}` })));
+      // User i engages p_i, then the hub (i + 1) times: the hub's pair with p_i counts i + 1.
+      const signals: SignalInput[] = [];
+      for (let i = 0; i < n; i++) {
+        signals.push({ item: `p${i}`, kind: 'view', user: `u${i}`, at: NOW });
+        for (let k = 0; k <= i; k++) signals.push({ item: 'hub', kind: 'view', user: `u${i}`, at: NOW });
+      }
+      await db.signals(signals);
+      const r = await db.retrieve({ profile: 'related', item: 'hub', limit: 1000 });
+      // Space-Saving, written out: the lists fill with p0..p31 (counts 1..32); then p(32+j) takes
+      // p(j)'s place and count (j + 1), plus its own 33 + j: the last 32 stay, p(n−1) with count
+      // (n − 32) + n.
+      const P = USER_DEFAULTS.relatedPartners;
+      expect(r.items.map((x) => x.id)).toEqual(Array.from({ length: P }, (_, i) => `p${n - 1 - i}`));
+      expect(r.items[0]!.score).toBeCloseTo(n - P + n, 9);
+      expect(r.items.at(-1)!.score).toBeCloseTo(n - P + 1, 9);   // p(n − 32), never evicted: its own count
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('refuses a missing or unknown item', async () => {
+    const db = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
+    try {
+      const refused = (err: unknown): boolean => InvalidInputError.is(err) && err.field === 'item';
+      await expect(db.retrieve({ profile: 'related' })).rejects.toSatisfy(refused);
+      await expect(db.retrieve({ profile: 'related', item: 'nothing' })).rejects.toSatisfy(refused);
+      await expect(db.retrieve({ profile: 'related', item: 'x', context: [1, 0, 0] })).rejects.toSatisfy((err: unknown) => InvalidInputError.is(err) && err.field === 'context');
+    } finally {
+      await db.close();
+    }
+  });
+});
