@@ -9,6 +9,7 @@ import { CATEGORIES, Corpus, tidalSchema } from './corpus.js';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { overloadDemo } from './overload-demo.js';
+import { showPersonalization } from './demo-personalization.js';
 import { mulberry32 } from './random.js';
 import { Progress, fmtDuration, fmtInt, fmtMs, intFlag, nowMs, textTable } from './stats.js';
 
@@ -185,6 +186,8 @@ async function main(): Promise<void> {
       }
       log(textTable(['#', 'id', 'score', 'bm25', 'semantic', 'category', 'creator', 'views'], rows));
     }
+    log();
+    await showPersonalization(db, corpus);
     if (OVERLOAD_SECONDS > 0) {
       log();
       await overloadDemo(db, corpus, log, {
