@@ -114,7 +114,11 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
     running = false;
     await Promise.all(loaders);
     const shared = await Promise.all(replicas.map(stats));
-    for (const s of shared) expect(s.chain.find((x) => x.name === 'tenant')).toMatchObject({ backend: 'redis', backends: { local: 0 } });
+    for (const s of shared) {
+      // On a busy machine a command can outlast the 50 ms timeout and be decided locally: rare, not never.
+      const backends = s.chain.find((x) => x.name === 'tenant')!.backends!;
+      expect(backends.redis, JSON.stringify(backends)).toBeGreaterThan(10 * backends.local!);
+    }
     const metrics = await (await fetch(`${replicas[0]!.url}/metrics`)).text();
     expect(metrics).toMatch(/tidal_serve_limit_decisions_total\{stage="tenant",backend="redis"\} [1-9]/);
 
