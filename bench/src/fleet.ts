@@ -10,6 +10,12 @@
  *    p99 while a local embedding server slows from 20 ms to 2 s, with the protection (bulkhead,
  *    deadline, retry policy) and without it (plain fetch, no deadline).
  *
+ * 3. The refusal path of the shared tenant limit: the chain's synchronous stage answering from its
+ *    local credit, against awaiting the shared bucket per request, against the in-process limiter.
+ * 4. Search through the embedder: `search({ text, semantic: true, timeoutMs: 500 })` p99 and goodput
+ *    while the embedding server slows from 20 ms to 2 s, with the protected EmbedderClient and with a
+ *    plain fetch as the embedder, in the same run.
+ *
  * Flags: `--ms N` per timed round (default 1500), `--rounds N` (default 4), `--concurrency N` (default 32).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -19,6 +25,8 @@ import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { createClient } from 'redis';
 import { DependencyUnavailableError, EmbedderClient, FleetRedis, RedisPeriodSource, RedisRateSource } from 'tidal-fleet';
 import { LocalRateSource } from 'tidal-load';
+import { TidalDb, type TextEmbedder } from 'tidal-core';
+import { createSharedTenantLimiter, createTenantLimiter } from 'tidal-serve';
 import { describeMachine, fmtInt, fmtMs, fmtRatio, intFlag, loadAverage, markdownTable, percentile } from './stats.js';
 
 const argv = process.argv.slice(2);
@@ -188,11 +196,131 @@ async function embedder(): Promise<void> {
   server.close();
 }
 
+/** Refusals per second and p99: every decision refuses (a bucket of 1 token per 1 000 s). */
+async function refusals(url: string): Promise<void> {
+  const fleet = FleetRedis.connect(url, { prefix: 'bench-refuse:', heartbeatIntervalMs: 0, commandTimeoutMs: 1_000 });
+  while (!fleet.ready) await sleep(10);
+  const spec = { ratePerSecond: 0.001, burst: 1 };
+  const shared = new RedisRateSource(fleet, spec);
+  const stage = createSharedTenantLimiter({ tiers: { free: spec }, maxTenants: 100, source: () => shared });
+  const local = createTenantLimiter({ tiers: { free: spec }, maxTenants: 100 });
+  const req = (k: string) => ({ route: 'search', tenant: k, tier: 'free' as const });
+  // A synchronous decision awaited as a resolved promise never lets I/O in: yield to the event loop
+  // every 100 decisions, so the stage's background refills (and Redis's answers) get through.
+  let calls = 0;
+  const yielding = (decision: unknown): Promise<unknown> => (++calls % 100 === 0 ? new Promise((r) => setImmediate(() => r(decision))) : Promise.resolve(decision));
+  const contenders: [string, (key: string) => Promise<unknown>][] = [
+    ['shared stage: synchronous admit on local credit, refilled in the background', (k) => yielding(stage.admit(req(k), Date.now()))],
+    ['awaiting the shared bucket per request (RedisRateSource.take)', (k) => shared.take(k, 1, Date.now())],
+    ['in-process tenant limiter (no sharing)', (k) => yielding(local.admit(req(k), Date.now()))],
+  ];
+  const results = new Map<string, Round[]>(contenders.map(([name]) => [name, []]));
+  for (const [, decide] of contenders) await measure(decide);
+  for (let r = 0; r < ROUNDS; r++) for (const [name, decide] of contenders) results.get(name)!.push(await measure(decide));
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const awaited = median(results.get(contenders[1]![0])!.map((x) => x.perSecond));
+  log(`\n### The refusal path of the shared tenant limit (${CONCURRENCY} callers, every decision a refusal, medians of ${ROUNDS} rounds)\n`);
+  log(
+    markdownTable(
+      ['tenant limit', 'refusals/s', 'p99', 'vs awaiting Redis'],
+      contenders.map(([name]) => {
+        const rounds = results.get(name)!;
+        const rate = median(rounds.map((x) => x.perSecond));
+        return [name, fmtInt(rate), fmtMs(median(rounds.map((x) => x.p99))), fmtRatio(rate / awaited)];
+      }),
+    ),
+  );
+  await fleet.close();
+}
+
+/** Hybrid search from text through the embedder while it slows down, protected and not. */
+async function semanticSearch(): Promise<void> {
+  const DIMS = 16;
+  let latencyMs = 20;
+  const vectorOf = (text: string): number[] => Array.from({ length: DIMS }, (_, d) => Math.sin((text.length + 1) * (d + 1)));
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+    req.on('end', () => {
+      const input = (JSON.parse(body) as { input: string[] }).input;
+      setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data: input.map((t, index) => ({ index, embedding: vectorOf(t) })) })), latencyMs);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  // A plain fetch with no deadline and no bulkhead: what calling the embedder directly looks like.
+  const naive: TextEmbedder = {
+    async tryEmbed(text) {
+      const r = await fetch(`${url}/v1/embeddings`, { method: 'POST', body: JSON.stringify({ input: [text] }) });
+      const body = (await r.json()) as { data: { embedding: number[] }[] };
+      return { vector: body.data[0]!.embedding, degradation: null };
+    },
+  };
+  const words = ['river', 'stone', 'harbour', 'lantern', 'meadow', 'copper', 'signal', 'orbit', 'cedar', 'falcon'];
+  const open = async (e: TextEmbedder): Promise<TidalDb> => {
+    const db = await TidalDb.builder().schema({ signals: [{ name: 'view', halfLifeMs: 3_600_000 }], embeddingDims: DIMS }).ephemeral().workers(1).embedder(e).open();
+    const items = Array.from({ length: 2_000 }, (_, i) => {
+      const text = `${words[i % 10]} ${words[(i * 7) % 10]} ${words[(i * 3) % 10]} item${i}`;
+      return { id: `i${i}`, text, embedding: vectorOf(text) };
+    });
+    for (let i = 0; i < items.length; i += 500) await db.upsertItems(items.slice(i, i + 500));
+    return db;
+  };
+  const dbs = { protected: await open(new EmbedderClient({ url, maxInFlight: 16, timeoutMs: 2_000 })), unprotected: await open(naive) };
+  const DEADLINE_MS = 500;
+  const RATE = 100;
+  // Warm both: the first searches of a database pay for its workers' caches.
+  for (const db of Object.values(dbs)) for (let i = 0; i < 30; i++) await db.search({ text: words[i % 10]!, semantic: true, timeoutMs: 5_000 });
+  const rows: string[][] = [];
+  for (const slowMs of [20, 200, 2_000]) {
+    for (const name of ['protected', 'unprotected'] as const) {
+      latencyMs = slowMs;
+      const db = dbs[name];
+      const lat: number[] = [];
+      let good = 0;
+      let hybrid = 0;
+      let failed = 0;
+      const pending: Promise<void>[] = [];
+      const runMs = Math.max(ROUND_MS, 2 * slowMs + 500);
+      const start = performance.now();
+      for (let i = 0; performance.now() - start < runMs; i++) {
+        const t = performance.now();
+        pending.push(
+          db.search({ text: words[i % 10]!, semantic: true, timeoutMs: DEADLINE_MS }).then(
+            (r) => {
+              const ms = performance.now() - t;
+              lat.push(ms);
+              if (ms <= DEADLINE_MS) good++;
+              if (r.mode === 'hybrid') hybrid++;
+            },
+            () => {
+              lat.push(performance.now() - t);
+              failed++;
+            },
+          ),
+        );
+        await sleep(1000 / RATE);
+      }
+      const offered = pending.length;
+      await Promise.all(pending);
+      lat.sort((a, b) => a - b);
+      rows.push([`${slowMs} ms`, name, fmtInt(offered), `${((100 * good) / offered).toFixed(1)}%`, `${((100 * hybrid) / offered).toFixed(1)}%`, fmtInt(failed), fmtMs(percentile(lat, 99))]);
+    }
+  }
+  log(`\n### Search through the embedder slowing down (${RATE} searches/s offered, open loop, timeoutMs ${DEADLINE_MS}; goodput = answered within it)\n`);
+  log(markdownTable(['embedder latency', 'embedder', 'searches', 'goodput', 'ran hybrid', 'failed', 'search p99'], rows));
+  await Promise.all([dbs.protected.close(), dbs.unprotected.close()]);
+  server.closeAllConnections();
+  server.close();
+}
+
 const redis = await startRedis();
 try {
   log(`# bench:fleet — ${describeMachine()}; load average ${loadAverage().toFixed(2)} at start\n`);
   await decisions(redis.url);
+  await refusals(redis.url);
   await embedder();
+  await semanticSearch();
 } finally {
   redis.child.kill('SIGKILL');
 }

@@ -1,5 +1,6 @@
 import type { RateLimiterConfig } from 'tidal-load';
 import { TidalDb } from './db.js';
+import { attachEmbedder, checkEmbedder, type TextEmbedder } from './embedding.js';
 import { mergeSessionOptions, type TidalOptions } from './options.js';
 import type { SessionOptions } from './sessions.js';
 import type { WorkSharingOptions } from './sharing.js';
@@ -7,6 +8,7 @@ import type { WorkSharingOptions } from './sharing.js';
 /** Fluent configuration; every setter validates in {@link TidalDbBuilder.open}. */
 export class TidalDbBuilder {
   readonly #o: Partial<TidalOptions> = {};
+  #embedder: unknown;
 
   /** Keep the database in this directory. */
   path(dir: string): this {
@@ -128,8 +130,20 @@ export class TidalDbBuilder {
     return this;
   }
 
+  /**
+   * The embedder `search({ text, semantic: true })` turns text into a vector with (tidal-fleet's
+   * `EmbedderClient` is one; see {@link TextEmbedder}).
+   */
+  embedder(embedder: TextEmbedder): this {
+    this.#embedder = embedder;
+    return this;
+  }
+
   /** Validates the options and opens the database, with its workers warm. */
-  open(): Promise<TidalDb> {
-    return TidalDb.open(this.#o as TidalOptions);
+  async open(): Promise<TidalDb> {
+    const embedder = this.#embedder === undefined ? undefined : checkEmbedder(this.#embedder);
+    const db = await TidalDb.open(this.#o as TidalOptions);
+    if (embedder !== undefined) attachEmbedder(db, embedder);
+    return db;
   }
 }

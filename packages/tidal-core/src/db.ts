@@ -34,6 +34,7 @@ import { Meta, openStorage } from './storage.js';
 import { recover } from './recovery.js';
 import { WritePath } from './write-path.js';
 import { Cursors, MAX_CURSOR_ITEMS, queryHash, type CursorState } from './cursor.js';
+import { semanticSearch } from './embedding.js';
 import type { User, UserInput, UserRegistry } from './users.js';
 import { checkFeedOptions, checkForYou, checkUserFilter, type UserCreatorInput, type UserItemInput } from './user-requests.js';
 import { estimateBytes, QueryFront, type QueryPlan } from './query-front.js';
@@ -442,9 +443,11 @@ export class TidalDb implements AsyncDisposable {
 
   /**
    * Text (BM25), vector (ANN) or hybrid (RRF) search. Takes an optional `signal`, `timeoutMs`,
-   * `criticality` and `level` (see {@link QueryControl}).
+   * `criticality` and `level` (see {@link QueryControl}); with `semantic: true`, embeds `text`
+   * through the configured embedder first (see {@link semanticSearch}).
    */
   search(req: SearchRequest): Promise<SearchResults> {
+    if (req?.semantic !== undefined) return semanticSearch(this, req, this.#schema.embeddingDims, (r) => this.search(r));
     const admitted = this.#queries.admit(req, 'search', this.#closing !== undefined);
     return admitted instanceof InFlightGuard ? this.#search(req, admitted) : Promise.reject(admitted);
   }

@@ -5,6 +5,7 @@ export { TidalDb } from './db.js';
 export { TidalDbBuilder } from './builder.js';
 export { DEFAULTS, autoAdmissionLimit } from './options.js';
 export type { QueryStats, LatencySummary } from './stats.js';
+export type { TextEmbedder, EmbedAnswer, EmbedCallOptions, SemanticFallback } from './embedding.js';
 export type { TidalOptions, CapacityOptions } from './options.js';
 export type { WorkSharingOptions } from './sharing.js';
 export type { LevelReason } from './level-choice.js';

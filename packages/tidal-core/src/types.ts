@@ -186,6 +186,12 @@ export interface SearchRequest extends QueryControl, UserQuery {
   text?: string;
   /** A query vector, matched by ANN (cosine). With `text` too, the two are fused by RRF. */
   vector?: readonly number[] | Float32Array;
+  /**
+   * Embed `text` through the configured embedder (`builder.embedder`) and run hybrid; when the
+   * embedder is slow, down or shedding, run on the text alone and say why in `semanticFallback`.
+   * @default false
+   */
+  semantic?: boolean;
   filter?: Filter;
   diversity?: Diversity;
   /**
@@ -209,6 +215,12 @@ export interface SearchResults {
   nextCursor: string | null;
   hits: SearchHit[];
   mode: 'text' | 'vector' | 'hybrid';
+  /**
+   * Only with `semantic: true`: `null` when the text was embedded (mode `hybrid`), otherwise why
+   * the search ran on the text alone (`embedder_shed`, `embedder_timeout`, `embedder_failed`,
+   * `embedder_bad_vector`, `embedder_error`).
+   */
+  semanticFallback?: string | null;
   degradationLevel: DegradationLevel;
   /** Why it ran at that level (see {@link RetrieveResults.levelReason}). */
   levelReason: LevelReason;

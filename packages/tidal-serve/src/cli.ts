@@ -12,7 +12,9 @@ import { HELP, admissionOptions, isLoopback, parseServeArgs, type ServeConfig } 
 import { createDashboard } from './dashboard/dashboard.js';
 import { loadDemo } from './demo/load.js';
 import { tidalSchema } from './demo/corpus.js';
+import { createSharedAdmissionChain } from './admission/shared-limits.js';
 import { KeyRing } from './keys.js';
+import { openFleet } from './admission/shared-fleet.js';
 import { createServer } from './server.js';
 import { handleShutdown } from './shutdown.js';
 
@@ -44,7 +46,15 @@ async function serve(config: ServeConfig): Promise<void> {
   let builder = TidalDb.builder().schema(schema as SchemaDefinition).metrics(registry);
   builder = config.demo ? builder.ephemeral() : builder.path(config.path!);
   if (config.workers !== undefined) builder = builder.workers(config.workers);
-  const db = await builder.open();
+  const fleet = await openFleet(config, (line) => process.stderr.write(`tidal serve: ${line}\n`));
+  if (fleet.embedder !== undefined) builder = builder.embedder(fleet.embedder);
+  let db: Awaited<ReturnType<typeof builder.open>>;
+  try {
+    db = await builder.open();
+  } catch (err) {
+    await fleet.close();
+    throw err;
+  }
   try {
     if (config.demo) {
       let shown = -1;
@@ -61,9 +71,12 @@ async function serve(config: ServeConfig): Promise<void> {
     }
     // tidal-core's default worker count is the number of cores (at most 64).
     const pool = { workers: config.workers ?? Math.min(64, availableParallelism()), admissionLimit: db.load.admissionLimit };
+    const admission = config.admission ? admissionOptions(config, pool, keys !== undefined) : false;
     const server = createServer({
       db,
-      admission: config.admission ? admissionOptions(config, pool, keys !== undefined) : false,
+      admission: admission === false || fleet.shared === undefined ? admission : createSharedAdmissionChain(admission, Date.now, fleet.shared),
+      fleetStats: () => fleet.stats(),
+      onClose: () => fleet.close(),
       ...(keys === undefined ? {} : { keys }),
       timeoutMs: config.timeoutMs,
       bodyLimitBytes: config.bodyLimitBytes,
@@ -76,6 +89,7 @@ async function serve(config: ServeConfig): Promise<void> {
     process.stdout.write(`tidal serve listening on ${url}\n`);
   } catch (err) {
     await db.close().catch(() => {});
+    await fleet.close();
     throw err;
   }
 }

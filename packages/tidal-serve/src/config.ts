@@ -29,6 +29,14 @@ export interface ServeConfig {
   readonly drainMs: number;
   readonly bodyLimitBytes: number;
   readonly admission: boolean;
+  /** `--redis URL`: the tenant limiter and the period limit decide through this Redis, shared by every replica. */
+  readonly redis: string | undefined;
+  /** `--embedder URL`: the `/v1/embeddings` endpoint `search({ text, semantic: true })` embeds through. */
+  readonly embedder: string | undefined;
+  /** `--embedder-max-concurrency N`: the embedder's `max_concurrent_calls`, across replicas with `--pg`. */
+  readonly embedderMaxConcurrency: number | undefined;
+  /** `--pg URL`: the PostgreSQL that holds the embedder's concurrency slots for every replica. */
+  readonly pg: string | undefined;
 }
 
 /** `--tenant-rate free=100,pro=1000,acme=50:100`: per tier, or per named tenant. */
@@ -65,6 +73,10 @@ const FLAGS: Readonly<Record<string, { kind: FlagKind; help: string }>> = {
   '--timeout-ms': { kind: 'string', help: `MS   a query's deadline without an x-tidal-timeout-ms header, 0 for none (default ${CONFIG_DEFAULTS.timeoutMs})` },
   '--drain-ms': { kind: 'string', help: `MS     on SIGTERM/SIGINT, how long in-flight requests may take (default ${CONFIG_DEFAULTS.drainMs})` },
   '--body-limit': { kind: 'string', help: `BYTES  largest request body (default ${CONFIG_DEFAULTS.bodyLimitBytes})` },
+  '--redis': { kind: 'string', help: 'URL        share the tenant and period limits with every replica through this Redis (redis://host:port)' },
+  '--embedder': { kind: 'string', help: 'URL     an embedding endpoint (POST URL/v1/embeddings) for search with semantic: true' },
+  '--embedder-max-concurrency': { kind: 'string', help: `N  the embedder's max_concurrent_calls (1 to 32), across replicas with --pg` },
+  '--pg': { kind: 'string', help: 'URL           PostgreSQL holding the embedder\'s concurrency slots for every replica (postgres://...)' },
   '--no-admission': { kind: 'boolean', help: '     no admission chain (tidal\'s own load management stays)' },
   '--help': { kind: 'boolean', help: '             this text' },
 };
@@ -163,6 +175,16 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
   const quota = str('--period-quota');
   if (quota === undefined && raw.has('--period-ms')) throw new InvalidInputError('--period-ms', 'given only with --period-quota', str('--period-ms'));
   const rates = str('--tenant-rate');
+  const redis = str('--redis');
+  if (redis !== undefined && !/^rediss?:\/\/[^\s]+$/.test(redis)) throw new InvalidInputError('--redis', 'a redis:// or rediss:// URL', redis);
+  const embedder = str('--embedder');
+  if (embedder !== undefined && !/^https?:\/\/[^\s]+$/.test(embedder)) throw new InvalidInputError('--embedder', 'an http:// or https:// URL', embedder);
+  const pg = str('--pg');
+  if (pg !== undefined && !/^postgres(ql)?:\/\/[^\s]+$/.test(pg)) throw new InvalidInputError('--pg', 'a postgres:// or postgresql:// URL', pg);
+  const maxConcurrency = str('--embedder-max-concurrency');
+  if (embedder === undefined && maxConcurrency !== undefined) throw new InvalidInputError('--embedder-max-concurrency', 'given only with --embedder', maxConcurrency);
+  if (embedder === undefined && pg !== undefined) throw new InvalidInputError('--pg', 'given only with --embedder (it holds the embedder\'s slots)', pg);
+  if (pg !== undefined && maxConcurrency === undefined) throw new InvalidInputError('--pg', 'given with --embedder-max-concurrency (the limit it holds)', pg);
   return {
     help,
     path,
@@ -182,6 +204,10 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
     drainMs: str('--drain-ms') === undefined ? CONFIG_DEFAULTS.drainMs : whole('--drain-ms', str('--drain-ms')!, 0, 2_147_483_647),
     bodyLimitBytes: str('--body-limit') === undefined ? CONFIG_DEFAULTS.bodyLimitBytes : whole('--body-limit', str('--body-limit')!, 1, 2 ** 30),
     admission: !bool('--no-admission'),
+    redis,
+    embedder,
+    embedderMaxConcurrency: maxConcurrency === undefined ? undefined : whole('--embedder-max-concurrency', maxConcurrency, 1, 32),
+    pg,
   };
 }
 

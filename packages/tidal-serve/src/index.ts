@@ -30,6 +30,8 @@ export { createPermitPool } from './admission/permit-pool.js';
 export type { PermitPoolStage, RoutePermitStats } from './admission/permit-pool.js';
 export { createPeriodLimit, PERIOD_DEFAULTS, OVERFLOW_KEY } from './admission/period-limit.js';
 export type { PeriodLimitSettings, PeriodLimitStage, PeriodOutcome } from './admission/period-limit.js';
+export { createSharedAdmissionChain, createSharedTenantLimiter, createSharedPeriodLimit, isSharedStats, batchSize } from './admission/shared-limits.js';
+export type { SharedSources, SharedRateSource, SharedPeriodSource, SharedStageStats, SharedTenantSettings, SharedPeriodSettings } from './admission/shared-limits.js';
 export { REFUSAL_CODES, REFUSAL_STATUS, NOT_SERVED, clampRetryAfterMs } from './admission/errors.js';
 export type { RefusalCode } from './admission/errors.js';
 export { createServer, startServer, isExempt, SERVER_DEFAULTS } from './server.js';

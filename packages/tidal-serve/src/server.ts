@@ -8,9 +8,10 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { Registry } from 'prom-client';
+import { Counter, Registry } from 'prom-client';
 import { InvalidInputError, type TidalDb } from 'tidal-core';
 import { createAdmissionChain } from './admission/chain.js';
+import { isSharedStats } from './admission/shared-limits.js';
 import type { AdmissionChain, AdmissionOptions, Clock, Refusal, ServeSample, Ticket } from './admission/types.js';
 import { attachContext, findContext, type RequestContext } from './context.js';
 import { CLIENT_CLOSED, ServeError, errorReply } from './errors.js';
@@ -76,6 +77,10 @@ export interface ServerOptions {
   readonly dashboard?: DashboardFactory;
   /** Close the database when the server closes. @default false */
   readonly closeDb?: boolean;
+  /** Added to `/stats` as `fleet`: the shared limits' and the embedder's own counters. */
+  readonly fleetStats?: () => Record<string, unknown>;
+  /** Runs last when the server closes (the CLI closes its Redis and PostgreSQL connections here). */
+  readonly onClose?: () => Promise<void>;
 }
 
 /** Filled-in defaults of {@link ServerOptions}. */
@@ -160,6 +165,7 @@ export function createServer(options: ServerOptions): TidalServer {
   const recorder = new Recorder({ clock, inFlight: () => inFlight, level: () => db.stats().level });
   const metrics: ServeMetrics = createServeMetrics(registry, { stages: () => chain?.stats() ?? [], inFlight: () => inFlight });
   const dashboard = options.dashboard?.({ sample: () => recorder.sample() });
+  if (chain?.stats().some(isSharedStats)) sharedDecisionMetric(registry, chain);
 
   let route: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
   const app: FastifyInstance = Fastify({
@@ -287,7 +293,13 @@ export function createServer(options: ServerOptions): TidalServer {
     db,
     defaultTimeoutMs: timeoutMs,
     ready: () => !draining && !db.closed,
-    stats: () => ({ db: db.stats(), chain: chain?.stats() ?? [], sample: recorder.sample(), server: { inFlight, draining } }),
+    stats: () => ({
+      db: db.stats(),
+      chain: chain?.stats() ?? [],
+      sample: recorder.sample(),
+      server: { inFlight, draining },
+      ...(options.fleetStats === undefined ? {} : { fleet: options.fleetStats() }),
+    }),
     registry,
   });
 
@@ -332,6 +344,7 @@ export function createServer(options: ServerOptions): TidalServer {
         await closed;
         dashboard?.close();
         if (options.closeDb === true) await db.close();
+        await options.onClose?.();
       })();
       return closing;
     },
@@ -340,6 +353,32 @@ export function createServer(options: ServerOptions): TidalServer {
     },
   };
   return server;
+}
+
+/**
+ * `tidal_serve_limit_decisions_total{stage, backend}`: the decisions the shared limits took, by the
+ * backend that made them (`redis`; `local` for the tenant bucket's fallback; `none` for a window
+ * admitted unchecked while Redis is away). Read from the stages' counters at scrape time.
+ */
+function sharedDecisionMetric(registry: Registry, chain: AdmissionChain): void {
+  const seen = new Map<string, number>();
+  new Counter({
+    name: 'tidal_serve_limit_decisions_total',
+    help: 'Decisions of the limits shared by every replica, by stage and by the backend that made them (redis, local fallback, none = fail-open)',
+    labelNames: ['stage', 'backend'],
+    registers: [registry],
+    collect() {
+      for (const s of chain.stats()) {
+        if (!isSharedStats(s)) continue;
+        for (const backend of ['redis', 'local', 'none'] as const) {
+          const key = `${s.name}:${backend}`;
+          const delta = s.backends[backend] - (seen.get(key) ?? 0);
+          if (delta > 0) this.inc({ stage: s.name, backend }, delta);
+          seen.set(key, s.backends[backend]);
+        }
+      }
+    },
+  });
 }
 
 /** fastify's own errors (body too large, bad content length) in tidal's error shape. */
