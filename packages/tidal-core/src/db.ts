@@ -34,7 +34,7 @@ import { Meta, openStorage } from './storage.js';
 import { recover } from './recovery.js';
 import { WritePath } from './write-path.js';
 import { Cursors, MAX_CURSOR_ITEMS, queryHash, type CursorState } from './cursor.js';
-import { semanticSearch } from './embedding.js';
+import { embedMissing, semanticSearch } from './embedding.js';
 import type { User, UserInput, UserRegistry } from './users.js';
 import { checkFeedOptions, checkForYou, checkUserFilter, type UserCreatorInput, type UserItemInput } from './user-requests.js';
 import { estimateBytes, QueryFront, type QueryPlan } from './query-front.js';
@@ -197,7 +197,7 @@ export class TidalDb implements AsyncDisposable {
   async upsertItems(items: readonly ItemInput[]): Promise<void> {
     this.#check('upsert items');
     checkBatch('items', items);
-    await this.#writes.upsertItems(items);
+    await this.#writes.upsertItems(await embedMissing(this, items, this.#schema.embeddingDims, this.#o.onWarning));
   }
 
   /** The stored item, or undefined if there is none (or it was deleted). */

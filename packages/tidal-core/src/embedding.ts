@@ -6,7 +6,8 @@
  * (its `tryEmbed`); any object with that method is.
  */
 import { AbortedError, InvalidInputError } from 'tidal-load';
-import type { SearchRequest, SearchResults } from './types.js';
+import type { TidalWarning } from 'tidal-load';
+import type { ItemInput, SearchRequest, SearchResults } from './types.js';
 import { checkText, checkVector } from './validate.js';
 
 /** What an embedder is called with. */
@@ -102,4 +103,68 @@ export async function semanticSearch(db: object, req: SearchRequest, dims: numbe
   if (fallback !== null) result.warnings.push(`semantic search ran on the text alone: ${fallback}`);
   result.semanticFallback = fallback;
   return result;
+}
+
+/**
+ * Embedding calls in flight at once while upserting: the embedder's own bulkhead bounds what it
+ * accepts, so a batch of a thousand items must not arrive as a thousand concurrent calls (most
+ * would be shed). Four keeps an embedder of ~40 ms busy at ~100 items/s (Little's law: 4 / 0.04 s)
+ * without taking more than a small share of a bulkhead sized for queries.
+ */
+export const UPSERT_EMBED_CONCURRENCY = 4;
+
+/**
+ * Items that come without an embedding but with text get one from the configured embedder before
+ * they are written; the others are returned as they are. An item the embedder cannot embed (shed,
+ * timed out, failed, a vector of the wrong length) is written without one, and one
+ * `TIDAL_EMBEDDING_SKIPPED` warning names them: a slow embedder must not be able to stop writes.
+ * Without an embedder (or without `embeddingDims`) this returns `items` itself.
+ */
+export async function embedMissing(
+  db: object,
+  items: readonly ItemInput[],
+  dims: number,
+  onWarning: (w: TidalWarning) => void,
+): Promise<readonly ItemInput[]> {
+  const embedder = embedders.get(db);
+  if (embedder === undefined || dims === 0) return items;
+  const todo: number[] = [];
+  for (let i = 0; i < items.length; i++) {
+    const it = items[i];
+    // Shapes validation will refuse are left to it: only plain items with text and no embedding.
+    if (typeof it === 'object' && it !== null && it.embedding === undefined && typeof it.text === 'string' && it.text.trim() !== '') todo.push(i);
+  }
+  if (todo.length === 0) return items;
+  const out = items.slice();
+  const skipped: string[] = [];
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < todo.length) {
+      const i = todo[next++]!;
+      const item = items[i]!;
+      let reason: string | null;
+      try {
+        const answer = await embedder.tryEmbed(item.text as string, {});
+        reason = answer.degradation;
+        if (reason === null) {
+          try {
+            out[i] = { ...item, embedding: checkVector('embedding', answer.vector, dims) };
+          } catch {
+            reason = 'embedder_bad_vector';
+          }
+        }
+      } catch {
+        reason = 'embedder_error';
+      }
+      if (reason !== null) skipped.push(`${String(item.id)} (${reason})`);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(UPSERT_EMBED_CONCURRENCY, todo.length) }, worker));
+  if (skipped.length > 0) {
+    onWarning({
+      code: 'TIDAL_EMBEDDING_SKIPPED',
+      message: `${skipped.length} of ${todo.length} items without an embedding could not get one from the embedder and were written without one: ${skipped.slice(0, 5).join(', ')}${skipped.length > 5 ? ', ...' : ''}`,
+    });
+  }
+  return out;
 }

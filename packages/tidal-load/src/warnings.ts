@@ -36,6 +36,8 @@ export const WARNING_CODES = [
   'TIDAL_SHARED_LIMIT_RESTORED',
   /** The shared fixed-window limit's Redis cannot be reached; requests are admitted unchecked (fail-open). */
   'TIDAL_SHARED_LIMIT_OPEN',
+  /** Items upserted without an embedding could not get one from the embedder; they were written without one. */
+  'TIDAL_EMBEDDING_SKIPPED',
 ] as const;
 
 export type WarningCode = (typeof WARNING_CODES)[number];
