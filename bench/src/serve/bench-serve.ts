@@ -205,6 +205,8 @@ interface PhaseOutcome {
   ticks: Tick[];
   /** `performance.now()` here when the generator's schedule ended (its last arrival). */
   scheduleEndAt: number;
+  /** The phase's start and end on the system's monotonic clock, in µs (what CPU profiles time samples by). */
+  monotonicUs: [number, number];
   /** For the phase after the overload: ms from the overload's last arrival until the level was Full for good. */
   backToFullMs: number | null;
 }
@@ -241,6 +243,7 @@ async function phase(
 ): Promise<PhaseOutcome> {
   const before = procSample(server.pid);
   const started = performance.now();
+  const startedUs = process.hrtime.bigint() / 1000n;
   const ticks = sampler(server, 250);
   const { result: load, exitedAt } = await runLoadgen(
     [
@@ -257,7 +260,9 @@ async function phase(
       String(seed),
       '--count-header',
       LEVEL_HEADER,
-      ...('rate' in mode && mode.rate > 3000 ? ['--connections', '1024'] : []),
+      // Enough connections that no arrival waits for one while the server holds the others (at
+      // 0.5 s each, Little's law): a generator-side wait would be billed to the server's latency.
+      ...('rate' in mode ? ['--connections', String(Math.min(8192, Math.max(512, Math.ceil(mode.rate * 0.5))))] : []),
     ],
     (seconds + 60) * 1000,
   );
@@ -276,6 +281,7 @@ async function phase(
     rssEnd: after.rss,
     ticks: series,
     scheduleEndAt,
+    monotonicUs: [Number(startedUs), Number(process.hrtime.bigint() / 1000n)],
     backToFullMs: null,
   };
   process.stderr.write(`  ${describePhase(outcome)}\n`);
@@ -333,6 +339,9 @@ async function runServer(flags: Flags, requestsFile: string, admission: boolean,
   process.stderr.write(`starting tidal serve --demo (${fmtInt(flags.items)} items${admission ? '' : ', --no-admission'})...\n`);
   const server = await startServer(flags, admission, profileDir);
   try {
+    // A warm-up the tables leave out: the first seconds after the load (JIT, caches, the OS's pages)
+    // would otherwise be billed to whichever server runs first.
+    await phase(server, requestsFile, 'warm-up', null, { closed: flags.closed }, Math.min(5, flags.seconds), 10);
     const capacity = await phase(server, requestsFile, 'capacity', null, { closed: flags.closed }, flags.seconds, 11);
     const c = capacityRate ?? capacity.load.goodputPerSec;
     const phases: PhaseOutcome[] = [];
@@ -347,7 +356,8 @@ async function runServer(flags: Flags, requestsFile: string, admission: boolean,
     const last = phases[phases.length - 1]!;
     last.backToFullMs = backToFull(phases[phases.length - 2]!, last);
     const exitCode = await stopServer(server);
-    const profile = profileDir === null ? null : summarizeProfile(profileDir);
+    const three = phases.find((p) => p.factor === 3)!;
+    const profile = profileDir === null ? null : summarizeProfile(profileDir, three.monotonicUs);
     if (profileDir !== null) rmSync(profileDir, { recursive: true, force: true });
     return { admission, capacity, phases, exitCode, profile };
   } catch (err) {
@@ -361,35 +371,46 @@ async function runServer(flags: Flags, requestsFile: string, admission: boolean,
 // ---------------------------------------------------------------------------------------------
 
 interface ProfileSummary {
-  /** Self time by function (name and file), as a share of the main thread's sampled time. */
+  /** Self time by function (name and file), as a share of the main thread's samples in the window. */
   top: { name: string; share: number }[];
+  samples: number;
 }
 
 interface CpuProfile {
   nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
   samples: number[];
+  startTime: number;
+  timeDeltas: number[];
 }
 
-function summarizeProfile(dir: string): ProfileSummary | null {
+/** The main thread's self time by function over the samples taken inside `windowUs` (the 3× phase). */
+function summarizeProfile(dir: string, windowUs: [number, number]): ProfileSummary | null {
   // Node names each thread's profile CPU.<date>.<pid>.<thread>.<seq>.cpuprofile; thread 0 is main.
   const file = readdirSync(dir).find((f) => /\.\d+\.0\.\d+\.cpuprofile$/.test(f));
   if (file === undefined) return null;
   const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile;
   const byId = new Map(prof.nodes.map((n) => [n.id, n]));
   const counts = new Map<string, number>();
-  for (const id of prof.samples) {
+  // Sample times are µs on the monotonic clock (V8's TimeTicks, the clock of process.hrtime).
+  let at = prof.startTime;
+  let total = 0;
+  for (let i = 0; i < prof.samples.length; i++) {
+    at += prof.timeDeltas[i] ?? 0;
+    if (at < windowUs[0] || at > windowUs[1]) continue;
+    total++;
+    const id = prof.samples[i]!;
     const f = byId.get(id)?.callFrame;
     if (f === undefined) continue;
     const where = f.url === '' ? '' : ` (${f.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/packages\//, '')})`;
     const key = `${f.functionName === '' ? '(anonymous)' : f.functionName}${where}`;
     counts.set(key, (counts.get(key) ?? 0) + 1);
   }
-  const total = prof.samples.length;
+  if (total === 0) return null;
   const top = [...counts.entries()]
     .sort((a, b) => b[1] - a[1])
     .slice(0, 15)
     .map(([name, n]) => ({ name, share: n / total }));
-  return { top };
+  return { top, samples: total };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -449,7 +470,7 @@ function renderMarkdown(on: ServerRun, off: ServerRun | null, flags: Flags): str
     '',
   );
   if (on.profile !== null) {
-    lines.push('### Where the main thread goes (whole run, `--profile`)', '', markdownTable(['self time', 'function'], on.profile.top.map((t) => [`${(t.share * 100).toFixed(1)} %`, t.name.replaceAll('|', '\\|')])), '');
+    lines.push('### Where the main thread goes at 3× C (`--profile`)', '', `Self time of the server's main thread by function, over the ${fmtInt(on.profile.samples)} CPU-profile samples taken during the 3× phase (chain on).`, '', markdownTable(['self time', 'function'], on.profile.top.map((t) => [`${(t.share * 100).toFixed(1)} %`, t.name.replaceAll('|', '\\|')])), '');
   }
   return lines.join('\n');
 }

@@ -9,7 +9,7 @@ import { createServer as createHttpServer, type IncomingMessage, type Server, ty
 import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Counter, Registry } from 'prom-client';
-import { InvalidInputError, type TidalDb } from 'tidal-core';
+import { InvalidInputError, levelName, type TidalDb } from 'tidal-core';
 import { createAdmissionChain } from './admission/chain.js';
 import { isSharedStats } from './admission/shared-limits.js';
 import type { AdmissionChain, AdmissionOptions, Clock, Refusal, ServeSample, Ticket } from './admission/types.js';
@@ -36,6 +36,7 @@ export type ServeDb = Pick<
   | 'closeSession'
   | 'openSessions'
   | 'stats'
+  | 'load'
   | 'closed'
   | 'close'
 >;
@@ -162,7 +163,9 @@ export function createServer(options: ServerOptions): TidalServer {
   let onIdle: (() => void) | undefined;
   let url: string | undefined;
 
-  const recorder = new Recorder({ clock, inFlight: () => inFlight, level: () => db.stats().level });
+  // The level from the load view (a read of two counters), not from stats(), which sorts every
+  // latency window: the sample is taken every second for the dashboard and on each /stats.
+  const recorder = new Recorder({ clock, inFlight: () => inFlight, level: () => levelName(db.load.level) });
   const metrics: ServeMetrics = createServeMetrics(registry, { stages: () => chain?.stats() ?? [], inFlight: () => inFlight });
   const dashboard = options.dashboard?.({ sample: () => recorder.sample() });
   if (chain?.stats().some(isSharedStats)) sharedDecisionMetric(registry, chain);

@@ -90,7 +90,7 @@ const STATS = {
 
 /** A database double whose query and write calls do what the test gives them. */
 function fakeDb(parts: Partial<Record<keyof ServeDb, unknown>>): ServeDb {
-  return { stats: () => STATS, closed: false, close: async () => {}, ...parts } as unknown as ServeDb;
+  return { stats: () => STATS, load: { level: 0, inFlight: 0 }, closed: false, close: async () => {}, ...parts } as unknown as ServeDb;
 }
 
 /** A chain that records every admission and release; `refuse` decides per request. */
