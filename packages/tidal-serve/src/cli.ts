@@ -70,7 +70,7 @@ async function serve(config: ServeConfig): Promise<void> {
       });
     }
     // tidal-core's default worker count is the number of cores (at most 64).
-    const pool = { workers: config.workers ?? Math.min(64, availableParallelism()), admissionLimit: db.load.admissionLimit };
+    const pool = { workers: config.workers ?? Math.min(64, availableParallelism()), admissionLimit: db.load.admissionLimit, noDiversityAt: db.load.thresholds.noDiversity };
     const admission = config.admission ? admissionOptions(config, pool, keys !== undefined) : false;
     const server = createServer({
       db,

@@ -67,10 +67,12 @@ describe('admission settings from the flags', () => {
     expect(autoInFlightCap({ workers: 4, admissionLimit: 0, cores: 8 })).toBe(128 + 64 * 4 + 64 * 8);
   });
 
-  it('maps the defaults: adaptive on above the pipeline, no tenants without keys, query permits, no period', () => {
+  it('maps the defaults: adaptive on above the cheapest level\'s threshold, no tenants without keys, query permits, no period', () => {
     const o = admissionOptions(parseServeArgs(['--demo']), pool, false);
     expect(o.inFlightCap).toBe(384);
-    expect(o.adaptive).toMatchObject({ floor: 2 * PIPELINE_DEPTH, targetLatencyMs: 250 });
+    // The adaptive limit never holds the database below the in-flight count of its cheapest level.
+    expect(o.adaptive).toMatchObject({ floor: 128 + 2 * PIPELINE_DEPTH, targetLatencyMs: 250 });
+    expect(admissionOptions(parseServeArgs(['--demo']), { ...pool, noDiversityAt: 40 }, false).adaptive).toMatchObject({ floor: 40 + 2 * PIPELINE_DEPTH });
     expect(o.tenants).toBe(false);
     expect(o.permits).toEqual({ retrieve: 192, search: 192 });
     expect(o.period).toBe(false);
