@@ -144,6 +144,25 @@ interface UserState {
   query: UserQueryState | null;
 }
 
+/** A user with no history yet: empty seen ring, no edges, no affinities. */
+function newUserState(key: number, id: string, metadata: Record<string, unknown>, embedding: Float32Array | null, preference: Float32Array | null): UserState {
+  return {
+    key,
+    id,
+    metadata,
+    embedding,
+    preference,
+    seen: new Int32Array(0),
+    seenCount: 0,
+    seenPos: 0,
+    hidden: new Set(),
+    blocked: new Set(),
+    following: new Set(),
+    affinity: new Map(),
+    query: null,
+  };
+}
+
 function cloneState(u: UserState): UserState {
   return {
     ...u,
@@ -242,21 +261,7 @@ export class UserRegistry {
       embedding: Buffer | null;
       preference: Buffer | null;
     }[]) {
-      const u: UserState = {
-        key: r.key,
-        id: r.id,
-        metadata: JSON.parse(r.metadata) as Record<string, unknown>,
-        embedding: vec(r.embedding),
-        preference: vec(r.preference),
-        seen: new Int32Array(0),
-        seenCount: 0,
-        seenPos: 0,
-        hidden: new Set(),
-        blocked: new Set(),
-        following: new Set(),
-        affinity: new Map(),
-        query: null,
-      };
+      const u = newUserState(r.key, r.id, JSON.parse(r.metadata) as Record<string, unknown>, vec(r.embedding), vec(r.preference));
       byKey.set(r.key, u);
       this.#byId.set(r.id, u);
       this.#declared.add(r.id);
@@ -357,21 +362,7 @@ export class UserRegistry {
         if (u === null) {
           const key = this.#nextKey++;
           s.insert.run(key, e.id, JSON.stringify(e.metadata), vectorBlob(e.embedding));
-          this.#staged.set(e.id, {
-            key,
-            id: e.id,
-            metadata: e.metadata,
-            embedding: e.embedding,
-            preference: e.embedding === null ? null : e.embedding.slice(),
-            seen: new Int32Array(0),
-            seenCount: 0,
-            seenPos: 0,
-            hidden: new Set(),
-            blocked: new Set(),
-            following: new Set(),
-            affinity: new Map(),
-            query: null,
-          });
+          this.#staged.set(e.id, newUserState(key, e.id, e.metadata, e.embedding, e.embedding === null ? null : e.embedding.slice()));
           if (e.embedding !== null) s.setPreference.run(vectorBlob(e.embedding), key);
         } else {
           s.update.run(JSON.stringify(e.metadata), vectorBlob(e.embedding), u.key);
