@@ -26,15 +26,16 @@ function makeItems(n: number, dims: number, seed: number): ItemInput[] {
 }
 
 /**
- * A search's top hit is a live item and as close to `q` as the exact nearest one, give or take
- * what an approximate index may miss: HNSW graphs built on several threads differ from run to run,
- * and for a random query far from every item the exact winner can lose by a hair.
+ * A search's hits are live items and its top hit is as close to `q` as the exact nearest one, give
+ * or take what an approximate index may miss: HNSW graphs built on several threads differ from run
+ * to run, and for a random query far from every item the exact winner can lose by a hair. Where the
+ * top hit is further off than that, the exact nearest item must still be among the hits.
  */
-function expectTop(live: Map<string, number[]>, q: number[], hit: { id: string }): void {
-  const vector = live.get(hit.id);
-  expect(vector, `${hit.id} is a live item`).toBeDefined();
-  const best = cosine(live.get(exactTop(live, q))!, q);
-  expect(cosine(vector!, q)).toBeGreaterThanOrEqual(best - 0.02);
+function expectTop(live: Map<string, number[]>, q: number[], hits: readonly { id: string }[]): void {
+  for (const h of hits) expect(live.get(h.id), `${h.id} is a live item`).toBeDefined();
+  const exact = exactTop(live, q);
+  const best = cosine(live.get(exact)!, q);
+  if (cosine(live.get(hits[0]!.id)!, q) < best - 0.02) expect(hits.map((h) => h.id), 'the exact nearest item is among the hits').toContain(exact);
 }
 
 /** The live item closest to `q` by exact cosine. */
@@ -140,7 +141,7 @@ describe('ANN index built once and shared', () => {
       for (let q = 0; q < 25; q++) {
         const v = randomVector(rand, DIMS);
         const r = await searchEverywhere(db, v, 10);
-        expectTop(live, v, r.hits[0]!);
+        expectTop(live, v, r.hits);
         expect(r.hits[0]!.semantic).toBeCloseTo(cosine(live.get(r.hits[0]!.id)!, v), 5);
       }
       expect(await annWarnings()).toEqual([]);
@@ -225,7 +226,7 @@ describe('ANN index built once and shared', () => {
       expect(nearDeleted.explain.candidates).toBeLessThanOrEqual(N);
       expect(nearDeleted.explain.candidates).toBe(nearDeleted.hits.length);
       expect(nearDeleted.hits.map((h) => h.id)).not.toContain(deleted.id);
-      expectTop(live, deleted.embedding as number[], nearDeleted.hits[0]!);
+      expectTop(live, deleted.embedding as number[], nearDeleted.hits);
 
       // The replaced embedding moved the item: first for its new vector, scored by it for its old one.
       const atNew = await searchEverywhere(db, movedTo, 3);
@@ -234,7 +235,7 @@ describe('ANN index built once and shared', () => {
       const atOld = await searchEverywhere(db, moved.embedding as number[], 1000);
       const hit = atOld.hits.find((h) => h.id === moved.id)!;
       expect(hit.semantic).toBeCloseTo(cosine(movedTo, moved.embedding as number[]), 5);
-      expectTop(live, moved.embedding as number[], atOld.hits[0]!);
+      expectTop(live, moved.embedding as number[], atOld.hits);
 
       const atAdded = await searchEverywhere(db, added.embedding as number[], 3);
       expect(atAdded.hits[0]!.id).toBe(added.id);
@@ -242,7 +243,7 @@ describe('ANN index built once and shared', () => {
       const rand2 = mulberry32(6);
       for (let q = 0; q < 15; q++) {
         const v = randomVector(rand2, DIMS);
-        expectTop(live, v, (await searchEverywhere(db, v, 5)).hits[0]!);
+        expectTop(live, v, (await searchEverywhere(db, v, 5)).hits);
       }
     } finally {
       await db.close();
@@ -307,7 +308,7 @@ describe('ANN index built once and shared', () => {
       const rand = mulberry32(9);
       for (let q = 0; q < 15; q++) {
         const v = randomVector(rand, DIMS);
-        expectTop(live, v, (await searchEverywhere(db, v, 5)).hits[0]!);
+        expectTop(live, v, (await searchEverywhere(db, v, 5)).hits);
       }
     } finally {
       await db.close();
@@ -370,7 +371,7 @@ describe('ANN index built once and shared', () => {
       const rand = mulberry32(13);
       for (let q = 0; q < 10; q++) {
         const v = randomVector(rand, DIMS);
-        expectTop(live, v, (await searchEverywhere(db, v, 3)).hits[0]!);
+        expectTop(live, v, (await searchEverywhere(db, v, 3)).hits);
       }
     } finally {
       await db.close();
