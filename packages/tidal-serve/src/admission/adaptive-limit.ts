@@ -1,23 +1,11 @@
 import { DrainMeter, OnceTicket, checkInteger, checkObject, checkOpenFraction, checkPositive, refuse } from './errors.js';
-import type { AdmissionStage, Clock, Outcome, Refusal, RequestInfo, StageStats, Ticket } from './types.js';
+import type { AdmissionOptions, AdmissionStage, Clock, Outcome, Refusal, RequestInfo, StageStats, Ticket } from './types.js';
 
 /** Settings of {@link createAdaptiveLimit}: `options.adaptive` plus the cap it stays under. */
-export interface AdaptiveLimitSettings {
+export type AdaptiveLimitSettings = Exclude<AdmissionOptions['adaptive'], false> & {
   /** The ceiling: `options.inFlightCap`. */
   readonly cap: number;
-  readonly floor: number;
-  /** @default cap */
-  readonly initial?: number;
-  readonly targetLatencyMs: number;
-  readonly windowMs: number;
-  readonly backoff: number;
-  /** @default 0.25 */
-  readonly slowFraction?: number;
-  /** @default 10 */
-  readonly minSamples?: number;
-  /** @default 1 */
-  readonly increase?: number;
-}
+};
 
 export const ADAPTIVE_DEFAULTS = Object.freeze({
   // More than a quarter of a window slow is a queue, not a pause: under real overload nearly every
