@@ -29,6 +29,16 @@ const SHORTLISTS = (argv.find((a) => a.startsWith('--shortlists='))?.slice('--sh
   .split(',')
   .filter((x) => x !== '')
   .map(Number);
+/** `--ann-topk=128,100`: extra rows for popular around a context vector with that ANN top-k below Full. */
+const ANN_TOPKS = (argv.find((a) => a.startsWith('--ann-topk='))?.slice('--ann-topk='.length) ?? '')
+  .split(',')
+  .filter((x) => x !== '')
+  .map(Number);
+/** `--trending-slots=256,128`: extra rows for trending scoring that many active slots below Full. */
+const TRENDING_SLOTS = (argv.find((a) => a.startsWith('--trending-slots='))?.slice('--trending-slots='.length) ?? '')
+  .split(',')
+  .filter((x) => x !== '')
+  .map(Number);
 const log = (s = '') => process.stdout.write(`${s}\n`);
 
 const LEVELS = [
@@ -187,11 +197,14 @@ function main(): void {
   const scan = new RetrieveExecutor(ctx, { exhaustive: true });
   // Variants of the exact pass around a context vector: the same shortlist at every level below Full.
   const shortlists = SHORTLISTS.map((n) => ({ how: `shortlist ${n}`, exec: new RetrieveExecutor(ctx, { popularShortlist: [n, n, n, n] }) }));
+  const annTopKs = ANN_TOPKS.map((k) => ({ how: `ANN top-k ${k}`, exec: new RetrieveExecutor(ctx, { annTopK: [500, k, k, k] }) }));
+  const trendingSlots = TRENDING_SLOTS.map((n) => ({ how: `trending slots ${n}`, exec: new RetrieveExecutor(ctx, { trendingSlots: [Infinity, n, n, n] }) }));
   const now = corpus.now;
   const rows: string[][] = [];
   for (const p of profiles(corpus).filter((q) => q.name.includes(ONLY))) {
     const runs: Run[] = p.scan ? [{ how: 'scan (before)', exec: scan }, { how: 'orders', exec: ordered }] : [{ how: '', exec: ordered }];
-    if (p.tasks[0]!.context) runs.push(...shortlists);
+    if (p.tasks[0]!.context) runs.push(...shortlists, ...annTopKs);
+    if (p.tasks[0]!.profile === 'trending') runs.push(...trendingSlots);
     const cells = measureProfile(p, runs, now);
     const fullNs = cells[0]!.row.ns;
     for (const { run, level, row } of cells) {

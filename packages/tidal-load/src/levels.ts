@@ -72,9 +72,9 @@ export interface LevelPlan {
 
 const PLANS: readonly LevelPlan[] = Object.freeze([
   Object.freeze({ annTopK: 500, bm25Divisor: 1, coarseAggregates: false, diversity: true, trendingSlots: Number.POSITIVE_INFINITY }),
-  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: false, diversity: true, trendingSlots: 512 }),
-  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: true, trendingSlots: 512 }),
-  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: false, trendingSlots: 256 }),
+  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: false, diversity: true, trendingSlots: 256 }),
+  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: true, trendingSlots: 256 }),
+  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: false, trendingSlots: 128 }),
 ]);
 
 export function levelPlan(level: DegradationLevel): LevelPlan {

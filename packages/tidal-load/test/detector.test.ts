@@ -9,9 +9,9 @@ describe('DegradationLevel', () => {
     expect([0, 1, 2, 3].map((l) => levelName(l as DegradationLevel))).toEqual(['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity']);
     expect(JSON.parse(JSON.stringify({ level: DegradationLevel.CoarseAggregates }))).toEqual({ level: 2 });
     expect(levelPlan(DegradationLevel.Full)).toEqual({ annTopK: 500, bm25Divisor: 1, coarseAggregates: false, diversity: true, trendingSlots: Infinity });
-    expect(levelPlan(DegradationLevel.ReducedCandidates)).toEqual({ annTopK: 200, bm25Divisor: 2, coarseAggregates: false, diversity: true, trendingSlots: 512 });
-    expect(levelPlan(DegradationLevel.CoarseAggregates)).toEqual({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: true, trendingSlots: 512 });
-    expect(levelPlan(DegradationLevel.NoDiversity)).toEqual({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: false, trendingSlots: 256 });
+    expect(levelPlan(DegradationLevel.ReducedCandidates)).toEqual({ annTopK: 200, bm25Divisor: 2, coarseAggregates: false, diversity: true, trendingSlots: 256 });
+    expect(levelPlan(DegradationLevel.CoarseAggregates)).toEqual({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: true, trendingSlots: 256 });
+    expect(levelPlan(DegradationLevel.NoDiversity)).toEqual({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: false, trendingSlots: 128 });
   });
 
   it('is frozen: a level cannot be reassigned, added or removed', () => {

@@ -83,6 +83,11 @@ export interface RetrieveExecutorOptions {
    * level's windows (what the tests compare the scan with), smaller values are a benchmark knob.
    */
   trendingSlots?: readonly number[];
+  /**
+   * Per level, the ANN top-k around a context vector in place of the level plan's `annTopK`: a
+   * benchmark knob (`bench:retrieve --ann-topk=…`).
+   */
+  annTopK?: readonly number[];
 }
 
 /** The velocity window a level reads: the task's own, or 24h at CoarseAggregates (the level plan). */
@@ -144,6 +149,7 @@ export class RetrieveExecutor {
   readonly #exhaustive: boolean;
   readonly #shortlist: readonly number[];
   readonly #trendingSlots: readonly number[] | undefined;
+  readonly #annTopK: readonly number[] | undefined;
   readonly #seen = new Seen();
   #subset: PopularSubset | null = null;
   /** Vectors of items looked up for the subset, by ordinal (null: the item has no embedding). */
@@ -156,6 +162,7 @@ export class RetrieveExecutor {
     this.#exhaustive = options.exhaustive === true;
     this.#shortlist = options.popularShortlist ?? POPULAR_SHORTLIST;
     this.#trendingSlots = options.trendingSlots;
+    this.#annTopK = options.annTopK;
   }
 
   /**
@@ -213,7 +220,7 @@ export class RetrieveExecutor {
       else if (task.profile === 'top') ({ ranked, scores } = top(ctx, want, pass, task.window, nowMs, budget, explain, work));
       else ({ ranked, scores } = rising(ctx, want, pass, task.window, nowMs, budget, explain, work));
     } else if (task.context) {
-      ({ ranked, scores, similarity } = this.#aroundContext(task, plan.annTopK, this.#shortlist[level] ?? POPULAR_SUBSET, pass, velocityWindow, nowMs, explain, work));
+      ({ ranked, scores, similarity } = this.#aroundContext(task, this.#annTopK?.[level] ?? plan.annTopK, this.#shortlist[level] ?? POPULAR_SUBSET, pass, velocityWindow, nowMs, explain, work));
       if (!ctx.ann) warnings.push('no item has an embedding yet: the context vector found no candidates');
     } else if (task.profile === 'new') {
       ({ ranked, scores } = this.#newest(want, pass, explain));
