@@ -193,8 +193,8 @@ describe('load management options', () => {
   });
 
   it("resolves admissionLimit 'auto' from the thresholds and the pool size", async () => {
-    expect(autoAdmissionLimit({ reducedCandidates: 32, coarseAggregates: 64, noDiversity: 128 }, 2)).toBe(256);
-    expect(autoAdmissionLimit({ reducedCandidates: 200, coarseAggregates: 500, noDiversity: 1000 }, 2)).toBe(1128);
+    expect(autoAdmissionLimit({ reducedCandidates: 32, coarseAggregates: 64, noDiversity: 128 }, 2)).toBe(512);
+    expect(autoAdmissionLimit({ reducedCandidates: 200, coarseAggregates: 500, noDiversity: 1000 }, 2)).toBe(1384);
     const db = await base().open();
     try {
       expect(db.load.admissionLimit).toBe(autoAdmissionLimit(db.load.thresholds, 1));

@@ -288,18 +288,26 @@ function resolveWarningSink(sink: unknown): WarningSink {
 const NEVER: Thresholds = Object.freeze({ reducedCandidates: 2 ** 30 - 2, coarseAggregates: 2 ** 30 - 1, noDiversity: 2 ** 30 });
 
 /**
- * The admission cap's default: the last threshold plus 64 queries per worker. Little's law with the
- * figures of docs/overload.md (2 workers, 100 000 items): past `noDiversity` every query runs at the
- * cheapest level, which sustained ≈ 4 600 queries/s (measured at 3× C), so the cap bounds how long
- * an admitted query waits to (128 + 64 × 2) / 4 600 ≈ 56 ms of queue (measured p50 at 3× and 10×:
- * 74–81 ms, p99 126–133 ms), while 128 queries of headroom past the last threshold keep ordinary
- * bursts from being refused. A larger cap does not buy goodput: at 2 048 the 3× phase served 3 929
- * queries/s at a p99 of 921 ms, because the cheapest level's throughput, not the cap, is the limit.
- * Each worker adds capacity, so 64 more slots per worker keep the bound in milliseconds about the
+ * The admission cap's default: the last threshold plus 192 queries per worker (512 on 2 workers).
+ * Little's law, N = X × R, with the figures of docs/overload.md (2 workers, 100 000 items):
+ * - what refused at 3× C was this cap, nothing else (the only source of `TIDAL_OVERLOADED` for a
+ *   default query; the bench sends no sheddable ones): with 128 + 64 × 2 = 256, 3 698 of 95 000
+ *   queries. Offered 4 749/s against ≈ 4 530/s sustained at the cheapest levels, so the queue
+ *   lives near its bound, and every stall of the workers (bins of 250 ms served at 2 600–3 300/s)
+ *   adds (4 749 − 2 600) × 0.25 ≈ 540 queries to it. Past `noDiversity` every query already runs at
+ *   the cheapest level, so the only thing the slots above it buy is room for such a backlog to
+ *   drain: 384 of them (512 − 128) hold a stall of ≈ 250 ms at half the throughput on top of the
+ *   ≈ 130 in flight of a normal 3× bin;
+ * - at 10× C the cap is always full: an admitted query waits ≈ 512 / 4 171 ≈ 123 ms (measured with
+ *   256: 61 ms of bound gave p50 79 ms, p99 149 ms, so ≈ 140 / 210 ms expected), under the 300 ms
+ *   target, and what is held in memory stays bounded: 512 queries' requests and results, ≈ 5 KB
+ *   each, ≈ 2.5 MiB;
+ * - a refusal is decided before any work in both cases, so its cost does not change.
+ * Each worker adds capacity, so 192 more slots per worker keep the bound in milliseconds about the
  * same as the pool grows. A refused query costs the caller a retry, never the database any work.
  */
 export function autoAdmissionLimit(thresholds: Readonly<Thresholds>, workers: number): number {
-  return thresholds.noDiversity + 64 * workers;
+  return thresholds.noDiversity + 192 * workers;
 }
 
 function resolveLoad(o: TidalOptions, workers: number): Pick<FilledOptions, 'loadThresholds' | 'admissionLimit' | 'metricsRegistry' | 'loadManagement'> {

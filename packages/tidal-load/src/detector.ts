@@ -25,7 +25,7 @@ export function checkCriticality(value: unknown, field = 'criticality'): Critica
 /**
  * The in-flight count a sheddable query is judged by: twice the real one. One rule gives both
  * halves of "degraded first, refused first": with the default thresholds (32 / 64 / 128) and cap
- * (256 on 2 workers) a sheddable query degrades at 16 / 32 / 64 in flight and is refused past 128,
+ * (512 on 2 workers) a sheddable query degrades at 16 / 32 / 64 in flight and is refused past 256,
  * where a default query still runs at NoDiversity.
  */
 export const SHEDDABLE_LOAD_FACTOR = 2;
@@ -47,7 +47,8 @@ export interface Thresholds {
  * - 32 in flight ≈ 12 ms of queue: past healthy, the first sign of saturation → ReducedCandidates;
  * - 64 ≈ 25 ms → CoarseAggregates (0.36× the cost of Full on the mix);
  * - 128 ≈ 50 ms → NoDiversity (0.32× of Full, ≈ 4 600 queries/s sustained); the admission cap
- *   (128 + 64 × workers = 256) bounds what waits behind it to ≈ 56 ms at that rate.
+ *   (128 + 192 × workers = 512, derived beside tidal-core's `autoAdmissionLimit`) bounds what waits
+ *   behind it to ≈ 120 ms at that rate, and leaves the cheapest level room to absorb a stall.
  * At 1× C these gave 91 % of queries at Full (p99 71 ms), and the level was back to Full 234 ms
  * after the load dropped. The seed's 200 / 500 / 1000 are for a larger machine: at 2 cores they would
  * let 1 000 queries (≈ 0.2 s of queue at the cheapest level) pile up before the last step. They
