@@ -216,6 +216,17 @@ export function exactNearest(matrix: Int8Array, dims: number, vector: Float32Arr
   return Int32Array.from(m.keys, Number);
 }
 
+/**
+ * {@link exactNearest} with each row's cosine similarity to `vector` as the int8 search measured it
+ * (1 − distance), closest first.
+ */
+export function exactNearestWithSimilarity(matrix: Int8Array, dims: number, vector: Float32Array, k: number): { rows: Int32Array; similarity: Float32Array } {
+  const n = Math.min(k, Math.floor(matrix.length / dims));
+  if (n <= 0) return { rows: new Int32Array(0), similarity: new Float32Array(0) };
+  const m = exactSearch(matrix, toInt8(vector), dims, n, MetricKind.Cos, 1) as Matches;
+  return { rows: Int32Array.from(m.keys, Number), similarity: Float32Array.from(m.distances, (d) => 1 - d) };
+}
+
 /** Cosine similarity of two vectors of equal length (0 if either is zero). */
 export function cosine(a: Float32Array, b: Float32Array, bOffset = 0): number {
   let dot = 0;

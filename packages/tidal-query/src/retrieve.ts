@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { DegradationLevel as Level, levelPlan, type DegradationLevel } from 'tidal-load';
-import { cosine, exactNearest, toInt8, type AnnIndex } from './ann.js';
+import { cosine, exactNearest, exactNearestWithSimilarity, toInt8, type AnnIndex } from './ann.js';
 import { blobToVector } from './items-table.js';
 import { compileFilter, type Predicate } from './filter.js';
 import { popularity, velocityOf, type QueryContext, type WorkCounter } from './context.js';
@@ -40,8 +40,27 @@ const POPULAR_SUBSET = 8192;
  * pass itself is 8 192 × 128 int8 ≈ 0.2–0.3 ms against ~0.07 ms for 2 048, next to an HNSW search
  * of 200 that costs ~0.6× the Full one of 500. ReducedCandidates keeps the margin above its 0.8
  * floor; CoarseAggregates (no floor of its own) and NoDiversity (floor 0.6) take the shorter ones.
+ * Those figures are for the ANN's neighbours plus the shortlist's; where the ball's members alone
+ * stand in (see `#ballMembers`), `bench:retrieve --only=context` (40 queries, limit 20, shared
+ * machine) gave ReducedCandidates 0.17× Full's time, overlap@10 0.85 (no HNSW search in 39 of 40
+ * queries), CoarseAggregates 0.41×, 0.83.
  */
 const POPULAR_SHORTLIST: readonly number[] = [POPULAR_SUBSET, POPULAR_SUBSET, 4096, 2048];
+
+/**
+ * Items in the uniform sample that tells, around a context vector, how far Full's ANN ball
+ * reaches: its 500 nearest of N items are about its `500 × SAMPLE / N` nearest of the sample, so
+ * the similarity of that sample row is the ball's radius, measured in the query's own region (the
+ * popular subset alone cannot tell it: popularity is not spread evenly over the space). 4 096 × 128
+ * int8 is 512 KiB per worker, searched exactly in ≈ 0.1 ms.
+ */
+const BALL_SAMPLE = 4096;
+
+/**
+ * The fewest sample rows the radius may be read from: below it (a corpus over 500 × 4 096 / 8 ≈
+ * 256 000 items) the estimate is too coarse, and the pass takes the ANN's neighbours as before.
+ */
+const BALL_MIN_RANK = 8;
 
 /**
  * Rebuilds of the slot orders after which the popular subset is rebuilt. Membership only decides
@@ -61,6 +80,10 @@ interface PopularSubset {
   floats: Float32Array;
   /** `rank[o]` is 1 + the row of ordinal `o` (rows are in popularity order), 0 for a non-member. */
   rank: Int32Array;
+  /** A uniform sample of the items with an embedding (every few ordinals), int8 rows: see {@link BALL_SAMPLE}. */
+  sample: Int8Array;
+  /** Items with an embedding the sample stands for (the ANN's size when it was drawn). */
+  sampled: number;
 }
 
 /** Options of {@link RetrieveExecutor}. */
@@ -286,6 +309,20 @@ export class RetrieveExecutor {
     const similarity = new Map<number, number>();
     const ann = this.#ctx.ann;
     if (!ann) return { ranked: [], scores: [], similarity };
+    const fullTopK = levelPlan(Level.Full).annTopK;
+    // Below Full, `popular` ranks the popular members of Full's ball without searching the graph
+    // at all when the sample can tell the ball's radius and enough members fall inside it: the
+    // HNSW search was most of such a query's cost at every level.
+    if (task.profile === 'popular' && topK < fullTopK) {
+      const subset = this.#popularSubset(nowMs, work);
+      const rows = subset ? Math.min(shortlist, subset.ordinals.length) : 0;
+      const ball = subset && rows > 0 ? this.#ballMembers(subset, rows, task.context!, fullTopK, pass, task.limit) : null;
+      if (ball) {
+        explain.annCandidates = null;
+        explain.popularCandidates = ball.keys.length;
+        return this.#rankAround(task, ball.keys, ball.sims, pass, window, nowMs, explain, work, similarity);
+      }
+    }
     const found = ann.search(task.context!, topK);
     explain.annCandidates = found.keys.length;
     // Popularity-aware candidates below Full: the ANN's neighbours plus the popular items that the
@@ -294,7 +331,6 @@ export class RetrieveExecutor {
     // (the shortlist most popular members of the subset), the Full ball holds about
     // v × (Full top-k / this top-k) of them, taken as the nearest members of the shortlist by an
     // exact search.
-    const fullTopK = levelPlan(Level.Full).annTopK;
     let keys: ArrayLike<number> = found.keys;
     let sims: ArrayLike<number> = found.similarity;
     if (task.profile === 'popular' && topK < fullTopK) {
@@ -327,6 +363,21 @@ export class RetrieveExecutor {
         }
       }
     }
+    return this.#rankAround(task, keys, sims, pass, window, nowMs, explain, work, similarity);
+  }
+
+  /** The candidates around a context vector, filtered and ranked by the profile's score. */
+  #rankAround(
+    task: RetrieveTask,
+    keys: ArrayLike<number>,
+    sims: ArrayLike<number>,
+    pass: Predicate,
+    window: VelocityWindow,
+    nowMs: number,
+    explain: Explain,
+    work: WorkCounter,
+    similarity: Map<number, number>,
+  ): { ranked: number[]; scores: number[]; similarity: Map<number, number> } {
     explain.candidates = keys.length;
     const top = new TopK(Math.max(keys.length, 1));
     for (let i = 0; i < keys.length; i++) {
@@ -340,6 +391,53 @@ export class RetrieveExecutor {
     }
     const { ordinals, primary } = top.sorted();
     return { ranked: ordinals, scores: primary, similarity };
+  }
+
+  /**
+   * The members of the shortlist (the first `rows` of the popular subset) inside Full's ANN ball
+   * around `vector`, nearest first, with their similarity; null when this cannot stand in for the
+   * ANN: a corpus too large for the sample to tell the radius ({@link BALL_MIN_RANK}), or fewer
+   * than `need` members in the ball that `pass` keeps (a region with few popular items, or a
+   * narrow filter, where Full ranks unpopular neighbours by similarity too).
+   *
+   * The radius is the similarity of the sample row at rank `fullTopK × sample / items`: the same
+   * share of the sample as Full's ball is of the corpus, measured around this vector. Both exact
+   * passes are int8 (≈ 0.1 ms for the sample, ≈ 0.2 ms for 8 192 members), against ≈ 0.8 ms for
+   * an HNSW search of 200 on the bench corpus.
+   */
+  #ballMembers(subset: PopularSubset, rows: number, vector: Float32Array, fullTopK: number, pass: Predicate, need: number): { keys: number[]; sims: number[] } | null {
+    const dims = this.#ctx.schema.embeddingDims;
+    const sampleRows = subset.sample.length / dims;
+    if (subset.sampled <= 0) return null;
+    const rank = Math.round((fullTopK * sampleRows) / subset.sampled);
+    if (rank < BALL_MIN_RANK || rank > sampleRows) return null;
+    const edge = exactNearestWithSimilarity(subset.sample, dims, vector, rank);
+    if (edge.rows.length < rank) return null;
+    const radius = edge.similarity[rank - 1]!;
+    const matrix = subset.matrix.subarray(0, rows * dims);
+    // Twice the members a ball of this share would hold if popularity were spread evenly; doubled
+    // again while the last one found is still inside.
+    let k = Math.min(rows, Math.max(64, Math.ceil((2 * fullTopK * rows) / subset.sampled)));
+    let near = exactNearestWithSimilarity(matrix, dims, vector, k);
+    while (k < rows && near.rows.length === k && near.similarity[k - 1]! >= radius) {
+      k = Math.min(rows, 2 * k);
+      near = exactNearestWithSimilarity(matrix, dims, vector, k);
+    }
+    let inside = 0;
+    let passing = 0;
+    while (inside < near.rows.length && near.similarity[inside]! >= radius) {
+      if (pass(subset.ordinals[near.rows[inside]!]!)) passing++;
+      inside++;
+    }
+    if (passing < need) return null;
+    const keys: number[] = [];
+    const sims: number[] = [];
+    for (let i = 0; i < inside; i++) {
+      const row = near.rows[i]!;
+      keys.push(subset.ordinals[row]!);
+      sims.push(cosine(vector, subset.floats, row * dims));
+    }
+    return { keys, sims };
   }
 
   /**
@@ -375,12 +473,7 @@ export class RetrieveExecutor {
     const floats = new Float32Array(ranked.length * dims);
     const matrix = new Int8Array(ranked.length * dims);
     for (const o of ranked) {
-      let v = this.#vectors.get(o);
-      if (v === undefined) {
-        const blob = this.#embedding.get(o) as Buffer | null | undefined;
-        v = blob && blob.byteLength === dims * 4 ? blobToVector(blob) : null;
-        this.#vectors.set(o, v);
-      }
+      const v = this.#vectorOf(o, dims);
       if (!v) continue;
       floats.set(v, ordinals.length * dims);
       toInt8(v, matrix, ordinals.length * dims);
@@ -388,6 +481,7 @@ export class RetrieveExecutor {
     }
     const rank = new Int32Array(ctx.catalog.ids.length);
     for (let r = 0; r < ordinals.length; r++) rank[ordinals[r]!] = r + 1;
+    const { sample, sampled } = old && old.ann === ctx.ann && old.catalogVersion === version ? old : this.#ballSample(dims);
     this.#subset = {
       generation,
       catalogVersion: version,
@@ -396,8 +490,41 @@ export class RetrieveExecutor {
       matrix: matrix.subarray(0, ordinals.length * dims),
       floats: floats.subarray(0, ordinals.length * dims),
       rank,
+      sample,
+      sampled,
     };
     return this.#subset;
+  }
+
+  /** The embedding of ordinal `o` (null: none), from the cache or the items table. */
+  #vectorOf(o: number, dims: number): Float32Array | null {
+    let v = this.#vectors.get(o);
+    if (v === undefined) {
+      const blob = this.#embedding!.get(o) as Buffer | null | undefined;
+      v = blob && blob.byteLength === dims * 4 ? blobToVector(blob) : null;
+      this.#vectors.set(o, v);
+    }
+    return v;
+  }
+
+  /** {@link BALL_SAMPLE} present items with an embedding, every few ordinals, as int8 rows. */
+  #ballSample(dims: number): { sample: Int8Array; sampled: number } {
+    const ctx = this.#ctx;
+    const present = ctx.catalog.present;
+    const n = ctx.catalog.ids.length;
+    const sampled = ctx.ann?.size ?? 0;
+    const stride = Math.max(1, Math.floor(n / BALL_SAMPLE));
+    const sample = new Int8Array(Math.min(BALL_SAMPLE, n) * dims);
+    let rows = 0;
+    for (let o = 0; o < n && rows * dims < sample.length; o += stride) {
+      if (present[o] !== 1) continue;
+      const v = this.#vectorOf(o, dims);
+      if (!v) continue;
+      toInt8(v, sample, rows * dims);
+      rows++;
+    }
+    // The rows stand for the items with an embedding in proportion to how many were drawn.
+    return { sample: sample.subarray(0, rows * dims), sampled };
   }
 
   #newest(want: number, pass: Predicate, explain: Explain): { ranked: number[]; scores: number[] } {

@@ -68,7 +68,7 @@ function task(context: Float32Array): RetrieveTask {
 }
 
 describe('retrieve around a context vector', () => {
-  it('keeps the Full top 10 by popularity from ReducedCandidates on, with fewer ANN candidates', () => {
+  it('keeps the Full top 10 by popularity from ReducedCandidates on, from the popular members of Full\'s ball, with no ANN search', () => {
     const { exec, vector } = world();
     const rand = mulberry32(5);
     let kept = 0;
@@ -81,15 +81,27 @@ describe('retrieve around a context vector', () => {
       expect(full.explain.popularCandidates).toBeUndefined();
       for (const level of [DegradationLevel.ReducedCandidates, DegradationLevel.NoDiversity]) {
         const r = exec.run(t, level, NOW);
-        expect(r.explain.annCandidates).toBe(200);
-        expect(r.explain.popularCandidates).toBeGreaterThan(0);
-        expect(r.explain.candidates).toBeLessThan(full.explain.candidates);
+        // The HNSW search is skipped: the candidates are the shortlist's members inside the
+        // radius the uniform sample gives Full's ball, a fraction of Full's 500.
+        expect(r.explain.annCandidates).toBeNull();
+        expect(r.explain.popularCandidates).toBeGreaterThanOrEqual(t.limit);
+        expect(r.explain.candidates).toBe(r.explain.popularCandidates);
+        expect(r.explain.candidates).toBeLessThan(full.explain.candidates / 2);
         kept += r.items.filter((i) => want.has(i.id)).length;
         asked += want.size;
       }
     }
     // Without the popular candidates this world keeps about 40% (200 of 500 neighbours).
     expect(kept / asked).toBeGreaterThanOrEqual(0.8);
+  });
+
+  it('searches the graph after all where the ball holds too few popular members for the page', () => {
+    const { exec, vector } = world();
+    // Full's ball is 500 of 6 000 items, a third of them popular: never 450 members.
+    const t = { ...task(vector(mulberry32(5))), limit: 450 };
+    const r = exec.run(t, DegradationLevel.ReducedCandidates, NOW);
+    expect(r.explain.annCandidates).toBe(200);
+    expect(r.explain.popularCandidates).toBeGreaterThan(0);
   });
 
   it('warm() builds the popular subset, so the first query below Full reads no embedding from the items table', () => {
@@ -144,8 +156,8 @@ describe('retrieve around a context vector', () => {
       kept.none += count(none, DegradationLevel.ReducedCandidates);
       asked += want.size;
     }
-    // A shorter shortlist keeps less than the whole subset, more than none.
-    expect(kept.reduced).toBeGreaterThan(kept.coarse);
+    // A shorter shortlist keeps no more than the whole subset, more than none.
+    expect(kept.reduced).toBeGreaterThanOrEqual(kept.coarse);
     expect(kept.coarse).toBeGreaterThan(kept.none);
     expect(kept.noDiversity).toBeGreaterThan(kept.none);
     expect(kept.reduced / asked).toBeGreaterThanOrEqual(0.8);
