@@ -10,6 +10,7 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { DegradationLevel, TidalDb, TidalError, levelName, type DegradationLevelName } from 'tidal-core';
 import { Corpus, tidalSchema } from './corpus.js';
 import { prepareQueries, prepareTypedQueries, QUERY_TYPES, type QueryType } from './query-mix.js';
@@ -45,6 +46,20 @@ interface PhaseResult {
   backToFullMs: number | null;
 }
 
+/** A stretch of ticks that sampled a level below Full in the last phase (see the child). */
+interface Excursion {
+  atMs: number;
+  forMs: number;
+  worst: number;
+  maxInFlight: number;
+  /** The gap between this tick and the previous one: how long the generator's thread was held. */
+  gapMs: number;
+  /** Arrivals the tick fired at once (those that fell due during the gap). */
+  fired: number;
+  /** This thread's GC pauses near its start: PerformanceObserver kind (1 minor, 4 major, 8 incremental, 16 weak callbacks), ms, and offset. */
+  gc: { kind: number; ms: number; atMs: number }[];
+}
+
 interface Bin {
   t: number;
   offered: number;
@@ -77,11 +92,14 @@ interface ChildReport {
   serviceMsByLevel: Record<string, number>;
   phases: PhaseResult[];
   bins: Bin[];
+  lastPhaseExcursions?: Excursion[];
   rss: { start: number; peak: number; end: number };
   heapAfterGc: { start: number; end: number };
 }
 
 const BIN_MS = 250;
+/** nowMs() − performance.now(): puts GC entries (performance time) on the ticks' time line. */
+const PERF_OFFSET = nowMs() - performance.now();
 
 // ---------------------------------------------------------------------------------------------
 // Child: one mode, one schedule
@@ -112,7 +130,7 @@ async function child(argv: string[]): Promise<void> {
   const rssStart = process.memoryUsage().rss;
   let rssPeak = rssStart;
 
-  const levelsTable = mode === 'on' ? await measureLevels(db, corpus) : undefined;
+  const levelsTable = mode === 'on' && !argv.includes('--skip-levels') ? await measureLevels(db, corpus) : undefined;
 
   // The same seed in both modes: both runs offer the same queries in the same order.
   const rand = mulberry32(1);
@@ -142,12 +160,15 @@ async function child(argv: string[]): Promise<void> {
   }
   process.stderr.write(`[${mode}] capacity C = ${capacity} queries/s\n`);
 
-  const schedule: PhaseSpec[] = [
+  const allPhases: PhaseSpec[] = [
     { name: '1× C', factor: 1, seconds },
     { name: '3× C', factor: 3, seconds },
     { name: '10× C', factor: 10, seconds },
     { name: '0.5× C', factor: 0.5, seconds: Math.max(5, Math.round(seconds / 2)) },
   ];
+  // `--phases=10,0.5`: only the phases of those factors (a diagnostic run; the report needs all four).
+  const only = argv.find((a) => a.startsWith('--phases='))?.slice(9).split(',').map(Number);
+  const schedule = only ? allPhases.filter((p) => only.includes(p.factor)) : allPhases;
 
   const phases: PhaseResult[] = [];
   const bins: Bin[] = [];
@@ -155,6 +176,14 @@ async function child(argv: string[]): Promise<void> {
   let binStart = runStart;
   let bin = { offered: 0, ok: 0, lat: [] as number[] };
   const levelSamples: { t: number; level: number }[] = [];
+  // What surrounds a tick that sampled a level below Full in the last phase: how long the tick
+  // waited for the event loop, how many arrivals it fired at once, and the GC pauses near it.
+  const excursions: { t: number; phaseMs: number; level: number; inFlight: number; gapMs: number; fired: number }[] = [];
+  const gcs: { t: number; ms: number; kind: number }[] = [];
+  const gcObserver = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) gcs.push({ t: e.startTime + PERF_OFFSET, ms: e.duration, kind: (e as unknown as { detail?: { kind?: number } }).detail?.kind ?? 0 });
+  });
+  gcObserver.observe({ entryTypes: ['gc'] });
 
   const flushBin = (t: number) => {
     const lat = Float64Array.from(bin.lat).sort();
@@ -199,10 +228,12 @@ async function child(argv: string[]): Promise<void> {
     const phaseStart = nowMs();
     const phaseEnd = phaseStart + spec.seconds * 1000;
     let nextArrival = phaseStart;
+    let lastTick = phaseStart;
     // Poisson arrivals: exponential gaps, fired by a 1 ms tick. Latency counts from the scheduled
     // arrival, so a late tick is charged to the system (no coordinated omission).
     while (nextArrival < phaseEnd) {
       const t = nowMs();
+      const firedBefore = offered;
       while (nextArrival <= t && nextArrival < phaseEnd) {
         const scheduled = nextArrival;
         nextArrival += (-Math.log(1 - rand()) * 1000) / rate;
@@ -238,7 +269,12 @@ async function child(argv: string[]): Promise<void> {
       }
       const tNow = nowMs();
       if (tNow - binStart >= BIN_MS) flushBin(tNow);
-      levelSamples.push({ t: tNow, level: db.load.level });
+      const sampled = db.load.level;
+      levelSamples.push({ t: tNow, level: sampled });
+      if (sampled !== DegradationLevel.Full && spec === schedule[schedule.length - 1]) {
+        excursions.push({ t: tNow, phaseMs: tNow - phaseStart, level: sampled, inFlight: db.load.inFlight, gapMs: t - lastTick, fired: offered - firedBefore });
+      }
+      lastTick = tNow;
       await new Promise((r) => setTimeout(r, 1));
     }
     p.finish();
@@ -272,6 +308,33 @@ async function child(argv: string[]): Promise<void> {
     });
   }
   clearInterval(writer);
+  gcObserver.disconnect();
+  // Contiguous ticks below Full in the last phase form one excursion: when it began, how high the
+  // count went, the tick gap just before it (a stall of this thread: the arrivals that fell due
+  // meanwhile leave at once) and the GC pauses of this thread from 150 ms before to 50 ms after.
+  const groups: (typeof excursions)[] = [];
+  for (const e of excursions) {
+    const g = groups[groups.length - 1];
+    if (g && e.t - g[g.length - 1]!.t < 20) g.push(e);
+    else groups.push([e]);
+  }
+  const lastPhaseExcursions: Excursion[] = groups.map((g) => {
+    const first = g[0]!;
+    return {
+      atMs: first.phaseMs,
+      forMs: g[g.length - 1]!.t - first.t,
+      worst: Math.max(...g.map((e) => e.level)),
+      maxInFlight: Math.max(...g.map((e) => e.inFlight)),
+      gapMs: first.gapMs,
+      fired: first.fired,
+      gc: gcs.filter((x) => x.t > first.t - 150 && x.t < first.t + 50).map((x) => ({ kind: x.kind, ms: x.ms, atMs: x.t - first.t })),
+    };
+  });
+  for (const e of lastPhaseExcursions) {
+    process.stderr.write(
+      `[${mode}] below Full at +${e.atMs.toFixed(0)} ms for ${e.forMs.toFixed(0)} ms (level ≤ ${e.worst}, in flight ≤ ${e.maxInFlight}), tick gap before ${e.gapMs.toFixed(1)} ms fired ${e.fired}, gc [${e.gc.map((x) => `${x.kind}:${x.ms.toFixed(1)}ms@${x.atMs.toFixed(0)}`).join(' ')}]\n`,
+    );
+  }
   // Let what is still queued finish for up to 10 s, then report anyway (the baseline may not).
   const drainUntil = nowMs() + 10_000;
   while (pending.size > 0 && nowMs() < drainUntil) {
@@ -291,6 +354,7 @@ async function child(argv: string[]): Promise<void> {
     serviceMsByLevel,
     phases,
     bins,
+    lastPhaseExcursions,
     rss: { start: rssStart, peak: rssPeak, end: process.memoryUsage().rss },
     heapAfterGc: { start: heapStart, end: 0 },
   };
@@ -479,11 +543,34 @@ function renderMarkdown(on: ChildReport, off: ChildReport, items: number, worker
     '',
     `RSS: start ${mb(on.rss.start)}, peak ${mb(on.rss.peak)}, end ${mb(on.rss.end)}; heap after GC: start ${mb(on.heapAfterGc.start)}, end ${on.heapAfterGc.end ? mb(on.heapAfterGc.end) : '—'}.`,
     '',
+    renderExcursions(on.lastPhaseExcursions ?? []),
+    '',
     '### Without load management (same schedule, same C)',
     '',
     markdownTable(header, rows(off)),
     '',
     `RSS: start ${mb(off.rss.start)}, peak ${mb(off.rss.peak)}, end ${mb(off.rss.end)}; heap after GC: start ${mb(off.heapAfterGc.start)}, end ${off.heapAfterGc.end ? mb(off.heapAfterGc.end) : '— (still draining)'}.`,
+  ].join('\n');
+}
+
+/** perf_hooks' GC kinds (`constants.NODE_PERFORMANCE_GC_*`). */
+const GC_KINDS: Record<number, string> = { 1: 'minor', 4: 'major', 8: 'incremental', 16: 'weak callbacks' };
+
+/** What put the level below Full during the last phase, excursion by excursion (the last ten). */
+function renderExcursions(ex: readonly Excursion[]): string {
+  if (ex.length === 0) return 'Last phase: every tick sampled Full.';
+  const rows = ex.slice(-10).map((e) => [
+    `+${fmtInt(e.atMs)} ms`,
+    `${fmtInt(e.forMs)} ms`,
+    LEVEL_NAMES[e.worst]!,
+    fmtInt(e.maxInFlight),
+    `${e.gapMs.toFixed(1)} ms (${e.fired} fired)`,
+    e.gc.map((g) => `${GC_KINDS[g.kind] ?? `kind ${g.kind}`} ${g.ms.toFixed(1)} ms at ${g.atMs >= 0 ? '+' : ''}${g.atMs.toFixed(0)}`).join(', ') || '—',
+  ]);
+  return [
+    `Last phase: ${ex.length} excursion(s) below Full (the last ${rows.length}: when, how long, the worst level, the highest in-flight count, the generator's tick gap just before, this thread's GC pauses near it).`,
+    '',
+    markdownTable(['from phase start', 'lasted', 'worst level', 'in flight ≤', 'tick gap before', 'GC near'], rows),
   ].join('\n');
 }
 
