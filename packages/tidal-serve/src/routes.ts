@@ -37,8 +37,6 @@ export function routeName(method: string, path: string): string {
       return 'items';
     case '/sessions':
       return 'sessions';
-    case '/stats':
-      return 'stats';
   }
   if (path.startsWith('/items/')) return path.endsWith('/signals') && method === 'GET' ? 'item-signals' : 'items';
   if (path.startsWith('/sessions/')) return 'sessions';
@@ -80,7 +78,7 @@ function itemJson(item: Item): Record<string, unknown> {
 export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
   const { db } = deps;
 
-  // Probes and scrapes (exempt from the chain and from keys).
+  // Probes, scrapes and /stats (exempt from the chain and from keys).
   app.get('/healthz', async () => ({ ok: true }));
   app.get('/readyz', async (_req, reply) => {
     if (deps.ready()) return { ready: true };

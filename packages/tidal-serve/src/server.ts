@@ -113,9 +113,13 @@ export interface TidalServer {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-/** Paths never refused nor asked for a key: probes and scrapes must see the server as it is. */
+/**
+ * Paths never refused nor asked for a key: probes and scrapes must see the server as it is, and
+ * `/stats` is what an operator (and the dashboard's poller) reads exactly when the server is
+ * refusing, so a tenant over its quota must still get it.
+ */
 export function isExempt(path: string): boolean {
-  return path === '/healthz' || path === '/readyz' || path === '/metrics' || path === '/dashboard' || path.startsWith('/dashboard/');
+  return path === '/healthz' || path === '/readyz' || path === '/metrics' || path === '/stats' || path === '/dashboard' || path.startsWith('/dashboard/');
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';

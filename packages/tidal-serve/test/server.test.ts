@@ -271,7 +271,7 @@ describe('the admission chain', () => {
       stats: () => [],
     };
     const { url } = await serve({ db: fakeDb({}), admission: chain });
-    for (const path of ['/healthz', '/readyz', '/metrics']) expect((await call(url, 'GET', path)).status).toBe(200);
+    for (const path of ['/healthz', '/readyz', '/metrics', '/stats']) expect((await call(url, 'GET', path)).status).toBe(200);
     expect((await call(url, 'GET', '/dashboard')).status).toBe(404);   // exempt, no dashboard configured
     expect(asked).toBe(0);
     const r = await call(url, 'POST', '/retrieve', { profile: 'popular' });
@@ -281,6 +281,23 @@ describe('the admission chain', () => {
     expect(r.headers.get('retry-after')).toBe('2');
     expect(r.headers.get('x-retry-after-ms')).toBe('1235');
     expect(r.headers.get('x-stage')).toBe('inflight');
+  });
+
+  it('answers /stats to a tenant over its quota, and without a key', async () => {
+    const keys = new KeyRing({ 'k-0123456789abcdef': { tenant: 'acme', tier: 'free' } });
+    const auth = { authorization: 'Bearer k-0123456789abcdef' };
+    const admission = { inFlightCap: 0, adaptive: false, tenants: { tiers: { free: { ratePerSecond: 1, burst: 1 } }, maxTenants: 10 }, permits: {}, period: false } as const;
+    const { url, server } = await serve({ db: fakeDb({ openSessions: () => [] }), admission, keys, clock: () => NOW });
+    expect((await call(url, 'GET', '/sessions', undefined, auth)).status).toBe(200);
+    const over = await call(url, 'GET', '/sessions', undefined, auth);
+    expect(over.status).toBe(429);
+    expect(over.body.code).toBe('TIDAL_SERVE_TENANT_RATE');
+    const stats = await call(url, 'GET', '/stats', undefined, auth);
+    expect(stats.status).toBe(200);
+    expect(stats.body.chain).toEqual([expect.objectContaining({ name: 'tenant', admitted: 1, rejected: 1 })]);
+    expect((await call(url, 'GET', '/stats')).status).toBe(200);
+    // Neither /stats call reached the chain: it still counts the two /sessions requests alone.
+    expect(server.chain!.stats()[0]).toMatchObject({ admitted: 1, rejected: 1 });
   });
 
   it('refuses before the body is read: a refused request never reaches a route', async () => {
