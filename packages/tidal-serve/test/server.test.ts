@@ -187,6 +187,22 @@ describe('routes against a real database', () => {
     expect(s.body).toMatchObject({ mode: 'text', degradationLevel: 'Full' });
   });
 
+  it('leaves explain out of a query\'s answer unless the body asks for it', async () => {
+    const plain = await call(url, 'POST', '/retrieve', { profile: 'popular', limit: 5 });
+    expect(plain.status).toBe(200);
+    expect(plain.body).not.toHaveProperty('explain');
+    expect(plain.body).toMatchObject({ degradationLevel: 'Full', levelReason: 'load', ageMs: 0, warnings: [], nextCursor: null });
+    const asked = await call(url, 'POST', '/retrieve', { profile: 'popular', limit: 5, explain: true });
+    expect(asked.body.explain).toMatchObject({ diversityApplied: false, candidates: expect.any(Number) });
+    expect(asked.body.items).toEqual(plain.body.items);
+    expect((await call(url, 'POST', '/search', { text: 'jazz' })).body).not.toHaveProperty('explain');
+    expect((await call(url, 'POST', '/search', { text: 'jazz', explain: true })).body.explain).toMatchObject({ bm25Limit: expect.any(Number) });
+    expect((await call(url, 'POST', '/search', { text: 'jazz', explain: false })).body).not.toHaveProperty('explain');
+    const bad = await call(url, 'POST', '/search', { text: 'jazz', explain: 'yes' });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'explain', value: 'yes' });
+  });
+
   it('opens a session, signals through it, lists it and closes it', async () => {
     const opened = await call(url, 'POST', '/sessions', { agent: 'agent-7', ttlMs: 60_000 });
     expect(opened.status).toBe(201);
