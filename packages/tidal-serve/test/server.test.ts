@@ -5,7 +5,7 @@
  * deadline header, abort on disconnect, keys and the body limit. Orders come from deferred
  * promises, never from sleeps.
  */
-import { request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import {
   AbortedError,
@@ -408,6 +408,40 @@ describe('deadlines and disconnects', () => {
     expect(outcome.ok).toBe(true);   // a client going away says nothing about capacity
     expect(rec.released).toHaveLength(1);
     expect(server.inFlight).toBe(0);
+  });
+
+  it('hands every request of a keep-alive connection the same signal, aborted only when the connection closes', async () => {
+    const signals: AbortSignal[] = [];
+    const db = fakeDb({
+      retrieve: async (req: RetrieveRequest) => {
+        signals.push(req.signal!);
+        return { items: [], degradationLevel: 0, warnings: [], explain: {} } as unknown as RetrieveResults;
+      },
+    });
+    const { url } = await serve({ db });
+    const { port } = new URL(url);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    onTestFinished(() => agent.destroy());
+    const post = () =>
+      new Promise<number>((resolve, reject) => {
+        const body = JSON.stringify({ profile: 'popular' });
+        const req = httpRequest({ host: '127.0.0.1', port, agent, method: 'POST', path: '/retrieve', headers: { 'content-length': body.length } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode!));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    for (let i = 0; i < 3; i++) expect(await post()).toBe(200);
+    expect(signals).toHaveLength(3);
+    expect(new Set(signals).size).toBe(1);
+    expect(signals[0]!.aborted).toBe(false);
+    const aborted = new Promise<void>((resolve) => signals[0]!.addEventListener('abort', () => resolve()));
+    agent.destroy();
+    await aborted;
+    expect(await call(url, 'POST', '/retrieve', { profile: 'popular' })).toMatchObject({ status: 200 });
+    expect(signals[3]).not.toBe(signals[0]);
+    expect(signals[3]!.aborted).toBe(false);
   });
 });
 
