@@ -6,6 +6,7 @@
  * promises, never from sleeps.
  */
 import { Agent, request as httpRequest } from 'node:http';
+import { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import {
   AbortedError,
@@ -201,6 +202,34 @@ describe('routes against a real database', () => {
     const bad = await call(url, 'POST', '/search', { text: 'jazz', explain: 'yes' });
     expect(bad.status).toBe(400);
     expect(bad.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'explain', value: 'yes' });
+  });
+
+  it('writes a query\'s answer, and an error, as one write to the socket with Content-Length', async () => {
+    // Server-side sockets are the ones whose local port is the server's; the client's writes in
+    // this process go from other ports.
+    const port = Number(new URL(url).port);
+    const proto = Socket.prototype as unknown as Record<'_write' | '_writev', (this: Socket, ...args: unknown[]) => unknown>;
+    const original = { _write: proto._write, _writev: proto._writev };
+    let writes = 0;
+    for (const name of ['_write', '_writev'] as const) {
+      proto[name] = function (this: Socket, ...args: unknown[]) {
+        if (this.localPort === port) writes++;
+        return original[name].apply(this, args);
+      };
+    }
+    onTestFinished(() => void Object.assign(proto, original));
+    for (const [path, body, status] of [
+      ['/retrieve', { profile: 'popular', limit: 5 }, 200],
+      ['/search', { text: 'jazz', explain: true }, 200],
+      ['/retrieve', { profile: 'popular', limit: 0 }, 400],
+    ] as const) {
+      writes = 0;
+      const r = await call(url, 'POST', path, body);
+      expect(r.status).toBe(status);
+      expect(r.headers.get('content-length')).toBe(String(Buffer.byteLength(r.text)));
+      expect(r.headers.get('transfer-encoding')).toBeNull();
+      expect(writes, `${path} ${status}`).toBe(1);
+    }
   });
 
   it('opens a session, signals through it, lists it and closes it', async () => {
