@@ -10,8 +10,9 @@
  * the retrieve and the search requests of the query mix (docs/overload.md). The figure is the
  * server's main thread's on-CPU time over the window (`/proc/PID/task/PID/schedstat`, in ns),
  * divided by the responses it sent. The variants and routes are interleaved in every round, in an
- * order that rotates, and the median over rounds is reported, so variants measured in one run are
- * comparable on a shared machine (their ratio is the result; the absolute figure moves with load).
+ * order that rotates; the median over rounds is reported, and each variant's ratio to the first
+ * one's figure of the same round (median and range over rounds), so variants measured in one run
+ * are comparable on a shared machine: the ratio is the result, the absolute figure moves with load.
  *
  *     node bench/dist/serve/request-cost.js [--items 20000] [--rounds 5] [--ms 3000] [--connections 8]
  *       [--workers 2] [--variant NAME=CLI ...] [--profile]
@@ -209,16 +210,20 @@ async function main(): Promise<void> {
     }
     const rows: string[][] = [];
     for (const route of ROUTES) {
-      const base = median(results.get(`${running[0]!.name} ${route}`)!.map((m) => m.mainUs));
+      const base = results.get(`${running[0]!.name} ${route}`)!;
       for (const v of running) {
         const ms = results.get(`${v.name} ${route}`)!;
         const main = median(ms.map((m) => m.mainUs));
+        // Each round's ratio to the first variant's figure in the same round: both were measured
+        // within seconds of each other, so a neighbour's load that comes and goes cancels out of
+        // the ratio more than out of either figure.
+        const ratios = ms.map((m, i) => m.mainUs / base[i]!.mainUs);
         rows.push([
           route,
           v.name,
           main.toFixed(1),
           `${Math.min(...ms.map((m) => m.mainUs)).toFixed(0)}–${Math.max(...ms.map((m) => m.mainUs)).toFixed(0)}`,
-          `${(main / base).toFixed(2)}×`,
+          `${median(ratios).toFixed(2)}× (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})`,
           median(ms.map((m) => m.processUs)).toFixed(0),
           median(ms.map((m) => m.perSec)).toFixed(0),
           `${Math.round(median(ms.map((m) => m.full)) * 100)} %`,
@@ -226,7 +231,7 @@ async function main(): Promise<void> {
         ]);
       }
     }
-    console.log(markdownTable(['route', 'variant', 'main thread µs / request', 'range', `× ${running[0]!.name}`, 'process µs / request', 'requests/s', 'at Full', 'body bytes'], rows));
+    console.log(markdownTable(['route', 'variant', 'main thread µs / request', 'range', `× ${running[0]!.name}, per round`, 'process µs / request', 'requests/s', 'at Full', 'body bytes'], rows));
     console.log(`load average at the end: ${loadAverage()}`);
     for (const v of running) {
       v.child.kill('SIGTERM');
