@@ -14,7 +14,7 @@
  *     npm run bench:serve -- [--items 100000] [--seconds 10] [--closed 16] [--workers 2] [--profile]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +23,7 @@ import { mixRequestJson, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
 import { describeMachine, fmtInt, intFlag, machine, markdownTable } from '../stats.js';
 import type { LoadResult, RequestSpec } from './loadgen.js';
+import { summarizeProfile, type ProfileSummary } from './profile.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..', '..');
@@ -357,60 +358,13 @@ async function runServer(flags: Flags, requestsFile: string, admission: boolean,
     last.backToFullMs = backToFull(phases[phases.length - 2]!, last);
     const exitCode = await stopServer(server);
     const three = phases.find((p) => p.factor === 3)!;
-    const profile = profileDir === null ? null : summarizeProfile(profileDir, three.monotonicUs);
+    const profile = profileDir === null ? null : summarizeProfile(profileDir, [three.monotonicUs]);
     if (profileDir !== null) rmSync(profileDir, { recursive: true, force: true });
     return { admission, capacity, phases, exitCode, profile };
   } catch (err) {
     server.child.kill('SIGKILL');
     throw err;
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Where the main thread's time goes (--profile)
-// ---------------------------------------------------------------------------------------------
-
-interface ProfileSummary {
-  /** Self time by function (name and file), as a share of the main thread's samples in the window. */
-  top: { name: string; share: number }[];
-  samples: number;
-}
-
-interface CpuProfile {
-  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
-  samples: number[];
-  startTime: number;
-  timeDeltas: number[];
-}
-
-/** The main thread's self time by function over the samples taken inside `windowUs` (the 3× phase). */
-function summarizeProfile(dir: string, windowUs: [number, number]): ProfileSummary | null {
-  // Node names each thread's profile CPU.<date>.<pid>.<thread>.<seq>.cpuprofile; thread 0 is main.
-  const file = readdirSync(dir).find((f) => /\.\d+\.0\.\d+\.cpuprofile$/.test(f));
-  if (file === undefined) return null;
-  const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile;
-  const byId = new Map(prof.nodes.map((n) => [n.id, n]));
-  const counts = new Map<string, number>();
-  // Sample times are µs on the monotonic clock (V8's TimeTicks, the clock of process.hrtime).
-  let at = prof.startTime;
-  let total = 0;
-  for (let i = 0; i < prof.samples.length; i++) {
-    at += prof.timeDeltas[i] ?? 0;
-    if (at < windowUs[0] || at > windowUs[1]) continue;
-    total++;
-    const id = prof.samples[i]!;
-    const f = byId.get(id)?.callFrame;
-    if (f === undefined) continue;
-    const where = f.url === '' ? '' : ` (${f.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/packages\//, '')})`;
-    const key = `${f.functionName === '' ? '(anonymous)' : f.functionName}${where}`;
-    counts.set(key, (counts.get(key) ?? 0) + 1);
-  }
-  if (total === 0) return null;
-  const top = [...counts.entries()]
-    .sort((a, b) => b[1] - a[1])
-    .slice(0, 15)
-    .map(([name, n]) => ({ name, share: n / total }));
-  return { top, samples: total };
 }
 
 // ---------------------------------------------------------------------------------------------

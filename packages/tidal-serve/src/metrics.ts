@@ -70,24 +70,39 @@ export function createServeMetrics(registry: Registry, source: ServeMetricsSourc
     });
   stageCounter('admitted', 'Requests an admission stage let through');
   stageCounter('rejected', 'Requests an admission stage refused');
-  const refused = new Counter({
+  // Refusals and responses are counted here, in maps of a few bounded keys (the chain's reasons
+  // and tidal's codes; route names by status), and handed to prom-client when it is scraped: a
+  // labelled `inc` per response would build and hash a label string on the request path.
+  const refusals = new Map<string, number>();
+  new Counter({
     name: `${prefix}refused_total`,
     help: "Requests refused, by the chain's reason or tidal's error code",
     labelNames: ['reason'],
     registers,
+    collect() {
+      this.reset();
+      for (const [reason, n] of refusals) this.inc({ reason }, n);
+    },
   });
-  const responses = new Counter({
+  const responses = new Map<string, Map<number, number>>();
+  new Counter({
     name: `${prefix}responses_total`,
     help: 'HTTP responses by route and status',
     labelNames: ['route', 'status'],
     registers,
+    collect() {
+      this.reset();
+      for (const [route, byStatus] of responses) for (const [status, n] of byStatus) this.inc({ route, status: String(status) }, n);
+    },
   });
   return {
     refused(reason) {
-      refused.inc({ reason });
+      refusals.set(reason, (refusals.get(reason) ?? 0) + 1);
     },
     response(route, status) {
-      responses.inc({ route, status: String(status) });
+      let byStatus = responses.get(route);
+      if (byStatus === undefined) responses.set(route, (byStatus = new Map()));
+      byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
     },
   };
 }

@@ -37,8 +37,6 @@ export function routeName(method: string, path: string): string {
       return 'items';
     case '/sessions':
       return 'sessions';
-    case '/stats':
-      return 'stats';
   }
   if (path.startsWith('/items/')) return path.endsWith('/signals') && method === 'GET' ? 'item-signals' : 'items';
   if (path.startsWith('/sessions/')) return 'sessions';
@@ -71,6 +69,19 @@ function deadline(req: FastifyRequest, body: Record<string, unknown>, fallback: 
   return fallback > 0 ? fallback : undefined;
 }
 
+/**
+ * Whether the answer carries `explain`: only when the body asks with `"explain": true`. Most
+ * callers never read it, and it is a tenth of a search answer's bytes. Taken out of the body,
+ * which becomes the query's request.
+ */
+function wantsExplain(body: Record<string, unknown>): boolean {
+  const explain = body.explain;
+  if (explain === undefined) return false;
+  if (typeof explain !== 'boolean') throw new InvalidInputError('explain', 'true or false', explain);
+  delete body.explain;
+  return explain;
+}
+
 /** An item as JSON: the embedding as a plain array (a Float32Array would serialise as an object). */
 function itemJson(item: Item): Record<string, unknown> {
   return item.embedding === undefined ? { ...item } : { ...item, embedding: Array.from(item.embedding) };
@@ -80,7 +91,7 @@ function itemJson(item: Item): Record<string, unknown> {
 export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
   const { db } = deps;
 
-  // Probes and scrapes (exempt from the chain and from keys).
+  // Probes, scrapes and /stats (exempt from the chain and from keys).
   app.get('/healthz', async () => ({ ok: true }));
   app.get('/readyz', async (_req, reply) => {
     if (deps.ready()) return { ready: true };
@@ -127,16 +138,23 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
   });
 
   // Queries: the deadline and the client's disconnect become the query's timeoutMs and signal.
-  const query = <R extends { degradationLevel: DegradationLevel }>(run: (request: Record<string, unknown>) => Promise<R>) =>
+  // The body was parsed for this request alone and the result is built for this call alone, so
+  // both are completed in place rather than copied.
+  const query = <R extends { degradationLevel: DegradationLevel; explain: unknown }>(run: (request: Record<string, unknown>) => Promise<R>) =>
     async (req: FastifyRequest, reply: FastifyReply) => {
       const body = objectBody(req.body);
       const timeoutMs = deadline(req, body, deps.defaultTimeoutMs);
-      const request: Record<string, unknown> = { ...body, signal: contextOf(req.raw).signal() };
-      if (timeoutMs !== undefined) request.timeoutMs = timeoutMs;
-      const result = await run(request);
+      const explain = wantsExplain(body);
+      body.signal = contextOf(req.raw).signal();
+      if (timeoutMs !== undefined) body.timeoutMs = timeoutMs;
+      const result = await run(body);
       const level = levelName(result.degradationLevel);
       void reply.header(LEVEL_HEADER, level);
-      return { ...result, degradationLevel: level };
+      const answer = result as unknown as Record<string, unknown>;
+      answer.degradationLevel = level;
+      // JSON leaves out a field whose value is undefined: the answer keeps its shape.
+      if (!explain) answer.explain = undefined;
+      return answer;
     };
   app.post('/retrieve', query((r) => db.retrieve(r as unknown as RetrieveRequest)));
   app.post('/search', query((r) => db.search(r as unknown as SearchRequest)));

@@ -6,14 +6,14 @@
  */
 
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Counter, Registry } from 'prom-client';
 import { InvalidInputError, levelName, type TidalDb } from 'tidal-core';
 import { createAdmissionChain } from './admission/chain.js';
 import { isSharedStats } from './admission/shared-limits.js';
 import type { AdmissionChain, AdmissionOptions, Clock, Refusal, ServeSample, Ticket } from './admission/types.js';
-import { attachContext, findContext, type RequestContext } from './context.js';
+import { attachContext, connectionSignal, findContext, type RequestContext } from './context.js';
 import { CLIENT_CLOSED, ServeError, errorReply } from './errors.js';
 import type { KeyRing } from './keys.js';
 import { createServeMetrics, type ServeMetrics } from './metrics.js';
@@ -113,9 +113,13 @@ export interface TidalServer {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-/** Paths never refused nor asked for a key: probes and scrapes must see the server as it is. */
+/**
+ * Paths never refused nor asked for a key: probes and scrapes must see the server as it is, and
+ * `/stats` is what an operator (and the dashboard's poller) reads exactly when the server is
+ * refusing, so a tenant over its quota must still get it.
+ */
 export function isExempt(path: string): boolean {
-  return path === '/healthz' || path === '/readyz' || path === '/metrics' || path === '/dashboard' || path.startsWith('/dashboard/');
+  return path === '/healthz' || path === '/readyz' || path === '/metrics' || path === '/stats' || path === '/dashboard' || path.startsWith('/dashboard/');
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -134,6 +138,31 @@ function writeRefusal(res: ServerResponse, r: Refusal): void {
     { code: r.code, message: r.message, reason: r.reason, retryAfterMs: ms },
     { ...r.headers, 'retry-after': String(Math.ceil(ms / 1000)), 'x-retry-after-ms': String(ms) },
   );
+}
+
+/** One admitted request, from its ticket to its response's `'close'`. */
+class Admitted implements RequestContext {
+  readonly route: string;
+  readonly tenant: string;
+  code: string | undefined = undefined;
+  /** Wall time it was admitted at, in the server's clock. */
+  readonly start: number;
+  readonly ticket: Ticket | undefined;
+  readonly #socket: Socket;
+  /** Set once its response closed (and the ticket was released). */
+  closed = false;
+
+  constructor(route: string, tenant: string, start: number, ticket: Ticket | undefined, socket: Socket) {
+    this.route = route;
+    this.tenant = tenant;
+    this.start = start;
+    this.ticket = ticket;
+    this.#socket = socket;
+  }
+
+  signal(): AbortSignal {
+    return connectionSignal(this.#socket);
+  }
 }
 
 function checkWhole(name: string, value: number, min: number, max: number): number {
@@ -230,41 +259,32 @@ export function createServer(options: ServerOptions): TidalServer {
         return;
       }
       ticket = answer;
-      if (answer.headers !== undefined) for (const [k, v] of Object.entries(answer.headers)) res.setHeader(k, v);
+      const headers = answer.headers;
+      if (headers !== undefined) for (const k in headers) res.setHeader(k, headers[k]!);
     }
     inFlight++;
-    let controller: AbortController | undefined;
-    let gone = false;
-    const ctx: RequestContext = {
-      route: name,
-      tenant,
-      code: undefined,
-      signal() {
-        controller ??= new AbortController();
-        if (gone && !controller.signal.aborted) controller.abort(new Error('the client closed the connection'));
-        return controller.signal;
-      },
-    };
-    attachContext(req, ctx);
-    // 'close' fires however the response ends: written in full, or the client went away first
-    // (then `writableFinished` is false). The ticket is released here, exactly once.
-    res.once('close', () => {
-      inFlight--;
-      const latencyMs = clock() - start;
-      const aborted = !res.writableFinished;
-      if (aborted) {
-        gone = true;
-        controller?.abort(new Error('the client closed the connection'));
-      }
-      const status = aborted ? CLIENT_CLOSED : res.statusCode;
-      // A timeout, tidal's own 503 and a 500 say the server is congested; a client error, a quota
-      // refusal and a client that went away say nothing about capacity.
-      ticket?.release({ latencyMs, ok: status !== 500 && status !== 503 && status !== 504 });
-      finish(ctx, status, latencyMs);
-      if (inFlight === 0) onIdle?.();
-    });
+    attachContext(req, new Admitted(name, tenant, start, ticket, req.socket));
+    res.on('close', onResponseClose);
     if (draining) res.setHeader('connection', 'close');
     route!(req, res);
+  }
+
+  // 'close' fires however the response ends: written in full, or the client went away first (then
+  // `writableFinished` is false, and the connection's signal has aborted the query). The ticket is
+  // released here, exactly once. One function for every response, which finds its request's
+  // context, rather than a closure per request.
+  function onResponseClose(this: ServerResponse): void {
+    const ctx = findContext(this.req);
+    if (!(ctx instanceof Admitted) || ctx.closed) return;
+    ctx.closed = true;
+    inFlight--;
+    const latencyMs = clock() - ctx.start;
+    const status = this.writableFinished ? this.statusCode : CLIENT_CLOSED;
+    // A timeout, tidal's own 503 and a 500 say the server is congested; a client error, a quota
+    // refusal and a client that went away say nothing about capacity.
+    ctx.ticket?.release({ latencyMs, ok: status !== 500 && status !== 503 && status !== 504 });
+    finish(ctx, status, latencyMs);
+    if (inFlight === 0) onIdle?.();
   }
 
   // Every body is read as JSON whatever its Content-Type says (curl -d sends a form type).

@@ -5,7 +5,8 @@
  * deadline header, abort on disconnect, keys and the body limit. Orders come from deferred
  * promises, never from sleeps.
  */
-import { request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest } from 'node:http';
+import { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import {
   AbortedError,
@@ -187,6 +188,50 @@ describe('routes against a real database', () => {
     expect(s.body).toMatchObject({ mode: 'text', degradationLevel: 'Full' });
   });
 
+  it('leaves explain out of a query\'s answer unless the body asks for it', async () => {
+    const plain = await call(url, 'POST', '/retrieve', { profile: 'popular', limit: 5 });
+    expect(plain.status).toBe(200);
+    expect(plain.body).not.toHaveProperty('explain');
+    expect(plain.body).toMatchObject({ degradationLevel: 'Full', levelReason: 'load', ageMs: 0, warnings: [], nextCursor: null });
+    const asked = await call(url, 'POST', '/retrieve', { profile: 'popular', limit: 5, explain: true });
+    expect(asked.body.explain).toMatchObject({ diversityApplied: false, candidates: expect.any(Number) });
+    expect(asked.body.items).toEqual(plain.body.items);
+    expect((await call(url, 'POST', '/search', { text: 'jazz' })).body).not.toHaveProperty('explain');
+    expect((await call(url, 'POST', '/search', { text: 'jazz', explain: true })).body.explain).toMatchObject({ bm25Limit: expect.any(Number) });
+    expect((await call(url, 'POST', '/search', { text: 'jazz', explain: false })).body).not.toHaveProperty('explain');
+    const bad = await call(url, 'POST', '/search', { text: 'jazz', explain: 'yes' });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'explain', value: 'yes' });
+  });
+
+  it('writes a query\'s answer, and an error, as one write to the socket with Content-Length', async () => {
+    // Server-side sockets are the ones whose local port is the server's; the client's writes in
+    // this process go from other ports.
+    const port = Number(new URL(url).port);
+    const proto = Socket.prototype as unknown as Record<'_write' | '_writev', (this: Socket, ...args: unknown[]) => unknown>;
+    const original = { _write: proto._write, _writev: proto._writev };
+    let writes = 0;
+    for (const name of ['_write', '_writev'] as const) {
+      proto[name] = function (this: Socket, ...args: unknown[]) {
+        if (this.localPort === port) writes++;
+        return original[name].apply(this, args);
+      };
+    }
+    onTestFinished(() => void Object.assign(proto, original));
+    for (const [path, body, status] of [
+      ['/retrieve', { profile: 'popular', limit: 5 }, 200],
+      ['/search', { text: 'jazz', explain: true }, 200],
+      ['/retrieve', { profile: 'popular', limit: 0 }, 400],
+    ] as const) {
+      writes = 0;
+      const r = await call(url, 'POST', path, body);
+      expect(r.status).toBe(status);
+      expect(r.headers.get('content-length')).toBe(String(Buffer.byteLength(r.text)));
+      expect(r.headers.get('transfer-encoding')).toBeNull();
+      expect(writes, `${path} ${status}`).toBe(1);
+    }
+  });
+
   it('opens a session, signals through it, lists it and closes it', async () => {
     const opened = await call(url, 'POST', '/sessions', { agent: 'agent-7', ttlMs: 60_000 });
     expect(opened.status).toBe(201);
@@ -271,7 +316,7 @@ describe('the admission chain', () => {
       stats: () => [],
     };
     const { url } = await serve({ db: fakeDb({}), admission: chain });
-    for (const path of ['/healthz', '/readyz', '/metrics']) expect((await call(url, 'GET', path)).status).toBe(200);
+    for (const path of ['/healthz', '/readyz', '/metrics', '/stats']) expect((await call(url, 'GET', path)).status).toBe(200);
     expect((await call(url, 'GET', '/dashboard')).status).toBe(404);   // exempt, no dashboard configured
     expect(asked).toBe(0);
     const r = await call(url, 'POST', '/retrieve', { profile: 'popular' });
@@ -281,6 +326,23 @@ describe('the admission chain', () => {
     expect(r.headers.get('retry-after')).toBe('2');
     expect(r.headers.get('x-retry-after-ms')).toBe('1235');
     expect(r.headers.get('x-stage')).toBe('inflight');
+  });
+
+  it('answers /stats to a tenant over its quota, and without a key', async () => {
+    const keys = new KeyRing({ 'k-0123456789abcdef': { tenant: 'acme', tier: 'free' } });
+    const auth = { authorization: 'Bearer k-0123456789abcdef' };
+    const admission = { inFlightCap: 0, adaptive: false, tenants: { tiers: { free: { ratePerSecond: 1, burst: 1 } }, maxTenants: 10 }, permits: {}, period: false } as const;
+    const { url, server } = await serve({ db: fakeDb({ openSessions: () => [] }), admission, keys, clock: () => NOW });
+    expect((await call(url, 'GET', '/sessions', undefined, auth)).status).toBe(200);
+    const over = await call(url, 'GET', '/sessions', undefined, auth);
+    expect(over.status).toBe(429);
+    expect(over.body.code).toBe('TIDAL_SERVE_TENANT_RATE');
+    const stats = await call(url, 'GET', '/stats', undefined, auth);
+    expect(stats.status).toBe(200);
+    expect(stats.body.chain).toEqual([expect.objectContaining({ name: 'tenant', admitted: 1, rejected: 1 })]);
+    expect((await call(url, 'GET', '/stats')).status).toBe(200);
+    // Neither /stats call reached the chain: it still counts the two /sessions requests alone.
+    expect(server.chain!.stats()[0]).toMatchObject({ admitted: 1, rejected: 1 });
   });
 
   it('refuses before the body is read: a refused request never reaches a route', async () => {
@@ -375,6 +437,40 @@ describe('deadlines and disconnects', () => {
     expect(outcome.ok).toBe(true);   // a client going away says nothing about capacity
     expect(rec.released).toHaveLength(1);
     expect(server.inFlight).toBe(0);
+  });
+
+  it('hands every request of a keep-alive connection the same signal, aborted only when the connection closes', async () => {
+    const signals: AbortSignal[] = [];
+    const db = fakeDb({
+      retrieve: async (req: RetrieveRequest) => {
+        signals.push(req.signal!);
+        return { items: [], degradationLevel: 0, warnings: [], explain: {} } as unknown as RetrieveResults;
+      },
+    });
+    const { url } = await serve({ db });
+    const { port } = new URL(url);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    onTestFinished(() => agent.destroy());
+    const post = () =>
+      new Promise<number>((resolve, reject) => {
+        const body = JSON.stringify({ profile: 'popular' });
+        const req = httpRequest({ host: '127.0.0.1', port, agent, method: 'POST', path: '/retrieve', headers: { 'content-length': body.length } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode!));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    for (let i = 0; i < 3; i++) expect(await post()).toBe(200);
+    expect(signals).toHaveLength(3);
+    expect(new Set(signals).size).toBe(1);
+    expect(signals[0]!.aborted).toBe(false);
+    const aborted = new Promise<void>((resolve) => signals[0]!.addEventListener('abort', () => resolve()));
+    agent.destroy();
+    await aborted;
+    expect(await call(url, 'POST', '/retrieve', { profile: 'popular' })).toMatchObject({ status: 200 });
+    expect(signals[3]).not.toBe(signals[0]);
+    expect(signals[3]!.aborted).toBe(false);
   });
 });
 

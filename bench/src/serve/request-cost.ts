@@ -1,0 +1,254 @@
+/**
+ * `node bench/dist/serve/request-cost.js`: what one query costs the server's MAIN THREAD, the
+ * thread every request crosses (HTTP parsing, routing, the admission chain, the hand-off to a query
+ * worker and back, serialization, the write) and the one that does not get cheaper when tidal
+ * degrades. The query workers' time is reported beside it, but it is not the figure.
+ *
+ * Starts one `tidal serve --demo` per variant (`--variant NAME=PATH/cli.js`, default `current`, the
+ * built packages/tidal-serve), all on the same corpus, and drives each in turn with a closed loop
+ * of `--connections` keep-alive connections (the generator of bench:serve, in its own process) on
+ * the retrieve and the search requests of the query mix (docs/overload.md). The figure is the
+ * server's main thread's on-CPU time over the window (`/proc/PID/task/PID/schedstat`, in ns),
+ * divided by the responses it sent. The variants and routes are interleaved in every round, in an
+ * order that rotates; the median over rounds is reported, and each variant's ratio to the first
+ * one's figure of the same round (median and range over rounds), so variants measured in one run
+ * are comparable on a shared machine: the ratio is the result, the absolute figure moves with load.
+ *
+ *     node bench/dist/serve/request-cost.js [--items 20000] [--rounds 5] [--ms 3000] [--connections 8]
+ *       [--workers 2] [--variant NAME=CLI ...] [--profile]
+ *
+ * `--profile` runs the servers under `--cpu-prof` and prints each variant's main-thread self time
+ * by function over its measured windows.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Corpus } from '../corpus.js';
+import { mixRequestJson, prepareRequests } from '../query-mix.js';
+import { mulberry32 } from '../random.js';
+import { describeMachine, intFlag, loadAverage, markdownTable } from '../stats.js';
+import type { LoadResult, RequestSpec } from './loadgen.js';
+import { summarizeProfile } from './profile.js';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, '..', '..', '..');
+const LOADGEN = join(HERE, 'loadgen.js');
+const ROUTES = ['retrieve', 'search'] as const;
+type Route = (typeof ROUTES)[number];
+
+interface Variant {
+  name: string;
+  cli: string;
+  child: ChildProcess;
+  url: string;
+  pid: number;
+  exited: Promise<number | null>;
+  profileDir: string | null;
+  windowsUs: [number, number][];
+}
+
+/** On-CPU time of the process's main thread (its tid is the pid), in ns. */
+function mainThreadNs(pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]);
+}
+
+/** On-CPU time of the whole process (every thread), in ns. */
+function processNs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime (fields 14 and 15) in clock ticks of 10 ms.
+  return (Number(rest[11]) + Number(rest[12])) * 1e7;
+}
+
+async function start(name: string, cli: string, items: number, workers: number, profile: boolean): Promise<Variant> {
+  const profileDir = profile ? mkdtempSync(join(tmpdir(), 'tidal-cost-prof-')) : null;
+  const args = [
+    ...(profileDir === null ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]),
+    cli,
+    'serve',
+    '--demo',
+    '--demo-items',
+    String(items),
+    '--port',
+    '0',
+    '--workers',
+    String(workers),
+  ];
+  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] });
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    let out = '';
+    child.stdout!.setEncoding('utf8').on('data', (c: string) => {
+      out += c;
+      const m = /tidal serve listening on (http:\/\/\S+)/.exec(out);
+      if (m !== null) resolveUrl(m[1]!);
+    });
+    void exited.then((code) => reject(new Error(`${name}: tidal serve exited with ${code} before listening`)));
+  });
+  return { name, cli, child, url, pid: child.pid!, exited, profileDir, windowsUs: [] };
+}
+
+function runLoadgen(args: string[]): Promise<LoadResult> {
+  return new Promise((resolveRun, reject) => {
+    const child = spawn(process.execPath, [LOADGEN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+    child.once('exit', (code) => {
+      try {
+        if (code !== 0) throw new Error(`load generator exited with ${code}`);
+        resolveRun(JSON.parse(out.trim().split('\n').pop() ?? '') as LoadResult);
+      } catch (err) {
+        reject(err);
+      }
+    });
+  });
+}
+
+interface Measured {
+  mainUs: number;
+  processUs: number;
+  perSec: number;
+  full: number;
+}
+
+async function measure(v: Variant, file: string, ms: number, connections: number, seed: number): Promise<Measured> {
+  const args = ['--url', v.url, '--requests', file, '--closed', String(connections), '--duration-ms', String(ms), '--grace-ms', '3000', '--seed', String(seed), '--count-header', 'x-tidal-degradation-level'];
+  const main0 = mainThreadNs(v.pid);
+  const proc0 = processNs(v.pid);
+  const t0 = process.hrtime.bigint() / 1000n;
+  const load = await runLoadgen(args);
+  const t1 = process.hrtime.bigint() / 1000n;
+  const main1 = mainThreadNs(v.pid);
+  const proc1 = processNs(v.pid);
+  v.windowsUs.push([Number(t0), Number(t1)]);
+  const ok = load.statuses['200'] ?? 0;
+  if (ok !== load.completed) process.stderr.write(`  ${v.name}: ${load.completed - ok} of ${load.completed} responses were not 200: ${JSON.stringify(load.statuses)}\n`);
+  const full = (load.headerCounts?.Full ?? 0) / Math.max(1, ok);
+  return { mainUs: (main1 - main0) / 1000 / load.completed, processUs: (proc1 - proc0) / 1000 / load.completed, perSec: (load.completed * 1000) / load.elapsedMs, full };
+}
+
+/** Mean body size of the first `n` requests of `specs`, and the header block of the first. */
+async function sizes(url: string, specs: readonly RequestSpec[], n: number): Promise<{ bodyBytes: number }> {
+  let bytes = 0;
+  const take = specs.slice(0, n);
+  for (const s of take) {
+    const r = await fetch(url + s.path, { method: 'POST', body: s.body as string, headers: { 'content-type': 'application/json' } });
+    bytes += (await r.arrayBuffer()).byteLength;
+  }
+  return { bodyBytes: bytes / take.length };
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+function variants(argv: readonly string[]): { name: string; cli: string }[] {
+  const out: { name: string; cli: string }[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const raw = argv[i] === '--variant' ? argv[i + 1] : argv[i]!.startsWith('--variant=') ? argv[i]!.slice('--variant='.length) : undefined;
+    if (raw === undefined) continue;
+    const eq = raw.indexOf('=');
+    if (eq <= 0) throw new Error(`--variant must be NAME=PATH/cli.js, got ${raw}`);
+    out.push({ name: raw.slice(0, eq), cli: resolve(raw.slice(eq + 1)) });
+  }
+  if (out.length === 0) out.push({ name: 'current', cli: join(ROOT, 'packages', 'tidal-serve', 'dist', 'cli.js') });
+  return out;
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (argv.includes('--help')) {
+    process.stdout.write('node bench/dist/serve/request-cost.js [--items N] [--rounds N] [--ms N] [--connections N] [--workers N] [--variant NAME=CLI ...] [--profile]\n');
+    return;
+  }
+  const items = intFlag(argv, 'items', 20_000);
+  const rounds = intFlag(argv, 'rounds', 5);
+  const ms = intFlag(argv, 'ms', 3000);
+  const connections = intFlag(argv, 'connections', 8);
+  const workers = intFlag(argv, 'workers', 2);
+  const profile = argv.includes('--profile');
+  const work = mkdtempSync(join(tmpdir(), 'tidal-cost-'));
+  const running: Variant[] = [];
+  try {
+    // The server builds the same corpus (seed 42, 128 dimensions) for --demo.
+    const corpus = new Corpus({ items, dims: 128, seed: 42 });
+    const mix = prepareRequests(corpus, mulberry32(7), 4096);
+    const files = {} as Record<Route, string>;
+    const specsOf = {} as Record<Route, RequestSpec[]>;
+    for (const route of ROUTES) {
+      specsOf[route] = mix.filter((q) => q.kind === route).map((q) => ({ method: 'POST', path: `/${route}`, body: mixRequestJson(q), headers: { 'content-type': 'application/json' } }));
+      files[route] = join(work, `${route}.json`);
+      writeFileSync(files[route], JSON.stringify(specsOf[route]));
+    }
+    // One server at a time loads its corpus: loading several at once on 2 cores takes as long.
+    for (const v of variants(argv)) {
+      process.stderr.write(`starting ${v.name} (${v.cli})...\n`);
+      running.push(await start(v.name, v.cli, items, workers, profile));
+    }
+    const load0 = loadAverage();
+    console.log(`serve request cost: ${describeMachine()}; ${items} items, ${workers} workers, ${connections} connections closed loop, ${rounds} rounds of ${ms} ms after a warm-up round; load average ${load0}`);
+    const bodies = new Map<string, number>();
+    for (const v of running) for (const route of ROUTES) bodies.set(`${v.name} ${route}`, (await sizes(v.url, specsOf[route], 100)).bodyBytes);
+    const results = new Map<string, Measured[]>();
+    for (let r = 0; r <= rounds; r++) {
+      for (let k = 0; k < running.length; k++) {
+        const v = running[(k + r) % running.length]!;
+        for (const route of r % 2 === 0 ? ROUTES : [...ROUTES].reverse()) {
+          const m = await measure(v, files[route], r === 0 ? Math.min(ms, 2000) : ms, connections, 100 + r);
+          if (r === 0) {
+            v.windowsUs.pop();
+            continue;
+          }
+          const key = `${v.name} ${route}`;
+          results.set(key, [...(results.get(key) ?? []), m]);
+          process.stderr.write(`  round ${r} ${key}: main ${m.mainUs.toFixed(0)} µs, process ${m.processUs.toFixed(0)} µs, ${m.perSec.toFixed(0)}/s\n`);
+        }
+      }
+    }
+    const rows: string[][] = [];
+    for (const route of ROUTES) {
+      const base = results.get(`${running[0]!.name} ${route}`)!;
+      for (const v of running) {
+        const ms = results.get(`${v.name} ${route}`)!;
+        const main = median(ms.map((m) => m.mainUs));
+        // Each round's ratio to the first variant's figure in the same round: both were measured
+        // within seconds of each other, so a neighbour's load that comes and goes cancels out of
+        // the ratio more than out of either figure.
+        const ratios = ms.map((m, i) => m.mainUs / base[i]!.mainUs);
+        rows.push([
+          route,
+          v.name,
+          main.toFixed(1),
+          `${Math.min(...ms.map((m) => m.mainUs)).toFixed(0)}–${Math.max(...ms.map((m) => m.mainUs)).toFixed(0)}`,
+          `${median(ratios).toFixed(2)}× (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})`,
+          median(ms.map((m) => m.processUs)).toFixed(0),
+          median(ms.map((m) => m.perSec)).toFixed(0),
+          `${Math.round(median(ms.map((m) => m.full)) * 100)} %`,
+          (bodies.get(`${v.name} ${route}`) ?? 0).toFixed(0),
+        ]);
+      }
+    }
+    console.log(markdownTable(['route', 'variant', 'main thread µs / request', 'range', `× ${running[0]!.name}, per round`, 'process µs / request', 'requests/s', 'at Full', 'body bytes'], rows));
+    console.log(`load average at the end: ${loadAverage()}`);
+    for (const v of running) {
+      v.child.kill('SIGTERM');
+      await v.exited;
+      if (v.profileDir === null) continue;
+      const p = summarizeProfile(v.profileDir, v.windowsUs, 20);
+      if (p === null) continue;
+      console.log(`\n${v.name}: main thread self time over ${p.samples} samples\n`);
+      console.log(markdownTable(['self time', 'function'], p.top.map((t) => [`${(t.share * 100).toFixed(1)} %`, t.name.replaceAll('|', '\\|')])));
+    }
+  } finally {
+    for (const v of running) {
+      if (v.child.exitCode === null) v.child.kill('SIGKILL');
+      if (v.profileDir !== null) rmSync(v.profileDir, { recursive: true, force: true });
+    }
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+await main();
