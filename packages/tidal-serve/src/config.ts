@@ -4,7 +4,7 @@
  */
 
 import { availableParallelism } from 'node:os';
-import { InvalidInputError } from 'tidal-core';
+import { DEFAULT_THRESHOLDS, InvalidInputError, autoAdmissionLimit } from 'tidal-core';
 import type { AdmissionOptions, RateSpec, Tier } from './admission/types.js';
 import { SERVER_DEFAULTS } from './server.js';
 
@@ -234,14 +234,14 @@ export interface PoolShape {
 /**
  * `--in-flight-cap auto`. By Little's law the requests in the server at once are L = X × R
  * (throughput × time each spends inside):
- * - queries: the database already bounds them. Its admission cap (noDiversity + 64 × workers, 256
- *   on 2 workers) is L for X ≈ C (2 571 queries/s measured on 2 cores, docs/overload.md) and
- *   R ≈ 100 ms, inside the 250 ms p99 budget at 3× C; of them workers × PIPELINE_DEPTH (8) run and
+ * - queries: the database already bounds them. Its admission cap (`autoAdmissionLimit`:
+ *   noDiversity + 192 × workers, 512 on 2 workers, its arithmetic beside it in tidal-core) holds a
+ *   3× C burst's backlog and bounds the wait at 10× C; of them workers × PIPELINE_DEPTH (8) run and
  *   the rest queue. Admitting more HTTP queries than that only buys refusals tidal writes anyway,
  *   after paying for the body. With the database's cap off, its auto value is used all the same.
  * - writes: one is in flight for about one group-commit window (maxDelayMs 2 ms + the commit,
  *   ≈ 4 ms); at 16 000 write requests/s per core L = 16 000 × 0.004 = 64 per core.
- * So auto = the database's cap + 64 × cores: 384 with 2 workers on 2 cores.
+ * So auto = the database's cap + 64 × cores: 640 with 2 workers on 2 cores.
  */
 export function autoInFlightCap(pool: PoolShape): number {
   const cores = pool.cores ?? availableParallelism();
@@ -249,8 +249,7 @@ export function autoInFlightCap(pool: PoolShape): number {
 }
 
 function queryBound(pool: PoolShape): number {
-  // 128 + 64 × workers: tidal-core's autoAdmissionLimit with the default thresholds.
-  return pool.admissionLimit > 0 ? pool.admissionLimit : 128 + 64 * pool.workers;
+  return pool.admissionLimit > 0 ? pool.admissionLimit : autoAdmissionLimit({ ...DEFAULT_THRESHOLDS, noDiversity: pool.noDiversityAt ?? DEFAULT_THRESHOLDS.noDiversity }, pool.workers);
 }
 
 /**

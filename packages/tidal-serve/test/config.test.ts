@@ -64,7 +64,7 @@ describe('admission settings from the flags', () => {
 
   it('auto caps at the database\'s limit plus write headroom per core', () => {
     expect(autoInFlightCap(pool)).toBe(256 + 64 * 2);
-    expect(autoInFlightCap({ workers: 4, admissionLimit: 0, cores: 8 })).toBe(128 + 64 * 4 + 64 * 8);
+    expect(autoInFlightCap({ workers: 4, admissionLimit: 0, cores: 8 })).toBe(128 + 192 * 4 + 64 * 8);
   });
 
   it('maps the defaults: adaptive on above the cheapest level\'s threshold, no tenants without keys, query permits, no period', () => {
