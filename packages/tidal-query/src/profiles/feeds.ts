@@ -498,19 +498,20 @@ class NewestFirst {
  */
 export function related(task: RetrieveTask, pass: Predicate, nowMs: number, explain: Explain): FeedRanking {
   const r = task.related!;
-  const best = new TopK(Math.max(1, r.partners.length));
+  // At most 32 entries: a sort of plain arrays costs less than a heap's three typed arrays.
+  const ordinals: number[] = [];
+  const values: number[] = [];
   let candidates = 0;
-  let passed = 0;
   for (let i = 0; i < r.partners.length; i++) {
     const o = r.partners[i]!;
     if (o === r.item) continue;
     candidates++;
     if (!pass(o)) continue;
-    passed++;
-    best.push(o, r.scores[i]! * Math.exp(-r.lambda * Math.max(0, nowMs - r.at[i]!)), 0);
+    ordinals.push(o);
+    values.push(r.scores[i]! * Math.exp(-r.lambda * Math.max(0, nowMs - r.at[i]!)));
   }
   explain.candidates = candidates;
-  explain.afterFilter = passed;
-  const { ordinals, primary } = best.sorted();
-  return { ranked: ordinals, scores: primary };
+  explain.afterFilter = ordinals.length;
+  const idx = ordinals.map((_, i) => i).sort((a, b) => values[b]! - values[a]! || ordinals[a]! - ordinals[b]!);
+  return { ranked: idx.map((i) => ordinals[i]!), scores: idx.map((i) => values[i]!) };
 }
