@@ -11,6 +11,9 @@
  * user's preference vector and creator affinities as tidal computed them (so both rank by the
  * same inputs); its for_you scores every item (a cosine UDF over the embedding BLOBs, the window
  * count by index), its related counts co-engagement within the same 8-event window by a self-join.
+ * Then where the time goes: at the caller against the worker's service time (each kind of query
+ * at a level of its own, so that level's service-time window holds it alone), the cheapest worker
+ * query as the round trip's floor, and the ANN search alone on this thread over the workers' snapshot.
  *
  * Flags: `--items N`, `--users N`, `--history N`, `--queries N` (timed per side, default 300;
  * the SQL for_you runs a tenth of them, at least 20).
@@ -20,6 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { TidalDb, type DegradationLevelName, type RetrieveRequest, type SignalInput } from 'tidal-core';
+import { AnnIndex } from 'tidal-query';
 import { Corpus, tidalSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
 import { collectGarbage, describeMachine, fmtInt, fmtMs, fmtRatio, intFlag, markdownTable, nowMs, summarize } from './stats.js';
@@ -132,9 +136,14 @@ async function main(): Promise<void> {
   sql.transaction(() => {
     for (let u = 0; u < USERS; u++) histories[u]!.forEach((i, pos) => insertHistory.run(u, pos, i, events[u]![pos]!.at));
   })();
-  for (let u = 0; u < USERS; u++) {
-    const fav = byCategory.get(categories[u % categories.length]!)!;
-    for (let f = 0; f < 5; f++) await db.follow({ user: users[u]!, creator: creatorOf[fav[Math.floor(rand() * fav.length)]!]! });
+  // Follows a thousand at a time (the group commit batches them; one await each is one commit each).
+  for (let u = 0; u < USERS; u += 200) {
+    const calls: Promise<void>[] = [];
+    for (let v = u; v < Math.min(USERS, u + 200); v++) {
+      const fav = byCategory.get(categories[v % categories.length]!)!;
+      for (let f = 0; f < 5; f++) calls.push(db.follow({ user: users[v]!, creator: creatorOf[fav[Math.floor(rand() * fav.length)]!]! }));
+    }
+    await Promise.all(calls);
   }
   const insertAffinity = sql.prepare('INSERT INTO affinity VALUES (?, ?, ?)');
   const preference: Float32Array[] = [];
@@ -231,6 +240,53 @@ async function main(): Promise<void> {
   });
   log('\n## for_you and related, tidal vs hand-written SQL (ms at the caller)\n');
   log(markdownTable(['profile', 'tidal p50', 'tidal p99', 'SQL p50', 'SQL p99', 'SQL p50 / tidal p50', 'overlap@10', 'queries (tidal / SQL)'], rows));
+
+  // ---- where the time goes ---------------------------------------------------------------------
+  // Each kind of query at a level of its own, so the worker service-time window of that level
+  // (stats().serviceMs) holds its samples alone; interleaved query by query.
+  const BREAK = Math.min(QUERIES, 200);
+  const caller = { forYou: [] as number[], related: [] as number[], floor: [] as number[] };
+  const relatedTook: number[] = [];
+  for (let q = 0; q < BREAK; q++) {
+    let s = nowMs();
+    await db.retrieve({ profile: 'for_you', user: users[forYouUsers[q]!]!, explore: 0, level: 'Full' });
+    caller.forYou.push(nowMs() - s);
+    s = nowMs();
+    const r = await db.retrieve({ profile: 'related', item: corpus.id(relatedItems[q]!), level: 'CoarseAggregates' });
+    caller.related.push(nowMs() - s);
+    relatedTook.push(r.tookMs);
+    s = nowMs();
+    await db.retrieve({ profile: 'new', limit: 1, level: 'NoDiversity' });
+    caller.floor.push(nowMs() - s);
+  }
+  const service = db.stats().serviceMs;
+  // The ANN search alone, on this thread, over the snapshot the workers map (the same graph).
+  const snapshot = fs.readdirSync(dir).find((f) => /^ann-[0-9]+-[0-9a-f]+\.usearch$/.test(f));
+  const annMs: Record<number, number[]> = { 500: [], 200: [] };
+  if (snapshot) {
+    const ann = AnnIndex.view(DIMS, path.join(dir, snapshot));
+    for (let q = 0; q < BREAK; q++) {
+      for (const k of [500, 200]) {
+        const s = nowMs();
+        ann.search(preference[forYouUsers[q]!]!, k);
+        annMs[k]!.push(nowMs() - s);
+      }
+    }
+  }
+  const p50 = (xs: number[]): string => (xs.length === 0 ? 'n/a' : fmtMs(summarize(xs).p50));
+  log('\n## Where the time goes (p50, ms; interleaved)\n');
+  log(
+    markdownTable(
+      ['query', 'at the caller', 'worker service time', 'rest (dispatch, hop, main thread)'],
+      [
+        ['for_you (Full)', p50(caller.forYou), fmtMs(service.Full.p50), fmtMs(summarize(caller.forYou).p50 - service.Full.p50)],
+        ['related', p50(caller.related), service.CoarseAggregates.samples > 0 ? fmtMs(service.CoarseAggregates.p50) : 'none (main thread)', `tookMs p50 ${p50(relatedTook)}`],
+        ["worker floor: 'new', limit 1", p50(caller.floor), fmtMs(service.NoDiversity.p50), fmtMs(summarize(caller.floor).p50 - service.NoDiversity.p50)],
+        ['ANN search alone, k = 500 (this thread)', p50(annMs[500]!), '', ''],
+        ['ANN search alone, k = 200 (this thread)', p50(annMs[200]!), '', ''],
+      ],
+    ),
+  );
 
   // ---- levels ----------------------------------------------------------------------------------
   const requests: [string, (q: number) => RetrieveRequest][] = [
