@@ -447,7 +447,7 @@ export class TidalDb implements AsyncDisposable {
 
   /**
    * Profile `related` without a worker: its candidates are the co-engagement list this thread
-   * holds, and ranking them costs microseconds against the ~0.5 ms round trip to a worker. Admitted,
+   * holds, and ranking them costs microseconds against the ~0.4 ms round trip to a worker. Admitted,
    * levelled and recorded like every query (its latency counts; it has no worker service time).
    */
   #relatedHere(task: RetrieveTask, plan: QueryPlan, hash: string, pinned: CursorState | null, started: number): RetrieveResults {
