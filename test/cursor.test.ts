@@ -127,4 +127,25 @@ describe('cursor pagination', () => {
     const next = await db.retrieve({ profile: 'popular', limit: 4, cursor });
     expect(next.items.map((i) => i.id).some((id) => first.items.some((f) => f.id === id))).toBe(false);
   });
+
+  it('a nextCursor read late, copied or serialized is the one the page was answered with', async () => {
+    // The cursor is built on first read: it must pin the first page's clock and items however
+    // late that read comes (here after the clock moved and signals arrived).
+    const a = await db.retrieve({ profile: 'popular', limit: 3 });
+    const b = await db.retrieve({ profile: 'popular', limit: 3 });
+    clock.advance(60_000);
+    await db.signals(Array.from({ length: 30 }, (_, n) => ({ item: `i${(n * 3) % N}`, kind: 'like' })));
+    const late = a.nextCursor!;
+    expect(typeof late).toBe('string');
+    expect(JSON.parse(JSON.stringify(b)).nextCursor).toBe(late);
+    expect({ ...b }.nextCursor).toBe(late);
+    const fromLate = await db.retrieve({ profile: 'popular', limit: 3, cursor: late });
+    expect(fromLate.items.map((i) => i.id).some((id) => a.items.some((f) => f.id === id))).toBe(false);
+    // A caller may overwrite the field like any other.
+    b.nextCursor = null;
+    expect(b.nextCursor).toBeNull();
+    const s = await db.search({ text: 'tune', limit: 2 });
+    expect(JSON.parse(JSON.stringify(s)).nextCursor).toBe(s.nextCursor);
+    expect(s.nextCursor).not.toBeNull();
+  });
 });

@@ -89,3 +89,40 @@ export function queryHash(op: string, fields: Record<string, unknown>): string {
   }
   return h.digest('base64url').slice(0, 22);
 }
+
+/**
+ * {@link queryHash} computed on first call, then remembered: the fields are captured (validated,
+ * never changed afterwards), the hash is only needed for a cursor given or a next cursor read.
+ */
+export function lazyQueryHash(op: string, fields: Record<string, unknown>): () => string {
+  let hash: string | undefined;
+  return () => (hash ??= queryHash(op, fields));
+}
+
+/**
+ * A result's `nextCursor`, made on first read and remembered (a write replaces it). Most callers
+ * never page, and a full page is the common case, so building every cursor eagerly cost each query
+ * its hash and MAC on the main thread.
+ */
+export class LazyCursor {
+  #make: (() => string | null) | null;
+  #value: string | null = null;
+
+  constructor(make: () => string | null) {
+    this.#make = make;
+  }
+
+  get value(): string | null {
+    const make = this.#make;
+    if (make !== null) {
+      this.#make = null;
+      this.#value = make();
+    }
+    return this.#value;
+  }
+
+  set value(v: string | null) {
+    this.#make = null;
+    this.#value = v;
+  }
+}

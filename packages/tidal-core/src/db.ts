@@ -33,7 +33,7 @@ import { checkBatch, checkDiversity, checkFilter, checkFiniteNumber, checkId, ch
 import { Meta, openStorage } from './storage.js';
 import { recover } from './recovery.js';
 import { WritePath } from './write-path.js';
-import { Cursors, MAX_CURSOR_ITEMS, queryHash, type CursorState } from './cursor.js';
+import { Cursors, LazyCursor, MAX_CURSOR_ITEMS, lazyQueryHash, type CursorState } from './cursor.js';
 import { embedMissing, semanticSearch } from './embedding.js';
 import type { User, UserInput, UserRegistry } from './users.js';
 import { checkFeedOptions, checkForYou, checkUserFilter, type UserCreatorInput, type UserItemInput } from './user-requests.js';
@@ -388,7 +388,7 @@ export class TidalDb implements AsyncDisposable {
   async #retrieve(req: RetrieveRequest, guard: InFlightGuard): Promise<RetrieveResults> {
     let task: RetrieveTask;
     let plan: QueryPlan;
-    let hash: string;
+    let hash: () => string;
     let pinned: CursorState | null;
     try {
       if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a retrieve request object', req);
@@ -408,7 +408,7 @@ export class TidalDb implements AsyncDisposable {
         order: feed.order,
         related: feed.item === null ? null : this.#relatedTask(feed.item),
       };
-      hash = queryHash('retrieve', {
+      hash = lazyQueryHash('retrieve', {
         order: feed.order,
         item: feed.item,
         profile,
@@ -433,9 +433,15 @@ export class TidalDb implements AsyncDisposable {
     // A user's query is theirs too (their hidden items, blocks and seen set): never shared.
     const a = await this.#queries.run('retrieve', task, plan, task.exclude === null && !task.user && !task.after, (r) => estimateBytes(r.items));
     const r = a.result;
+    const next = new LazyCursor(() => this.#nextCursor(hash, r.nowMs, pinned, r.items, task.limit));
     return {
       items: r.items.slice(),
-      nextCursor: this.#nextCursor(hash, r.nowMs, pinned, r.items, task.limit),
+      get nextCursor() {
+        return next.value;
+      },
+      set nextCursor(v: string | null) {
+        next.value = v;
+      },
       degradationLevel: plan.level,
       levelReason: plan.reason,
       ageMs: a.ageMs,
@@ -450,7 +456,7 @@ export class TidalDb implements AsyncDisposable {
    * holds, and ranking them costs microseconds against the ~0.4 ms round trip to a worker. Admitted,
    * levelled and recorded like every query (its latency counts; it has no worker service time).
    */
-  #relatedHere(task: RetrieveTask, plan: QueryPlan, hash: string, pinned: CursorState | null, started: number): RetrieveResults {
+  #relatedHere(task: RetrieveTask, plan: QueryPlan, hash: () => string, pinned: CursorState | null, started: number): RetrieveResults {
     try {
       const signal = plan.control.signal;
       if (signal?.aborted) throw new AbortedError(plan.control.operation, signal.reason);
@@ -461,9 +467,16 @@ export class TidalDb implements AsyncDisposable {
       const tookMs = performance.now() - started;
       this.#queries.recorder.record(plan.level, tookMs, null);
       this.#metrics?.served('retrieve', plan.level, tookMs);
+      // `picked` holds the page's ordinals in order: the cursor reads them, not the items the caller may change.
+      const next = new LazyCursor(() => this.#nextCursor(hash, nowMs, pinned, r.items, task.limit, picked));
       return {
         items: r.items,
-        nextCursor: this.#nextCursor(hash, nowMs, pinned, r.items, task.limit, picked),
+        get nextCursor() {
+          return next.value;
+        },
+        set nextCursor(v: string | null) {
+          next.value = v;
+        },
         degradationLevel: plan.level,
         levelReason: plan.reason,
         ageMs: 0,
@@ -498,7 +511,7 @@ export class TidalDb implements AsyncDisposable {
   async #search(req: SearchRequest, guard: InFlightGuard): Promise<SearchResults> {
     let task: SearchTask;
     let plan: QueryPlan;
-    let hash: string;
+    let hash: () => string;
     let pinned: CursorState | null;
     try {
       if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a search request object', req);
@@ -516,7 +529,7 @@ export class TidalDb implements AsyncDisposable {
         boost,
         user: this.#userState(req),
       };
-      hash = queryHash('search', {
+      hash = lazyQueryHash('search', {
         text,
         vector,
         filter: task.filter,
@@ -534,9 +547,15 @@ export class TidalDb implements AsyncDisposable {
     const started = performance.now();
     const a = await this.#queries.run('search', task, plan, !task.user && !task.after, (r) => estimateBytes(r.hits));
     const r = a.result;
+    const next = new LazyCursor(() => this.#nextCursor(hash, r.nowMs, pinned, r.hits, task.limit));
     return {
       hits: r.hits.slice(),
-      nextCursor: this.#nextCursor(hash, r.nowMs, pinned, r.hits, task.limit),
+      get nextCursor() {
+        return next.value;
+      },
+      set nextCursor(v: string | null) {
+        next.value = v;
+      },
       mode: r.mode,
       degradationLevel: plan.level,
       levelReason: plan.reason,
@@ -551,22 +570,28 @@ export class TidalDb implements AsyncDisposable {
    * Checks a request's cursor against its query and pins the task to it: the clock the first page
    * ranked at, and the items the earlier pages returned taken out of the ranking.
    */
-  #pin(cursor: unknown, hash: string, task: RetrieveTask | SearchTask): CursorState | null {
+  #pin(cursor: unknown, hash: () => string, task: RetrieveTask | SearchTask): CursorState | null {
     if (cursor === undefined) return null;
-    const state = this.#cursors.decode(cursor, hash);
+    const state = this.#cursors.decode(cursor, hash());
     task.atMs = state.nowMs;
     task.after = state.returned;
     return state;
   }
 
-  /** The cursor of the page after `rows` (their ordinals in `ordinals` when known), or null when it was the last one. */
-  #nextCursor(hash: string, nowMs: number | undefined, pinned: CursorState | null, rows: readonly { id: string }[], limit: number, ordinals?: readonly number[]): string | null {
+  /**
+   * The cursor of the page after `rows` (their ordinals in `ordinals` when known), or null when it
+   * was the last one. Built when the result's `nextCursor` is first read (see {@link LazyCursor}):
+   * the query's hash, the ordinals and the MAC cost ≈ 15–30 µs of the main thread per full page,
+   * which a caller that does not page never pays.
+   */
+  #nextCursor(hash: () => string, nowMs: number | undefined, pinned: CursorState | null, rows: readonly { id: string }[], limit: number, ordinals?: readonly number[]): string | null {
     const before = pinned?.returned.length ?? 0;
-    if (rows.length < limit || nowMs === undefined || before + rows.length >= MAX_CURSOR_ITEMS) return null;
-    const returned = new Int32Array(before + rows.length);
+    const n = ordinals?.length ?? rows.length;
+    if (n < limit || nowMs === undefined || before + n >= MAX_CURSOR_ITEMS) return null;
+    const returned = new Int32Array(before + n);
     if (pinned) returned.set(pinned.returned);
-    for (let i = 0; i < rows.length; i++) returned[before + i] = ordinals?.[i] ?? this.#writes.ordinalOf(rows[i]!.id) ?? -1;
-    return this.#cursors.encode({ query: hash, nowMs: pinned?.nowMs ?? nowMs, returned });
+    for (let i = 0; i < n; i++) returned[before + i] = ordinals?.[i] ?? this.#writes.ordinalOf(rows[i]!.id) ?? -1;
+    return this.#cursors.encode({ query: hash(), nowMs: pinned?.nowMs ?? nowMs, returned });
   }
 
   /** The user state a query naming `user` sends its worker (null without one); validates `userFilter`. */
