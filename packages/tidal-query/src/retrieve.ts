@@ -211,8 +211,8 @@ export class RetrieveExecutor {
     let scores: number[];
     let similarity: Map<number, number> | null = null;
     if (task.profile === 'for_you') {
-      ({ ranked, scores, similarity } = forYou(ctx, task, plan.annTopK, pass, velocityWindow, coarse, nowMs, explain, work, {
-        trending: (want) => this.#fromSignals({ ...task, profile: 'trending' }, want, pass, velocityWindow, trendingSlots, nowMs, { ...explain }, work).ranked,
+      ({ ranked, scores, similarity } = forYou(ctx, task, level, pass, velocityWindow, nowMs, explain, work, {
+        trending: (want, slots) => this.#fromSignals({ ...task, profile: 'trending' }, want, pass, velocityWindow, Math.min(slots, trendingSlots), nowMs, { ...explain }, work).ranked,
         newest: (want) => this.#newest(want, pass, { ...explain }).ranked,
       }));
     } else if (task.profile === 'related') {

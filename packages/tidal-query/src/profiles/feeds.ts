@@ -366,7 +366,7 @@ interface CreatorLists {
 const creatorLists = new WeakMap<Catalog, CreatorLists>();
 
 /** Each creator's present items, newest first, rebuilt when the catalog changed (O(items)). */
-function listsOf(catalog: Catalog, field: string): Map<number, Int32Array> {
+export function creatorListsOf(catalog: Catalog, field: string): Map<number, Int32Array> {
   const cached = creatorLists.get(catalog);
   if (cached && cached.version === catalog.version && cached.field === field) return cached.lists;
   const col = catalog.columns.get(field);
@@ -397,7 +397,7 @@ export function following(ctx: QueryContext, task: RetrieveTask, want: number, p
   const followed = task.user?.following ?? [];
   const heads: Int32Array[] = [];
   if (field !== undefined && col && col.type === 'string') {
-    const lists = listsOf(ctx.catalog, field);
+    const lists = creatorListsOf(ctx.catalog, field);
     for (const c of followed) {
       const code = col.dict.get(c);
       const l = code === undefined ? undefined : lists.get(code);
