@@ -136,18 +136,21 @@ describe('the level budget', () => {
       await big.upsertUsers([{ id: 'u' }]);
       await big.follow({ user: 'u', creator: 'k0' });
       await big.follow({ user: 'u', creator: 'k1' });
-      for (const req of [{ profile: 'top' }, { profile: 'rising' }, { profile: 'following', user: 'u', order: 'popular' }] as RetrieveRequest[]) {
+      for (const req of [{ profile: 'rising' }, { profile: 'following', user: 'u', order: 'popular' }] as RetrieveRequest[]) {
         const full = await big.retrieve({ ...req, level: 'Full', limit: 10 });
         const reduced = await big.retrieve({ ...req, level: 'ReducedCandidates', limit: 10 });
         expect(full.explain, req.profile).toMatchObject({ candidates: n, budgetExhausted: false, candidateBudget: null });
         expect(reduced.explain, req.profile).toMatchObject({ candidates: FEED_CANDIDATE_BUDGET, budgetExhausted: true, candidateBudget: FEED_CANDIDATE_BUDGET });
         expect(reduced.explain.slotsVisited!, req.profile).toBeLessThan(full.explain.slotsVisited!);
       }
-      // The cut costs quality where it should: the 300 oldest items (the most engaged) are out of reach.
-      const fullTop = await big.retrieve({ profile: 'top', level: 'Full', limit: 1 });
-      const reducedTop = await big.retrieve({ profile: 'top', level: 'ReducedCandidates', limit: 1 });
-      expect(fullTop.items[0]!.id).toBe(`b${n - 1}`);
-      expect(reducedTop.items[0]!.id).toBe(`b${FEED_CANDIDATE_BUDGET - 1}`);
+      // top walks by popularity within the window: the 300 oldest items (the most engaged) are
+      // found first, at every level, within the budget.
+      for (const level of LEVELS) {
+        const r = await big.retrieve({ profile: 'top', level, limit: 10 });
+        expect(r.items.map((i) => i.id), level).toEqual(Array.from({ length: 10 }, (_, i) => `b${n - 1 - i}`));
+        expect(r.explain.candidates, level).toBeLessThan(100);
+        expect(r.explain.budgetExhausted, level).toBe(false);
+      }
       // hot's early stop at Full: items with no signals score 1 / (age + 2)^g, strictly falling with age.
       const quiet = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
       try {
@@ -162,6 +165,78 @@ describe('the level budget', () => {
       await big.close();
     }
   }, 60_000);
+});
+
+describe('top by popularity within its window', () => {
+  // 3 000 items, 2 000 of them created in the last day (more than the budget), two kinds of
+  // signals of mixed weights (some negative), engagement independent of age and a fifth of the
+  // window without any signal: the newest-first budget walk would miss most of the top.
+  const M = 3000;
+  const r2 = mulberry32(0x70b);
+  const items = Array.from({ length: M }, (_, i) => ({ id: `w${i}`, createdAt: NOW - (i < 2000 ? i * 40_000 : DAY + (i - 2000) * 100_000) - 7 }));
+  const events: Ev[] = [];
+  for (let i = 0; i < M; i++) {
+    if (i < 2000 && i % 5 === 0) continue;
+    const n = 1 + Math.floor(6 * r2() ** 3);
+    for (let e = 0; e < n; e++) {
+      const kind = r2() < 0.7 ? 'view' : 'like';
+      events.push({ item: `w${i}`, kind, weight: r2() < 0.05 ? -2 : 1 + Math.floor(r2() * 5), at: NOW - Math.floor(r2() * 3 * DAY) });
+    }
+  }
+  const pop = new Map<string, number>();
+  for (const e of events) pop.set(e.item, (pop.get(e.item) ?? 0) + e.weight * 2 ** (-(NOW - e.at) / HALF_LIFE[e.kind]!));
+  const order = new Map(items.map((t, i) => [t.id, i]));
+  const oracle = (window: number): Scored[] =>
+    items
+      .filter((t) => t.createdAt >= NOW - window)
+      .map((t) => ({ id: t.id, score: pop.get(t.id) ?? 0, tie: t.createdAt }))
+      .sort((a, b) => b.score - a.score || b.tie - a.tie || order.get(a.id)! - order.get(b.id)!);
+  let w: TidalDb;
+  beforeAll(async () => {
+    w = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).capacity({ items: 8192, signalSlots: 16384 }).open();
+    await w.upsertItems(items.map((t) => ({ id: t.id, createdAt: t.createdAt })));
+    await w.signals(events);
+  });
+  afterAll(async () => {
+    await w?.close();
+  });
+
+  it('is exact at every level, and visits fewer items than the window holds', async () => {
+    const want = oracle(DAY);
+    expect(want.length).toBe(2000);
+    for (const limit of [1, 10, 40]) {
+      for (const level of LEVELS) {
+        const r = await w.retrieve({ profile: 'top', window: '24h', level, limit });
+        expect(r.items.map((i) => i.id), `limit ${limit} at ${level}`).toEqual(want.slice(0, limit).map((x) => x.id));
+        for (let i = 0; i < limit; i++) expect(r.items[i]!.score / want[i]!.score).toBeCloseTo(1, 9);
+        expect(r.explain.budgetExhausted).toBe(false);
+        // A walk by popularity meets the top of the window long before it has seen the window.
+        expect(r.explain.candidates, `limit ${limit} at ${level}`).toBeLessThan(1000);
+      }
+    }
+  });
+
+  it('fills the places no signalled item takes with the newest unsignalled ones, exactly', async () => {
+    const sparse = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
+    try {
+      // 400 items, 300 in the window; 5 of them and 60 older ones with signals.
+      const xs = Array.from({ length: 400 }, (_, i) => ({ id: `s${i}`, createdAt: NOW - i * 288_000 - 1 }));
+      await sparse.upsertItems(xs);
+      const signalled = [3, 50, 77, 120, 299, ...Array.from({ length: 60 }, (_, k) => 300 + k)];
+      await sparse.signals(signalled.map((i) => ({ item: `s${i}`, kind: 'like', weight: i === 77 ? -1 : 2, at: NOW - i * 1000 })));
+      const score = (i: number): number => (signalled.includes(i) ? (i === 77 ? -1 : 2) * 2 ** (-(i * 1000) / HALF_LIFE.like!) : 0);
+      const inWindow = xs.map((x, i) => ({ id: x.id, i, created: x.createdAt })).filter((x) => x.created >= NOW - DAY);
+      expect(inWindow.length).toBe(300);
+      const expected = inWindow.sort((a, b) => score(b.i) - score(a.i) || b.created - a.created).map((x) => x.id);
+      for (const level of LEVELS) {
+        const r = await sparse.retrieve({ profile: 'top', window: '24h', level, limit: 20 });
+        expect(r.items.map((i) => i.id), level).toEqual(expected.slice(0, 20));
+        expect(r.explain.candidates, level).toBeLessThan(300);
+      }
+    } finally {
+      await sparse.close();
+    }
+  });
 });
 
 describe('bad inputs', () => {

@@ -9,6 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { InvalidInputError, TidalDb, USER_DEFAULTS, type DegradationLevelName, type SignalInput } from 'tidal-core';
+// The pool behind the facade: the source build's, so the test opens that build's TidalDb.
+import { TidalDb as SourceTidalDb, internalsOf } from '../packages/tidal-core/src/db.js';
 import { HOUR, NOW, TestClock, mulberry32 } from './helpers.js';
 import { USER_SCHEMA } from './user-helpers.js';
 
@@ -140,6 +142,54 @@ describe('related', () => {
       expect(r.items[0]!.score).toBeCloseTo(n - P + n, 9);
       expect(r.items.at(-1)!.score).toBeCloseTo(n - P + 1, 9);   // p(n − 32), never evicted: its own count
     } finally {
+      await db.close();
+    }
+  });
+
+  it('is ranked on the main thread: it answers while every worker is held, admitted and counted like any query', async () => {
+    const db = await SourceTidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
+    const pool = internalsOf(db).pool;
+    const gate = new SharedArrayBuffer(4);
+    const release = async (): Promise<void> => {
+      Atomics.store(new Int32Array(gate), 0, 1);
+      Atomics.notify(new Int32Array(gate), 0);
+      await Promise.all(held);
+      await pool.drain();
+    };
+    let held: Promise<unknown>[] = [];
+    try {
+      await db.upsertItems(ITEMS.map((id, i) => ({ id, metadata: { creator: `c${i % 3}` }, createdAt: NOW - i * HOUR })));
+      await db.upsertUsers(USERS.map((id) => ({ id })));
+      const signals = stream();
+      await db.signals(signals);
+      const index = oracle(signals);
+      const item = ITEMS.find((id) => ranking(index, id).length >= 4)!;
+      held = Array.from({ length: pool.depth }, () => pool.run({ op: 'fault', mode: 'block', gate }));
+      const servedBefore = db.stats().served;
+      const pending = db.retrieve({ profile: 'related', item, limit: 3 });
+      // Through a worker it would be waiting in the scheduler now, behind the held pipeline.
+      expect(pool.scheduler.waiting).toBe(0);
+      const first = await Promise.race([pending, new Promise<'queued'>((r) => setImmediate(() => r('queued')))]);
+      expect(first).not.toBe('queued');
+      const r = first as Awaited<typeof pending>;
+      expect(r.items.map((x) => x.id)).toEqual(ranking(index, item).slice(0, 3).map((w) => w.id));
+      expect(r.explain.candidates).toBe(ranking(index, item).length);
+      expect(r.degradationLevel).toBe(0);
+      expect(db.load.inFlight).toBe(0);
+      expect(db.stats().served.Full).toBe(servedBefore.Full + 1);
+      // The next page continues it, with the worker still held.
+      const next = await db.retrieve({ profile: 'related', item, limit: 3, cursor: r.nextCursor! });
+      expect(next.items.map((x) => x.id)).toEqual(ranking(index, item).slice(3, 6).map((w) => w.id));
+      // Item writes are seen by the next query: a deleted partner is gone.
+      await db.delete(r.items[0]!.id);
+      const after = await db.retrieve({ profile: 'related', item, limit: 3, level: 'NoDiversity' });
+      expect(after.items.map((x) => x.id)).toEqual(ranking(index, item).slice(1, 4).map((w) => w.id));
+      expect(after.degradationLevel).toBe(3);
+      // An aborted signal is refused like on the worker path, and counted as cancelled.
+      await expect(db.retrieve({ profile: 'related', item, signal: AbortSignal.abort() })).rejects.toSatisfy((err: unknown) => (err as { code?: string }).code === 'TIDAL_ABORTED');
+      expect(db.load.inFlight).toBe(0);
+    } finally {
+      await release();
       await db.close();
     }
   });

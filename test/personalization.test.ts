@@ -140,8 +140,8 @@ describe('for_you', () => {
       const want = await oracle(db, 'fan');
       for (const level of ['Full', 'ReducedCandidates'] as const) expectRanking(await feed(db, { user: 'fan', explore: 0, level }), want);
       const r = await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0 });
-      expect(r.explain).toMatchObject({ coldStart: false, annTopK: 500, annCandidates: CORPUS.length, explored: 0 });
-      expect((await db.retrieve({ profile: 'for_you', user: 'fan', level: 'ReducedCandidates' })).explain.annTopK).toBe(200);
+      expect(r.explain).toMatchObject({ coldStart: false, annTopK: USER_DEFAULTS.forYouBudgets[0]!.ann, annCandidates: CORPUS.length, explored: 0 });
+      expect((await db.retrieve({ profile: 'for_you', user: 'fan', level: 'ReducedCandidates' })).explain.annTopK).toBe(USER_DEFAULTS.forYouBudgets[1]!.ann);
       // Per-call weights.
       const simOnly = { similarity: 1, velocity: 0, recency: 0, affinity: 0 };
       expectRanking(await feed(db, { user: 'fan', explore: 0, weights: simOnly }), await oracle(db, 'fan', simOnly));
@@ -186,6 +186,113 @@ describe('for_you', () => {
       const seeds = new Set<string>();
       for (let seed = 0; seed < 12; seed++) seeds.add((await feed(db, { user: 'fan', explore: 0.25, seed })).map((x) => x.id).join());
       expect(seeds.size).toBeGreaterThan(1);
+    } finally {
+      await db.close();
+    }
+  });
+});
+
+// ---- for_you's candidate sources -------------------------------------------------------------
+
+/**
+ * Items only one source can find: without an embedding they are never ANN neighbours (and their
+ * similarity is 0), so the ANN finds exactly the eight embedded items of CORPUS at every level.
+ * - `ana-k`: by ana, the fan's strongest affinity, 31 + k hours old: the affinity creators' source;
+ * - `new-k`: by zed (no affinity), k + 1 minutes old, the newest items: the newest source;
+ * - `hot-k`: by yan (no affinity), ten days old, 41 + k views in the last hour (more than any
+ *   CORPUS item): the trending source, and the largest velocity, which every velocity is divided by.
+ */
+const SOURCED = [
+  ...Array.from({ length: 20 }, (_, k) => ({ id: `ana-${k}`, creator: 'ana', ageMs: (31 + k) * HOUR, views: 0 })),
+  ...Array.from({ length: 60 }, (_, k) => ({ id: `new-${k}`, creator: 'zed', ageMs: (k + 1) * 60_000, views: 0 })),
+  ...Array.from({ length: 30 }, (_, k) => ({ id: `hot-${k}`, creator: 'yan', ageMs: 240 * HOUR, views: 41 + k })),
+];
+
+async function sourcedDb(): Promise<TidalDb> {
+  const db = await corpusDb();
+  await db.upsertItems(SOURCED.map((c) => ({ id: c.id, metadata: { creator: c.creator }, createdAt: NOW - c.ageMs })));
+  await db.signals(SOURCED.flatMap((c) => Array.from({ length: c.views }, (_, i) => ({ item: c.id, kind: 'view', at: NOW - (i % 50) * 60_000 }))));
+  return db;
+}
+
+const LEVELS = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const;
+
+/**
+ * The documented candidates of a warm user at `level` (the union, in source order, of the ANN's
+ * neighbours, the top affinity creators' newest, the newest and trending), each scored by the mix.
+ */
+async function sourcedOracle(db: TidalDb, level: number, hidden: string[] = []): Promise<{ ranking: { id: string; score: number }[]; added: Record<string, number> }> {
+  const b = USER_DEFAULTS.forYouBudgets[level]!;
+  const u = (await db.getUser('fan'))!;
+  const window = level === 2 ? '24h' : '1h';   // CoarseAggregates reads the 24h velocity
+  const all = [
+    ...CORPUS.map((c) => ({ id: c.id, creator: c.creator, ageMs: c.ageH * HOUR, embedding: c.embedding as number[] | null })),
+    ...SOURCED.map((c) => ({ ...c, embedding: null })),
+  ].filter((c) => !hidden.includes(c.id));
+  const order = new Map(all.map((c, i) => [c.id, i]));
+  const newestFirst = [...all].sort((x, y) => x.ageMs - y.ageMs || order.get(x.id)! - order.get(y.id)!);
+  const velocity = (id: string): number => db.itemSignals(id).view?.velocity?.[window] ?? 0;
+  const sources: Record<string, string[]> = {
+    ann: all.filter((c) => c.embedding !== null).map((c) => c.id),
+    creators: Object.entries(u.affinity)
+      .filter(([, a]) => a > 0)
+      .sort((x, y) => y[1] - x[1])
+      .slice(0, b.creators)
+      .flatMap(([creator]) => newestFirst.filter((c) => c.creator === creator).slice(0, b.perCreator).map((c) => c.id)),
+    newest: newestFirst.slice(0, b.newest).map((c) => c.id),
+    // Trending: every item with a view in the window, by velocity (the budgets' slots exceed them).
+    trending: all.filter((c) => velocity(c.id) > 0).sort((x, y) => velocity(y.id) - velocity(x.id)).slice(0, b.trending).map((c) => c.id),
+  };
+  const candidates: string[] = [];
+  const added: Record<string, number> = {};
+  for (const [source, ids] of Object.entries(sources)) {
+    added[source] = 0;
+    for (const id of ids) {
+      if (candidates.includes(id)) continue;
+      candidates.push(id);
+      added[source]!++;
+    }
+  }
+  const byId = new Map(all.map((c) => [c.id, c]));
+  const maxV = Math.max(...candidates.map(velocity));
+  const maxA = Math.max(0, ...Object.values(u.affinity));
+  const scored = candidates.map((id) => {
+    const c = byId.get(id)!;
+    const sim = c.embedding ? Math.max(0, cos(Array.from(u.preference!), c.embedding)) : 0;
+    const aff = maxA > 0 ? Math.max(0, u.affinity[c.creator] ?? 0) / maxA : 0;
+    const score = 0.4 * sim + (0.3 * velocity(id)) / maxV + 0.2 * 2 ** (-c.ageMs / DAY) + 0.1 * aff;
+    return { id, i: order.get(id)!, score };
+  });
+  scored.sort((x, y) => y.score - x.score || x.i - y.i);
+  return { ranking: scored.map(({ id, score }) => ({ id, score })), added };
+}
+
+describe('for_you candidate sources', () => {
+  it('ranks the ANN neighbours, the affinity creators\u2019 newest, the newest and trending by the mix, each cut per level', async () => {
+    const db = await sourcedDb();
+    try {
+      for (let level = 0; level < LEVELS.length; level++) {
+        const want = await sourcedOracle(db, level);
+        const r = await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0, level: LEVELS[level], limit: 200 });
+        expectRanking(r.items.map((i) => ({ id: i.id, score: i.score })), want.ranking);
+        expect(r.explain.forYouSources, LEVELS[level]).toEqual(want.added);
+        expect(r.explain.annTopK).toBe(USER_DEFAULTS.forYouBudgets[level]!.ann);
+      }
+      // Every source adds items only it finds, and each level takes fewer of them than the one above.
+      expect((await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0, limit: 200 })).explain.forYouSources).toEqual({ ann: 8, creators: 14, newest: 50, trending: 30 });
+      expect((await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0, limit: 200, level: 'NoDiversity' })).explain.forYouSources).toEqual({ ann: 8, creators: 6, newest: 20, trending: 20 });
+      const budgets = USER_DEFAULTS.forYouBudgets;
+      for (let l = 1; l < budgets.length; l++) {
+        for (const k of ['ann', 'creators', 'newest', 'trending', 'trendingSlots'] as const) expect(budgets[l]![k], `${LEVELS[l]} ${k}`).toBeLessThanOrEqual(budgets[l - 1]![k]);
+        expect(budgets[l]!.creators * budgets[l]!.perCreator).toBeLessThan(budgets[l - 1]!.creators * budgets[l - 1]!.perCreator);
+      }
+      // A hidden item is no source's candidate, and the next one of its source takes its place.
+      await db.hide({ user: 'fan', item: 'ana-0' });
+      await db.hide({ user: 'fan', item: 'new-0' });
+      const want = await sourcedOracle(db, 0, ['ana-0', 'new-0']);
+      const r = await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0, limit: 200 });
+      expectRanking(r.items.map((i) => ({ id: i.id, score: i.score })), want.ranking);
+      expect(r.explain.forYouSources).toEqual({ ann: 8, creators: 14, newest: 50, trending: 30 });
     } finally {
       await db.close();
     }

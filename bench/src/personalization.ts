@@ -11,6 +11,11 @@
  * user's preference vector and creator affinities as tidal computed them (so both rank by the
  * same inputs); its for_you scores every item (a cosine UDF over the embedding BLOBs, the window
  * count by index), its related counts co-engagement within the same 8-event window by a self-join.
+ * Then where the time goes: at the caller against the worker's service time (each kind of query
+ * at a level of its own, so that level's service-time window holds it alone), the cheapest worker
+ * query as the round trip's floor, and the ANN search alone on this thread over the workers' snapshot.
+ * Last, for_you's quality per level against the exhaustive ranking (every item scored by the same
+ * mix) and against the former Full (the 500 ANN neighbours alone).
  *
  * Flags: `--items N`, `--users N`, `--history N`, `--queries N` (timed per side, default 300;
  * the SQL for_you runs a tenth of them, at least 20).
@@ -20,6 +25,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { TidalDb, type DegradationLevelName, type RetrieveRequest, type SignalInput } from 'tidal-core';
+import { AnnIndex } from 'tidal-query';
 import { Corpus, tidalSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
 import { collectGarbage, describeMachine, fmtInt, fmtMs, fmtRatio, intFlag, markdownTable, nowMs, summarize } from './stats.js';
@@ -132,9 +138,14 @@ async function main(): Promise<void> {
   sql.transaction(() => {
     for (let u = 0; u < USERS; u++) histories[u]!.forEach((i, pos) => insertHistory.run(u, pos, i, events[u]![pos]!.at));
   })();
-  for (let u = 0; u < USERS; u++) {
-    const fav = byCategory.get(categories[u % categories.length]!)!;
-    for (let f = 0; f < 5; f++) await db.follow({ user: users[u]!, creator: creatorOf[fav[Math.floor(rand() * fav.length)]!]! });
+  // Follows a thousand at a time (the group commit batches them; one await each is one commit each).
+  for (let u = 0; u < USERS; u += 200) {
+    const calls: Promise<void>[] = [];
+    for (let v = u; v < Math.min(USERS, u + 200); v++) {
+      const fav = byCategory.get(categories[v % categories.length]!)!;
+      for (let f = 0; f < 5; f++) calls.push(db.follow({ user: users[v]!, creator: creatorOf[fav[Math.floor(rand() * fav.length)]!]! }));
+    }
+    await Promise.all(calls);
   }
   const insertAffinity = sql.prepare('INSERT INTO affinity VALUES (?, ?, ?)');
   const preference: Float32Array[] = [];
@@ -232,6 +243,54 @@ async function main(): Promise<void> {
   log('\n## for_you and related, tidal vs hand-written SQL (ms at the caller)\n');
   log(markdownTable(['profile', 'tidal p50', 'tidal p99', 'SQL p50', 'SQL p99', 'SQL p50 / tidal p50', 'overlap@10', 'queries (tidal / SQL)'], rows));
 
+  // ---- where the time goes ---------------------------------------------------------------------
+  // Each kind of query at a level of its own, so the worker service-time window of that level
+  // (stats().serviceMs) holds its samples alone; interleaved query by query.
+  const BREAK = Math.min(QUERIES, 200);
+  const caller = { forYou: [] as number[], related: [] as number[], floor: [] as number[] };
+  const relatedTook: number[] = [];
+  for (let q = 0; q < BREAK; q++) {
+    let s = nowMs();
+    await db.retrieve({ profile: 'for_you', user: users[forYouUsers[q]!]!, explore: 0, level: 'Full' });
+    caller.forYou.push(nowMs() - s);
+    s = nowMs();
+    const r = await db.retrieve({ profile: 'related', item: corpus.id(relatedItems[q]!), level: 'CoarseAggregates' });
+    caller.related.push(nowMs() - s);
+    relatedTook.push(r.tookMs);
+    s = nowMs();
+    await db.retrieve({ profile: 'new', limit: 1, level: 'NoDiversity' });
+    caller.floor.push(nowMs() - s);
+  }
+  const service = db.stats().serviceMs;
+  // The ANN search alone, on this thread, over the snapshot the workers map (the same graph).
+  const snapshot = fs.readdirSync(dir).find((f) => /^ann-[0-9]+-[0-9a-f]+\.usearch$/.test(f));
+  const annMs: Record<number, number[]> = { 500: [], 200: [], 128: [] };
+  if (snapshot) {
+    const ann = AnnIndex.view(DIMS, path.join(dir, snapshot));
+    for (let q = 0; q < BREAK; q++) {
+      for (const k of [500, 200, 128]) {
+        const s = nowMs();
+        ann.search(preference[forYouUsers[q]!]!, k);
+        annMs[k]!.push(nowMs() - s);
+      }
+    }
+  }
+  const p50 = (xs: number[]): string => (xs.length === 0 ? 'n/a' : fmtMs(summarize(xs).p50));
+  log('\n## Where the time goes (p50, ms; interleaved)\n');
+  log(
+    markdownTable(
+      ['query', 'at the caller', 'worker service time', 'rest (dispatch, hop, main thread)'],
+      [
+        ['for_you (Full)', p50(caller.forYou), fmtMs(service.Full.p50), fmtMs(summarize(caller.forYou).p50 - service.Full.p50)],
+        ['related', p50(caller.related), service.CoarseAggregates.samples > 0 ? fmtMs(service.CoarseAggregates.p50) : 'none (main thread)', `tookMs p50 ${p50(relatedTook)}`],
+        ["worker floor: 'new', limit 1", p50(caller.floor), fmtMs(service.NoDiversity.p50), fmtMs(summarize(caller.floor).p50 - service.NoDiversity.p50)],
+        ['ANN search alone, k = 500 (this thread)', p50(annMs[500]!), '', ''],
+        ['ANN search alone, k = 200 (this thread)', p50(annMs[200]!), '', ''],
+        ['ANN search alone, k = 128 (this thread)', p50(annMs[128]!), '', ''],
+      ],
+    ),
+  );
+
   // ---- levels ----------------------------------------------------------------------------------
   const requests: [string, (q: number) => RetrieveRequest][] = [
     ['following newest', (q) => ({ profile: 'following', user: users[forYouUsers[q]!]! })],
@@ -253,6 +312,7 @@ async function main(): Promise<void> {
       let candidates = 0;
       let slots = 0;
       let ov = 0;
+      const perSource = { ann: 0, creators: 0, newest: 0, trending: 0 };
       for (let q = 0; q < n; q++) {
         // Users differ per query; the global profiles vary by the clock alone, so one query is repeated.
         const s = nowMs();
@@ -260,16 +320,95 @@ async function main(): Promise<void> {
         times.push(nowMs() - s);
         candidates += r.explain.candidates;
         slots += r.explain.slotsVisited ?? 0;
+        const fs = r.explain.forYouSources;
+        if (fs) for (const k of ['ann', 'creators', 'newest', 'trending'] as const) perSource[k] += fs[k];
         const ids = r.items.map((i) => i.id);
         if (level === 'Full') full.push(ids);
         ov += overlapAt10(ids, full[q]!);
       }
       const sm = summarize(times);
-      levelRows.push([name, level, fmtMs(sm.p50), fmtMs(sm.p99), fmtInt(candidates / n), fmtInt(slots / n), (ov / n).toFixed(2)]);
+      const sources = name === 'for_you' ? (['ann', 'creators', 'newest', 'trending'] as const).map((k) => fmtInt(perSource[k] / n)).join(' / ') : '';
+      levelRows.push([name, level, fmtMs(sm.p50), fmtMs(sm.p99), fmtInt(candidates / n), fmtInt(slots / n), (ov / n).toFixed(2), sources]);
     }
   }
   log('\n## Levels: cost and quality (limit 10, ms at the caller; overlap@10 with Full)\n');
-  log(markdownTable(['profile', 'level', 'p50', 'p99', 'candidates', 'slots read', 'overlap@10'], levelRows));
+  log(markdownTable(['profile', 'level', 'p50', 'p99', 'candidates', 'slots read', 'overlap@10', 'for_you: ANN / creators / newest / trending'], levelRows));
+
+  // ---- for_you's quality against its own formula -----------------------------------------------
+  // The exhaustive ranking scores every item by the documented mix, velocity over the largest of
+  // all items (what the SQL computes); the former Full took the 500 ANN neighbours alone,
+  // velocity over their largest. Both on this thread, over the bench's own copy of the items and
+  // the snapshot the workers search (ordinals are the corpus indexes: items were written in order).
+  if (snapshot) {
+    const ann = AnnIndex.view(DIMS, path.join(dir, snapshot));
+    const emb = corpus.embeddingMatrix();
+    const created = new Float64Array(ITEMS);
+    const vel = new Float64Array(ITEMS);
+    let maxVel = 0;
+    for (let i = 0; i < ITEMS; i++) {
+      created[i] = corpus.item(i).createdAt;
+      vel[i] = db.itemSignals(corpus.id(i)).view?.velocity?.['1h'] ?? 0;
+      if (vel[i]! > maxVel) maxVel = vel[i]!;
+    }
+    const cosAt = (p: Float32Array, i: number): number => {
+      let d = 0;
+      let na = 0;
+      let nb = 0;
+      for (let k = 0; k < DIMS; k++) {
+        const x = p[k]!;
+        const y = emb[i * DIMS + k]!;
+        d += x * y;
+        na += x * x;
+        nb += y * y;
+      }
+      return na > 0 && nb > 0 ? d / Math.sqrt(na * nb) : 0;
+    };
+    const Q = Math.min(QUERIES, 100);
+    const ovs = { exhaustive: new Map<string, number>(), oldFull: new Map<string, number>(), newFull: new Map<string, number>() };
+    let oldVsExhaustive = 0;
+    let checkedSim = 0;
+    for (let q = 0; q < Q; q++) {
+      const u = forYouUsers[q]!;
+      const st = (await db.getUser(users[u]!))!;
+      if (!st.preference) continue;
+      const pref = st.preference;
+      const aff = new Map(Object.entries(st.affinity).filter(([, a]) => a > 0));
+      const maxA = Math.max(0, ...aff.values());
+      const score = (i: number, maxV: number): number =>
+        0.4 * Math.max(0, cosAt(pref, i)) + 0.3 * (maxV > 0 ? vel[i]! / maxV : 0) + 0.2 * 2 ** (-Math.max(0, now - created[i]!) / DAY) + 0.1 * (maxA > 0 ? (aff.get(creatorOf[i]!) ?? 0) / maxA : 0);
+      const top10 = (cands: ArrayLike<number>, maxV: number): string[] => {
+        const c = Array.from(cands);
+        const sc = c.map((i) => score(i, maxV));
+        return c.map((_, i) => i).sort((a, b) => sc[b]! - sc[a]! || c[a]! - c[b]!).slice(0, 10).map((i) => corpus.id(c[i]!));
+      };
+      const all = Array.from({ length: ITEMS }, (_, i) => i);
+      const exhaustive = top10(all, maxVel);
+      const near = ann.search(pref, 500);
+      if (near.keys.length > 0 && Math.abs(near.similarity[0]! - cosAt(pref, near.keys[0]!)) < 1e-3) checkedSim++;
+      let maxV500 = 0;
+      for (const o of near.keys) if (vel[o]! > maxV500) maxV500 = vel[o]!;
+      const oldFull = top10(near.keys, maxV500);
+      oldVsExhaustive += overlapAt10(oldFull, exhaustive);
+      let newFull: string[] = [];
+      for (const level of LEVELS) {
+        const ids = (await db.retrieve({ profile: 'for_you', user: users[u]!, explore: 0, level, limit: 10 })).items.map((i) => i.id);
+        if (level === 'Full') newFull = ids;
+        ovs.exhaustive.set(level, (ovs.exhaustive.get(level) ?? 0) + overlapAt10(ids, exhaustive));
+        ovs.oldFull.set(level, (ovs.oldFull.get(level) ?? 0) + overlapAt10(ids, oldFull));
+        ovs.newFull.set(level, (ovs.newFull.get(level) ?? 0) + overlapAt10(ids, newFull));
+      }
+    }
+    log(`\n## for_you quality (${Q} users, limit 10, overlap@10; ordinal check ${checkedSim}/${Q})\n`);
+    log(
+      markdownTable(
+        ['ranking', 'with the exhaustive ranking', 'with the former Full (ANN 500 alone)', 'with this Full'],
+        [
+          ['former Full (ANN 500 alone)', (oldVsExhaustive / Q).toFixed(2), '1.00', ''],
+          ...LEVELS.map((l) => [l, (ovs.exhaustive.get(l)! / Q).toFixed(2), (ovs.oldFull.get(l)! / Q).toFixed(2), (ovs.newFull.get(l)! / Q).toFixed(2)]),
+        ],
+      ),
+    );
+  }
   const mem = process.memoryUsage();
   log(`\nMain-thread heap after the run: ${fmtInt(mem.heapUsed / 1048576)} MiB (RSS ${fmtInt(mem.rss / 1048576)} MiB).`);
 

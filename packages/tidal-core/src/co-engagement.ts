@@ -21,6 +21,8 @@ export const RELATED_HALF_LIFE_MS = 7 * 86_400_000;
 interface PartnerList {
   n: number;
   data: Float64Array;
+  /** The list as a query task, made on the first query after it was published (read-only). */
+  task?: RelatedTask;
 }
 
 const P = 0;
@@ -34,6 +36,8 @@ function emptyList(): PartnerList {
 function copyList(l: PartnerList): PartnerList {
   return { n: l.n, data: l.data.slice() };
 }
+
+const NO_PARTNERS: RelatedTask['partners'] = new Int32Array(0);
 
 function grow(l: PartnerList): void {
   const d = new Float64Array(3 * Math.min(RELATED_PARTNERS, (l.data.length / 3) * 2));
@@ -159,16 +163,23 @@ export class CoEngagementIndex {
     this.#staged = new Map();
   }
 
-  /** What profile `related` sends its worker for `item` (an empty list when nothing co-engaged with it). */
+  /**
+   * What profile `related` ranks for `item` (an empty list when nothing co-engaged with it). Made
+   * once per published list and shared by the queries until a batch replaces the list: callers
+   * only read it.
+   */
   task(item: number): RelatedTask {
     const l = this.#lists.get(item);
-    const n = l?.n ?? 0;
+    if (l === undefined) return { item, partners: NO_PARTNERS, scores: new Float64Array(0), at: new Float64Array(0), lambda: this.#lambda };
+    if (l.task !== undefined) return l.task;
+    const n = l.n;
     const out: RelatedTask = { item, partners: new Int32Array(n), scores: new Float64Array(n), at: new Float64Array(n), lambda: this.#lambda };
     for (let i = 0; i < n; i++) {
-      out.partners[i] = l!.data[3 * i + P]!;
-      out.scores[i] = l!.data[3 * i + S]!;
-      out.at[i] = l!.data[3 * i + A]!;
+      out.partners[i] = l.data[3 * i + P]!;
+      out.scores[i] = l.data[3 * i + S]!;
+      out.at[i] = l.data[3 * i + A]!;
     }
+    l.task = out;
     return out;
   }
 

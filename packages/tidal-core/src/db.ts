@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
-import { ClosedError, DegradationLevel, InFlightGuard, InternalError, InvalidInputError, TidalError, type LoadView } from 'tidal-load';
+import { AbortedError, ClosedError, DegradationLevel, InFlightGuard, InternalError, InvalidInputError, TidalError, type LoadView } from 'tidal-load';
 import { AckMark, MemoryGuard, SignalLog, SlotCheckpoint, WalCheckpointer, openWriterConnection } from 'tidal-wal';
 import {
   readItemSignals,
@@ -25,7 +25,7 @@ import { WorkSharing } from './sharing.js';
 import { resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
 import { TidalDbBuilder } from './builder.js';
 import { prepareDirectory } from './paths.js';
-import { createMetrics } from './metrics.js';
+import { createMetrics, type Metrics } from './metrics.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
 import { SessionRegistry, type OpenSessionOptions, type SessionHandle, type SessionInfo, type SessionSummary } from './sessions.js';
 import type { Item, ItemInput, QueryControl, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
@@ -38,6 +38,7 @@ import { embedMissing, semanticSearch } from './embedding.js';
 import type { User, UserInput, UserRegistry } from './users.js';
 import { checkFeedOptions, checkForYou, checkUserFilter, type UserCreatorInput, type UserItemInput } from './user-requests.js';
 import { estimateBytes, QueryFront, type QueryPlan } from './query-front.js';
+import { RelatedQuery } from './related-query.js';
 
 /** What the fault-injection tests reach behind the facade; not exported from the package. */
 export interface TidalDbInternals {
@@ -99,6 +100,9 @@ export class TidalDb implements AsyncDisposable {
   readonly #sessions: SessionRegistry;
   readonly #users: UserRegistry;
   readonly #cursors: Cursors;
+  /** Profile `related`, ranked on this thread (see {@link RelatedQuery}); made on first use. */
+  #related: RelatedQuery | null = null;
+  #metrics: Metrics | null = null;
   #closing: Promise<void> | undefined;
 
   /** Starts configuring a database. */
@@ -113,9 +117,8 @@ export class TidalDb implements AsyncDisposable {
     try {
       if (o.metricsRegistry) {
         const load = db.#queries.load;
-        db.#queries.attachMetrics(
-          await createMetrics(o.metricsRegistry, { inFlight: () => load.inFlight, level: () => load.level, rejected: () => load.rejected }),
-        );
+        db.#metrics = await createMetrics(o.metricsRegistry, { inFlight: () => load.inFlight, level: () => load.level, rejected: () => load.rejected });
+        db.#queries.attachMetrics(db.#metrics);
       }
       await db.warm();
     } catch (err) {
@@ -425,6 +428,7 @@ export class TidalDb implements AsyncDisposable {
       throw err;
     }
     const started = performance.now();
+    if (task.related) return this.#relatedHere(task, plan, hash, pinned, started);
     // A session's query excludes what that session has seen: it is its own, never shared.
     // A user's query is theirs too (their hidden items, blocks and seen set): never shared.
     const a = await this.#queries.run('retrieve', task, plan, task.exclude === null && !task.user && !task.after, (r) => estimateBytes(r.items));
@@ -445,6 +449,52 @@ export class TidalDb implements AsyncDisposable {
       explain: { ...r.explain },
       tookMs: performance.now() - started,
     };
+  }
+
+  /**
+   * Profile `related` without a worker: its candidates are the co-engagement list this thread
+   * holds, and ranking them costs microseconds against the ~0.4 ms round trip to a worker. Admitted,
+   * levelled and recorded like every query (its latency counts; it has no worker service time).
+   */
+  #relatedHere(task: RetrieveTask, plan: QueryPlan, hash: () => string, pinned: CursorState | null, started: number): RetrieveResults {
+    try {
+      const signal = plan.control.signal;
+      if (signal?.aborted) throw new AbortedError(plan.control.operation, signal.reason);
+      this.#related ??= new RelatedQuery(this.#db, this.#schema, this.#store);
+      const nowMs = task.atMs ?? this.#o.clock();
+      const picked: number[] = [];
+      const r = this.#related.run(task, plan.level, nowMs, this.#writes.itemsVersion, picked);
+      const tookMs = performance.now() - started;
+      this.#queries.recorder.record(plan.level, tookMs, null);
+      this.#metrics?.served('retrieve', plan.level, tookMs);
+      // `picked` holds the page's ordinals in order: the cursor reads them, not the items the caller may change.
+      const next = new LazyCursor(() => this.#nextCursor(hash, nowMs, pinned, r.items, task.limit, picked));
+      return {
+        items: r.items,
+        get nextCursor() {
+          return next.value;
+        },
+        set nextCursor(v: string | null) {
+          next.value = v;
+        },
+        degradationLevel: plan.level,
+        levelReason: plan.reason,
+        ageMs: 0,
+        warnings: r.warnings,
+        explain: r.explain,
+        tookMs,
+      };
+    } catch (err) {
+      if (AbortedError.is(err)) {
+        this.#queries.recorder.cancelled++;
+        throw err;
+      }
+      this.#queries.recorder.failed++;
+      this.#metrics?.failed();
+      throw TidalError.is(err) ? err : new InternalError(`retrieve failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    } finally {
+      plan.guard[Symbol.dispose]();
+    }
   }
 
   /**
@@ -529,16 +579,18 @@ export class TidalDb implements AsyncDisposable {
   }
 
   /**
-   * The cursor of the page after `rows`, or null when it was the last one. Built when the result's
-   * `nextCursor` is first read (see {@link LazyCursor}): the query's hash, the ordinals and the MAC
-   * cost ≈ 15–30 µs of the main thread per full page, which a caller that does not page never pays.
+   * The cursor of the page after `rows` (their ordinals in `ordinals` when known), or null when it
+   * was the last one. Built when the result's `nextCursor` is first read (see {@link LazyCursor}):
+   * the query's hash, the ordinals and the MAC cost ≈ 15–30 µs of the main thread per full page,
+   * which a caller that does not page never pays.
    */
-  #nextCursor(hash: () => string, nowMs: number | undefined, pinned: CursorState | null, rows: readonly { id: string }[], limit: number): string | null {
+  #nextCursor(hash: () => string, nowMs: number | undefined, pinned: CursorState | null, rows: readonly { id: string }[], limit: number, ordinals?: readonly number[]): string | null {
     const before = pinned?.returned.length ?? 0;
-    if (rows.length < limit || nowMs === undefined || before + rows.length >= MAX_CURSOR_ITEMS) return null;
-    const returned = new Int32Array(before + rows.length);
+    const n = ordinals?.length ?? rows.length;
+    if (n < limit || nowMs === undefined || before + n >= MAX_CURSOR_ITEMS) return null;
+    const returned = new Int32Array(before + n);
     if (pinned) returned.set(pinned.returned);
-    for (let i = 0; i < rows.length; i++) returned[before + i] = this.#writes.ordinalOf(rows[i]!.id) ?? -1;
+    for (let i = 0; i < n; i++) returned[before + i] = ordinals?.[i] ?? this.#writes.ordinalOf(rows[i]!.id) ?? -1;
     return this.#cursors.encode({ query: hash(), nowMs: pinned?.nowMs ?? nowMs, returned });
   }
 
@@ -580,7 +632,9 @@ export class TidalDb implements AsyncDisposable {
 
   /**
    * Makes every query worker load the items committed so far (catalog and ANN index), so the next
-   * queries do not pay for it. `open()` calls it; call it again after a bulk load.
+   * queries do not pay for it. `open()` calls it; call it again after a bulk load. Once some item
+   * has co-engagement partners it also brings this thread's copy of the item columns (what
+   * profile `related` reads here) up to date.
    *
    * The ANN index is built once: one worker builds it from the items (or reuses the snapshot saved
    * in the database directory, bringing it up to date when many rows changed after it) and saves
@@ -592,6 +646,11 @@ export class TidalDb implements AsyncDisposable {
   async warm(): Promise<WarmResult[]> {
     this.#check('warm');
     const results = await this.#pool.warm(this.#envelope());
+    // The item columns `related` reads on this thread, once some item has co-engagement partners.
+    if (this.#users.coEngagedItems > 0) {
+      this.#related ??= new RelatedQuery(this.#db, this.#schema, this.#store);
+      this.#related.sync(this.#writes.itemsVersion);
+    }
     // Only the elected worker reports one, and a worker's process.emitWarning would not reach this
     // thread's 'warning' listeners: raise it here.
     for (const r of results) {

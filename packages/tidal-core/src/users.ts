@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { CapacityError, InvalidInputError } from 'tidal-load';
-import { blobToVector, FEED_CANDIDATE_BUDGET, FOR_YOU_EXPLORE, FOR_YOU_WEIGHTS, hashString, HOT_GRAVITY, RECENCY_HALF_LIFE_MS, type QuerySchema, type RelatedTask, type UserQueryState } from 'tidal-query';
+import { blobToVector, FEED_CANDIDATE_BUDGET, FOR_YOU_BUDGETS, FOR_YOU_EXPLORE, FOR_YOU_WEIGHTS, hashString, HOT_GRAVITY, RECENCY_HALF_LIFE_MS, type QuerySchema, type RelatedTask, type UserQueryState } from 'tidal-query';
 import { AFFINITY_HALF_LIFE_MS } from './schema.js';
 import { CoEngagementIndex, RELATED_HALF_LIFE_MS, RELATED_PARTNERS, RELATED_WINDOW } from './co-engagement.js';
 
@@ -40,6 +40,8 @@ export const USER_DEFAULTS = Object.freeze({
   maxEdges: MAX_USER_EDGES,
   affinityHalfLifeMs: AFFINITY_HALF_LIFE_MS,
   forYouWeights: FOR_YOU_WEIGHTS,
+  /** for_you (a warm user): candidates per source, per level (indexed by `DegradationLevel`). */
+  forYouBudgets: FOR_YOU_BUDGETS,
   explore: FOR_YOU_EXPLORE,
   recencyHalfLifeMs: RECENCY_HALF_LIFE_MS,
 });
@@ -564,6 +566,11 @@ export class UserRegistry {
     };
     if (u.embedding !== null) out.embedding = u.embedding.slice();
     return out;
+  }
+
+  /** Items with a co-engagement list. */
+  get coEngagedItems(): number {
+    return this.#co.size;
   }
 
   /** The co-engagement list profile `related` ranks for the item `ordinal`. */

@@ -8,6 +8,8 @@ export { tokenize, queryTerms } from './text/tokenizer.js';
 export { fts5TotalsReader } from './text/fts5-totals.js';
 export type { Fts5Totals } from './text/fts5-totals.js';
 export { Catalog } from './catalog.js';
+export { ItemColumns } from './item-columns.js';
+export type { CatalogColumns } from './item-columns.js';
 export { compileFilter } from './filter.js';
 export { diversify } from './diversity.js';
 export { readItemSignals } from './item-signals.js';
@@ -48,6 +50,6 @@ export type * from './types.js';
 
 /** The piscina worker entry, as a file URL string. */
 export const WORKER_FILENAME = new URL('./worker.js', import.meta.url).href;
-export { FOR_YOU_WEIGHTS, FOR_YOU_EXPLORE, RECENCY_HALF_LIFE_MS } from './profiles/for-you.js';
+export { FOR_YOU_WEIGHTS, FOR_YOU_EXPLORE, FOR_YOU_BUDGETS, RECENCY_HALF_LIFE_MS, type ForYouBudget } from './profiles/for-you.js';
 export { hashString } from './user-state.js';
 export { FEED_CANDIDATE_BUDGET, HOT_GRAVITY, RISING_BASELINE, TOP_WINDOW_MS } from './profiles/feeds.js';

@@ -8,7 +8,7 @@ import { selectAndHydrate } from './tail.js';
 import { Floor, TopK } from './topk.js';
 import { compileUserPredicate } from './user-state.js';
 import { forYou } from './profiles/for-you.js';
-import { FEED_CANDIDATE_BUDGET, following, hot, related, rising, top, windowStartMs } from './profiles/feeds.js';
+import { FEED_CANDIDATE_BUDGET, following, hot, related, rising, top, windowStartMs, type PopularityWalkResult } from './profiles/feeds.js';
 import type { Explain, RetrieveTask, RetrievedItem, VelocityWindow, WorkerRetrieveResult } from './types.js';
 
 const WINDOW_MS: Record<VelocityWindow, number> = { '1h': 3_600_000, '24h': 86_400_000, '7d': 604_800_000 };
@@ -124,6 +124,16 @@ interface StageCounts {
   afterFilter: number;
 }
 
+/** How a threshold walk ended, for a caller that caps it (see `#threshold`). */
+interface WalkEnd {
+  /** Asked before each entry is taken: true stops the walk there. */
+  readonly stop: () => boolean;
+  /** The k-th best beat every entry not taken (the walk's own exact stop). */
+  early: boolean;
+  /** `stop` stopped it. */
+  capped: boolean;
+}
+
 /**
  * A set of ordinals for one query, as stamps in an array reused across queries: clearing is one
  * increment, and a test is one load (a Set cost a trending walk over 10 000 slots about a third of
@@ -197,7 +207,8 @@ export class RetrieveExecutor {
     if (this.#ctx.ann) this.#popularSubset(nowMs, { slots: 0 });
   }
 
-  run(task: RetrieveTask, level: DegradationLevel, nowMs: number): Omit<WorkerRetrieveResult, 'serviceMs'> {
+  /** Ranks `task` at `level` as of `nowMs`; `picked`, when given, receives the returned items' ordinals in order. */
+  run(task: RetrieveTask, level: DegradationLevel, nowMs: number, picked?: number[]): Omit<WorkerRetrieveResult, 'serviceMs'> {
     const ctx = this.#ctx;
     const plan = levelPlan(level);
     const trendingSlots = this.#trendingSlots?.[level] ?? plan.trendingSlots;
@@ -230,8 +241,8 @@ export class RetrieveExecutor {
     let scores: number[];
     let similarity: Map<number, number> | null = null;
     if (task.profile === 'for_you') {
-      ({ ranked, scores, similarity } = forYou(ctx, task, plan.annTopK, pass, velocityWindow, coarse, nowMs, explain, work, {
-        trending: (want) => this.#fromSignals({ ...task, profile: 'trending' }, want, pass, velocityWindow, trendingSlots, nowMs, { ...explain }, work).ranked,
+      ({ ranked, scores, similarity } = forYou(ctx, task, level, pass, velocityWindow, nowMs, explain, work, {
+        trending: (want, slots) => this.#fromSignals({ ...task, profile: 'trending' }, want, pass, velocityWindow, Math.min(slots, trendingSlots), nowMs, { ...explain }, work).ranked,
         newest: (want) => this.#newest(want, pass, { ...explain }).ranked,
       }));
     } else if (task.profile === 'related') {
@@ -240,7 +251,7 @@ export class RetrieveExecutor {
       const budget = level === Level.Full ? null : FEED_CANDIDATE_BUDGET;
       if (task.profile === 'following') ({ ranked, scores } = following(ctx, task, want, pass, nowMs, budget, explain, work));
       else if (task.profile === 'hot') ({ ranked, scores } = hot(ctx, want, pass, nowMs, budget, explain, work));
-      else if (task.profile === 'top') ({ ranked, scores } = top(ctx, want, pass, task.window, nowMs, budget, explain, work));
+      else if (task.profile === 'top') ({ ranked, scores } = top(ctx, want, pass, task.window, nowMs, budget, explain, work, (w, admit, max) => this.#popularityWalk(w, admit, max, nowMs, work)));
       else ({ ranked, scores } = rising(ctx, want, pass, task.window, nowMs, budget, explain, work));
     } else if (task.context) {
       ({ ranked, scores, similarity } = this.#aroundContext(task, this.#annTopK?.[level] ?? plan.annTopK, this.#shortlist[level] ?? POPULAR_SUBSET, pass, velocityWindow, nowMs, explain, work));
@@ -269,7 +280,9 @@ export class RetrieveExecutor {
     let hydrated = 0;
     const items = selectAndHydrate(ctx, ranked, scores, { diversity, limit: task.limit, nowMs, coarse, warnings }, (base, o) => {
       hydrated++;
-      const item: RetrievedItem = { ...base, createdAt: ctx.catalog.createdAt[o]! };
+      picked?.push(o);
+      // Extended in place: a spread copy cost main-thread `related` a sixth of its time.
+      const item: RetrievedItem = Object.assign(base, { createdAt: ctx.catalog.createdAt[o]! });
       const sim = similarity?.get(o);
       if (sim !== undefined) item.similarity = sim;
       return item;
@@ -586,6 +599,32 @@ export class RetrieveExecutor {
   }
 
   /**
+   * The items passing `admit`, most popular first, by the threshold walk over every kind's key
+   * order, capped at `max` items visited (see {@link PopularityWalkResult}); null when the orders
+   * cannot be read (switched off, or overwritten on every attempt).
+   */
+  #popularityWalk(want: number, admit: Predicate, max: number, nowMs: number, work: WorkCounter): PopularityWalkResult | null {
+    const kinds = this.#ctx.schema.kinds.map((_, k) => k);
+    const order = this.#ctx.store.order;
+    for (let attempt = 0; attempt < ORDER_ATTEMPTS; attempt++) {
+      if (!order.begin()) return null;
+      const seen = this.#seen;
+      seen.reset();
+      const counts: StageCounts = { candidates: 0, afterFilter: 0 };
+      const end: WalkEnd = { stop: () => counts.candidates >= max, early: false, capped: false };
+      const ordinals: number[] = [];
+      const values: number[] = [];
+      const ok = this.#walkByDecay(kinds, admit, nowMs, seen, new Floor(want), counts, work, (o, v) => {
+        ordinals.push(o);
+        values.push(v);
+      }, end);
+      if (!ok || !order.stillValid()) continue;
+      return { ordinals, values, visited: counts.candidates, end: end.early ? 'early' : end.capped ? 'capped' : 'exhausted' };
+    }
+    return null;
+  }
+
+  /**
    * trending: the slots of a velocity kind with an event inside the window, scored exactly (the
    * dirty list, then the recency order's prefix); then, if fewer than `want` of them passed, the
    * remaining places by the secondary score (velocity 0) from the key orders.
@@ -709,7 +748,8 @@ export class RetrieveExecutor {
    * The threshold algorithm's sorted-access loop over the orders of the kinds in `lists`: `boundAt(i)`
    * bounds what any slot at or after position `i` of its range is worth; each step advances the
    * list with the largest bound and hands its slot to `consider`, until `floor` is full and its
-   * minimum beats the sum of the bounds strictly, or the lists are exhausted. False if an entry was torn (the orders were overwritten mid-read).
+   * minimum beats the sum of the bounds strictly, or the lists are exhausted, or `walkEnd.stop()`
+   * says so (recorded in `walkEnd`). False if an entry was torn (the orders were overwritten mid-read).
    */
   #threshold(
     lists: readonly number[],
@@ -719,6 +759,7 @@ export class RetrieveExecutor {
     used: number,
     work: WorkCounter,
     consider: (slot: number) => void,
+    walkEnd?: WalkEnd,
   ): boolean {
     const order = this.#ctx.store.order;
     const n = lists.length;
@@ -739,7 +780,14 @@ export class RetrieveExecutor {
         if (best < 0 || bound[li]! > bound[best]!) best = li;
       }
       if (best < 0) break;
-      if (floor.full && floor.min > threshold) break;
+      if (floor.full && floor.min > threshold) {
+        if (walkEnd) walkEnd.early = true;
+        break;
+      }
+      if (walkEnd?.stop()) {
+        walkEnd.capped = true;
+        break;
+      }
       const s = slotAt(cursor[best]!);
       if (!(s >>> 0 === s && s < used)) return false;
       cursor[best]!++;
@@ -765,6 +813,7 @@ export class RetrieveExecutor {
    * its scores ≤ 0). Stops when `floor` (the best values so far) is full and its minimum beats that
    * sum strictly, so ties are resolved exactly as a scan resolves them. Items in `seen` are skipped;
    * `push` receives each new item that passes `admit`. False if the orders were overwritten mid-read.
+   * With `end`, `end.stop()` can stop it before any slot (recorded there).
    */
   #walkByDecay(
     lists: readonly number[],
@@ -775,6 +824,7 @@ export class RetrieveExecutor {
     counts: StageCounts,
     work: WorkCounter,
     push: (o: number, value: number) => void,
+    end?: WalkEnd,
   ): boolean {
     const ctx = this.#ctx;
     const store = ctx.store;
@@ -809,6 +859,10 @@ export class RetrieveExecutor {
     };
 
     for (let j = 0; j < order.dirtyCount; j++) {
+      if (end?.stop()) {
+        end.capped = true;
+        return true;
+      }
       const s = order.dirtySlot(j);
       if (!(s >>> 0 === s && s < used)) return false;
       work.slots++;
@@ -830,7 +884,7 @@ export class RetrieveExecutor {
       const decay = rates[single >= 0 ? single : kindAt(i)]! * nowMs;
       return Math.exp(key - decay + (Math.abs(key) + Math.abs(decay)) * 4e-16 + 1e-12);
     };
-    return this.#threshold(lists, boundAt, (i) => order.keySlotAt(i), floor, used, work, consider);
+    return this.#threshold(lists, boundAt, (i) => order.keySlotAt(i), floor, used, work, consider, end);
   }
 
   /** The reference: every slot of the arena, scored. */

@@ -188,6 +188,11 @@ export interface Explain {
   popularCandidates?: number;
   /** for_you: whether the user had no preference vector (the cold-start ranking ran). */
   coldStart?: boolean;
+  /**
+   * for_you (a warm user): the candidates each source added that no earlier source had, in source
+   * order: ANN neighbours passing the filter, the affinity creators' newest, the newest, trending.
+   */
+  forYouSources?: { ann: number; creators: number; newest: number; trending: number };
   /** for_you: places given to exploration (items of creators the user has no affinity with). */
   explored?: number;
   /** Candidates dropped for the user: hidden items, blocked creators, and the user filters. */

@@ -1,8 +1,14 @@
+import type Database from 'better-sqlite3';
+import { DegradationLevel as Level, levelPlan, type DegradationLevel } from 'tidal-load';
+import { toInt8 } from '../ann.js';
+import type { Catalog } from '../catalog.js';
 import type { Predicate } from '../filter.js';
 import { velocityOf, type QueryContext, type WorkCounter } from '../context.js';
+import { blobToVector } from '../items-table.js';
+import { TopK } from '../topk.js';
 import { hashString, mix3 } from '../user-state.js';
+import { creatorListsOf } from './feeds.js';
 import type { Explain, ForYouOptions, RetrieveTask, UserQueryState, VelocityWindow } from '../types.js';
-
 /** tidalDB's mix: preference similarity, velocity, recency, creator affinity. */
 export const FOR_YOU_WEIGHTS = Object.freeze({ similarity: 0.4, velocity: 0.3, recency: 0.2, affinity: 0.1 });
 
@@ -12,13 +18,62 @@ export const FOR_YOU_EXPLORE = 0.1;
 /** Half-life of the recency feature: an item a day old scores 0.5, two days 0.25. */
 export const RECENCY_HALF_LIFE_MS = 86_400_000;
 
-/** Where the cold-start ranking takes its candidates (the retrieve executor's own stages). */
-export interface ColdStartSources {
-  /** The `want` items ranked first by `trending`, passing the query's predicate. */
-  trending(want: number): number[];
+/**
+ * What `for_you` takes candidates from besides the ANN (the retrieve executor's own stages):
+ * the cold start uses both, a warm user's feed both as bounded extra sources.
+ */
+export interface ForYouSources {
+  /** The `want` items ranked first by `trending`, passing the query's predicate, reading at most `slots` active slots per velocity kind. */
+  trending(want: number, slots: number): number[];
   /** The `want` newest items passing the query's predicate. */
   newest(want: number): number[];
 }
+
+/**
+ * How many candidates a warm user's `for_you` takes from each source at one level. The score
+ * rewards recency, creator affinity and velocity as well as similarity, so the best items are not
+ * all near the preference vector: at 100 000 items, of the top 10 over the 500 nearest neighbours
+ * that lie outside the 200 nearest, 82 % are under two days old and 76 % are by a creator the user
+ * has affinity with. A hundred neighbours plus these cheap sources find them for less than a
+ * wider ANN search (whose cost grows with k: 500 neighbours 1.4 ms, 200 0.5 ms).
+ */
+export interface ForYouBudget {
+  /** ANN neighbours of the preference vector. */
+  readonly ann: number;
+  /** The creators the user has the largest positive affinity with, whose newest items are taken. */
+  readonly creators: number;
+  /** Newest items passing the query's predicate, per such creator. */
+  readonly perCreator: number;
+  /** The newest items passing the query's predicate. */
+  readonly newest: number;
+  /** The first items of `trending` over the query's window passing the predicate. */
+  readonly trending: number;
+  /** Active slots per velocity kind the trending source may read. */
+  readonly trendingSlots: number;
+}
+
+/**
+ * Per level (indexed by `DegradationLevel`), the candidate budget of a warm user's feed; each level
+ * takes fewer than the one above from every source. Chosen at 100 000 items and 10 000 users
+ * (`bench:personalization`, docs/BENCHMARKS.md), against the exhaustive ranking (every item scored
+ * by the same mix, velocity over the largest of all items): the depth per affinity creator weighs
+ * most (16 creators × 16 items: overlap@10 0.96; × 8: 0.78; × 4: 0.53), the ANN's breadth little
+ * (with 16 × 16, 128 neighbours 0.96, 30 neighbours 0.94), and trending is what puts the largest
+ * velocity among the candidates (without it 0.85). The ANN search costs the same for any k up to
+ * its expansion (128), so Full asks for 128.
+ */
+export const FOR_YOU_BUDGETS: readonly ForYouBudget[] = Object.freeze([
+  Object.freeze({ ann: 128, creators: 16, perCreator: 16, newest: 50, trending: 50, trendingSlots: 512 }),
+  Object.freeze({ ann: 100, creators: 16, perCreator: 12, newest: 40, trending: 30, trendingSlots: 256 }),
+  Object.freeze({ ann: 80, creators: 12, perCreator: 10, newest: 30, trending: 25, trendingSlots: 256 }),
+  Object.freeze({ ann: 60, creators: 12, perCreator: 8, newest: 20, trending: 20, trendingSlots: 128 }),
+]);
+
+/** With diversity asked for, this many times the limit are ranked (as the retrieve executor does). */
+const DIVERSITY_ROOM = 5;
+
+/** Visits per creator list, as a multiple of `perCreator`, before a restrictive filter gives up on it. */
+const CREATOR_SCAN_FACTOR = 4;
 
 export interface ForYouRanking {
   ranked: number[];
@@ -27,12 +82,14 @@ export interface ForYouRanking {
 }
 
 /**
- * The `for_you` profile. Candidates: the ANN's `annTopK` neighbours of the user's preference
- * vector (the level's ANN breadth, as for a context vector: 500 at Full, 200 below), or for a
- * user without one (cold start) the level's `annTopK` first items of `trending` and of `new`.
+ * The `for_you` profile. A warm user's candidates are the union, without repeats, of the level's
+ * {@link FOR_YOU_BUDGETS}: the ANN neighbours of the preference vector, the newest items of the
+ * creators the user has the largest affinity with, the newest items, and the first of `trending`
+ * (each passing the query's predicate). A user without a preference vector (cold start) takes the
+ * first `annTopK` (the level plan's ANN breadth: 500 at Full, 200 below) of `trending` and of `new`.
  * Every feature is in [0, 1]:
  *
- * - similarity = max(0, cosine(preference, item));
+ * - similarity = max(0, cosine(preference, item)) (0 for an item without an embedding);
  * - velocity = the item's velocity ÷ the largest velocity among the candidates (0 when none moves);
  * - recency = 2^(−age / 24 h), age = now − createdAt (0 for a future createdAt);
  * - affinity = max(0, the user's affinity to the item's creator) ÷ the user's largest affinity.
@@ -49,48 +106,35 @@ export interface ForYouRanking {
 export function forYou(
   ctx: QueryContext,
   task: RetrieveTask,
-  annTopK: number,
+  level: DegradationLevel,
   pass: Predicate,
   window: VelocityWindow,
-  _coarse: boolean,
   nowMs: number,
   explain: Explain,
   work: WorkCounter,
-  sources: ColdStartSources,
+  sources: ForYouSources,
+  budgets: readonly ForYouBudget[] = FOR_YOU_BUDGETS,
 ): ForYouRanking {
   const user = task.user!;
   const options = task.forYou!;
   const similarity = new Map<number, number>();
   const cold = user.preference === null;
+  const affinity = affinityOf(ctx, user);
   explain.coldStart = cold;
   explain.explored = 0;
   let candidates: number[];
   if (cold) {
+    const annTopK = levelPlan(level).annTopK;
     const seen = new Set<number>();
     candidates = [];
-    for (const o of [...sources.trending(annTopK), ...sources.newest(annTopK)]) {
+    for (const o of [...sources.trending(annTopK, Number.POSITIVE_INFINITY), ...sources.newest(annTopK)]) {
       if (seen.has(o)) continue;
       seen.add(o);
       candidates.push(o);
     }
     explain.candidates = candidates.length;
   } else {
-    explain.annTopK = annTopK;
-    candidates = [];
-    const ann = ctx.ann;
-    if (ann) {
-      const found = ann.search(user.preference!, annTopK);
-      explain.annCandidates = found.keys.length;
-      explain.candidates = found.keys.length;
-      for (let i = 0; i < found.keys.length; i++) {
-        const o = found.keys[i]!;
-        if (!pass(o)) continue;
-        candidates.push(o);
-        similarity.set(o, found.similarity[i]!);
-      }
-    } else {
-      explain.annCandidates = 0;
-    }
+    candidates = warmCandidates(ctx, user, budgets[level] ?? budgets[Level.Full]!, pass, similarity, affinity, explain, sources);
   }
   explain.afterFilter = candidates.length;
 
@@ -102,7 +146,6 @@ export function forYou(
     velocity[i] = velocityOf(ctx, candidates[i]!, window, nowMs, false, work);
     if (velocity[i]! > maxVelocity) maxVelocity = velocity[i]!;
   }
-  const affinity = affinityOf(ctx, user);
   const created = ctx.catalog.createdAt;
   const score = new Float64Array(n);
   for (let i = 0; i < n; i++) {
@@ -117,17 +160,179 @@ export function forYou(
       score[i] = w.similarity * sim + w.velocity * vel + w.recency * rec + w.affinity * affinity.of(o);
     }
   }
+  if (cold || options.explore <= 0) {
+    // Only the places the tail can take are ranked (the limit, the diversity pass's room, a
+    // cursor's earlier pages): a bounded selection instead of a sort of every candidate.
+    const want = (task.diversity ? task.limit * DIVERSITY_ROOM : task.limit) + (task.after?.length ?? 0);
+    const top = new TopK(Math.max(1, Math.min(want, n)));
+    for (let i = 0; i < n; i++) top.push(candidates[i]!, score[i]!);
+    const { ordinals, primary } = top.sorted();
+    return { ranked: ordinals, scores: primary, similarity };
+  }
   const byScore = Array.from({ length: n }, (_, i) => i).sort((a, b) => score[b]! - score[a]! || candidates[a]! - candidates[b]!);
-  let order = byScore;
-  if (!cold && options.explore > 0) order = interleave(ctx, user, options, candidates, byScore, affinity, task.limit, explain);
+  const order = interleave(ctx, user, options, candidates, byScore, affinity, task.limit, explain);
   return { ranked: order.map((i) => candidates[i]!), scores: order.map((i) => score[i]!), similarity };
 }
 
+/**
+ * A warm user's candidates from the four sources of `budget`, each passing `pass`, in source
+ * order without repeats; `similarity` receives every candidate's similarity (the ANN's for its
+ * neighbours, from the items' int8 copy for the others, see {@link itemVectors}). Counted per source in
+ * `explain.forYouSources` (the candidates each source added that no earlier one had).
+ */
+function warmCandidates(
+  ctx: QueryContext,
+  user: UserQueryState,
+  budget: ForYouBudget,
+  pass: Predicate,
+  similarity: Map<number, number>,
+  affinity: Affinity,
+  explain: Explain,
+  sources: ForYouSources,
+): number[] {
+  const out: number[] = [];
+  const counts = { ann: 0, creators: 0, newest: 0, trending: 0 };
+  explain.annTopK = budget.ann;
+  const ann = ctx.ann;
+  let annFound = 0;
+  if (ann && budget.ann > 0) {
+    const found = ann.search(user.preference!, budget.ann);
+    annFound = found.keys.length;
+    for (let i = 0; i < found.keys.length; i++) {
+      const o = found.keys[i]!;
+      if (!pass(o)) continue;
+      out.push(o);
+      similarity.set(o, found.similarity[i]!);
+    }
+  }
+  explain.annCandidates = ann ? annFound : 0;
+  counts.ann = out.length;
+  const vectors = ctx.ann ? itemVectors(ctx) : null;
+  const p = user.preference!;
+  const dims = ctx.schema.embeddingDims;
+  let pNorm = 0;
+  for (let k = 0; k < p.length; k++) pNorm += p[k]! * p[k]!;
+  const pScale = pNorm > 0 ? 1 / Math.sqrt(pNorm) : 0;
+  const add = (o: number, source: keyof typeof counts): void => {
+    if (similarity.has(o)) return;
+    similarity.set(o, vectors && p.length === dims ? cosineInt8(vectors, dims, p, pScale, o) : 0);
+    out.push(o);
+    counts[source]++;
+  };
+  // The creators the user has the largest positive affinity with (ties: the first in the user's list).
+  const field = ctx.schema.creatorField;
+  if (field !== undefined && budget.creators > 0 && budget.perCreator > 0) {
+    const lists = creatorListsOf(ctx.catalog, field);
+    const codes = affinity.topCodes(budget.creators);
+    for (const code of codes) {
+      const list = lists.get(code);
+      if (!list) continue;
+      const visits = Math.min(list.length, budget.perCreator * CREATOR_SCAN_FACTOR);
+      let taken = 0;
+      for (let i = 0; i < visits && taken < budget.perCreator; i++) {
+        const o = list[i]!;
+        if (!pass(o)) continue;
+        taken++;
+        add(o, 'creators');
+      }
+    }
+  }
+  if (budget.newest > 0) for (const o of sources.newest(budget.newest)) add(o, 'newest');
+  if (budget.trending > 0) for (const o of sources.trending(budget.trending, budget.trendingSlots)) add(o, 'trending');
+  explain.candidates = annFound + counts.creators + counts.newest + counts.trending;
+  explain.forYouSources = counts;
+  return out;
+}
+
+/**
+ * Every present item's embedding as int8 (scaled to ±127, see `toInt8`), by ordinal, kept per
+ * catalog (one per worker): the similarity of a candidate that is not an ANN neighbour. Reading the
+ * vectors row by row from the items table cost ~12 µs a row (about 4 ms for the ~300 such
+ * candidates of a Full feed at 100 000 items); this copy is one pass over the table when first
+ * needed (or at warm), then the rows changed since, and costs `embeddingDims` + 4 bytes per item
+ * (13 MB at 100 000 items of 128 dimensions). int8 rounding moves a cosine by about 0.002 at 128
+ * dimensions, the score by a tenth of that.
+ */
+export interface Int8Vectors {
+  version: number;
+  readonly db: Database.Database;
+  rows: Int8Array;
+  /** 1 / |row|, 0 for an item without a vector. */
+  inverseNorms: Float32Array;
+  readonly all: Database.Statement;
+  readonly changed: Database.Statement;
+}
+
+const int8Vectors = new WeakMap<Catalog, Int8Vectors>();
+
+/** The int8 vectors of `ctx`'s items, brought up to its catalog's version. */
+export function itemVectors(ctx: QueryContext): Int8Vectors {
+  const dims = ctx.schema.embeddingDims;
+  let v = int8Vectors.get(ctx.catalog);
+  if (!v || v.db !== ctx.db) {
+    v = {
+      version: ctx.catalog.version,
+      db: ctx.db,
+      rows: new Int8Array(0),
+      inverseNorms: new Float32Array(0),
+      all: ctx.db.prepare('SELECT ordinal, present, embedding FROM items WHERE version <= ? AND present = 1 AND embedding IS NOT NULL').raw(),
+      changed: ctx.db.prepare('SELECT ordinal, present, embedding FROM items WHERE version > ? AND version <= ?').raw(),
+    };
+    int8Vectors.set(ctx.catalog, v);
+    for (const row of v.all.iterate(v.version) as IterableIterator<[number, number, Buffer | null]>) setRow(v, dims, row);
+  } else if (v.version < ctx.catalog.version) {
+    for (const row of v.changed.iterate(v.version, ctx.catalog.version) as IterableIterator<[number, number, Buffer | null]>) setRow(v, dims, row);
+    v.version = ctx.catalog.version;
+  }
+  return v;
+}
+
+function setRow(v: Int8Vectors, dims: number, [o, present, blob]: [number, number, Buffer | null]): void {
+  if (o >= v.inverseNorms.length) {
+    let n = Math.max(1024, v.inverseNorms.length);
+    while (n <= o) n *= 2;
+    const rows = new Int8Array(n * dims);
+    rows.set(v.rows);
+    const norms = new Float32Array(n);
+    norms.set(v.inverseNorms);
+    v.rows = rows;
+    v.inverseNorms = norms;
+  }
+  if (present !== 1 || !blob || blob.byteLength !== dims * 4) {
+    v.inverseNorms[o] = 0;
+    return;
+  }
+  toInt8(blobToVector(blob), v.rows, o * dims);
+  let sq = 0;
+  for (let k = 0; k < dims; k++) sq += v.rows[o * dims + k]! * v.rows[o * dims + k]!;
+  v.inverseNorms[o] = sq > 0 ? 1 / Math.sqrt(sq) : 0;
+}
+
+/** cosine(p, row o) over the int8 copy, `pScale` = 1 / |p|; 0 for an item without a vector. */
+export function cosineInt8(v: Int8Vectors, dims: number, p: Float32Array, pScale: number, o: number): number {
+  const inv = o < v.inverseNorms.length ? v.inverseNorms[o]! : 0;
+  if (inv === 0) return 0;
+  const rows = v.rows;
+  const base = o * dims;
+  let dot = 0;
+  for (let k = 0; k < dims; k++) dot += p[k]! * rows[base + k]!;
+  return dot * pScale * inv;
+}
+
+interface Affinity {
+  /** The user's affinity to `o`'s creator over their largest, in [0, 1]. */
+  of(o: number): number;
+  /** Whether the user has a positive affinity to `o`'s creator. */
+  positive(o: number): boolean;
+  /** The creator codes of the `n` largest positive affinities, largest first (ties: the user's order). */
+  topCodes(n: number): number[];
+}
+
 /** The user's affinity to an item's creator, normalised by their largest (0 without a creator). */
-function affinityOf(ctx: QueryContext, user: UserQueryState): { of(o: number): number; positive(o: number): boolean } {
+function affinityOf(ctx: QueryContext, user: UserQueryState): Affinity {
   const field = ctx.schema.creatorField;
   const col = field === undefined ? undefined : ctx.catalog.columns.get(field);
-  if (!col || col.type !== 'string' || user.affinityCreators.length === 0) return { of: () => 0, positive: () => false };
+  if (!col || col.type !== 'string' || user.affinityCreators.length === 0) return { of: () => 0, positive: () => false, topCodes: () => [] };
   let max = 0;
   for (const s of user.affinityScores) if (s > max) max = s;
   const byCode = new Map<number, number>();
@@ -139,6 +344,7 @@ function affinityOf(ctx: QueryContext, user: UserQueryState): { of(o: number): n
   return {
     of: (o) => (max > 0 ? (byCode.get(col.codes[o]!) ?? 0) / max : 0),
     positive: (o) => byCode.has(col.codes[o]!),
+    topCodes: (n) => [...byCode].sort((a, b) => b[1] - a[1]).slice(0, n).map(([code]) => code),
   };
 }
 
@@ -148,7 +354,7 @@ function interleave(
   options: ForYouOptions,
   candidates: readonly number[],
   byScore: readonly number[],
-  affinity: { positive(o: number): boolean },
+  affinity: Affinity,
   limit: number,
   explain: Explain,
 ): number[] {

@@ -1,0 +1,57 @@
+/**
+ * The int8 copy of the items' embeddings `for_you` scores its non-ANN candidates with: within
+ * int8 rounding of the float cosine, and following replacements, deletions and new items by version.
+ */
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { cosine } from '../src/ann.js';
+import { Catalog } from '../src/catalog.js';
+import type { QueryContext } from '../src/context.js';
+import { ItemsWriter } from '../src/items-table.js';
+import { cosineInt8, itemVectors } from '../src/profiles/for-you.js';
+import type { QuerySchema } from '../src/types.js';
+import { openStorage } from '../../tidal-core/src/storage.js';
+import { mulberry32 } from '../../../bench/src/random.js';
+
+const DIMS = 64;
+const SCHEMA: QuerySchema = { kinds: [], metadata: {}, embeddingDims: DIMS };
+
+describe('for_you item vectors', () => {
+  it('give the cosine within int8 rounding and follow item writes', () => {
+    const rand = mulberry32(11);
+    const vec = (): Float32Array => Float32Array.from({ length: DIMS }, () => rand() * 2 - 1);
+    const db = new Database(':memory:');
+    openStorage(db, ':memory:');
+    const writer = new ItemsWriter(db);
+    let version = 0;
+    const vectors = new Map<number, Float32Array>();
+    const write = (o: number): void => {
+      const v = vec();
+      vectors.set(o, v);
+      writer.upsert({ ordinal: o, id: `i${o}`, text: null, metadata: {}, createdAt: 0, embedding: v }, ++version, false);
+    };
+    for (let o = 0; o < 40; o++) write(o);
+    writer.upsert({ ordinal: 40, id: 'plain', text: null, metadata: {}, createdAt: 0, embedding: null }, ++version, false);
+    const catalog = new Catalog(db, SCHEMA);
+    catalog.refresh();
+    const ctx = { schema: SCHEMA, catalog, db } as unknown as QueryContext;
+    const p = vec();
+    let pn = 0;
+    for (const x of p) pn += x * x;
+    const check = (): void => {
+      const v = itemVectors(ctx);
+      for (let o = 0; o < 45; o++) {
+        const want = vectors.has(o) ? cosine(p, vectors.get(o)!) : 0;
+        expect(cosineInt8(v, DIMS, p, 1 / Math.sqrt(pn), o), `item ${o}`).toBeCloseTo(want, 2);
+      }
+    };
+    check();
+    // A replaced vector, a deleted item, a new one beyond the copy's length: read by version.
+    write(3);
+    writer.delete(5, ++version);
+    vectors.delete(5);
+    write(44);
+    catalog.refresh();
+    check();
+  });
+});
