@@ -70,11 +70,26 @@ export interface LevelPlan {
   readonly trendingSlots: number;
 }
 
+/**
+ * Each level cuts every stage's budget again, so each costs less than the one above it (measured
+ * on 100 000 items, 2 cores shared, `bench:retrieve` for the executors alone and `bench:overload
+ * --levels-only` for the worker's service time per query type; docs/overload.md, "What each level
+ * skips"):
+ *
+ * - ANN top-k 500 → 200 → 100 → 64: usearch searches with max(expansion 128, k) candidates, so
+ *   below 128 a smaller k no longer narrows the search itself, only what follows it (fusion, the
+ *   popular pass). Hybrid overlap@10 with Full stays ≥ 0.8 at 100 and 64 (RRF keeps the BM25 side).
+ * - BM25 depth 200 → 100 → 50 → 25 (divisor 1, 2, 4, 8): MaxScore's θ rises sooner the smaller the
+ *   depth, so fewer postings are scored; a depth of 25 is still 2.5× a page of 10.
+ * - trending slots ∞ → 256 → 128 → 64 per velocity kind: on the bench corpus 1h trending visits
+ *   1 828 → 499 → 371 → 307 slots, overlap@10 1.00 at each (the leaders of a window are its most
+ *   recently active slots).
+ */
 const PLANS: readonly LevelPlan[] = Object.freeze([
   Object.freeze({ annTopK: 500, bm25Divisor: 1, coarseAggregates: false, diversity: true, trendingSlots: Number.POSITIVE_INFINITY }),
   Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: false, diversity: true, trendingSlots: 256 }),
-  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: true, trendingSlots: 256 }),
-  Object.freeze({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: false, trendingSlots: 128 }),
+  Object.freeze({ annTopK: 100, bm25Divisor: 4, coarseAggregates: true, diversity: true, trendingSlots: 128 }),
+  Object.freeze({ annTopK: 64, bm25Divisor: 8, coarseAggregates: true, diversity: false, trendingSlots: 64 }),
 ]);
 
 export function levelPlan(level: DegradationLevel): LevelPlan {
