@@ -39,7 +39,7 @@ const POPULAR_SUBSET = 8192;
  * 8 192, 0.85 with 6 144, 0.81 with 4 096, 0.70 with 2 048, 0.56 with 1 024, 0.41 with none; the
  * pass itself is 8 192 × 128 int8 ≈ 0.2–0.3 ms against ~0.07 ms for 2 048, next to an HNSW search
  * of 200 that costs ~0.6× the Full one of 500. ReducedCandidates keeps the margin above its 0.8
- * floor; CoarseAggregates (no floor of its own) and NoDiversity (floor 0.6) take the shorter ones.
+ * floor; CoarseAggregates (no floor of its own) and NoDiversity (floor 0.6) take a shorter one.
  * Those figures are for the ANN's neighbours plus the shortlist's; where the ball's members alone
  * stand in (see `#ballMembers`), `bench:retrieve --only=context` (40 queries, limit 20, shared
  * machine) gave ReducedCandidates 0.17× Full's time, overlap@10 0.85 (no HNSW search in 39 of 40
