@@ -55,7 +55,7 @@ describe('degradation levels through the executors', () => {
     expect(db.load.inFlight).toBe(5);
     const results = await Promise.all(pending);
     expect(results.map((r) => r.degradationLevel)).toEqual([0, 1, 2, 3, 3]);
-    expect(results.map((r) => r.explain.annTopK)).toEqual([500, 200, 200, 200, 200]);
+    expect(results.map((r) => r.explain.annTopK)).toEqual([500, 200, 100, 64, 64]);
     expect(results.map((r) => r.explain.windows)).toEqual(['exact', 'exact', 'all-time', 'all-time', 'all-time']);
     expect(results.map((r) => r.explain.velocityWindow)).toEqual(['1h', '1h', '24h', '24h', '24h']);
     expect(results.map((r) => r.explain.diversityApplied)).toEqual([true, true, true, false, false]);
@@ -86,13 +86,13 @@ describe('degradation levels through the executors', () => {
     expect(noDiv!.warnings.some((w) => w.includes('diversity'))).toBe(false);
   });
 
-  it('halves the BM25 candidate limit from ReducedCandidates on, in search', async () => {
+  it('halves the BM25 candidate limit at each level from ReducedCandidates on, in search', async () => {
     const pending: Promise<SearchResults>[] = [];
     for (let i = 0; i < 4; i++) pending.push(db.search({ text: 'jazz song', vector: [1, 0, 0, 0], limit: 3 }));
     const results = await Promise.all(pending);
     expect(results.map((r) => r.degradationLevel)).toEqual([0, 1, 2, 3]);
-    expect(results.map((r) => r.explain.bm25Limit)).toEqual([200, 100, 100, 100]);
-    expect(results.map((r) => r.explain.annTopK)).toEqual([500, 200, 200, 200]);
+    expect(results.map((r) => r.explain.bm25Limit)).toEqual([200, 100, 50, 25]);
+    expect(results.map((r) => r.explain.annTopK)).toEqual([500, 200, 100, 64]);
     for (const r of results) expect(r.hits).toHaveLength(3);
   });
 

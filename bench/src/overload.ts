@@ -80,8 +80,11 @@ const MIX_SHARE: Record<QueryType, number> = {
   hybrid: 0.15,
 };
 
-/** Per query type and level: mean single-client latency (≈ service time) and overlap@10 with Full. */
-type LevelsTable = Record<QueryType, Record<DegradationLevelName, { meanMs: number; overlap: number }>>;
+/**
+ * Per query type and level: mean single-client latency, mean worker service time (`explain.serviceMs`:
+ * the execution alone, without the round trip to the worker) and overlap@10 with Full.
+ */
+type LevelsTable = Record<QueryType, Record<DegradationLevelName, { meanMs: number; serviceMs: number; overlap: number }>>;
 
 interface ChildReport {
   mode: 'on' | 'off';
@@ -151,8 +154,14 @@ async function child(argv: string[]): Promise<void> {
       levelsTable = await measureLevels(uncached, corpus);
       await uncached.close();
     }
-    levelsCachedTable = await measureLevels(db, corpus);
+    if (!argv.includes('--levels-only')) levelsCachedTable = await measureLevels(db, corpus);
     levelsTable ??= levelsCachedTable;
+  }
+  // `--levels-only`: the per-level table with the cache off and nothing else (≈ 1 minute after the build).
+  if (argv.includes('--levels-only')) {
+    process.stdout.write(`LEVELS ${JSON.stringify(levelsTable ?? null)}\n`);
+    await db.close();
+    process.exit(0);
   }
 
   // The same seed in both modes: both runs offer the same queries in the same order.
@@ -402,7 +411,12 @@ async function measureLevels(db: TidalDb, corpus: Corpus): Promise<LevelsTable> 
   const queries = prepareTypedQueries(corpus, mulberry32(11), 40);
   const full = new Map<number, string[]>();
   for (let i = 0; i < queries.length; i++) full.set(i, (await queries[i]!.run(db, DegradationLevel.Full)).ids);
-  const sums = new Map<string, { ms: number; n: number; overlap: number; m: number }>();
+  const sums = new Map<string, { ms: number; n: number; service: number; s: number; overlap: number; m: number }>();
+  // One pass at every level first, not counted: what a worker builds on its first query below
+  // Full (the popular subset, if warm() has not) and V8's compilation of each level's paths.
+  for (const level of [DegradationLevel.ReducedCandidates, DegradationLevel.CoarseAggregates, DegradationLevel.NoDiversity]) {
+    for (const q of queries) await q.run(db, level);
+  }
   for (let round = 0; round < 2; round++) {
     for (const level of [DegradationLevel.Full, DegradationLevel.ReducedCandidates, DegradationLevel.CoarseAggregates, DegradationLevel.NoDiversity]) {
       for (let i = 0; i < queries.length; i++) {
@@ -411,9 +425,13 @@ async function measureLevels(db: TidalDb, corpus: Corpus): Promise<LevelsTable> 
         const r = await q.run(db, level);
         const ms = nowMs() - t0;
         const key = `${q.type}|${levelName(level)}`;
-        const acc = sums.get(key) ?? { ms: 0, n: 0, overlap: 0, m: 0 };
+        const acc = sums.get(key) ?? { ms: 0, n: 0, service: 0, s: 0, overlap: 0, m: 0 };
         acc.ms += ms;
         acc.n++;
+        if (r.serviceMs !== null) {
+          acc.service += r.serviceMs;
+          acc.s++;
+        }
         const want = full.get(i)!.slice(0, 10);
         if (want.length > 0) {
           const got = new Set(r.ids.slice(0, 10));
@@ -429,20 +447,30 @@ async function measureLevels(db: TidalDb, corpus: Corpus): Promise<LevelsTable> 
     table[type] = {} as LevelsTable[QueryType];
     for (const l of LEVEL_NAMES) {
       const a = sums.get(`${type}|${l}`)!;
-      table[type][l] = { meanMs: a.ms / a.n, overlap: a.m > 0 ? a.overlap / a.m : 1 };
+      table[type][l] = { meanMs: a.ms / a.n, serviceMs: a.s > 0 ? a.service / a.s : Number.NaN, overlap: a.m > 0 ? a.overlap / a.m : 1 };
     }
   }
   return table;
 }
 
+/**
+ * Two columns per level: the worker's service time (the execution the level changes) and the
+ * caller's latency (with the round trip no level changes), each with its ratio to Full, then
+ * overlap@10.
+ */
 function renderLevels(t: LevelsTable): string {
-  const header = ['query type', ...LEVEL_NAMES.map((l) => `${l} ms (× Full, overlap@10)`)];
+  const header = ['query type', ...LEVEL_NAMES.flatMap((l) => [`${l} service ms (× Full)`, `latency ms (× Full), overlap@10`])];
+  const cell = (ms: number, full: number) => `${f2(ms)} (${f2(ms / full)}×)`;
   const rows = QUERY_TYPES.map((type) => [
     type,
-    ...LEVEL_NAMES.map((l) => `${t[type][l].meanMs.toFixed(2)} (${(t[type][l].meanMs / t[type].Full.meanMs).toFixed(2)}×, ${t[type][l].overlap.toFixed(2)})`),
+    ...LEVEL_NAMES.flatMap((l) => {
+      const c = t[type][l];
+      const f = t[type].Full;
+      return [cell(c.serviceMs ?? Number.NaN, f.serviceMs ?? Number.NaN), `${cell(c.meanMs, f.meanMs)}, ${c.overlap.toFixed(2)}`];
+    }),
   ]);
-  const mix = (l: DegradationLevelName) => QUERY_TYPES.reduce((a, type) => a + MIX_SHARE[type] * t[type][l].meanMs, 0);
-  rows.push(['the mix (weighted)', ...LEVEL_NAMES.map((l) => `${mix(l).toFixed(2)} (${(mix(l) / mix('Full')).toFixed(2)}×)`)]);
+  const mix = (l: DegradationLevelName, key: 'meanMs' | 'serviceMs') => QUERY_TYPES.reduce((a, type) => a + MIX_SHARE[type] * (t[type][l][key] ?? Number.NaN), 0);
+  rows.push(['the mix (weighted)', ...LEVEL_NAMES.flatMap((l) => [cell(mix(l, 'serviceMs'), mix('Full', 'serviceMs')), cell(mix(l, 'meanMs'), mix('Full', 'meanMs'))])]);
   return markdownTable(header, rows);
 }
 
@@ -450,7 +478,7 @@ function renderLevels(t: LevelsTable): string {
 // Parent: build once, run both modes, write the report and the chart
 // ---------------------------------------------------------------------------------------------
 
-function runChild(args: string[], timeoutMs: number): Promise<ChildReport> {
+function runChild(args: string[], timeoutMs: number, prefix = 'REPORT '): Promise<ChildReport> {
   return new Promise((resolve, reject) => {
     const c = spawn(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), '--child', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
@@ -458,8 +486,8 @@ function runChild(args: string[], timeoutMs: number): Promise<ChildReport> {
     const guard = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
     c.on('exit', (code) => {
       clearTimeout(guard);
-      const line = out.split('\n').find((l) => l.startsWith('REPORT '));
-      if (line) resolve(JSON.parse(line.slice(7)) as ChildReport);
+      const line = out.split('\n').find((l) => l.startsWith(prefix));
+      if (line) resolve(JSON.parse(line.slice(prefix.length)) as ChildReport);
       else reject(new Error(`overload child ${args.join(' ')} exited with ${code} and no report`));
     });
   });
@@ -498,6 +526,11 @@ async function parent(argv: string[]): Promise<void> {
       return d;
     };
     const deadline = (seconds * 3.5 + 60) * 1000 + 120_000;
+    if (argv.includes('--levels-only')) {
+      const levels = (await runChild(['--mode=on', `--dir=${copy('on')}`, `--levels-dir=${copy('levels')}`, `--items=${items}`, `--workers=${workers}`, '--levels-only'], deadline, 'LEVELS ')) as unknown as LevelsTable;
+      process.stdout.write(`\nMachine: ${describeMachine()}. Corpus: ${fmtInt(items)} items, ${workers} query workers; result cache off.\n\n${renderLevels(levels)}\n`);
+      return;
+    }
     const on = await runChild(['--mode=on', `--dir=${copy('on')}`, `--levels-dir=${copy('levels')}`, `--items=${items}`, `--seconds=${seconds}`, `--workers=${workers}`, ...argv.filter((a) => a.startsWith('--admission='))], deadline);
     const off = await runChild(
       ['--mode=off', `--dir=${copy('off')}`, `--items=${items}`, `--seconds=${seconds}`, `--workers=${workers}`, `--capacity=${on.capacity}`],

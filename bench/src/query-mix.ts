@@ -60,7 +60,7 @@ export type QueryType = (typeof QUERY_TYPES)[number];
 /** A query of one type that can be run at a requested level, returning the ids it ranked. */
 export interface TypedQuery {
   type: QueryType;
-  run(db: TidalDb, level: DegradationLevel): Promise<{ ids: string[]; level: DegradationLevel }>;
+  run(db: TidalDb, level: DegradationLevel): Promise<{ ids: string[]; level: DegradationLevel; serviceMs: number | null }>;
 }
 
 /** `perType` queries of every type of the mix, with parameters drawn from `rand`. */
@@ -71,14 +71,14 @@ export function prepareTypedQueries(corpus: Corpus, rand: () => number, perType:
     type,
     run: async (db, level) => {
       const r = await db.retrieve({ ...req, level });
-      return { ids: r.items.map((i) => i.id), level: r.degradationLevel };
+      return { ids: r.items.map((i) => i.id), level: r.degradationLevel, serviceMs: r.explain.serviceMs ?? null };
     },
   });
   const search = (type: QueryType, req: Parameters<TidalDb['search']>[0]): TypedQuery => ({
     type,
     run: async (db, level) => {
       const r = await db.search({ ...req, level });
-      return { ids: r.hits.map((h) => h.id), level: r.degradationLevel };
+      return { ids: r.hits.map((h) => h.id), level: r.degradationLevel, serviceMs: r.explain.serviceMs ?? null };
     },
   });
   for (let i = 0; i < perType; i++) {

@@ -446,7 +446,7 @@ export class TidalDb implements AsyncDisposable {
       levelReason: plan.reason,
       ageMs: a.ageMs,
       warnings: r.warnings.slice(),
-      explain: { ...r.explain },
+      explain: { ...r.explain, serviceMs: r.serviceMs },
       tookMs: performance.now() - started,
     };
   }
@@ -561,7 +561,7 @@ export class TidalDb implements AsyncDisposable {
       levelReason: plan.reason,
       ageMs: a.ageMs,
       warnings: r.warnings.slice(),
-      explain: { ...r.explain },
+      explain: { ...r.explain, serviceMs: r.serviceMs },
       tookMs: performance.now() - started,
     };
   }

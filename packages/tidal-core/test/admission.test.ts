@@ -119,6 +119,16 @@ describe('criticality and the level option', () => {
     expect(alone.explain.bm25Limit).toBe(dflt.explain.bm25Limit! / 2);
   });
 
+  it('reports the worker\'s service time on explain: the execution alone, within the call\'s own time', async () => {
+    const r = await db.retrieve({ profile: 'trending' });
+    const s = await db.search({ text: 'alpha' });
+    for (const x of [r, s]) {
+      expect(x.explain.serviceMs).toEqual(expect.any(Number));
+      expect(x.explain.serviceMs!).toBeGreaterThan(0);
+      expect(x.explain.serviceMs!).toBeLessThanOrEqual(x.tookMs);
+    }
+  });
+
   it('runs at the level asked for or a cheaper one the load requires, never a better one', async () => {
     const asked = await db.retrieve({ profile: 'trending', level: 'CoarseAggregates' });
     expect(asked).toMatchObject({ degradationLevel: DegradationLevel.CoarseAggregates, levelReason: 'requested' });

@@ -10,8 +10,16 @@ describe('DegradationLevel', () => {
     expect(JSON.parse(JSON.stringify({ level: DegradationLevel.CoarseAggregates }))).toEqual({ level: 2 });
     expect(levelPlan(DegradationLevel.Full)).toEqual({ annTopK: 500, bm25Divisor: 1, coarseAggregates: false, diversity: true, trendingSlots: Infinity });
     expect(levelPlan(DegradationLevel.ReducedCandidates)).toEqual({ annTopK: 200, bm25Divisor: 2, coarseAggregates: false, diversity: true, trendingSlots: 256 });
-    expect(levelPlan(DegradationLevel.CoarseAggregates)).toEqual({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: true, trendingSlots: 256 });
-    expect(levelPlan(DegradationLevel.NoDiversity)).toEqual({ annTopK: 200, bm25Divisor: 2, coarseAggregates: true, diversity: false, trendingSlots: 128 });
+    expect(levelPlan(DegradationLevel.CoarseAggregates)).toEqual({ annTopK: 100, bm25Divisor: 4, coarseAggregates: true, diversity: true, trendingSlots: 128 });
+    expect(levelPlan(DegradationLevel.NoDiversity)).toEqual({ annTopK: 64, bm25Divisor: 8, coarseAggregates: true, diversity: false, trendingSlots: 64 });
+    // Every budget shrinks level by level: each level costs less than the one above it.
+    for (let l = 1; l <= 3; l++) {
+      const above = levelPlan((l - 1) as DegradationLevel);
+      const plan = levelPlan(l as DegradationLevel);
+      expect(plan.annTopK).toBeLessThan(above.annTopK);
+      expect(plan.bm25Divisor).toBeGreaterThan(above.bm25Divisor);
+      expect(plan.trendingSlots).toBeLessThan(above.trendingSlots);
+    }
   });
 
   it('is frozen: a level cannot be reassigned, added or removed', () => {

@@ -1,4 +1,4 @@
-import { InternalError } from 'tidal-load';
+import { DegradationLevel, InternalError, levelPlan } from 'tidal-load';
 import { Index, MetricKind, ScalarKind, exactSearch, type Matches } from 'usearch';
 
 /**
@@ -6,22 +6,38 @@ import { Index, MetricKind, ScalarKind, exactSearch, type Matches } from 'usearc
  * expansion_search 128: recall@10 above 0.95 on the bench corpus (bench/ reports it) at under a
  * millisecond per 500-candidate search. The search effort follows the `k` asked for: usearch
  * searches with `max(expansion_search, k)` candidates, so a level's ANN top-k (500 → 200) is its
- * search breadth too (`bench:retrieve`: 1.36 → 0.78 ms at 100 000 items). A snapshot records this string and is rebuilt when it
+ * search breadth too (`bench:retrieve`: 1.36 → 0.78 ms at 100 000 items); below 128 a layered
+ * index searches through views opened with the smaller breadth (see `NARROW_BREADTHS`). A snapshot records this string and is rebuilt when it
  * differs, because a graph built with other parameters would silently search differently.
  */
 export const ANN_PARAMS = 'hnsw-cos-f32-m16-ef128-128';
 
+/** The search breadth every index is built with (`expansion_search` in {@link ANN_PARAMS}). */
+const EXPANSION_SEARCH = 128;
+
+/**
+ * The narrower search breadths a layered index keeps a view for: the levels' ANN top-k below
+ * {@link EXPANSION_SEARCH}. There a smaller k would not narrow the search at all (usearch searches
+ * `max(expansion_search, k)` candidates), so the snapshot is also viewed with `expansion_search =
+ * k` (one mapping more of the same file, nothing copied), opened with the base so both map the
+ * same snapshot even if a newer one is renamed into place later.
+ */
+const NARROW_BREADTHS: readonly number[] = [DegradationLevel.ReducedCandidates, DegradationLevel.CoarseAggregates, DegradationLevel.NoDiversity]
+  .map((l) => levelPlan(l).annTopK)
+  .filter((k) => k < EXPANSION_SEARCH)
+  .sort((a, b) => a - b);
+
 /** Batches at least this large are added with every core (a bulk load); smaller ones on this thread. */
 const PARALLEL_BATCH = 1024;
 
-function newIndex(dims: number): Index {
+function newIndex(dims: number, expansionSearch = EXPANSION_SEARCH): Index {
   return new Index({
     dimensions: dims,
     metric: MetricKind.Cos,
     quantization: ScalarKind.F32,
     connectivity: 16,
     expansion_add: 128,
-    expansion_search: 128,
+    expansion_search: expansionSearch,
     multi: false,
   });
 }
@@ -41,6 +57,8 @@ export class AnnIndex {
   /** The memory-mapped snapshot (read-only), or null for a plain index. */
   #base: Index | null = null;
   #baseSize = 0;
+  /** Views of the snapshot searching with the breadths of {@link NARROW_BREADTHS}, narrowest first. */
+  #narrow: { breadth: number; index: Index }[] = [];
   /** Keys of `#base` whose vector is stale: deleted or replaced since the snapshot. */
   readonly #dead = new Set<number>();
   /** Vectors added or replaced since the snapshot; for a plain index, every vector. */
@@ -64,6 +82,11 @@ export class AnnIndex {
     const ann = new AnnIndex(dims);
     ann.#base = base;
     ann.#baseSize = Number(base.size());
+    for (const breadth of NARROW_BREADTHS) {
+      const index = newIndex(dims, breadth);
+      index.view(file);
+      ann.#narrow.push({ breadth, index });
+    }
     return ann;
   }
 
@@ -120,12 +143,14 @@ export class AnnIndex {
 
   /**
    * The `k` nearest keys to `vector`, closest first, with cosine similarity (1 − cosine distance).
-   * Searches run on this thread.
+   * Searches run on this thread. `breadth` below 128 (a level's ANN top-k) narrows a layered
+   * index's search of its snapshot to the view of the narrowest breadth of {@link NARROW_BREADTHS}
+   * at least that large; a plain index, and the delta, always search with 128.
    */
-  search(vector: Float32Array, k: number): { keys: Int32Array; similarity: Float32Array } {
+  search(vector: Float32Array, k: number, breadth = EXPANSION_SEARCH): { keys: Int32Array; similarity: Float32Array } {
     const n = Math.min(k, this.size);
     if (n <= 0) return { keys: new Int32Array(0), similarity: new Float32Array(0) };
-    const a = this.#searchBase(vector, n);
+    const a = this.#searchBase(vector, n, breadth);
     const b = this.#delta && this.#delta.size() > 0 ? (this.#delta.search(vector, Math.min(n, Number(this.#delta.size())), 1) as Matches) : null;
     const bLen = b ? b.keys.length : 0;
     // Merge the two distance-ordered lists (ties: the lower key first, so every worker agrees).
@@ -157,7 +182,7 @@ export class AnnIndex {
    * few live keys come back; among the nearest `n + tombstones` at least `n` are live, which bounds
    * the retries. Asking for more is not free: k = 1000 costs twice k = 500.
    */
-  #searchBase(vector: Float32Array, n: number): { keys: number[]; distances: number[] } {
+  #searchBase(vector: Float32Array, n: number, breadth: number): { keys: number[]; distances: number[] } {
     const keys: number[] = [];
     const distances: number[] = [];
     const base = this.#base;
@@ -168,7 +193,7 @@ export class AnnIndex {
     for (;;) {
       keys.length = 0;
       distances.length = 0;
-      const m = base.search(vector, want, 1) as Matches;
+      const m = this.#viewFor(breadth).search(vector, want, 1) as Matches;
       for (let i = 0; i < m.keys.length && keys.length < n; i++) {
         const key = Number(m.keys[i]);
         if (dead.has(key)) continue;
@@ -179,6 +204,16 @@ export class AnnIndex {
       if (keys.length >= n || m.keys.length < want || want >= most) return { keys, distances };
       want = Math.min(most, want * 2);
     }
+  }
+
+  /**
+   * The snapshot's view that searches with the narrowest breadth ≥ `k`: below
+   * {@link EXPANSION_SEARCH} the search effort follows the k a level asks for too (docs/overload.md,
+   * "What each level skips"). The base (breadth 128) otherwise.
+   */
+  #viewFor(breadth: number): Index {
+    for (const v of this.#narrow) if (v.breadth >= breadth) return v.index;
+    return this.#base!;
   }
 
   /**

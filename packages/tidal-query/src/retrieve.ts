@@ -39,13 +39,21 @@ const POPULAR_SUBSET = 8192;
  * 8 192, 0.85 with 6 144, 0.81 with 4 096, 0.70 with 2 048, 0.56 with 1 024, 0.41 with none; the
  * pass itself is 8 192 × 128 int8 ≈ 0.2–0.3 ms against ~0.07 ms for 2 048, next to an HNSW search
  * of 200 that costs ~0.6× the Full one of 500. ReducedCandidates keeps the margin above its 0.8
- * floor; CoarseAggregates (no floor of its own) and NoDiversity (floor 0.6) take the shorter ones.
+ * floor; CoarseAggregates (no floor of its own) and NoDiversity (floor 0.6) take a shorter one.
  * Those figures are for the ANN's neighbours plus the shortlist's; where the ball's members alone
  * stand in (see `#ballMembers`), `bench:retrieve --only=context` (40 queries, limit 20, shared
  * machine) gave ReducedCandidates 0.17× Full's time, overlap@10 0.85 (no HNSW search in 39 of 40
  * queries), CoarseAggregates 0.41×, 0.83.
+ *
+ * Below ReducedCandidates the ball is topped up from the shortlist rather than searching the graph
+ * (see `#ballMembers`' `fill`), and that changed the choice: `bench:retrieve --only=context
+ * --shortlists=3072,4096` (40 queries, limit 20, shared machine) gave CoarseAggregates 0.21× Full's
+ * time, overlap@10 0.86 with 4 096; NoDiversity 0.16×, 0.53 with 2 048 (under its 0.6 floor),
+ * 0.18×, 0.72 with 3 072, 0.17×, 0.83 with 4 096. Past the HNSW search the shortlist's length no
+ * longer shows in the time (the pass over 4 096 int8 rows is ≈ 0.1 ms), so NoDiversity keeps
+ * 4 096 and is cheaper than CoarseAggregates by what it skips after the candidates.
  */
-const POPULAR_SHORTLIST: readonly number[] = [POPULAR_SUBSET, POPULAR_SUBSET, 4096, 2048];
+const POPULAR_SHORTLIST: readonly number[] = [POPULAR_SUBSET, POPULAR_SUBSET, 4096, 4096];
 
 /**
  * Items in the uniform sample that tells, around a context vector, how far Full's ANN ball
@@ -329,14 +337,15 @@ export class RetrieveExecutor {
     if (task.profile === 'popular' && topK < fullTopK) {
       const subset = this.#popularSubset(nowMs, work);
       const rows = subset ? Math.min(shortlist, subset.ordinals.length) : 0;
-      const ball = subset && rows > 0 ? this.#ballMembers(subset, rows, task.context!, fullTopK, pass, task.limit) : null;
+      const fill = topK < levelPlan(Level.ReducedCandidates).annTopK;
+      const ball = subset && rows > 0 ? this.#ballMembers(subset, rows, task.context!, fullTopK, pass, task.limit, fill) : null;
       if (ball) {
         explain.annCandidates = null;
         explain.popularCandidates = ball.keys.length;
         return this.#rankAround(task, ball.keys, ball.sims, pass, window, nowMs, explain, work, similarity);
       }
     }
-    const found = ann.search(task.context!, topK);
+    const found = ann.search(task.context!, topK, topK);
     explain.annCandidates = found.keys.length;
     // Popularity-aware candidates below Full: the ANN's neighbours plus the popular items that the
     // Full search (a wider ball) would have found. A popular item is in Full's ball about as often
@@ -411,14 +420,20 @@ export class RetrieveExecutor {
    * around `vector`, nearest first, with their similarity; null when this cannot stand in for the
    * ANN: a corpus too large for the sample to tell the radius ({@link BALL_MIN_RANK}), or fewer
    * than `need` members in the ball that `pass` keeps (a region with few popular items, or a
-   * narrow filter, where Full ranks unpopular neighbours by similarity too).
+   * narrow filter, where Full ranks unpopular neighbours by similarity too) unless `fill`.
+   *
+   * With `fill` (the levels below ReducedCandidates), a ball short of `need` is topped up with the
+   * shortlist's nearest members just outside it instead of searching the graph: with a shortlist
+   * of 2 048 the ball held fewer than a page in ~97 % of `bench:retrieve`'s queries, so the shorter
+   * shortlist meant to make NoDiversity cheap made it run the HNSW search (and the exact pass
+   * besides) nearly every time, 0.67× Full's time against CoarseAggregates' 0.45×.
    *
    * The radius is the similarity of the sample row at rank `fullTopK × sample / items`: the same
    * share of the sample as Full's ball is of the corpus, measured around this vector. Both exact
    * passes are int8 (≈ 0.1 ms for the sample, ≈ 0.2 ms for 8 192 members), against ≈ 0.8 ms for
    * an HNSW search of 200 on the bench corpus.
    */
-  #ballMembers(subset: PopularSubset, rows: number, vector: Float32Array, fullTopK: number, pass: Predicate, need: number): { keys: number[]; sims: number[] } | null {
+  #ballMembers(subset: PopularSubset, rows: number, vector: Float32Array, fullTopK: number, pass: Predicate, need: number, fill = false): { keys: number[]; sims: number[] } | null {
     const dims = this.#ctx.schema.embeddingDims;
     const sampleRows = subset.sample.length / dims;
     if (subset.sampled <= 0) return null;
@@ -442,7 +457,18 @@ export class RetrieveExecutor {
       if (pass(subset.ordinals[near.rows[inside]!]!)) passing++;
       inside++;
     }
-    if (passing < need) return null;
+    if (passing < need) {
+      if (!fill) return null;
+      // The nearest members outside the ball, until `need` pass (or the shortlist runs out).
+      if (near.rows.length < rows && near.rows.length - inside < need - passing) {
+        k = Math.min(rows, inside + 2 * need);
+        near = exactNearestWithSimilarity(matrix, dims, vector, k);
+      }
+      while (inside < near.rows.length && passing < need) {
+        if (pass(subset.ordinals[near.rows[inside]!]!)) passing++;
+        inside++;
+      }
+    }
     const keys: number[] = [];
     const sims: number[] = [];
     for (let i = 0; i < inside; i++) {

@@ -82,9 +82,13 @@ export class SearchExecutor {
     // Stage 2: BM25 candidates: the top `limit` by BM25 among the items the filter keeps.
     const bm25 = new Map<number, { score: number; rank: number }>();
     if (task.text !== null) {
-      // With nothing after it to reorder the hits (no vector to fuse, no filter, no boost, no
-      // diversity at this level), BM25 order is the final order: fetch only `limit` rows.
-      const reordered = mode !== 'text' || filtered || after !== null || task.boost > 0 || useDiversity;
+      // With nothing after it to reorder the hits (no vector to fuse, no boost, no diversity at
+      // this level), BM25 order is the final order: fetch only `limit` rows. A filter (and the
+      // user's predicate) does not reorder: it is the top-k's accept test, so the top `limit` it
+      // returns are already the filtered top `limit`. Fetching the level's depth instead cost a
+      // filtered query ~depth / selectivity documents tested before θ could rise (at a 5 % filter,
+      // ~4 000 for depth 200), and no level could cut that.
+      const reordered = mode !== 'text' || after !== null || task.boost > 0 || useDiversity;
       const depth = Math.max(1, Math.floor(BM25_CANDIDATES / plan.bm25Divisor));
       const limit = reordered ? depth : Math.min(depth, task.limit);
       explain.bm25Limit = limit;
@@ -111,7 +115,8 @@ export class SearchExecutor {
     if (task.vector !== null) {
       explain.annTopK = plan.annTopK;
       if (ctx.ann) {
-        const found = ctx.ann.search(task.vector, plan.annTopK);
+        // The search breadth follows the level's top-k below 128 too (a narrower view of the snapshot).
+        const found = ctx.ann.search(task.vector, plan.annTopK, plan.annTopK);
         explain.candidates += found.keys.length;
         for (let i = 0; i < found.keys.length; i++) {
           const o = found.keys[i]!;

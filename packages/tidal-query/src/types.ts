@@ -186,6 +186,11 @@ export interface Explain {
    * most popular items (below Full, profile `popular`).
    */
   popularCandidates?: number;
+  /**
+   * Milliseconds the worker spent executing the query (set by the database on the result; for a
+   * result shared with or cached from another query, that execution's time, see `ageMs`).
+   */
+  serviceMs?: number;
   /** for_you: whether the user had no preference vector (the cold-start ranking ran). */
   coldStart?: boolean;
   /**

@@ -2,7 +2,8 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, openSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { InternalError } from 'tidal-load';
+import { DegradationLevel, InternalError, levelPlan } from 'tidal-load';
+import { Index, MetricKind, ScalarKind, type Matches } from 'usearch';
 import { AnnIndex } from '../src/ann.js';
 import { SNAPSHOT_SIDECAR, discardSnapshot, readSnapshot, writeSnapshot, type AnnSnapshotMeta } from '../src/ann-snapshot.js';
 import { mulberry32 } from '../../../bench/src/random.js';
@@ -110,6 +111,33 @@ describe('AnnIndex', () => {
         expect([...got.similarity]).toEqual([...want.similarity]);
       }
     }
+  });
+
+  it('layered: a breadth below 128 searches the snapshot with that breadth, as a view opened with it does', () => {
+    const dims = 16;
+    const n = 5_000;
+    const r = mulberry32(4);
+    const big = Float32Array.from({ length: n * dims }, () => r() * 2 - 1);
+    const plain = new AnnIndex(dims);
+    plain.upsert(Array.from({ length: n }, (_, i) => i), big, 1);
+    const meta = writeSnapshot(dir, plain, n);
+    const file = join(dir, meta.file);
+    const ann = AnnIndex.view(dims, file);
+    const narrow = levelPlan(DegradationLevel.NoDiversity).annTopK;
+    expect(narrow).toBeLessThan(128);
+    // What usearch itself answers with expansion_search = the breadth.
+    const reference = new Index({ dimensions: dims, metric: MetricKind.Cos, quantization: ScalarKind.F32, connectivity: 16, expansion_add: 128, expansion_search: narrow, multi: false });
+    reference.view(file);
+    let differs = 0;
+    for (let q = 0; q < 40; q++) {
+      const v = Float32Array.from({ length: dims }, () => r() * 2 - 1);
+      const got = [...ann.search(v, narrow, narrow).keys];
+      const want = Array.from((reference.search(v, narrow, 1) as Matches).keys, Number);
+      expect(got).toEqual(want);
+      if (got.join() !== [...ann.search(v, narrow).keys].join()) differs++;
+    }
+    // The breadth is a real knob: the default search (128) answers otherwise for some queries.
+    expect(differs).toBeGreaterThan(0);
   });
 
   it('layered: replaced vectors move, deleted keys never come back, new keys are found', () => {

@@ -6,6 +6,7 @@ import { Catalog } from '../src/catalog.js';
 import type { QueryContext } from '../src/context.js';
 import { ItemsWriter } from '../src/items-table.js';
 import { RetrieveExecutor } from '../src/retrieve.js';
+import { SearchExecutor } from '../src/search.js';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import type { RetrieveTask } from '../src/types.js';
 import { openStorage } from '../../tidal-core/src/storage.js';
@@ -16,6 +17,7 @@ const NOW = Date.UTC(2025, 0, 6, 12, 0, 0);
 const ITEMS = 6_000;
 const DIMS = 16;
 const CLUSTERS = 6;
+const LEVELS = [DegradationLevel.Full, DegradationLevel.ReducedCandidates, DegradationLevel.CoarseAggregates, DegradationLevel.NoDiversity] as const;
 const KINDS: SignalKindSpec[] = [
   { name: 'view', halfLifeMs: 6 * HOUR, windows: ['1h', '24h', 'all'], velocity: true },
   { name: 'like', halfLifeMs: 24 * HOUR, windows: ['all'], velocity: false },
@@ -102,6 +104,33 @@ describe('retrieve around a context vector', () => {
     const r = exec.run(t, DegradationLevel.ReducedCandidates, NOW);
     expect(r.explain.annCandidates).toBe(200);
     expect(r.explain.popularCandidates).toBeGreaterThan(0);
+  });
+
+  it('below ReducedCandidates tops a short ball up from the shortlist instead of searching the graph', () => {
+    const { exec, vector } = world();
+    const t = { ...task(vector(mulberry32(5))), limit: 450 };
+    const reduced = exec.run(t, DegradationLevel.ReducedCandidates, NOW);
+    expect(reduced.explain.annCandidates).toBe(200);
+    for (const level of [DegradationLevel.CoarseAggregates, DegradationLevel.NoDiversity]) {
+      const r = exec.run(t, level, NOW);
+      expect(r.explain.annCandidates, `level ${level}`).toBeNull();
+      expect(r.explain.popularCandidates).toBeGreaterThanOrEqual(t.limit);
+      expect(r.items.length).toBe(t.limit);
+    }
+  });
+
+  it('a vector search asks the ANN for fewer candidates at each level than the one above', () => {
+    const { ctx, vector } = world();
+    const search = new SearchExecutor(ctx);
+    const rand = mulberry32(9);
+    for (let q = 0; q < 5; q++) {
+      const v = vector(rand);
+      for (const text of [null, 'x'] as const) {
+        const got = LEVELS.map((level) => search.run({ text, vector: v, filter: null, diversity: null, limit: 10, boost: 0 }, level, NOW).explain.candidates);
+        for (let l = 1; l < LEVELS.length; l++) expect(got[l]!, got.join(', ')).toBeLessThan(got[l - 1]!);
+        expect(got[3]!).toBeLessThan(got[0]! / 4);
+      }
+    }
   });
 
   it('warm() builds the popular subset, so the first query below Full reads no embedding from the items table', () => {

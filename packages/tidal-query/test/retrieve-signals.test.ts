@@ -275,6 +275,21 @@ describe('retrieve from the signal orders', () => {
     }
   });
 
+  it('with the level plan\'s own budgets, trending visits fewer slots at each level than the one above', () => {
+    const kinds = SCHEMAS['one kind']!;
+    const w = world(kinds);
+    const planned = new RetrieveExecutor(w.ctx);
+    expect(w.store.slotsUsed()).toBeGreaterThanOrEqual(1_000);
+    for (const window of ['24h', '7d'] as const) {
+      // Active slots well past the largest budget below Full, so every budget bites.
+      expect(activeSlots(w.store, kinds, window, NOW)).toBeGreaterThan(levelPlan(DegradationLevel.ReducedCandidates).trendingSlots);
+      const t = task('trending', window, { limit: 10 });
+      const visited = LEVELS.map((level) => planned.run(t, level, NOW).explain.slotsVisited!);
+      for (let l = 1; l < LEVELS.length; l++) expect(visited[l]!, `${window} level ${l}: ${visited.join(', ')}`).toBeLessThan(visited[l - 1]!);
+      expect(visited[3]!).toBeLessThan(visited[0]! / 4);
+    }
+  });
+
   it('below Full, trending scores only the most recently active slots of its budget, and keeps the leaders', () => {
     // The plan: every active slot at Full, a budget below it, never a bigger one a level down.
     const budgets = LEVELS.map((level) => levelPlan(level).trendingSlots);

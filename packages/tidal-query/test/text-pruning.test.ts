@@ -123,6 +123,45 @@ describe('text top-k pruning', () => {
       expect(top10.hits.map((h) => h.id)).toEqual(Array.from(searchTopK(f.catalog.text, ['cafe', 'jazz'], 10, { prune: false }).ordinals, (o) => `i${o}`));
     });
 
+    it('scores fewer postings at each level than the one above when the depth is fetched', () => {
+      const { f, run } = executor();
+      const text = 'cafe jazz';
+      expect(f.fts5(`"cafe" OR "jazz"`, 100_000).length).toBeGreaterThanOrEqual(500);
+      // A boost reorders the BM25 candidates, so each level fetches its own depth.
+      const levels = [DegradationLevel.Full, DegradationLevel.ReducedCandidates, DegradationLevel.CoarseAggregates, DegradationLevel.NoDiversity];
+      const runs = levels.map((level) => run({ text, boost: 0.5 }, level));
+      const scored = runs.map((r) => r.explain.postingsScored!);
+      for (let l = 1; l < levels.length; l++) expect(scored[l]!, scored.join(', ')).toBeLessThan(scored[l - 1]!);
+      expect(scored[3]!).toBeLessThan(scored[0]! / 2);
+      // What was scored is what came back: each level's candidates are its depth's exact top k.
+      for (const r of runs) expect(r.explain.candidates).toBe(r.explain.bm25Limit);
+    });
+
+    it('fetches only the page for a filtered text search: the filter is the top-k\'s accept test, so nothing reorders', () => {
+      // One item in 4 in category b, with far more matches in it than the depth of 200.
+      const f = fixture();
+      const words = randomWords(5, 200);
+      for (let o = 0; o < 6000; o++) f.upsert(o, randomText(words, 16), o % 4 === 0 ? 'b' : 'a');
+      f.sync();
+      const ctx: QueryContext = { schema: SCHEMA, catalog: f.catalog, store: SignalStore.create({ kinds: [], maxOrdinals: 64, maxSlots: 64 }), ann: null, db: f.db };
+      const search = new SearchExecutor(ctx);
+      const run = (task: Partial<SearchTask>, level: DegradationLevel) =>
+        search.run({ text: null, vector: null, filter: null, diversity: null, limit: 10, boost: 0, ...task }, level, 0);
+      const text = 'cafe jazz';
+      const filter = { cat: 'b' };
+      const plain = run({ text, filter }, DegradationLevel.Full);
+      // The same query with a boost fetches the level's depth (200).
+      const deep = run({ text, filter, boost: 1e-12 }, DegradationLevel.Full);
+      expect(plain.explain.bm25Limit).toBe(10);
+      expect(deep.explain.bm25Limit).toBe(200);
+      expect(plain.explain.postingsScored!).toBeLessThan(deep.explain.postingsScored! / 2);
+      // The page is the exact filtered top 10: the exhaustive top k among the accepted documents.
+      expect(f.fts5(`"cafe" OR "jazz"`, 100_000).filter(([o]) => o % 4 === 0).length).toBeGreaterThan(500);
+      const accept = (o: number) => f.catalog.present[o] === 1 && o % 4 === 0;
+      const exact = searchTopK(f.catalog.text, ['cafe', 'jazz'], 10, { prune: false, accept });
+      expect(plain.hits.map((h) => h.id)).toEqual(Array.from(exact.ordinals, (o) => `i${o}`));
+    });
+
     it('stops at the postings budget at NoDiversity, and says so', () => {
       const { run } = executor(8000);
       // Every common word: far more postings than the budget, and little to prune at depth 100.
