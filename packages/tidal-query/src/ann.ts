@@ -6,7 +6,8 @@ import { Index, MetricKind, ScalarKind, exactSearch, type Matches } from 'usearc
  * expansion_search 128: recall@10 above 0.95 on the bench corpus (bench/ reports it) at under a
  * millisecond per 500-candidate search. The search effort follows the `k` asked for: usearch
  * searches with `max(expansion_search, k)` candidates, so a level's ANN top-k (500 → 200) is its
- * search breadth too (`bench:retrieve`: 1.36 → 0.78 ms at 100 000 items). A snapshot records this string and is rebuilt when it
+ * search breadth too (`bench:retrieve`: 1.36 → 0.78 ms at 100 000 items); below 128, `search`'s
+ * `ef` narrows a snapshot's search. A snapshot records this string and is rebuilt when it
  * differs, because a graph built with other parameters would silently search differently.
  */
 export const ANN_PARAMS = 'hnsw-cos-f32-m16-ef128-128';
@@ -14,14 +15,20 @@ export const ANN_PARAMS = 'hnsw-cos-f32-m16-ef128-128';
 /** Batches at least this large are added with every core (a bulk load); smaller ones on this thread. */
 const PARALLEL_BATCH = 1024;
 
-function newIndex(dims: number): Index {
+/** The search expansion every index is built with (ANN_PARAMS' second 128). */
+const EXPANSION_SEARCH = 128;
+
+/** At most this many narrower views of a snapshot per index (one per search expansion asked for). */
+const NARROW_VIEWS = 4;
+
+function newIndex(dims: number, expansionSearch = EXPANSION_SEARCH): Index {
   return new Index({
     dimensions: dims,
     metric: MetricKind.Cos,
     quantization: ScalarKind.F32,
     connectivity: 16,
     expansion_add: 128,
-    expansion_search: 128,
+    expansion_search: expansionSearch,
     multi: false,
   });
 }
@@ -41,6 +48,13 @@ export class AnnIndex {
   /** The memory-mapped snapshot (read-only), or null for a plain index. */
   #base: Index | null = null;
   #baseSize = 0;
+  /** The snapshot's file, for {@link AnnIndex.search}'s narrower views. */
+  #file: string | null = null;
+  /**
+   * The snapshot mapped again with a smaller search expansion, by expansion: usearch fixes the
+   * expansion per index object, and a second view of the same file shares its pages.
+   */
+  readonly #narrow = new Map<number, Index>();
   /** Keys of `#base` whose vector is stale: deleted or replaced since the snapshot. */
   readonly #dead = new Set<number>();
   /** Vectors added or replaced since the snapshot; for a plain index, every vector. */
@@ -64,6 +78,7 @@ export class AnnIndex {
     const ann = new AnnIndex(dims);
     ann.#base = base;
     ann.#baseSize = Number(base.size());
+    ann.#file = file;
     return ann;
   }
 
@@ -120,12 +135,14 @@ export class AnnIndex {
 
   /**
    * The `k` nearest keys to `vector`, closest first, with cosine similarity (1 − cosine distance).
-   * Searches run on this thread.
+   * Searches run on this thread. `ef`, below the built expansion (128), searches the snapshot with
+   * that expansion instead (usearch's effort is max(expansion, k)): cheaper, lower recall. It
+   * applies to a layered index's snapshot only; the delta, and a plain index, search with 128.
    */
-  search(vector: Float32Array, k: number): { keys: Int32Array; similarity: Float32Array } {
+  search(vector: Float32Array, k: number, ef: number = EXPANSION_SEARCH): { keys: Int32Array; similarity: Float32Array } {
     const n = Math.min(k, this.size);
     if (n <= 0) return { keys: new Int32Array(0), similarity: new Float32Array(0) };
-    const a = this.#searchBase(vector, n);
+    const a = this.#searchBase(vector, n, this.#baseFor(ef));
     const b = this.#delta && this.#delta.size() > 0 ? (this.#delta.search(vector, Math.min(n, Number(this.#delta.size())), 1) as Matches) : null;
     const bLen = b ? b.keys.length : 0;
     // Merge the two distance-ordered lists (ties: the lower key first, so every worker agrees).
@@ -157,10 +174,9 @@ export class AnnIndex {
    * few live keys come back; among the nearest `n + tombstones` at least `n` are live, which bounds
    * the retries. Asking for more is not free: k = 1000 costs twice k = 500.
    */
-  #searchBase(vector: Float32Array, n: number): { keys: number[]; distances: number[] } {
+  #searchBase(vector: Float32Array, n: number, base: Index | null): { keys: number[]; distances: number[] } {
     const keys: number[] = [];
     const distances: number[] = [];
-    const base = this.#base;
     if (!base || this.#baseSize - this.#dead.size <= 0) return { keys, distances };
     const dead = this.#dead;
     const most = Math.min(this.#baseSize, n + dead.size);
@@ -179,6 +195,26 @@ export class AnnIndex {
       if (keys.length >= n || m.keys.length < want || want >= most) return { keys, distances };
       want = Math.min(most, want * 2);
     }
+  }
+
+  /** The snapshot's index searching with expansion `ef` (the built one when `ef` is not below it). */
+  #baseFor(ef: number): Index | null {
+    const e = Math.max(1, Math.floor(ef));
+    if (!this.#base || !this.#file || !(e < EXPANSION_SEARCH)) return this.#base;
+    let view = this.#narrow.get(e);
+    if (!view) {
+      if (this.#narrow.size >= NARROW_VIEWS) return this.#base;
+      try {
+        view = newIndex(this.dims, e);
+        view.view(this.#file);
+        checkDims(view, this.dims, this.#file);
+      } catch {
+        // The file was swept after a newer snapshot (this index maps it still): the built expansion.
+        view = this.#base;
+      }
+      this.#narrow.set(e, view);
+    }
+    return view;
   }
 
   /**

@@ -162,6 +162,36 @@ describe('AnnIndex', () => {
     expect([...ann.search(row(data, 0), N).keys].filter((k) => k === 0)).toHaveLength(1);
   });
 
+  it('searches a snapshot with a smaller expansion when asked: lower recall, the built one at 128 and above', () => {
+    // 6 000 vectors of 8 dimensions: an expansion of 1 (a greedy descent) misses nearest neighbours 128 finds.
+    const M = 6000;
+    const many = vectors(M, 5);
+    const plain = new AnnIndex(DIMS);
+    plain.upsert(Array.from({ length: M }, (_, i) => i), many, 1);
+    const path = join(dir, writeSnapshot(dir, plain, M).file);
+    const ann = AnnIndex.view(DIMS, path);
+    const qs = vectors(200, 6);
+    const found = { greedy: 0, built: 0 };
+    for (let q = 0; q < 200; q++) {
+      const v = row(qs, q);
+      let top = 0;
+      for (let i = 1; i < M; i++) if (cosine(row(many, i), v) > cosine(row(many, top), v)) top = i;
+      if (ann.search(v, 1, 1).keys[0] === top) found.greedy++;
+      if (ann.search(v, 1).keys[0] === top) found.built++;
+      const built = [...ann.search(v, 10).keys];
+      expect([...ann.search(v, 10, 4).keys]).toHaveLength(10);
+      for (const ef of [128, 500]) expect([...ann.search(v, 10, ef).keys]).toEqual(built);
+    }
+    // Measured: 141 and 200 of 200.
+    expect(found.built).toBeGreaterThan(195);
+    expect(found.greedy).toBeLessThan(found.built - 20);
+    // A swept file (a newer snapshot replaced it): the built expansion, from the mapping it holds.
+    const v = row(qs, 0);
+    const before = [...ann.search(v, 10).keys];
+    rmSync(path);
+    expect([...ann.search(v, 10, 20).keys]).toEqual(before);
+  });
+
   it('a layered index cannot be saved; a file of other dimensions is refused', () => {
     const { path } = saved();
     expect(() => AnnIndex.view(DIMS, path).save(join(dir, 'x.usearch'))).toThrow(/layered/);

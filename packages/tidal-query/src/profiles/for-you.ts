@@ -265,7 +265,9 @@ function warmCandidates(
   const ann = ctx.ann;
   let annFound = 0;
   if (ann && budget.ann > 0) {
-    const found = ann.search(user.preference!, budget.ann);
+    // The search's expansion follows the budget too (usearch searches max(expansion, k)), so a
+    // level asking for fewer neighbours searches less of the graph.
+    const found = ann.search(user.preference!, budget.ann, budget.ann);
     annFound = found.keys.length;
     for (let i = 0; i < found.keys.length; i++) {
       const o = found.keys[i]!;
