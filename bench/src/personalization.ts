@@ -14,6 +14,9 @@
  * Then where the time goes: at the caller against the worker's service time (each kind of query
  * at a level of its own, so that level's service-time window holds it alone), the cheapest worker
  * query as the round trip's floor, and the ANN search alone on this thread over the workers' snapshot.
+ * Then two A/B pairs, interleaved: for_you at one clock (trending kept per worker) against the
+ * clock moved before each query (trending walked every time), and the ANN search at each level's
+ * k with expansion k against the built 128 (time, and the neighbours both share).
  * Last, for_you's quality per level against the exhaustive ranking (every item scored by the same
  * mix) and against the former Full (the 500 ANN neighbours alone).
  *
@@ -55,7 +58,9 @@ async function main(): Promise<void> {
   };
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-bench-personal-'));
   // Work sharing off: the level table repeats identical queries, and each must run.
-  const db = await TidalDb.builder().path(dir).clock(() => now).schema(schema).workSharing({ maxStalenessMs: { coarseAggregates: 0, noDiversity: 0 } }).capacity({ items: ITEMS + 1000, signalSlots: 2 * ITEMS + 1000 }).open();
+  // The clock stands still except in the trending A/B, where one side moves it a millisecond a query.
+  let clockMs = now;
+  const db = await TidalDb.builder().path(dir).clock(() => clockMs).schema(schema).workSharing({ maxStalenessMs: { coarseAggregates: 0, noDiversity: 0 } }).capacity({ items: ITEMS + 1000, signalSlots: 2 * ITEMS + 1000 }).open();
   const sql = new Database(path.join(dir, 'baseline.db'));
   sql.pragma('journal_mode = WAL');
   sql.exec(`
@@ -290,6 +295,89 @@ async function main(): Promise<void> {
       ],
     ),
   );
+
+  // ---- trending kept per clock, A/B ------------------------------------------------------------
+  // for_you keeps trending per clock in each worker: at one clock (a burst) every query after the
+  // first takes the kept list; with the clock moved a millisecond before each query, every query
+  // walks trending itself. A worker keeps one clock's lists, so the sides take turns in blocks of
+  // 20 queries (the first of a kept block, per worker, walks again): Full, explore 0.
+  const ab = { kept: [] as number[], walked: [] as number[] };
+  const AB_BLOCK = 20;
+  let tick = 0;
+  for (let b = 0; b < BREAK; b += AB_BLOCK) {
+    for (const side of ['kept', 'walked'] as const) {
+      for (let q = b; q < Math.min(BREAK, b + AB_BLOCK); q++) {
+        clockMs = side === 'kept' ? now : now + 1 + tick++;
+        const s = nowMs();
+        await db.retrieve({ profile: 'for_you', user: users[forYouUsers[q]!]!, explore: 0, level: 'Full' });
+        ab[side].push(nowMs() - s);
+      }
+    }
+  }
+  clockMs = now;
+  log('\n## Trending kept per clock (for_you Full, ms at the caller; interleaved)\n');
+  log(
+    markdownTable(
+      ['for_you Full', 'p50', 'p99'],
+      [
+        ['one clock: trending kept (walked once per worker)', fmtMs(summarize(ab.kept).p50), fmtMs(summarize(ab.kept).p99)],
+        ['clock moved before each query: trending walked', fmtMs(summarize(ab.walked).p50), fmtMs(summarize(ab.walked).p99)],
+        ['kept / walked (p50)', fmtRatio(summarize(ab.kept).p50 / summarize(ab.walked).p50), ''],
+      ],
+    ),
+  );
+
+  // ---- the ANN search's expansion per level, A/B -----------------------------------------------
+  // for_you searches k = its level's ANN budget with expansion ef = k; before, ef was the built 128
+  // at every level. Time and recall (against the built expansion's k neighbours) on this thread,
+  // over the workers' snapshot, interleaved.
+  if (snapshot) {
+    const ann = AnnIndex.view(DIMS, path.join(dir, snapshot));
+    const efRows: string[][] = [];
+    const budgets = [128, 100, 80, 60];
+    const t = budgets.map(() => ({ narrow: [] as number[], built: [] as number[], recall: 0 }));
+    // Each expansion is a mapping of its own: one untimed pass first touches its pages, as a
+    // long-running worker's have been.
+    for (let q = 0; q < BREAK; q++) for (const k of budgets) ann.search(preference[forYouUsers[q]!]!, k, k);
+    // One level at a time over every vector: run level by level per vector, the built index's
+    // search at 128 warmed that vector's path for the next level's built search only.
+    budgets.forEach((k, i) => {
+      for (let rep = 0; rep < 3; rep++) {
+        for (let q = 0; q < BREAK; q++) {
+          const p = preference[forYouUsers[q]!]!;
+          // Either side first in turn: the second search of a vector finds the graph in cache.
+          const timed = (ef: number | undefined): ReturnType<AnnIndex['search']> => {
+            const s = nowMs();
+            const r = ef === undefined ? ann.search(p, k) : ann.search(p, k, ef);
+            (ef === undefined ? t[i]!.built : t[i]!.narrow).push(nowMs() - s);
+            return r;
+          };
+          let narrow: ReturnType<AnnIndex['search']>;
+          let built: ReturnType<AnnIndex['search']>;
+          if ((q + rep) % 2 === 0) {
+            narrow = timed(k);
+            built = timed(undefined);
+          } else {
+            built = timed(undefined);
+            narrow = timed(k);
+          }
+          if (rep === 0) {
+            const want = new Set(built.keys);
+            let hit = 0;
+            for (const o of narrow.keys) if (want.has(o)) hit++;
+            t[i]!.recall += want.size > 0 ? hit / want.size : 1;
+          }
+        }
+      }
+    });
+    budgets.forEach((k, i) => {
+      const a = summarize(t[i]!.narrow).p50;
+      const b = summarize(t[i]!.built).p50;
+      efRows.push([LEVELS[i]!, String(k), fmtMs(a), fmtMs(b), fmtRatio(a / b), (t[i]!.recall / BREAK).toFixed(3)]);
+    });
+    log('\n## for_you\'s ANN search per level: expansion = k against the built 128 (p50 ms, this thread; interleaved)\n');
+    log(markdownTable(['level', 'k', 'ef = k', 'ef = 128', 'ratio', 'neighbours shared with ef = 128'], efRows));
+  }
 
   // ---- levels ----------------------------------------------------------------------------------
   const requests: [string, (q: number) => RetrieveRequest][] = [

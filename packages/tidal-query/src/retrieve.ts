@@ -7,7 +7,7 @@ import { popularity, velocityOf, type QueryContext, type WorkCounter } from './c
 import { selectAndHydrate } from './tail.js';
 import { Floor, TopK } from './topk.js';
 import { compileUserPredicate } from './user-state.js';
-import { forYou } from './profiles/for-you.js';
+import { forYou, TrendingCache } from './profiles/for-you.js';
 import { FEED_CANDIDATE_BUDGET, following, hot, related, rising, top, windowStartMs, type PopularityWalkResult } from './profiles/feeds.js';
 import type { Explain, RetrieveTask, RetrievedItem, VelocityWindow, WorkerRetrieveResult } from './types.js';
 
@@ -119,6 +119,12 @@ export interface RetrieveExecutorOptions {
    * benchmark knob (`bench:retrieve --ann-topk=…`).
    */
   annTopK?: readonly number[];
+  /**
+   * Where `for_you` keeps trending between queries at one clock (see {@link TrendingCache}); null:
+   * every query walks trending with its own predicate (the reference the cache is tested against).
+   * @default a new cache
+   */
+  trendingCache?: TrendingCache | null;
 }
 
 /** The velocity window a level reads: the task's own, or 24h at CoarseAggregates (the level plan). */
@@ -191,6 +197,7 @@ export class RetrieveExecutor {
   readonly #shortlist: readonly number[];
   readonly #trendingSlots: readonly number[] | undefined;
   readonly #annTopK: readonly number[] | undefined;
+  readonly #trendingCache: TrendingCache | null;
   readonly #seen = new Seen();
   #subset: PopularSubset | null = null;
   /** Vectors of items looked up for the subset, by ordinal (null: the item has no embedding). */
@@ -204,6 +211,7 @@ export class RetrieveExecutor {
     this.#shortlist = options.popularShortlist ?? POPULAR_SHORTLIST;
     this.#trendingSlots = options.trendingSlots;
     this.#annTopK = options.annTopK;
+    this.#trendingCache = options.trendingCache === undefined ? new TrendingCache() : options.trendingCache;
   }
 
   /**
@@ -250,8 +258,9 @@ export class RetrieveExecutor {
     let similarity: Map<number, number> | null = null;
     if (task.profile === 'for_you') {
       ({ ranked, scores, similarity } = forYou(ctx, task, level, pass, velocityWindow, nowMs, explain, work, {
-        trending: (want, slots) => this.#fromSignals({ ...task, profile: 'trending' }, want, pass, velocityWindow, Math.min(slots, trendingSlots), nowMs, { ...explain }, work).ranked,
+        trending: (want, slots, admit = pass) => this.#fromSignals({ ...task, profile: 'trending' }, want, admit, velocityWindow, Math.min(slots, trendingSlots), nowMs, { ...explain }, work).ranked,
         newest: (want) => this.#newest(want, pass, { ...explain }).ranked,
+        ...(this.#trendingCache ? { trendingCache: this.#trendingCache } : {}),
       }));
     } else if (task.profile === 'related') {
       ({ ranked, scores } = related(task, pass, nowMs, explain));
