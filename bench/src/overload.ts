@@ -43,7 +43,10 @@ interface PhaseResult {
   /** Queries of this phase still unanswered when the run ended. */
   unfinished: number;
   /** Only for the last phase: ms from its start until the level was Full and stayed Full. */
+  /** Last phase: from its start until the level was Full and held it for {@link HELD_FULL_MS}. */
   backToFullMs: number | null;
+  /** Last phase: from its start until the level was Full to the end of the phase. */
+  fullForGoodMs: number | null;
 }
 
 /** A stretch of ticks that sampled a level below Full in the last phase (see the child). */
@@ -104,6 +107,8 @@ interface ChildReport {
 }
 
 const BIN_MS = 250;
+/** How long the level must stay Full after the overload for "back to Full" to count. */
+const HELD_FULL_MS = 1000;
 /** nowMs() − performance.now(): puts GC entries (performance time) on the ticks' time line. */
 const PERF_OFFSET = nowMs() - performance.now();
 
@@ -313,13 +318,28 @@ async function child(argv: string[]): Promise<void> {
     const sorted = Float64Array.from(lat).sort();
     const rs = Float64Array.from(refusals).sort();
     let backToFullMs: number | null = null;
+    let fullForGoodMs: number | null = null;
     if (spec === schedule[schedule.length - 1]) {
       const inPhase = levelSamples.filter((s) => s.t >= phaseStart);
       let lastNonFull = -1;
       inPhase.forEach((s, i) => {
         if (s.level !== DegradationLevel.Full) lastNonFull = i;
       });
-      backToFullMs = lastNonFull === inPhase.length - 1 ? Number.POSITIVE_INFINITY : lastNonFull < 0 ? 0 : inPhase[lastNonFull + 1]!.t - phaseStart;
+      fullForGoodMs = lastNonFull === inPhase.length - 1 ? Number.POSITIVE_INFINITY : lastNonFull < 0 ? 0 : inPhase[lastNonFull + 1]!.t - phaseStart;
+      // Back to Full: the overload's backlog drained and the level Full and held for a second. A
+      // later excursion (a GC pause of this thread lets a few dozen arrivals pile up at 0.5× C, as
+      // at any load) is ordinary operation, not recovery: it is listed below the table, and
+      // `fullForGoodMs` (Full to the end of the phase) is reported beside it.
+      backToFullMs = Number.POSITIVE_INFINITY;
+      let runStart = -1;
+      for (const s of inPhase) {
+        if (s.level !== DegradationLevel.Full) runStart = -1;
+        else if (runStart < 0) runStart = s.t;
+        if (runStart >= 0 && s.t - runStart >= HELD_FULL_MS) {
+          backToFullMs = runStart - phaseStart;
+          break;
+        }
+      }
     }
     phases.push({
       name: spec.name,
@@ -337,6 +357,7 @@ async function child(argv: string[]): Promise<void> {
       refusalMax: rs.length ? rs[rs.length - 1]! : Number.NaN,
       unfinished: outstanding,
       backToFullMs,
+      fullForGoodMs,
     });
   }
   clearInterval(writer);
@@ -548,6 +569,7 @@ async function parent(argv: string[]): Promise<void> {
   }
 }
 
+const msOrNever = (ms: number) => (Number.isFinite(ms) ? `${fmtInt(ms)} ms` : 'not within the phase');
 const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '—');
 const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '—');
 
@@ -572,10 +594,10 @@ function renderMarkdown(on: ChildReport, off: ChildReport, items: number, worker
         share || '—',
         f2(p.refusalP99),
         fmtInt(p.unfinished),
-        p.backToFullMs === null ? '' : Number.isFinite(p.backToFullMs) ? `${fmtInt(p.backToFullMs)} ms` : 'not within the phase',
+        p.backToFullMs === null ? '' : `${msOrNever(p.backToFullMs)} (Full to the end from ${msOrNever(p.fullForGoodMs ?? Number.POSITIVE_INFINITY)})`,
       ];
     });
-  const header = ['phase', 'offered q/s', 'goodput q/s', 'goodput/offered', 'p50 ms', 'p99 ms', 'p999 ms', 'errors', 'levels', 'refusal p99 ms', 'unanswered at end', 'back to Full'];
+  const header = ['phase', 'offered q/s', 'goodput q/s', 'goodput/offered', 'p50 ms', 'p99 ms', 'p999 ms', 'errors', 'levels', 'refusal p99 ms', 'unanswered at end', 'back to Full (held 1 s)'];
   const mb = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
   return [
     `Machine: ${describeMachine()}. Corpus: ${fmtInt(items)} items, ${workers} query workers, ${seconds} s per phase, writes 1 000 signals/s throughout.`,
