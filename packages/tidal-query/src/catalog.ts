@@ -89,25 +89,7 @@ export class Catalog {
     this.#presentCount += (isPresent ? 1 : 0) - (wasPresent ? 1 : 0);
     this.createdAt[o] = row.created_at ?? 0;
     this.text.set(o, isPresent ? row.text : null);
-    const meta = row.metadata ? (JSON.parse(row.metadata) as Record<string, unknown>) : {};
-    for (const [field, col] of this.columns) {
-      const v = meta[field];
-      if (col.type === 'string') {
-        if (typeof v === 'string') {
-          let code = col.dict.get(v);
-          if (code === undefined) {
-            code = col.values.length;
-            col.values.push(v);
-            col.dict.set(v, code);
-          }
-          col.codes[o] = code;
-        } else {
-          col.codes[o] = -1;
-        }
-      } else {
-        col.values[o] = typeof v === 'number' ? v : Number.NaN;
-      }
-    }
+    writeMetadata(this.columns, o, row.metadata);
   }
 
   #grow(min: number): void {
@@ -115,10 +97,7 @@ export class Catalog {
     while (cap < min) cap *= 2;
     this.present = growU8(this.present, cap);
     this.createdAt = growF64(this.createdAt, cap, 0);
-    for (const col of this.columns.values()) {
-      if (col.type === 'string') col.codes = growI32(col.codes, cap, -1);
-      else col.values = growF64(col.values, cap, Number.NaN);
-    }
+    growColumns(this.columns, cap);
     this.#capacity = cap;
   }
 
@@ -137,24 +116,60 @@ export class Catalog {
 
   /** The value of a metadata field for display or diversity, or undefined. */
   fieldValue(field: string, ordinal: number): string | number | undefined {
-    const col = this.columns.get(field);
-    if (!col) return undefined;
-    if (col.type === 'string') {
-      const code = col.codes[ordinal]!;
-      return code < 0 ? undefined : col.values[code];
-    }
-    const v = col.values[ordinal]!;
-    return Number.isNaN(v) ? undefined : v;
+    return columnValue(this.columns, field, ordinal);
   }
 }
 
-function newColumn(type: FieldType, cap: number): Column {
+/** The value of metadata field `field` of item `ordinal` in dictionary-encoded columns, or undefined. */
+export function columnValue(columns: ReadonlyMap<string, Column>, field: string, ordinal: number): string | number | undefined {
+  const col = columns.get(field);
+  if (!col) return undefined;
+  if (col.type === 'string') {
+    const code = col.codes[ordinal] ?? -1;
+    return code < 0 ? undefined : col.values[code];
+  }
+  const v = col.values[ordinal] ?? Number.NaN;
+  return Number.isNaN(v) ? undefined : v;
+}
+
+export function newColumn(type: FieldType, cap: number): Column {
   return type === 'string'
     ? { type, codes: new Int32Array(cap).fill(-1), dict: new Map(), values: [] }
     : { type, values: new Float64Array(cap).fill(Number.NaN) };
 }
 
-function growU8(a: Uint8Array, cap: number): Uint8Array {
+/** Writes item `o`'s metadata fields (its JSON, or null for none) into the dictionary-encoded columns. */
+export function writeMetadata(columns: ReadonlyMap<string, Column>, o: number, metadata: string | null): void {
+  const meta = metadata ? (JSON.parse(metadata) as Record<string, unknown>) : {};
+  for (const [field, col] of columns) {
+    const v = meta[field];
+    if (col.type === 'string') {
+      if (typeof v === 'string') {
+        let code = col.dict.get(v);
+        if (code === undefined) {
+          code = col.values.length;
+          col.values.push(v);
+          col.dict.set(v, code);
+        }
+        col.codes[o] = code;
+      } else {
+        col.codes[o] = -1;
+      }
+    } else {
+      col.values[o] = typeof v === 'number' ? v : Number.NaN;
+    }
+  }
+}
+
+/** Grows every column to `cap` ordinals (absent: code −1, NaN). */
+export function growColumns(columns: ReadonlyMap<string, Column>, cap: number): void {
+  for (const col of columns.values()) {
+    if (col.type === 'string') col.codes = growI32(col.codes, cap, -1);
+    else col.values = growF64(col.values, cap, Number.NaN);
+  }
+}
+
+export function growU8(a: Uint8Array, cap: number): Uint8Array {
   const b = new Uint8Array(cap);
   b.set(a);
   return b;
@@ -164,7 +179,7 @@ function growI32(a: Int32Array, cap: number, fill: number): Int32Array {
   b.set(a);
   return b;
 }
-function growF64(a: Float64Array, cap: number, fill: number): Float64Array {
+export function growF64(a: Float64Array, cap: number, fill: number): Float64Array {
   const b = new Float64Array(cap).fill(fill);
   b.set(a);
   return b;

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { Catalog, Column } from './catalog.js';
+import { columnValue, growColumns, growF64, growU8, newColumn, writeMetadata, type Catalog, type Column } from './catalog.js';
 import type { QuerySchema } from './types.js';
 
 /** The members of {@link Catalog} that filters, user predicates, diversity and the result tail read. */
@@ -35,7 +35,7 @@ export class ItemColumns implements CatalogColumns {
 
   constructor(db: Database.Database, schema: QuerySchema) {
     for (const [field, type] of Object.entries(schema.metadata)) {
-      this.columns.set(field, type === 'string' ? { type, codes: new Int32Array(1024).fill(-1), dict: new Map(), values: [] } : { type, values: new Float64Array(1024).fill(Number.NaN) });
+      this.columns.set(field, newColumn(type, 1024));
     }
     this.#select = db.prepare('SELECT ordinal, id, present, metadata, created_at, version FROM items WHERE version > ? ORDER BY version');
   }
@@ -58,14 +58,7 @@ export class ItemColumns implements CatalogColumns {
 
   /** The value of a metadata field for display or diversity, or undefined (as {@link Catalog.fieldValue}). */
   fieldValue(field: string, ordinal: number): string | number | undefined {
-    const col = this.columns.get(field);
-    if (!col) return undefined;
-    if (col.type === 'string') {
-      const code = col.codes[ordinal] ?? -1;
-      return code < 0 ? undefined : col.values[code];
-    }
-    const v = col.values[ordinal] ?? Number.NaN;
-    return Number.isNaN(v) ? undefined : v;
+    return columnValue(this.columns, field, ordinal);
   }
 
   /**
@@ -84,47 +77,15 @@ export class ItemColumns implements CatalogColumns {
     const present = row.present === 1;
     this.present[o] = present ? 1 : 0;
     this.createdAt[o] = row.created_at ?? 0;
-    const meta = row.metadata ? (JSON.parse(row.metadata) as Record<string, unknown>) : {};
-    for (const [field, col] of this.columns) {
-      const v = meta[field];
-      if (col.type === 'string') {
-        if (typeof v === 'string') {
-          let code = col.dict.get(v);
-          if (code === undefined) {
-            code = col.values.length;
-            col.values.push(v);
-            col.dict.set(v, code);
-          }
-          col.codes[o] = code;
-        } else {
-          col.codes[o] = -1;
-        }
-      } else {
-        col.values[o] = typeof v === 'number' ? v : Number.NaN;
-      }
-    }
+    writeMetadata(this.columns, o, row.metadata);
   }
 
   #grow(min: number): void {
     let cap = this.#capacity;
     while (cap < min) cap *= 2;
-    const present = new Uint8Array(cap);
-    present.set(this.present);
-    this.present = present;
-    const created = new Float64Array(cap);
-    created.set(this.createdAt);
-    this.createdAt = created;
-    for (const col of this.columns.values()) {
-      if (col.type === 'string') {
-        const codes = new Int32Array(cap).fill(-1);
-        codes.set(col.codes);
-        col.codes = codes;
-      } else {
-        const values = new Float64Array(cap).fill(Number.NaN);
-        values.set(col.values);
-        col.values = values;
-      }
-    }
+    this.present = growU8(this.present, cap);
+    this.createdAt = growF64(this.createdAt, cap, 0);
+    growColumns(this.columns, cap);
     this.#capacity = cap;
   }
 }
