@@ -140,6 +140,30 @@ describe('AnnIndex', () => {
     expect(differs).toBeGreaterThan(0);
   });
 
+  it('layered: a breadth of 128 or more searches as the default; a swept snapshot file keeps its narrow views', () => {
+    const dims = 16;
+    const n = 5_000;
+    const r = mulberry32(7);
+    const big = Float32Array.from({ length: n * dims }, () => r() * 2 - 1);
+    const plain = new AnnIndex(dims);
+    plain.upsert(Array.from({ length: n }, (_, i) => i), big, 1);
+    const file = join(dir, writeSnapshot(dir, plain, n).file);
+    const ann = AnnIndex.view(dims, file);
+    const narrow = levelPlan(DegradationLevel.NoDiversity).annTopK;
+    const qs = Array.from({ length: 40 }, () => Float32Array.from({ length: dims }, () => r() * 2 - 1));
+    const before = qs.map((v) => [...ann.search(v, narrow, narrow).keys]);
+    for (const v of qs) {
+      const built = [...ann.search(v, narrow).keys];
+      for (const breadth of [128, 500]) expect([...ann.search(v, narrow, breadth).keys]).toEqual(built);
+      // Below the narrowest view the narrowest one answers, and still fills k.
+      expect([...ann.search(v, 10, 4).keys]).toHaveLength(10);
+    }
+    // A newer snapshot renamed into place sweeps this file: the views were opened with the base
+    // and answer as before, from the mappings they hold.
+    rmSync(file);
+    expect(qs.map((v) => [...ann.search(v, narrow, narrow).keys])).toEqual(before);
+  });
+
   it('layered: replaced vectors move, deleted keys never come back, new keys are found', () => {
     const { path } = saved();
     const ann = AnnIndex.view(DIMS, path);
