@@ -164,6 +164,29 @@ describe('AnnIndex', () => {
     expect(qs.map((v) => [...ann.search(v, narrow, narrow).keys])).toEqual(before);
   });
 
+  it('a small batch asked for every core is still built on one thread: every vector finds itself', () => {
+    // Concurrent insertion leaves some vector of a small build unreachable in most builds (19 of
+    // 30 builds of 300), so four builds would almost surely show one if small batches ran in parallel.
+    for (let build = 0; build < 4; build++) {
+      const ann = new AnnIndex(DIMS);
+      ann.upsert(keys, data, 0);
+      for (let i = 0; i < N; i++) expect(ann.search(row(data, i), 1).keys[0], `vector ${i} of build ${build}`).toBe(i);
+    }
+  });
+
+  it('a bulk batch after small ones is added, though the index reserved room for one thread only', () => {
+    const big = 1500;
+    const more = vectors(big, 5);
+    const ann = new AnnIndex(DIMS);
+    ann.upsert(keys.slice(0, 300), data.subarray(0, 300 * DIMS));
+    // Fits in the capacity the one-thread add reserved: usearch would refuse it concurrently.
+    ann.upsert(keys.slice(300), data.subarray(300 * DIMS), 0);
+    // Outgrows it: this one may use every core.
+    ann.upsert(Array.from({ length: big }, (_, i) => N + i), more, 0);
+    expect(ann.size).toBe(N + big);
+    expect(ann.search(row(more, 7), 1).keys[0]).toBe(N + 7);
+  });
+
   it('layered: replaced vectors move, deleted keys never come back, new keys are found', () => {
     const { path } = saved();
     const ann = AnnIndex.view(DIMS, path);
