@@ -167,6 +167,36 @@ describe('the level budget', () => {
   }, 60_000);
 });
 
+describe('hot: the most popular first, then the newest', () => {
+  it('one old item with a huge score no longer makes the walk visit everything younger; exact at Full, and within the budget below', async () => {
+    const hot = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).capacity({ items: 8192, signalSlots: 16384 }).open();
+    try {
+      const n = 3000;
+      const weight = (i: number): number => (i === n - 1 ? 1_000_000 : 1 + ((i * 7919) % 10));
+      await hot.upsertItems(Array.from({ length: n }, (_, i) => ({ id: `h${i}`, createdAt: NOW - i * HOUR })));
+      // Every event at NOW, so an item's popularity is its weight.
+      await hot.signals(Array.from({ length: n }, (_, i) => ({ item: `h${i}`, kind: 'view', weight: weight(i), at: NOW })));
+      const oracle = Array.from({ length: n }, (_, i) => ({ id: `h${i}`, i, score: (weight(i) + 1) / (i + 2) ** 1.8 }))
+        .sort((a, b) => b.score - a.score || a.i - b.i)
+        .map((w) => w.id);
+      for (const level of LEVELS) {
+        const r = await hot.retrieve({ profile: 'hot', level, limit: 10 });
+        expect(r.items.map((i) => i.id), level).toEqual(oracle.slice(0, 10));
+        // With the largest popularity (10^6) as the bound, the walk went through the ~2 200 items
+        // younger than (10^6 / 10th score)^(1/1.8) hours; the ~400 visits to find the 256 most popular bound the rest at 10.
+        expect(r.explain.candidates, level).toBeLessThan(600);
+      }
+      // The old item is found by popularity however far down the creation order it is.
+      expect(oracle.indexOf(`h${n - 1}`)).toBeLessThan(100);
+      const deep = await hot.retrieve({ profile: 'hot', level: 'NoDiversity', limit: 100 });
+      expect(deep.items.map((i) => i.id)).toEqual(oracle.slice(0, 100));
+      expect(deep.explain.candidates).toBeLessThanOrEqual(FEED_CANDIDATE_BUDGET);
+    } finally {
+      await hot.close();
+    }
+  }, 60_000);
+});
+
 describe('top by popularity within its window', () => {
   // 3 000 items, 2 000 of them created in the last day (more than the budget), two kinds of
   // signals of mixed weights (some negative), engagement independent of age and a fifth of the

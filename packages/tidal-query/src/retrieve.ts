@@ -267,7 +267,7 @@ export class RetrieveExecutor {
     } else if (task.profile === 'following' || task.profile === 'hot' || task.profile === 'rising' || task.profile === 'top') {
       const budget = level === Level.Full ? null : FEED_CANDIDATE_BUDGET;
       if (task.profile === 'following') ({ ranked, scores } = following(ctx, task, want, pass, nowMs, budget, explain, work));
-      else if (task.profile === 'hot') ({ ranked, scores } = hot(ctx, want, pass, nowMs, budget, explain, work));
+      else if (task.profile === 'hot') ({ ranked, scores } = hot(ctx, want, pass, nowMs, budget, explain, work, (w, admit, max) => this.#popularityWalk(w, admit, max, nowMs, work)));
       else if (task.profile === 'top') ({ ranked, scores } = top(ctx, want, pass, task.window, nowMs, budget, explain, work, (w, admit, max) => this.#popularityWalk(w, admit, max, nowMs, work)));
       else ({ ranked, scores } = rising(ctx, want, pass, task.window, nowMs, budget, explain, work));
     } else if (task.context) {

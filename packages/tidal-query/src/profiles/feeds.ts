@@ -68,27 +68,66 @@ function finish(top: TopK, budget: Budget, passed: number, limit: number | null,
 }
 
 /**
+ * The most popular items `hot` scores first (see {@link hot}): the popularity of the
+ * {@link HOT_POPULAR}-th bounds every item not among them.
+ */
+export const HOT_POPULAR = 256;
+
+/**
  * `hot`: score = (max(0, popularity) + 1) / (age_h + 2)^{@link HOT_GRAVITY}, age_h = hours since
  * `createdAt` (0 for a future one); ties to the newer item, then the lower ordinal. Every present
  * item is a candidate (one with no signals scores 1 / (age_h + 2)^g).
  *
- * The walk goes newest first and stops, exactly, once the k-th best beats what any older item can
- * reach: (P + 1) / (age_h + 2)^g, P bounding every item's popularity (the sum over kinds of the
- * largest decayed score, read from the head of each kind's key order and the dirty slots). So at
- * Full it visits the items younger than about (P / k-th score)^(1/g) hours; below Full at most
- * the budget, newest first.
+ * Two walks, a threshold algorithm over the two things the score grows with. The popularity walk
+ * (the kinds' key orders, as `top` uses) scores the {@link HOT_POPULAR} most popular items first;
+ * when it ends by itself, the popularity P of the last of them bounds every item it did not reach
+ * (0 when it reached every item with a signal). Then the creation-order walk goes newest first
+ * over the rest and stops, exactly, once the k-th best beats what any older item can reach:
+ * (P + 1) / (age_h + 2)^g. Without the popularity walk (or when it was cut short) P is the largest
+ * popularity of any item (the sum over kinds of the largest decayed score), and one old item with
+ * many signals made the walk visit every item younger than it. Below Full at most the budget in
+ * all, half of it by popularity, the rest newest first.
  */
-export function hot(ctx: QueryContext, want: number, pass: Predicate, nowMs: number, limit: number | null, explain: Explain, work: WorkCounter): FeedRanking {
+export function hot(
+  ctx: QueryContext,
+  want: number,
+  pass: Predicate,
+  nowMs: number,
+  limit: number | null,
+  explain: Explain,
+  work: WorkCounter,
+  walk?: PopularityWalk,
+): FeedRanking {
   const order = ctx.catalog.byCreatedDesc();
   const created = ctx.catalog.createdAt;
-  const bound = Math.max(0, popularityBound(ctx, nowMs, work)) + 1;
+  const denominator = (o: number): number => Math.pow(Math.max(0, nowMs - created[o]!) / MS_PER_HOUR + 2, HOT_GRAVITY);
   const top = new TopK(want);
   const floor = new Floor(want);
   const budget = new Budget(limit);
   let passed = 0;
+  let bound = Math.max(0, popularityBound(ctx, nowMs, work)) + 1;
+  let walked: Set<number> | null = null;
+  const popular = Math.max(want, HOT_POPULAR);
+  if (walk && order.length > popular) {
+    const found = walk(popular, pass, limit === null ? Infinity : Math.floor(limit / 2));
+    if (found) {
+      budget.visited = found.visited;
+      walked = new Set(found.ordinals);
+      passed = found.ordinals.length;
+      for (let i = 0; i < found.ordinals.length; i++) {
+        const o = found.ordinals[i]!;
+        const s = (Math.max(0, found.values[i]!) + 1) / denominator(o);
+        top.push(o, s, created[o]!);
+        floor.push(s);
+      }
+      if (found.end === 'exhausted') bound = 1;
+      else if (found.end === 'early') bound = Math.min(bound, Math.max(0, nth(found.values, popular)) + 1);
+    }
+  }
   for (let i = 0; i < order.length; i++) {
     const o = order[i]!;
-    const denom = Math.pow(Math.max(0, nowMs - created[o]!) / MS_PER_HOUR + 2, HOT_GRAVITY);
+    if (walked?.has(o)) continue;
+    const denom = denominator(o);
     if (floor.full && floor.min > bound / denom) break;
     if (!budget.take()) break;
     if (!pass(o)) continue;
@@ -98,6 +137,11 @@ export function hot(ctx: QueryContext, want: number, pass: Predicate, nowMs: num
     floor.push(s);
   }
   return finish(top, budget, passed, limit, explain);
+}
+
+/** The `n`-th largest of `values` (n ≥ 1, at most its length). */
+function nth(values: readonly number[], n: number): number {
+  return Float64Array.from(values).sort()[values.length - n]!;
 }
 
 /**
