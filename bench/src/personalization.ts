@@ -108,6 +108,12 @@ async function main(): Promise<void> {
   const rand = mulberry32(0x9e5);
   const categories = [...byCategory.keys()];
   const users = Array.from({ length: USERS }, (_, u) => `user-${u}`);
+  // Each loading step's time, printed as it ends: at 1 000 000 items the steps differ by minutes.
+  let stepAt = nowMs();
+  const step = (what: string): void => {
+    log(`  ${what}: ${((nowMs() - stepAt) / 1000).toFixed(1)} s`);
+    stepAt = nowMs();
+  };
   for (let i = 0; i < USERS; i += 1000) await db.upsertUsers(users.slice(i, i + 1000).map((id) => ({ id })));
   const insertHistory = sql.prepare('INSERT INTO history VALUES (?, ?, ?, ?)');
   const histories: number[][] = [];
@@ -124,6 +130,7 @@ async function main(): Promise<void> {
     histories.push(h);
     events.push(evs);
   }
+  step(`${fmtInt(USERS)} users upserted, their histories drawn`);
   const BATCH_USERS = 50;
   let userMs = 0;
   let plainMs = 0;
@@ -139,7 +146,9 @@ async function main(): Promise<void> {
     await db.signals(plain);
     plainMs += nowMs() - s;
     userSignals += batch.length;
+    if ((u / BATCH_USERS) % 40 === 39) log(`    signals: ${fmtInt(u + BATCH_USERS)} of ${fmtInt(USERS)} users`);
   }
+  step(`${fmtInt(userSignals)} user signals and as many plain ones written`);
   sql.transaction(() => {
     for (let u = 0; u < USERS; u++) histories[u]!.forEach((i, pos) => insertHistory.run(u, pos, i, events[u]![pos]!.at));
   })();
@@ -152,6 +161,7 @@ async function main(): Promise<void> {
     }
     await Promise.all(calls);
   }
+  step(`the histories copied to SQL, ${fmtInt(USERS * 5)} follows written`);
   const insertAffinity = sql.prepare('INSERT INTO affinity VALUES (?, ?, ?)');
   const preference: Float32Array[] = [];
   for (let u = 0; u < USERS; u++) {
@@ -161,7 +171,9 @@ async function main(): Promise<void> {
       for (const [c, s] of Object.entries(state.affinity)) insertAffinity.run(u, c, s);
     })();
   }
+  step('every user read back (preference, affinity) and copied to SQL');
   await db.warm();
+  step('warm() (the ANN index built over the items, the workers caught up)');
   collectGarbage();
   const heapUsers = process.memoryUsage().heapUsed - heapBefore;
   log(`Main-thread heap grown by the users, their state and the co-engagement index: ${fmtInt(heapUsers / 1048576)} MiB (${fmtInt(heapUsers / USERS)} B per user).`);
