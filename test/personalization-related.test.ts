@@ -194,6 +194,40 @@ describe('related', () => {
     }
   });
 
+  it("returns each item's signals as of its query, read on first access, after later writes too", async () => {
+    const clock = new TestClock(NOW);
+    const db = await TidalDb.builder().ephemeral().workers(1).clock(clock.read).schema(USER_SCHEMA).open();
+    try {
+      await db.upsertItems(ITEMS.map((id, i) => ({ id, metadata: { creator: `c${i % 3}` }, createdAt: NOW - i * HOUR })));
+      await db.upsertUsers(USERS.map((id) => ({ id })));
+      const signals = stream();
+      await db.signals(signals);
+      const item = ITEMS.find((id) => ranking(oracle(signals), id).length >= 4)!;
+      for (const level of ['Full', 'CoarseAggregates'] as const) {
+        // `read` has its signals read at once; `later` not before the writes below.
+        const read = await db.retrieve({ profile: 'related', item, level });
+        const asOfQuery = JSON.parse(JSON.stringify(read.items)) as unknown[];
+        const later = await db.retrieve({ profile: 'related', item, level });
+        if (level === 'Full') for (const x of read.items) expect(x.signals).toEqual(db.itemSignals(x.id));
+        const dropped = await db.retrieve({ profile: 'related', item, level });
+        const replaced = dropped.items[0]!;
+        replaced.signals = {};
+        // New events on every returned item, in two commits, and a later clock.
+        clock.advance(10 * 60_000);
+        await db.signals(later.items.map((x) => ({ item: x.id, kind: 'view' })));
+        await db.signals(later.items.map((x) => ({ item: x.id, kind: 'like', at: NOW })));
+        expect(JSON.parse(JSON.stringify(later.items))).toEqual(asOfQuery);
+        expect(later.items.map((x) => ({ ...x }))).toEqual(asOfQuery);
+        expect(replaced.signals).toEqual({});
+        // The writes did change what a query reads now.
+        const now = await db.retrieve({ profile: 'related', item, level });
+        expect(now.items[0]!.signals.view!.count).toBe((later.items[0]!.signals.view?.count ?? 0) + 1);
+      }
+    } finally {
+      await db.close();
+    }
+  });
+
   it('refuses a missing or unknown item', async () => {
     const db = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
     try {

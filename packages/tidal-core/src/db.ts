@@ -161,7 +161,20 @@ export class TidalDb implements AsyncDisposable {
       this.#walCheckpointer = WalCheckpointer.start(this.#db, file, o.onWarning);
       this.#writes = new WritePath(
         o,
-        { db: this.#db, meta, log, checkpointRows, store: this.#store, sessions: this.#sessions, users: start.users, memoryGuard, ackMark: this.#ackMark, onWarning: o.onWarning },
+        {
+          db: this.#db,
+          meta,
+          log,
+          checkpointRows,
+          store: this.#store,
+          sessions: this.#sessions,
+          users: start.users,
+          memoryGuard,
+          ackMark: this.#ackMark,
+          onWarning: o.onWarning,
+          // `related` results read their items' signals on first access: as of their query.
+          beforeSignals: () => this.#related?.settle(),
+        },
         start,
       );
       this.#pool = new QueryPool({ file, schema: o.schema, arena: this.#store.arena }, o.workers);

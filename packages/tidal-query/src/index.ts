@@ -1,4 +1,4 @@
-export { RetrieveExecutor } from './retrieve.js';
+export { DeferredSignals, RetrieveExecutor } from './retrieve.js';
 export { SearchExecutor, ftsQuery, RRF_K, BM25_CANDIDATES, NO_DIVERSITY_POSTINGS_BUDGET } from './search.js';
 export { TextIndex, BLOCK_SIZE } from './text/text-index.js';
 export type { TextIndexStats } from './text/text-index.js';

@@ -4,12 +4,13 @@ import { cosine, exactNearest, exactNearestWithSimilarity, toInt8, type AnnIndex
 import { blobToVector } from './items-table.js';
 import { compileFilter, type Predicate } from './filter.js';
 import { popularity, velocityOf, type QueryContext, type WorkCounter } from './context.js';
-import { selectAndHydrate } from './tail.js';
+import { readItemSignals } from './item-signals.js';
+import { selectAndHydrate, tailOrder } from './tail.js';
 import { Floor, TopK } from './topk.js';
 import { compileUserPredicate } from './user-state.js';
 import { forYou, TrendingCache } from './profiles/for-you.js';
 import { FEED_CANDIDATE_BUDGET, following, hot, related, rising, top, windowStartMs, type PopularityWalkResult } from './profiles/feeds.js';
-import type { Explain, RetrieveTask, RetrievedItem, VelocityWindow, WorkerRetrieveResult } from './types.js';
+import type { Explain, RetrieveTask, RetrievedItem, SignalValues, VelocityWindow, WorkerRetrieveResult } from './types.js';
 
 const WINDOW_MS: Record<VelocityWindow, number> = { '1h': 3_600_000, '24h': 86_400_000, '7d': 604_800_000 };
 
@@ -125,6 +126,82 @@ export interface RetrieveExecutorOptions {
    * @default a new cache
    */
   trendingCache?: TrendingCache | null;
+  /**
+   * Read each returned item's `signals` on first access instead of while ranking (see
+   * {@link DeferredSignals}): for an executor on the thread that writes the signal store, which
+   * calls {@link DeferredSignals.settle} before every write. Null: read while ranking.
+   * @default null
+   */
+  deferredSignals?: DeferredSignals | null;
+}
+
+/** One result's items whose signal values are read on first access (see {@link DeferredSignals}). */
+interface DeferredPage {
+  readonly nowMs: number;
+  readonly coarse: boolean;
+  readonly ordinals: readonly number[];
+  /** Per item, its values once read (or set by the caller); undefined while deferred. */
+  readonly values: (Record<string, SignalValues> | undefined)[];
+}
+
+/**
+ * The returned items' signal values, read when the caller first reads an item's `signals` rather
+ * while ranking: a result's signals are ~1 KiB of signal store per item and kind, most of what a
+ * main-thread `related` query touched (and, with the slots out of cache, most of its time), and
+ * a caller that shows ids and scores never reads them.
+ *
+ * A value read later is the one read while ranking would have given: it is read as of the
+ * query's clock and level, and the store only changes through {@link settle}'s caller, which
+ * settles first: every value still deferred is read before the first write to the store. Pages
+ * are held weakly, so a result the caller dropped is never read.
+ */
+export class DeferredSignals {
+  readonly #ctx: Pick<QueryContext, 'store' | 'schema'>;
+  #pending: WeakRef<DeferredPage>[] = [];
+  /** Pages pending after the last sweep of dropped ones: the next sweep runs at twice as many. */
+  #sweepAt = 64;
+
+  constructor(ctx: Pick<QueryContext, 'store' | 'schema'>) {
+    this.#ctx = ctx;
+  }
+
+  /** Pages whose values may still be deferred (tests). */
+  get pending(): number {
+    return this.#pending.length;
+  }
+
+  /** Reads every value still deferred, as of its query. Call before each write to the signal store. */
+  settle(): void {
+    const pending = this.#pending;
+    if (pending.length === 0) return;
+    this.#pending = [];
+    this.#sweepAt = 64;
+    for (const ref of pending) {
+      const page = ref.deref();
+      if (page === undefined) continue;
+      for (let i = 0; i < page.ordinals.length; i++) if (page.values[i] === undefined) this.read(page, i);
+    }
+  }
+
+  /** The values of a page's item `i`, read now (and kept). */
+  read(page: DeferredPage, i: number): Record<string, SignalValues> {
+    const v = readItemSignals(this.#ctx.store, this.#ctx.schema, page.ordinals[i]!, page.nowMs, page.coarse);
+    page.values[i] = v;
+    return v;
+  }
+
+  /** A page for `ordinals`, settled with the others before the next write. */
+  page(ordinals: readonly number[], nowMs: number, coarse: boolean): DeferredPage {
+    const page: DeferredPage = { nowMs, coarse, ordinals, values: new Array(ordinals.length).fill(undefined) };
+    if (ordinals.length === 0) return page;
+    const pending = this.#pending;
+    pending.push(new WeakRef(page));
+    if (pending.length >= this.#sweepAt) {
+      this.#pending = pending.filter((r) => r.deref() !== undefined);
+      this.#sweepAt = Math.max(64, 2 * this.#pending.length);
+    }
+    return page;
+  }
 }
 
 /** The velocity window a level reads: the task's own, or 24h at CoarseAggregates (the level plan). */
@@ -198,6 +275,7 @@ export class RetrieveExecutor {
   readonly #trendingSlots: readonly number[] | undefined;
   readonly #annTopK: readonly number[] | undefined;
   readonly #trendingCache: TrendingCache | null;
+  readonly #deferred: DeferredSignals | null;
   readonly #seen = new Seen();
   #subset: PopularSubset | null = null;
   /** Vectors of items looked up for the subset, by ordinal (null: the item has no embedding). */
@@ -212,6 +290,7 @@ export class RetrieveExecutor {
     this.#trendingSlots = options.trendingSlots;
     this.#annTopK = options.annTopK;
     this.#trendingCache = options.trendingCache === undefined ? new TrendingCache() : options.trendingCache;
+    this.#deferred = options.deferredSignals ?? null;
   }
 
   /**
@@ -294,6 +373,11 @@ export class RetrieveExecutor {
     if (task.user) explain.userFiltered = userCount.dropped;
 
     const diversity = useDiversity ? task.diversity : null;
+    if (this.#deferred) {
+      const items = this.#deferredItems(ranked, scores, similarity, { diversity, limit: task.limit, warnings }, nowMs, coarse, picked);
+      explain.rowsHydrated = items.length;
+      return { items, warnings, explain };
+    }
     let hydrated = 0;
     const items = selectAndHydrate(ctx, ranked, scores, { diversity, limit: task.limit, nowMs, coarse, warnings }, (base, o) => {
       hydrated++;
@@ -306,6 +390,49 @@ export class RetrieveExecutor {
     });
     explain.rowsHydrated = hydrated;
     return { items, warnings, explain };
+  }
+
+  /**
+   * The tail with the items' signals deferred (see {@link DeferredSignals}): the same items, fields
+   * and order as {@link selectAndHydrate} and the hydrate step of {@link run} give, `signals` an
+   * accessor that reads the values on first access.
+   */
+  #deferredItems(
+    ranked: readonly number[],
+    scores: readonly number[],
+    similarity: Map<number, number> | null,
+    options: Parameters<typeof tailOrder>[2],
+    nowMs: number,
+    coarse: boolean,
+    picked: number[] | undefined,
+  ): RetrievedItem[] {
+    const { catalog } = this.#ctx;
+    const order = tailOrder(this.#ctx, ranked, options);
+    const ordinals = new Array<number>(order.length);
+    for (let r = 0; r < order.length; r++) ordinals[r] = ranked[order[r]!]!;
+    const deferred = this.#deferred!;
+    const page = deferred.page(ordinals, nowMs, coarse);
+    const items = new Array<RetrievedItem>(order.length);
+    for (let r = 0; r < order.length; r++) {
+      const o = ordinals[r]!;
+      picked?.push(o);
+      const item: RetrievedItem = {
+        id: catalog.ids[o]!,
+        score: scores[order[r]!]!,
+        rank: r + 1,
+        get signals(): Record<string, SignalValues> {
+          return page.values[r] ?? deferred.read(page, r);
+        },
+        set signals(v: Record<string, SignalValues>) {
+          page.values[r] = v;
+        },
+        createdAt: catalog.createdAt[o]!,
+      };
+      const sim = similarity?.get(o);
+      if (sim !== undefined) item.similarity = sim;
+      items[r] = item;
+    }
+    return items;
   }
 
   #admit(filter: Predicate, exclude: Int32Array | null, user: Predicate | null): Predicate {
