@@ -127,6 +127,13 @@ export class RawClient {
   #queue: Pending[] = [];
   #queueHead = 0;
   #destroyed = false;
+  /**
+   * Every connection reads into this one buffer (`onread`): no Buffer allocated per read and no
+   * readable-stream machinery per chunk. Safe to share: libuv reads one socket into it and calls
+   * back synchronously before the next read, and the parser copies the little it keeps (a head
+   * split over reads, a non-2xx body). 64 KiB: the most one read of a loopback socket returns.
+   */
+  readonly #readBuffer = Buffer.allocUnsafe(64 * 1024);
 
   constructor(options: RawClientOptions) {
     this.#options = options;
@@ -166,20 +173,33 @@ export class RawClient {
   #open(): Connection {
     const { origin, timeoutMs } = this.#options;
     const host = origin.hostname.startsWith('[') ? origin.hostname.slice(1, -1) : origin.hostname;
-    const socket = connect({ host, port: Number(origin.port || 80), noDelay: true });
-    const conn = new Connection(socket);
+    // `conn` is set before any read can call back (reads start after `connect` returns).
+    let conn: Connection | undefined;
+    const socket = connect({
+      host,
+      port: Number(origin.port || 80),
+      noDelay: true,
+      onread: {
+        buffer: this.#readBuffer,
+        callback: (n: number, buf: Uint8Array): boolean => {
+          this.#onData(conn!, Buffer.from(buf.buffer, buf.byteOffset, n));
+          return true; // false would pause the socket
+        },
+      },
+    });
+    conn = new Connection(socket);
     this.#all.add(conn);
     // Node's idle timer, refreshed by every read and write: one timer per connection, not per request.
     socket.setTimeout(timeoutMs);
+    const c = conn;
     socket.on('timeout', () => {
-      if (conn.pending !== null) this.#fail(conn, 'LOADGEN_TIMEOUT');
+      if (c.pending !== null) this.#fail(c, 'LOADGEN_TIMEOUT');
     });
-    socket.on('data', (chunk: Buffer) => this.#onData(conn, chunk));
     socket.on('error', (err: NodeJS.ErrnoException) => {
-      conn.error ??= err.code ?? err.name;
+      c.error ??= err.code ?? err.name;
     });
-    socket.on('close', () => this.#fail(conn, conn.error ?? 'ECONNRESET'));
-    return conn;
+    socket.on('close', () => this.#fail(c, c.error ?? 'ECONNRESET'));
+    return c;
   }
 
   #send(conn: Connection, p: Pending): void {
@@ -239,7 +259,7 @@ export class RawClient {
       const end = buf.indexOf(CRLFCRLF, from);
       if (end < 0) {
         if (buf.length > MAX_HEAD_BYTES) return this.#fail(conn, 'LOADGEN_BAD_RESPONSE');
-        conn.head = buf;
+        conn.head = buf === chunk ? Buffer.from(chunk) : buf; // the read buffer is reused: copy
         return;
       }
       conn.head = null;
@@ -252,7 +272,7 @@ export class RawClient {
     // BODY: exactly Content-Length bytes.
     const available = chunk.length - offset;
     const take = available < conn.remaining ? available : conn.remaining;
-    if (conn.body !== null && take > 0) conn.body.push(chunk.subarray(offset, offset + take));
+    if (conn.body !== null && take > 0) conn.body.push(Buffer.from(chunk.subarray(offset, offset + take))); // copied out of the read buffer
     conn.remaining -= take;
     if (conn.remaining > 0) return;
     // More than the response: the server does not keep to one response per request.
