@@ -76,6 +76,7 @@ interface Measured {
   perSec: number;
   refusedShare: number;
   errors: number;
+  errorCodes: string;
 }
 
 async function measure(url: string, file: string, client: LoadgenClient, rate: number, ms: number, seed: number): Promise<Measured> {
@@ -94,6 +95,7 @@ async function measure(url: string, file: string, client: LoadgenClient, rate: n
     perSec: load.achievedRatePerSec,
     refusedShare: refused / Math.max(1, load.completed),
     errors,
+    errorCodes: JSON.stringify({ ...load.errors, ...(load.abandoned > 0 ? { abandoned: load.abandoned } : {}) }),
   };
 }
 
@@ -137,7 +139,7 @@ async function main(): Promise<void> {
           if (r === 0) continue;
           const key = `${rate} ${client}`;
           results.set(key, [...(results.get(key) ?? []), m]);
-          process.stderr.write(`  round ${r} ${rate}/s ${client}: ${m.usPerResponse.toFixed(1)} µs/response, cpu ${(m.cpuShare * 100).toFixed(0)} %, loop p99 ${m.loopP99Ms.toFixed(1)} ms, ${m.perSec.toFixed(0)} responses/s, refused ${(m.refusedShare * 100).toFixed(0)} %, errors ${m.errors}\n`);
+          process.stderr.write(`  round ${r} ${rate}/s ${client}: ${m.usPerResponse.toFixed(1)} µs/response, cpu ${(m.cpuShare * 100).toFixed(0)} %, loop p99 ${m.loopP99Ms.toFixed(1)} ms, ${m.perSec.toFixed(0)} responses/s, refused ${(m.refusedShare * 100).toFixed(0)} %, errors ${m.errors} ${m.errorCodes}\n`);
         }
       }
     }

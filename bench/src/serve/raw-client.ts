@@ -112,13 +112,22 @@ class Connection {
   counted: string | undefined = undefined;
   /** A non-2xx body, kept to read its `code`; `null` for a 2xx body (counted, not kept). */
   body: Buffer[] | null = null;
+  /** Until `'connect'`: a connection that is still connecting has no request of its own. */
+  connected = false;
   dead = false;
   error: string | null = null;
 
   constructor(readonly socket: Socket) {}
 }
 
-/** A fixed-capacity pool of keep-alive connections, opened lazily and reused from a free list. */
+/**
+ * A fixed-capacity pool of keep-alive connections, opened lazily and reused from a free list. A
+ * request waits in one FIFO queue until a connection is free; a new connection is opened when the
+ * queue holds more requests than connections being opened, and takes the oldest waiting request
+ * once connected (as undici's pool does). Binding a request to the connection opened for it would
+ * leave it waiting out a slow connect (a SYN dropped by a full accept queue is resent after 1 s,
+ * then 3 s) while other connections come free.
+ */
 export class RawClient {
   readonly #options: RawClientOptions;
   readonly #free: Connection[] = [];
@@ -126,6 +135,7 @@ export class RawClient {
   /** Requests waiting for a connection; `#queueHead` is the next one out (no shift per request). */
   #queue: Pending[] = [];
   #queueHead = 0;
+  #connecting = 0;
   #destroyed = false;
   /**
    * Every connection reads into this one buffer (`onread`): no Buffer allocated per read and no
@@ -151,8 +161,8 @@ export class RawClient {
     let conn = this.#free.pop();
     while (conn !== undefined && conn.dead) conn = this.#free.pop();
     if (conn !== undefined) return this.#send(conn, p);
-    if (this.#all.size < this.#options.connections) return this.#send(this.#open(), p);
     this.#queue.push(p);
+    this.#openForQueue();
   }
 
   /** As `request`, as a promise. */
@@ -189,11 +199,18 @@ export class RawClient {
     });
     conn = new Connection(socket);
     this.#all.add(conn);
+    this.#connecting++;
     // Node's idle timer, refreshed by every read and write: one timer per connection, not per request.
     socket.setTimeout(timeoutMs);
     const c = conn;
+    socket.on('connect', () => {
+      c.connected = true;
+      this.#connecting--;
+      this.#next(c);
+    });
     socket.on('timeout', () => {
-      if (c.pending !== null) this.#fail(c, 'LOADGEN_TIMEOUT');
+      // Idle with nothing asked is a kept-alive connection, left open; connecting counts as waiting.
+      if (c.pending !== null || !c.connected) this.#fail(c, 'LOADGEN_TIMEOUT');
     });
     socket.on('error', (err: NodeJS.ErrnoException) => {
       c.error ??= err.code ?? err.name;
@@ -208,26 +225,40 @@ export class RawClient {
     conn.socket.write(p.bytes);
   }
 
-  /** Ends the connection's request (if any) with `code` and takes the connection out of the pool. */
+  /** A connection that came free takes the oldest waiting request, or joins the free list. */
+  #next(conn: Connection): void {
+    if (this.#queueHead < this.#queue.length) this.#send(conn, this.#dequeue());
+    else this.#free.push(conn);
+  }
+
+  /** Opens connections while requests wait that no connection being opened will take. */
+  #openForQueue(): void {
+    while (!this.#destroyed && this.#queue.length - this.#queueHead > this.#connecting && this.#all.size < this.#options.connections) this.#open();
+  }
+
+  /**
+   * Ends the connection's request with `code` and takes the connection out of the pool. A
+   * connection that failed to connect had no request of its own: the oldest waiting one gets its
+   * error (so a server that refuses connections fails requests, rather than being retried forever).
+   */
   #fail(conn: Connection, code: string): void {
+    if (conn.dead) return;
     const p = conn.pending;
-    if (!conn.dead) {
-      conn.dead = true;
-      conn.pending = null;
-      this.#all.delete(conn);
-      conn.socket.destroy();
-      if (p === null) {
-        // Closed while idle (the server's keep-alive timeout): out of the free list now, rather
-        // than left for `request` to skip.
-        const i = this.#free.indexOf(conn);
-        if (i >= 0) this.#free.splice(i, 1);
-      }
+    conn.dead = true;
+    conn.pending = null;
+    this.#all.delete(conn);
+    conn.socket.destroy();
+    if (!conn.connected) {
+      this.#connecting--;
+      if (!this.#destroyed && this.#queueHead < this.#queue.length) this.#dequeue().done({ status: 0, code, counted: undefined });
+    } else if (p === null) {
+      // Closed while idle (the server's keep-alive timeout): out of the free list now, rather
+      // than left for `request` to skip.
+      const i = this.#free.indexOf(conn);
+      if (i >= 0) this.#free.splice(i, 1);
     }
     if (p !== null) p.done({ status: 0, code, counted: undefined });
-    // A slot came free: a queued request gets a new connection.
-    if (!this.#destroyed && this.#queueHead < this.#queue.length && this.#all.size < this.#options.connections) {
-      this.#send(this.#open(), this.#dequeue());
-    }
+    this.#openForQueue();
   }
 
   #dequeue(): Pending {
@@ -336,12 +367,7 @@ export class RawClient {
       conn.socket.destroy();
     }
     p.done(outcome);
-    if (conn.dead) {
-      if (!this.#destroyed && this.#queueHead < this.#queue.length && this.#all.size < this.#options.connections) this.#send(this.#open(), this.#dequeue());
-    } else if (this.#queueHead < this.#queue.length) {
-      this.#send(conn, this.#dequeue());
-    } else {
-      this.#free.push(conn);
-    }
+    if (conn.dead) this.#openForQueue();
+    else this.#next(conn);
   }
 }
