@@ -11,18 +11,22 @@
  * Writes the tables into docs/serve.md (between the bench:serve markers), the chart into
  * docs/serve.svg and the raw results into bench/results/serve.json.
  *
- *     npm run bench:serve -- [--items 100000] [--seconds 10] [--closed 16] [--workers 2] [--profile]
+ * The generator's client is `--client raw` (the default: node:net sockets, ≈ 0.4× undici's CPU per
+ * request, measured by bench/src/serve/client-cost.ts) or `--client undici`.
+ *
+ *     npm run bench:serve -- [--items 100000] [--seconds 10] [--closed 16] [--workers 2] [--client raw|undici] [--profile]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { InvalidInputError } from 'tidal-core';
 import { Corpus } from '../corpus.js';
 import { mixRequestJson, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
 import { describeMachine, fmtInt, intFlag, machine, markdownTable } from '../stats.js';
-import type { LoadResult, RequestSpec } from './loadgen.js';
+import type { LoadgenClient, LoadResult, RequestSpec } from './loadgen.js';
 import { summarizeProfile, type ProfileSummary } from './profile.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -42,6 +46,7 @@ interface Flags {
   distinct: number;
   profile: boolean;
   skipOff: boolean;
+  client: LoadgenClient;
 }
 
 function parseFlags(argv: readonly string[]): Flags {
@@ -53,7 +58,16 @@ function parseFlags(argv: readonly string[]): Flags {
     distinct: intFlag(argv, 'distinct', 8192),
     profile: argv.includes('--profile'),
     skipOff: argv.includes('--skip-off'),
+    client: clientFlag(argv),
   };
+}
+
+function clientFlag(argv: readonly string[]): LoadgenClient {
+  const i = argv.findIndex((a) => a === '--client' || a.startsWith('--client='));
+  if (i < 0) return 'raw';
+  const value = argv[i]!.startsWith('--client=') ? argv[i]!.slice('--client='.length) : argv[i + 1];
+  if (value !== 'raw' && value !== 'undici') throw new InvalidInputError('--client', 'raw or undici', value);
+  return value;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -234,6 +248,7 @@ function runLoadgen(args: string[], timeoutMs: number): Promise<{ result: LoadRe
 }
 
 async function phase(
+  flags: Flags,
   server: Server,
   requestsFile: string,
   name: string,
@@ -261,6 +276,8 @@ async function phase(
       String(seed),
       '--count-header',
       LEVEL_HEADER,
+      '--client',
+      flags.client,
       // Enough connections that no arrival waits for one while the server holds the others (at
       // 0.5 s each, Little's law): a generator-side wait would be billed to the server's latency.
       ...('rate' in mode ? ['--connections', String(Math.min(8192, Math.max(512, Math.ceil(mode.rate * 0.5))))] : []),
@@ -342,8 +359,8 @@ async function runServer(flags: Flags, requestsFile: string, admission: boolean,
   try {
     // A warm-up the tables leave out: the first seconds after the load (JIT, caches, the OS's pages)
     // would otherwise be billed to whichever server runs first.
-    await phase(server, requestsFile, 'warm-up', null, { closed: flags.closed }, Math.min(5, flags.seconds), 10);
-    const capacity = await phase(server, requestsFile, 'capacity', null, { closed: flags.closed }, flags.seconds, 11);
+    await phase(flags, server, requestsFile, 'warm-up', null, { closed: flags.closed }, Math.min(5, flags.seconds), 10);
+    const capacity = await phase(flags, server, requestsFile, 'capacity', null, { closed: flags.closed }, flags.seconds, 11);
     const c = capacityRate ?? capacity.load.goodputPerSec;
     const phases: PhaseOutcome[] = [];
     const plan: [string, number][] = [
@@ -353,7 +370,7 @@ async function runServer(flags: Flags, requestsFile: string, admission: boolean,
       ['0.5× C', 0.5],
     ];
     let seed = 100;
-    for (const [name, factor] of plan) phases.push(await phase(server, requestsFile, name, factor, { rate: c * factor }, flags.seconds, seed++));
+    for (const [name, factor] of plan) phases.push(await phase(flags, server, requestsFile, name, factor, { rate: c * factor }, flags.seconds, seed++));
     const last = phases[phases.length - 1]!;
     last.backToFullMs = backToFull(phases[phases.length - 2]!, last);
     const exitCode = await stopServer(server);
@@ -411,7 +428,7 @@ function phaseTable(run: ServerRun): string {
 function renderMarkdown(on: ServerRun, off: ServerRun | null, flags: Flags): string {
   const c = on.capacity.load.goodputPerSec;
   const lines = [
-    `Measured by \`npm run bench:serve\` on ${describeMachine(machine())}: \`tidal serve --demo\` with ${fmtInt(flags.items)} items and ${flags.workers} query workers in one process, the load generator (undici, open-loop Poisson arrivals, latency from each request's scheduled time) in another, both on loopback. ${flags.seconds} s per phase; ${fmtInt(flags.distinct)} distinct requests (the query mix of docs/overload.md). Capacity C is the goodput of a closed loop of ${flags.closed} (below the first degradation threshold, so C is Full's capacity): **C = ${fmtInt(c)} requests/s**. The 1×…0.5× rates are multiples of it.`,
+    `Measured by \`npm run bench:serve\` on ${describeMachine(machine())}: \`tidal serve --demo\` with ${fmtInt(flags.items)} items and ${flags.workers} query workers in one process, the load generator (bench/src/serve/loadgen.ts, \`--client ${flags.client}\`, open-loop Poisson arrivals, latency from each request's scheduled time) in another, both on loopback. ${flags.seconds} s per phase; ${fmtInt(flags.distinct)} distinct requests (the query mix of docs/overload.md). Capacity C is the goodput of a closed loop of ${flags.closed} (below the first degradation threshold, so C is Full's capacity): **C = ${fmtInt(c)} requests/s**. The 1×…0.5× rates are multiples of it.`,
     '',
     '### Admission chain on (the default)',
     '',
@@ -472,7 +489,7 @@ function writeDocs(markdown: string, svg: string): void {
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   if (argv.includes('--help')) {
-    process.stdout.write('npm run bench:serve -- [--items N] [--seconds S] [--closed N] [--workers N] [--distinct N] [--profile] [--skip-off]\n');
+    process.stdout.write('npm run bench:serve -- [--items N] [--seconds S] [--closed N] [--workers N] [--distinct N] [--client raw|undici] [--profile] [--skip-off]\n');
     return;
   }
   const flags = parseFlags(argv);

@@ -1,7 +1,9 @@
 /**
  * The load generator for `bench:serve`: a separate process that drives a tidal server on loopback
- * over HTTP (undici, one request per connection at a time, many connections) and prints one JSON
- * line of results on stdout.
+ * over HTTP (one request per connection at a time, many keep-alive connections) and prints one JSON
+ * line of results on stdout. Two clients: `raw` (bench/src/serve/raw-client.ts: node:net sockets,
+ * each request serialized once, a minimal response parser) and `undici` (`Pool.request`); the
+ * results mean the same with either.
  *
  * Open loop (`--rate R`): arrivals follow a Poisson process of rate R, fixed in advance by the seed,
  * whatever the server does; each request's latency runs from its SCHEDULED time, so time spent
@@ -19,6 +21,8 @@ import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import { InvalidInputError } from 'tidal-core';
 import { mulberry32 } from '../random.js';
+import { RawClient, codeOf, serializeRequest } from './raw-client.js';
+import type { Outcome, PreparedRequest } from './raw-client.js';
 import { summarize } from '../stats.js';
 import type { Summary } from '../stats.js';
 
@@ -33,14 +37,23 @@ export interface RequestSpec {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
+/** The HTTP client that sends the requests. */
+export type LoadgenClient = 'raw' | 'undici';
+
 export interface LoadgenConfig {
   /** The server's base URL; loopback only. */
   readonly url: string;
+  /** @default LOADGEN_DEFAULTS.client */
+  readonly client: LoadgenClient;
   readonly mode: { readonly kind: 'open'; readonly ratePerSecond: number } | { readonly kind: 'closed'; readonly concurrency: number };
   readonly durationMs: number;
   /** Connections in the pool. @default open: 512; closed: the concurrency */
   readonly connections: number;
-  /** Per-request limit on waiting for headers, and between body chunks. @default 10 000 */
+  /**
+   * Per-request limit on waiting for headers, and between body chunks (raw: no byte moving on the
+   * connection while the request is outstanding, counted as `LOADGEN_TIMEOUT`; undici:
+   * `UND_ERR_HEADERS_TIMEOUT`, `UND_ERR_BODY_TIMEOUT`). @default 10 000
+   */
   readonly timeoutMs: number;
   /** After the schedule ends, how long requests still running may take before they are abandoned. @default 5 000 */
   readonly graceMs: number;
@@ -69,6 +82,7 @@ export interface TraceRecord {
 
 export interface LoadResult {
   readonly mode: 'open' | 'closed';
+  readonly client: LoadgenClient;
   readonly url: string;
   readonly durationMs: number;
   /** From the start to the last response (or to the end of the grace period). */
@@ -86,7 +100,10 @@ export interface LoadResult {
   readonly refusalsByCode: Record<string, number>;
   /** Other non-2xx responses by `code`. */
   readonly failuresByCode: Record<string, number>;
-  /** Requests that got no response: connection errors and timeouts, by error code. */
+  /**
+   * Requests that got no response: connection errors and timeouts, by error code (the socket's
+   * code, `ECONNREFUSED`, `ECONNRESET`, ..., or the client's: raw-client.ts lists its own).
+   */
   readonly errors: Record<string, number>;
   /** Still running when the grace period ran out. */
   readonly abandoned: number;
@@ -99,9 +116,10 @@ export interface LoadResult {
   readonly headerCounts: Record<string, number> | null;
   /**
    * This process's CPU time over the run as a share of one core, and its event loop's p99 delay:
-   * when either is high the generator, not the server, may be what limited the run.
+   * when either is high the generator, not the server, may be what limited the run. `cpuUs`: the
+   * same CPU time in µs (divided by `completed`, what one request cost the generator).
    */
-  readonly generator: { readonly cpuShare: number; readonly loopDelayP99Ms: number };
+  readonly generator: { readonly cpuShare: number; readonly loopDelayP99Ms: number; readonly cpuUs: number };
   /** With `trace`: `performance.now()` at the run's start (trace times are relative to it), and every request. */
   readonly originMs?: number;
   readonly trace?: TraceRecord[];
@@ -118,6 +136,7 @@ export const LOADGEN_DEFAULTS = Object.freeze({
   maxDurationMs: 600_000,
   maxRate: 1_000_000,
   maxConnections: 10_000,
+  client: 'raw' as LoadgenClient,
 });
 
 const HELP = `tidal load generator: drives a server on loopback and prints one JSON line.
@@ -134,6 +153,8 @@ const HELP = `tidal load generator: drives a server on loopback and prints one J
   --seed N              arrival and mix seed (default ${LOADGEN_DEFAULTS.seed})
   --max-outstanding N   open loop: drop arrivals past N outstanding (default ${LOADGEN_DEFAULTS.maxOutstanding})
   --count-header NAME   count the values of this response header on 2xx
+  --client raw|undici   raw: node:net keep-alive sockets, requests serialized once;
+                        undici: Pool.request (default ${LOADGEN_DEFAULTS.client})
   --help                this text
 `;
 
@@ -169,7 +190,7 @@ export function checkLoopbackUrl(raw: unknown): URL {
 /** Parses the command line. `--help` gives `null`. */
 export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConfig; requestsFile: string } | null {
   const flags = new Map<string, string>();
-  const known = new Set(['--url', '--requests', '--rate', '--closed', '--duration-ms', '--connections', '--timeout-ms', '--grace-ms', '--seed', '--max-outstanding', '--count-header']);
+  const known = new Set(['--url', '--requests', '--rate', '--closed', '--duration-ms', '--connections', '--timeout-ms', '--grace-ms', '--seed', '--max-outstanding', '--count-header', '--client']);
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--help' || arg === '-h') return null;
@@ -196,12 +217,15 @@ export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConf
     : mode.kind === 'open'
       ? LOADGEN_DEFAULTS.openConnections
       : mode.concurrency;
+  const client = flags.get('--client') ?? LOADGEN_DEFAULTS.client;
+  if (client !== 'raw' && client !== 'undici') throw new InvalidInputError('--client', 'raw or undici', client);
   const countHeader = flags.get('--count-header') ?? null;
   if (countHeader !== null && !/^[A-Za-z0-9-]+$/.test(countHeader)) throw new InvalidInputError('--count-header', 'a header name', countHeader);
   return {
     requestsFile,
     config: {
       url: url.href,
+      client,
       mode,
       durationMs: integerFlag('--duration-ms', flags.get('--duration-ms'), 1, LOADGEN_DEFAULTS.maxDurationMs),
       connections,
@@ -233,15 +257,8 @@ export function checkRequests(value: unknown, field = '--requests'): RequestSpec
 
 const MAX_BODY_BYTES = 1 << 30;
 
-/** A request ready to send: path joined, body serialized once. */
-interface Prepared {
-  readonly method: string;
-  readonly path: string;
-  readonly body: string | undefined;
-  readonly headers: Record<string, string>;
-}
-
-function prepare(base: URL, specs: readonly RequestSpec[]): Prepared[] {
+/** Requests ready to send: path joined, body serialized once. */
+function prepare(base: URL, specs: readonly RequestSpec[]): PreparedRequest[] {
   const prefix = base.pathname.endsWith('/') ? base.pathname.slice(0, -1) : base.pathname;
   return specs.map((s) => {
     const headers: Record<string, string> = { ...s.headers };
@@ -254,15 +271,55 @@ function prepare(base: URL, specs: readonly RequestSpec[]): Prepared[] {
   });
 }
 
-/** The `code` of a JSON error body, `(none)` when there is none. */
-function codeOf(text: string): string {
-  try {
-    const parsed: unknown = JSON.parse(text);
-    const code = typeof parsed === 'object' && parsed !== null ? (parsed as { code?: unknown }).code : undefined;
-    return typeof code === 'string' ? code : '(none)';
-  } catch {
-    return '(none)';
-  }
+/** One exchange with the server; never rejects (no response is `status` 0 with a code). */
+interface Exchanger {
+  exchange(index: number): Promise<Outcome>;
+  destroy(): Promise<void>;
+}
+
+function undiciExchanger(base: URL, mix: readonly PreparedRequest[], config: LoadgenConfig): Exchanger {
+  const pool = new Pool(base.origin, {
+    connections: config.connections,
+    pipelining: 1, // one request at a time per connection: no head-of-line blocking between requests
+    headersTimeout: config.timeoutMs,
+    bodyTimeout: config.timeoutMs,
+    connect: { timeout: config.timeoutMs },
+  });
+  return {
+    async exchange(index) {
+      const req = mix[index]!;
+      try {
+        const res = await pool.request({ method: req.method as Dispatcher.HttpMethod, path: req.path, headers: req.headers, body: req.body });
+        const status = res.statusCode;
+        if (status >= 200 && status < 300) {
+          // Read to the end (the response is over when its last byte is in); dump skips the async
+          // iterator's per-chunk promises. The limit only has to exceed any body tidal sends.
+          await res.body.dump({ limit: MAX_BODY_BYTES });
+          const v = config.countHeader === null ? undefined : res.headers[config.countHeader];
+          return { status, code: null, counted: v === undefined ? undefined : String(v) };
+        }
+        return { status, code: codeOf(await res.body.text()), counted: undefined };
+      } catch (err) {
+        const e = err as { code?: unknown; name?: unknown };
+        return { status: 0, code: typeof e.code === 'string' ? e.code : typeof e.name === 'string' ? e.name : 'UNKNOWN', counted: undefined };
+      }
+    },
+    async destroy() {
+      await pool.destroy().catch(() => undefined);
+    },
+  };
+}
+
+function rawExchanger(base: URL, mix: readonly PreparedRequest[], config: LoadgenConfig): Exchanger {
+  const bytes = mix.map((req, i) => serializeRequest(req, base.host, `requests[${i}]`));
+  const client = new RawClient({ origin: base, connections: config.connections, timeoutMs: config.timeoutMs, countHeader: config.countHeader });
+  return {
+    exchange: (index) => client.send(bytes[index]!, mix[index]!.method),
+    destroy() {
+      client.destroy();
+      return Promise.resolve();
+    },
+  };
 }
 
 function bump(counts: Record<string, number>, key: string): void {
@@ -276,13 +333,7 @@ function bump(counts: Record<string, number>, key: string): void {
 export async function runLoad(config: LoadgenConfig, specs: readonly RequestSpec[], options: { trace?: boolean } = {}): Promise<LoadResult> {
   const base = checkLoopbackUrl(config.url);
   const mix = prepare(base, checkRequests(specs, 'requests'));
-  const pool = new Pool(base.origin, {
-    connections: config.connections,
-    pipelining: 1, // one request at a time per connection: no head-of-line blocking between requests
-    headersTimeout: config.timeoutMs,
-    bodyTimeout: config.timeoutMs,
-    connect: { timeout: config.timeoutMs },
-  });
+  const client = config.client === 'raw' ? rawExchanger(base, mix, config) : undiciExchanger(base, mix, config);
   const random = mulberry32(config.seed);
   const loopDelay = monitorEventLoopDelay({ resolution: 10 });
   loopDelay.enable();
@@ -309,30 +360,12 @@ export async function runLoad(config: LoadgenConfig, specs: readonly RequestSpec
   const running = new Set<Promise<void>>();
 
   const send = async (index: number, scheduledMs: number): Promise<void> => {
-    const req = mix[mix.length === 1 ? 0 : Math.floor(random() * mix.length)]!;
+    const pick = mix.length === 1 ? 0 : Math.floor(random() * mix.length);
     const sentMs = clock();
-    let status = 0;
-    let code: string | null = null;
-    try {
-      const res = await pool.request({ method: req.method as Dispatcher.HttpMethod, path: req.path, headers: req.headers, body: req.body });
-      status = res.statusCode;
-      if (status >= 200 && status < 300) {
-        // Read to the end (the response is over when its last byte is in); dump skips the async
-        // iterator's per-chunk promises. The limit only has to exceed any body tidal sends.
-        await res.body.dump({ limit: MAX_BODY_BYTES });
-        if (headerCounts !== null) {
-          const v = res.headers[config.countHeader!];
-          bump(headerCounts, v === undefined ? '(none)' : String(v));
-        }
-      } else {
-        code = codeOf(await res.body.text());
-      }
-    } catch (err) {
-      const e = err as { code?: unknown; name?: unknown };
-      code = typeof e.code === 'string' ? e.code : typeof e.name === 'string' ? e.name : 'UNKNOWN';
-    }
+    const { status, code, counted } = await client.exchange(pick);
     const endMs = clock();
     if (closing) return; // abandoned: counted as such, not as an error of the server
+    if (headerCounts !== null && status >= 200 && status < 300) bump(headerCounts, counted ?? '(none)');
     const latencyMs = endMs - scheduledMs;
     lastEndMs = endMs;
     if (status === 0) {
@@ -403,7 +436,7 @@ export async function runLoad(config: LoadgenConfig, specs: readonly RequestSpec
   const abandoned = outstanding;
   closing = true;
   const elapsedMs = abandoned > 0 ? clock() : Math.max(lastEndMs, Math.min(clock(), config.durationMs));
-  await pool.destroy().catch(() => undefined);
+  await client.destroy();
   await Promise.allSettled([...running]);
   const cpu = process.cpuUsage(cpu0);
   loopDelay.disable();
@@ -411,6 +444,7 @@ export async function runLoad(config: LoadgenConfig, specs: readonly RequestSpec
   const seconds = elapsedMs / 1000;
   return {
     mode: config.mode.kind,
+    client: config.client,
     url: config.url,
     durationMs: config.durationMs,
     elapsedMs,
@@ -431,7 +465,7 @@ export async function runLoad(config: LoadgenConfig, specs: readonly RequestSpec
     maxOutstanding,
     latency: { ok: summarize(okLatencies), refused: summarize(refusedLatencies) },
     headerCounts,
-    generator: { cpuShare: (cpu.user + cpu.system) / 1000 / Math.max(1, clock()), loopDelayP99Ms: loopDelay.percentile(99) / 1e6 },
+    generator: { cpuShare: (cpu.user + cpu.system) / 1000 / Math.max(1, clock()), loopDelayP99Ms: loopDelay.percentile(99) / 1e6, cpuUs: cpu.user + cpu.system },
     ...(trace !== undefined ? { originMs: t0, trace: trace.sort((a, b) => a.index - b.index) } : {}),
   };
 }

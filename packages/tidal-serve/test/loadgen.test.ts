@@ -5,17 +5,24 @@
  */
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer } from 'node:net';
+import type { AddressInfo, Server as NetServer, Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InvalidInputError } from 'tidal-core';
 import { checkRequests, parseLoadgenArgs, runLoad } from '../../../bench/src/serve/loadgen.js';
 import type { LoadgenConfig, RequestSpec } from '../../../bench/src/serve/loadgen.js';
+import { serializeRequest } from '../../../bench/src/serve/raw-client.js';
 
 const servers: Server[] = [];
+const netServers: { server: NetServer; sockets: Set<Socket> }[] = [];
 afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => new Promise<void>((resolve) => {
     s.closeAllConnections();
     s.close(() => resolve());
+  })));
+  await Promise.all(netServers.splice(0).map(({ server, sockets }) => new Promise<void>((resolve) => {
+    for (const socket of sockets) socket.destroy();
+    server.close(() => resolve());
   })));
 });
 
@@ -26,13 +33,16 @@ async function serve(handler: (req: IncomingMessage, res: ServerResponse) => voi
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
+/** With `Content-Length`, as tidal-serve answers (the raw client refuses a body without one). */
 function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { 'content-type': 'application/json', ...headers });
-  res.end(JSON.stringify(body));
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers });
+  res.end(text);
 }
 
-const config = (url: string, patch: Partial<LoadgenConfig>): LoadgenConfig => ({
+const baseConfig = (url: string, patch: Partial<LoadgenConfig>): LoadgenConfig => ({
   url,
+  client: 'raw',
   mode: { kind: 'open', ratePerSecond: 200 },
   durationMs: 300,
   connections: 16,
@@ -43,6 +53,35 @@ const config = (url: string, patch: Partial<LoadgenConfig>): LoadgenConfig => ({
   countHeader: null,
   ...patch,
 });
+
+/**
+ * A server that writes raw bytes: `answer` gets each request's head (GET requests, no body) and
+ * the socket, in order; `connections()` counts the TCP connections it accepted.
+ */
+async function serveRaw(answer: (socket: Socket, head: string) => void): Promise<{ url: string; connections: () => number }> {
+  let accepted = 0;
+  const sockets = new Set<Socket>();
+  const server = createNetServer((socket) => {
+    accepted++;
+    sockets.add(socket);
+    socket.setNoDelay(true);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+    let buffered = '';
+    socket.setEncoding('latin1').on('data', (chunk: string) => {
+      buffered += chunk;
+      let end: number;
+      while ((end = buffered.indexOf('\r\n\r\n')) >= 0) {
+        const head = buffered.slice(0, end);
+        buffered = buffered.slice(end + 4);
+        answer(socket, head);
+      }
+    });
+  });
+  netServers.push({ server, sockets });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, connections: () => accepted };
+}
 
 const MIX: RequestSpec[] = [
   { path: '/ok' },
@@ -63,14 +102,16 @@ function mixServer(seen: Record<string, number>) {
       else if (req.url === '/busy') json(res, 503, { code: JSON.parse(body).q === 1 ? 'TIDAL_SERVE_INFLIGHT' : 'WRONG_BODY', message: 'busy' });
       else if (req.url === '/quota') json(res, 429, { code: req.headers.authorization === 'Bearer k' ? 'TIDAL_SERVE_PERIOD_QUOTA' : 'NO_HEADER', message: 'quota' });
       else {
-        res.writeHead(404);
+        res.writeHead(404, { 'content-length': '8' });
         res.end('not here');
       }
     });
   };
 }
 
-describe('load generator', () => {
+describe.each(['raw', 'undici'] as const)('load generator (%s client)', (client) => {
+  const config = (url: string, patch: Partial<LoadgenConfig>): LoadgenConfig => baseConfig(url, { client, ...patch });
+
   it('counts responses by status, refusals by body code, and agrees with what the server answered', async () => {
     const seen: Record<string, number> = {};
     const url = await serve(mixServer(seen));
@@ -217,5 +258,135 @@ describe('load generator', () => {
     expect(() => checkRequests([{ path: 'x' }])).toThrow(/--requests\[0\]\.path must be a path starting with \//);
     expect(() => checkRequests([{ path: '/', method: 'get' }])).toThrow(/method/);
     expect(() => checkRequests([{ path: '/', headers: { a: 1 } }])).toThrow(/--requests\[0\]\.headers\.a must be a string/);
+  });
+});
+
+describe('load generator, raw client', () => {
+  const config = (url: string, patch: Partial<LoadgenConfig>): LoadgenConfig => baseConfig(url, { client: 'raw', ...patch });
+  const head = (status: number, length: number | null, extra = ''): string =>
+    `HTTP/1.1 ${status} X\r\n${length === null ? '' : `Content-Length: ${length}\r\n`}${extra}\r\n`;
+
+  it('serializes each request once: request line, Host, the mix headers, Content-Type and Content-Length, body', () => {
+    const bytes = serializeRequest({ method: 'POST', path: '/retrieve', body: '{"q":"é"}', headers: { 'content-type': 'application/json', authorization: 'Bearer k' } }, '127.0.0.1:7070');
+    expect(bytes.toString('utf8')).toBe('POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1:7070\r\ncontent-type: application/json\r\nauthorization: Bearer k\r\nContent-Length: 10\r\n\r\n{"q":"é"}');
+    expect(serializeRequest({ method: 'GET', path: '/x', body: undefined, headers: {} }, 'h').toString()).toBe('GET /x HTTP/1.1\r\nHost: h\r\n\r\n');
+    expect(() => serializeRequest({ method: 'GET', path: '/', body: undefined, headers: { 'Content-Length': '3' } }, 'h')).toThrow(InvalidInputError);
+    expect(() => serializeRequest({ method: 'GET', path: '/', body: undefined, headers: { a: 'x\r\nInjected: 1' } }, 'h')).toThrow(/requests\.headers\.a must be a value without CR, LF or NUL/);
+    const ok = ['--url', 'http://127.0.0.1:7070', '--requests', 'm', '--duration-ms', '1', '--rate', '1'];
+    expect(parseLoadgenArgs([...ok, '--client', 'undici'])!.config.client).toBe('undici');
+    expect(parseLoadgenArgs(ok)!.config.client).toBe('raw');
+    expect(() => parseLoadgenArgs([...ok, '--client', 'curl'])).toThrow(/--client must be raw or undici/);
+  });
+
+  it('opens connections lazily up to --connections and reuses them (keep-alive)', async () => {
+    let accepted = 0;
+    const url = await serve((_req, res) => setTimeout(() => json(res, 200, {}), 2));
+    servers[servers.length - 1]!.on('connection', () => accepted++);
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 3 }, connections: 8, durationMs: 200 }), [{ path: '/' }]);
+    expect(r.errors).toEqual({});
+    expect(r.completed).toBeGreaterThan(3 * 3);
+    // Three loops never need more than three connections, however many are allowed.
+    expect(accepted).toBe(3);
+  });
+
+  it('reads a response that arrives in pieces (head split inside its blank line, body in several chunks), then the next on the same connection', async () => {
+    const body = JSON.stringify({ code: 'TIDAL_SERVE_ADAPTIVE', message: 'x'.repeat(200) });
+    const whole = head(503, Buffer.byteLength(body), 'Content-Type: application/json\r\n') + body;
+    const cut = whole.indexOf('\r\n\r\n') + 3;
+    const pieces = [whole.slice(0, 10), whole.slice(10, cut), whole.slice(cut, cut + 20), whole.slice(cut + 20, cut + 120), whole.slice(cut + 120)];
+    let lastPieceAt = 0;
+    const { url, connections } = await serveRaw((socket) => {
+      let i = 0;
+      const next = (): void => {
+        socket.write(pieces[i++]!);
+        if (i < pieces.length) setTimeout(next, 5);
+        else lastPieceAt = performance.now();
+      };
+      next();
+    });
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 1 }, connections: 1, durationMs: 150 }), [{ path: '/' }], { trace: true });
+    expect(r.errors).toEqual({});
+    expect(r.completed).toBeGreaterThan(1);
+    expect(r.refusalsByCode).toEqual({ TIDAL_SERVE_ADAPTIVE: r.completed });
+    expect(connections()).toBe(1);
+    // A response ends with its last byte, not with its head.
+    const last = r.trace![r.trace!.length - 1]!;
+    expect(r.originMs! + last.endMs).toBeGreaterThanOrEqual(lastPieceAt);
+  });
+
+  it('counts the count header on 2xx only, case-insensitively', async () => {
+    let n = 0;
+    const { url } = await serveRaw((socket) => {
+      n++;
+      if (n % 3 === 0) socket.write(head(200, 2) + '{}');
+      else if (n % 3 === 1) socket.write(head(200, 2, 'X-Tidal-Degradation-Level: NoDiversity\r\n') + '{}');
+      else socket.write(head(503, 2, 'X-Tidal-Degradation-Level: Full\r\n') + '{}');
+    });
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 1 }, connections: 1, durationMs: 100, countHeader: 'x-tidal-degradation-level' }), [{ path: '/' }]);
+    expect(r.completed).toBe(n);
+    expect(r.headerCounts).toEqual({ NoDiversity: Math.ceil(n / 3), ...(Math.floor(n / 3) > 0 ? { '(none)': Math.floor(n / 3) } : {}) });
+    expect(r.refusalsByCode).toEqual({ '(none)': Math.floor((n + 1) / 3) });
+  });
+
+  it('closes a connection the server answers with Connection: close, and opens a new one for the next request', async () => {
+    let accepted = 0;
+    let served = 0;
+    const url = await serve((_req, res) => {
+      served++;
+      json(res, 200, {}, { connection: 'close' });
+    });
+    servers[servers.length - 1]!.on('connection', () => accepted++);
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 2 }, connections: 2, durationMs: 150 }), [{ path: '/' }]);
+    expect(r.errors).toEqual({});
+    expect(r.completed).toBe(served);
+    expect(r.statuses).toEqual({ 200: served });
+    expect(accepted).toBe(served);
+  });
+
+  it('counts a connection the server destroys mid-response as an error of that request, and the run still ends', async () => {
+    let n = 0;
+    const { url } = await serveRaw((socket) => {
+      if (++n % 2 === 0) {
+        socket.write(head(200, 100) + '{"partial":');
+        setTimeout(() => socket.destroy(), 2);
+      } else {
+        socket.write(head(200, 2) + '{}');
+      }
+    });
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 2 }, connections: 2, durationMs: 150 }), [{ path: '/' }]);
+    expect(r.abandoned).toBe(0);
+    expect(r.offered).toBe(n);
+    expect(r.statuses).toEqual({ 200: Math.ceil(n / 2) });
+    expect(r.errors).toEqual({ ECONNRESET: Math.floor(n / 2) });
+  });
+
+  it('times a request out (LOADGEN_TIMEOUT) when nothing moves on its connection for --timeout-ms, and drops that connection', async () => {
+    let n = 0;
+    const { url, connections } = await serveRaw((socket) => {
+      // The second request on each connection gets a head promising a body that never comes.
+      if (++n % 2 === 0) socket.write(head(200, 10) + '{');
+      else socket.write(head(200, 2) + '{}');
+    });
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 1 }, connections: 1, timeoutMs: 200, durationMs: 400 }), [{ path: '/' }]);
+    expect(r.abandoned).toBe(0);
+    expect(r.offered).toBe(n);
+    expect(r.errors).toEqual({ LOADGEN_TIMEOUT: Math.floor(n / 2) });
+    expect(r.statuses).toEqual({ 200: Math.ceil(n / 2) });
+    // Every timed-out connection was replaced by a new one.
+    expect(connections()).toBe(Math.ceil(n / 2));
+  });
+
+  it('refuses a chunked response, or one without Content-Length, with LOADGEN_NO_LENGTH', async () => {
+    let n = 0;
+    const { url } = await serveRaw((socket) => {
+      const k = ++n % 3;
+      if (k === 1) socket.write(head(200, null, 'Transfer-Encoding: chunked\r\n') + '2\r\n{}\r\n0\r\n\r\n');
+      else if (k === 2) socket.write(head(200, null) + '{}');
+      else socket.write(head(200, 2) + '{}');
+    });
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 1 }, connections: 1, durationMs: 150 }), [{ path: '/' }]);
+    expect(r.abandoned).toBe(0);
+    expect(r.errors).toEqual({ LOADGEN_NO_LENGTH: n - Math.floor(n / 3) });
+    expect(r.statuses).toEqual(Math.floor(n / 3) > 0 ? { 200: Math.floor(n / 3) } : {});
   });
 });

@@ -1,0 +1,177 @@
+/**
+ * `node bench/dist/serve/client-cost.js`: what one request costs the LOAD GENERATOR, per client
+ * (`--client raw` and `--client undici` of bench/src/serve/loadgen.ts), against the same
+ * `tidal serve --demo` (one server for the whole run). The generator shares the machine with the
+ * server in bench:serve, so every µs it spends is taken from the server, and its event-loop lag is
+ * billed to the server's latency.
+ *
+ * Each round runs every rate (open-loop Poisson arrivals) with both clients, the clients' order
+ * alternating per round; the figure is the generator process's CPU time over its run (user +
+ * system, `process.cpuUsage`, from its own result) divided by the responses it got. The ratio raw ÷
+ * undici is taken per round and rate (two runs seconds apart see the same neighbours), then its
+ * median; that ratio is the result on a shared machine, the absolute figures move with its load.
+ *
+ *     node bench/dist/serve/client-cost.js [--items 20000] [--rates 2000,4000,8000] [--rounds 3] [--ms 3000] [--workers 2]
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Corpus } from '../corpus.js';
+import { mixRequestJson, prepareRequests } from '../query-mix.js';
+import { mulberry32 } from '../random.js';
+import { describeMachine, intFlag, loadAverage, markdownTable } from '../stats.js';
+import type { LoadgenClient, LoadResult, RequestSpec } from './loadgen.js';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, '..', '..', '..');
+const CLI = join(ROOT, 'packages', 'tidal-serve', 'dist', 'cli.js');
+const LOADGEN = join(HERE, 'loadgen.js');
+const CLIENTS: readonly LoadgenClient[] = ['undici', 'raw'];
+
+function ratesFlag(argv: readonly string[]): number[] {
+  const i = argv.indexOf('--rates');
+  const raw = i >= 0 ? argv[i + 1] : '2000,4000,8000';
+  const rates = (raw ?? '').split(',').map(Number);
+  if (rates.length === 0 || rates.some((r) => !Number.isFinite(r) || r <= 0)) throw new Error(`--rates must be a comma-separated list of positive numbers, got ${raw}`);
+  return rates;
+}
+
+async function startServer(items: number, workers: number): Promise<{ child: ChildProcess; url: string; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [CLI, 'serve', '--demo', '--demo-items', String(items), '--port', '0', '--workers', String(workers)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] });
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout!.setEncoding('utf8').on('data', (c: string) => {
+      out += c;
+      const m = /tidal serve listening on (http:\/\/\S+)/.exec(out);
+      if (m !== null) resolve(m[1]!);
+    });
+    void exited.then((code) => reject(new Error(`tidal serve exited with ${code} before listening`)));
+  });
+  return { child, url, exited };
+}
+
+function runLoadgen(args: string[]): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [LOADGEN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+    child.once('exit', (code) => {
+      try {
+        if (code !== 0) throw new Error(`load generator exited with ${code}`);
+        resolve(JSON.parse(out.trim().split('\n').pop() ?? '') as LoadResult);
+      } catch (err) {
+        reject(err);
+      }
+    });
+  });
+}
+
+interface Measured {
+  usPerResponse: number;
+  cpuShare: number;
+  loopP99Ms: number;
+  perSec: number;
+  refusedShare: number;
+  errors: number;
+  errorCodes: string;
+}
+
+async function measure(url: string, file: string, client: LoadgenClient, rate: number, ms: number, seed: number): Promise<Measured> {
+  const load = await runLoadgen([
+    '--url', url, '--requests', file, '--client', client, '--rate', String(rate), '--duration-ms', String(ms),
+    '--grace-ms', '3000', '--seed', String(seed), '--count-header', 'x-tidal-degradation-level',
+    // As bench:serve sizes its pools.
+    '--connections', String(Math.min(8192, Math.max(512, Math.ceil(rate * 0.5)))),
+  ]);
+  const refused = Object.values(load.refusalsByCode).reduce((a, b) => a + b, 0);
+  const errors = Object.values(load.errors).reduce((a, b) => a + b, 0) + load.abandoned;
+  return {
+    usPerResponse: load.generator.cpuUs / Math.max(1, load.completed),
+    cpuShare: load.generator.cpuShare,
+    loopP99Ms: load.generator.loopDelayP99Ms,
+    perSec: load.achievedRatePerSec,
+    refusedShare: refused / Math.max(1, load.completed),
+    errors,
+    errorCodes: JSON.stringify({ ...load.errors, ...(load.abandoned > 0 ? { abandoned: load.abandoned } : {}) }),
+  };
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (argv.includes('--help')) {
+    process.stdout.write('node bench/dist/serve/client-cost.js [--items N] [--rates R,R,...] [--rounds N] [--ms N] [--workers N]\n');
+    return;
+  }
+  const items = intFlag(argv, 'items', 20_000);
+  const rounds = intFlag(argv, 'rounds', 3);
+  const ms = intFlag(argv, 'ms', 3000);
+  const workers = intFlag(argv, 'workers', 2);
+  const rates = ratesFlag(argv);
+  const work = mkdtempSync(join(tmpdir(), 'tidal-client-cost-'));
+  let server: Awaited<ReturnType<typeof startServer>> | null = null;
+  try {
+    // The server builds the same corpus (seed 42, 128 dimensions) for --demo.
+    const corpus = new Corpus({ items, dims: 128, seed: 42 });
+    const specs: RequestSpec[] = prepareRequests(corpus, mulberry32(7), 8192).map((q) => ({
+      method: 'POST',
+      path: q.kind === 'retrieve' ? '/retrieve' : '/search',
+      body: mixRequestJson(q),
+      headers: { 'content-type': 'application/json' },
+    }));
+    const file = join(work, 'mix.json');
+    writeFileSync(file, JSON.stringify(specs));
+    process.stderr.write(`starting tidal serve --demo (${items} items)...\n`);
+    server = await startServer(items, workers);
+    console.log(`load generator cost per request: ${describeMachine()}; tidal serve --demo ${items} items, ${workers} workers; open loop, ${rounds} rounds of ${ms} ms per rate and client after a warm-up; load average ${loadAverage()}`);
+    const results = new Map<string, Measured[]>();
+    for (let r = 0; r <= rounds; r++) {
+      for (const rate of rates) {
+        for (const client of r % 2 === 0 ? CLIENTS : [...CLIENTS].reverse()) {
+          const m = await measure(server.url, file, client, rate, r === 0 ? Math.min(ms, 1500) : ms, 100 + r);
+          if (r === 0) continue;
+          const key = `${rate} ${client}`;
+          results.set(key, [...(results.get(key) ?? []), m]);
+          process.stderr.write(`  round ${r} ${rate}/s ${client}: ${m.usPerResponse.toFixed(1)} µs/response, cpu ${(m.cpuShare * 100).toFixed(0)} %, loop p99 ${m.loopP99Ms.toFixed(1)} ms, ${m.perSec.toFixed(0)} responses/s, refused ${(m.refusedShare * 100).toFixed(0)} %, errors ${m.errors} ${m.errorCodes}\n`);
+        }
+      }
+    }
+    const rows: string[][] = [];
+    for (const rate of rates) {
+      const undici = results.get(`${rate} undici`)!;
+      const raw = results.get(`${rate} raw`)!;
+      const ratios = raw.map((m, i) => m.usPerResponse / undici[i]!.usPerResponse);
+      for (const [client, ms] of [['undici', undici], ['raw', raw]] as const) {
+        rows.push([
+          String(rate),
+          client,
+          median(ms.map((m) => m.usPerResponse)).toFixed(1),
+          `${Math.min(...ms.map((m) => m.usPerResponse)).toFixed(1)}–${Math.max(...ms.map((m) => m.usPerResponse)).toFixed(1)}`,
+          `${Math.round(median(ms.map((m) => m.cpuShare)) * 100)} %`,
+          median(ms.map((m) => m.loopP99Ms)).toFixed(1),
+          median(ms.map((m) => m.perSec)).toFixed(0),
+          `${Math.round(median(ms.map((m) => m.refusedShare)) * 100)} %`,
+          client === 'raw' ? `${median(ratios).toFixed(2)}× (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})` : '1',
+        ]);
+      }
+    }
+    console.log(markdownTable(['offered/s', 'client', 'generator µs / response', 'range', 'generator CPU (of a core)', 'loop delay p99 ms', 'responses/s', 'refused', '× undici, per round'], rows));
+    console.log(`load average at the end: ${loadAverage()}`);
+  } finally {
+    if (server !== null) {
+      server.child.kill('SIGTERM');
+      await Promise.race([server.exited, new Promise((r) => setTimeout(r, 30_000).unref())]);
+      if (server.child.exitCode === null) server.child.kill('SIGKILL');
+    }
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+await main();
