@@ -261,6 +261,9 @@ async function phase(
   const started = performance.now();
   const startedUs = process.hrtime.bigint() / 1000n;
   const ticks = sampler(server, 250);
+  // Enough connections that no arrival waits for one while the server holds the others (at
+  // 0.5 s each, Little's law): a generator-side wait would be billed to the server's latency.
+  const connections = 'rate' in mode ? Math.min(8192, Math.max(512, Math.ceil(mode.rate * 0.5))) : mode.closed;
   const { result: load, exitedAt } = await runLoadgen(
     [
       '--url',
@@ -278,9 +281,12 @@ async function phase(
       LEVEL_HEADER,
       '--client',
       flags.client,
-      // Enough connections that no arrival waits for one while the server holds the others (at
-      // 0.5 s each, Little's law): a generator-side wait would be billed to the server's latency.
-      ...('rate' in mode ? ['--connections', String(Math.min(8192, Math.max(512, Math.ceil(mode.rate * 0.5))))] : []),
+      ...('rate' in mode ? ['--connections', String(connections)] : []),
+      // Every connection open before the schedule starts, as a load balancer holds its pool: a
+      // burst of thousands of new connections at the start of a phase overflowed the server's
+      // accept queue (the kernel's ListenOverflows counter), and each dropped SYN cost its
+      // request a 1 s retransmission, billed to the server's latency.
+      ...(flags.client === 'raw' ? ['--preconnect', String(connections)] : []),
     ],
     (seconds + 60) * 1000,
   );

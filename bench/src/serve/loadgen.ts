@@ -66,6 +66,11 @@ export interface LoadgenConfig {
   readonly maxOutstanding: number;
   /** A response header whose values are counted over 2xx responses (the degradation level), or `null`. */
   readonly countHeader: string | null;
+  /**
+   * Connections opened before the schedule starts (raw client only), so the run measures the
+   * server's answers to requests on open connections, not its accept queue. @default 0
+   */
+  readonly preconnect?: number;
 }
 
 /** One request's timeline, with `trace`. Times are ms since the run started. */
@@ -88,6 +93,8 @@ export interface LoadResult {
   /** From the start to the last response (or to the end of the grace period). */
   readonly elapsedMs: number;
   readonly connections: number;
+  /** Connections open when the schedule started (`preconnect`). */
+  readonly preconnected: number;
   readonly targetRatePerSec: number | null;
   readonly concurrency: number | null;
   /** Requests the schedule called for (open) or sent (closed). */
@@ -155,6 +162,8 @@ const HELP = `tidal load generator: drives a server on loopback and prints one J
   --count-header NAME   count the values of this response header on 2xx
   --client raw|undici   raw: node:net keep-alive sockets, requests serialized once;
                         undici: Pool.request (default ${LOADGEN_DEFAULTS.client})
+  --preconnect N        raw: open N connections (≤ --connections) before the schedule
+                        starts, as a load balancer's pool holds them (default 0)
   --help                this text
 `;
 
@@ -190,7 +199,7 @@ export function checkLoopbackUrl(raw: unknown): URL {
 /** Parses the command line. `--help` gives `null`. */
 export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConfig; requestsFile: string } | null {
   const flags = new Map<string, string>();
-  const known = new Set(['--url', '--requests', '--rate', '--closed', '--duration-ms', '--connections', '--timeout-ms', '--grace-ms', '--seed', '--max-outstanding', '--count-header', '--client']);
+  const known = new Set(['--url', '--requests', '--rate', '--closed', '--duration-ms', '--connections', '--timeout-ms', '--grace-ms', '--seed', '--max-outstanding', '--count-header', '--client', '--preconnect']);
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--help' || arg === '-h') return null;
@@ -221,6 +230,8 @@ export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConf
   if (client !== 'raw' && client !== 'undici') throw new InvalidInputError('--client', 'raw or undici', client);
   const countHeader = flags.get('--count-header') ?? null;
   if (countHeader !== null && !/^[A-Za-z0-9-]+$/.test(countHeader)) throw new InvalidInputError('--count-header', 'a header name', countHeader);
+  const preconnect = flags.has('--preconnect') ? integerFlag('--preconnect', flags.get('--preconnect'), 0, connections) : 0;
+  if (preconnect > 0 && client !== 'raw') throw new InvalidInputError('--preconnect', 'given with --client raw', preconnect);
   return {
     requestsFile,
     config: {
@@ -234,6 +245,7 @@ export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConf
       seed: flags.has('--seed') ? integerFlag('--seed', flags.get('--seed'), 0, 2 ** 32 - 1) : LOADGEN_DEFAULTS.seed,
       maxOutstanding: flags.has('--max-outstanding') ? integerFlag('--max-outstanding', flags.get('--max-outstanding'), 1, 10_000_000) : LOADGEN_DEFAULTS.maxOutstanding,
       countHeader: countHeader?.toLowerCase() ?? null,
+      preconnect,
     },
   };
 }
@@ -274,6 +286,8 @@ function prepare(base: URL, specs: readonly RequestSpec[]): PreparedRequest[] {
 /** One exchange with the server; never rejects (no response is `status` 0 with a code). */
 interface Exchanger {
   exchange(index: number): Promise<Outcome>;
+  /** Opens `n` connections before the first exchange; resolves with the connections open. */
+  preconnect?(n: number): Promise<number>;
   destroy(): Promise<void>;
 }
 
@@ -315,6 +329,7 @@ function rawExchanger(base: URL, mix: readonly PreparedRequest[], config: Loadge
   const client = new RawClient({ origin: base, connections: config.connections, timeoutMs: config.timeoutMs, countHeader: config.countHeader });
   return {
     exchange: (index) => client.send(bytes[index]!, mix[index]!.method),
+    preconnect: (n) => client.preconnect(n),
     destroy() {
       client.destroy();
       return Promise.resolve();
@@ -334,6 +349,11 @@ export async function runLoad(config: LoadgenConfig, specs: readonly RequestSpec
   const base = checkLoopbackUrl(config.url);
   const mix = prepare(base, checkRequests(specs, 'requests'));
   const client = config.client === 'raw' ? rawExchanger(base, mix, config) : undiciExchanger(base, mix, config);
+  let preconnected = 0;
+  if ((config.preconnect ?? 0) > 0) {
+    if (!client.preconnect) throw new InvalidInputError('preconnect', 'used with the raw client', config.preconnect);
+    preconnected = await client.preconnect(config.preconnect!);
+  }
   const random = mulberry32(config.seed);
   const loopDelay = monitorEventLoopDelay({ resolution: 10 });
   loopDelay.enable();
@@ -449,6 +469,7 @@ export async function runLoad(config: LoadgenConfig, specs: readonly RequestSpec
     durationMs: config.durationMs,
     elapsedMs,
     connections: config.connections,
+    preconnected,
     targetRatePerSec: config.mode.kind === 'open' ? config.mode.ratePerSecond : null,
     concurrency: config.mode.kind === 'closed' ? config.mode.concurrency : null,
     offered,

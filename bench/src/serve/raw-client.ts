@@ -120,6 +120,9 @@ class Connection {
   constructor(readonly socket: Socket) {}
 }
 
+/** Connections {@link RawClient.preconnect} opens at once before it waits for them. */
+const PRECONNECT_WAVE = 256;
+
 /**
  * A fixed-capacity pool of keep-alive connections, opened lazily and reused from a free list. A
  * request waits in one FIFO queue until a connection is free; a new connection is opened when the
@@ -151,6 +154,31 @@ export class RawClient {
 
   /** Connections open now (busy or free). */
   get open(): number {
+    return this.#all.size;
+  }
+
+  /**
+   * Opens connections until `n` (at most the pool's size) are open, before any request: a client
+   * that keeps a pool of connections open, as a load balancer does, rather than one whose first
+   * seconds of load are also a burst of new connections (which a server's accept queue may drop,
+   * each dropped SYN costing its client a 1 s retransmission). Connects in waves of
+   * {@link PRECONNECT_WAVE}; stops early when a whole wave fails. Resolves with the connections open.
+   */
+  async preconnect(n: number): Promise<number> {
+    const want = Math.min(n, this.#options.connections);
+    while (!this.#destroyed && this.#all.size < want) {
+      const wave: Promise<boolean>[] = [];
+      for (let i = 0; i < PRECONNECT_WAVE && this.#all.size < want; i++) {
+        const { socket } = this.#open();
+        wave.push(
+          new Promise((resolve) => {
+            socket.once('connect', () => resolve(true));
+            socket.once('close', () => resolve(false));
+          }),
+        );
+      }
+      if (!(await Promise.all(wave)).some(Boolean)) break;
+    }
     return this.#all.size;
   }
 

@@ -84,7 +84,7 @@ async function serve(config: ServeConfig): Promise<void> {
       closeDb: true,
       dashboard: (deps) => createDashboard(deps),
     });
-    const url = await server.listen(config.port, config.host);
+    const url = await server.listen(config.port, config.host, config.backlog);
     handleShutdown(server, { drainMs: config.drainMs });
     process.stdout.write(`tidal serve listening on ${url}\n`);
   } catch (err) {

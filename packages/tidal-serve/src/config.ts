@@ -15,6 +15,8 @@ export interface ServeConfig {
   readonly schema: string | undefined;
   readonly port: number;
   readonly host: string;
+  /** `--backlog N`: connections the kernel queues before the server accepts them (capped by `net.core.somaxconn`). */
+  readonly backlog: number;
   readonly demo: boolean;
   readonly demoItems: number;
   readonly workers: number | undefined;
@@ -48,6 +50,7 @@ export interface TenantRates {
 export const CONFIG_DEFAULTS = Object.freeze({
   port: 7070,
   host: '127.0.0.1',
+  backlog: SERVER_DEFAULTS.backlog,
   demoItems: 20_000,
   periodMs: 60_000,
   timeoutMs: SERVER_DEFAULTS.timeoutMs,
@@ -61,6 +64,7 @@ const FLAGS: Readonly<Record<string, { kind: FlagKind; help: string }>> = {
   '--schema': { kind: 'string', help: 'FILE     the schema as JSON (a SchemaDefinition); required unless --demo' },
   '--port': { kind: 'string', help: `N          port to listen on, 0 for any free one (default ${CONFIG_DEFAULTS.port})` },
   '--host': { kind: 'string', help: `HOST       address to listen on (default ${CONFIG_DEFAULTS.host}); beyond loopback --keys is required` },
+  '--backlog': { kind: 'string', help: `N       connections queued before they are accepted, 1 to 65535; the kernel caps it at net.core.somaxconn (default ${SERVER_DEFAULTS.backlog})` },
   '--demo': { kind: 'boolean', help: '             serve an ephemeral database loaded with the synthetic corpus' },
   '--demo-items': { kind: 'string', help: `N    items of the demo corpus (default ${CONFIG_DEFAULTS.demoItems})` },
   '--workers': { kind: 'string', help: 'N       query worker threads, 1 to 64 (default: the number of cores)' },
@@ -191,6 +195,7 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
     schema,
     port: str('--port') === undefined ? CONFIG_DEFAULTS.port : whole('--port', str('--port')!, 0, 65_535),
     host,
+    backlog: str('--backlog') === undefined ? CONFIG_DEFAULTS.backlog : whole('--backlog', str('--backlog')!, 1, 65_535),
     demo,
     demoItems: str('--demo-items') === undefined ? CONFIG_DEFAULTS.demoItems : whole('--demo-items', str('--demo-items')!, 1, 10_000_000),
     workers: str('--workers') === undefined ? undefined : whole('--workers', str('--workers')!, 1, 64),

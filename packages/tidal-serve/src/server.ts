@@ -85,7 +85,14 @@ export interface ServerOptions {
 }
 
 /** Filled-in defaults of {@link ServerOptions}. */
-export const SERVER_DEFAULTS = Object.freeze({ timeoutMs: 10_000, bodyLimitBytes: 1_048_576 });
+/**
+ * `backlog` 4 096, not Node's 511: a burst of new connections that finds the accept queue full
+ * has its SYNs dropped, and each client waits out a 1 s (then 3 s, 7 s) retransmission before it
+ * can even be refused. Measured with `bench:serve` at 10× C: the kernel counted
+ * hundreds of thousands of listen-queue overflows, and refusals reached their clients after 1.3 s
+ * at p99 (docs/serve.md).
+ */
+export const SERVER_DEFAULTS = Object.freeze({ timeoutMs: 10_000, bodyLimitBytes: 1_048_576, backlog: 4096 });
 
 export interface CloseOptions {
   /** How long in-flight requests may take to finish before their connections are cut. @default 10000 */
@@ -94,8 +101,12 @@ export interface CloseOptions {
 
 /** A running (or not yet listening) tidal server. */
 export interface TidalServer {
-  /** Starts listening; resolves with `http://host:port` (the port the OS gave for port 0). */
-  listen(port: number, host: string): Promise<string>;
+  /**
+   * Starts listening; resolves with `http://host:port` (the port the OS gave for port 0).
+   * `backlog`: connections the kernel queues before they are accepted (default
+   * {@link SERVER_DEFAULTS}.backlog; the kernel caps it at `net.core.somaxconn`).
+   */
+  listen(port: number, host: string, backlog?: number): Promise<string>;
   /** The URL once listening. */
   readonly url: string | undefined;
   /** Admitted requests not yet answered. */
@@ -328,8 +339,9 @@ export function createServer(options: ServerOptions): TidalServer {
 
   let closing: Promise<void> | undefined;
   const server: TidalServer = {
-    async listen(port, host) {
-      await app.listen({ port, host });
+    async listen(port, host, backlog = SERVER_DEFAULTS.backlog) {
+      checkWhole('backlog', backlog, 1, 65_535);
+      await app.listen({ port, host, backlog });
       const address = app.server.address() as AddressInfo;
       url = `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
       return url;

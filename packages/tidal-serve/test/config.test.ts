@@ -15,7 +15,7 @@ function refusal(argv: string[]): InvalidInputError {
 describe('parseServeArgs', () => {
   it('fills in the defaults', () => {
     const c = parseServeArgs(['--path', './data', '--schema', 's.json']);
-    expect(c).toMatchObject({ path: './data', schema: 's.json', port: 7070, host: '127.0.0.1', demo: false, inFlightCap: 'auto', adaptive: true, admission: true, timeoutMs: 10_000, drainMs: 10_000, bodyLimitBytes: 1_048_576 });
+    expect(c).toMatchObject({ path: './data', schema: 's.json', port: 7070, host: '127.0.0.1', backlog: 4096, demo: false, inFlightCap: 'auto', adaptive: true, admission: true, timeoutMs: 10_000, drainMs: 10_000, bodyLimitBytes: 1_048_576 });
     expect(c.tenantRates).toBeUndefined();
     expect(c.periodQuota).toBeUndefined();
   });
@@ -24,15 +24,17 @@ describe('parseServeArgs', () => {
     const c = parseServeArgs([
       '--demo', '--demo-items=500', '--port', '0', '--host', '::1', '--workers', '2', '--in-flight-cap', '0', '--no-adaptive',
       '--tenant-rate', 'free=10,pro=50:80,acme=2.5', '--period-quota', '100', '--period-ms', '1000', '--keys', 'k.json',
-      '--timeout-ms', '0', '--drain-ms', '500', '--body-limit', '2048', '--no-admission',
+      '--timeout-ms', '0', '--drain-ms', '500', '--body-limit', '2048', '--no-admission', '--backlog', '64',
     ]);
-    expect(c).toMatchObject({ demo: true, demoItems: 500, port: 0, host: '::1', workers: 2, inFlightCap: 0, adaptive: false, periodQuota: 100, periodMs: 1000, keys: 'k.json', timeoutMs: 0, drainMs: 500, bodyLimitBytes: 2048, admission: false });
+    expect(c).toMatchObject({ demo: true, demoItems: 500, port: 0, host: '::1', backlog: 64, workers: 2, inFlightCap: 0, adaptive: false, periodQuota: 100, periodMs: 1000, keys: 'k.json', timeoutMs: 0, drainMs: 500, bodyLimitBytes: 2048, admission: false });
     expect(c.tenantRates).toEqual({ tiers: { free: { ratePerSecond: 10, burst: 10 }, pro: { ratePerSecond: 50, burst: 80 } }, overrides: { acme: { ratePerSecond: 2.5, burst: 3 } } });
   });
 
   it.each([
     [['--path', 'd', '--schema', 's', '--port', 'http'], '--port'],
     [['--path', 'd', '--schema', 's', '--port', '70000'], '--port'],
+    [['--path', 'd', '--schema', 's', '--backlog', '0'], '--backlog'],
+    [['--path', 'd', '--schema', 's', '--backlog', '65536'], '--backlog'],
     [['--path', 'd', '--schema', 's', '--in-flight-cap', '1.5'], '--in-flight-cap'],
     [['--path', 'd', '--schema', 's', '--in-flight-cap', '-1'], '--in-flight-cap'],
     [['--path', 'd', '--schema', 's', '--workers', '0'], '--workers'],
@@ -52,7 +54,7 @@ describe('parseServeArgs', () => {
   });
 
   it('--help lists every flag', () => {
-    for (const flag of ['--path', '--schema', '--port', '--host', '--demo', '--demo-items', '--workers', '--in-flight-cap', '--no-adaptive', '--tenant-rate', '--period-quota', '--period-ms', '--keys', '--timeout-ms', '--drain-ms', '--body-limit', '--no-admission', '--help']) {
+    for (const flag of ['--path', '--schema', '--port', '--host', '--backlog', '--demo', '--demo-items', '--workers', '--in-flight-cap', '--no-adaptive', '--tenant-rate', '--period-quota', '--period-ms', '--keys', '--timeout-ms', '--drain-ms', '--body-limit', '--no-admission', '--help']) {
       expect(HELP).toContain(`  ${flag} `);
     }
     expect(parseServeArgs(['--help']).help).toBe(true);

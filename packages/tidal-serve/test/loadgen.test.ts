@@ -289,6 +289,21 @@ describe('load generator, raw client', () => {
     expect(accepted).toBe(3);
   });
 
+  it('with preconnect, opens that many connections before the first request, and uses them', async () => {
+    let accepted = 0;
+    const url = await serve((_req, res) => setTimeout(() => json(res, 200, {}), 2));
+    servers[servers.length - 1]!.on('connection', () => accepted++);
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 3 }, connections: 300, preconnect: 300, durationMs: 100 }), [{ path: '/' }]);
+    expect(r.errors).toEqual({});
+    expect(r.preconnected).toBe(300);
+    // Two waves of connects (256, then 44), where three loops alone open three connections.
+    expect(accepted).toBe(300);
+    const ok = ['--url', 'http://127.0.0.1:7070', '--requests', 'm', '--duration-ms', '1', '--rate', '1', '--connections', '8'];
+    expect(parseLoadgenArgs([...ok, '--preconnect', '8'])!.config.preconnect).toBe(8);
+    expect(() => parseLoadgenArgs([...ok, '--preconnect', '9'])).toThrow(/--preconnect must be a whole number from 0 to 8/);
+    expect(() => parseLoadgenArgs([...ok, '--preconnect', '2', '--client', 'undici'])).toThrow(/--preconnect must be given with --client raw/);
+  });
+
   it('reads a response that arrives in pieces (head split inside its blank line, body in several chunks), then the next on the same connection', async () => {
     const body = JSON.stringify({ code: 'TIDAL_SERVE_ADAPTIVE', message: 'x'.repeat(200) });
     const whole = head(503, Buffer.byteLength(body), 'Content-Type: application/json\r\n') + body;

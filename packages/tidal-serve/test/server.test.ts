@@ -5,6 +5,8 @@
  * deadline header, abort on disconnect, keys and the body limit. Orders come from deferred
  * promises, never from sleeps.
  */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
@@ -509,6 +511,23 @@ describe('keys and limits', () => {
 
   it('refuses an option out of range', () => {
     expect(() => createServer({ db: fakeDb({}), bodyLimitBytes: 0 })).toThrow(/options.bodyLimitBytes must be a whole number/);
+  });
+
+  it('listens with the backlog asked for, 4 096 by default (the kernel shows it as the listening socket\'s Send-Q)', async () => {
+    // `ss -ltn` reports a listening socket's accept-queue limit in its Send-Q column.
+    const sendQ = (url: string): number => {
+      const port = new URL(url).port;
+      const line = execFileSync('ss', ['-Hltn', `sport = :${port}`], { encoding: 'utf8' }).trim();
+      return Number(line.split(/\s+/)[2]);
+    };
+    const somaxconn = Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
+    for (const [asked, expected] of [[undefined, Math.min(4096, somaxconn)], [64, 64]] as const) {
+      const server = createServer({ db: fakeDb({}) });
+      onTestFinished(() => server.close({ drainMs: 0 }));
+      const url = await server.listen(0, '127.0.0.1', asked);
+      expect(sendQ(url), String(asked)).toBe(expected);
+    }
+    await expect(createServer({ db: fakeDb({}) }).listen(0, '127.0.0.1', 0)).rejects.toThrow(/options.backlog must be a whole number/);
   });
 });
 
