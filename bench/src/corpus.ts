@@ -1,3 +1,5 @@
+import { tidalSchema as corpusSchema } from 'tidal-serve';
+
 // The synthetic corpus lives in tidal-serve (`tidal serve --demo` loads it); the bench keeps importing it from here.
 export {
   Corpus,
@@ -12,3 +14,19 @@ export {
   gaussian,
 } from 'tidal-serve';
 export type { CorpusItem, CorpusOptions, CorpusSignal, SignalColumns, SignalKind } from 'tidal-serve';
+
+/**
+ * The corpus schema for the personalization benches: both kinds move a user's preference (a like
+ * six times as much as a view), and `creator` names the creator.
+ */
+export function personalizationSchema(dims: number) {
+  const base = corpusSchema(dims);
+  return {
+    ...base,
+    signals: [
+      { ...base.signals[0], windows: [...base.signals[0].windows], preference: 0.05 },
+      { ...base.signals[1], windows: [...base.signals[1].windows], preference: 0.3 },
+    ],
+    creatorField: 'creator',
+  };
+}

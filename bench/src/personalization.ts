@@ -29,7 +29,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { TidalDb, type DegradationLevelName, type RetrieveRequest, type SignalInput } from 'tidal-core';
 import { AnnIndex } from 'tidal-query';
-import { Corpus, tidalSchema } from './corpus.js';
+import { Corpus, personalizationSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
 import { collectGarbage, describeMachine, fmtInt, fmtMs, fmtRatio, intFlag, markdownTable, nowMs, summarize } from './stats.js';
 
@@ -47,15 +47,7 @@ const log = (s = ''): void => void process.stdout.write(`${s}\n`);
 async function main(): Promise<void> {
   const corpus = new Corpus({ items: ITEMS, dims: DIMS });
   const now = corpus.now;
-  const base = tidalSchema(DIMS);
-  const schema = {
-    ...base,
-    signals: [
-      { ...base.signals[0], windows: [...base.signals[0].windows], preference: 0.05 },
-      { ...base.signals[1], windows: [...base.signals[1].windows], preference: 0.3 },
-    ],
-    creatorField: 'creator',
-  };
+  const schema = personalizationSchema(DIMS);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-bench-personal-'));
   // Work sharing off: the level table repeats identical queries, and each must run.
   // The clock stands still except in the trending A/B, where one side moves it a millisecond a query.

@@ -22,7 +22,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Session } from 'node:inspector/promises';
 import { TidalDb, type RetrieveRequest, type SignalInput } from 'tidal-core';
-import { Corpus, tidalSchema } from './corpus.js';
+import { Corpus, personalizationSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
 import { collectGarbage, describeMachine, fmtInt, intFlag, percentile } from './stats.js';
 
@@ -42,15 +42,7 @@ const log = (s = ''): void => void process.stdout.write(`${s}\n`);
 async function main(): Promise<void> {
   const corpus = new Corpus({ items: ITEMS, dims: DIMS });
   const now = corpus.now;
-  const base = tidalSchema(DIMS);
-  const schema = {
-    ...base,
-    signals: [
-      { ...base.signals[0], windows: [...base.signals[0].windows], preference: 0.05 },
-      { ...base.signals[1], windows: [...base.signals[1].windows], preference: 0.3 },
-    ],
-    creatorField: 'creator',
-  };
+  const schema = personalizationSchema(DIMS);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-bench-related-'));
   const db = await TidalDb.builder()
     .path(dir)

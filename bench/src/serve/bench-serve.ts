@@ -27,12 +27,12 @@ import { mixRequestJson, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
 import { describeMachine, fmtInt, intFlag, machine, markdownTable } from '../stats.js';
 import type { LoadgenClient, LoadResult, RequestSpec } from './loadgen.js';
+import { runLoadgen } from './spawn-loadgen.js';
 import { summarizeProfile, type ProfileSummary } from './profile.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..', '..');
 const CLI = join(ROOT, 'packages', 'tidal-serve', 'dist', 'cli.js');
-const LOADGEN = join(HERE, 'loadgen.js');
 const LEVEL_HEADER = 'x-tidal-degradation-level';
 const LEVELS = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const;
 /** Clock ticks per second of /proc's CPU times (CLK_TCK, 100 on Linux). */
@@ -226,26 +226,6 @@ interface PhaseOutcome {
   backToFullMs: number | null;
 }
 
-/** The generator's result, and `performance.now()` here when it exited. */
-function runLoadgen(args: string[], timeoutMs: number): Promise<{ result: LoadResult; exitedAt: number }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [LOADGEN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.once('exit', (code) => {
-      const exitedAt = performance.now();
-      clearTimeout(timer);
-      const line = out.trim().split('\n').pop() ?? '';
-      try {
-        if (code !== 0) throw new Error(`load generator exited with ${code}`);
-        resolve({ result: JSON.parse(line) as LoadResult, exitedAt });
-      } catch (err) {
-        reject(err);
-      }
-    });
-  });
-}
 
 async function phase(
   flags: Flags,

@@ -23,11 +23,11 @@ import { mixRequestJson, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
 import { describeMachine, intFlag, loadAverage, markdownTable } from '../stats.js';
 import type { LoadgenClient, LoadResult, RequestSpec } from './loadgen.js';
+import { runLoadgen } from './spawn-loadgen.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..', '..');
 const CLI = join(ROOT, 'packages', 'tidal-serve', 'dist', 'cli.js');
-const LOADGEN = join(HERE, 'loadgen.js');
 const CLIENTS: readonly LoadgenClient[] = ['undici', 'raw'];
 
 function ratesFlag(argv: readonly string[]): number[] {
@@ -53,21 +53,6 @@ async function startServer(items: number, workers: number): Promise<{ child: Chi
   return { child, url, exited };
 }
 
-function runLoadgen(args: string[]): Promise<LoadResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [LOADGEN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
-    child.once('exit', (code) => {
-      try {
-        if (code !== 0) throw new Error(`load generator exited with ${code}`);
-        resolve(JSON.parse(out.trim().split('\n').pop() ?? '') as LoadResult);
-      } catch (err) {
-        reject(err);
-      }
-    });
-  });
-}
 
 interface Measured {
   usPerResponse: number;
@@ -80,7 +65,7 @@ interface Measured {
 }
 
 async function measure(url: string, file: string, client: LoadgenClient, rate: number, ms: number, seed: number): Promise<Measured> {
-  const load = await runLoadgen([
+  const { result: load } = await runLoadgen([
     '--url', url, '--requests', file, '--client', client, '--rate', String(rate), '--duration-ms', String(ms),
     '--grace-ms', '3000', '--seed', String(seed), '--count-header', 'x-tidal-degradation-level',
     // As bench:serve sizes its pools.

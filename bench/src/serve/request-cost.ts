@@ -30,11 +30,11 @@ import { mixRequestJson, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
 import { describeMachine, intFlag, loadAverage, markdownTable } from '../stats.js';
 import type { LoadResult, RequestSpec } from './loadgen.js';
+import { runLoadgen } from './spawn-loadgen.js';
 import { summarizeProfile } from './profile.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..', '..');
-const LOADGEN = join(HERE, 'loadgen.js');
 const ROUTES = ['retrieve', 'search'] as const;
 type Route = (typeof ROUTES)[number];
 
@@ -90,21 +90,6 @@ async function start(name: string, cli: string, items: number, workers: number, 
   return { name, cli, child, url, pid: child.pid!, exited, profileDir, windowsUs: [] };
 }
 
-function runLoadgen(args: string[]): Promise<LoadResult> {
-  return new Promise((resolveRun, reject) => {
-    const child = spawn(process.execPath, [LOADGEN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
-    child.once('exit', (code) => {
-      try {
-        if (code !== 0) throw new Error(`load generator exited with ${code}`);
-        resolveRun(JSON.parse(out.trim().split('\n').pop() ?? '') as LoadResult);
-      } catch (err) {
-        reject(err);
-      }
-    });
-  });
-}
 
 interface Measured {
   mainUs: number;
@@ -118,7 +103,7 @@ async function measure(v: Variant, file: string, ms: number, connections: number
   const main0 = mainThreadNs(v.pid);
   const proc0 = processNs(v.pid);
   const t0 = process.hrtime.bigint() / 1000n;
-  const load = await runLoadgen(args);
+  const { result: load } = await runLoadgen(args);
   const t1 = process.hrtime.bigint() / 1000n;
   const main1 = mainThreadNs(v.pid);
   const proc1 = processNs(v.pid);

@@ -1,0 +1,36 @@
+/**
+ * Runs the load generator (loadgen.ts) in a process of its own, as every serve bench does: the
+ * server and the generator must not share an event loop.
+ */
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { LoadResult } from './loadgen.js';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, '..', '..', '..');
+const LOADGEN = join(HERE, 'loadgen.js');
+
+/**
+ * The generator's result (the last line it prints), and `performance.now()` here when it exited.
+ * A generator still running after `timeoutMs` is killed, and the promise rejects.
+ */
+export function runLoadgen(args: readonly string[], timeoutMs = 10 * 60_000): Promise<{ result: LoadResult; exitedAt: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [LOADGEN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('exit', (code) => {
+      const exitedAt = performance.now();
+      clearTimeout(timer);
+      const line = out.trim().split('\n').pop() ?? '';
+      try {
+        if (code !== 0) throw new Error(`load generator exited with ${code}`);
+        resolve({ result: JSON.parse(line) as LoadResult, exitedAt });
+      } catch (err) {
+        reject(err);
+      }
+    });
+  });
+}
