@@ -5,7 +5,8 @@
  * C is Full's capacity), then offers 1×, 3×, 10× and 0.5× C as Poisson arrivals
  * (bench/src/serve/loadgen.ts, a separate process) with latency timed from each request's schedule.
  * The same phases run again against a server started with `--no-admission` (tidal's own load
- * management stays; the HTTP chain is off). While each phase runs, the server's /stats, its RSS and
+ * management stays; the HTTP chain is off), and against one with the chain on and its query workers
+ * at the HTTP thread's own priority (`--worker-nice 0`), both at the first server's C. While each phase runs, the server's /stats, its RSS and
  * its main thread's CPU time are sampled.
  *
  * Writes the tables into docs/serve.md (between the bench:serve markers), the chart into
@@ -46,6 +47,7 @@ interface Flags {
   distinct: number;
   profile: boolean;
   skipOff: boolean;
+  skipNice0: boolean;
   client: LoadgenClient;
 }
 
@@ -58,6 +60,7 @@ function parseFlags(argv: readonly string[]): Flags {
     distinct: intFlag(argv, 'distinct', 8192),
     profile: argv.includes('--profile'),
     skipOff: argv.includes('--skip-off'),
+    skipNice0: argv.includes('--skip-nice0'),
     client: clientFlag(argv),
   };
 }
@@ -81,7 +84,7 @@ interface Server {
   exited: Promise<number | null>;
 }
 
-async function startServer(flags: Flags, admission: boolean, profileDir: string | null): Promise<Server> {
+async function startServer(flags: Flags, variant: Variant, profileDir: string | null): Promise<Server> {
   const args = [
     ...(profileDir === null ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]),
     CLI,
@@ -93,7 +96,7 @@ async function startServer(flags: Flags, admission: boolean, profileDir: string 
     '0',
     '--workers',
     String(flags.workers),
-    ...(admission ? [] : ['--no-admission']),
+    ...variant.args,
   ];
   const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
@@ -173,6 +176,61 @@ interface Tick {
   rss: number;
 }
 
+/** One reading of the server's CPU counters (see {@link cpuSampler}). */
+interface CpuTick {
+  /** `performance.now()` of this process when read. */
+  t: number;
+  /** The whole process's utime + stime, in clock ticks. */
+  processTicks: number;
+  /** The main thread's time on a CPU and waiting on a run queue, in ns (/proc/…/schedstat). */
+  mainRunNs: number;
+  mainWaitNs: number;
+}
+
+function cpuTick(pid: number): CpuTick {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const [run, wait] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').trim().split(' ');
+  return { t: performance.now(), processTicks: Number(rest[11]) + Number(rest[12]), mainRunNs: Number(run), mainWaitNs: Number(wait) };
+}
+
+/**
+ * Reads the server's CPU counters every `everyMs` on a timer of this process (not through the
+ * server), so a phase's CPU shares can be taken over its schedule alone: the generator's start,
+ * its preconnect and its grace period would otherwise dilute them.
+ */
+function cpuSampler(pid: number, everyMs: number): { stop(): CpuTick[] } {
+  const ticks: CpuTick[] = [cpuTick(pid)];
+  const timer = setInterval(() => {
+    try {
+      ticks.push(cpuTick(pid));
+    } catch {
+      // The server exited; the phase's own result says so.
+    }
+  }, everyMs);
+  return {
+    stop() {
+      clearInterval(timer);
+      ticks.push(cpuTick(pid));
+      return ticks;
+    },
+  };
+}
+
+/** CPU shares between the readings nearest to `from` and `to` (the schedule's start and end). */
+function cpuOver(ticks: readonly CpuTick[], from: number, to: number): { main: number; mainWait: number; process: number } {
+  const nearest = (t: number): CpuTick => ticks.reduce((best, x) => (Math.abs(x.t - t) < Math.abs(best.t - t) ? x : best));
+  const a = nearest(from);
+  const b = nearest(to);
+  const s = (b.t - a.t) / 1000;
+  if (s <= 0) return { main: 0, mainWait: 0, process: 0 };
+  return {
+    main: (b.mainRunNs - a.mainRunNs) / 1e9 / s,
+    mainWait: (b.mainWaitNs - a.mainWaitNs) / 1e9 / s,
+    process: (b.processTicks - a.processTicks) / TICKS / s,
+  };
+}
+
 /** Samples /stats and /proc every `everyMs` until stopped. */
 function sampler(server: Server, everyMs: number): { stop(): Promise<Tick[]> } {
   const ticks: Tick[] = [];
@@ -211,9 +269,11 @@ interface PhaseOutcome {
   name: string;
   factor: number | null;
   load: LoadResult;
-  /** The server's main thread, as a share of one core over the phase. */
+  /** The server's main thread on a CPU, as a share of one core over the schedule. */
   mainCpu: number;
-  /** The whole server process (main thread, query workers, writer), in cores. */
+  /** The server's main thread runnable but waiting for a CPU, as a share of the schedule's time. */
+  mainWait: number;
+  /** The whole server process (main thread, query workers, writer), in cores over the schedule. */
   processCpu: number;
   rssStart: number;
   rssEnd: number;
@@ -238,9 +298,9 @@ async function phase(
   seed: number,
 ): Promise<PhaseOutcome> {
   const before = procSample(server.pid);
-  const started = performance.now();
   const startedUs = process.hrtime.bigint() / 1000n;
   const ticks = sampler(server, 250);
+  const cpu = cpuSampler(server.pid, 100);
   // Enough connections that no arrival waits for one while the server holds the others (at
   // 0.5 s each, Little's law): a generator-side wait would be billed to the server's latency.
   const connections = 'rate' in mode ? Math.min(8192, Math.max(512, Math.ceil(mode.rate * 0.5))) : mode.closed;
@@ -271,16 +331,18 @@ async function phase(
     (seconds + 60) * 1000,
   );
   const series = await ticks.stop();
+  const cpuTicks = cpu.stop();
   const after = procSample(server.pid);
-  const elapsedS = (performance.now() - started) / 1000;
   // The generator's run ends `elapsedMs` after its start, and its schedule `durationMs` after it.
   const scheduleEndAt = exitedAt - load.elapsedMs + load.durationMs;
+  const shares = cpuOver(cpuTicks, scheduleEndAt - load.durationMs, scheduleEndAt);
   const outcome: PhaseOutcome = {
     name,
     factor,
     load,
-    mainCpu: (after.mainTicks - before.mainTicks) / TICKS / elapsedS,
-    processCpu: (after.processTicks - before.processTicks) / TICKS / elapsedS,
+    mainCpu: shares.main,
+    mainWait: shares.mainWait,
+    processCpu: shares.process,
     rssStart: before.rss,
     rssEnd: after.rss,
     ticks: series,
@@ -322,7 +384,7 @@ function describePhase(p: PhaseOutcome): string {
   const r = p.load;
   return (
     `${p.name.padEnd(12)} offered ${fmtInt(r.offeredRatePerSec)}/s  goodput ${fmtInt(r.goodputPerSec)}/s (${share(r.goodputPerSec, r.offeredRatePerSec)})  ` +
-    `refused ${fmtInt(refusedCount(r))}  p99 ${ms(r.latency.ok.p99)} ms  refusal p99 ${ms(r.latency.refused.p99, 1)} ms  main CPU ${Math.round(p.mainCpu * 100)} %`
+    `refused ${fmtInt(refusedCount(r))}  p99 ${ms(r.latency.ok.p99)} ms  refusal p99 ${ms(r.latency.refused.p99, 1)} ms  main CPU ${Math.round(p.mainCpu * 100)} % (waiting ${Math.round(p.mainWait * 100)} %)  process ${p.processCpu.toFixed(2)} cores`
   );
 }
 
@@ -330,18 +392,34 @@ function describePhase(p: PhaseOutcome): string {
 // The run
 // ---------------------------------------------------------------------------------------------
 
+/** One server configuration the phases run against. */
+interface Variant {
+  /** Short name for the JSON results and the progress lines. */
+  name: 'on' | 'off' | 'nice0';
+  /** The table's heading in docs/serve.md. */
+  heading: string;
+  /** Flags added to `tidal serve --demo …`. */
+  args: string[];
+}
+
+const VARIANTS: Record<Variant['name'], Variant> = {
+  on: { name: 'on', heading: 'Admission chain on (the default)', args: [] },
+  off: { name: 'off', heading: 'Admission chain off (`--no-admission`; tidal\'s own load management stays)', args: ['--no-admission'] },
+  nice0: { name: 'nice0', heading: 'Admission chain on, query workers at the HTTP thread\'s priority (`--worker-nice 0`)', args: ['--worker-nice', '0'] },
+};
+
 interface ServerRun {
-  admission: boolean;
+  variant: Variant['name'];
   capacity: PhaseOutcome;
   phases: PhaseOutcome[];
   exitCode: number | null;
   profile: ProfileSummary | null;
 }
 
-async function runServer(flags: Flags, requestsFile: string, admission: boolean, capacityRate: number | null): Promise<ServerRun> {
-  const profileDir = flags.profile ? mkdtempSync(join(tmpdir(), 'tidal-serve-prof-')) : null;
-  process.stderr.write(`starting tidal serve --demo (${fmtInt(flags.items)} items${admission ? '' : ', --no-admission'})...\n`);
-  const server = await startServer(flags, admission, profileDir);
+async function runServer(flags: Flags, requestsFile: string, variant: Variant, capacityRate: number | null): Promise<ServerRun> {
+  const profileDir = flags.profile && variant.name === 'on' ? mkdtempSync(join(tmpdir(), 'tidal-serve-prof-')) : null;
+  process.stderr.write(`starting tidal serve --demo (${fmtInt(flags.items)} items${variant.args.length === 0 ? '' : `, ${variant.args.join(' ')}`})...\n`);
+  const server = await startServer(flags, variant, profileDir);
   try {
     // A warm-up the tables leave out: the first seconds after the load (JIT, caches, the OS's pages)
     // would otherwise be billed to whichever server runs first.
@@ -363,7 +441,7 @@ async function runServer(flags: Flags, requestsFile: string, admission: boolean,
     const three = phases.find((p) => p.factor === 3)!;
     const profile = profileDir === null ? null : summarizeProfile(profileDir, [three.monotonicUs]);
     if (profileDir !== null) rmSync(profileDir, { recursive: true, force: true });
-    return { admission, capacity, phases, exitCode, profile };
+    return { variant: variant.name, capacity, phases, exitCode, profile };
   } catch (err) {
     server.child.kill('SIGKILL');
     throw err;
@@ -399,7 +477,7 @@ function phaseTable(run: ServerRun): string {
       `${ms(r.latency.ok.p50)} / ${ms(r.latency.ok.p99)}`,
       refusedCount(r) === 0 ? '–' : ms(r.latency.refused.p99, 1),
       levelMix(r),
-      `${Math.round(p.mainCpu * 100)} %`,
+      `${Math.round(p.mainCpu * 100)} % (${Math.round(p.mainWait * 100)} %)`,
       p.processCpu.toFixed(2),
       `${Math.round(p.rssEnd / 2 ** 20)}`,
       p.backToFullMs === null ? '–' : fmtInt(p.backToFullMs),
@@ -411,19 +489,16 @@ function phaseTable(run: ServerRun): string {
   );
 }
 
-function renderMarkdown(on: ServerRun, off: ServerRun | null, flags: Flags): string {
+function renderMarkdown(runs: readonly ServerRun[], flags: Flags): string {
+  const on = runs[0]!;
   const c = on.capacity.load.goodputPerSec;
   const lines = [
     `Measured by \`npm run bench:serve\` on ${describeMachine(machine())}: \`tidal serve --demo\` with ${fmtInt(flags.items)} items and ${flags.workers} query workers in one process, the load generator (bench/src/serve/loadgen.ts, \`--client ${flags.client}\`, open-loop Poisson arrivals, latency from each request's scheduled time) in another, both on loopback. ${flags.seconds} s per phase; ${fmtInt(flags.distinct)} distinct requests (the query mix of docs/overload.md). Capacity C is the goodput of a closed loop of ${flags.closed} (below the first degradation threshold, so C is Full's capacity): **C = ${fmtInt(c)} requests/s**. The 1×…0.5× rates are multiples of it.`,
     '',
-    '### Admission chain on (the default)',
-    '',
-    phaseTable(on),
-    '',
   ];
-  if (off !== null) lines.push('### Admission chain off (`--no-admission`; tidal\'s own load management stays)', '', phaseTable(off), '');
+  for (const run of runs) lines.push(`### ${VARIANTS[run.variant].heading}`, '', phaseTable(run), '');
   lines.push(
-    '"levels %": the share of 2xx responses at each degradation level (F Full, R ReducedCandidates, C CoarseAggregates, N NoDiversity). "main thread CPU": the server\'s main thread as a share of one core over the phase; "process cores": the whole server (main thread, query workers, writer). "to Full ms": after the 10× phase, time from its last arrival until the level was Full for good (sampled from /stats every 250 ms, so ±250 ms).',
+    '"levels %": the share of 2xx responses at each degradation level (F Full, R ReducedCandidates, C CoarseAggregates, N NoDiversity). "main thread CPU": the server\'s main thread on a CPU, as a share of one core over the phase\'s schedule (its first to its last arrival), and in brackets the share of that time it was runnable but waiting for a CPU (/proc schedstat); "process cores": the whole server (main thread, query workers, writer). "to Full ms": after the 10× phase, time from its last arrival until the level was Full for good (sampled from /stats every 250 ms, so ±250 ms).',
     '',
   );
   if (on.profile !== null) {
@@ -432,8 +507,11 @@ function renderMarkdown(on: ServerRun, off: ServerRun | null, flags: Flags): str
   return lines.join('\n');
 }
 
-function renderSvg(on: ServerRun, off: ServerRun | null): string {
-  const runs = off === null ? [on] : [on, off];
+const COLOURS: Record<Variant['name'], string> = { on: '#2a7', off: '#c55', nice0: '#57c' };
+const LABELS: Record<Variant['name'], string> = { on: 'chain on', off: 'chain off', nice0: 'chain on, workers nice 0' };
+
+function renderSvg(runs: readonly ServerRun[]): string {
+  const on = runs[0]!;
   const W = 760;
   const H = 220;
   const pad = 50;
@@ -449,15 +527,14 @@ function renderSvg(on: ServerRun, off: ServerRun | null): string {
     runs.forEach((r, k) => {
       const g = r.phases[i]!.load.goodputPerSec;
       const w = (bw - 16) / runs.length;
-      bars.push(`<rect x="${x0 + 8 + k * w}" y="${y(g)}" width="${w - 2}" height="${H - 30 - y(g)}" fill="${k === 0 ? '#2a7' : '#c55'}"/>`);
+      bars.push(`<rect x="${x0 + 8 + k * w}" y="${y(g)}" width="${w - 2}" height="${H - 30 - y(g)}" fill="${COLOURS[r.variant]}"/>`);
       bars.push(`<text x="${x0 + 8 + k * w + w / 2}" y="${y(g) - 3}" text-anchor="middle">${fmtInt(g)}</text>`);
     });
     bars.push(`<text x="${x0 + bw / 2}" y="${H - 12}" text-anchor="middle">${name} (offered ${fmtInt(offered)}/s)</text>`);
   });
   const legend =
     `<rect x="${pad}" y="8" width="10" height="10" fill="#eee" stroke="#999"/><text x="${pad + 14}" y="17">offered</text>` +
-    `<rect x="${pad + 80}" y="8" width="10" height="10" fill="#2a7"/><text x="${pad + 94}" y="17">goodput, chain on</text>` +
-    (off === null ? '' : `<rect x="${pad + 220}" y="8" width="10" height="10" fill="#c55"/><text x="${pad + 234}" y="17">goodput, chain off</text>`);
+    runs.map((r, k) => `<rect x="${pad + 80 + k * 170}" y="8" width="10" height="10" fill="${COLOURS[r.variant]}"/><text x="${pad + 94 + k * 170}" y="17">goodput, ${LABELS[r.variant]}</text>`).join('');
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11">\n<rect width="100%" height="100%" fill="white"/>\n${bars.join('\n')}\n${legend}\n</svg>\n`;
 }
 
@@ -475,7 +552,7 @@ function writeDocs(markdown: string, svg: string): void {
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   if (argv.includes('--help')) {
-    process.stdout.write('npm run bench:serve -- [--items N] [--seconds S] [--closed N] [--workers N] [--distinct N] [--client raw|undici] [--profile] [--skip-off]\n');
+    process.stdout.write('npm run bench:serve -- [--items N] [--seconds S] [--closed N] [--workers N] [--distinct N] [--client raw|undici] [--profile] [--skip-off] [--skip-nice0]\n');
     return;
   }
   const flags = parseFlags(argv);
@@ -493,13 +570,16 @@ async function main(): Promise<void> {
     }));
     const requestsFile = join(work, 'mix.json');
     writeFileSync(requestsFile, JSON.stringify(specs));
-    const on = await runServer(flags, requestsFile, true, null);
-    const off = flags.skipOff ? null : await runServer(flags, requestsFile, false, on.capacity.load.goodputPerSec);
+    const runs = [await runServer(flags, requestsFile, VARIANTS.on, null)];
+    const c = runs[0]!.capacity.load.goodputPerSec;
+    if (!flags.skipOff) runs.push(await runServer(flags, requestsFile, VARIANTS.off, c));
+    if (!flags.skipNice0) runs.push(await runServer(flags, requestsFile, VARIANTS.nice0, c));
     const results = join(ROOT, 'bench', 'results');
     mkdirSync(results, { recursive: true });
-    writeFileSync(join(results, 'serve.json'), JSON.stringify({ machine: machine(), flags, on, off }, null, 2));
-    const md = renderMarkdown(on, off, flags);
-    writeDocs(md, renderSvg(on, off));
+    const byName = Object.fromEntries(runs.map((r) => [r.variant, r]));
+    writeFileSync(join(results, 'serve.json'), JSON.stringify({ machine: machine(), flags, on: byName.on, off: byName.off ?? null, nice0: byName.nice0 ?? null }, null, 2));
+    const md = renderMarkdown(runs, flags);
+    writeDocs(md, renderSvg(runs));
     process.stdout.write(`${md}\n`);
     process.stderr.write('wrote docs/serve.md, docs/serve.svg and bench/results/serve.json\n');
   } finally {

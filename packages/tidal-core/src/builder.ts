@@ -33,6 +33,15 @@ export class TidalDbBuilder {
     return this;
   }
 
+  /**
+   * The query workers' nice value, 0 to 19 (default 0): above 0 they yield the CPU to the calling
+   * thread when cores are short (see {@link TidalOptions.workerNice}).
+   */
+  workerNice(n: number): this {
+    this.#o.workerNice = n;
+    return this;
+  }
+
   /** Source of "now" in milliseconds (default Date.now). */
   clock(fn: () => number): this {
     this.#o.clock = fn;

@@ -102,6 +102,8 @@ export class TidalDb implements AsyncDisposable {
   readonly #cursors: Cursors;
   /** Profile `related`, ranked on this thread (see {@link RelatedQuery}); made on first use. */
   #related: RelatedQuery | null = null;
+  /** Whether `TIDAL_WORKER_NICE_UNSET` was raised (once per database, not once per warm). */
+  #niceWarned = false;
   #metrics: Metrics | null = null;
   #closing: Promise<void> | undefined;
 
@@ -177,7 +179,7 @@ export class TidalDb implements AsyncDisposable {
         },
         start,
       );
-      this.#pool = new QueryPool({ file, schema: o.schema, arena: this.#store.arena }, o.workers);
+      this.#pool = new QueryPool({ file, schema: o.schema, arena: this.#store.arena, nice: o.workerNice }, o.workers);
       const sharing = new WorkSharing(o.workSharing, o.clock, () => performance.now());
       const writes = this.#writes;
       this.#queries = new QueryFront(this.#pool, sharing, {
@@ -668,6 +670,11 @@ export class TidalDb implements AsyncDisposable {
     // thread's 'warning' listeners: raise it here.
     for (const r of results) {
       if (r.annWarning) this.#o.onWarning(r.annWarning);
+    }
+    const unset = results.find((r) => r.niceWarning !== undefined);
+    if (unset?.niceWarning && !this.#niceWarned) {
+      this.#niceWarned = true;
+      this.#o.onWarning(unset.niceWarning);
     }
     return results;
   }

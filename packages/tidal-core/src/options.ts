@@ -50,6 +50,16 @@ export interface TidalOptions {
    */
   workers?: number;
   /**
+   * The query worker threads' nice value, 0 to 19 (Linux): above 0 the thread that calls tidal
+   * (its event loop, and the HTTP work of `tidal serve`) gets a core before the workers when the
+   * machine is short of CPU, so answers, refusals and timers are not delayed by queries queued
+   * behind them. The workers still take every core left idle. A platform where a thread cannot
+   * change its own nice value runs them at the process's, with one `TIDAL_WORKER_NICE_UNSET`
+   * warning. On one core, the workers get only what the caller leaves.
+   * @default 0 (the process's own)
+   */
+  workerNice?: number;
+  /**
    * Milliseconds since the epoch; injected by tests to control time.
    * @default Date.now
    */
@@ -125,6 +135,7 @@ export interface FilledOptions {
   dir: string | null;
   schema: QuerySchema;
   workers: number;
+  workerNice: number;
   clock: () => number;
   durability: Durability;
   groupCommit: Required<GroupCommitOptions>;
@@ -170,7 +181,7 @@ const NOT_NULL = 'a value (no option takes null; leave it out for the default)';
 
 /** Every key of {@link TidalOptions}: any other key is refused, never ignored. */
 const OPTION_KEYS: readonly (keyof TidalOptions)[] = [
-  'path', 'ephemeral', 'schema', 'workers', 'clock', 'durability', 'groupCommit', 'capacity', 'checkpointEveryEvents',
+  'path', 'ephemeral', 'schema', 'workers', 'workerNice', 'clock', 'durability', 'groupCommit', 'capacity', 'checkpointEveryEvents',
   'memoryGuard', 'onWarning', 'loadThresholds', 'admissionLimit', 'loadManagement', 'metricsRegistry', 'rateLimiter', 'sessions',
   'workSharing',
 ];
@@ -250,6 +261,7 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
   if (o.schema === undefined) throw new InvalidInputError('schema', 'given with .schema({...}) before open()', o.schema);
   const schema = resolveSchema(o.schema);
   const workers = o.workers === undefined ? Math.max(1, availableParallelism()) : wholeInRange('workers', o.workers, 1, DEFAULTS.maxWorkers);
+  const workerNice = o.workerNice === undefined ? 0 : wholeInRange('workerNice', o.workerNice, 0, 19);
   const clock = checkClock(o.clock);
   const durability = o.durability === undefined ? (hasPath ? 'process' : 'none') : assertDurability(o.durability, 'durability');
   const capacity = {
@@ -265,6 +277,7 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
     dir: hasPath ? o.path! : null,
     schema,
     workers,
+    workerNice,
     clock,
     durability,
     groupCommit: resolveGroupCommitOptions(o.groupCommit, 'groupCommit'),

@@ -38,6 +38,8 @@ export const WARNING_CODES = [
   'TIDAL_SHARED_LIMIT_OPEN',
   /** Items upserted without an embedding could not get one from the embedder; they were written without one. */
   'TIDAL_EMBEDDING_SKIPPED',
+  /** A query worker could not set the nice value `workerNice` asked for (not Linux, or refused); it runs at the process's. */
+  'TIDAL_WORKER_NICE_UNSET',
 ] as const;
 
 export type WarningCode = (typeof WARNING_CODES)[number];

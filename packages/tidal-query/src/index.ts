@@ -25,6 +25,7 @@ export { WARM_SYNC_BYTES, CANCEL_CELLS, CELL_CANCELLED, runTask } from './protoc
 export type {
   AnnSource,
   AnnWarning,
+  NiceWarning,
   BatchEntryResult,
   BatchMessage,
   FailedResult,

@@ -18,6 +18,12 @@ export interface WorkerInit {
    * it. Only the main thread writes; a worker reads a cell once, before it runs the task.
    */
   cancel: SharedArrayBuffer;
+  /**
+   * The nice value each worker thread sets for itself when it starts (0: the process's own). A
+   * higher value lets the thread that posts the queries (and answers HTTP, in tidal serve) take a
+   * core first when the machine is short of CPU. Linux only; elsewhere the worker reports why not.
+   */
+  nice?: number;
 }
 
 /**
@@ -118,6 +124,12 @@ export interface AnnWarning {
   message: string;
 }
 
+/** A worker that could not set the nice value it was asked for (see {@link WorkerInit.nice}). */
+export interface NiceWarning {
+  code: 'TIDAL_WORKER_NICE_UNSET';
+  message: string;
+}
+
 /** What one worker reports from a warm task. */
 export interface WarmResult {
   /** The worker thread that ran this warm task. */
@@ -141,6 +153,10 @@ export interface WarmResult {
   annElected: boolean;
   /** Set on the elected worker only, so the main thread raises it once per warm. */
   annWarning?: AnnWarning;
+  /** This worker thread's nice value, as the kernel reports it. */
+  nice: number;
+  /** Set when the thread could not take the nice value it was asked for. */
+  niceWarning?: NiceWarning;
 }
 
 /** What a persist-ann task did. */

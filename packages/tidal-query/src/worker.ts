@@ -5,13 +5,15 @@
  * write acknowledged before it started. The messages and their results are in protocol.ts; the
  * sync and the ANN index's election, snapshot and catch-up in ann-lifecycle.ts.
  */
+import { readlinkSync } from 'node:fs';
+import { getPriority, setPriority } from 'node:os';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { AnnLifecycle, type AnnContext } from './ann-lifecycle.js';
 import { Catalog } from './catalog.js';
-import { CELL_CANCELLED, type BatchEntryResult, type BatchMessage, type FaultMessage, type ResultOf, type RetrieveMessage, type SearchMessage, type SkippedResult, type WorkerInit, type WorkerResult, type WorkerTask } from './protocol.js';
+import { CELL_CANCELLED, type NiceWarning, type BatchEntryResult, type BatchMessage, type FaultMessage, type ResultOf, type RetrieveMessage, type SearchMessage, type SkippedResult, type WorkerInit, type WorkerResult, type WorkerTask } from './protocol.js';
 import { RetrieveExecutor } from './retrieve.js';
 import { SearchExecutor } from './search.js';
 import { SignalStore } from './signals/store.js';
@@ -21,12 +23,40 @@ interface State {
   search: SearchExecutor;
   items: AnnLifecycle;
   cancel: Int32Array;
+  /** This thread's nice value after init, and why it is not the one asked for, if it is not. */
+  nice: number;
+  niceWarning?: NiceWarning;
 }
 
 let state: State | undefined;
 
+/**
+ * Sets this thread's nice value. On Linux, setpriority(2) given a thread id changes that thread
+ * alone (the main thread and the writer keep theirs), and /proc/thread-self names the calling
+ * thread. Raising one's own nice value needs no privilege.
+ */
+function applyNice(asked: number): { nice: number; niceWarning?: NiceWarning } {
+  let tid = 0;
+  try {
+    tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    if (asked !== 0) setPriority(tid, asked);
+    return { nice: getPriority(tid) };
+  } catch (err) {
+    const nice = tid > 0 ? getPriority(tid) : getPriority();
+    if (asked === 0) return { nice };
+    return {
+      nice,
+      niceWarning: {
+        code: 'TIDAL_WORKER_NICE_UNSET',
+        message: `a query worker could not set its nice value to ${asked} (${(err as Error).message}); it runs at ${nice}`,
+      },
+    };
+  }
+}
+
 function init(): State {
-  const { file, schema, arena, cancel } = workerData as WorkerInit;
+  const { file, schema, arena, cancel, nice = 0 } = workerData as WorkerInit;
+  const priority = applyNice(nice);
   const db = new Database(file, { readonly: true, fileMustExist: true });
   db.pragma('busy_timeout = 5000');
   const catalog = new Catalog(db, schema);
@@ -37,6 +67,7 @@ function init(): State {
     search: new SearchExecutor(ctx),
     items: new AnnLifecycle(db, catalog, ctx, dirname(file)),
     cancel: new Int32Array(cancel),
+    ...priority,
   };
 }
 
@@ -104,7 +135,7 @@ export default function run(msg: WorkerTask): WorkerResult {
     case 'warm': {
       const warmed = s.items.warm(msg);
       s.retrieve.warm(msg.env.nowMs);
-      return warmed;
+      return { ...warmed, nice: s.nice, ...(s.niceWarning ? { niceWarning: s.niceWarning } : {}) };
     }
     case 'fault':
       return fault(msg);

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { Registry } from 'prom-client';
 import { InvalidInputError, TidalDb, type SchemaDefinition } from 'tidal-core';
-import { HELP, admissionOptions, isLoopback, parseServeArgs, type ServeConfig } from './config.js';
+import { HELP, admissionOptions, isLoopback, parseServeArgs, resolveWorkerNice, type ServeConfig } from './config.js';
 import { createDashboard } from './dashboard/dashboard.js';
 import { loadDemo } from './demo/load.js';
 import { tidalSchema } from './demo/corpus.js';
@@ -46,6 +46,7 @@ async function serve(config: ServeConfig): Promise<void> {
   let builder = TidalDb.builder().schema(schema as SchemaDefinition).metrics(registry);
   builder = config.demo ? builder.ephemeral() : builder.path(config.path!);
   if (config.workers !== undefined) builder = builder.workers(config.workers);
+  builder = builder.workerNice(resolveWorkerNice(config.workerNice, availableParallelism()));
   const fleet = await openFleet(config, (line) => process.stderr.write(`tidal serve: ${line}\n`));
   if (fleet.embedder !== undefined) builder = builder.embedder(fleet.embedder);
   let db: Awaited<ReturnType<typeof builder.open>>;

@@ -4,7 +4,7 @@
  * and the data directory opens again with every acknowledged write in it.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +30,7 @@ describe('tidal serve flags', () => {
   it.each([
     [['serve', '--demo', '--port', 'abc'], /^tidal serve: --port must be a whole number from 0 to 65535, got "abc"/],
     [['serve', '--demo', '--in-flight-cap', '2.5'], /^tidal serve: --in-flight-cap must be a whole number/],
+    [['serve', '--demo', '--worker-nice', '25'], /^tidal serve: --worker-nice must be a whole number from 0 to 19, got "25"/],
     [['serve', '--demo', '--bogus'], /^tidal serve: flag must be one that tidal serve --help lists, got "--bogus"/],
     [['serve', '--path', 'x'], /^tidal serve: --schema must be given/],
     [['serve', '--demo', '--host', '0.0.0.0'], /^tidal serve: --keys is required when --host is not a loopback address \(got 0\.0\.0\.0\)/],
@@ -62,6 +63,28 @@ describe('tidal serve flags', () => {
 });
 
 describe('tidal serve shutdown', () => {
+  it.skipIf(process.platform !== 'linux')('--worker-nice sets the query workers\' nice value, and only theirs', async () => {
+    const child = spawn(process.execPath, [CLI, 'serve', '--demo', '--demo-items', '50', '--port', '0', '--workers', '2', '--worker-nice', '6'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    onTestFinished(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const first = await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
+    expect(first).toMatch(/^tidal serve listening on /);
+    // The kernel's view of each thread of the child: field 19 of /proc/PID/task/TID/stat.
+    const nices = new Map<number, number>();
+    for (const tid of readdirSync(`/proc/${child.pid}/task`)) {
+      const stat = readFileSync(`/proc/${child.pid}/task/${tid}/stat`, 'utf8');
+      nices.set(Number(tid), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]));
+    }
+    expect([...nices.values()].filter((n) => n === 6)).toHaveLength(2);
+    expect(nices.get(child.pid!)).toBe(0);
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  });
+
   it('on SIGTERM under load: drains, closes the database, exits 0, and the directory reopens with every acknowledged write', async () => {
     const dir = tempDir();
     const schemaFile = join(dir, 'schema.json');

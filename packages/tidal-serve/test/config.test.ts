@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from 'tidal-core';
-import { HELP, PIPELINE_DEPTH, admissionOptions, autoInFlightCap, isLoopback, parseServeArgs } from 'tidal-serve';
+import { HELP, PIPELINE_DEPTH, WORKER_NICE_AUTO, admissionOptions, autoInFlightCap, isLoopback, parseServeArgs, resolveWorkerNice } from 'tidal-serve';
 
 function refusal(argv: string[]): InvalidInputError {
   try {
@@ -15,7 +15,7 @@ function refusal(argv: string[]): InvalidInputError {
 describe('parseServeArgs', () => {
   it('fills in the defaults', () => {
     const c = parseServeArgs(['--path', './data', '--schema', 's.json']);
-    expect(c).toMatchObject({ path: './data', schema: 's.json', port: 7070, host: '127.0.0.1', backlog: 4096, demo: false, inFlightCap: 'auto', adaptive: true, admission: true, timeoutMs: 10_000, drainMs: 10_000, bodyLimitBytes: 1_048_576 });
+    expect(c).toMatchObject({ path: './data', schema: 's.json', port: 7070, host: '127.0.0.1', backlog: 4096, demo: false, workerNice: 'auto', inFlightCap: 'auto', adaptive: true, admission: true, timeoutMs: 10_000, drainMs: 10_000, bodyLimitBytes: 1_048_576 });
     expect(c.tenantRates).toBeUndefined();
     expect(c.periodQuota).toBeUndefined();
   });
@@ -24,9 +24,9 @@ describe('parseServeArgs', () => {
     const c = parseServeArgs([
       '--demo', '--demo-items=500', '--port', '0', '--host', '::1', '--workers', '2', '--in-flight-cap', '0', '--no-adaptive',
       '--tenant-rate', 'free=10,pro=50:80,acme=2.5', '--period-quota', '100', '--period-ms', '1000', '--keys', 'k.json',
-      '--timeout-ms', '0', '--drain-ms', '500', '--body-limit', '2048', '--no-admission', '--backlog', '64',
+      '--timeout-ms', '0', '--drain-ms', '500', '--body-limit', '2048', '--no-admission', '--backlog', '64', '--worker-nice', '0',
     ]);
-    expect(c).toMatchObject({ demo: true, demoItems: 500, port: 0, host: '::1', backlog: 64, workers: 2, inFlightCap: 0, adaptive: false, periodQuota: 100, periodMs: 1000, keys: 'k.json', timeoutMs: 0, drainMs: 500, bodyLimitBytes: 2048, admission: false });
+    expect(c).toMatchObject({ demo: true, demoItems: 500, port: 0, host: '::1', backlog: 64, workers: 2, workerNice: 0, inFlightCap: 0, adaptive: false, periodQuota: 100, periodMs: 1000, keys: 'k.json', timeoutMs: 0, drainMs: 500, bodyLimitBytes: 2048, admission: false });
     expect(c.tenantRates).toEqual({ tiers: { free: { ratePerSecond: 10, burst: 10 }, pro: { ratePerSecond: 50, burst: 80 } }, overrides: { acme: { ratePerSecond: 2.5, burst: 3 } } });
   });
 
@@ -38,6 +38,9 @@ describe('parseServeArgs', () => {
     [['--path', 'd', '--schema', 's', '--in-flight-cap', '1.5'], '--in-flight-cap'],
     [['--path', 'd', '--schema', 's', '--in-flight-cap', '-1'], '--in-flight-cap'],
     [['--path', 'd', '--schema', 's', '--workers', '0'], '--workers'],
+    [['--path', 'd', '--schema', 's', '--worker-nice', '20'], '--worker-nice'],
+    [['--path', 'd', '--schema', 's', '--worker-nice', '-1'], '--worker-nice'],
+    [['--path', 'd', '--schema', 's', '--worker-nice', 'low'], '--worker-nice'],
     [['--path', 'd', '--schema', 's', '--tenant-rate', 'free'], '--tenant-rate'],
     [['--path', 'd', '--schema', 's', '--tenant-rate', 'free=0'], '--tenant-rate free'],
     [['--path', 'd', '--schema', 's', '--period-ms', '10'], '--period-ms'],
@@ -54,10 +57,21 @@ describe('parseServeArgs', () => {
   });
 
   it('--help lists every flag', () => {
-    for (const flag of ['--path', '--schema', '--port', '--host', '--backlog', '--demo', '--demo-items', '--workers', '--in-flight-cap', '--no-adaptive', '--tenant-rate', '--period-quota', '--period-ms', '--keys', '--timeout-ms', '--drain-ms', '--body-limit', '--no-admission', '--help']) {
+    for (const flag of ['--path', '--schema', '--port', '--host', '--backlog', '--demo', '--demo-items', '--workers', '--worker-nice', '--in-flight-cap', '--no-adaptive', '--tenant-rate', '--period-quota', '--period-ms', '--keys', '--timeout-ms', '--drain-ms', '--body-limit', '--no-admission', '--help']) {
       expect(HELP).toContain(`  ${flag} `);
     }
     expect(parseServeArgs(['--help']).help).toBe(true);
+  });
+});
+
+describe('--worker-nice', () => {
+  it('auto lowers the workers below the HTTP thread on 2 cores or more, not on one', () => {
+    expect(WORKER_NICE_AUTO).toBeGreaterThan(0);
+    expect(resolveWorkerNice('auto', 2)).toBe(WORKER_NICE_AUTO);
+    expect(resolveWorkerNice('auto', 16)).toBe(WORKER_NICE_AUTO);
+    expect(resolveWorkerNice('auto', 1)).toBe(0);
+    expect(resolveWorkerNice(3, 1)).toBe(3);
+    expect(parseServeArgs(['--demo', '--worker-nice=7']).workerNice).toBe(7);
   });
 });
 
