@@ -19,6 +19,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { Catalog, ItemsWriter, TextIndex, ftsQuery, queryTerms, searchTopK, type QuerySchema } from 'tidal-query';
 import { Corpus } from './corpus.js';
+import { ITEMS_DDL } from './items-ddl.js';
 import { mulberry32 } from './random.js';
 import { collectGarbage, describeMachine, fmtInt, fmtRatio, intFlag, markdownTable, nowMs } from './stats.js';
 
@@ -28,15 +29,6 @@ const QUERIES = intFlag(argv, 'queries', 300);
 const ROUNDS = intFlag(argv, 'rounds', 7);
 const DEPTHS = [10, 100, 200] as const;
 
-/** tidal's items tables (packages/tidal-core/src/storage.ts), the two this benchmark needs. */
-const ITEMS_DDL = `
-  CREATE TABLE items (
-    ordinal INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, present INTEGER NOT NULL DEFAULT 0,
-    text TEXT, metadata TEXT, created_at REAL, embedding BLOB, version INTEGER NOT NULL DEFAULT 0
-  );
-  CREATE INDEX items_by_version ON items(version);
-  CREATE VIRTUAL TABLE items_fts USING fts5(text, content='', contentless_delete=1);
-`;
 
 function heapUsed(): number {
   collectGarbage();

@@ -40,6 +40,12 @@ export class Catalog {
   version = 0;
   #capacity = 1024;
   #byCreated: Int32Array | null = null;
+  /** The version {@link byCreatedDesc}'s cached order is of. */
+  #byCreatedVersion = -1;
+  /** Each refresh that changed rows: the versions before and after it and the ordinals it changed (see {@link changedSince}). */
+  readonly #log: { from: number; to: number; ordinals: Int32Array }[] = [];
+  #logged = 0;
+  #orderSorts = 0;
   #presentCount = 0;
   readonly #db: Database.Database;
   readonly #select: Database.Statement;
@@ -63,20 +69,42 @@ export class Catalog {
     // One read transaction: the rows and FTS5's totals (the text index's N and avgdl) are of the
     // same commits.
     return this.#db.transaction(() => {
-      let changed = 0;
+      const from = this.version;
+      const ordinals: number[] = [];
       for (const row of this.#select.iterate(this.version) as IterableIterator<ItemRow>) {
         this.#apply(row);
         onRow?.({ ordinal: row.ordinal, present: row.present === 1, embedding: row.embedding });
         if (row.version > this.version) this.version = row.version;
-        changed++;
+        ordinals.push(row.ordinal);
       }
+      const changed = ordinals.length;
       if (changed > 0) {
-        this.#byCreated = null;
+        this.#record(from, ordinals);
         const totals = this.#ftsTotals();
         if (totals) this.text.setTotals(totals.rows, totals.tokens);
       }
       return changed;
     })();
+  }
+
+  #record(from: number, ordinals: number[]): void {
+    this.#log.push({ from, to: this.version, ordinals: Int32Array.from(ordinals) });
+    this.#logged += ordinals.length;
+    while (this.#log.length > 1 && this.#logged > CHANGE_LOG_ORDINALS) this.#logged -= this.#log.shift()!.ordinals.length;
+  }
+
+  /**
+   * The ordinals whose rows changed after `version` (each at most once), or null when the log no
+   * longer reaches back that far (then rebuild from scratch). `version` must be one this catalog
+   * was at after some refresh: caches derived from the catalog keep the version they were built at.
+   */
+  changedSince(version: number): Int32Array | null {
+    if (version === this.version) return new Int32Array(0);
+    const first = this.#log.findIndex((e) => e.from === version);
+    if (first === -1) return null;
+    const seen = new Set<number>();
+    for (let i = first; i < this.#log.length; i++) for (const o of this.#log[i]!.ordinals) seen.add(o);
+    return Int32Array.from(seen);
   }
 
   #apply(row: ItemRow): void {
@@ -101,23 +129,84 @@ export class Catalog {
     this.#capacity = cap;
   }
 
-  /** Present ordinals, newest first (cached until the next change). */
+  /**
+   * Present ordinals, newest first (ties by ordinal). Cached; after a refresh the cached order is
+   * patched with the rows that changed (O(items + changed × log changed), a linear merge) rather
+   * than sorted again (O(items × log items) through a comparator: 40 ms at 100 000 items).
+   */
   byCreatedDesc(): Int32Array {
-    if (this.#byCreated) return this.#byCreated;
+    if (this.#byCreated !== null && this.#byCreatedVersion === this.version) return this.#byCreated;
+    const changed = this.#byCreated === null ? null : this.changedSince(this.#byCreatedVersion);
+    this.#byCreated =
+      changed !== null && changed.length <= this.#presentCount / INCREMENTAL_SHARE
+        ? mergeCreated(this.#byCreated!, markOrdinals(changed, this.present.length), sortCreated(changed.filter((o) => this.present[o] === 1), this.createdAt), this.createdAt)
+        : (this.#orderSorts++, this.sortByCreated());
+    this.#byCreatedVersion = this.version;
+    return this.#byCreated;
+  }
+
+  /** How many times {@link byCreatedDesc} sorted every item rather than patching its order. */
+  get orderSorts(): number {
+    return this.#orderSorts;
+  }
+
+  /** {@link byCreatedDesc} built from scratch: every present ordinal, sorted. */
+  sortByCreated(): Int32Array {
     const out = new Int32Array(this.#presentCount);
     let n = 0;
     for (let o = 0; o < this.ids.length; o++) if (this.present[o] === 1) out[n++] = o;
-    const created = this.createdAt;
-    // Ties broken by ordinal so the order is deterministic.
-    out.sort((a, b) => created[b]! - created[a]! || a - b);
-    this.#byCreated = out;
-    return out;
+    return sortCreated(out, this.createdAt);
   }
 
   /** The value of a metadata field for display or diversity, or undefined. */
   fieldValue(field: string, ordinal: number): string | number | undefined {
     return columnValue(this.columns, field, ordinal);
   }
+}
+
+/** Ordinals the change log holds at most; a cache further behind than that is rebuilt. */
+const CHANGE_LOG_ORDINALS = 65_536;
+/** A cached order is patched when at most 1/this of its items changed, and rebuilt past that. */
+export const INCREMENTAL_SHARE = 8;
+
+/** Sorts `ordinals` in place newest first, ties by ordinal (so the order is deterministic). */
+export function sortCreated(ordinals: Int32Array, createdAt: Float64Array): Int32Array {
+  return ordinals.sort((a, b) => createdAt[b]! - createdAt[a]! || a - b);
+}
+
+/**
+ * `base` (newest first, ties by ordinal) without the ordinals `drop` marks (1), with `adds` (sorted
+ * the same way, none of them in `base` unmarked) merged in at their places. A new array; `base` is
+ * left as it was. O(base + adds).
+ */
+export function mergeCreated(base: Int32Array, drop: Uint8Array, adds: Int32Array, createdAt: Float64Array): Int32Array {
+  let dropped = 0;
+  for (let i = 0; i < base.length; i++) dropped += drop[base[i]!]!;
+  const out = new Int32Array(base.length - dropped + adds.length);
+  let n = 0;
+  let j = 0;
+  for (let i = 0; i < base.length; i++) {
+    const o = base[i]!;
+    if (drop[o] === 1) continue;
+    // Every added ordinal that sorts before o goes first.
+    while (j < adds.length && before(adds[j]!, o, createdAt)) out[n++] = adds[j++]!;
+    out[n++] = o;
+  }
+  while (j < adds.length) out[n++] = adds[j++]!;
+  return out;
+}
+
+/** A mark per ordinal, 1 for each of `ordinals`: the `drop` of {@link mergeCreated}. */
+export function markOrdinals(ordinals: Int32Array, size: number): Uint8Array {
+  const mark = new Uint8Array(size);
+  for (const o of ordinals) mark[o] = 1;
+  return mark;
+}
+
+/** Whether `a` comes before `b` newest first, ties by ordinal. */
+function before(a: number, b: number, createdAt: Float64Array): boolean {
+  const d = createdAt[b]! - createdAt[a]!;
+  return d < 0 || (d === 0 && a < b);
 }
 
 /** The value of metadata field `field` of item `ordinal` in dictionary-encoded columns, or undefined. */

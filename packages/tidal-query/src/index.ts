@@ -8,6 +8,8 @@ export { tokenize, queryTerms } from './text/tokenizer.js';
 export { fts5TotalsReader } from './text/fts5-totals.js';
 export type { Fts5Totals } from './text/fts5-totals.js';
 export { Catalog } from './catalog.js';
+export { buildCreatorLists, creatorListsOf } from './profiles/feeds.js';
+export type { CreatorLists } from './profiles/feeds.js';
 export { ItemColumns } from './item-columns.js';
 export type { CatalogColumns } from './item-columns.js';
 export { compileFilter } from './filter.js';
