@@ -479,12 +479,13 @@ function phaseTable(run: ServerRun): string {
       levelMix(r),
       `${Math.round(p.mainCpu * 100)} % (${Math.round(p.mainWait * 100)} %)`,
       p.processCpu.toFixed(2),
+      r.generator === undefined ? '–' : `${Math.round(r.generator.cpuShare * 100)} % / ${Math.round(r.generator.loopDelayP99Ms)}`,
       `${Math.round(p.rssEnd / 2 ** 20)}`,
       p.backToFullMs === null ? '–' : fmtInt(p.backToFullMs),
     ];
   });
   return markdownTable(
-    ['phase', 'offered/s', 'goodput/s', 'of offered', 'refused (by code)', 'ok p50 / p99 ms', 'refusal p99 ms', 'levels %', 'main thread CPU', 'process cores', 'RSS MiB', 'to Full ms'],
+    ['phase', 'offered/s', 'goodput/s', 'of offered', 'refused (by code)', 'ok p50 / p99 ms', 'refusal p99 ms', 'levels %', 'main thread CPU (waiting)', 'process cores', 'generator CPU / lag p99 ms', 'RSS MiB', 'to Full ms'],
     rows,
   );
 }
@@ -498,7 +499,7 @@ function renderMarkdown(runs: readonly ServerRun[], flags: Flags): string {
   ];
   for (const run of runs) lines.push(`### ${VARIANTS[run.variant].heading}`, '', phaseTable(run), '');
   lines.push(
-    '"levels %": the share of 2xx responses at each degradation level (F Full, R ReducedCandidates, C CoarseAggregates, N NoDiversity). "main thread CPU": the server\'s main thread on a CPU, as a share of one core over the phase\'s schedule (its first to its last arrival), and in brackets the share of that time it was runnable but waiting for a CPU (/proc schedstat); "process cores": the whole server (main thread, query workers, writer). "to Full ms": after the 10× phase, time from its last arrival until the level was Full for good (sampled from /stats every 250 ms, so ±250 ms).',
+    '"levels %": the share of 2xx responses at each degradation level (F Full, R ReducedCandidates, C CoarseAggregates, N NoDiversity). "main thread CPU": the server\'s main thread on a CPU, as a share of one core over the phase\'s schedule (its first to its last arrival), and in brackets the share of that time it was runnable but waiting for a CPU (/proc schedstat); "process cores": the whole server (main thread, query workers, writer). "generator CPU / lag p99": the load generator\'s CPU as a share of one core, and the p99 of its own event loop\'s delay, which every latency above includes (latency runs from each request\'s scheduled time). "to Full ms": after the 10× phase, time from its last arrival until the level was Full for good (sampled from /stats every 250 ms, so ±250 ms).',
     '',
   );
   if (on.profile !== null) {
