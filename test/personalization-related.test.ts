@@ -218,6 +218,8 @@ describe('related', () => {
         await db.signals(later.items.map((x) => ({ item: x.id, kind: 'like', at: NOW })));
         expect(JSON.parse(JSON.stringify(later.items))).toEqual(asOfQuery);
         expect(later.items.map((x) => ({ ...x }))).toEqual(asOfQuery);
+        expect(structuredClone(later.items)).toEqual(asOfQuery);
+        expect(Object.keys(later.items[0]!)).toEqual(['id', 'score', 'rank', 'signals', 'createdAt']);
         expect(replaced.signals).toEqual({});
         // The writes did change what a query reads now.
         const now = await db.retrieve({ profile: 'related', item, level });
