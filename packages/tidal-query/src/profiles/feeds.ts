@@ -542,7 +542,8 @@ class NewestFirst {
  */
 export function related(task: RetrieveTask, pass: Predicate, nowMs: number, explain: Explain): FeedRanking {
   const r = task.related!;
-  // At most 32 entries: a sort of plain arrays costs less than a heap's three typed arrays.
+  // At most 32 entries, each inserted in place (best first, ties by ordinal): no index array,
+  // comparator closure or copies, which cost more than the comparisons at this size.
   const ordinals: number[] = [];
   const values: number[] = [];
   let candidates = 0;
@@ -551,11 +552,19 @@ export function related(task: RetrieveTask, pass: Predicate, nowMs: number, expl
     if (o === r.item) continue;
     candidates++;
     if (!pass(o)) continue;
+    const v = r.scores[i]! * Math.exp(-r.lambda * Math.max(0, nowMs - r.at[i]!));
+    let j = ordinals.length;
     ordinals.push(o);
-    values.push(r.scores[i]! * Math.exp(-r.lambda * Math.max(0, nowMs - r.at[i]!)));
+    values.push(v);
+    while (j > 0 && (values[j - 1]! < v || (values[j - 1] === v && ordinals[j - 1]! > o))) {
+      ordinals[j] = ordinals[j - 1]!;
+      values[j] = values[j - 1]!;
+      j--;
+    }
+    ordinals[j] = o;
+    values[j] = v;
   }
   explain.candidates = candidates;
   explain.afterFilter = ordinals.length;
-  const idx = ordinals.map((_, i) => i).sort((a, b) => values[b]! - values[a]! || ordinals[a]! - ordinals[b]!);
-  return { ranked: idx.map((i) => ordinals[i]!), scores: idx.map((i) => values[i]!) };
+  return { ranked: ordinals, scores: values };
 }
