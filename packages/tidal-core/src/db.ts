@@ -75,6 +75,55 @@ export function internalsOf(db: TidalDb): TidalDbInternals {
 }
 
 /**
+ * The results of a `related` query (see {@link TidalDb.retrieve}): the fields of the object
+ * literal the worker path returns, in its order, with `nextCursor` one accessor pair shared by
+ * every instance and defined on each (own and enumerable, as JSON and spread need it), where the
+ * literal's `get`/`set` made two closures per query.
+ */
+class RelatedResults implements RetrieveResults {
+  declare items: RetrieveResults['items'];
+  declare nextCursor: string | null;
+  declare degradationLevel: RetrieveResults['degradationLevel'];
+  declare levelReason: RetrieveResults['levelReason'];
+  declare ageMs: number;
+  declare warnings: string[];
+  declare explain: RetrieveResults['explain'];
+  declare tookMs: number;
+  readonly #next: LazyCursor;
+
+  static readonly #nextCursor: PropertyDescriptor = {
+    enumerable: true,
+    configurable: true,
+    get(this: RelatedResults): string | null {
+      return this.#next.value;
+    },
+    set(this: RelatedResults, v: string | null) {
+      this.#next.value = v;
+    },
+  };
+
+  constructor(
+    items: RetrieveResults['items'],
+    next: LazyCursor,
+    level: RetrieveResults['degradationLevel'],
+    reason: RetrieveResults['levelReason'],
+    warnings: string[],
+    explain: RetrieveResults['explain'],
+    tookMs: number,
+  ) {
+    this.#next = next;
+    this.items = items;
+    Object.defineProperty(this, 'nextCursor', RelatedResults.#nextCursor);
+    this.degradationLevel = level;
+    this.levelReason = reason;
+    this.ageMs = 0;
+    this.warnings = warnings;
+    this.explain = explain;
+    this.tookMs = tookMs;
+  }
+}
+
+/**
  * An embedded ranking database. Open one with {@link TidalDb.builder}; close it with
  * {@link TidalDb.close} (or `await using`).
  *
@@ -482,21 +531,7 @@ export class TidalDb implements AsyncDisposable {
       this.#metrics?.served('retrieve', plan.level, tookMs);
       // `picked` holds the page's ordinals in order: the cursor reads them, not the items the caller may change.
       const next = new LazyCursor(() => this.#nextCursor(hash, nowMs, pinned, r.items, task.limit, picked));
-      return {
-        items: r.items,
-        get nextCursor() {
-          return next.value;
-        },
-        set nextCursor(v: string | null) {
-          next.value = v;
-        },
-        degradationLevel: plan.level,
-        levelReason: plan.reason,
-        ageMs: 0,
-        warnings: r.warnings,
-        explain: r.explain,
-        tookMs,
-      };
+      return new RelatedResults(r.items, next, plan.level, plan.reason, r.warnings, r.explain, tookMs);
     } catch (err) {
       if (AbortedError.is(err)) {
         this.#queries.recorder.cancelled++;

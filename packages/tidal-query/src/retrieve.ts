@@ -448,16 +448,18 @@ export class RetrieveExecutor {
     picked: number[] | undefined,
   ): RetrievedItem[] {
     const { catalog } = this.#ctx;
-    const order = tailOrder(this.#ctx, ranked, options);
-    const ordinals = new Array<number>(order.length);
-    for (let r = 0; r < order.length; r++) ordinals[r] = ranked[order[r]!]!;
+    // Without diversity the tail is the ranking's first `limit`: no index array for it.
+    const order = options.diversity ? tailOrder(this.#ctx, ranked, options) : null;
+    const n = order ? order.length : Math.min(options.limit, ranked.length);
+    const ordinals = new Array<number>(n);
+    for (let r = 0; r < n; r++) ordinals[r] = order ? ranked[order[r]!]! : ranked[r]!;
     const deferred = this.#deferred!;
     const page = deferred.page(ordinals, nowMs, coarse);
-    const items = new Array<RetrievedItem>(order.length);
-    for (let r = 0; r < order.length; r++) {
+    const items = new Array<RetrievedItem>(n);
+    for (let r = 0; r < n; r++) {
       const o = ordinals[r]!;
       picked?.push(o);
-      const item = new DeferredItem(deferred, page, r, catalog.ids[o]!, scores[order[r]!]!, catalog.createdAt[o]!);
+      const item = new DeferredItem(deferred, page, r, catalog.ids[o]!, scores[order ? order[r]! : r]!, catalog.createdAt[o]!);
       const sim = similarity?.get(o);
       if (sim !== undefined) item.similarity = sim;
       items[r] = item;
