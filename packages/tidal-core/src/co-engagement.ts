@@ -21,7 +21,7 @@ export const RELATED_HALF_LIFE_MS = 7 * 86_400_000;
 interface PartnerList {
   n: number;
   data: Float64Array;
-  /** The list as a query task, made on the first query after it was published (read-only). */
+  /** The list as a query task, made on the first query after it was published (its `data`, read-only). */
   task?: RelatedTask;
 }
 
@@ -37,7 +37,7 @@ function copyList(l: PartnerList): PartnerList {
   return { n: l.n, data: l.data.slice() };
 }
 
-const NO_PARTNERS: RelatedTask['partners'] = new Int32Array(0);
+const NO_ENTRIES = new Float64Array(0);
 
 function grow(l: PartnerList): void {
   const d = new Float64Array(3 * Math.min(RELATED_PARTNERS, (l.data.length / 3) * 2));
@@ -164,23 +164,15 @@ export class CoEngagementIndex {
   }
 
   /**
-   * What profile `related` ranks for `item` (an empty list when nothing co-engaged with it). Made
-   * once per published list and shared by the queries until a batch replaces the list: callers
-   * only read it.
+   * What profile `related` ranks for `item` (an empty list when nothing co-engaged with it): the
+   * published list's own entries, which no batch changes (a batch stages a copy and publishes it
+   * in the list's place), so the task is made once per published list, without a copy, and
+   * shared by the queries until a batch replaces the list. Callers only read it.
    */
   task(item: number): RelatedTask {
     const l = this.#lists.get(item);
-    if (l === undefined) return { item, partners: NO_PARTNERS, scores: new Float64Array(0), at: new Float64Array(0), lambda: this.#lambda };
-    if (l.task !== undefined) return l.task;
-    const n = l.n;
-    const out: RelatedTask = { item, partners: new Int32Array(n), scores: new Float64Array(n), at: new Float64Array(n), lambda: this.#lambda };
-    for (let i = 0; i < n; i++) {
-      out.partners[i] = l.data[3 * i + P]!;
-      out.scores[i] = l.data[3 * i + S]!;
-      out.at[i] = l.data[3 * i + A]!;
-    }
-    l.task = out;
-    return out;
+    if (l === undefined) return { item, n: 0, entries: NO_ENTRIES, lambda: this.#lambda };
+    return (l.task ??= { item, n: l.n, entries: l.data, lambda: this.#lambda });
   }
 
   /** The item's partners and their counts decayed to `nowMs` (tests and tools). */

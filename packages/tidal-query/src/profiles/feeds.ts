@@ -547,12 +547,13 @@ export function related(task: RetrieveTask, pass: Predicate, nowMs: number, expl
   const ordinals: number[] = [];
   const values: number[] = [];
   let candidates = 0;
-  for (let i = 0; i < r.partners.length; i++) {
-    const o = r.partners[i]!;
+  const e = r.entries;
+  for (let i = 0; i < r.n; i++) {
+    const o = e[3 * i]!;
     if (o === r.item) continue;
     candidates++;
     if (!pass(o)) continue;
-    const v = r.scores[i]! * Math.exp(-r.lambda * Math.max(0, nowMs - r.at[i]!));
+    const v = e[3 * i + 1]! * Math.exp(-r.lambda * Math.max(0, nowMs - e[3 * i + 2]!));
     let j = ordinals.length;
     ordinals.push(o);
     values.push(v);
