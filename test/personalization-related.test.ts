@@ -177,6 +177,14 @@ describe('related', () => {
       expect(r.degradationLevel).toBe(0);
       expect(db.load.inFlight).toBe(0);
       expect(db.stats().served.Full).toBe(servedBefore.Full + 1);
+      // Its nextCursor is an own field like the worker path's: serialized, copied, overwritten.
+      expect(typeof r.nextCursor).toBe('string');
+      expect(JSON.parse(JSON.stringify(r)).nextCursor).toBe(r.nextCursor);
+      expect({ ...r }.nextCursor).toBe(r.nextCursor);
+      expect(Object.keys(r)).toEqual(['items', 'nextCursor', 'degradationLevel', 'levelReason', 'ageMs', 'warnings', 'explain', 'tookMs']);
+      const copy = { ...r };
+      copy.nextCursor = null;
+      expect(r.nextCursor).not.toBeNull();
       // The next page continues it, with the worker still held.
       const next = await db.retrieve({ profile: 'related', item, limit: 3, cursor: r.nextCursor! });
       expect(next.items.map((x) => x.id)).toEqual(ranking(index, item).slice(3, 6).map((w) => w.id));
@@ -218,11 +226,43 @@ describe('related', () => {
         await db.signals(later.items.map((x) => ({ item: x.id, kind: 'like', at: NOW })));
         expect(JSON.parse(JSON.stringify(later.items))).toEqual(asOfQuery);
         expect(later.items.map((x) => ({ ...x }))).toEqual(asOfQuery);
+        expect(structuredClone(later.items)).toEqual(asOfQuery);
+        expect(Object.keys(later.items[0]!)).toEqual(['id', 'score', 'rank', 'signals', 'createdAt']);
         expect(replaced.signals).toEqual({});
         // The writes did change what a query reads now.
         const now = await db.retrieve({ profile: 'related', item, level });
         expect(now.items[0]!.signals.view!.count).toBe((later.items[0]!.signals.view?.count ?? 0) + 1);
       }
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('keeps diversity caps, with the scores of the items the greedy pass picked', async () => {
+    const db = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
+    try {
+      const creator = (id: string): string => `c${ITEMS.indexOf(id) % 3}`;
+      await db.upsertItems(ITEMS.map((id) => ({ id, metadata: { creator: creator(id) } })));
+      await db.upsertUsers(USERS.map((id) => ({ id })));
+      const signals = stream();
+      await db.signals(signals);
+      const index = oracle(signals);
+      let checked = 0;
+      for (const item of ITEMS) {
+        const want = ranking(index, item);
+        // The greedy pass: best first, at most one item per creator.
+        const picked = want.filter((w, i) => want.findIndex((x) => creator(x.id) === creator(w.id)) === i).slice(0, 2);
+        if (picked.length < 2 || picked[1] === want[1]) continue;
+        checked++;
+        const r = await db.retrieve({ profile: 'related', item, limit: 2, diversity: { maxPer: { creator: 1 } } });
+        expect(r.items.map((x) => [x.id, x.rank]), item).toEqual(picked.map((w, i) => [w.id, i + 1]));
+        for (let i = 0; i < 2; i++) expect(r.items[i]!.score).toBeCloseTo(picked[i]!.score, 9);
+        expect(r.explain.diversityApplied).toBe(true);
+        // NoDiversity ranks without the caps.
+        const plain = await db.retrieve({ profile: 'related', item, limit: 2, diversity: { maxPer: { creator: 1 } }, level: 'NoDiversity' });
+        expect(plain.items.map((x) => x.id)).toEqual(want.slice(0, 2).map((w) => w.id));
+      }
+      expect(checked).toBeGreaterThan(3);
     } finally {
       await db.close();
     }

@@ -14,13 +14,21 @@
  * plain `{ profile, item }`; page reads `nextCursor`; explain reads `explain` and serialises
  * the result; filter adds a filter and a user. With `node --cpu-prof` the profile shows where
  * the time goes; `--profile=FILE` profiles the rounds alone (the inspector's sampling profiler,
- * 50 µs) and prints the top self-time entries. `--between` runs a worker query (untimed) before each timed call, as
- * `bench:personalization` interleaves them.
+ * 50 µs) and prints the top self-time entries.
+ *
+ * Between two timed calls, `--between=MODE` runs untimed work that leaves the caches the way
+ * `bench:personalization` leaves them: `worker` (or a bare `--between`) a worker query; `sql` the
+ * hand-written SQL self-join `bench:personalization` times `related` against, over a SQLite file
+ * holding the same histories (as its "taking turns with its SQL alone" row runs them); `touch`
+ * a pass over `--touch-kb` KiB of memory (default 4 096). Calls 21–320 and 321–620 are timed
+ * first, with the same work between them, as `bench:personalization` runs the code only a few
+ * hundred times (its "taking turns with its SQL alone" row times calls 321–620).
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Session } from 'node:inspector/promises';
+import Database from 'better-sqlite3';
 import { TidalDb, type RetrieveRequest, type SignalInput } from 'tidal-core';
 import { Corpus, personalizationSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
@@ -33,7 +41,10 @@ const HISTORY = intFlag(argv, 'history', 20);
 const CALLS = intFlag(argv, 'calls', 20_000);
 const ROUNDS = intFlag(argv, 'rounds', 5);
 const VARIANT = argv.find((a) => a.startsWith('--variant='))?.slice('--variant='.length) ?? 'plain';
-const BETWEEN = argv.includes('--between');
+const betweenFlag = argv.find((a) => a === '--between' || a.startsWith('--between='));
+const BETWEEN = betweenFlag === undefined ? 'none' : betweenFlag === '--between' ? 'worker' : betweenFlag.slice('--between='.length);
+if (!['none', 'worker', 'sql', 'touch'].includes(BETWEEN)) throw new Error(`--between=${BETWEEN}: expected worker, sql or touch`);
+const TOUCH_KB = intFlag(argv, 'touch-kb', 4096);
 const PROFILE = argv.find((a) => a.startsWith('--profile='))?.slice('--profile='.length) ?? null;
 const DIMS = 32;
 const DAY = 86_400_000;
@@ -90,23 +101,60 @@ async function main(): Promise<void> {
       const h = histories[Math.floor(qrand() * histories.length)]!;
       return corpus.id(h[Math.floor(qrand() * h.length)]!);
     });
+
+    // The SQL side of `bench:personalization`'s related, over the same histories (`--between=sql`).
+    const sql = BETWEEN === 'sql' ? new Database(path.join(dir, 'baseline.db')) : null;
+    let between: (i: number) => Promise<unknown> | unknown = () => undefined;
+    if (sql) {
+      sql.pragma('journal_mode = WAL');
+      sql.exec(`
+        CREATE TABLE items(rowid INTEGER PRIMARY KEY, id TEXT);
+        CREATE TABLE history(user INTEGER, pos INTEGER, item INTEGER, at REAL, PRIMARY KEY(user, pos)) WITHOUT ROWID;
+        CREATE INDEX history_item ON history(item, user, pos);
+      `);
+      const insertItem = sql.prepare('INSERT INTO items VALUES (?, ?)');
+      const insertHistory = sql.prepare('INSERT INTO history VALUES (?, ?, ?, 0)');
+      sql.transaction(() => {
+        for (let i = 0; i < ITEMS; i++) insertItem.run(i, corpus.id(i));
+        histories.forEach((h, u) => h.forEach((i, pos) => insertHistory.run(u, pos, i)));
+      })();
+      const relatedSql = sql.prepare(`
+        SELECT i.id, COUNT(*) AS n FROM history a JOIN history b ON b.user = a.user AND b.pos BETWEEN a.pos - 8 AND a.pos + 8 AND b.item != a.item
+        JOIN items i ON i.rowid = b.item
+        WHERE a.item = ? GROUP BY b.item ORDER BY n DESC, b.item LIMIT 20`);
+      between = (i) => relatedSql.all(corpus.indexOf(items[i & 4095]!));
+    } else if (BETWEEN === 'worker') {
+      between = () => db.retrieve({ profile: 'new', limit: 20 });
+    } else if (BETWEEN === 'touch') {
+      const memory = new Float64Array((TOUCH_KB * 1024) / 8);
+      between = (i) => {
+        let x = 0;
+        for (let j = 0; j < memory.length; j += 8) x += memory[j]! += i;
+        return x;
+      };
+    }
+
     const request = (i: number): RetrieveRequest => {
       const item = items[i & 4095]!;
       if (VARIANT === 'filter') return { profile: 'related', item, filter: { category: { in: categories.slice(0, 6) } }, user: users[i % USERS]! };
       return { profile: 'related', item };
     };
-    // What `bench:personalization` times: 20 calls of warm-up, then 300, each after a worker query
-    // (the code runs far less often than in the rounds below, and between other work).
+    // What `bench:personalization` times: 20 calls of warm-up, then 300 after each for_you, then
+    // 300 taking turns with the SQL alone, each after other work: the code runs a few hundred
+    // times, not yet all optimized (its second 300 are the "taking turns with its SQL alone" row).
     for (let i = 0; i < 20; i++) await db.retrieve(request(i));
     const early: number[] = [];
-    for (let i = 20; i < 320; i++) {
-      await db.retrieve({ profile: 'new', limit: 20 });
+    for (let i = 20; i < 620; i++) {
+      await between(i);
       const s = process.hrtime.bigint();
       await db.retrieve(request(i));
       early.push(Number(process.hrtime.bigint() - s) / 1000);
     }
-    const earlySorted = Float64Array.from(early).sort();
-    log(`first 300 calls after 20 of warm-up, each after a worker query: p50 ${percentile(earlySorted, 50).toFixed(1)} µs, p99 ${percentile(earlySorted, 99).toFixed(1)} µs`);
+    const after = BETWEEN === 'none' ? 'nothing' : BETWEEN === 'touch' ? `a pass over ${fmtInt(TOUCH_KB)} KiB` : `a ${BETWEEN} query`;
+    for (const [from, to] of [[0, 300], [300, 600]] as const) {
+      const sorted = Float64Array.from(early.slice(from, to)).sort();
+      log(`calls ${from + 21}–${to + 20} (after 20 of warm-up), each after ${after}: p50 ${percentile(sorted, 50).toFixed(1)} µs, p99 ${percentile(sorted, 99).toFixed(1)} µs`);
+    }
     let full = 0;
     let returned = 0;
     for (let i = 0; i < 4096; i++) {
@@ -114,7 +162,7 @@ async function main(): Promise<void> {
       if (r.explain.candidates >= 32) full++;
       returned += r.items.length;
     }
-    log(`${fmtInt(ITEMS)} items, ${fmtInt(USERS)} users × ${HISTORY} signals; variant ${VARIANT}; queried items with a full list (32 partners): ${((100 * full) / 4096).toFixed(0)} %, ${(returned / 4096).toFixed(1)} items returned per call.\n`);
+    log(`${fmtInt(ITEMS)} items, ${fmtInt(USERS)} users × ${HISTORY} signals; variant ${VARIANT}; between calls: ${BETWEEN}; queried items with a full list (32 partners): ${((100 * full) / 4096).toFixed(0)} %, ${(returned / 4096).toFixed(1)} items returned per call.\n`);
 
     let sink = 0;
     const all: number[] = [];
@@ -130,7 +178,7 @@ async function main(): Promise<void> {
     for (let round = 0; round < ROUNDS; round++) {
       collectGarbage();
       for (let i = 0; i < CALLS; i++) {
-        if (BETWEEN) await db.retrieve({ profile: 'new', limit: 20 });
+        await between(i);
         const req = request(i);
         const s = process.hrtime.bigint();
         const r = await db.retrieve(req);
@@ -154,6 +202,7 @@ async function main(): Promise<void> {
     const sorted = Float64Array.from(all).sort();
     p50s.sort((a, b) => a - b);
     log(`\nall ${fmtInt(all.length)} calls: p50 ${percentile(sorted, 50).toFixed(1)} µs, p99 ${percentile(sorted, 99).toFixed(1)} µs; median round p50 ${p50s[p50s.length >> 1]!.toFixed(1)} µs (${sink > 0 ? 'ok' : 'empty'})`);
+    sql?.close();
   } finally {
     await db.close();
     fs.rmSync(dir, { recursive: true, force: true });

@@ -21,7 +21,7 @@ export const RELATED_HALF_LIFE_MS = 7 * 86_400_000;
 interface PartnerList {
   n: number;
   data: Float64Array;
-  /** The list as a query task, made on the first query after it was published (read-only). */
+  /** The list as a query task, made on the first query after it was published (its `data`, read-only). */
   task?: RelatedTask;
 }
 
@@ -37,7 +37,7 @@ function copyList(l: PartnerList): PartnerList {
   return { n: l.n, data: l.data.slice() };
 }
 
-const NO_PARTNERS: RelatedTask['partners'] = new Int32Array(0);
+const NO_ENTRIES = new Float64Array(0);
 
 function grow(l: PartnerList): void {
   const d = new Float64Array(3 * Math.min(RELATED_PARTNERS, (l.data.length / 3) * 2));
@@ -71,7 +71,12 @@ function decode(b: Buffer): PartnerList {
  */
 export class CoEngagementIndex {
   readonly #lambda = Math.LN2 / RELATED_HALF_LIFE_MS;
-  readonly #lists = new Map<number, PartnerList>();
+  /**
+   * The published lists by ordinal (ordinals are dense): a query's lookup is one load, where a
+   * Map of every listed item hashed the key and chased a bucket out of cache.
+   */
+  readonly #lists: (PartnerList | undefined)[] = [];
+  #size = 0;
   /** Copies of the lists the batch being committed changed. */
   #staged = new Map<number, PartnerList>();
   readonly #write: Database.Statement;
@@ -79,13 +84,21 @@ export class CoEngagementIndex {
   constructor(db: Database.Database) {
     this.#write = db.prepare('INSERT OR REPLACE INTO item_related (ordinal, partners) VALUES (?, ?)');
     for (const [ordinal, blob] of db.prepare('SELECT ordinal, partners FROM item_related').raw().iterate() as IterableIterator<[number, Buffer]>) {
-      this.#lists.set(ordinal, decode(blob));
+      this.#publish(ordinal, decode(blob));
     }
   }
 
   /** Items with a list. */
   get size(): number {
-    return this.#lists.size;
+    return this.#size;
+  }
+
+  #publish(item: number, l: PartnerList): void {
+    const lists = this.#lists;
+    // Filled up to `item` first, so the array stays dense (holes made it a dictionary).
+    while (lists.length < item) lists.push(undefined);
+    if (lists[item] === undefined) this.#size++;
+    lists[item] = l;
   }
 
   /** Starts a batch: copies left by a batch that failed to commit are dropped. */
@@ -103,7 +116,7 @@ export class CoEngagementIndex {
   #touch(item: number): PartnerList {
     let l = this.#staged.get(item);
     if (l !== undefined) return l;
-    const published = this.#lists.get(item);
+    const published = this.#lists[item];
     l = published === undefined ? emptyList() : copyList(published);
     this.#staged.set(item, l);
     return l;
@@ -159,33 +172,25 @@ export class CoEngagementIndex {
 
   /** Publishes the lists the committed batch wrote. */
   apply(): void {
-    for (const [item, l] of this.#staged) this.#lists.set(item, l);
+    for (const [item, l] of this.#staged) this.#publish(item, l);
     this.#staged = new Map();
   }
 
   /**
-   * What profile `related` ranks for `item` (an empty list when nothing co-engaged with it). Made
-   * once per published list and shared by the queries until a batch replaces the list: callers
-   * only read it.
+   * What profile `related` ranks for `item` (an empty list when nothing co-engaged with it): the
+   * published list's own entries, which no batch changes (a batch stages a copy and publishes it
+   * in the list's place), so the task is made once per published list, without a copy, and
+   * shared by the queries until a batch replaces the list. Callers only read it.
    */
   task(item: number): RelatedTask {
-    const l = this.#lists.get(item);
-    if (l === undefined) return { item, partners: NO_PARTNERS, scores: new Float64Array(0), at: new Float64Array(0), lambda: this.#lambda };
-    if (l.task !== undefined) return l.task;
-    const n = l.n;
-    const out: RelatedTask = { item, partners: new Int32Array(n), scores: new Float64Array(n), at: new Float64Array(n), lambda: this.#lambda };
-    for (let i = 0; i < n; i++) {
-      out.partners[i] = l.data[3 * i + P]!;
-      out.scores[i] = l.data[3 * i + S]!;
-      out.at[i] = l.data[3 * i + A]!;
-    }
-    l.task = out;
-    return out;
+    const l = this.#lists[item];
+    if (l === undefined) return { item, n: 0, entries: NO_ENTRIES, lambda: this.#lambda };
+    return (l.task ??= { item, n: l.n, entries: l.data, lambda: this.#lambda });
   }
 
   /** The item's partners and their counts decayed to `nowMs` (tests and tools). */
   partners(item: number, nowMs: number): Map<number, number> {
-    const l = this.#lists.get(item);
+    const l = this.#lists[item];
     const out = new Map<number, number>();
     if (!l) return out;
     for (let i = 0; i < l.n; i++) out.set(l.data[3 * i + P]!, l.data[3 * i + S]! * Math.exp(-this.#lambda * Math.max(0, nowMs - l.data[3 * i + A]!)));

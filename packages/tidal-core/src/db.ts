@@ -75,6 +75,55 @@ export function internalsOf(db: TidalDb): TidalDbInternals {
 }
 
 /**
+ * The results of a `related` query (see {@link TidalDb.retrieve}): the fields of the object
+ * literal the worker path returns, in its order, with `nextCursor` one accessor pair shared by
+ * every instance and defined on each (own and enumerable, as JSON and spread need it), where the
+ * literal's `get`/`set` made two closures per query.
+ */
+class RelatedResults implements RetrieveResults {
+  declare items: RetrieveResults['items'];
+  declare nextCursor: string | null;
+  declare degradationLevel: RetrieveResults['degradationLevel'];
+  declare levelReason: RetrieveResults['levelReason'];
+  declare ageMs: number;
+  declare warnings: string[];
+  declare explain: RetrieveResults['explain'];
+  declare tookMs: number;
+  readonly #next: LazyCursor;
+
+  static readonly #nextCursor: PropertyDescriptor = {
+    enumerable: true,
+    configurable: true,
+    get(this: RelatedResults): string | null {
+      return this.#next.value;
+    },
+    set(this: RelatedResults, v: string | null) {
+      this.#next.value = v;
+    },
+  };
+
+  constructor(
+    items: RetrieveResults['items'],
+    next: LazyCursor,
+    level: RetrieveResults['degradationLevel'],
+    reason: RetrieveResults['levelReason'],
+    warnings: string[],
+    explain: RetrieveResults['explain'],
+    tookMs: number,
+  ) {
+    this.#next = next;
+    this.items = items;
+    Object.defineProperty(this, 'nextCursor', RelatedResults.#nextCursor);
+    this.degradationLevel = level;
+    this.levelReason = reason;
+    this.ageMs = 0;
+    this.warnings = warnings;
+    this.explain = explain;
+    this.tookMs = tookMs;
+  }
+}
+
+/**
  * An embedded ranking database. Open one with {@link TidalDb.builder}; close it with
  * {@link TidalDb.close} (or `await using`).
  *
@@ -400,7 +449,12 @@ export class TidalDb implements AsyncDisposable {
     return admitted instanceof InFlightGuard ? this.#retrieve(req, admitted) : Promise.reject(admitted);
   }
 
-  async #retrieve(req: RetrieveRequest, guard: InFlightGuard): Promise<RetrieveResults> {
+  /**
+   * Validates and plans a retrieve, then runs it: `related` here and at once (a resolved promise,
+   * without an async function's frame, which its microseconds of work noticed), every other
+   * profile on a worker.
+   */
+  #retrieve(req: RetrieveRequest, guard: InFlightGuard): Promise<RetrieveResults> {
     let task: RetrieveTask;
     let plan: QueryPlan;
     let hash: () => string;
@@ -440,10 +494,20 @@ export class TidalDb implements AsyncDisposable {
       plan = this.#queries.plan(req, 'retrieve', guard);
     } catch (err) {
       guard[Symbol.dispose]();
-      throw err;
+      return Promise.reject(err);
     }
     const started = performance.now();
-    if (task.related) return this.#relatedHere(task, plan, hash, pinned, started);
+    if (task.related) {
+      try {
+        return Promise.resolve(this.#relatedHere(task, plan, hash, pinned, started));
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
+    return this.#retrieveInWorker(task, plan, hash, pinned, started);
+  }
+
+  async #retrieveInWorker(task: RetrieveTask, plan: QueryPlan, hash: () => string, pinned: CursorState | null, started: number): Promise<RetrieveResults> {
     // A session's query excludes what that session has seen: it is its own, never shared.
     // A user's query is theirs too (their hidden items, blocks and seen set): never shared.
     const a = await this.#queries.run('retrieve', task, plan, task.exclude === null && !task.user && !task.after, (r) => estimateBytes(r.items));
@@ -484,21 +548,7 @@ export class TidalDb implements AsyncDisposable {
       this.#metrics?.served('retrieve', plan.level, tookMs);
       // `picked` holds the page's ordinals in order: the cursor reads them, not the items the caller may change.
       const next = new LazyCursor(() => this.#nextCursor(hash, nowMs, pinned, r.items, task.limit, picked));
-      return {
-        items: r.items,
-        get nextCursor() {
-          return next.value;
-        },
-        set nextCursor(v: string | null) {
-          next.value = v;
-        },
-        degradationLevel: plan.level,
-        levelReason: plan.reason,
-        ageMs: 0,
-        warnings: r.warnings,
-        explain: r.explain,
-        tookMs,
-      };
+      return new RelatedResults(r.items, next, plan.level, plan.reason, r.warnings, r.explain, tookMs);
     } catch (err) {
       if (AbortedError.is(err)) {
         this.#queries.recorder.cancelled++;

@@ -204,6 +204,47 @@ export class DeferredSignals {
   }
 }
 
+/**
+ * A returned item whose `signals` are read on first access (see {@link DeferredSignals}). Every
+ * instance shares one accessor pair, defined on the instance so `signals` stays an own enumerable
+ * property (JSON, spread and structuredClone read it): an object literal with `get`/`set` made two
+ * closures per item and, its accessors all different, a map of its own (the building of the 20
+ * items was a quarter of a main-thread `related` call, `bench/src/related-cost.ts`).
+ */
+class DeferredItem implements RetrievedItem {
+  declare id: string;
+  declare score: number;
+  declare rank: number;
+  declare signals: Record<string, SignalValues>;
+  declare createdAt: number;
+  declare similarity?: number;
+  readonly #deferred: DeferredSignals;
+  readonly #page: DeferredPage;
+  readonly #i: number;
+
+  static readonly #signals: PropertyDescriptor = {
+    enumerable: true,
+    configurable: true,
+    get(this: DeferredItem): Record<string, SignalValues> {
+      return this.#page.values[this.#i] ?? this.#deferred.read(this.#page, this.#i);
+    },
+    set(this: DeferredItem, v: Record<string, SignalValues>) {
+      this.#page.values[this.#i] = v;
+    },
+  };
+
+  constructor(deferred: DeferredSignals, page: DeferredPage, i: number, id: string, score: number, createdAt: number) {
+    this.#deferred = deferred;
+    this.#page = page;
+    this.#i = i;
+    this.id = id;
+    this.score = score;
+    this.rank = i + 1;
+    Object.defineProperty(this, 'signals', DeferredItem.#signals);
+    this.createdAt = createdAt;
+  }
+}
+
 /** The velocity window a level reads: the task's own, or 24h at CoarseAggregates (the level plan). */
 export function velocityWindowFor(window: VelocityWindow, coarse: boolean): VelocityWindow {
   return coarse ? '24h' : window;
@@ -407,27 +448,18 @@ export class RetrieveExecutor {
     picked: number[] | undefined,
   ): RetrievedItem[] {
     const { catalog } = this.#ctx;
-    const order = tailOrder(this.#ctx, ranked, options);
-    const ordinals = new Array<number>(order.length);
-    for (let r = 0; r < order.length; r++) ordinals[r] = ranked[order[r]!]!;
+    // Without diversity the tail is the ranking's first `limit`: no index array for it.
+    const order = options.diversity ? tailOrder(this.#ctx, ranked, options) : null;
+    const n = order ? order.length : Math.min(options.limit, ranked.length);
+    const ordinals = new Array<number>(n);
+    for (let r = 0; r < n; r++) ordinals[r] = order ? ranked[order[r]!]! : ranked[r]!;
     const deferred = this.#deferred!;
     const page = deferred.page(ordinals, nowMs, coarse);
-    const items = new Array<RetrievedItem>(order.length);
-    for (let r = 0; r < order.length; r++) {
+    const items = new Array<RetrievedItem>(n);
+    for (let r = 0; r < n; r++) {
       const o = ordinals[r]!;
       picked?.push(o);
-      const item: RetrievedItem = {
-        id: catalog.ids[o]!,
-        score: scores[order[r]!]!,
-        rank: r + 1,
-        get signals(): Record<string, SignalValues> {
-          return page.values[r] ?? deferred.read(page, r);
-        },
-        set signals(v: Record<string, SignalValues>) {
-          page.values[r] = v;
-        },
-        createdAt: catalog.createdAt[o]!,
-      };
+      const item = new DeferredItem(deferred, page, r, catalog.ids[o]!, scores[order ? order[r]! : r]!, catalog.createdAt[o]!);
       const sim = similarity?.get(o);
       if (sim !== undefined) item.similarity = sim;
       items[r] = item;

@@ -50,14 +50,18 @@ export type FollowingOrder = 'newest' | 'popular';
 
 /**
  * `related`: the item's co-engagement list as the main thread holds it, with each partner's
- * decayed score and the time it refers to (the worker decays them to the query's clock).
+ * decayed score and the time it refers to (the query decays them to its clock).
  */
 export interface RelatedTask {
   /** The item's ordinal (never returned). */
   item: number;
-  partners: Int32Array;
-  scores: Float64Array;
-  at: Float64Array;
+  /** Partners in the list. */
+  n: number;
+  /**
+   * `n` entries of (partner ordinal, score, the time the score refers to), three numbers each:
+   * the published list itself, shared and read-only (no copy per list).
+   */
+  entries: Float64Array;
   /** The decay rate of a co-engagement score, per ms. */
   lambda: number;
 }

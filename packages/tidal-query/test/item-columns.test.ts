@@ -81,9 +81,10 @@ function relatedTask(rand: () => number): RetrieveTask {
     user: randomUser(rand),
     related: {
       item,
-      partners,
-      scores: Float64Array.from(partners, () => Math.floor(rand() * 6) + (rand() < 0.5 ? 0 : rand())),
-      at: Float64Array.from(partners, () => NOW - Math.floor(rand() * 96) * HOUR),
+      n,
+      entries: Float64Array.from({ length: 3 * n }, (_, j) =>
+        j % 3 === 0 ? partners[j / 3]! : j % 3 === 1 ? Math.floor(rand() * 6) + (rand() < 0.5 ? 0 : rand()) : NOW - Math.floor(rand() * 96) * HOUR,
+      ),
       lambda: Math.LN2 / (7 * 24 * HOUR),
     },
   };

@@ -597,20 +597,30 @@ class NewestFirst {
  */
 export function related(task: RetrieveTask, pass: Predicate, nowMs: number, explain: Explain): FeedRanking {
   const r = task.related!;
-  // At most 32 entries: a sort of plain arrays costs less than a heap's three typed arrays.
+  // At most 32 entries, each inserted in place (best first, ties by ordinal): no index array,
+  // comparator closure or copies, which cost more than the comparisons at this size.
   const ordinals: number[] = [];
   const values: number[] = [];
   let candidates = 0;
-  for (let i = 0; i < r.partners.length; i++) {
-    const o = r.partners[i]!;
+  const e = r.entries;
+  for (let i = 0; i < r.n; i++) {
+    const o = e[3 * i]!;
     if (o === r.item) continue;
     candidates++;
     if (!pass(o)) continue;
+    const v = e[3 * i + 1]! * Math.exp(-r.lambda * Math.max(0, nowMs - e[3 * i + 2]!));
+    let j = ordinals.length;
     ordinals.push(o);
-    values.push(r.scores[i]! * Math.exp(-r.lambda * Math.max(0, nowMs - r.at[i]!)));
+    values.push(v);
+    while (j > 0 && (values[j - 1]! < v || (values[j - 1] === v && ordinals[j - 1]! > o))) {
+      ordinals[j] = ordinals[j - 1]!;
+      values[j] = values[j - 1]!;
+      j--;
+    }
+    ordinals[j] = o;
+    values[j] = v;
   }
   explain.candidates = candidates;
   explain.afterFilter = ordinals.length;
-  const idx = ordinals.map((_, i) => i).sort((a, b) => values[b]! - values[a]! || ordinals[a]! - ordinals[b]!);
-  return { ranked: idx.map((i) => ordinals[i]!), scores: idx.map((i) => values[i]!) };
+  return { ranked: ordinals, scores: values };
 }
