@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { InvalidInputError } from 'tidal-load';
 import type { Meta } from './storage.js';
 
@@ -80,14 +80,17 @@ export class Cursors {
  * control options): a cursor is refused by any other query.
  */
 export function queryHash(op: string, fields: Record<string, unknown>): string {
-  const h = createHash('sha256').update(op);
+  // One string, hashed in one call: a hash object fed field by field crossed into C++ twice per
+  // field, 3 % of tidal serve's main thread at 3× its capacity. JSON escapes U+0000 and base64
+  // has none, so the separators cannot occur inside a value.
+  let text = op;
   for (const k of Object.keys(fields).sort()) {
     const v = fields[k];
-    h.update(`\u0000${k}=`);
-    if (v instanceof Float32Array || v instanceof Int32Array) h.update(Buffer.from(v.buffer, v.byteOffset, v.byteLength));
-    else h.update(JSON.stringify(v) ?? 'undefined');
+    text += `\u0000${k}=`;
+    if (v instanceof Float32Array || v instanceof Int32Array) text += Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64');
+    else text += JSON.stringify(v) ?? 'undefined';
   }
-  return h.digest('base64url').slice(0, 22);
+  return hash('sha256', text, 'base64url').slice(0, 22);
 }
 
 /**

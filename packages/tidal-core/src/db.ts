@@ -512,7 +512,7 @@ export class TidalDb implements AsyncDisposable {
     // A user's query is theirs too (their hidden items, blocks and seen set): never shared.
     const a = await this.#queries.run('retrieve', task, plan, task.exclude === null && !task.user && !task.after, (r) => estimateBytes(r.items));
     const r = a.result;
-    const next = new LazyCursor(() => this.#nextCursor(hash, r.nowMs, pinned, r.items, task.limit));
+    const next = new LazyCursor(() => this.#nextCursor(hash, r.nowMs, pinned, r.items, task.limit, r.ordinals));
     return {
       items: r.items.slice(),
       get nextCursor() {
@@ -612,7 +612,7 @@ export class TidalDb implements AsyncDisposable {
     const started = performance.now();
     const a = await this.#queries.run('search', task, plan, !task.user && !task.after, (r) => estimateBytes(r.hits));
     const r = a.result;
-    const next = new LazyCursor(() => this.#nextCursor(hash, r.nowMs, pinned, r.hits, task.limit));
+    const next = new LazyCursor(() => this.#nextCursor(hash, r.nowMs, pinned, r.hits, task.limit, r.ordinals));
     return {
       hits: r.hits.slice(),
       get nextCursor() {
@@ -649,7 +649,7 @@ export class TidalDb implements AsyncDisposable {
    * the query's hash, the ordinals and the MAC cost ≈ 15–30 µs of the main thread per full page,
    * which a caller that does not page never pays.
    */
-  #nextCursor(hash: () => string, nowMs: number | undefined, pinned: CursorState | null, rows: readonly { id: string }[], limit: number, ordinals?: readonly number[]): string | null {
+  #nextCursor(hash: () => string, nowMs: number | undefined, pinned: CursorState | null, rows: readonly { id: string }[], limit: number, ordinals?: ArrayLike<number>): string | null {
     const before = pinned?.returned.length ?? 0;
     const n = ordinals?.length ?? rows.length;
     if (n < limit || nowMs === undefined || before + n >= MAX_CURSOR_ITEMS) return null;

@@ -53,7 +53,8 @@ export class SearchExecutor {
     this.#ctx = ctx;
   }
 
-  run(task: SearchTask, level: DegradationLevel, nowMs: number): Omit<WorkerSearchResult, 'serviceMs'> {
+  /** Runs a search; the hits' ordinals are pushed onto `picked` when it is given. */
+  run(task: SearchTask, level: DegradationLevel, nowMs: number, picked?: number[]): Omit<WorkerSearchResult, 'serviceMs'> {
     const ctx = this.#ctx;
     const plan = levelPlan(level);
     const mode = task.text !== null && task.vector !== null ? 'hybrid' : task.text !== null ? 'text' : 'vector';
@@ -157,6 +158,7 @@ export class SearchExecutor {
     const diversity = useDiversity ? task.diversity : null;
     const hits = selectAndHydrate(ctx, ranked, scores, { diversity, limit: task.limit, nowMs, coarse: plan.coarseAggregates, warnings }, (base, o) => {
       const hit: SearchHit = { ...base };
+      picked?.push(o);
       const b = bm25.get(o);
       if (b) hit.bm25 = b.score;
       const a = ann.get(o);

@@ -243,6 +243,8 @@ export interface WorkerRetrieveResult {
   /** The clock the query ranked at. */
   nowMs?: number;
   items: RetrievedItem[];
+  /** The items' ordinals, in order (what a cursor records of a page), when the worker sent them. */
+  ordinals?: Int32Array;
   warnings: string[];
   explain: Explain;
 }
@@ -252,6 +254,8 @@ export interface WorkerSearchResult {
   /** The clock the query ranked at. */
   nowMs?: number;
   hits: SearchHit[];
+  /** The hits' ordinals, in order (what a cursor records of a page). */
+  ordinals?: Int32Array;
   warnings: string[];
   explain: Explain;
   mode: 'text' | 'vector' | 'hybrid';
