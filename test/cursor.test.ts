@@ -149,3 +149,32 @@ describe('cursor pagination', () => {
     expect(s.nextCursor).not.toBeNull();
   });
 });
+
+describe('asJson', () => {
+  it('returns every profile\'s items (and search\'s hits) as the JSON of what it returns without it, with the same cursor', async () => {
+    for (const req of REQUESTS) {
+      const plain = await db.retrieve({ ...req, limit: 4 });
+      const json = await db.retrieve({ ...req, limit: 4, asJson: true });
+      if (req.profile === 'related') {
+        // Ranked on the calling thread: objects, as without asJson.
+        expect(json.itemsJson).toBeUndefined();
+        expect(json.items).toEqual(plain.items);
+      } else {
+        expect(json.items, req.profile).toEqual([]);
+        expect(JSON.parse(json.itemsJson!), req.profile).toEqual(JSON.parse(JSON.stringify(plain.items)));
+      }
+      expect(json.nextCursor, req.profile).toBe(plain.nextCursor);
+      expect(json.degradationLevel).toBe(plain.degradationLevel);
+    }
+    const plain = await db.search({ text: 'tune', limit: 3 });
+    const json = await db.search({ text: 'tune', limit: 3, asJson: true });
+    expect(json.hits).toEqual([]);
+    expect(JSON.parse(json.hitsJson!)).toEqual(JSON.parse(JSON.stringify(plain.hits)));
+    expect(json.nextCursor).toBe(plain.nextCursor);
+  });
+
+  it('refuses an asJson that is not a boolean, naming it', async () => {
+    await expect(db.retrieve({ profile: 'popular', asJson: 'yes' as unknown as boolean })).rejects.toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'asJson' });
+    await expect(db.search({ text: 'tune', asJson: 1 as unknown as boolean })).rejects.toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'asJson' });
+  });
+});

@@ -29,7 +29,7 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
 import { SessionRegistry, type OpenSessionOptions, type SessionHandle, type SessionInfo, type SessionSummary } from './sessions.js';
 import type { Item, ItemInput, QueryControl, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
-import { checkBatch, checkDiversity, checkFilter, checkFiniteNumber, checkId, checkLimit, checkProfile, checkText, checkVector, checkWindow, defaultWindow } from './validate.js';
+import { checkAsJson, checkBatch, checkDiversity, checkFilter, checkFiniteNumber, checkId, checkLimit, checkProfile, checkText, checkVector, checkWindow, defaultWindow } from './validate.js';
 import { Meta, openStorage } from './storage.js';
 import { recover } from './recovery.js';
 import { WritePath } from './write-path.js';
@@ -477,6 +477,7 @@ export class TidalDb implements AsyncDisposable {
         order: feed.order,
         related: feed.item === null ? null : this.#relatedTask(feed.item),
       };
+      if (checkAsJson(req.asJson)) task.asJson = true;
       hash = lazyQueryHash('retrieve', {
         order: feed.order,
         item: feed.item,
@@ -510,10 +511,10 @@ export class TidalDb implements AsyncDisposable {
   async #retrieveInWorker(task: RetrieveTask, plan: QueryPlan, hash: () => string, pinned: CursorState | null, started: number): Promise<RetrieveResults> {
     // A session's query excludes what that session has seen: it is its own, never shared.
     // A user's query is theirs too (their hidden items, blocks and seen set): never shared.
-    const a = await this.#queries.run('retrieve', task, plan, task.exclude === null && !task.user && !task.after, (r) => estimateBytes(r.items));
+    const a = await this.#queries.run('retrieve', task, plan, task.exclude === null && !task.user && !task.after, (r) => (r.itemsJson === undefined ? estimateBytes(r.items) : 2 * r.itemsJson.length));
     const r = a.result;
     const next = new LazyCursor(() => this.#nextCursor(hash, r.nowMs, pinned, r.items, task.limit, r.ordinals));
-    return {
+    const out: RetrieveResults = {
       items: r.items.slice(),
       get nextCursor() {
         return next.value;
@@ -528,6 +529,8 @@ export class TidalDb implements AsyncDisposable {
       explain: { ...r.explain, serviceMs: r.serviceMs },
       tookMs: performance.now() - started,
     };
+    if (r.itemsJson !== undefined) out.itemsJson = r.itemsJson;
+    return out;
   }
 
   /**
@@ -594,6 +597,7 @@ export class TidalDb implements AsyncDisposable {
         boost,
         user: this.#userState(req),
       };
+      if (checkAsJson(req.asJson)) task.asJson = true;
       hash = lazyQueryHash('search', {
         text,
         vector,
@@ -610,10 +614,10 @@ export class TidalDb implements AsyncDisposable {
       throw err;
     }
     const started = performance.now();
-    const a = await this.#queries.run('search', task, plan, !task.user && !task.after, (r) => estimateBytes(r.hits));
+    const a = await this.#queries.run('search', task, plan, !task.user && !task.after, (r) => (r.hitsJson === undefined ? estimateBytes(r.hits) : 2 * r.hitsJson.length));
     const r = a.result;
     const next = new LazyCursor(() => this.#nextCursor(hash, r.nowMs, pinned, r.hits, task.limit, r.ordinals));
-    return {
+    const out: SearchResults = {
       hits: r.hits.slice(),
       get nextCursor() {
         return next.value;
@@ -629,6 +633,8 @@ export class TidalDb implements AsyncDisposable {
       explain: { ...r.explain, serviceMs: r.serviceMs },
       tookMs: performance.now() - started,
     };
+    if (r.hitsJson !== undefined) out.hitsJson = r.hitsJson;
+    return out;
   }
 
   /**

@@ -101,6 +101,14 @@ export interface QueryControl {
    * @default no deadline
    */
   timeoutMs?: number;
+  /**
+   * For a server that forwards the answer as JSON: the worker serializes the items (hits) into
+   * `itemsJson` (`hitsJson`) and `items` (`hits`) comes back empty, so the calling thread neither
+   * receives nor serializes their objects. Profile `related`, ranked on the calling thread, still
+   * returns objects (no `itemsJson`). Cursors, levels and every other field are as without it.
+   * @default false
+   */
+  asJson?: boolean;
 }
 
 export interface RetrieveRequest extends QueryControl, UserQuery {
@@ -164,6 +172,8 @@ export interface RetrieveResults {
    */
   nextCursor: string | null;
   items: RetrievedItem[];
+  /** With `asJson` (a worker's profile): `items` as a JSON array, and `items` is empty. */
+  itemsJson?: string;
   /** The level the query ran at, decided once when it entered. */
   degradationLevel: DegradationLevel;
   /** Why it ran at that level: the load, its criticality, the `level` it asked for, or its deadline. */
@@ -214,6 +224,8 @@ export interface SearchResults {
    */
   nextCursor: string | null;
   hits: SearchHit[];
+  /** With `asJson`: `hits` as a JSON array, and `hits` is empty. */
+  hitsJson?: string;
   mode: 'text' | 'vector' | 'hybrid';
   /**
    * Only with `semantic: true`: `null` when the text was embedded (mode `hybrid`), otherwise why

@@ -76,6 +76,13 @@ export function checkTime(field: string, value: unknown): number {
   return value;
 }
 
+/** A query's `asJson`: true or false (absent: false). */
+export function checkAsJson(value: unknown): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') throw new InvalidInputError('asJson', 'true or false', value);
+  return value;
+}
+
 export function checkLimit(field: string, value: unknown, fallback: number): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_LIMIT) {

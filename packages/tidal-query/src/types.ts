@@ -92,6 +92,8 @@ export interface RetrieveTask {
    * ranks, normalisations and fusion included) and they are removed from it before the tail.
    */
   after?: Int32Array | null;
+  /** The worker serializes the results as one JSON string (`itemsJson` / `hitsJson`) and sends no objects. */
+  asJson?: boolean;
 }
 
 /**
@@ -151,6 +153,8 @@ export interface SearchTask {
    * ranks, normalisations and fusion included) and they are removed from it before the tail.
    */
   after?: Int32Array | null;
+  /** The worker serializes the results as one JSON string (`itemsJson` / `hitsJson`) and sends no objects. */
+  asJson?: boolean;
 }
 
 /** What a level did to one query, so a caller can see the degradation take effect. */
@@ -245,6 +249,8 @@ export interface WorkerRetrieveResult {
   items: RetrievedItem[];
   /** The items' ordinals, in order (what a cursor records of a page), when the worker sent them. */
   ordinals?: Int32Array;
+  /** With `asJson`: the items as JSON (then `items` is empty). */
+  itemsJson?: string;
   warnings: string[];
   explain: Explain;
 }
@@ -256,6 +262,8 @@ export interface WorkerSearchResult {
   hits: SearchHit[];
   /** The hits' ordinals, in order (what a cursor records of a page). */
   ordinals?: Int32Array;
+  /** With `asJson`: the hits as JSON (then `hits` is empty). */
+  hitsJson?: string;
   warnings: string[];
   explain: Explain;
   mode: 'text' | 'vector' | 'hybrid';

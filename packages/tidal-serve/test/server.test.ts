@@ -190,6 +190,29 @@ describe('routes against a real database', () => {
     expect(s.body).toMatchObject({ mode: 'text', degradationLevel: 'Full' });
   });
 
+  it('answers a query with exactly what the database returns, its items serialized by the worker, and pages through cursors', async () => {
+    // The fixed clock makes the embedded calls and the HTTP ones rank alike.
+    await call(url, 'POST', '/items', [{ id: 'p1', text: 'jazz drums' }, { id: 'p2', text: 'jazz bass' }, { id: 'p3', text: 'jazz horns' }]);
+    const asJson = (v: unknown): unknown => JSON.parse(JSON.stringify(v));
+    for (const [path, req, list] of [
+      ['/retrieve', { profile: 'new', limit: 2 }, 'items'],
+      ['/search', { text: 'jazz', limit: 2 }, 'hits'],
+    ] as const) {
+      const direct = path === '/retrieve' ? await db.retrieve({ ...req } as RetrieveRequest) : await db.search({ ...req });
+      const viaHttp = await call(url, 'POST', path, req);
+      expect(viaHttp.status).toBe(200);
+      const want = asJson({ ...direct, degradationLevel: 'Full', explain: undefined, tookMs: 0 }) as Record<string, unknown>;
+      expect({ ...viaHttp.body, tookMs: 0 }).toEqual(want);
+      expect((viaHttp.body[list] as unknown[]).length).toBe(2);
+      // The second page through the cursor the first one returned: the rest, disjoint.
+      const next = await call(url, 'POST', path, { ...req, cursor: viaHttp.body.nextCursor });
+      expect(next.status).toBe(200);
+      const ids = (r: Reply) => (r.body[list] as { id: string }[]).map((x) => x.id);
+      expect(ids(next).filter((id) => ids(viaHttp).includes(id))).toEqual([]);
+      expect(ids(next).length).toBeGreaterThan(0);
+    }
+  });
+
   it('leaves explain out of a query\'s answer unless the body asks for it', async () => {
     const plain = await call(url, 'POST', '/retrieve', { profile: 'popular', limit: 5 });
     expect(plain.status).toBe(200);
