@@ -15,7 +15,7 @@
  * The generator's client is `--client raw` (the default: node:net sockets, ≈ 0.4× undici's CPU per
  * request, measured by bench/src/serve/client-cost.ts) or `--client undici`.
  *
- *     npm run bench:serve -- [--items 100000] [--seconds 10] [--closed 16] [--workers 2] [--client raw|undici] [--profile]
+ *     npm run bench:serve -- [--items 100000] [--seconds 10] [--closed 16] [--workers 2] [--client raw|undici] [--profile [--profile-at 3|10]]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -46,6 +46,8 @@ interface Flags {
   workers: number;
   distinct: number;
   profile: boolean;
+  /** The phase (its factor of C) whose main-thread profile is reported. */
+  profileAt: number;
   skipOff: boolean;
   skipNice0: boolean;
   client: LoadgenClient;
@@ -59,6 +61,7 @@ function parseFlags(argv: readonly string[]): Flags {
     workers: intFlag(argv, 'workers', 2),
     distinct: intFlag(argv, 'distinct', 8192),
     profile: argv.includes('--profile'),
+    profileAt: intFlag(argv, 'profile-at', 3),
     skipOff: argv.includes('--skip-off'),
     skipNice0: argv.includes('--skip-nice0'),
     client: clientFlag(argv),
@@ -438,8 +441,8 @@ async function runServer(flags: Flags, requestsFile: string, variant: Variant, c
     const last = phases[phases.length - 1]!;
     last.backToFullMs = backToFull(phases[phases.length - 2]!, last);
     const exitCode = await stopServer(server);
-    const three = phases.find((p) => p.factor === 3)!;
-    const profile = profileDir === null ? null : summarizeProfile(profileDir, [three.monotonicUs]);
+    const profiled = phases.find((p) => p.factor === flags.profileAt) ?? phases.find((p) => p.factor === 3)!;
+    const profile = profileDir === null ? null : summarizeProfile(profileDir, [profiled.monotonicUs], 30);
     if (profileDir !== null) rmSync(profileDir, { recursive: true, force: true });
     return { variant: variant.name, capacity, phases, exitCode, profile };
   } catch (err) {
@@ -503,7 +506,7 @@ function renderMarkdown(runs: readonly ServerRun[], flags: Flags): string {
     '',
   );
   if (on.profile !== null) {
-    lines.push('### Where the main thread goes at 3× C (`--profile`)', '', `Self time of the server's main thread by function, over the ${fmtInt(on.profile.samples)} CPU-profile samples taken during the 3× phase (chain on).`, '', markdownTable(['self time', 'function'], on.profile.top.map((t) => [`${(t.share * 100).toFixed(1)} %`, t.name.replaceAll('|', '\\|')])), '');
+    lines.push(`### Where the main thread goes at ${flags.profileAt}× C (\`--profile\`)`, '', `Self time of the server's main thread by function, over the ${fmtInt(on.profile.samples)} CPU-profile samples taken during the ${flags.profileAt}× phase (chain on).`, '', markdownTable(['self time', 'function'], on.profile.top.map((t) => [`${(t.share * 100).toFixed(1)} %`, t.name.replaceAll('|', '\\|')])), '');
   }
   return lines.join('\n');
 }
@@ -553,7 +556,7 @@ function writeDocs(markdown: string, svg: string): void {
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   if (argv.includes('--help')) {
-    process.stdout.write('npm run bench:serve -- [--items N] [--seconds S] [--closed N] [--workers N] [--distinct N] [--client raw|undici] [--profile] [--skip-off] [--skip-nice0]\n');
+    process.stdout.write('npm run bench:serve -- [--items N] [--seconds S] [--closed N] [--workers N] [--distinct N] [--client raw|undici] [--profile [--profile-at 3|10]] [--skip-off] [--skip-nice0]\n');
     return;
   }
   const flags = parseFlags(argv);

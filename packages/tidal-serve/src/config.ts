@@ -51,9 +51,10 @@ export interface TenantRates {
 
 /**
  * `--worker-nice auto` on a machine with 2 cores or more. The HTTP thread parses, admits, refuses
- * and answers every request, and the query workers compete with it for the same cores: at 10× C on
- * 2 cores the thread spent 30–50 % of its time runnable but not running (its schedstat), so a
- * refusal that costs 25 µs waited behind queries that had been admitted. At nice 10 a worker's CFS
+ * and answers every request, and the query workers compete with it for the same cores: on 2 cores
+ * under bench:serve's load the thread spent 20–31 % of its time runnable but not running (its
+ * schedstat) with the workers at its own priority, and 7–18 % at nice 10, where the 10× C phase
+ * served 2.5× as much with half the refusal p99 (docs/serve.md). At nice 10 a worker's CFS
  * weight is 110 against the thread's 1 024, so the thread gets a core when it wants one, and the
  * workers still take every core it leaves idle. On one core the workers would get only what the
  * HTTP thread leaves, so `auto` stays 0 there.
