@@ -97,3 +97,8 @@ export function prepareTypedQueries(corpus: Corpus, rand: () => number, perType:
 export function mixRequestJson(q: MixRequest): string {
   return JSON.stringify(q.body, (_key, value: unknown) => (value instanceof Float32Array ? Array.from(value) : value));
 }
+
+/** A mix request as the load generator sends it to `tidal serve`: POST /retrieve or /search with its JSON body. */
+export function mixHttpRequest(q: MixRequest): { method: 'POST'; path: string; body: string; headers: Record<string, string> } {
+  return { method: 'POST', path: q.kind === 'retrieve' ? '/retrieve' : '/search', body: mixRequestJson(q), headers: { 'content-type': 'application/json' } };
+}

@@ -24,7 +24,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InvalidInputError } from 'tidal-core';
 import { Corpus } from '../corpus.js';
-import { mixRequestJson, prepareRequests } from '../query-mix.js';
+import { mixHttpRequest, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
 import { describeMachine, fmtInt, intFlag, machine, markdownTable } from '../stats.js';
 import type { LoadgenClient, LoadResult, RequestSpec } from './loadgen.js';
@@ -566,12 +566,7 @@ async function main(): Promise<void> {
     // category centroids matter for drawing queries, not its clock.
     const corpus = new Corpus({ items: flags.items, dims: 128, seed: 42 });
     const rand = mulberry32(7);
-    const specs: RequestSpec[] = prepareRequests(corpus, rand, flags.distinct).map((q) => ({
-      method: 'POST',
-      path: q.kind === 'retrieve' ? '/retrieve' : '/search',
-      body: mixRequestJson(q),
-      headers: { 'content-type': 'application/json' },
-    }));
+    const specs: RequestSpec[] = prepareRequests(corpus, rand, flags.distinct).map(mixHttpRequest);
     const requestsFile = join(work, 'mix.json');
     writeFileSync(requestsFile, JSON.stringify(specs));
     const runs = [await runServer(flags, requestsFile, VARIANTS.on, null)];

@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Corpus } from '../corpus.js';
-import { mixRequestJson, prepareRequests } from '../query-mix.js';
+import { mixHttpRequest, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
 import { describeMachine, intFlag, loadAverage, markdownTable } from '../stats.js';
 import type { LoadgenClient, LoadResult, RequestSpec } from './loadgen.js';
@@ -105,12 +105,7 @@ async function main(): Promise<void> {
   try {
     // The server builds the same corpus (seed 42, 128 dimensions) for --demo.
     const corpus = new Corpus({ items, dims: 128, seed: 42 });
-    const specs: RequestSpec[] = prepareRequests(corpus, mulberry32(7), 8192).map((q) => ({
-      method: 'POST',
-      path: q.kind === 'retrieve' ? '/retrieve' : '/search',
-      body: mixRequestJson(q),
-      headers: { 'content-type': 'application/json' },
-    }));
+    const specs: RequestSpec[] = prepareRequests(corpus, mulberry32(7), 8192).map(mixHttpRequest);
     const file = join(work, 'mix.json');
     writeFileSync(file, JSON.stringify(specs));
     process.stderr.write(`starting tidal serve --demo (${items} items)...\n`);

@@ -26,7 +26,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Corpus } from '../corpus.js';
-import { mixRequestJson, prepareRequests } from '../query-mix.js';
+import { mixHttpRequest, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
 import { describeMachine, intFlag, loadAverage, markdownTable } from '../stats.js';
 import type { LoadResult, RequestSpec } from './loadgen.js';
@@ -164,7 +164,7 @@ async function main(): Promise<void> {
     const files = {} as Record<Route, string>;
     const specsOf = {} as Record<Route, RequestSpec[]>;
     for (const route of ROUTES) {
-      specsOf[route] = mix.filter((q) => q.kind === route).map((q) => ({ method: 'POST', path: `/${route}`, body: mixRequestJson(q), headers: { 'content-type': 'application/json' } }));
+      specsOf[route] = mix.filter((q) => q.kind === route).map(mixHttpRequest);
       files[route] = join(work, `${route}.json`);
       writeFileSync(files[route], JSON.stringify(specsOf[route]));
     }
