@@ -80,10 +80,24 @@ const CORPUS = [
   { id: 'p3', embedding: [0.5, 0.5, 0.5], creator: 'fay', ageH: 3, views: 2 },
 ];
 
-async function corpusDb(): Promise<TidalDb> {
+type CorpusEntry = (typeof CORPUS)[number];
+
+/** CORPUS and 32 more items of eight creators (the explorers outnumber the exploration places). */
+const LARGER: CorpusEntry[] = [
+  ...CORPUS,
+  ...Array.from({ length: 32 }, (_, i) => ({
+    id: `g${i}`,
+    embedding: [((i * 7) % 11) / 10, ((i * 5) % 7) / 6, ((i * 3) % 5) / 4 + 0.05],
+    creator: ['ana', 'ben', 'cy', 'di', 'ed', 'fay', 'gus', 'hal'][i % 8]!,
+    ageH: (i * 13) % 90,
+    views: (i * 17) % 37,
+  })),
+];
+
+async function corpusDb(corpus: readonly CorpusEntry[] = CORPUS): Promise<TidalDb> {
   const db = await open();
-  await db.upsertItems(CORPUS.map((c) => ({ id: c.id, embedding: c.embedding, metadata: { creator: c.creator }, createdAt: NOW - c.ageH * HOUR })));
-  await db.signals(CORPUS.flatMap((c) => Array.from({ length: c.views }, (_, i) => ({ item: c.id, kind: 'view', at: NOW - (i % 50) * 60_000 }))));
+  await db.upsertItems(corpus.map((c) => ({ id: c.id, embedding: c.embedding, metadata: { creator: c.creator }, createdAt: NOW - c.ageH * HOUR })));
+  await db.signals(corpus.flatMap((c) => Array.from({ length: c.views }, (_, i) => ({ item: c.id, kind: 'view', at: NOW - (i % 50) * 60_000 }))));
   await db.upsertUsers([{ id: 'fan' }, { id: 'new' }]);
   // fan likes j1 and r1: preference between them, affinity to ana (weight 3) and cy (weight 1).
   await db.signal({ item: 'j1', kind: 'like', user: 'fan', weight: 3, at: NOW });
@@ -104,9 +118,15 @@ const cos = (a: readonly number[], b: readonly number[]): number => {
 };
 
 /** The documented for_you score of every corpus item, best first (ties: corpus order). */
-async function oracle(db: TidalDb, user: string, w = { similarity: 0.4, velocity: 0.3, recency: 0.2, affinity: 0.1 }, hidden: string[] = []): Promise<{ id: string; score: number }[]> {
+async function oracle(
+  db: TidalDb,
+  user: string,
+  w = { similarity: 0.4, velocity: 0.3, recency: 0.2, affinity: 0.1 },
+  hidden: string[] = [],
+  corpus: readonly CorpusEntry[] = CORPUS,
+): Promise<{ id: string; score: number }[]> {
   const u = (await db.getUser(user))!;
-  const pool = CORPUS.filter((c) => !hidden.includes(c.id));
+  const pool = corpus.filter((c) => !hidden.includes(c.id));
   const velocity = new Map(pool.map((c) => [c.id, db.itemSignals(c.id).view?.velocity?.['1h'] ?? 0]));
   const maxV = Math.max(...velocity.values());
   const affs = Object.values(u.affinity).filter((a) => a > 0);
@@ -186,6 +206,46 @@ describe('for_you', () => {
       const seeds = new Set<string>();
       for (let seed = 0; seed < 12; seed++) seeds.add((await feed(db, { user: 'fan', explore: 0.25, seed })).map((x) => x.id).join());
       expect(seeds.size).toBeGreaterThan(1);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('fills each exploration place with the unplaced explorer of smallest hash, and a short feed is the long one’s first places', async () => {
+    const db = await corpusDb(LARGER);
+    try {
+      const plain = (await oracle(db, 'fan', undefined, [], LARGER)).map((x) => x.id);
+      // The exploration order written out: FNV-1a of the ids, a murmur3 finaliser over (user, seed, item).
+      const fnv = (s: string): number => {
+        let h = 0x811c9dc5;
+        for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+        return h >>> 0;
+      };
+      const mix = (a: number, b: number, c: number): number => {
+        let h = (a ^ Math.imul(b, 0x9e3779b1) ^ Math.imul(c, 0x85ebca6b)) >>> 0;
+        h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+        h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+        return (h ^ (h >>> 16)) >>> 0;
+      };
+      const affine = new Set(['ana', 'cy']);
+      for (let seed = 0; seed < 12; seed++) {
+        const explorers = LARGER.map((c, i) => ({ id: c.id, i, h: mix(fnv('fan'), seed, fnv(c.id)), creator: c.creator }))
+          .filter((c) => !affine.has(c.creator))
+          .sort((a, b) => a.h - b.h || a.i - b.i)
+          .map((c) => c.id);
+        const want: string[] = [];
+        const placed = new Set<string>();
+        while (want.length < plain.length) {
+          const next = (want.length + 1) % 4 === 0 ? explorers.find((id) => !placed.has(id)) : undefined;
+          const id = next ?? plain.find((x) => !placed.has(x))!;
+          placed.add(id);
+          want.push(id);
+        }
+        for (const limit of [1, 4, 7, 8, 12, 20, LARGER.length]) {
+          const got = (await feed(db, { user: 'fan', explore: 0.25, seed, limit })).map((x) => x.id);
+          expect(got, `seed ${seed}, limit ${limit}`).toEqual(want.slice(0, limit));
+        }
+      }
     } finally {
       await db.close();
     }

@@ -183,26 +183,27 @@ export function forYou(
 ): ForYouRanking {
   const user = task.user!;
   const options = task.forYou!;
-  const similarity = new Map<number, number>();
   const cold = user.preference === null;
   const affinity = affinityOf(ctx, user);
+  const marks = candidateMarks(ctx.catalog.ids.length);
   explain.coldStart = cold;
   explain.explored = 0;
   let candidates: number[];
   if (cold) {
     const annTopK = levelPlan(level).annTopK;
-    const seen = new Set<number>();
     candidates = [];
     const trending = trendingOf(ctx, sources, `${task.window}|${window}|${level}|cold`, nowMs, annTopK, Number.POSITIVE_INFINITY, pass);
-    for (const o of [...trending, ...sources.newest(annTopK)]) {
-      if (seen.has(o)) continue;
-      seen.add(o);
-      candidates.push(o);
+    for (const list of [trending, sources.newest(annTopK)]) {
+      for (const o of list) {
+        if (marks.has(o)) continue;
+        marks.add(o, 0);
+        candidates.push(o);
+      }
     }
     explain.candidates = candidates.length;
   } else {
     const trending = (want: number, slots: number): number[] => trendingOf(ctx, sources, `${task.window}|${window}|${level}|warm`, nowMs, want, slots, pass);
-    candidates = warmCandidates(ctx, user, budgets[level] ?? budgets[Level.Full]!, pass, similarity, affinity, explain, sources.newest, trending);
+    candidates = warmCandidates(ctx, user, budgets[level] ?? budgets[Level.Full]!, pass, marks, affinity, explain, sources.newest, trending);
   }
   explain.afterFilter = candidates.length;
 
@@ -215,36 +216,93 @@ export function forYou(
     if (velocity[i]! > maxVelocity) maxVelocity = velocity[i]!;
   }
   const created = ctx.catalog.createdAt;
-  const score = new Float64Array(n);
+  const coldTotal = w.velocity + w.recency;
+  // Only the places the tail can take are ranked (the limit, the diversity pass's room, a cursor's
+  // earlier pages): bounded selections instead of a sort of every candidate.
+  const places = Math.max(1, Math.min((task.diversity ? task.limit * DIVERSITY_ROOM : task.limit) + (task.after?.length ?? 0), n));
+  const top = new TopK(places);
   for (let i = 0; i < n; i++) {
     const o = candidates[i]!;
     const vel = maxVelocity > 0 ? velocity[i]! / maxVelocity : 0;
     const rec = Math.pow(2, -Math.max(0, nowMs - created[o]!) / RECENCY_HALF_LIFE_MS);
-    if (cold) {
-      const total = w.velocity + w.recency;
-      score[i] = total > 0 ? (w.velocity * vel + w.recency * rec) / total : 0;
-    } else {
-      const sim = Math.max(0, similarity.get(o) ?? 0);
-      score[i] = w.similarity * sim + w.velocity * vel + w.recency * rec + w.affinity * affinity.of(o);
+    let score: number;
+    if (cold) score = coldTotal > 0 ? (w.velocity * vel + w.recency * rec) / coldTotal : 0;
+    else score = w.similarity * Math.max(0, marks.similarity(o)) + w.velocity * vel + w.recency * rec + w.affinity * affinity.of(o);
+    marks.setScore(o, score);
+    top.push(o, score);
+  }
+  const byScore = top.sorted();
+  const ranked = cold || options.explore <= 0 ? byScore.ordinals : interleave(ctx, user, options, candidates, byScore.ordinals, affinity, places, task.limit, explain);
+  const scores = new Array<number>(ranked.length);
+  const similarity = new Map<number, number>();
+  for (let r = 0; r < ranked.length; r++) {
+    const o = ranked[r]!;
+    scores[r] = marks.score(o);
+    if (!cold) similarity.set(o, marks.similarity(o));
+  }
+  return { ranked, scores, similarity };
+}
+
+/**
+ * This thread's marks of the candidates one `for_you` query has taken, by ordinal: a mark number
+ * per query instead of a map or set of each query's own (a query runs to the end before the next
+ * starts on this thread), with each candidate's similarity and score beside it.
+ */
+class CandidateMarks {
+  #marks = new Uint32Array(0);
+  #similarity = new Float64Array(0);
+  #score = new Float64Array(0);
+  #mark = 0;
+
+  /** Starts a query over ordinals below `size`: every ordinal unmarked. */
+  begin(size: number): this {
+    if (this.#marks.length < size) {
+      const n = Math.max(size, 2 * this.#marks.length, 1024);
+      this.#marks = new Uint32Array(n);
+      this.#similarity = new Float64Array(n);
+      this.#score = new Float64Array(n);
+      this.#mark = 0;
     }
+    if (this.#mark === 0xffffffff) {
+      this.#marks.fill(0);
+      this.#mark = 0;
+    }
+    this.#mark++;
+    return this;
   }
-  if (cold || options.explore <= 0) {
-    // Only the places the tail can take are ranked (the limit, the diversity pass's room, a
-    // cursor's earlier pages): a bounded selection instead of a sort of every candidate.
-    const want = (task.diversity ? task.limit * DIVERSITY_ROOM : task.limit) + (task.after?.length ?? 0);
-    const top = new TopK(Math.max(1, Math.min(want, n)));
-    for (let i = 0; i < n; i++) top.push(candidates[i]!, score[i]!);
-    const { ordinals, primary } = top.sorted();
-    return { ranked: ordinals, scores: primary, similarity };
+
+  has(o: number): boolean {
+    return this.#marks[o] === this.#mark;
   }
-  const byScore = Array.from({ length: n }, (_, i) => i).sort((a, b) => score[b]! - score[a]! || candidates[a]! - candidates[b]!);
-  const order = interleave(ctx, user, options, candidates, byScore, affinity, task.limit, explain);
-  return { ranked: order.map((i) => candidates[i]!), scores: order.map((i) => score[i]!), similarity };
+
+  /** Marks `o` as a candidate of this query, with its similarity to the preference vector. */
+  add(o: number, similarity: number): void {
+    this.#marks[o] = this.#mark;
+    this.#similarity[o] = similarity;
+  }
+
+  similarity(o: number): number {
+    return this.#similarity[o]!;
+  }
+
+  setScore(o: number, score: number): void {
+    this.#score[o] = score;
+  }
+
+  score(o: number): number {
+    return this.#score[o]!;
+  }
+}
+
+const marksOf = new CandidateMarks();
+
+function candidateMarks(size: number): CandidateMarks {
+  return marksOf.begin(size);
 }
 
 /**
  * A warm user's candidates from the four sources of `budget`, each passing `pass`, in source
- * order without repeats; `similarity` receives every candidate's similarity (the ANN's for its
+ * order without repeats; `marks` receives every candidate with its similarity (the ANN's for its
  * neighbours, from the items' int8 copy for the others, see {@link itemVectors}). Counted per source in
  * `explain.forYouSources` (the candidates each source added that no earlier one had).
  */
@@ -253,7 +311,7 @@ function warmCandidates(
   user: UserQueryState,
   budget: ForYouBudget,
   pass: Predicate,
-  similarity: Map<number, number>,
+  marks: CandidateMarks,
   affinity: Affinity,
   explain: Explain,
   newest: ForYouSources['newest'],
@@ -271,9 +329,9 @@ function warmCandidates(
     annFound = found.keys.length;
     for (let i = 0; i < found.keys.length; i++) {
       const o = found.keys[i]!;
-      if (!pass(o)) continue;
+      if (!pass(o) || marks.has(o)) continue;
       out.push(o);
-      similarity.set(o, found.similarity[i]!);
+      marks.add(o, found.similarity[i]!);
     }
   }
   explain.annCandidates = ann ? annFound : 0;
@@ -285,8 +343,8 @@ function warmCandidates(
   for (let k = 0; k < p.length; k++) pNorm += p[k]! * p[k]!;
   const pScale = pNorm > 0 ? 1 / Math.sqrt(pNorm) : 0;
   const add = (o: number, source: keyof typeof counts): void => {
-    if (similarity.has(o)) return;
-    similarity.set(o, vectors && p.length === dims ? cosineInt8(vectors, dims, p, pScale, o) : 0);
+    if (marks.has(o)) return;
+    marks.add(o, vectors && p.length === dims ? cosineInt8(vectors, dims, p, pScale, o) : 0);
     out.push(o);
     counts[source]++;
   };
@@ -419,6 +477,13 @@ function affinityOf(ctx: QueryContext, user: UserQueryState): Affinity {
   };
 }
 
+/**
+ * The first `places` places of the exploration order (see {@link forYou}), from `byScore` (the
+ * best `places` candidates by score, best first). Within `places` places at most `places`
+ * candidates by score and `places` explorers are ever taken (each pick, either way, uses one
+ * place, and what one list skips was placed from the other), so the `places` explorers of
+ * smallest hash are all it reads: the result is the same prefix the whole interleave gives.
+ */
 function interleave(
   ctx: QueryContext,
   user: UserQueryState,
@@ -426,36 +491,37 @@ function interleave(
   candidates: readonly number[],
   byScore: readonly number[],
   affinity: Affinity,
+  places: number,
   limit: number,
   explain: Explain,
 ): number[] {
   const every = Math.max(2, Math.round(1 / options.explore));
   const ids = ctx.catalog.ids;
-  const explorers: { i: number; h: number }[] = [];
-  for (const i of byScore) {
-    const o = candidates[i]!;
+  // Smallest hash first, ties to the lower ordinal: the hash negated as the primary key.
+  const pick = new TopK(places);
+  for (const o of candidates) {
     if (affinity.positive(o)) continue;
-    explorers.push({ i, h: mix3(user.idHash, options.seed >>> 0, hashString(ids[o] ?? '')) });
+    pick.push(o, -mix3(user.idHash, options.seed >>> 0, hashString(ids[o] ?? '')));
   }
-  explorers.sort((a, b) => a.h - b.h || candidates[a.i]! - candidates[b.i]!);
-  const used = new Uint8Array(candidates.length);
+  const explorers = pick.sorted().ordinals;
+  const used = new Set<number>();
   const out: number[] = [];
   let e = 0;
   let s = 0;
-  while (out.length < candidates.length) {
+  while (out.length < places) {
     if ((out.length + 1) % every === 0) {
-      while (e < explorers.length && used[explorers[e]!.i]) e++;
+      while (e < explorers.length && used.has(explorers[e]!)) e++;
       if (e < explorers.length) {
-        const i = explorers[e++]!.i;
-        used[i] = 1;
+        const o = explorers[e++]!;
+        used.add(o);
         if (out.length < limit) explain.explored!++;
-        out.push(i);
+        out.push(o);
         continue;
       }
     }
-    while (s < byScore.length && used[byScore[s]!]) s++;
+    while (s < byScore.length && used.has(byScore[s]!)) s++;
     if (s >= byScore.length) break;
-    used[byScore[s]!] = 1;
+    used.add(byScore[s]!);
     out.push(byScore[s++]!);
   }
   return out;
