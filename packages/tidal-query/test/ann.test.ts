@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DegradationLevel, InternalError, levelPlan } from 'tidal-load';
 import { Index, MetricKind, ScalarKind, type Matches } from 'usearch';
 import { AnnIndex } from '../src/ann.js';
+import { FOR_YOU_BUDGETS } from '../src/profiles/for-you-budgets.js';
 import { SNAPSHOT_SIDECAR, discardSnapshot, readSnapshot, writeSnapshot, type AnnSnapshotMeta } from '../src/ann-snapshot.js';
 import { mulberry32 } from '../../../bench/src/random.js';
 
@@ -137,6 +138,33 @@ describe('AnnIndex', () => {
       if (got.join() !== [...ann.search(v, narrow).keys].join()) differs++;
     }
     // The breadth is a real knob: the default search (128) answers otherwise for some queries.
+    expect(differs).toBeGreaterThan(0);
+  });
+
+  it('layered: every level of for_you searches with its own breadth, as a view opened with it does', () => {
+    const dims = 16;
+    const n = 5_000;
+    const r = mulberry32(11);
+    const big = Float32Array.from({ length: n * dims }, () => r() * 2 - 1);
+    const plain = new AnnIndex(dims);
+    plain.upsert(Array.from({ length: n }, (_, i) => i), big, 1);
+    const file = join(dir, writeSnapshot(dir, plain, n).file);
+    const ann = AnnIndex.view(dims, file);
+    const breadths = FOR_YOU_BUDGETS.map((b) => b.ann);
+    // Each level asks for fewer neighbours than the one above, all below the built breadth.
+    for (let l = 1; l < breadths.length; l++) expect(breadths[l]!).toBeLessThan(breadths[l - 1]!);
+    expect(breadths[0]!).toBeLessThan(128);
+    let differs = 0;
+    for (const breadth of breadths) {
+      const reference = new Index({ dimensions: dims, metric: MetricKind.Cos, quantization: ScalarKind.F32, connectivity: 16, expansion_add: 128, expansion_search: breadth, multi: false });
+      reference.view(file);
+      for (let q = 0; q < 20; q++) {
+        const v = Float32Array.from({ length: dims }, () => r() * 2 - 1);
+        const got = [...ann.search(v, breadth, breadth).keys];
+        expect(got, `breadth ${breadth}`).toEqual(Array.from((reference.search(v, breadth, 1) as Matches).keys, Number));
+        if (got.join() !== [...ann.search(v, breadth).keys].join()) differs++;
+      }
+    }
     expect(differs).toBeGreaterThan(0);
   });
 

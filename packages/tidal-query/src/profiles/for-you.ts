@@ -8,6 +8,9 @@ import { blobToVector } from '../items-table.js';
 import { TopK } from '../topk.js';
 import { hashString, mix3 } from '../user-state.js';
 import { creatorListsOf } from './feeds.js';
+import { FOR_YOU_BUDGETS, type ForYouBudget } from './for-you-budgets.js';
+
+export { FOR_YOU_BUDGETS, type ForYouBudget };
 import type { Explain, ForYouOptions, RetrieveTask, UserQueryState, VelocityWindow } from '../types.js';
 /** tidalDB's mix: preference similarity, velocity, recency, creator affinity. */
 export const FOR_YOU_WEIGHTS = Object.freeze({ similarity: 0.4, velocity: 0.3, recency: 0.2, affinity: 0.1 });
@@ -97,46 +100,6 @@ export class TrendingCache {
 function trendingOf(ctx: QueryContext, sources: ForYouSources, key: string, nowMs: number, want: number, slots: number, pass: Predicate): number[] {
   return sources.trendingCache ? sources.trendingCache.take(ctx, sources, key, nowMs, want, slots, pass) : sources.trending(want, slots);
 }
-
-/**
- * How many candidates a warm user's `for_you` takes from each source at one level. The score
- * rewards recency, creator affinity and velocity as well as similarity, so the best items are not
- * all near the preference vector: at 100 000 items, of the top 10 over the 500 nearest neighbours
- * that lie outside the 200 nearest, 82 % are under two days old and 76 % are by a creator the user
- * has affinity with. A hundred neighbours plus these cheap sources find them for less than a
- * wider ANN search (whose cost grows with k: 500 neighbours 1.4 ms, 200 0.5 ms).
- */
-export interface ForYouBudget {
-  /** ANN neighbours of the preference vector. */
-  readonly ann: number;
-  /** The creators the user has the largest positive affinity with, whose newest items are taken. */
-  readonly creators: number;
-  /** Newest items passing the query's predicate, per such creator. */
-  readonly perCreator: number;
-  /** The newest items passing the query's predicate. */
-  readonly newest: number;
-  /** The first items of `trending` over the query's window passing the predicate. */
-  readonly trending: number;
-  /** Active slots per velocity kind the trending source may read. */
-  readonly trendingSlots: number;
-}
-
-/**
- * Per level (indexed by `DegradationLevel`), the candidate budget of a warm user's feed; each level
- * takes fewer than the one above from every source. Chosen at 100 000 items and 10 000 users
- * (`bench:personalization`, docs/BENCHMARKS.md), against the exhaustive ranking (every item scored
- * by the same mix, velocity over the largest of all items): the depth per affinity creator weighs
- * most (16 creators × 16 items: overlap@10 0.96; × 8: 0.78; × 4: 0.53), the ANN's breadth little
- * (with 16 × 16, 128 neighbours 0.96, 30 neighbours 0.94), and trending is what puts the largest
- * velocity among the candidates (without it 0.85). The ANN search costs the same for any k up to
- * its expansion (128), so Full asks for 128.
- */
-export const FOR_YOU_BUDGETS: readonly ForYouBudget[] = Object.freeze([
-  Object.freeze({ ann: 128, creators: 16, perCreator: 16, newest: 50, trending: 50, trendingSlots: 512 }),
-  Object.freeze({ ann: 100, creators: 16, perCreator: 12, newest: 40, trending: 30, trendingSlots: 256 }),
-  Object.freeze({ ann: 80, creators: 12, perCreator: 10, newest: 30, trending: 25, trendingSlots: 256 }),
-  Object.freeze({ ann: 60, creators: 12, perCreator: 8, newest: 20, trending: 20, trendingSlots: 128 }),
-]);
 
 /** With diversity asked for, this many times the limit are ranked (as the retrieve executor does). */
 const DIVERSITY_ROOM = 5;
