@@ -29,7 +29,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { TidalDb, type DegradationLevelName, type RetrieveRequest, type SignalInput } from 'tidal-core';
-import { AnnIndex } from 'tidal-query';
+import { AnnIndex, FOR_YOU_BUDGETS } from 'tidal-query';
 import { Corpus, personalizationSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
 import { collectGarbage, describeMachine, fmtInt, fmtMs, fmtRatio, intFlag, markdownTable, nowMs, summarize } from './stats.js';
@@ -301,13 +301,16 @@ async function main(): Promise<void> {
   const service = db.stats().serviceMs;
   // The ANN search alone, on this thread, over the snapshot the workers map (the same graph).
   const snapshot = fs.readdirSync(dir).find((f) => /^ann-[0-9]+-[0-9a-f]+\.usearch$/.test(f));
-  const annMs: Record<number, number[]> = { 500: [], 200: [], 128: [] };
+  // k = 500 / 200 / 128 at the built breadth; for_you's Full with its own breadth (its view).
+  const fullAnn = FOR_YOU_BUDGETS[0]!.ann;
+  const annMs: Record<number, number[]> = { 500: [], 200: [], 128: [], [fullAnn]: [] };
   if (snapshot) {
     const ann = AnnIndex.view(DIMS, path.join(dir, snapshot));
     for (let q = 0; q < BREAK; q++) {
-      for (const k of [500, 200, 128]) {
+      for (const k of [500, 200, 128, fullAnn]) {
         const s = nowMs();
-        ann.search(preference[forYouUsers[q]!]!, k);
+        if (k === fullAnn) ann.search(preference[forYouUsers[q]!]!, k, k);
+        else ann.search(preference[forYouUsers[q]!]!, k);
         annMs[k]!.push(nowMs() - s);
       }
     }
@@ -324,6 +327,7 @@ async function main(): Promise<void> {
         ['ANN search alone, k = 500 (this thread)', p50(annMs[500]!), '', ''],
         ['ANN search alone, k = 200 (this thread)', p50(annMs[200]!), '', ''],
         ['ANN search alone, k = 128 (this thread)', p50(annMs[128]!), '', ''],
+        [`ANN search alone, k = expansion = ${fullAnn}, for_you's Full (this thread)`, p50(annMs[fullAnn]!), '', ''],
       ],
     ),
   );
@@ -366,7 +370,7 @@ async function main(): Promise<void> {
   if (snapshot) {
     const ann = AnnIndex.view(DIMS, path.join(dir, snapshot));
     const efRows: string[][] = [];
-    const budgets = [128, 100, 80, 60];
+    const budgets = FOR_YOU_BUDGETS.map((b) => b.ann);
     const t = budgets.map(() => ({ narrow: [] as number[], built: [] as number[], recall: 0 }));
     // Each expansion is a mapping of its own: one untimed pass first touches its pages, as a
     // long-running worker's have been.
