@@ -151,7 +151,8 @@ export function forYou(
   const options = task.forYou!;
   const cold = user.preference === null;
   const affinity = affinityOf(ctx, user);
-  const marks = candidateMarks(ctx.catalog.ids.length);
+  // Every candidate passed the query's predicate, which admits only present ordinals.
+  const marks = candidateMarks(ctx.catalog.present.length);
   explain.coldStart = cold;
   explain.explored = 0;
   let candidates: number[];
