@@ -19,6 +19,11 @@
  *
  * `--profile` runs the servers under `--cpu-prof` and prints each variant's main-thread self time
  * by function over its measured windows.
+ *
+ * `--refusals` measures the refusal path instead: the servers start with `--in-flight-cap 1
+ * --no-adaptive`, so of `--connections` (default 32 here) requests at once all but about one are
+ * refused by the cap (a 503 each), as at 10× C; the table's "at Full" column is then the share of
+ * responses that were refusals.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -62,7 +67,7 @@ function processNs(pid: number): number {
   return (Number(rest[11]) + Number(rest[12])) * 1e7;
 }
 
-async function start(name: string, cli: string, items: number, workers: number, profile: boolean): Promise<Variant> {
+async function start(name: string, cli: string, items: number, workers: number, profile: boolean, extra: readonly string[]): Promise<Variant> {
   const profileDir = profile ? mkdtempSync(join(tmpdir(), 'tidal-cost-prof-')) : null;
   const args = [
     ...(profileDir === null ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]),
@@ -75,6 +80,7 @@ async function start(name: string, cli: string, items: number, workers: number, 
     '0',
     '--workers',
     String(workers),
+    ...extra,
   ];
   const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] });
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
@@ -98,7 +104,7 @@ interface Measured {
   full: number;
 }
 
-async function measure(v: Variant, file: string, ms: number, connections: number, seed: number): Promise<Measured> {
+async function measure(v: Variant, file: string, ms: number, connections: number, seed: number, refusals: boolean): Promise<Measured> {
   const args = ['--url', v.url, '--requests', file, '--closed', String(connections), '--duration-ms', String(ms), '--grace-ms', '3000', '--seed', String(seed), '--count-header', 'x-tidal-degradation-level'];
   const main0 = mainThreadNs(v.pid);
   const proc0 = processNs(v.pid);
@@ -109,6 +115,11 @@ async function measure(v: Variant, file: string, ms: number, connections: number
   const proc1 = processNs(v.pid);
   v.windowsUs.push([Number(t0), Number(t1)]);
   const ok = load.statuses['200'] ?? 0;
+  const refused = load.statuses['503'] ?? 0;
+  if (refusals) {
+    if (ok + refused !== load.completed) process.stderr.write(`  ${v.name}: ${load.completed - ok - refused} of ${load.completed} responses were neither 200 nor 503: ${JSON.stringify(load.statuses)}\n`);
+    return { mainUs: (main1 - main0) / 1000 / load.completed, processUs: (proc1 - proc0) / 1000 / load.completed, perSec: (load.completed * 1000) / load.elapsedMs, full: refused / Math.max(1, load.completed) };
+  }
   if (ok !== load.completed) process.stderr.write(`  ${v.name}: ${load.completed - ok} of ${load.completed} responses were not 200: ${JSON.stringify(load.statuses)}\n`);
   const full = (load.headerCounts?.Full ?? 0) / Math.max(1, ok);
   return { mainUs: (main1 - main0) / 1000 / load.completed, processUs: (proc1 - proc0) / 1000 / load.completed, perSec: (load.completed * 1000) / load.elapsedMs, full };
@@ -152,7 +163,8 @@ async function main(): Promise<void> {
   const items = intFlag(argv, 'items', 20_000);
   const rounds = intFlag(argv, 'rounds', 5);
   const ms = intFlag(argv, 'ms', 3000);
-  const connections = intFlag(argv, 'connections', 8);
+  const refusals = argv.includes('--refusals');
+  const connections = intFlag(argv, 'connections', refusals ? 32 : 8);
   const workers = intFlag(argv, 'workers', 2);
   const profile = argv.includes('--profile');
   const work = mkdtempSync(join(tmpdir(), 'tidal-cost-'));
@@ -171,10 +183,10 @@ async function main(): Promise<void> {
     // One server at a time loads its corpus: loading several at once on 2 cores takes as long.
     for (const v of variants(argv)) {
       process.stderr.write(`starting ${v.name} (${v.cli})...\n`);
-      running.push(await start(v.name, v.cli, items, workers, profile));
+      running.push(await start(v.name, v.cli, items, workers, profile, refusals ? ['--in-flight-cap', '1', '--no-adaptive'] : []));
     }
     const load0 = loadAverage();
-    console.log(`serve request cost: ${describeMachine()}; ${items} items, ${workers} workers, ${connections} connections closed loop, ${rounds} rounds of ${ms} ms after a warm-up round; load average ${load0}`);
+    console.log(`serve request cost${refusals ? ' (refusals: --in-flight-cap 1 --no-adaptive)' : ''}: ${describeMachine()}; ${items} items, ${workers} workers, ${connections} connections closed loop, ${rounds} rounds of ${ms} ms after a warm-up round; load average ${load0}`);
     const bodies = new Map<string, number>();
     for (const v of running) for (const route of ROUTES) bodies.set(`${v.name} ${route}`, (await sizes(v.url, specsOf[route], 100)).bodyBytes);
     const results = new Map<string, Measured[]>();
@@ -182,7 +194,7 @@ async function main(): Promise<void> {
       for (let k = 0; k < running.length; k++) {
         const v = running[(k + r) % running.length]!;
         for (const route of r % 2 === 0 ? ROUTES : [...ROUTES].reverse()) {
-          const m = await measure(v, files[route], r === 0 ? Math.min(ms, 2000) : ms, connections, 100 + r);
+          const m = await measure(v, files[route], r === 0 ? Math.min(ms, 2000) : ms, connections, 100 + r, refusals);
           if (r === 0) {
             v.windowsUs.pop();
             continue;
@@ -216,7 +228,7 @@ async function main(): Promise<void> {
         ]);
       }
     }
-    console.log(markdownTable(['route', 'variant', 'main thread µs / request', 'range', `× ${running[0]!.name}, per round`, 'process µs / request', 'requests/s', 'at Full', 'body bytes'], rows));
+    console.log(markdownTable(['route', 'variant', 'main thread µs / request', 'range', `× ${running[0]!.name}, per round`, 'process µs / request', 'requests/s', refusals ? 'refused' : 'at Full', 'body bytes'], rows));
     console.log(`load average at the end: ${loadAverage()}`);
     for (const v of running) {
       v.child.kill('SIGTERM');

@@ -353,6 +353,23 @@ describe('the admission chain', () => {
     expect(r.headers.get('x-stage')).toBe('inflight');
   });
 
+  it('writes a 503 refusal without Date (optional for 5xx) and a 429 with it, each with its exact headers', async () => {
+    const quota: Refusal = { admitted: false, status: 429, code: 'TIDAL_SERVE_TENANT_RATE', reason: 'tenant', retryAfterMs: 10.2, message: 'tenant "a\\"b" is over its rate', headers: { 'x-ratelimit-state': 'over' } };
+    const { url } = await serve({ db: fakeDb({}), admission: { admit: (info) => (info.route === 'search' ? quota : REFUSE_ALL), stats: () => [] } });
+    const capacity = await call(url, 'POST', '/retrieve', { profile: 'popular' });
+    expect(capacity.status).toBe(503);
+    expect(capacity.headers.get('date')).toBeNull();
+    expect(capacity.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(capacity.headers.get('content-length')).toBe(String(Buffer.byteLength(JSON.stringify(capacity.body))));
+    const over = await call(url, 'POST', '/search', { text: 'x' });
+    expect(over.status).toBe(429);
+    expect(over.headers.get('date')).not.toBeNull();
+    expect(over.body).toEqual({ code: 'TIDAL_SERVE_TENANT_RATE', message: 'tenant "a\\"b" is over its rate', reason: 'tenant', retryAfterMs: 11 });
+    expect([over.headers.get('retry-after'), over.headers.get('x-retry-after-ms'), over.headers.get('x-ratelimit-state')]).toEqual(['1', '11', 'over']);
+    // Admitted answers keep their Date.
+    expect((await call(url, 'GET', '/healthz')).headers.get('date')).not.toBeNull();
+  });
+
   it('answers /stats to a tenant over its quota, and without a key', async () => {
     const keys = new KeyRing({ 'k-0123456789abcdef': { tenant: 'acme', tier: 'free' } });
     const auth = { authorization: 'Bearer k-0123456789abcdef' };
