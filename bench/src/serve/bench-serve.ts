@@ -15,7 +15,7 @@
  * The generator's client is `--client raw` (the default: node:net sockets, ≈ 0.4× undici's CPU per
  * request, measured by bench/src/serve/client-cost.ts) or `--client undici`.
  *
- *     npm run bench:serve -- [--items 100000] [--seconds 10] [--closed 16] [--workers 2] [--client raw|undici] [--profile [--profile-at 3|10]]
+ *     npm run bench:serve -- [--items 100000] [--seconds 10] [--closed 16] [--workers 2] [--client raw|undici] [--profile [--profile-at 3|10]] [--capacity N]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -50,6 +50,8 @@ interface Flags {
   profileAt: number;
   skipOff: boolean;
   skipNice0: boolean;
+  /** C given with `--capacity` (0: measured by the closed loop). */
+  capacity: number;
   client: LoadgenClient;
 }
 
@@ -64,6 +66,8 @@ function parseFlags(argv: readonly string[]): Flags {
     profileAt: intFlag(argv, 'profile-at', 3),
     skipOff: argv.includes('--skip-off'),
     skipNice0: argv.includes('--skip-nice0'),
+    // A fixed C (requests/s) instead of the closed loop's: two builds compared at the same offered rates.
+    capacity: intFlag(argv, 'capacity', 0),
     client: clientFlag(argv),
   };
 }
@@ -495,9 +499,9 @@ function phaseTable(run: ServerRun): string {
 
 function renderMarkdown(runs: readonly ServerRun[], flags: Flags): string {
   const on = runs[0]!;
-  const c = on.capacity.load.goodputPerSec;
+  const c = flags.capacity > 0 ? flags.capacity : on.capacity.load.goodputPerSec;
   const lines = [
-    `Measured by \`npm run bench:serve\` on ${describeMachine(machine())}: \`tidal serve --demo\` with ${fmtInt(flags.items)} items and ${flags.workers} query workers in one process, the load generator (bench/src/serve/loadgen.ts, \`--client ${flags.client}\`, open-loop Poisson arrivals, latency from each request's scheduled time) in another, both on loopback. ${flags.seconds} s per phase; ${fmtInt(flags.distinct)} distinct requests (the query mix of docs/overload.md). Capacity C is the goodput of a closed loop of ${flags.closed} (below the first degradation threshold, so C is Full's capacity): **C = ${fmtInt(c)} requests/s**. The 1×…0.5× rates are multiples of it.`,
+    `Measured by \`npm run bench:serve\` on ${describeMachine(machine())}: \`tidal serve --demo\` with ${fmtInt(flags.items)} items and ${flags.workers} query workers in one process, the load generator (bench/src/serve/loadgen.ts, \`--client ${flags.client}\`, open-loop Poisson arrivals, latency from each request's scheduled time) in another, both on loopback. ${flags.seconds} s per phase; ${fmtInt(flags.distinct)} distinct requests (the query mix of docs/overload.md). ${flags.capacity > 0 ? `C is fixed at **${fmtInt(c)} requests/s** (\`--capacity\`; the closed loop of ${flags.closed} measured ${fmtInt(on.capacity.load.goodputPerSec)}/s)` : `Capacity C is the goodput of a closed loop of ${flags.closed} (below the first degradation threshold, so C is Full's capacity): **C = ${fmtInt(c)} requests/s**`}. The 1×…0.5× rates are multiples of it.`,
     '',
   ];
   for (const run of runs) lines.push(`### ${VARIANTS[run.variant].heading}`, '', phaseTable(run), '');
@@ -556,7 +560,7 @@ function writeDocs(markdown: string, svg: string): void {
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   if (argv.includes('--help')) {
-    process.stdout.write('npm run bench:serve -- [--items N] [--seconds S] [--closed N] [--workers N] [--distinct N] [--client raw|undici] [--profile [--profile-at 3|10]] [--skip-off] [--skip-nice0]\n');
+    process.stdout.write('npm run bench:serve -- [--items N] [--seconds S] [--closed N] [--workers N] [--distinct N] [--client raw|undici] [--profile [--profile-at 3|10]] [--skip-off] [--skip-nice0] [--capacity N]\n');
     return;
   }
   const flags = parseFlags(argv);
@@ -569,8 +573,8 @@ async function main(): Promise<void> {
     const specs: RequestSpec[] = prepareRequests(corpus, rand, flags.distinct).map(mixHttpRequest);
     const requestsFile = join(work, 'mix.json');
     writeFileSync(requestsFile, JSON.stringify(specs));
-    const runs = [await runServer(flags, requestsFile, VARIANTS.on, null)];
-    const c = runs[0]!.capacity.load.goodputPerSec;
+    const runs = [await runServer(flags, requestsFile, VARIANTS.on, flags.capacity > 0 ? flags.capacity : null)];
+    const c = flags.capacity > 0 ? flags.capacity : runs[0]!.capacity.load.goodputPerSec;
     if (!flags.skipOff) runs.push(await runServer(flags, requestsFile, VARIANTS.off, c));
     if (!flags.skipNice0) runs.push(await runServer(flags, requestsFile, VARIANTS.nice0, c));
     const results = join(ROOT, 'bench', 'results');
