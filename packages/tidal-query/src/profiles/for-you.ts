@@ -9,9 +9,10 @@ import { TopK } from '../topk.js';
 import { hashString, mix3 } from '../user-state.js';
 import { creatorListsOf } from './feeds.js';
 import { FOR_YOU_BUDGETS, type ForYouBudget } from './for-you-budgets.js';
+import type { Explain, ForYouOptions, RetrieveTask, UserQueryState, VelocityWindow } from '../types.js';
 
 export { FOR_YOU_BUDGETS, type ForYouBudget };
-import type { Explain, ForYouOptions, RetrieveTask, UserQueryState, VelocityWindow } from '../types.js';
+
 /** tidalDB's mix: preference similarity, velocity, recency, creator affinity. */
 export const FOR_YOU_WEIGHTS = Object.freeze({ similarity: 0.4, velocity: 0.3, recency: 0.2, affinity: 0.1 });
 
