@@ -114,51 +114,30 @@ describe('AnnIndex', () => {
     }
   });
 
-  it('layered: a breadth below 128 searches the snapshot with that breadth, as a view opened with it does', () => {
+  /** A snapshot of 5 000 random 16-dimension vectors written to `dir` and viewed; `r` goes on drawing. */
+  function viewedSnapshot(seed: number): { ann: AnnIndex; file: string; dims: number; r: () => number } {
     const dims = 16;
     const n = 5_000;
-    const r = mulberry32(4);
-    const big = Float32Array.from({ length: n * dims }, () => r() * 2 - 1);
+    const r = mulberry32(seed);
     const plain = new AnnIndex(dims);
-    plain.upsert(Array.from({ length: n }, (_, i) => i), big, 1);
-    const meta = writeSnapshot(dir, plain, n);
-    const file = join(dir, meta.file);
-    const ann = AnnIndex.view(dims, file);
-    const narrow = levelPlan(DegradationLevel.NoDiversity).annTopK;
-    expect(narrow).toBeLessThan(128);
-    // What usearch itself answers with expansion_search = the breadth.
-    const reference = new Index({ dimensions: dims, metric: MetricKind.Cos, quantization: ScalarKind.F32, connectivity: 16, expansion_add: 128, expansion_search: narrow, multi: false });
-    reference.view(file);
-    let differs = 0;
-    for (let q = 0; q < 40; q++) {
-      const v = Float32Array.from({ length: dims }, () => r() * 2 - 1);
-      const got = [...ann.search(v, narrow, narrow).keys];
-      const want = Array.from((reference.search(v, narrow, 1) as Matches).keys, Number);
-      expect(got).toEqual(want);
-      if (got.join() !== [...ann.search(v, narrow).keys].join()) differs++;
-    }
-    // The breadth is a real knob: the default search (128) answers otherwise for some queries.
-    expect(differs).toBeGreaterThan(0);
-  });
-
-  it('layered: every level of for_you searches with its own breadth, as a view opened with it does', () => {
-    const dims = 16;
-    const n = 5_000;
-    const r = mulberry32(11);
-    const big = Float32Array.from({ length: n * dims }, () => r() * 2 - 1);
-    const plain = new AnnIndex(dims);
-    plain.upsert(Array.from({ length: n }, (_, i) => i), big, 1);
+    plain.upsert(Array.from({ length: n }, (_, i) => i), Float32Array.from({ length: n * dims }, () => r() * 2 - 1), 1);
     const file = join(dir, writeSnapshot(dir, plain, n).file);
-    const ann = AnnIndex.view(dims, file);
-    const breadths = FOR_YOU_BUDGETS.map((b) => b.ann);
-    // Each level asks for fewer neighbours than the one above, all below the built breadth.
-    for (let l = 1; l < breadths.length; l++) expect(breadths[l]!).toBeLessThan(breadths[l - 1]!);
-    expect(breadths[0]!).toBeLessThan(128);
+    return { ann: AnnIndex.view(dims, file), file, dims, r };
+  }
+
+  /**
+   * For each breadth, `queries` searches of that many neighbours answer as usearch itself viewed
+   * with `expansion_search` = the breadth; and the breadth is a real knob: the default search (128)
+   * answers otherwise for some of them.
+   */
+  function expectSearchesAsViews(seed: number, breadths: readonly number[], queries: number): void {
+    const { ann, file, dims, r } = viewedSnapshot(seed);
     let differs = 0;
     for (const breadth of breadths) {
+      expect(breadth).toBeLessThan(128);
       const reference = new Index({ dimensions: dims, metric: MetricKind.Cos, quantization: ScalarKind.F32, connectivity: 16, expansion_add: 128, expansion_search: breadth, multi: false });
       reference.view(file);
-      for (let q = 0; q < 20; q++) {
+      for (let q = 0; q < queries; q++) {
         const v = Float32Array.from({ length: dims }, () => r() * 2 - 1);
         const got = [...ann.search(v, breadth, breadth).keys];
         expect(got, `breadth ${breadth}`).toEqual(Array.from((reference.search(v, breadth, 1) as Matches).keys, Number));
@@ -166,17 +145,21 @@ describe('AnnIndex', () => {
       }
     }
     expect(differs).toBeGreaterThan(0);
+  }
+
+  it('layered: a breadth below 128 searches the snapshot with that breadth, as a view opened with it does', () => {
+    expectSearchesAsViews(4, [levelPlan(DegradationLevel.NoDiversity).annTopK], 40);
+  });
+
+  it('layered: every level of for_you searches with its own breadth, as a view opened with it does', () => {
+    const breadths = FOR_YOU_BUDGETS.map((b) => b.ann);
+    // Each level asks for fewer neighbours than the one above.
+    for (let l = 1; l < breadths.length; l++) expect(breadths[l]!).toBeLessThan(breadths[l - 1]!);
+    expectSearchesAsViews(11, breadths, 20);
   });
 
   it('layered: a breadth of 128 or more searches as the default; a swept snapshot file keeps its narrow views', () => {
-    const dims = 16;
-    const n = 5_000;
-    const r = mulberry32(7);
-    const big = Float32Array.from({ length: n * dims }, () => r() * 2 - 1);
-    const plain = new AnnIndex(dims);
-    plain.upsert(Array.from({ length: n }, (_, i) => i), big, 1);
-    const file = join(dir, writeSnapshot(dir, plain, n).file);
-    const ann = AnnIndex.view(dims, file);
+    const { ann, file, dims, r } = viewedSnapshot(7);
     const narrow = levelPlan(DegradationLevel.NoDiversity).annTopK;
     const qs = Array.from({ length: 40 }, () => Float32Array.from({ length: dims }, () => r() * 2 - 1));
     const before = qs.map((v) => [...ann.search(v, narrow, narrow).keys]);
