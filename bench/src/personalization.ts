@@ -216,6 +216,16 @@ async function main(): Promise<void> {
     const h = histories[Math.floor(qrand() * USERS)]!;
     return h[Math.floor(qrand() * h.length)]!;
   });
+  // One related query and then its SQL, on the q-th item: both times, and how far they agree.
+  const relatedPair = async (q: number): Promise<{ tidalMs: number; sqlMs: number; overlap: number }> => {
+    let s = nowMs();
+    const rel = await db.retrieve({ profile: 'related', item: corpus.id(relatedItems[q]!) });
+    const tidalMs = nowMs() - s;
+    s = nowMs();
+    const relSql = relatedSql.all(relatedItems[q]!) as { id: string }[];
+    const sqlMs = nowMs() - s;
+    return { tidalMs, sqlMs, overlap: overlapAt10(rel.items.map((i) => i.id), relSql.map((r) => r.id)) };
+  };
   const tidalTimes = { for_you: [] as number[], related: [] as number[] };
   const sqlTimes = { for_you: [] as number[], related: [] as number[] };
   const overlap = { for_you: [] as number[], related: [] as number[] };
@@ -244,28 +254,20 @@ async function main(): Promise<void> {
       sqlTimes.for_you.push(nowMs() - s);
       overlap.for_you.push(overlapAt10(mine.items.map((i) => i.id), theirs.map((r) => r.id)));
     }
-    const item = corpus.id(relatedItems[q]!);
-    s = nowMs();
-    const rel = await db.retrieve({ profile: 'related', item });
-    tidalTimes.related.push(nowMs() - s);
-    s = nowMs();
-    const relSql = relatedSql.all(relatedItems[q]!) as { id: string }[];
-    sqlTimes.related.push(nowMs() - s);
-    overlap.related.push(overlapAt10(rel.items.map((i) => i.id), relSql.map((r) => r.id)));
+    const pair = await relatedPair(q);
+    tidalTimes.related.push(pair.tidalMs);
+    sqlTimes.related.push(pair.sqlMs);
+    overlap.related.push(pair.overlap);
   }
   // related again, taking turns with its own SQL alone: above, each related call follows a for_you
   // and, every tenth query, for_you's SQL (a scan of 100 000 embeddings), so both sides of the
   // related pair start from caches that scan emptied; here neither does.
   const alone = { tidal: [] as number[], sql: [] as number[], overlap: [] as number[] };
   for (let q = 0; q < QUERIES; q++) {
-    const item = corpus.id(relatedItems[q]!);
-    let s = nowMs();
-    const rel = await db.retrieve({ profile: 'related', item });
-    alone.tidal.push(nowMs() - s);
-    s = nowMs();
-    const relSql = relatedSql.all(relatedItems[q]!) as { id: string }[];
-    alone.sql.push(nowMs() - s);
-    alone.overlap.push(overlapAt10(rel.items.map((i) => i.id), relSql.map((r) => r.id)));
+    const pair = await relatedPair(q);
+    alone.tidal.push(pair.tidalMs);
+    alone.sql.push(pair.sqlMs);
+    alone.overlap.push(pair.overlap);
   }
   const row = (name: string, mine: number[], theirs: number[], ov: number[]): string[] => {
     const a = summarize(mine);
