@@ -29,9 +29,9 @@ export interface ForYouBudget {
  * most (16 creators × 16 items: overlap@10 0.96; × 8: 0.78; × 4: 0.53), the ANN's breadth little,
  * and trending is what puts the largest velocity among the candidates (without it 0.85). The ANN
  * search is each level's largest cost and follows its breadth (each breadth has a view of its own,
- * see `VIEW_BREADTHS`): over 300 users, Full with 128 neighbours overlapped the exhaustive ranking
- * 0.959 at 1.55 ms in the worker, with 64 0.950 at 1.00 ms, with 48 0.947 and with 32 0.944 at
- * 0.97 ms. So Full asks for 64, and each level below for fewer.
+ * see `NARROW_BREADTHS` in ann.ts): over 300 users, Full with 128 neighbours overlapped the
+ * exhaustive ranking 0.959 at 1.55 ms in the worker, with 64 0.950 at 1.00 ms, with 48 0.947 and
+ * with 32 0.944 at 0.97 ms. So Full asks for 64, and each level below for fewer.
  */
 export const FOR_YOU_BUDGETS: readonly ForYouBudget[] = Object.freeze([
   Object.freeze({ ann: 64, creators: 16, perCreator: 16, newest: 50, trending: 50, trendingSlots: 512 }),
