@@ -370,6 +370,13 @@ describe('the admission chain', () => {
     expect((await call(url, 'GET', '/healthz')).headers.get('date')).not.toBeNull();
   });
 
+  it('writes a refusal whose retry figure is not finite as valid JSON, the figure null', async () => {
+    const never: Refusal = { ...REFUSE_ALL, retryAfterMs: Number.POSITIVE_INFINITY };
+    const { url } = await serve({ db: fakeDb({}), admission: { admit: () => never, stats: () => [] } });
+    const res = await fetch(`${url}/retrieve`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(JSON.parse(await res.text())).toMatchObject({ code: 'TIDAL_SERVE_INFLIGHT', retryAfterMs: null });
+  });
+
   it('answers /stats to a tenant over its quota, and without a key', async () => {
     const keys = new KeyRing({ 'k-0123456789abcdef': { tenant: 'acme', tier: 'free' } });
     const auth = { authorization: 'Bearer k-0123456789abcdef' };
