@@ -157,6 +157,8 @@ export function forYou(
   explain.coldStart = cold;
   explain.explored = 0;
   let candidates: number[];
+  // A warm user's candidates' similarity to the preference vector, index for index.
+  const sims: number[] = [];
   if (cold) {
     const annTopK = levelPlan(level).annTopK;
     candidates = [];
@@ -164,14 +166,14 @@ export function forYou(
     for (const list of [trending, sources.newest(annTopK)]) {
       for (const o of list) {
         if (marks.has(o)) continue;
-        marks.add(o, 0);
+        marks.add(o);
         candidates.push(o);
       }
     }
     explain.candidates = candidates.length;
   } else {
     const trending = (want: number, slots: number): number[] => trendingOf(ctx, sources, `${task.window}|${window}|${level}|warm`, nowMs, want, slots, pass);
-    candidates = warmCandidates(ctx, user, budgets[level] ?? budgets[Level.Full]!, pass, marks, affinity, explain, sources.newest, trending);
+    candidates = warmCandidates(ctx, user, budgets[level] ?? budgets[Level.Full]!, pass, marks, sims, affinity, explain, sources.newest, trending);
   }
   explain.afterFilter = candidates.length;
 
@@ -188,47 +190,44 @@ export function forYou(
   // Only the places the tail can take are ranked (the limit, the diversity pass's room, a cursor's
   // earlier pages): bounded selections instead of a sort of every candidate.
   const places = Math.max(1, Math.min((task.diversity ? task.limit * DIVERSITY_ROOM : task.limit) + (task.after?.length ?? 0), n));
+  // Kept by candidate index, ties to the lower ordinal (the secondary key is the ordinal negated).
   const top = new TopK(places);
+  const score = new Float64Array(n);
   for (let i = 0; i < n; i++) {
     const o = candidates[i]!;
     const vel = maxVelocity > 0 ? velocity[i]! / maxVelocity : 0;
     const rec = Math.exp(-Math.max(0, nowMs - created[o]!) * RECENCY_RATE);
-    let score: number;
-    if (cold) score = coldTotal > 0 ? (w.velocity * vel + w.recency * rec) / coldTotal : 0;
-    else score = w.similarity * Math.max(0, marks.similarity(o)) + w.velocity * vel + w.recency * rec + w.affinity * affinity.of(o);
-    marks.setScore(o, score);
-    top.push(o, score);
+    if (cold) score[i] = coldTotal > 0 ? (w.velocity * vel + w.recency * rec) / coldTotal : 0;
+    else score[i] = w.similarity * Math.max(0, sims[i]!) + w.velocity * vel + w.recency * rec + w.affinity * affinity.of(o);
+    top.push(i, score[i]!, -o);
   }
-  const byScore = top.sorted();
-  const ranked = cold || options.explore <= 0 ? byScore.ordinals : interleave(ctx, user, options, candidates, byScore.ordinals, affinity, places, task.limit, explain);
-  const scores = new Array<number>(ranked.length);
+  const byScore = top.sorted().ordinals;
+  const order = cold || options.explore <= 0 ? byScore : interleave(ctx, user, options, candidates, byScore, affinity, places, task.limit, explain);
+  const ranked = new Array<number>(order.length);
+  const scores = new Array<number>(order.length);
   const similarity = new Map<number, number>();
-  for (let r = 0; r < ranked.length; r++) {
-    const o = ranked[r]!;
-    scores[r] = marks.score(o);
-    if (!cold) similarity.set(o, marks.similarity(o));
+  for (let r = 0; r < order.length; r++) {
+    const i = order[r]!;
+    ranked[r] = candidates[i]!;
+    scores[r] = score[i]!;
+    if (!cold) similarity.set(candidates[i]!, sims[i]!);
   }
   return { ranked, scores, similarity };
 }
 
 /**
  * This thread's marks of the candidates one `for_you` query has taken, by ordinal: a mark number
- * per query instead of a map or set of each query's own (a query runs to the end before the next
- * starts on this thread), with each candidate's similarity and score beside it.
+ * per query instead of a set of each query's own (a query runs to the end before the next starts
+ * on this thread). 4 bytes per item.
  */
 class CandidateMarks {
   #marks = new Uint32Array(0);
-  #similarity = new Float64Array(0);
-  #score = new Float64Array(0);
   #mark = 0;
 
   /** Starts a query over ordinals below `size`: every ordinal unmarked. */
   begin(size: number): this {
     if (this.#marks.length < size) {
-      const n = Math.max(size, 2 * this.#marks.length, 1024);
-      this.#marks = new Uint32Array(n);
-      this.#similarity = new Float64Array(n);
-      this.#score = new Float64Array(n);
+      this.#marks = new Uint32Array(Math.max(size, 2 * this.#marks.length, 1024));
       this.#mark = 0;
     }
     if (this.#mark === 0xffffffff) {
@@ -243,22 +242,8 @@ class CandidateMarks {
     return this.#marks[o] === this.#mark;
   }
 
-  /** Marks `o` as a candidate of this query, with its similarity to the preference vector. */
-  add(o: number, similarity: number): void {
+  add(o: number): void {
     this.#marks[o] = this.#mark;
-    this.#similarity[o] = similarity;
-  }
-
-  similarity(o: number): number {
-    return this.#similarity[o]!;
-  }
-
-  setScore(o: number, score: number): void {
-    this.#score[o] = score;
-  }
-
-  score(o: number): number {
-    return this.#score[o]!;
   }
 }
 
@@ -270,7 +255,7 @@ function candidateMarks(size: number): CandidateMarks {
 
 /**
  * A warm user's candidates from the four sources of `budget`, each passing `pass`, in source
- * order without repeats; `marks` receives every candidate with its similarity (the ANN's for its
+ * order without repeats, marked in `marks`; `sims` receives each one's similarity (the ANN's for its
  * neighbours, from the items' int8 copy for the others, see {@link itemVectors}). Counted per source in
  * `explain.forYouSources` (the candidates each source added that no earlier one had).
  */
@@ -280,6 +265,7 @@ function warmCandidates(
   budget: ForYouBudget,
   pass: Predicate,
   marks: CandidateMarks,
+  sims: number[],
   affinity: Affinity,
   explain: Explain,
   newest: ForYouSources['newest'],
@@ -299,7 +285,8 @@ function warmCandidates(
       const o = found.keys[i]!;
       if (!pass(o) || marks.has(o)) continue;
       out.push(o);
-      marks.add(o, found.similarity[i]!);
+      sims.push(found.similarity[i]!);
+      marks.add(o);
     }
   }
   explain.annCandidates = ann ? annFound : 0;
@@ -312,7 +299,8 @@ function warmCandidates(
   const pScale = pNorm > 0 ? 1 / Math.sqrt(pNorm) : 0;
   const add = (o: number, source: keyof typeof counts): void => {
     if (marks.has(o)) return;
-    marks.add(o, vectors && p.length === dims ? cosineInt8(vectors, dims, p, pScale, o) : 0);
+    marks.add(o);
+    sims.push(vectors && p.length === dims ? cosineInt8(vectors, dims, p, pScale, o) : 0);
     out.push(o);
     counts[source]++;
   };
@@ -457,11 +445,12 @@ function affinityOf(ctx: QueryContext, user: UserQueryState): Affinity {
 }
 
 /**
- * The first `places` places of the exploration order (see {@link forYou}), from `byScore` (the
- * best `places` candidates by score, best first). Within `places` places at most `places`
- * candidates by score and `places` explorers are ever taken (each pick, either way, uses one
- * place, and what one list skips was placed from the other), so the `places` explorers of
- * smallest hash are all it reads: the result is the same prefix the whole interleave gives.
+ * The first `places` places of the exploration order (see {@link forYou}), as indexes into
+ * `candidates`, from `byScore` (the indexes of the best `places` candidates by score, best first).
+ * Within `places` places at most `places` candidates by score and `places` explorers are ever
+ * taken (each pick, either way, uses one place, and what one list skips was placed from the
+ * other), so the `places` explorers of smallest hash are all it reads: the result is the same
+ * prefix the whole interleave gives.
  */
 function interleave(
   ctx: QueryContext,
@@ -476,11 +465,12 @@ function interleave(
 ): number[] {
   const every = Math.max(2, Math.round(1 / options.explore));
   const ids = ctx.catalog.ids;
-  // Smallest hash first, ties to the lower ordinal: the hash negated as the primary key.
+  // Smallest hash first (the hash negated as the primary key), ties to the lower ordinal.
   const pick = new TopK(places);
-  for (const o of candidates) {
+  for (let i = 0; i < candidates.length; i++) {
+    const o = candidates[i]!;
     if (affinity.positive(o)) continue;
-    pick.push(o, -mix3(user.idHash, options.seed >>> 0, hashString(ids[o] ?? '')));
+    pick.push(i, -mix3(user.idHash, options.seed >>> 0, hashString(ids[o] ?? '')), -o);
   }
   const explorers = pick.sorted().ordinals;
   const used = new Set<number>();
@@ -491,10 +481,10 @@ function interleave(
     if ((out.length + 1) % every === 0) {
       while (e < explorers.length && used.has(explorers[e]!)) e++;
       if (e < explorers.length) {
-        const o = explorers[e++]!;
-        used.add(o);
+        const i = explorers[e++]!;
+        used.add(i);
         if (out.length < limit) explain.explored!++;
-        out.push(o);
+        out.push(i);
         continue;
       }
     }
