@@ -42,6 +42,15 @@ export class TidalDbBuilder {
     return this;
   }
 
+  /**
+   * A module every query worker loads and starts once warm, with a thread-local handle on the
+   * database (see {@link TidalOptions.workerModule}): `tidal serve` runs its HTTP acceptors so.
+   */
+  workerModule(url: string | URL, data?: unknown): this {
+    this.#o.workerModule = data === undefined ? { url: String(url) } : { url: String(url), data };
+    return this;
+  }
+
   /** Source of "now" in milliseconds (default Date.now). */
   clock(fn: () => number): this {
     this.#o.clock = fn;

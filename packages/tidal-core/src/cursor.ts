@@ -27,13 +27,23 @@ const MAC_BYTES = 16;
 export class Cursors {
   readonly #secret: Buffer;
 
-  constructor(meta: Meta) {
-    let secret = meta.get('cursor_secret');
+  constructor(meta: Meta | { readonly secretHex: string }) {
+    let secret = 'secretHex' in meta ? meta.secretHex : meta.get('cursor_secret');
     if (secret === undefined) {
       secret = randomBytes(32).toString('hex');
-      meta.set('cursor_secret', secret);
+      (meta as Meta).set('cursor_secret', secret);
     }
     this.#secret = Buffer.from(secret, 'hex');
+  }
+
+  /** Cursors signed with a secret read elsewhere (a worker thread gets the database's so). */
+  static fromSecret(secretHex: string): Cursors {
+    return new Cursors({ secretHex });
+  }
+
+  /** The secret, hex, for another thread of the same database. */
+  get secretHex(): string {
+    return this.#secret.toString('hex');
   }
 
   #mac(body: string): Buffer {

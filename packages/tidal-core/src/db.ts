@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,16 +30,23 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
 import { SessionRegistry, type OpenSessionOptions, type SessionHandle, type SessionInfo, type SessionSummary } from './sessions.js';
 import type { Item, ItemInput, QueryControl, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
-import { checkAsJson, checkBatch, checkDiversity, checkFilter, checkFiniteNumber, checkId, checkLimit, checkProfile, checkText, checkVector, checkWindow, defaultWindow } from './validate.js';
+import { checkBatch, checkId, defaultWindow } from './validate.js';
 import { Meta, openStorage } from './storage.js';
 import { recover } from './recovery.js';
 import { WritePath } from './write-path.js';
-import { Cursors, LazyCursor, MAX_CURSOR_ITEMS, lazyQueryHash, type CursorState } from './cursor.js';
+import { Cursors, LazyCursor } from './cursor.js';
+import { nextCursor, prepareRetrieve, prepareSearch, retrieveResults, searchResults, type PreparedRead, type ReadDeps } from './read-requests.js';
 import { embedMissing, semanticSearch } from './embedding.js';
 import type { User, UserInput, UserRegistry } from './users.js';
-import { checkFeedOptions, checkForYou, checkUserFilter, type UserCreatorInput, type UserItemInput } from './user-requests.js';
+import { checkUserFilter, type UserCreatorInput, type UserItemInput } from './user-requests.js';
 import { estimateBytes, QueryFront, type QueryPlan } from './query-front.js';
 import { RelatedQuery } from './related-query.js';
+import { LinkServer } from './worker-link.js';
+import { threadHandlers } from './thread-handlers.js';
+import type { HostInit } from './worker-host.js';
+
+/** The query workers' entry when the database has a worker module. */
+const WORKER_HOST_FILENAME = new URL('./worker-host.js', import.meta.url).href;
 
 /** What the fault-injection tests reach behind the facade; not exported from the package. */
 export interface TidalDbInternals {
@@ -145,12 +153,18 @@ export class TidalDb implements AsyncDisposable {
   #walCheckpointer: WalCheckpointer | null = null;
   readonly #pool: QueryPool;
   readonly #queries: QueryFront;
-  readonly #defaultWindow: RetrieveTask['window'];
   readonly #sessions: SessionRegistry;
   readonly #users: UserRegistry;
   readonly #cursors: Cursors;
+  /** What validating a query needs of this thread (sessions, users, co-engagement). */
+  readonly #readDeps: ReadDeps;
   /** Profile `related`, ranked on this thread (see {@link RelatedQuery}); made on first use. */
   #related: RelatedQuery | null = null;
+  /** The items version every acknowledged item write reached, for worker modules' threads (BigInt64). */
+  readonly #itemsVersionCell = new BigInt64Array(new SharedArrayBuffer(8));
+  /** The worker module's link to every worker thread, once they started it (see workerModule). */
+  #link: LinkServer | null = null;
+  #host: HostInit | null = null;
   /** Whether `TIDAL_WORKER_NICE_UNSET` was raised (once per database, not once per warm). */
   #niceWarned = false;
   #metrics: Metrics | null = null;
@@ -202,12 +216,19 @@ export class TidalDb implements AsyncDisposable {
       this.#cursors = new Cursors(meta);
       const log = new SignalLog(this.#db);
       const checkpointRows = new SlotCheckpoint(this.#db, SLOT_BYTES, o.capacity.signalSlots);
-      this.#defaultWindow = defaultWindow(o.schema);
       this.#store = SignalStore.create({ kinds: o.schema.kinds, maxOrdinals: o.capacity.items, maxSlots: o.capacity.signalSlots });
       this.#ackMark = o.durability === 'none' ? null : AckMark.open(`${file}-ack`, o.onWarning);
       const start = recover({ db: this.#db, meta, log, checkpointRows, store: this.#store, ackMark: this.#ackMark, schema: o.schema, file, onWarning: o.onWarning });
       this.#users = start.users;
       this.#sessions = new SessionRegistry(this.#db, o.sessions, o.rateLimit, o.clock, o.onWarning);
+      this.#readDeps = {
+        schema: o.schema,
+        defaultWindow: defaultWindow(o.schema),
+        cursors: this.#cursors,
+        exclude: (session) => this.#sessions.exclude(session, this.#o.clock()),
+        userState: (req) => this.#userState(req),
+        relatedTask: (id) => this.#relatedTask(id),
+      };
       const memoryGuard = MemoryGuard.create(o.memoryGuard, o.onWarning);
       this.#walCheckpointer = WalCheckpointer.start(this.#db, file, o.onWarning);
       this.#writes = new WritePath(
@@ -225,10 +246,35 @@ export class TidalDb implements AsyncDisposable {
           onWarning: o.onWarning,
           // `related` results read their items' signals on first access: as of their query.
           beforeSignals: () => this.#related?.settle(),
+          itemsVersionCell: this.#itemsVersionCell,
         },
         start,
       );
-      this.#pool = new QueryPool({ file, schema: o.schema, arena: this.#store.arena, nice: o.workerNice }, o.workers);
+      const inFlight = new SharedArrayBuffer(4);
+      const host: HostInit | undefined =
+        o.workerModule === null
+          ? undefined
+          : {
+              module: o.workerModule,
+              thread: {
+                link: `tidal-link-${randomUUID()}`,
+                inFlight,
+                itemsVersion: this.#itemsVersionCell.buffer as SharedArrayBuffer,
+                cursorSecret: this.#cursors.secretHex,
+                thresholds: o.loadThresholds,
+                admissionLimit: o.admissionLimit,
+                workers: o.workers,
+                loadManagement: o.loadManagement,
+                schema: o.schema,
+                defaultWindow: defaultWindow(o.schema),
+              },
+            };
+      this.#host = host ?? null;
+      this.#pool = new QueryPool(
+        { file, schema: o.schema, arena: this.#store.arena, nice: o.workerNice, ...(host ? { host } : {}) },
+        o.workers,
+        host ? { filename: WORKER_HOST_FILENAME, eventLoop: true } : {},
+      );
       const sharing = new WorkSharing(o.workSharing, o.clock, () => performance.now());
       const writes = this.#writes;
       this.#queries = new QueryFront(this.#pool, sharing, {
@@ -238,6 +284,7 @@ export class TidalDb implements AsyncDisposable {
         loadManagement: o.loadManagement,
         clock: o.clock,
         itemsVersion: () => writes.itemsVersion,
+        inFlight,
       });
       internals.set(this, { writer: this.#db, pool: this.#pool, recorder: this.#queries.recorder, sharing });
     } catch (err) {
@@ -455,82 +502,34 @@ export class TidalDb implements AsyncDisposable {
    * profile on a worker.
    */
   #retrieve(req: RetrieveRequest, guard: InFlightGuard): Promise<RetrieveResults> {
-    let task: RetrieveTask;
+    let read: PreparedRead<RetrieveTask>;
     let plan: QueryPlan;
-    let hash: () => string;
-    let pinned: CursorState | null;
     try {
-      if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a retrieve request object', req);
-      const profile = checkProfile(req.profile, this.#schema);
-      const window = checkWindow(req.window, profile === 'top' ? '24h' : this.#defaultWindow);
-      const feed = checkFeedOptions(req, window);
-      task = {
-        profile,
-        context: req.context === undefined ? null : checkVector('context', req.context, this.#schema.embeddingDims),
-        filter: checkFilter(req.filter, this.#schema),
-        diversity: checkDiversity(req.diversity, this.#schema),
-        limit: checkLimit('limit', req.limit, 20),
-        window,
-        exclude: this.#sessions.exclude(req.session, this.#o.clock()),
-        user: this.#userState(req),
-        forYou: checkForYou(req, this.#schema),
-        order: feed.order,
-        related: feed.item === null ? null : this.#relatedTask(feed.item),
-      };
-      if (checkAsJson(req.asJson)) task.asJson = true;
-      hash = lazyQueryHash('retrieve', {
-        order: feed.order,
-        item: feed.item,
-        profile,
-        context: task.context,
-        filter: task.filter,
-        diversity: task.diversity,
-        window: task.window,
-        session: req.session?.id ?? null,
-        user: req.user ?? null,
-        userFilter: checkUserFilter(req.userFilter, req.user !== undefined, this.#schema),
-        forYou: task.forYou,
-      });
-      pinned = this.#pin(req.cursor, hash, task);
+      read = prepareRetrieve(req, this.#readDeps);
       plan = this.#queries.plan(req, 'retrieve', guard);
     } catch (err) {
       guard[Symbol.dispose]();
       return Promise.reject(err);
     }
     const started = performance.now();
-    if (task.related) {
+    if (read.task.related) {
       try {
-        return Promise.resolve(this.#relatedHere(task, plan, hash, pinned, started));
+        return Promise.resolve(this.#relatedHere(read, plan, started));
       } catch (err) {
         return Promise.reject(err);
       }
     }
-    return this.#retrieveInWorker(task, plan, hash, pinned, started);
+    return this.#retrieveInWorker(read, plan, started);
   }
 
-  async #retrieveInWorker(task: RetrieveTask, plan: QueryPlan, hash: () => string, pinned: CursorState | null, started: number): Promise<RetrieveResults> {
+  async #retrieveInWorker(read: PreparedRead<RetrieveTask>, plan: QueryPlan, started: number): Promise<RetrieveResults> {
+    const { task } = read;
     // A session's query excludes what that session has seen: it is its own, never shared.
     // A user's query is theirs too (their hidden items, blocks and seen set): never shared.
     const a = await this.#queries.run('retrieve', task, plan, task.exclude === null && !task.user && !task.after, (r) => (r.itemsJson === undefined ? estimateBytes(r.items) : 2 * r.itemsJson.length));
     const r = a.result;
-    const next = new LazyCursor(() => this.#nextCursor(hash, r.nowMs, pinned, r.items, task.limit, r.ordinals));
-    const out: RetrieveResults = {
-      items: r.items.slice(),
-      get nextCursor() {
-        return next.value;
-      },
-      set nextCursor(v: string | null) {
-        next.value = v;
-      },
-      degradationLevel: plan.level,
-      levelReason: plan.reason,
-      ageMs: a.ageMs,
-      warnings: r.warnings.slice(),
-      explain: { ...r.explain, serviceMs: r.serviceMs },
-      tookMs: performance.now() - started,
-    };
-    if (r.itemsJson !== undefined) out.itemsJson = r.itemsJson;
-    return out;
+    const next = new LazyCursor(() => this.#nextCursor(read, r.nowMs, r.items, r.ordinals));
+    return retrieveResults(r, { level: plan.level, reason: plan.reason, ageMs: a.ageMs, started }, next, performance.now());
   }
 
   /**
@@ -538,7 +537,8 @@ export class TidalDb implements AsyncDisposable {
    * holds, and ranking them costs microseconds against the ~0.4 ms round trip to a worker. Admitted,
    * levelled and recorded like every query (its latency counts; it has no worker service time).
    */
-  #relatedHere(task: RetrieveTask, plan: QueryPlan, hash: () => string, pinned: CursorState | null, started: number): RetrieveResults {
+  #relatedHere(read: PreparedRead<RetrieveTask>, plan: QueryPlan, started: number): RetrieveResults {
+    const { task } = read;
     try {
       const signal = plan.control.signal;
       if (signal?.aborted) throw new AbortedError(plan.control.operation, signal.reason);
@@ -550,7 +550,7 @@ export class TidalDb implements AsyncDisposable {
       this.#queries.recorder.record(plan.level, tookMs, null);
       this.#metrics?.served('retrieve', plan.level, tookMs);
       // `picked` holds the page's ordinals in order: the cursor reads them, not the items the caller may change.
-      const next = new LazyCursor(() => this.#nextCursor(hash, nowMs, pinned, r.items, task.limit, picked));
+      const next = new LazyCursor(() => this.#nextCursor(read, nowMs, r.items, picked));
       return new RelatedResults(r.items, next, plan.level, plan.reason, r.warnings, r.explain, tookMs);
     } catch (err) {
       if (AbortedError.is(err)) {
@@ -577,92 +577,26 @@ export class TidalDb implements AsyncDisposable {
   }
 
   async #search(req: SearchRequest, guard: InFlightGuard): Promise<SearchResults> {
-    let task: SearchTask;
+    let read: PreparedRead<SearchTask>;
     let plan: QueryPlan;
-    let hash: () => string;
-    let pinned: CursorState | null;
     try {
-      if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a search request object', req);
-      const text = req.text === undefined ? null : checkText('text', req.text);
-      const vector = req.vector === undefined ? null : checkVector('vector', req.vector, this.#schema.embeddingDims);
-      if (text === null && vector === null) throw new InvalidInputError('request', 'a search with text, vector or both', req);
-      const boost = checkFiniteNumber('boost', req.boost, 0);
-      if (boost < 0) throw new InvalidInputError('boost', 'a finite number ≥ 0', boost);
-      task = {
-        text,
-        vector,
-        filter: checkFilter(req.filter, this.#schema),
-        diversity: checkDiversity(req.diversity, this.#schema),
-        limit: checkLimit('limit', req.limit, 10),
-        boost,
-        user: this.#userState(req),
-      };
-      if (checkAsJson(req.asJson)) task.asJson = true;
-      hash = lazyQueryHash('search', {
-        text,
-        vector,
-        filter: task.filter,
-        diversity: task.diversity,
-        boost,
-        user: req.user ?? null,
-        userFilter: checkUserFilter(req.userFilter, req.user !== undefined, this.#schema),
-      });
-      pinned = this.#pin(req.cursor, hash, task);
+      read = prepareSearch(req, this.#readDeps);
       plan = this.#queries.plan(req, 'search', guard);
     } catch (err) {
       guard[Symbol.dispose]();
       throw err;
     }
+    const { task } = read;
     const started = performance.now();
     const a = await this.#queries.run('search', task, plan, !task.user && !task.after, (r) => (r.hitsJson === undefined ? estimateBytes(r.hits) : 2 * r.hitsJson.length));
     const r = a.result;
-    const next = new LazyCursor(() => this.#nextCursor(hash, r.nowMs, pinned, r.hits, task.limit, r.ordinals));
-    const out: SearchResults = {
-      hits: r.hits.slice(),
-      get nextCursor() {
-        return next.value;
-      },
-      set nextCursor(v: string | null) {
-        next.value = v;
-      },
-      mode: r.mode,
-      degradationLevel: plan.level,
-      levelReason: plan.reason,
-      ageMs: a.ageMs,
-      warnings: r.warnings.slice(),
-      explain: { ...r.explain, serviceMs: r.serviceMs },
-      tookMs: performance.now() - started,
-    };
-    if (r.hitsJson !== undefined) out.hitsJson = r.hitsJson;
-    return out;
+    const next = new LazyCursor(() => this.#nextCursor(read, r.nowMs, r.hits, r.ordinals));
+    return searchResults(r, { level: plan.level, reason: plan.reason, ageMs: a.ageMs, started }, next, performance.now());
   }
 
-  /**
-   * Checks a request's cursor against its query and pins the task to it: the clock the first page
-   * ranked at, and the items the earlier pages returned taken out of the ranking.
-   */
-  #pin(cursor: unknown, hash: () => string, task: RetrieveTask | SearchTask): CursorState | null {
-    if (cursor === undefined) return null;
-    const state = this.#cursors.decode(cursor, hash());
-    task.atMs = state.nowMs;
-    task.after = state.returned;
-    return state;
-  }
-
-  /**
-   * The cursor of the page after `rows` (their ordinals in `ordinals` when known), or null when it
-   * was the last one. Built when the result's `nextCursor` is first read (see {@link LazyCursor}):
-   * the query's hash, the ordinals and the MAC cost ≈ 15–30 µs of the main thread per full page,
-   * which a caller that does not page never pays.
-   */
-  #nextCursor(hash: () => string, nowMs: number | undefined, pinned: CursorState | null, rows: readonly { id: string }[], limit: number, ordinals?: ArrayLike<number>): string | null {
-    const before = pinned?.returned.length ?? 0;
-    const n = ordinals?.length ?? rows.length;
-    if (n < limit || nowMs === undefined || before + n >= MAX_CURSOR_ITEMS) return null;
-    const returned = new Int32Array(before + n);
-    if (pinned) returned.set(pinned.returned);
-    for (let i = 0; i < n; i++) returned[before + i] = ordinals?.[i] ?? this.#writes.ordinalOf(rows[i]!.id) ?? -1;
-    return this.#cursors.encode({ query: hash(), nowMs: pinned?.nowMs ?? nowMs, returned });
+  /** The cursor of the page after `rows`, or null when it was the last one (see {@link nextCursor}). */
+  #nextCursor(read: PreparedRead<RetrieveTask | SearchTask>, nowMs: number | undefined, rows: readonly { id: string }[], ordinals?: ArrayLike<number>): string | null {
+    return nextCursor(this.#cursors, read, nowMs, rows, ordinals, (id) => this.#writes.ordinalOf(id));
   }
 
   /** The user state a query naming `user` sends its worker (null without one); validates `userFilter`. */
@@ -732,7 +666,27 @@ export class TidalDb implements AsyncDisposable {
       this.#niceWarned = true;
       this.#o.onWarning(unset.niceWarning);
     }
+    if (this.#host !== null && this.#link === null) await this.#startWorkerModule(results.map((r) => r.threadId));
     return results;
+  }
+
+  /**
+   * Opens this thread's ends of every worker's link, tells the workers to start the worker
+   * module, and resolves once each has (rejects with the first failure, naming the module).
+   */
+  async #startWorkerModule(threadIds: readonly number[]): Promise<void> {
+    const waiting = new Map<number, { resolve: () => void; reject: (e: unknown) => void }>();
+    const started = threadIds.map((id) => new Promise<void>((resolve, reject) => waiting.set(id, { resolve, reject })));
+    const moduleStarted = (threadId: number, failure: string | null): null => {
+      const w = waiting.get(threadId);
+      waiting.delete(threadId);
+      if (failure === null) w?.resolve();
+      else w?.reject(new InternalError(`the worker module ${this.#host!.module.url} failed to start in worker thread ${threadId}: ${failure}`));
+      return null;
+    };
+    this.#link = new LinkServer(this.#host!.thread.link, threadIds, { ...threadHandlers(this, this.#queries), moduleStarted });
+    this.#link.control({ op: 'start' });
+    await Promise.all(started);
   }
 
   /** Commits every queued write now. */
@@ -761,6 +715,9 @@ export class TidalDb implements AsyncDisposable {
 
   async #shutdown(): Promise<void> {
     let failure: unknown;
+    // The worker module stops first (an acceptor stops taking requests); writes it sent before
+    // are in the queue the flush below commits.
+    this.#link?.close();
     try {
       this.#writes.close(!this.#ephemeral);
     } catch (err) {

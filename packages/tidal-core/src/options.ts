@@ -1,4 +1,6 @@
 import { availableParallelism } from 'node:os';
+import { isAbsolute } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { InvalidInputError, resolveAdmissionLimit, resolveThresholds, type Thresholds } from 'tidal-load';
 import {
   assertDurability,
@@ -59,6 +61,17 @@ export interface TidalOptions {
    * @default 0 (the process's own)
    */
   workerNice?: number;
+  /**
+   * A module every query worker loads once it has warmed, to run code beside the executors, in
+   * the worker's own thread (`tidal serve` loads its HTTP acceptor this way). The module exports
+   * `start(db: ThreadDb, data): void | Promise<void>`: `db` runs reads in that thread and sends
+   * writes to the database's thread; `data` is `workerModule.data`, structured-cloned
+   * (SharedArrayBuffers in it are shared). `open()` resolves once every worker's `start` has;
+   * one that throws fails the open. An optional `stop()` runs when the database closes. Such a
+   * thread reads the wall clock (`Date.now`), whatever `clock` is.
+   * @default none
+   */
+  workerModule?: WorkerModule;
   /**
    * Milliseconds since the epoch; injected by tests to control time.
    * @default Date.now
@@ -131,11 +144,20 @@ export interface TidalOptions {
   workSharing?: WorkSharingOptions;
 }
 
+/** See {@link TidalOptions.workerModule}. */
+export interface WorkerModule {
+  /** The module's URL (`file:` or an absolute path). */
+  readonly url: string;
+  /** Given to the module's `start`; structured-cloned into each worker. @default undefined */
+  readonly data?: unknown;
+}
+
 export interface FilledOptions {
   dir: string | null;
   schema: QuerySchema;
   workers: number;
   workerNice: number;
+  workerModule: { url: string; data: unknown } | null;
   clock: () => number;
   durability: Durability;
   groupCommit: Required<GroupCommitOptions>;
@@ -181,7 +203,7 @@ const NOT_NULL = 'a value (no option takes null; leave it out for the default)';
 
 /** Every key of {@link TidalOptions}: any other key is refused, never ignored. */
 const OPTION_KEYS: readonly (keyof TidalOptions)[] = [
-  'path', 'ephemeral', 'schema', 'workers', 'workerNice', 'clock', 'durability', 'groupCommit', 'capacity', 'checkpointEveryEvents',
+  'path', 'ephemeral', 'schema', 'workers', 'workerNice', 'workerModule', 'clock', 'durability', 'groupCommit', 'capacity', 'checkpointEveryEvents',
   'memoryGuard', 'onWarning', 'loadThresholds', 'admissionLimit', 'loadManagement', 'metricsRegistry', 'rateLimiter', 'sessions',
   'workSharing',
 ];
@@ -263,6 +285,7 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
   const workers = o.workers === undefined ? Math.max(1, availableParallelism()) : wholeInRange('workers', o.workers, 1, DEFAULTS.maxWorkers);
   const workerNice = o.workerNice === undefined ? 0 : wholeInRange('workerNice', o.workerNice, 0, 19);
   const clock = checkClock(o.clock);
+  const workerModule = resolveWorkerModule(o.workerModule);
   const durability = o.durability === undefined ? (hasPath ? 'process' : 'none') : assertDurability(o.durability, 'durability');
   const capacity = {
     items: wholeInRange('capacity.items', o.capacity?.items ?? DEFAULTS.capacity.items, 1, 2 ** 28),
@@ -278,6 +301,7 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
     schema,
     workers,
     workerNice,
+    workerModule,
     clock,
     durability,
     groupCommit: resolveGroupCommitOptions(o.groupCommit, 'groupCommit'),
@@ -289,6 +313,26 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
     sessions: resolveSessionOptions(o.sessions),
     workSharing: resolveWorkSharing(o.workSharing),
   };
+}
+
+function resolveWorkerModule(m: unknown): FilledOptions['workerModule'] {
+  if (m === undefined) return null;
+  if (typeof m !== 'object' || m === null || Array.isArray(m)) throw new InvalidInputError('workerModule', 'an object { url, data? }', m);
+  const { url, data } = m as { url?: unknown; data?: unknown };
+  for (const k of Object.keys(m)) {
+    if (k !== 'url' && k !== 'data') throw new InvalidInputError(`workerModule.${k}`, 'absent: workerModule takes url and data', (m as Record<string, unknown>)[k]);
+  }
+  if (typeof url !== 'string' || url.length === 0) throw new InvalidInputError('workerModule.url', "a module's file: URL or absolute path", url);
+  let href: string;
+  if (url.startsWith('file:')) href = url;
+  else if (isAbsolute(url)) href = pathToFileURL(url).href;
+  else throw new InvalidInputError('workerModule.url', "a module's file: URL or absolute path (a relative path would be read from the worker's directory)", url);
+  try {
+    structuredClone(data);
+  } catch (err) {
+    throw new InvalidInputError('workerModule.data', `a value the structured clone can copy (${(err as Error).message})`, data);
+  }
+  return { url: href, data };
 }
 
 function resolveWarningSink(sink: unknown): WarningSink {

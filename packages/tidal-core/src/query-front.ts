@@ -20,6 +20,7 @@ import { PRIORITY } from './scheduler.js';
 import { canonicalKey, type Answer, type WorkSharing } from './sharing.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
 import type { QueryControl } from './types.js';
+import type { QueryRecord } from './thread-db.js';
 
 export interface QueryPlan {
   readonly control: RunControl;
@@ -60,6 +61,28 @@ function loadView(detector: LoadDetector): LoadView {
   });
 }
 
+/**
+ * Validates a query's control options and decides its level (see {@link chooseLevel}) from the
+ * load at its entry, its deadline and the service times `recorder` measured, for a pool of
+ * `workers` threads serving the queries in flight.
+ */
+export function planQuery(req: QueryControl, operation: string, guard: InFlightGuard, recorder: QueryRecorder, workers: number, loadManagement: boolean): QueryPlan {
+  const control = checkControl(req.signal, req.timeoutMs, operation);
+  const criticality = checkCriticality(req.criticality);
+  const requested = req.level === undefined ? null : checkLevel(req.level);
+  const { level, reason } = chooseLevel({
+    loadLevel: guard.loadLevel,
+    criticalityLevel: guard.level,
+    requested,
+    // The call started microseconds ago (validation): the whole budget remains.
+    remainingMs: control.timeoutMs,
+    queueMs: ((guard.inFlightAtEntry - 1) * recorder.meanServiceMs) / workers,
+    serviceMs: (l) => recorder.serviceEstimateMs(l),
+    loadManagement,
+  });
+  return { control, criticality, level, reason, guard };
+}
+
 export interface QueryFrontOptions {
   readonly thresholds: Readonly<Thresholds>;
   readonly admissionLimit: number;
@@ -68,6 +91,8 @@ export interface QueryFrontOptions {
   readonly clock: () => number;
   /** The items version a query must see (every acknowledged item write). */
   readonly itemsVersion: () => number;
+  /** The in-flight cell, when other threads count in it too (see LoadDetectorOptions.shared). */
+  readonly inFlight?: SharedArrayBuffer;
 }
 
 /**
@@ -99,6 +124,7 @@ export class QueryFront {
       thresholds: o.thresholds,
       admissionLimit: o.admissionLimit,
       retryAfterMs: (inFlight) => this.retryAfterMs(inFlight),
+      ...(o.inFlight ? { shared: o.inFlight } : {}),
     });
     this.load = loadView(this.#detector);
   }
@@ -128,23 +154,9 @@ export class QueryFront {
     }
   }
 
-  /** Validates a query's control options and decides its level (see {@link chooseLevel}). */
+  /** Validates a query's control options and decides its level (see {@link planQuery}). */
   plan(req: QueryControl, operation: string, guard: InFlightGuard): QueryPlan {
-    const control = checkControl(req.signal, req.timeoutMs, operation);
-    const criticality = checkCriticality(req.criticality);
-    const requested = req.level === undefined ? null : checkLevel(req.level);
-    const recorder = this.#recorder;
-    const { level, reason } = chooseLevel({
-      loadLevel: guard.loadLevel,
-      criticalityLevel: guard.level,
-      requested,
-      // The call started microseconds ago (validation): the whole budget remains.
-      remainingMs: control.timeoutMs,
-      queueMs: ((guard.inFlightAtEntry - 1) * recorder.meanServiceMs) / this.#workers,
-      serviceMs: (l) => recorder.serviceEstimateMs(l),
-      loadManagement: this.#loadManagement,
-    });
-    return { control, criticality, level, reason, guard };
+    return planQuery(req, operation, guard, this.#recorder, this.#workers, this.#loadManagement);
   }
 
   /**
@@ -207,6 +219,17 @@ export class QueryFront {
   retryAfterMs(inFlight: number): number {
     const ms = Math.ceil((inFlight * this.#recorder.meanServiceMs) / this.#workers);
     return Math.min(10_000, Math.max(1, ms));
+  }
+
+  /**
+   * Queries a worker module's thread answered itself (see thread-db.ts): recorded as this
+   * thread's own, so `stats()` and the metrics count every query of the process.
+   */
+  recordFromThread(records: readonly QueryRecord[]): void {
+    for (const [op, level, latency, serviceMs] of records) {
+      this.#recorder.record(level, latency, serviceMs);
+      this.#metrics?.served(op, level, latency);
+    }
   }
 
   /** The query side of `stats()`. */

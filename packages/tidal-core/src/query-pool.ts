@@ -34,6 +34,14 @@ export const QUERY_BATCH = 8;
 export interface QueryPoolOptions {
   /** Queries per message at most (1: one message per query). @default QUERY_BATCH */
   readonly batch?: number;
+  /** The workers' entry module, when it wraps tidal-query's (see worker-host.ts). @default WORKER_FILENAME */
+  readonly filename?: string;
+  /**
+   * Whether a worker's event loop runs between tasks. Piscina's default parks an idle worker in
+   * `Atomics.wait`, which stops its event loop; a worker module (an HTTP acceptor) needs it to run.
+   * @default false
+   */
+  readonly eventLoop?: boolean;
 }
 
 type QueryMessage = RetrieveMessage | SearchMessage;
@@ -153,7 +161,8 @@ export class QueryPool {
     for (let i = CANCEL_CELLS - 1; i >= 0; i--) this.#free.push(i);
     const workerData: WorkerInit = { ...init, cancel };
     this.#pool = new Piscina({
-      filename: WORKER_FILENAME,
+      filename: options.filename ?? WORKER_FILENAME,
+      ...(options.eventLoop ? { atomics: 'async' as const } : {}),
       minThreads: workers,
       maxThreads: workers,
       // Workers hold the catalog and ANN index; an idle one must not be reaped and rebuilt.

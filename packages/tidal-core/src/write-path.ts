@@ -72,6 +72,8 @@ export interface WritePathDeps {
   readonly onWarning: WarningSink;
   /** Called before a committed batch's signals are applied to the store (results that read it later settle first). */
   readonly beforeSignals?: () => void;
+  /** Where the items version is published for other threads, after each commit that moves it. */
+  readonly itemsVersionCell?: BigInt64Array;
 }
 
 /**
@@ -118,6 +120,7 @@ export class WritePath {
     this.#ids = start.ids;
     for (const ordinal of this.#ids.values()) if (ordinal >= this.#nextOrdinal) this.#nextOrdinal = ordinal + 1;
     this.#itemsVersion = start.itemsVersion;
+    if (deps.itemsVersionCell !== undefined) Atomics.store(deps.itemsVersionCell, 0, BigInt(start.itemsVersion));
     this.#eventsSinceCheckpoint = start.eventsSinceCheckpoint;
     this.#gc = new GroupCommit<WriteEvent>(
       deps.db,
@@ -428,6 +431,7 @@ export class WritePath {
         this.#unpersisted.delete(e.ordinal);
       }
     }
+    if (this.#deps.itemsVersionCell !== undefined) Atomics.store(this.#deps.itemsVersionCell, 0, BigInt(this.#itemsVersion));
     this.#eventsSinceCheckpoint += signals;
     // The group commit advances nextSeq before this hook runs, so nextSeq − 1 is this batch's last
     // event. A higher number would mark events not yet written as checkpointed, and replay would

@@ -149,6 +149,12 @@ export interface LoadDetectorOptions {
   admissionLimit?: number;
   /** The Retry-After a refusal carries, given the in-flight count and the admission limit. */
   retryAfterMs?: (inFlight: number, admissionLimit: number) => number;
+  /**
+   * Another detector's {@link LoadDetector.buffer}: this one counts in the same cell, so detectors
+   * in several threads (one per HTTP acceptor) see one in-flight count and pick levels as one.
+   * @default a counter of its own
+   */
+  shared?: SharedArrayBuffer;
 }
 
 /**
@@ -182,7 +188,7 @@ export class LoadDetector implements LoadView {
   constructor(options: LoadDetectorOptions = {}) {
     this.thresholds = Object.freeze(resolveThresholds(options.thresholds));
     this.admissionLimit = resolveAdmissionLimit(options.admissionLimit ?? 0, this.thresholds);
-    this.#count = new Int32Array(new SharedArrayBuffer(4));
+    this.#count = new Int32Array(options.shared ?? new SharedArrayBuffer(4), 0, 1);
     this.#retryAfterMs = options.retryAfterMs ?? (() => 1);
   }
 

@@ -24,6 +24,11 @@ export interface WorkerInit {
    * core first when the machine is short of CPU. Linux only; elsewhere the worker reports why not.
    */
   nice?: number;
+  /**
+   * Whatever the code that wraps this worker's entry needs (tidal-core's worker host: the database
+   * link and the module to start); this package never reads it.
+   */
+  host?: unknown;
 }
 
 /**

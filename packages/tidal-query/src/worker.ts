@@ -129,6 +129,19 @@ function fault(msg: FaultMessage): null {
   throw new Error('injected query worker fault');
 }
 
+/**
+ * Runs a query in the calling worker thread, as a posted `retrieve` or `search` task would run:
+ * for code loaded into a query worker (an HTTP acceptor) that answers a request where it arrived,
+ * with no message to another thread. The thread's state is made on first use, as for any task.
+ */
+export function runInThread(msg: RetrieveMessage): ResultOf<'retrieve'>;
+export function runInThread(msg: SearchMessage): ResultOf<'search'>;
+export function runInThread(msg: RetrieveMessage | SearchMessage): ResultOf<'retrieve'> | ResultOf<'search'> {
+  const started = performance.now();
+  state ??= init();
+  return msg.op === 'retrieve' ? retrieve(state, msg, started) : search(state, msg, started);
+}
+
 export default function run(msg: WorkerTask): WorkerResult {
   const started = performance.now();
   state ??= init();

@@ -1,0 +1,190 @@
+/**
+ * A retrieve or search request made into the task a query executor runs, and its answer made into
+ * the result the caller gets. One module for both places a query runs: the database's own thread
+ * (the facade sends the task to a worker) and an HTTP acceptor's worker thread (the task runs where
+ * the request arrived, see thread-db.ts).
+ */
+import { InvalidInputError } from 'tidal-load';
+import type { DegradationLevel } from 'tidal-load';
+import type { QuerySchema, RetrieveTask, SearchTask, UserQueryState, WorkerRetrieveResult, WorkerSearchResult } from 'tidal-query';
+import { type Cursors, LazyCursor, MAX_CURSOR_ITEMS, lazyQueryHash, type CursorState } from './cursor.js';
+import type { LevelReason } from './level-choice.js';
+import type { RetrieveRequest, RetrieveResults, SearchRequest, SearchResults } from './types.js';
+import { checkFeedOptions, checkForYou, checkUserFilter } from './user-requests.js';
+import { checkAsJson, checkDiversity, checkFilter, checkFiniteNumber, checkLimit, checkProfile, checkText, checkVector, checkWindow } from './validate.js';
+
+/** What turning a request into a task needs of the thread it runs on. */
+export interface ReadDeps {
+  readonly schema: QuerySchema;
+  readonly defaultWindow: RetrieveTask['window'];
+  readonly cursors: Cursors;
+  /** The ordinals a session's query leaves out (null without a session). */
+  exclude(session: RetrieveRequest['session']): Int32Array | null;
+  /** The user state a query naming `user` ranks with (null without one); validates `userFilter`. */
+  userState(req: RetrieveRequest | SearchRequest): UserQueryState | null;
+  /** The co-engagement list profile `related` ranks, for the item `id`. */
+  relatedTask(id: string): RetrieveTask['related'];
+}
+
+/** A validated request: its task, its cursor's query hash (made on demand) and the cursor it continues. */
+export interface PreparedRead<T> {
+  readonly task: T;
+  readonly hash: () => string;
+  readonly pinned: CursorState | null;
+}
+
+/**
+ * Checks a request's cursor against its query and pins the task to it: the clock the first page
+ * ranked at, and the items the earlier pages returned taken out of the ranking.
+ */
+function pin(cursors: Cursors, cursor: unknown, hash: () => string, task: RetrieveTask | SearchTask): CursorState | null {
+  if (cursor === undefined) return null;
+  const state = cursors.decode(cursor, hash());
+  task.atMs = state.nowMs;
+  task.after = state.returned;
+  return state;
+}
+
+/** Validates a retrieve request into its task. @throws InvalidInputError naming the bad field. */
+export function prepareRetrieve(req: RetrieveRequest, deps: ReadDeps): PreparedRead<RetrieveTask> {
+  if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a retrieve request object', req);
+  const { schema } = deps;
+  const profile = checkProfile(req.profile, schema);
+  const window = checkWindow(req.window, profile === 'top' ? '24h' : deps.defaultWindow);
+  const feed = checkFeedOptions(req, window);
+  const task: RetrieveTask = {
+    profile,
+    context: req.context === undefined ? null : checkVector('context', req.context, schema.embeddingDims),
+    filter: checkFilter(req.filter, schema),
+    diversity: checkDiversity(req.diversity, schema),
+    limit: checkLimit('limit', req.limit, 20),
+    window,
+    exclude: deps.exclude(req.session),
+    user: deps.userState(req),
+    forYou: checkForYou(req, schema),
+    order: feed.order,
+    related: feed.item === null ? null : deps.relatedTask(feed.item),
+  };
+  if (checkAsJson(req.asJson)) task.asJson = true;
+  const hash = lazyQueryHash('retrieve', {
+    order: feed.order,
+    item: feed.item,
+    profile,
+    context: task.context,
+    filter: task.filter,
+    diversity: task.diversity,
+    window: task.window,
+    session: req.session?.id ?? null,
+    user: req.user ?? null,
+    userFilter: checkUserFilter(req.userFilter, req.user !== undefined, schema),
+    forYou: task.forYou,
+  });
+  return { task, hash, pinned: pin(deps.cursors, req.cursor, hash, task) };
+}
+
+/** Validates a search request into its task. @throws InvalidInputError naming the bad field. */
+export function prepareSearch(req: SearchRequest, deps: ReadDeps): PreparedRead<SearchTask> {
+  if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a search request object', req);
+  const { schema } = deps;
+  const text = req.text === undefined ? null : checkText('text', req.text);
+  const vector = req.vector === undefined ? null : checkVector('vector', req.vector, schema.embeddingDims);
+  if (text === null && vector === null) throw new InvalidInputError('request', 'a search with text, vector or both', req);
+  const boost = checkFiniteNumber('boost', req.boost, 0);
+  if (boost < 0) throw new InvalidInputError('boost', 'a finite number ≥ 0', boost);
+  const task: SearchTask = {
+    text,
+    vector,
+    filter: checkFilter(req.filter, schema),
+    diversity: checkDiversity(req.diversity, schema),
+    limit: checkLimit('limit', req.limit, 10),
+    boost,
+    user: deps.userState(req),
+  };
+  if (checkAsJson(req.asJson)) task.asJson = true;
+  const hash = lazyQueryHash('search', {
+    text,
+    vector,
+    filter: task.filter,
+    diversity: task.diversity,
+    boost,
+    user: req.user ?? null,
+    userFilter: checkUserFilter(req.userFilter, req.user !== undefined, schema),
+  });
+  return { task, hash, pinned: pin(deps.cursors, req.cursor, hash, task) };
+}
+
+/**
+ * The cursor of the page after `rows` (their ordinals in `ordinals` when known, else looked up
+ * with `ordinalOf`), or null when it was the last one. Called when the result's `nextCursor` is
+ * first read (see {@link LazyCursor}).
+ */
+export function nextCursor(
+  cursors: Cursors,
+  read: PreparedRead<RetrieveTask | SearchTask>,
+  nowMs: number | undefined,
+  rows: readonly { id: string }[],
+  ordinals: ArrayLike<number> | undefined,
+  ordinalOf: (id: string) => number | undefined,
+): string | null {
+  const { pinned } = read;
+  const before = pinned?.returned.length ?? 0;
+  const n = ordinals?.length ?? rows.length;
+  if (n < read.task.limit || nowMs === undefined || before + n >= MAX_CURSOR_ITEMS) return null;
+  const returned = new Int32Array(before + n);
+  if (pinned) returned.set(pinned.returned);
+  for (let i = 0; i < n; i++) returned[before + i] = ordinals?.[i] ?? ordinalOf(rows[i]!.id) ?? -1;
+  return cursors.encode({ query: read.hash(), nowMs: pinned?.nowMs ?? nowMs, returned });
+}
+
+/** How a query ran, for its result. */
+export interface RanAs {
+  readonly level: DegradationLevel;
+  readonly reason: LevelReason;
+  /** How old a shared or cached answer was (0 when it ran for this call). */
+  readonly ageMs: number;
+  /** `performance.now()` when the query was planned. */
+  readonly started: number;
+}
+
+/** A retrieve's result from its executor's answer; `nextCursor` is made when first read. */
+export function retrieveResults(r: WorkerRetrieveResult, ran: RanAs, next: LazyCursor, now: number): RetrieveResults {
+  const out: RetrieveResults = {
+    items: r.items.slice(),
+    get nextCursor() {
+      return next.value;
+    },
+    set nextCursor(v: string | null) {
+      next.value = v;
+    },
+    degradationLevel: ran.level,
+    levelReason: ran.reason,
+    ageMs: ran.ageMs,
+    warnings: r.warnings.slice(),
+    explain: { ...r.explain, serviceMs: r.serviceMs },
+    tookMs: now - ran.started,
+  };
+  if (r.itemsJson !== undefined) out.itemsJson = r.itemsJson;
+  return out;
+}
+
+/** A search's result from its executor's answer; `nextCursor` is made when first read. */
+export function searchResults(r: WorkerSearchResult, ran: RanAs, next: LazyCursor, now: number): SearchResults {
+  const out: SearchResults = {
+    hits: r.hits.slice(),
+    get nextCursor() {
+      return next.value;
+    },
+    set nextCursor(v: string | null) {
+      next.value = v;
+    },
+    mode: r.mode,
+    degradationLevel: ran.level,
+    levelReason: ran.reason,
+    ageMs: ran.ageMs,
+    warnings: r.warnings.slice(),
+    explain: { ...r.explain, serviceMs: r.serviceMs },
+    tookMs: now - ran.started,
+  };
+  if (r.hitsJson !== undefined) out.hitsJson = r.hitsJson;
+  return out;
+}

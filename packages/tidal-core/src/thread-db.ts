@@ -1,0 +1,359 @@
+/**
+ * The database as code loaded into a query worker sees it (see `TidalDbBuilder.workerModule`):
+ * reads run in the calling thread, on its own catalog, indexes and the shared signal state, with
+ * no message to another thread; writes, and the reads that need state only the database's thread
+ * holds, travel there through the worker's link (worker-link.ts), batched per turn of the event
+ * loop.
+ *
+ * Admission is shared: the in-flight count lives in the database's SharedArrayBuffer, so a query
+ * admitted here counts for every thread, and its level is picked from the whole process's load.
+ */
+import { performance } from 'node:perf_hooks';
+import { AbortedError, DegradationLevel, InFlightGuard, InternalError, LoadDetector, TidalError, TimeoutError, type LoadView, type Thresholds } from 'tidal-load';
+import type { QuerySchema, RetrieveTask, SearchTask, SignalValues, WorkerRetrieveResult, WorkerSearchResult } from 'tidal-query';
+import { runInThread } from 'tidal-query/worker';
+import { Cursors, LazyCursor } from './cursor.js';
+import { planQuery, type QueryPlan } from './query-front.js';
+import { nextCursor, prepareRetrieve, prepareSearch, retrieveResults, searchResults, type PreparedRead, type ReadDeps } from './read-requests.js';
+import type { OpenSessionOptions, SessionHandle, SessionInfo, SessionSummary } from './sessions.js';
+import { QueryRecorder, type QueryStats } from './stats.js';
+import type { Item, ItemInput, QueryControl, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
+import type { User, UserInput } from './users.js';
+import type { UserCreatorInput, UserItemInput } from './user-requests.js';
+import { LinkClient } from './worker-link.js';
+
+/** What a worker thread is told about the database it serves (part of its `workerData`). */
+export interface ThreadInit {
+  /** The link's channel name (see worker-link.ts). */
+  readonly link: string;
+  /** The load detector's in-flight cell. */
+  readonly inFlight: SharedArrayBuffer;
+  /** The items version every acknowledged item write reached (a BigInt64 cell). */
+  readonly itemsVersion: SharedArrayBuffer;
+  /** The cursor secret, hex: a cursor made here pages on in any thread, and the other way round. */
+  readonly cursorSecret: string;
+  readonly thresholds: Readonly<Thresholds>;
+  readonly admissionLimit: number;
+  readonly workers: number;
+  readonly loadManagement: boolean;
+  readonly schema: QuerySchema;
+  readonly defaultWindow: RetrieveTask['window'];
+}
+
+/**
+ * How long the queries this thread has taken run back to back before it returns to its event loop
+ * to read more requests (and refuse what the chain refuses). A query at the cheapest level takes
+ * about 0.1–1 ms on the bench corpus; 4 ms keeps a refusal's wait behind queries to a few
+ * milliseconds, and is long enough that a burst's queries run together.
+ */
+const TURN_BUDGET_MS = 4;
+
+/** Query records sent to the database's thread at most this often (its stats, metrics and dashboard). */
+const REPORT_INTERVAL_MS = 100;
+
+interface Job {
+  readonly run: () => void;
+  readonly priority: number;
+}
+
+const PRIORITY = { critical: 2, default: 1, sheddable: 0 } as const;
+
+/** One query this thread answered, for the database thread's recorder: level, latency, service time. */
+export type QueryRecord = readonly [op: 'retrieve' | 'search', level: DegradationLevel, latencyMs: number, serviceMs: number];
+
+function needsMainRetrieve(req: RetrieveRequest): boolean {
+  return req.session !== undefined || req.user !== undefined || req.profile === 'related' || req.item !== undefined;
+}
+
+function needsMainSearch(req: SearchRequest): boolean {
+  return req.user !== undefined || req.semantic !== undefined;
+}
+
+/** A request without what cannot cross a thread (its AbortSignal stays here). */
+function portable<T extends QueryControl>(req: T): T {
+  if (req?.signal === undefined) return req;
+  const { signal: _signal, ...rest } = req;
+  return rest as T;
+}
+
+/**
+ * The database as a worker thread's code uses it. Made by the query worker when the database was
+ * opened with a worker module, and handed to the module's `start(db, data)`.
+ */
+export class ThreadDb {
+  readonly #init: ThreadInit;
+  readonly #link: LinkClient;
+  readonly #detector: LoadDetector;
+  readonly #recorder = new QueryRecorder();
+  readonly #cursors: Cursors;
+  readonly #itemsVersion: BigInt64Array;
+  readonly #readDeps: ReadDeps;
+  readonly #jobs: Job[] = [];
+  #drainQueued = false;
+  #records: QueryRecord[] = [];
+  #reportTimer: NodeJS.Timeout | undefined;
+  /** Queries answered in this thread, and forwarded to the database's thread. */
+  readonly counts = { local: 0, forwarded: 0 };
+  readonly load: LoadView;
+
+  constructor(init: ThreadInit, link: LinkClient) {
+    this.#init = init;
+    this.#link = link;
+    this.#detector = new LoadDetector({
+      thresholds: init.thresholds,
+      admissionLimit: init.admissionLimit,
+      shared: init.inFlight,
+      retryAfterMs: (inFlight) => Math.min(10_000, Math.max(1, Math.ceil((inFlight * this.#recorder.meanServiceMs) / init.workers))),
+    });
+    this.load = this.#detector;
+    this.#cursors = Cursors.fromSecret(init.cursorSecret);
+    this.#itemsVersion = new BigInt64Array(init.itemsVersion);
+    const none = (what: string) => () => {
+      throw new InternalError(`a query needing ${what} reached a worker thread`);
+    };
+    this.#readDeps = {
+      schema: init.schema,
+      defaultWindow: init.defaultWindow,
+      cursors: this.#cursors,
+      exclude: (session) => (session === undefined ? null : none('a session')()),
+      userState: () => null,
+      relatedTask: none('co-engagement'),
+    };
+  }
+
+  /** The link's channel, for code that wants to know whether calls are waiting. */
+  get pendingCalls(): number {
+    return this.#link.pending;
+  }
+
+  // ---- reads, in this thread ------------------------------------------------------------
+
+  /**
+   * As `TidalDb.retrieve`. Runs here unless it needs state the database's thread holds (a
+   * session, a user, profile `related`), which it then forwards there (its `signal` stays here:
+   * a forwarded query is not aborted with it).
+   */
+  retrieve(req: RetrieveRequest): Promise<RetrieveResults> {
+    if (typeof req === 'object' && req !== null && needsMainRetrieve(req)) return this.#forward<RetrieveResults>('retrieve', [portable(req)]);
+    return this.#local(req, 'retrieve', (r) => prepareRetrieve(r as RetrieveRequest, this.#readDeps), (read, plan, env) => {
+      const r = runInThread({ op: 'retrieve', env, task: read.task as RetrieveTask, cell: -1 });
+      if ('skipped' in r) throw new InternalError('retrieve was skipped in its own thread');
+      return this.#retrieveResults(read as PreparedRead<RetrieveTask>, plan, r);
+    });
+  }
+
+  /** As `TidalDb.search`; with `semantic` or a `user`, forwarded to the database's thread. */
+  search(req: SearchRequest): Promise<SearchResults> {
+    if (typeof req === 'object' && req !== null && needsMainSearch(req)) return this.#forward<SearchResults>('search', [portable(req)]);
+    return this.#local(req, 'search', (r) => prepareSearch(r as SearchRequest, this.#readDeps), (read, plan, env) => {
+      const r = runInThread({ op: 'search', env, task: read.task as SearchTask, cell: -1 });
+      if ('skipped' in r) throw new InternalError('search was skipped in its own thread');
+      return this.#searchResults(read as PreparedRead<SearchTask>, plan, r);
+    });
+  }
+
+  #retrieveResults(read: PreparedRead<RetrieveTask>, plan: QueryPlan & { started: number }, r: WorkerRetrieveResult): RetrieveResults {
+    const next = new LazyCursor(() => nextCursor(this.#cursors, read, r.nowMs, r.items, r.ordinals, () => undefined));
+    return retrieveResults(r, { level: plan.level, reason: plan.reason, ageMs: 0, started: plan.started }, next, performance.now());
+  }
+
+  #searchResults(read: PreparedRead<SearchTask>, plan: QueryPlan & { started: number }, r: WorkerSearchResult): SearchResults {
+    const next = new LazyCursor(() => nextCursor(this.#cursors, read, r.nowMs, r.hits, r.ordinals, () => undefined));
+    return searchResults(r, { level: plan.level, reason: plan.reason, ageMs: 0, started: plan.started }, next, performance.now());
+  }
+
+  /**
+   * Admission (one atomic add on the shared count), validation and the level now; the query
+   * itself after this turn of the event loop, with the others this turn admitted, so the count
+   * holds every request this thread has taken and not answered, and a burst sees its own load.
+   */
+  #local<T>(
+    req: QueryControl,
+    operation: 'retrieve' | 'search',
+    prepare: (req: QueryControl) => PreparedRead<RetrieveTask | SearchTask>,
+    execute: (read: PreparedRead<RetrieveTask | SearchTask>, plan: QueryPlan & { started: number }, env: { level: DegradationLevel; nowMs: number; itemsVersion: number }) => T & { explain: { serviceMs?: number } },
+  ): Promise<T> {
+    const sheddable = typeof req === 'object' && req !== null && req.criticality === 'sheddable';
+    const admitted = this.#detector.tryEnter(sheddable ? 'sheddable' : 'default');
+    if (!(admitted instanceof InFlightGuard)) return Promise.reject(admitted);
+    const guard = admitted;
+    let read: PreparedRead<RetrieveTask | SearchTask>;
+    let plan: QueryPlan & { started: number };
+    try {
+      read = prepare(req);
+      plan = { ...planQuery(req, operation, guard, this.#recorder, this.#init.workers, this.#init.loadManagement), started: performance.now() };
+    } catch (err) {
+      guard[Symbol.dispose]();
+      return Promise.reject(err);
+    }
+    return new Promise<T>((resolve, reject) => {
+      const run = () => {
+        try {
+          const { signal, timeoutMs } = plan.control;
+          if (signal?.aborted) throw new AbortedError(operation, signal.reason);
+          if (timeoutMs !== null && performance.now() - plan.started >= timeoutMs) throw new TimeoutError(operation, timeoutMs);
+          const env = { level: plan.level, nowMs: Date.now(), itemsVersion: Number(Atomics.load(this.#itemsVersion, 0)) };
+          const out = execute(read, plan, env);
+          const latency = performance.now() - plan.started;
+          const serviceMs = out.explain.serviceMs ?? 0;
+          this.#recorder.record(plan.level, latency, serviceMs);
+          this.#report([operation, plan.level, latency, serviceMs]);
+          this.counts.local++;
+          resolve(out);
+        } catch (err) {
+          if (TidalError.is(err) && (err.code === 'TIDAL_ABORTED' || err.code === 'TIDAL_TIMEOUT')) this.#recorder.cancelled++;
+          else this.#recorder.failed++;
+          reject(TidalError.is(err) ? err : new InternalError(`${operation} failed: ${(err as Error)?.message ?? String(err)}`, { cause: err }));
+        } finally {
+          guard[Symbol.dispose]();
+        }
+      };
+      this.#enqueue({ run, priority: PRIORITY[plan.criticality] });
+    });
+  }
+
+  #enqueue(job: Job): void {
+    // Highest priority first, in arrival order within one: insert after the last of its rank.
+    let i = this.#jobs.length;
+    while (i > 0 && this.#jobs[i - 1]!.priority < job.priority) i--;
+    this.#jobs.splice(i, 0, job);
+    if (this.#drainQueued) return;
+    this.#drainQueued = true;
+    setImmediate(() => this.#drain());
+  }
+
+  #drain(): void {
+    this.#drainQueued = false;
+    const until = performance.now() + TURN_BUDGET_MS;
+    while (this.#jobs.length > 0) {
+      this.#jobs.shift()!.run();
+      if (performance.now() >= until) break;
+    }
+    if (this.#jobs.length > 0 && !this.#drainQueued) {
+      this.#drainQueued = true;
+      setImmediate(() => this.#drain());
+    }
+  }
+
+  /** Queries taken by this thread and not run yet. */
+  get queued(): number {
+    return this.#jobs.length;
+  }
+
+  #report(record: QueryRecord): void {
+    this.#records.push(record);
+    if (this.#reportTimer !== undefined) return;
+    this.#reportTimer = setTimeout(() => {
+      this.#reportTimer = undefined;
+      const records = this.#records;
+      this.#records = [];
+      void this.#link.call('recordQueries', [records]).catch(() => {});
+    }, REPORT_INTERVAL_MS);
+    this.#reportTimer.unref();
+  }
+
+  #forward<T>(method: string, args: readonly unknown[]): Promise<T> {
+    this.counts.forwarded++;
+    return this.#link.call<T>(method, args);
+  }
+
+  // ---- through the database's thread -------------------------------------------------------
+
+  /** As `TidalDb.get` (forwarded: the stored row is read by the database's thread). */
+  get(id: string): Promise<Item | undefined> {
+    return this.#forward('get', [id]);
+  }
+
+  /** As `TidalDb.itemSignals`, forwarded. */
+  itemSignals(id: string): Promise<Record<string, SignalValues>> {
+    return this.#forward('itemSignals', [id]);
+  }
+
+  upsertItems(items: readonly ItemInput[]): Promise<void> {
+    return this.#forward('upsertItems', [items]);
+  }
+
+  delete(id: string): Promise<void> {
+    return this.#forward('delete', [id]);
+  }
+
+  signal(signal: SignalInput): Promise<number> {
+    return this.#forward('signals', [[signal]]);
+  }
+
+  signals(batch: readonly SignalInput[]): Promise<number> {
+    return this.#forward('signals', [batch]);
+  }
+
+  upsertUsers(users: readonly UserInput[]): Promise<void> {
+    return this.#forward('upsertUsers', [users]);
+  }
+
+  getUser(id: string): Promise<User | undefined> {
+    return this.#forward('getUser', [id]);
+  }
+
+  deleteUser(id: string): Promise<void> {
+    return this.#forward('deleteUser', [id]);
+  }
+
+  hide(edge: UserItemInput): Promise<void> {
+    return this.#forward('hide', [edge]);
+  }
+
+  unhide(edge: UserItemInput): Promise<void> {
+    return this.#forward('unhide', [edge]);
+  }
+
+  block(edge: UserCreatorInput): Promise<void> {
+    return this.#forward('block', [edge]);
+  }
+
+  unblock(edge: UserCreatorInput): Promise<void> {
+    return this.#forward('unblock', [edge]);
+  }
+
+  follow(edge: UserCreatorInput): Promise<void> {
+    return this.#forward('follow', [edge]);
+  }
+
+  unfollow(edge: UserCreatorInput): Promise<void> {
+    return this.#forward('unfollow', [edge]);
+  }
+
+  openSession(options: OpenSessionOptions): Promise<SessionHandle> {
+    return this.#forward('openSession', [options]);
+  }
+
+  sessionSignal(session: SessionHandle, signal: SignalInput): Promise<number> {
+    return this.#forward('sessionSignal', [session, signal]);
+  }
+
+  closeSession(session: SessionHandle): Promise<SessionSummary> {
+    return this.#forward('closeSession', [session]);
+  }
+
+  openSessions(): Promise<SessionInfo[]> {
+    return this.#forward('openSessions', []);
+  }
+
+  /** The database's `stats()`, from its thread. */
+  stats(): Promise<QueryStats> {
+    return this.#forward('stats', []);
+  }
+
+  /** A worker thread does not close the database: the thread that opened it does. */
+  get closed(): boolean {
+    return false;
+  }
+
+  /** Sends what is left of the query records; the link itself closes with the worker. */
+  flushReports(): void {
+    if (this.#reportTimer !== undefined) clearTimeout(this.#reportTimer);
+    this.#reportTimer = undefined;
+    if (this.#records.length === 0) return;
+    const records = this.#records;
+    this.#records = [];
+    void this.#link.call('recordQueries', [records]).catch(() => {});
+  }
+}
