@@ -1,3 +1,4 @@
+import { DegradationLevel, levelName, type DegradationLevelName } from 'tidal-core';
 import type { Clock, ServeSample } from './admission/types.js';
 
 /** Settings of a {@link Recorder}; every field but the two sources is optional. */
@@ -22,6 +23,10 @@ const BIN_GROWTH = 1.05;
 const BINS = 332;
 const LOG_GROWTH = Math.log(BIN_GROWTH);
 
+// A level's name (as an answer carries it) to its number, the index of its count in a second.
+const LEVEL_OF: ReadonlyMap<string, number> = new Map(Object.entries(DegradationLevel));
+const LEVELS = LEVEL_OF.size;
+
 function binOf(latencyMs: number): number {
   if (!(latencyMs > BIN_BASE_MS)) return 0;
   return Math.min(BINS - 1, Math.floor(Math.log(latencyMs / BIN_BASE_MS) / LOG_GROWTH));
@@ -36,6 +41,8 @@ interface Second {
   sec: number;
   offered: number;
   good: number;
+  /** 2xx query answers by the degradation level they ran at, indexed by the level's number. */
+  levels: Uint32Array;
   refused: Map<string, number>;
   latency: Uint32Array;
   latencyCount: number;
@@ -43,7 +50,7 @@ interface Second {
 
 /**
  * Per-second counts of what the server answered, over the last few minutes: offered, goodput,
- * refusals by reason, and a latency histogram. `record` is O(1) and allocates nothing on the common
+ * query answers by degradation level, refusals by reason, and a latency histogram. `record` is O(1) and allocates nothing on the common
  * path; `sample` reads the last complete second for the rates and the last `windowSeconds` for the
  * percentiles.
  */
@@ -66,6 +73,7 @@ export class Recorder {
       sec: -1,
       offered: 0,
       good: 0,
+      levels: new Uint32Array(LEVELS),
       refused: new Map<string, number>(),
       latency: new Uint32Array(BINS),
       latencyCount: 0,
@@ -80,6 +88,7 @@ export class Recorder {
       slot.sec = sec;
       slot.offered = 0;
       slot.good = 0;
+      slot.levels.fill(0);
       slot.refused.clear();
       slot.latency.fill(0);
       slot.latencyCount = 0;
@@ -90,12 +99,19 @@ export class Recorder {
   /**
    * Counts one answered request. A 429 or 503 is a refusal, counted under `code` (the chain's
    * reason or tidal's error code); its latency is left out of the percentiles, which describe the
-   * requests that were served.
+   * requests that were served. `level` is the degradation level a query answer says it ran at
+   * (`Full`, `ReducedCandidates`, ...); a 2xx answer with a level is counted under it.
    */
-  record(_route: string, status: number, code: string | undefined, latencyMs: number): void {
+  record(_route: string, status: number, code: string | undefined, latencyMs: number, level?: string): void {
     const slot = this.#slot(Math.floor(this.#clock() / 1000));
     slot.offered++;
-    if (status >= 200 && status < 300) slot.good++;
+    if (status >= 200 && status < 300) {
+      slot.good++;
+      if (level !== undefined) {
+        const i = LEVEL_OF.get(level);
+        if (i !== undefined) slot.levels[i]!++;
+      }
+    }
     if (status === 429 || status === 503) {
       const key = code ?? String(status);
       slot.refused.set(key, (slot.refused.get(key) ?? 0) + 1);
@@ -127,11 +143,18 @@ export class Recorder {
       offeredPerSec: current ? last.offered : 0,
       goodputPerSec: current ? last.good : 0,
       refusedPerSec: current ? Object.fromEntries(last.refused) : {},
+      levelsPerSec: levelCounts(current ? last.levels : undefined),
       p50Ms: percentile(merged, count, 0.5),
       p99Ms: percentile(merged, count, 0.99),
       windowSeconds: this.#window,
     };
   }
+}
+
+function levelCounts(levels: Uint32Array | undefined): Record<DegradationLevelName, number> {
+  const out = {} as Record<DegradationLevelName, number>;
+  for (let i = 0; i < LEVELS; i++) out[levelName(i as DegradationLevel)] = levels?.[i] ?? 0;
+  return out;
 }
 
 function percentile(bins: Uint32Array, count: number, p: number): number {

@@ -156,7 +156,8 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
       body.asJson = true;
       const result = await run(body);
       const level = levelName(result.degradationLevel);
-      void reply.header(LEVEL_HEADER, level);
+      // On the raw response, where the server reads it back for the recorder when the response closes.
+      reply.raw.setHeader(LEVEL_HEADER, level);
       const answer = result as unknown as Record<string, unknown>;
       answer.degradationLevel = level;
       // JSON leaves out a field whose value is undefined: the answer keeps its shape.

@@ -18,7 +18,7 @@ import { CLIENT_CLOSED, ServeError, errorReply } from './errors.js';
 import type { KeyRing } from './keys.js';
 import { createServeMetrics, type ServeMetrics } from './metrics.js';
 import { Recorder } from './recorder.js';
-import { registerRoutes, routeName } from './routes.js';
+import { LEVEL_HEADER, registerRoutes, routeName } from './routes.js';
 
 /** The calls of `TidalDb` the server makes; a `TidalDb` is one. */
 export type ServeDb = Pick<
@@ -242,8 +242,8 @@ export function createServer(options: ServerOptions): TidalServer {
     },
   });
 
-  function finish(ctx: { route: string; code: string | undefined }, status: number, latencyMs: number): void {
-    recorder.record(ctx.route, status, ctx.code, latencyMs);
+  function finish(ctx: { route: string; code: string | undefined }, status: number, latencyMs: number, level?: string): void {
+    recorder.record(ctx.route, status, ctx.code, latencyMs, level);
     metrics.response(ctx.route, status);
     if ((status === 429 || status === 503) && ctx.code !== undefined) metrics.refused(ctx.code);
   }
@@ -313,7 +313,7 @@ export function createServer(options: ServerOptions): TidalServer {
     // A timeout, tidal's own 503 and a 500 say the server is congested; a client error, a quota
     // refusal and a client that went away say nothing about capacity.
     ctx.ticket?.release({ latencyMs, ok: status !== 500 && status !== 503 && status !== 504 });
-    finish(ctx, status, latencyMs);
+    finish(ctx, status, latencyMs, this.getHeader(LEVEL_HEADER) as string | undefined);
     if (inFlight === 0) onIdle?.();
   }
 

@@ -26,6 +26,7 @@ function sampleAt(): ServeSample {
     offeredPerSec: 10 * ticks,
     goodputPerSec: 9 * ticks,
     refusedPerSec: { inflight: ticks },
+    levelsPerSec: { Full: 5 * ticks, ReducedCandidates: 2 * ticks, CoarseAggregates: ticks, NoDiversity: ticks },
     p50Ms: 1.5,
     p99Ms: 12.25,
     windowSeconds: 10,
@@ -283,7 +284,7 @@ describe('dashboard events', () => {
     advance(1);
     await s.until(() => s.frames().length >= 3, 'two samples');
     const [, f1, f2] = s.frames();
-    const first = { t: T0 + 1000, inFlight: 1, level: 'ReducedCandidates', offeredPerSec: 10, goodputPerSec: 9, refusedPerSec: { inflight: 1 }, p50Ms: 1.5, p99Ms: 12.25, windowSeconds: 10 };
+    const first = { t: T0 + 1000, inFlight: 1, level: 'ReducedCandidates', offeredPerSec: 10, goodputPerSec: 9, refusedPerSec: { inflight: 1 }, levelsPerSec: { Full: 5, ReducedCandidates: 2, CoarseAggregates: 1, NoDiversity: 1 }, p50Ms: 1.5, p99Ms: 12.25, windowSeconds: 10 };
     expect(f1).toBe(`id: ${T0 + 1000}\ndata: ${JSON.stringify(first)}`);
     expect(f2).toMatch(new RegExp(`^id: ${T0 + 2000}\ndata: \\{[^\n]*\\}$`));
     expect(s.samples().map((x) => [x.t, x.inFlight, x.goodputPerSec, x.refusedPerSec])).toEqual([
@@ -446,7 +447,7 @@ describe('dashboard clients', () => {
     }
     expect(dashboard.stats()).toMatchObject({ clients: 0, dropped: 1 });
     expect(res.writableLength).toBeGreaterThan(1000);
-    // ~200 bytes a sample: cut after the first write past the bound, not at the first write.
+    // ~300 bytes a sample: cut after the first write past the bound, not at the first write.
     expect(intervals).toBeGreaterThan(2);
     expect(intervals).toBeLessThan(10);
   });

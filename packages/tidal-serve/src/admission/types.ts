@@ -1,3 +1,5 @@
+import type { DegradationLevelName } from 'tidal-core';
+
 /**
  * The contract between the HTTP server and the admission chain. The chain runs before any body
  * parsing: it sees only what the request line and headers say (route, tenant), and answers with
@@ -175,7 +177,23 @@ export interface ServeSample {
   readonly goodputPerSec: number;
   /** Refusals per second by reason: the chain's reasons and tidal's error codes. */
   readonly refusedPerSec: Readonly<Record<string, number>>;
+  /**
+   * Successful (2xx) query answers per second at each degradation level, by the level each answer
+   * says it ran at (`x-tidal-degradation-level`). Their sum is the query share of `goodputPerSec`.
+   */
+  readonly levelsPerSec: Readonly<Record<DegradationLevelName, number>>;
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly windowSeconds: number;
+  /**
+   * Per HTTP acceptor thread, when the server runs several (absent with one): each one's rates over
+   * the last second and its requests in flight now.
+   */
+  readonly acceptors?: readonly {
+    readonly id: number;
+    readonly offeredPerSec: number;
+    readonly goodputPerSec: number;
+    readonly refusedPerSec: number;
+    readonly inFlight: number;
+  }[];
 }

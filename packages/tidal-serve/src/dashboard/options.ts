@@ -53,13 +53,15 @@ export interface FilledDashboardOptions {
 export const DASHBOARD_DEFAULTS = Object.freeze({
   intervalMs: 1000,
   // "The last minutes": five of them. At one sample a second that is a 300-point backlog of
-  // ~250 bytes of JSON each, ~75 KB written once per page load.
+  // ~300 bytes each (a framed sample with its level mix; ~470 with two acceptors), ~90 KB
+  // (~140 KB) written once per page load.
   historySeconds: 300,
   // Each stream costs a socket and one small write per interval. A dashboard is for people, not
   // for fleets of scrapers (those use /metrics): a handful of open tabs per operator, with room.
   maxClients: 16,
   heartbeatMs: 15_000,
-  // ~13 backlogs' worth: a page that has not read 1 MiB is hours behind at ~250 B/s.
+  // ~7 backlogs' worth even with acceptors: a page that has not read 1 MiB is more than half an
+  // hour behind at ~470 B/s.
   maxBufferedBytes: 1_048_576,
 } as const);
 
