@@ -208,8 +208,9 @@ export function renderMarkdown(pins: readonly PinRun[], f: ReportFlags): string 
     '',
   ];
   for (const p of pins) {
-    const c = p.runs[0]?.c;
-    lines.push(`### ${pinHeading(p)}`, '', c === undefined ? 'No server ran.' : `**C = ${fmtInt(c)} requests/s.**`, '');
+    const first = p.runs[0];
+    const c = first === undefined ? 'No server ran.' : `**C = ${fmtInt(first.c)} requests/s**${f.capacity > 0 || first.capacity.validity.valid ? '.' : ', from an INVALID capacity phase: the generator lagged while it was measured.'}`;
+    lines.push(`### ${pinHeading(p)}`, '', c, '');
     for (const run of p.runs) {
       lines.push(`#### ${run.variant.heading}`, '', phaseTable(run), '');
       const notes = invalidNotes(run);
