@@ -4,38 +4,44 @@
  * port), measures the capacity C with a closed loop kept below the first degradation threshold (so
  * C is Full's capacity), then offers 1×, 3×, 10× and 0.5× C as Poisson arrivals
  * (bench/src/serve/loadgen.ts, a separate process) with latency timed from each request's schedule.
- * The same phases run again against a server started with `--no-admission` (tidal's own load
- * management stays; the HTTP chain is off), and against one with the chain on and its query workers
- * at the HTTP thread's own priority (`--worker-nice 0`), both at the first server's C. While each phase runs, the server's /stats, its RSS and
- * its main thread's CPU time are sampled.
+ * The same phases run against every server of `--variants` (default: the chain on, `--no-admission`,
+ * `--worker-nice 0`), all at the first one's C.
+ *
+ * The whole set runs unpinned and pinned (`--pin both`, the default; `on`, `off`): pinned, the
+ * server runs on `--server-cpus` and the generator (and this process) on `--generator-cpus`,
+ * through `taskset`, so neither takes CPU from the other; each mode measures its own C. A phase in
+ * which the generator fell behind its own schedule is marked INVALID (validity.ts) and its
+ * latencies are not reported as the server's. While each phase runs, the server's /stats, its RSS
+ * and every thread's CPU time are sampled.
  *
  * Writes the tables into docs/serve.md (between the bench:serve markers), the chart into
- * docs/serve.svg and the raw results into bench/results/serve.json.
+ * docs/serve.svg and the raw results into bench/results/serve.json; `--no-docs` leaves docs/ alone,
+ * `--json PATH` writes the results elsewhere.
  *
- * The generator's client is `--client raw` (the default: node:net sockets, ≈ 0.4× undici's CPU per
- * request, measured by bench/src/serve/client-cost.ts) or `--client undici`.
- *
- *     npm run bench:serve -- [--items 100000] [--seconds 10] [--closed 16] [--workers 2] [--client raw|undici] [--profile [--profile-at 3|10]] [--capacity N]
+ *     npm run bench:serve -- --help
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InvalidInputError } from 'tidal-core';
 import { Corpus } from '../corpus.js';
 import { mixHttpRequest, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
-import { describeMachine, fmtInt, intFlag, machine, markdownTable } from '../stats.js';
-import type { LoadgenClient, LoadResult, RequestSpec } from './loadgen.js';
+import { fmtInt, intFlag, machine } from '../stats.js';
+import { LOADGEN_DEFAULTS, type LoadgenClient, type RequestSpec } from './loadgen.js';
+import { allowedCpus, chooseCpus, formatCpuList, parseCpuList, pinnedCommand, setAffinity, tasksetAvailable, type PinMode } from './pinning.js';
+import { summarizeProfile } from './profile.js';
+import { describePhase, renderMarkdown, renderSvg, type FailedRun, type PhaseOutcome, type PinLabel, type PinRun, type ServerRun, type Tick } from './report.js';
 import { runLoadgen } from './spawn-loadgen.js';
-import { summarizeProfile, type ProfileSummary } from './profile.js';
+import { readThreads, threadShares, type ThreadTime } from './threads.js';
+import { checkThresholds, judgePhase, VALIDITY_DEFAULTS, type ValidityThresholds } from './validity.js';
+import { DEFAULT_VARIANTS, parseVariants, resolveRuntime, type ResolvedRuntime, type VariantSpec } from './variants.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..', '..');
-const CLI = join(ROOT, 'packages', 'tidal-serve', 'dist', 'cli.js');
 const LEVEL_HEADER = 'x-tidal-degradation-level';
-const LEVELS = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const;
 /** Clock ticks per second of /proc's CPU times (CLK_TCK, 100 on Linux). */
 const TICKS = 100;
 
@@ -48,36 +54,116 @@ interface Flags {
   profile: boolean;
   /** The phase (its factor of C) whose main-thread profile is reported. */
   profileAt: number;
-  skipOff: boolean;
-  skipNice0: boolean;
   /** C given with `--capacity` (0: measured by the closed loop). */
   capacity: number;
   client: LoadgenClient;
+  pin: PinMode;
+  serverCpus: number[] | null;
+  generatorCpus: number[] | null;
+  serverNode: string;
+  serverRoot: string;
+  variants: VariantSpec[];
+  /** The generator's `--late-ms`. */
+  lateMs: number;
+  validity: ValidityThresholds;
+  docs: boolean;
+  json: string;
+}
+
+const HELP = `npm run bench:serve -- [flags]
+
+  --items N               demo corpus size (default 100000)
+  --seconds S             seconds per phase (also --phase-seconds; default 10)
+  --closed N              closed-loop concurrency that measures C (default 16)
+  --capacity N            a fixed C in requests/s instead of the closed loop's
+  --workers N             the server's query workers (default 2)
+  --distinct N            distinct requests in the mix (default 8192)
+  --client raw|undici     the generator's client (default raw)
+  --profile [--profile-at 3|10]   the first server's main-thread profile at that phase
+  --pin both|on|off       unpinned and pinned runs, pinned only, unpinned only (default both)
+  --server-cpus LIST      pinned: the server's CPUs (default: all but the last)
+  --generator-cpus LIST   pinned: the generator's CPUs (default: the last); disjoint from the server's
+  --server-node PATH      the node binary of the server (default: this process's)
+  --server-root DIR       the tree whose packages/tidal-serve/dist/cli.js runs (default: this tree)
+  --variants LIST         servers to compare, ';'-separated [NAME=][RUNTIME:](PRESET|FLAGS), e.g.
+                          'on;a2=--acceptors 2;n24=node24:--acceptors 2' (default '${DEFAULT_VARIANTS}');
+                          presets on, off (--no-admission), nice0 (--worker-nice 0); runtimes
+                          default, node24 (node scripts/node24.mjs which / root)
+  --skip-off, --skip-nice0  drop those presets from the list
+  --late-ms MS            a send more than MS after its schedule is late (default ${LOADGEN_DEFAULTS.lateMs})
+  --max-late-share PCT    INVALID when more than PCT % of a phase's sends are late (default ${VALIDITY_DEFAULTS.maxLateShare * 100})
+  --max-lag-ms MS         INVALID when the generator's event-loop lag p99 is above MS (default ${VALIDITY_DEFAULTS.maxLagP99Ms})
+  --no-docs               do not write docs/serve.md and docs/serve.svg
+  --json PATH             where the results go (default bench/results/serve.json)
+`;
+
+function stringFlag(argv: readonly string[], name: string): string | undefined {
+  const flag = `--${name}`;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === flag) {
+      const v = argv[i + 1];
+      if (v === undefined) throw new InvalidInputError(flag, 'followed by a value', undefined);
+      return v;
+    }
+    if (a.startsWith(`${flag}=`)) return a.slice(flag.length + 1);
+  }
+  return undefined;
+}
+
+function numberFlag(argv: readonly string[], name: string, fallback: number, max: number): number {
+  const raw = stringFlag(argv, name);
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n) || n < 0 || n > max) throw new InvalidInputError(`--${name}`, `a number from 0 to ${max}`, raw);
+  return n;
+}
+
+function positive(flag: string, n: number): number {
+  if (!(n > 0)) throw new InvalidInputError(flag, 'a number > 0', n);
+  return n;
 }
 
 function parseFlags(argv: readonly string[]): Flags {
+  const client = stringFlag(argv, 'client') ?? 'raw';
+  if (client !== 'raw' && client !== 'undici') throw new InvalidInputError('--client', 'raw or undici', client);
+  const pin = stringFlag(argv, 'pin') ?? 'both';
+  if (pin !== 'both' && pin !== 'on' && pin !== 'off') throw new InvalidInputError('--pin', 'both, on or off', pin);
+  const cpus = (name: string): number[] | null => {
+    const raw = stringFlag(argv, name);
+    return raw === undefined ? null : parseCpuList(`--${name}`, raw);
+  };
+  let variants = parseVariants(stringFlag(argv, 'variants') ?? DEFAULT_VARIANTS);
+  if (argv.includes('--skip-off')) variants = variants.filter((v) => v.name !== 'off');
+  if (argv.includes('--skip-nice0')) variants = variants.filter((v) => v.name !== 'nice0');
+  if (variants.length === 0) throw new InvalidInputError('--variants', 'at least one server left after --skip-off/--skip-nice0', '');
+  const serverRoot = resolve(stringFlag(argv, 'server-root') ?? ROOT);
+  const json = stringFlag(argv, 'json');
   return {
     items: intFlag(argv, 'items', 100_000),
-    seconds: intFlag(argv, 'seconds', 10),
+    seconds: intFlag(argv, 'seconds', intFlag(argv, 'phase-seconds', 10)),
     closed: intFlag(argv, 'closed', 16),
     workers: intFlag(argv, 'workers', 2),
     distinct: intFlag(argv, 'distinct', 8192),
     profile: argv.includes('--profile'),
     profileAt: intFlag(argv, 'profile-at', 3),
-    skipOff: argv.includes('--skip-off'),
-    skipNice0: argv.includes('--skip-nice0'),
     // A fixed C (requests/s) instead of the closed loop's: two builds compared at the same offered rates.
-    capacity: intFlag(argv, 'capacity', 0),
-    client: clientFlag(argv),
+    capacity: intFlag(argv, 'capacity', 0, 0),
+    client,
+    pin,
+    serverCpus: cpus('server-cpus'),
+    generatorCpus: cpus('generator-cpus'),
+    serverNode: stringFlag(argv, 'server-node') ?? process.execPath,
+    serverRoot,
+    variants,
+    lateMs: positive('--late-ms', numberFlag(argv, 'late-ms', LOADGEN_DEFAULTS.lateMs, 60_000)),
+    validity: checkThresholds({
+      maxLagP99Ms: numberFlag(argv, 'max-lag-ms', VALIDITY_DEFAULTS.maxLagP99Ms, 60_000),
+      maxLateShare: numberFlag(argv, 'max-late-share', VALIDITY_DEFAULTS.maxLateShare * 100, 100) / 100,
+    }),
+    docs: !argv.includes('--no-docs'),
+    json: json === undefined ? join(ROOT, 'bench', 'results', 'serve.json') : resolve(json),
   };
-}
-
-function clientFlag(argv: readonly string[]): LoadgenClient {
-  const i = argv.findIndex((a) => a === '--client' || a.startsWith('--client='));
-  if (i < 0) return 'raw';
-  const value = argv[i]!.startsWith('--client=') ? argv[i]!.slice('--client='.length) : argv[i + 1];
-  if (value !== 'raw' && value !== 'undici') throw new InvalidInputError('--client', 'raw or undici', value);
-  return value;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -91,10 +177,10 @@ interface Server {
   exited: Promise<number | null>;
 }
 
-async function startServer(flags: Flags, variant: Variant, profileDir: string | null): Promise<Server> {
+async function startServer(flags: Flags, variant: VariantSpec, runtime: ResolvedRuntime, cpus: readonly number[] | null, profileDir: string | null): Promise<Server> {
   const args = [
     ...(profileDir === null ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]),
-    CLI,
+    runtime.cli,
     'serve',
     '--demo',
     '--demo-items',
@@ -105,10 +191,14 @@ async function startServer(flags: Flags, variant: Variant, profileDir: string | 
     String(flags.workers),
     ...variant.args,
   ];
-  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const cmd = pinnedCommand(runtime.node, args, cpus);
+  const child = spawn(cmd.command, cmd.args, { cwd: runtime.root, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  child.once('error', () => undefined); // a binary that cannot run: its exit says so
   let lastProgress = '';
+  let tail = '';
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+    tail = (tail + chunk).slice(-2000);
     // The demo loader's progress line; echo the latest one so a long load shows it is moving.
     const line = chunk.split(/[\r\n]/).filter((l) => l.trim() !== '').pop();
     if (line !== undefined && line !== lastProgress) {
@@ -129,7 +219,8 @@ async function startServer(flags: Flags, variant: Variant, profileDir: string | 
     });
     void exited.then((code) => {
       clearTimeout(timer);
-      reject(new Error(`tidal serve exited with ${code} before listening`));
+      const said = tail.trim().split('\n').slice(-3).join(' / ');
+      reject(new Error(`\`${runtime.node} ${runtime.cli} serve --demo … ${variant.args.join(' ')}\` exited with ${code} before listening${said === '' ? '' : `: ${said}`}`));
     });
   });
   await waitReady(url);
@@ -159,28 +250,9 @@ async function stopServer(server: Server): Promise<number | null> {
   return code;
 }
 
-/** utime + stime of the process and of its main thread, in clock ticks; RSS in bytes. */
-function procSample(pid: number): { processTicks: number; mainTicks: number; rss: number } {
-  const ticks = (stat: string): number => {
-    // Fields after the command name (which may hold spaces) start at field 3; utime is 14, stime 15.
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return Number(rest[11]) + Number(rest[12]);
-  };
+function rssOf(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  return {
-    processTicks: ticks(readFileSync(`/proc/${pid}/stat`, 'utf8')),
-    mainTicks: ticks(readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')),
-    rss: rssKb * 1024,
-  };
-}
-
-interface Tick {
-  /** `performance.now()` of this process when the sample came back. */
-  t: number;
-  level: string;
-  inFlight: number;
-  rss: number;
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) * 1024;
 }
 
 /** One reading of the server's CPU counters (see {@link cpuSampler}). */
@@ -189,16 +261,14 @@ interface CpuTick {
   t: number;
   /** The whole process's utime + stime, in clock ticks. */
   processTicks: number;
-  /** The main thread's time on a CPU and waiting on a run queue, in ns (/proc/…/schedstat). */
-  mainRunNs: number;
-  mainWaitNs: number;
+  /** Every thread's run and wait time; the main thread's tid is the pid. */
+  threads: ThreadTime[];
 }
 
 function cpuTick(pid: number): CpuTick {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const [run, wait] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').trim().split(' ');
-  return { t: performance.now(), processTicks: Number(rest[11]) + Number(rest[12]), mainRunNs: Number(run), mainWaitNs: Number(wait) };
+  return { t: performance.now(), processTicks: Number(rest[11]) + Number(rest[12]), threads: readThreads(pid) };
 }
 
 /**
@@ -218,24 +288,39 @@ function cpuSampler(pid: number, everyMs: number): { stop(): CpuTick[] } {
   return {
     stop() {
       clearInterval(timer);
-      ticks.push(cpuTick(pid));
+      try {
+        ticks.push(cpuTick(pid));
+      } catch {
+        // as above
+      }
       return ticks;
     },
   };
 }
 
+function nearest(ticks: readonly CpuTick[], t: number): CpuTick {
+  return ticks.reduce((best, x) => (Math.abs(x.t - t) < Math.abs(best.t - t) ? x : best));
+}
+
 /** CPU shares between the readings nearest to `from` and `to` (the schedule's start and end). */
-function cpuOver(ticks: readonly CpuTick[], from: number, to: number): { main: number; mainWait: number; process: number } {
-  const nearest = (t: number): CpuTick => ticks.reduce((best, x) => (Math.abs(x.t - t) < Math.abs(best.t - t) ? x : best));
-  const a = nearest(from);
-  const b = nearest(to);
+function cpuOver(pid: number, ticks: readonly CpuTick[], from: number, to: number) {
+  const a = nearest(ticks, from);
+  const b = nearest(ticks, to);
   const s = (b.t - a.t) / 1000;
-  if (s <= 0) return { main: 0, mainWait: 0, process: 0 };
+  const main = (x: CpuTick) => x.threads.find((t) => t.tid === pid) ?? { runNs: 0, waitNs: 0 };
+  if (s <= 0) return { main: 0, mainWait: 0, process: 0, threads: [] };
   return {
-    main: (b.mainRunNs - a.mainRunNs) / 1e9 / s,
-    mainWait: (b.mainWaitNs - a.mainWaitNs) / 1e9 / s,
+    main: (main(b).runNs - main(a).runNs) / 1e9 / s,
+    mainWait: (main(b).waitNs - main(a).waitNs) / 1e9 / s,
     process: (b.processTicks - a.processTicks) / TICKS / s,
+    threads: threadShares(pid, a.threads, b.threads, s).slice(0, 8),
   };
+}
+
+/** The main thread's on-CPU µs between the readings nearest to `from` and `to`. */
+function mainUsOver(pid: number, ticks: readonly CpuTick[], from: number, to: number): number {
+  const run = (x: CpuTick) => x.threads.find((t) => t.tid === pid)?.runNs ?? 0;
+  return (run(nearest(ticks, to)) - run(nearest(ticks, from))) / 1000;
 }
 
 /** Samples /stats and /proc every `everyMs` until stopped. */
@@ -247,12 +332,7 @@ function sampler(server: Server, everyMs: number): { stop(): Promise<Tick[]> } {
       try {
         const r = await fetch(`${server.url}/stats`);
         const body = (await r.json()) as { sample?: { level?: string }; server?: { inFlight?: number } };
-        ticks.push({
-          t: performance.now(),
-          level: body.sample?.level ?? '?',
-          inFlight: body.server?.inFlight ?? 0,
-          rss: procSample(server.pid).rss,
-        });
+        ticks.push({ t: performance.now(), level: body.sample?.level ?? '?', inFlight: body.server?.inFlight ?? 0, rss: rssOf(server.pid) });
       } catch {
         // A sample lost to an overloaded loopback is a gap, not a failure of the run.
       }
@@ -272,39 +352,24 @@ function sampler(server: Server, everyMs: number): { stop(): Promise<Tick[]> } {
 // Phases
 // ---------------------------------------------------------------------------------------------
 
-interface PhaseOutcome {
-  name: string;
-  factor: number | null;
-  load: LoadResult;
-  /** The server's main thread on a CPU, as a share of one core over the schedule. */
-  mainCpu: number;
-  /** The server's main thread runnable but waiting for a CPU, as a share of the schedule's time. */
-  mainWait: number;
-  /** The whole server process (main thread, query workers, writer), in cores over the schedule. */
-  processCpu: number;
-  rssStart: number;
-  rssEnd: number;
-  ticks: Tick[];
-  /** `performance.now()` here when the generator's schedule ended (its last arrival). */
-  scheduleEndAt: number;
-  /** The phase's start and end on the system's monotonic clock, in µs (what CPU profiles time samples by). */
-  monotonicUs: [number, number];
-  /** For the phase after the overload: ms from the overload's last arrival until the level was Full for good. */
-  backToFullMs: number | null;
+interface Context {
+  flags: Flags;
+  requestsFile: string;
+  /** The generator's CPUs when pinned. */
+  generatorCpus: number[] | null;
 }
 
-
 async function phase(
-  flags: Flags,
+  ctx: Context,
   server: Server,
-  requestsFile: string,
   name: string,
   factor: number | null,
   mode: { rate: number } | { closed: number },
   seconds: number,
   seed: number,
 ): Promise<PhaseOutcome> {
-  const before = procSample(server.pid);
+  const { flags } = ctx;
+  const rssStart = rssOf(server.pid);
   const startedUs = process.hrtime.bigint() / 1000n;
   const ticks = sampler(server, 250);
   const cpu = cpuSampler(server.pid, 100);
@@ -316,7 +381,7 @@ async function phase(
       '--url',
       server.url,
       '--requests',
-      requestsFile,
+      ctx.requestsFile,
       ...('rate' in mode ? ['--rate', String(Math.round(mode.rate))] : ['--closed', String(mode.closed)]),
       '--duration-ms',
       String(seconds * 1000),
@@ -328,6 +393,8 @@ async function phase(
       LEVEL_HEADER,
       '--client',
       flags.client,
+      '--late-ms',
+      String(flags.lateMs),
       ...('rate' in mode ? ['--connections', String(connections)] : []),
       // Every connection open before the schedule starts, as a load balancer holds its pool: a
       // burst of thousands of new connections at the start of a phase overflowed the server's
@@ -336,13 +403,16 @@ async function phase(
       ...(flags.client === 'raw' ? ['--preconnect', String(connections)] : []),
     ],
     (seconds + 60) * 1000,
+    ctx.generatorCpus,
   );
   const series = await ticks.stop();
   const cpuTicks = cpu.stop();
-  const after = procSample(server.pid);
-  // The generator's run ends `elapsedMs` after its start, and its schedule `durationMs` after it.
-  const scheduleEndAt = exitedAt - load.elapsedMs + load.durationMs;
-  const shares = cpuOver(cpuTicks, scheduleEndAt - load.durationMs, scheduleEndAt);
+  // The generator's run ends `elapsedMs` after its start (its last response), and its schedule
+  // `durationMs` after it; its exit follows the last response by a few ms.
+  const startAt = exitedAt - load.elapsedMs;
+  const scheduleEndAt = startAt + load.durationMs;
+  const shares = cpuOver(server.pid, cpuTicks, startAt, scheduleEndAt);
+  const responses = load.completed;
   const outcome: PhaseOutcome = {
     name,
     factor,
@@ -350,14 +420,17 @@ async function phase(
     mainCpu: shares.main,
     mainWait: shares.mainWait,
     processCpu: shares.process,
-    rssStart: before.rss,
-    rssEnd: after.rss,
+    mainUsPerResponse: responses > 0 ? mainUsOver(server.pid, cpuTicks, startAt, exitedAt) / responses : null,
+    threads: shares.threads,
+    validity: judgePhase(load, flags.validity),
+    rssStart,
+    rssEnd: rssOf(server.pid),
     ticks: series,
     scheduleEndAt,
     monotonicUs: [Number(startedUs), Number(process.hrtime.bigint() / 1000n)],
     backToFullMs: null,
   };
-  process.stderr.write(`  ${describePhase(outcome)}\n`);
+  process.stderr.write(`  ${describePhase(outcome, process.stderr.isTTY === true)}\n`);
   return outcome;
 }
 
@@ -374,65 +447,33 @@ function backToFull(overload: PhaseOutcome, next: PhaseOutcome): number | null {
   return Math.max(0, Math.round(series[i]!.t - overload.scheduleEndAt));
 }
 
-/** A latency in ms; the generator reports an empty sample's percentiles as null. */
-function ms(v: number | null, digits = 0): string {
-  return v === null || !Number.isFinite(v) ? '–' : v.toFixed(digits);
-}
-
-function share(part: number, whole: number): string {
-  return whole === 0 ? '–' : `${Math.round((100 * part) / whole)} %`;
-}
-
-function refusedCount(r: LoadResult): number {
-  return Object.values(r.refusalsByCode).reduce((a, b) => a + b, 0);
-}
-
-function describePhase(p: PhaseOutcome): string {
-  const r = p.load;
-  return (
-    `${p.name.padEnd(12)} offered ${fmtInt(r.offeredRatePerSec)}/s  goodput ${fmtInt(r.goodputPerSec)}/s (${share(r.goodputPerSec, r.offeredRatePerSec)})  ` +
-    `refused ${fmtInt(refusedCount(r))}  p99 ${ms(r.latency.ok.p99)} ms  refusal p99 ${ms(r.latency.refused.p99, 1)} ms  main CPU ${Math.round(p.mainCpu * 100)} % (waiting ${Math.round(p.mainWait * 100)} %)  process ${p.processCpu.toFixed(2)} cores`
-  );
-}
-
 // ---------------------------------------------------------------------------------------------
 // The run
 // ---------------------------------------------------------------------------------------------
 
-/** One server configuration the phases run against. */
-interface Variant {
-  /** Short name for the JSON results and the progress lines. */
-  name: 'on' | 'off' | 'nice0';
-  /** The table's heading in docs/serve.md. */
-  heading: string;
-  /** Flags added to `tidal serve --demo …`. */
-  args: string[];
-}
-
-const VARIANTS: Record<Variant['name'], Variant> = {
-  on: { name: 'on', heading: 'Admission chain on (the default)', args: [] },
-  off: { name: 'off', heading: 'Admission chain off (`--no-admission`; tidal\'s own load management stays)', args: ['--no-admission'] },
-  nice0: { name: 'nice0', heading: 'Admission chain on, query workers at the HTTP thread\'s priority (`--worker-nice 0`)', args: ['--worker-nice', '0'] },
-};
-
-interface ServerRun {
-  variant: Variant['name'];
-  capacity: PhaseOutcome;
-  phases: PhaseOutcome[];
-  exitCode: number | null;
-  profile: ProfileSummary | null;
-}
-
-async function runServer(flags: Flags, requestsFile: string, variant: Variant, capacityRate: number | null): Promise<ServerRun> {
-  const profileDir = flags.profile && variant.name === 'on' ? mkdtempSync(join(tmpdir(), 'tidal-serve-prof-')) : null;
-  process.stderr.write(`starting tidal serve --demo (${fmtInt(flags.items)} items${variant.args.length === 0 ? '' : `, ${variant.args.join(' ')}`})...\n`);
-  const server = await startServer(flags, variant, profileDir);
+async function runServer(
+  ctx: Context,
+  pin: PinLabel,
+  variant: VariantSpec,
+  runtime: ResolvedRuntime,
+  serverCpus: number[] | null,
+  capacityRate: number | null,
+  profile: boolean,
+): Promise<ServerRun> {
+  const { flags } = ctx;
+  const profileDir = profile ? mkdtempSync(join(tmpdir(), 'tidal-serve-prof-')) : null;
+  process.stderr.write(
+    `starting ${variant.name}: tidal serve --demo (${fmtInt(flags.items)} items${variant.args.length === 0 ? '' : `, ${variant.args.join(' ')}`}; ${runtime.nodeVersion}${serverCpus === null ? '' : `, CPU ${formatCpuList(serverCpus)}`})...\n`,
+  );
+  const server = await startServer(flags, variant, runtime, serverCpus, profileDir);
   try {
+    const cpusAllowed = formatCpuList(allowedCpus(server.pid));
     // A warm-up the tables leave out: the first seconds after the load (JIT, caches, the OS's pages)
     // would otherwise be billed to whichever server runs first.
-    await phase(flags, server, requestsFile, 'warm-up', null, { closed: flags.closed }, Math.min(5, flags.seconds), 10);
-    const capacity = await phase(flags, server, requestsFile, 'capacity', null, { closed: flags.closed }, flags.seconds, 11);
+    await phase(ctx, server, 'warm-up', null, { closed: flags.closed }, Math.min(5, flags.seconds), 10);
+    const capacity = await phase(ctx, server, 'capacity', null, { closed: flags.closed }, flags.seconds, 11);
     const c = capacityRate ?? capacity.load.goodputPerSec;
+    if (!(c > 0)) throw new Error(`the closed loop measured no capacity (goodput ${capacity.load.goodputPerSec}/s)`);
     const phases: PhaseOutcome[] = [];
     const plan: [string, number][] = [
       ['1× C', 1],
@@ -441,109 +482,60 @@ async function runServer(flags: Flags, requestsFile: string, variant: Variant, c
       ['0.5× C', 0.5],
     ];
     let seed = 100;
-    for (const [name, factor] of plan) phases.push(await phase(flags, server, requestsFile, name, factor, { rate: c * factor }, flags.seconds, seed++));
+    for (const [name, factor] of plan) phases.push(await phase(ctx, server, name, factor, { rate: c * factor }, flags.seconds, seed++));
     const last = phases[phases.length - 1]!;
     last.backToFullMs = backToFull(phases[phases.length - 2]!, last);
     const exitCode = await stopServer(server);
     const profiled = phases.find((p) => p.factor === flags.profileAt) ?? phases.find((p) => p.factor === 3)!;
-    const profile = profileDir === null ? null : summarizeProfile(profileDir, [profiled.monotonicUs], 30);
-    if (profileDir !== null) rmSync(profileDir, { recursive: true, force: true });
-    return { variant: variant.name, capacity, phases, exitCode, profile };
+    const summary = profileDir === null ? null : summarizeProfile(profileDir, [profiled.monotonicUs], 30);
+    return { pin, variant, runtime, serverCpus: cpusAllowed, c, capacity, phases, exitCode, profile: summary };
   } catch (err) {
     server.child.kill('SIGKILL');
     throw err;
+  } finally {
+    if (profileDir !== null) rmSync(profileDir, { recursive: true, force: true });
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Output
-// ---------------------------------------------------------------------------------------------
-
-function levelMix(r: LoadResult): string {
-  const counts = r.headerCounts ?? {};
-  const total = Object.values(counts).reduce((a, b) => a + b, 0);
-  if (total === 0) return '–';
-  return LEVELS.filter((l) => (counts[l] ?? 0) > 0)
-    .map((l) => `${l === 'Full' ? 'F' : l === 'ReducedCandidates' ? 'R' : l === 'CoarseAggregates' ? 'C' : 'N'} ${Math.round((100 * (counts[l] ?? 0)) / total)}`)
-    .join(' · ');
-}
-
-function phaseTable(run: ServerRun): string {
-  const rows = [run.capacity, ...run.phases].map((p) => {
-    const r = p.load;
-    const codes = Object.entries(r.refusalsByCode)
-      .sort((a, b) => b[1] - a[1])
-      .map(([code, n]) => `${code} ${fmtInt(n)}`)
-      .join(', ');
-    return [
-      p.name,
-      fmtInt(r.offeredRatePerSec),
-      fmtInt(r.goodputPerSec),
-      share(r.goodputPerSec, r.offeredRatePerSec),
-      codes === '' ? '0' : codes,
-      `${ms(r.latency.ok.p50)} / ${ms(r.latency.ok.p99)}`,
-      refusedCount(r) === 0 ? '–' : ms(r.latency.refused.p99, 1),
-      levelMix(r),
-      `${Math.round(p.mainCpu * 100)} % (${Math.round(p.mainWait * 100)} %)`,
-      p.processCpu.toFixed(2),
-      r.generator === undefined ? '–' : `${Math.round(r.generator.cpuShare * 100)} % / ${Math.round(r.generator.loopDelayP99Ms)}`,
-      `${Math.round(p.rssEnd / 2 ** 20)}`,
-      p.backToFullMs === null ? '–' : fmtInt(p.backToFullMs),
-    ];
-  });
-  return markdownTable(
-    ['phase', 'offered/s', 'goodput/s', 'of offered', 'refused (by code)', 'ok p50 / p99 ms', 'refusal p99 ms', 'levels %', 'main thread CPU (waiting)', 'process cores', 'generator CPU / lag p99 ms', 'RSS MiB', 'to Full ms'],
-    rows,
-  );
-}
-
-function renderMarkdown(runs: readonly ServerRun[], flags: Flags): string {
-  const on = runs[0]!;
-  const c = flags.capacity > 0 ? flags.capacity : on.capacity.load.goodputPerSec;
-  const lines = [
-    `Measured by \`npm run bench:serve\` on ${describeMachine(machine())}: \`tidal serve --demo\` with ${fmtInt(flags.items)} items and ${flags.workers} query workers in one process, the load generator (bench/src/serve/loadgen.ts, \`--client ${flags.client}\`, open-loop Poisson arrivals, latency from each request's scheduled time) in another, both on loopback. ${flags.seconds} s per phase; ${fmtInt(flags.distinct)} distinct requests (the query mix of docs/overload.md). ${flags.capacity > 0 ? `C is fixed at **${fmtInt(c)} requests/s** (\`--capacity\`; the closed loop of ${flags.closed} measured ${fmtInt(on.capacity.load.goodputPerSec)}/s)` : `Capacity C is the goodput of a closed loop of ${flags.closed} (below the first degradation threshold, so C is Full's capacity): **C = ${fmtInt(c)} requests/s**`}. The 1×…0.5× rates are multiples of it.`,
-    '',
-  ];
-  for (const run of runs) lines.push(`### ${VARIANTS[run.variant].heading}`, '', phaseTable(run), '');
-  lines.push(
-    '"levels %": the share of 2xx responses at each degradation level (F Full, R ReducedCandidates, C CoarseAggregates, N NoDiversity). "main thread CPU": the server\'s main thread on a CPU, as a share of one core over the phase\'s schedule (its first to its last arrival), and in brackets the share of that time it was runnable but waiting for a CPU (/proc schedstat); "process cores": the whole server (main thread, query workers, writer). "generator CPU / lag p99": the load generator\'s CPU as a share of one core, and the p99 of its own event loop\'s delay, which every latency above includes (latency runs from each request\'s scheduled time). "to Full ms": after the 10× phase, time from its last arrival until the level was Full for good (sampled from /stats every 250 ms, so ±250 ms).',
-    '',
-  );
-  if (on.profile !== null) {
-    lines.push(`### Where the main thread goes at ${flags.profileAt}× C (\`--profile\`)`, '', `Self time of the server's main thread by function, over the ${fmtInt(on.profile.samples)} CPU-profile samples taken during the ${flags.profileAt}× phase (chain on).`, '', markdownTable(['self time', 'function'], on.profile.top.map((t) => [`${(t.share * 100).toFixed(1)} %`, t.name.replaceAll('|', '\\|')])), '');
+/** Every variant once, in one pin mode, at the C of the first that runs. */
+async function runPinMode(ctx: Context, pin: PinLabel, cpus: { server: number[]; generator: number[] } | null): Promise<PinRun> {
+  const { flags } = ctx;
+  process.stderr.write(`\n== ${pin}${cpus === null ? '' : `: server on CPU ${formatCpuList(cpus.server)}, generator on CPU ${formatCpuList(cpus.generator)}`} ==\n`);
+  const original = allowedCpus();
+  // This process samples the server and starts the generator: it belongs on the generator's side.
+  if (cpus !== null) setAffinity(process.pid, cpus.generator);
+  const runs: ServerRun[] = [];
+  const failed: FailedRun[] = [];
+  try {
+    for (const variant of flags.variants) {
+      try {
+        const runtime = resolveRuntime(variant.runtime, { node: flags.serverNode, root: flags.serverRoot }, ROOT);
+        const c = flags.capacity > 0 ? flags.capacity : (runs[0]?.c ?? null);
+        runs.push(await runServer({ ...ctx, generatorCpus: cpus?.generator ?? null }, pin, variant, runtime, cpus?.server ?? null, c, flags.profile && runs.length === 0));
+      } catch (err) {
+        const error = err instanceof Error ? err.message : String(err);
+        process.stderr.write(`  ${variant.name} FAILED: ${error}\n`);
+        failed.push({ pin, variant, error });
+      }
+    }
+  } finally {
+    if (cpus !== null) setAffinity(process.pid, original);
   }
-  return lines.join('\n');
+  return { pin, cpus, runs, failed };
 }
 
-const COLOURS: Record<Variant['name'], string> = { on: '#2a7', off: '#c55', nice0: '#57c' };
-const LABELS: Record<Variant['name'], string> = { on: 'chain on', off: 'chain off', nice0: 'chain on, workers nice 0' };
-
-function renderSvg(runs: readonly ServerRun[]): string {
-  const on = runs[0]!;
-  const W = 760;
-  const H = 220;
-  const pad = 50;
-  const phases = on.phases.map((p) => p.name);
-  const bw = (W - 2 * pad) / phases.length;
-  const maxRate = Math.max(...runs.flatMap((r) => r.phases.map((p) => p.load.offeredRatePerSec))) * 1.05;
-  const y = (v: number) => H - 30 - (v / maxRate) * (H - 60);
-  const bars: string[] = [];
-  phases.forEach((name, i) => {
-    const x0 = pad + i * bw;
-    const offered = on.phases[i]!.load.offeredRatePerSec;
-    bars.push(`<rect x="${x0 + 4}" y="${y(offered)}" width="${bw - 8}" height="${H - 30 - y(offered)}" fill="#eee" stroke="#999"/>`);
-    runs.forEach((r, k) => {
-      const g = r.phases[i]!.load.goodputPerSec;
-      const w = (bw - 16) / runs.length;
-      bars.push(`<rect x="${x0 + 8 + k * w}" y="${y(g)}" width="${w - 2}" height="${H - 30 - y(g)}" fill="${COLOURS[r.variant]}"/>`);
-      bars.push(`<text x="${x0 + 8 + k * w + w / 2}" y="${y(g) - 3}" text-anchor="middle">${fmtInt(g)}</text>`);
-    });
-    bars.push(`<text x="${x0 + bw / 2}" y="${H - 12}" text-anchor="middle">${name} (offered ${fmtInt(offered)}/s)</text>`);
-  });
-  const legend =
-    `<rect x="${pad}" y="8" width="10" height="10" fill="#eee" stroke="#999"/><text x="${pad + 14}" y="17">offered</text>` +
-    runs.map((r, k) => `<rect x="${pad + 80 + k * 170}" y="8" width="10" height="10" fill="${COLOURS[r.variant]}"/><text x="${pad + 94 + k * 170}" y="17">goodput, ${LABELS[r.variant]}</text>`).join('');
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11">\n<rect width="100%" height="100%" fill="white"/>\n${bars.join('\n')}\n${legend}\n</svg>\n`;
+/** The pin modes to run, from `--pin` and whether taskset is here. */
+function pinPlan(flags: Flags): { pin: PinLabel; cpus: { server: number[]; generator: number[] } | null }[] {
+  const unpinned = { pin: 'unpinned' as const, cpus: null };
+  if (flags.pin === 'off') return [unpinned];
+  if (!tasksetAvailable()) {
+    if (flags.pin === 'on') throw new Error('--pin on needs taskset (util-linux), which is not installed here; use --pin off');
+    process.stderr.write('taskset (util-linux) is not installed: running unpinned only\n');
+    return [unpinned];
+  }
+  const cpus = chooseCpus(allowedCpus(), flags.serverCpus, flags.generatorCpus);
+  const pinned = { pin: 'pinned' as const, cpus };
+  return flags.pin === 'on' ? [pinned] : [unpinned, pinned];
 }
 
 function writeDocs(markdown: string, svg: string): void {
@@ -557,13 +549,21 @@ function writeDocs(markdown: string, svg: string): void {
   writeFileSync(join(ROOT, 'docs', 'serve.svg'), svg);
 }
 
-async function main(): Promise<void> {
+async function main(): Promise<number> {
   const argv = process.argv.slice(2);
   if (argv.includes('--help')) {
-    process.stdout.write('npm run bench:serve -- [--items N] [--seconds S] [--closed N] [--workers N] [--distinct N] [--client raw|undici] [--profile [--profile-at 3|10]] [--skip-off] [--skip-nice0] [--capacity N]\n');
-    return;
+    process.stdout.write(HELP);
+    return 0;
   }
-  const flags = parseFlags(argv);
+  let flags: Flags;
+  let plan: ReturnType<typeof pinPlan>;
+  try {
+    flags = parseFlags(argv);
+    plan = pinPlan(flags);
+  } catch (err) {
+    process.stderr.write(`bench:serve: ${err instanceof Error ? err.message : String(err)}\n(see --help)\n`);
+    return 2;
+  }
   const work = mkdtempSync(join(tmpdir(), 'tidal-bench-serve-'));
   try {
     // The server builds the same corpus (seed 42, 128 dimensions); only its vocabulary and
@@ -573,18 +573,16 @@ async function main(): Promise<void> {
     const specs: RequestSpec[] = prepareRequests(corpus, rand, flags.distinct).map(mixHttpRequest);
     const requestsFile = join(work, 'mix.json');
     writeFileSync(requestsFile, JSON.stringify(specs));
-    const runs = [await runServer(flags, requestsFile, VARIANTS.on, flags.capacity > 0 ? flags.capacity : null)];
-    const c = flags.capacity > 0 ? flags.capacity : runs[0]!.capacity.load.goodputPerSec;
-    if (!flags.skipOff) runs.push(await runServer(flags, requestsFile, VARIANTS.off, c));
-    if (!flags.skipNice0) runs.push(await runServer(flags, requestsFile, VARIANTS.nice0, c));
-    const results = join(ROOT, 'bench', 'results');
-    mkdirSync(results, { recursive: true });
-    const byName = Object.fromEntries(runs.map((r) => [r.variant, r]));
-    writeFileSync(join(results, 'serve.json'), JSON.stringify({ machine: machine(), flags, on: byName.on, off: byName.off ?? null, nice0: byName.nice0 ?? null }, null, 2));
-    const md = renderMarkdown(runs, flags);
-    writeDocs(md, renderSvg(runs));
+    const ctx: Context = { flags, requestsFile, generatorCpus: null };
+    const pins: PinRun[] = [];
+    for (const p of plan) pins.push(await runPinMode(ctx, p.pin, p.cpus));
+    mkdirSync(dirname(flags.json), { recursive: true });
+    writeFileSync(flags.json, JSON.stringify({ machine: machine(), flags, pins }, null, 2));
+    const md = renderMarkdown(pins, flags);
+    if (flags.docs) writeDocs(md, renderSvg(pins));
     process.stdout.write(`${md}\n`);
-    process.stderr.write('wrote docs/serve.md, docs/serve.svg and bench/results/serve.json\n');
+    process.stderr.write(`${flags.docs ? 'wrote docs/serve.md, docs/serve.svg and' : 'wrote'} ${flags.json}\n`);
+    return pins.some((p) => p.failed.length > 0) ? 1 : 0;
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
@@ -594,4 +592,4 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-await main();
+process.exitCode = await main();

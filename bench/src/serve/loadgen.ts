@@ -71,6 +71,11 @@ export interface LoadgenConfig {
    * server's answers to requests on open connections, not its accept queue. @default 0
    */
   readonly preconnect?: number;
+  /**
+   * Open loop: a send made more than this many ms after its scheduled time counts as late
+   * (`sendLateness.late`): this process fell behind its own schedule. @default LOADGEN_DEFAULTS.lateMs
+   */
+  readonly lateMs?: number;
 }
 
 /** One request's timeline, with `trace`. Times are ms since the run started. */
@@ -126,7 +131,13 @@ export interface LoadResult {
    * when either is high the generator, not the server, may be what limited the run. `cpuUs`: the
    * same CPU time in µs (divided by `completed`, what one request cost the generator).
    */
-  readonly generator: { readonly cpuShare: number; readonly loopDelayP99Ms: number; readonly cpuUs: number };
+  readonly generator: { readonly cpuShare: number; readonly loopDelayP99Ms: number; readonly cpuUs: number; readonly loopLagP99Ms: number };
+  /**
+   * Open loop: how late each request was handed to the client after its scheduled time, in ms
+   * (this process's timers and event loop, before any wait for a connection), and how many were
+   * later than `lateMs`. `null` for a closed loop, whose requests are scheduled when they are sent.
+   */
+  readonly sendLateness: { readonly p50: number; readonly p99: number; readonly max: number; readonly late: number; readonly sends: number; readonly lateMs: number } | null;
   /** With `trace`: `performance.now()` at the run's start (trace times are relative to it), and every request. */
   readonly originMs?: number;
   readonly trace?: TraceRecord[];
@@ -144,6 +155,10 @@ export const LOADGEN_DEFAULTS = Object.freeze({
   maxRate: 1_000_000,
   maxConnections: 10_000,
   client: 'raw' as LoadgenClient,
+  /** A send more than 5 ms behind its schedule is late (`sendLateness.late`). */
+  lateMs: 5,
+  /** `monitorEventLoopDelay`'s timer period: its delays include it, `loopLagP99Ms` does not. */
+  loopResolutionMs: 10,
 });
 
 const HELP = `tidal load generator: drives a server on loopback and prints one JSON line.
@@ -164,6 +179,8 @@ const HELP = `tidal load generator: drives a server on loopback and prints one J
                         undici: Pool.request (default ${LOADGEN_DEFAULTS.client})
   --preconnect N        raw: open N connections (≤ --connections) before the schedule
                         starts, as a load balancer's pool holds them (default 0)
+  --late-ms MS          open loop: a send more than MS after its schedule is late
+                        (default ${LOADGEN_DEFAULTS.lateMs})
   --help                this text
 `;
 
@@ -199,7 +216,7 @@ export function checkLoopbackUrl(raw: unknown): URL {
 /** Parses the command line. `--help` gives `null`. */
 export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConfig; requestsFile: string } | null {
   const flags = new Map<string, string>();
-  const known = new Set(['--url', '--requests', '--rate', '--closed', '--duration-ms', '--connections', '--timeout-ms', '--grace-ms', '--seed', '--max-outstanding', '--count-header', '--client', '--preconnect']);
+  const known = new Set(['--url', '--requests', '--rate', '--closed', '--duration-ms', '--connections', '--timeout-ms', '--grace-ms', '--seed', '--max-outstanding', '--count-header', '--client', '--preconnect', '--late-ms']);
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--help' || arg === '-h') return null;
@@ -246,6 +263,7 @@ export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConf
       maxOutstanding: flags.has('--max-outstanding') ? integerFlag('--max-outstanding', flags.get('--max-outstanding'), 1, 10_000_000) : LOADGEN_DEFAULTS.maxOutstanding,
       countHeader: countHeader?.toLowerCase() ?? null,
       preconnect,
+      lateMs: flags.has('--late-ms') ? numberFlag('--late-ms', flags.get('--late-ms'), 60_000) : LOADGEN_DEFAULTS.lateMs,
     },
   };
 }
@@ -355,7 +373,7 @@ export async function runLoad(config: LoadgenConfig, specs: readonly RequestSpec
     preconnected = await client.preconnect(config.preconnect!);
   }
   const random = mulberry32(config.seed);
-  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  const loopDelay = monitorEventLoopDelay({ resolution: LOADGEN_DEFAULTS.loopResolutionMs });
   loopDelay.enable();
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
@@ -369,6 +387,10 @@ export async function runLoad(config: LoadgenConfig, specs: readonly RequestSpec
   const okLatencies: number[] = [];
   const refusedLatencies: number[] = [];
   const trace: TraceRecord[] | undefined = options.trace ? [] : undefined;
+  const lateMs = config.lateMs ?? LOADGEN_DEFAULTS.lateMs;
+  const open = config.mode.kind === 'open';
+  const lateness: number[] = [];
+  let late = 0;
   let offered = 0;
   let completed = 0;
   let good = 0;
@@ -382,6 +404,11 @@ export async function runLoad(config: LoadgenConfig, specs: readonly RequestSpec
   const send = async (index: number, scheduledMs: number): Promise<void> => {
     const pick = mix.length === 1 ? 0 : Math.floor(random() * mix.length);
     const sentMs = clock();
+    if (open) {
+      const behind = sentMs - scheduledMs;
+      lateness.push(behind);
+      if (behind > lateMs) late++;
+    }
     const { status, code, counted } = await client.exchange(pick);
     const endMs = clock();
     if (closing) return; // abandoned: counted as such, not as an error of the server
@@ -486,9 +513,21 @@ export async function runLoad(config: LoadgenConfig, specs: readonly RequestSpec
     maxOutstanding,
     latency: { ok: summarize(okLatencies), refused: summarize(refusedLatencies) },
     headerCounts,
-    generator: { cpuShare: (cpu.user + cpu.system) / 1000 / Math.max(1, clock()), loopDelayP99Ms: loopDelay.percentile(99) / 1e6, cpuUs: cpu.user + cpu.system },
+    generator: {
+      cpuShare: (cpu.user + cpu.system) / 1000 / Math.max(1, clock()),
+      loopDelayP99Ms: loopDelay.percentile(99) / 1e6,
+      cpuUs: cpu.user + cpu.system,
+      loopLagP99Ms: Math.max(0, loopDelay.percentile(99) / 1e6 - LOADGEN_DEFAULTS.loopResolutionMs),
+    },
+    sendLateness: open ? latenessOf(lateness, late, lateMs) : null,
     ...(trace !== undefined ? { originMs: t0, trace: trace.sort((a, b) => a.index - b.index) } : {}),
   };
+}
+
+function latenessOf(samples: readonly number[], late: number, lateMs: number): NonNullable<LoadResult['sendLateness']> {
+  const s = summarize(samples);
+  const n = (x: number): number => (Number.isFinite(x) ? x : 0);
+  return { p50: n(s.p50), p99: n(s.p99), max: n(s.max), late, sends: samples.length, lateMs };
 }
 
 async function main(argv: readonly string[]): Promise<number> {

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { LoadResult } from './loadgen.js';
+import { pinnedCommand } from './pinning.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..', '..');
@@ -13,11 +14,13 @@ const LOADGEN = join(HERE, 'loadgen.js');
 
 /**
  * The generator's result (the last line it prints), and `performance.now()` here when it exited.
- * A generator still running after `timeoutMs` is killed, and the promise rejects.
+ * A generator still running after `timeoutMs` is killed, and the promise rejects. With `cpus`, it
+ * runs on those CPUs only (`taskset -c`, see pinning.ts).
  */
-export function runLoadgen(args: readonly string[], timeoutMs = 10 * 60_000): Promise<{ result: LoadResult; exitedAt: number }> {
+export function runLoadgen(args: readonly string[], timeoutMs = 10 * 60_000, cpus: readonly number[] | null = null): Promise<{ result: LoadResult; exitedAt: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [LOADGEN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    const cmd = pinnedCommand(process.execPath, [LOADGEN, ...args], cpus);
+    const child = spawn(cmd.command, cmd.args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);

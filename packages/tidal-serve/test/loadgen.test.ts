@@ -183,6 +183,17 @@ describe.each(['raw', 'undici'] as const)('load generator (%s client)', (client)
       expect(t.latencyMs).toBeGreaterThanOrEqual(end - (origin + t.scheduledMs));
       expect(t.latencyMs).toBeGreaterThan(t.endMs - t.sentMs);
     }
+    // The generator knows it fell behind: every send more than lateMs after its schedule is
+    // counted late (those due early in the stall at least), and the lateness p99 is a lateness a
+    // send had.
+    const lateMs = r.sendLateness!.lateMs;
+    const behind = r.trace!.map((t) => t.sentMs - t.scheduledMs);
+    expect(r.sendLateness!.sends).toBe(r.offered);
+    expect(r.sendLateness!.late).toBe(behind.filter((b) => b > lateMs).length);
+    expect(r.sendLateness!.late).toBeGreaterThanOrEqual(dueDuringStall.filter((t) => end - (origin + t.scheduledMs) > lateMs).length);
+    expect(r.sendLateness!.late).toBeGreaterThan(0);
+    expect(behind).toContain(r.sendLateness!.p99);
+    expect(r.sendLateness!.max).toBe(Math.max(...behind));
     // Requests are counted, not lost, across the stall.
     expect(r.completed).toBe(r.offered);
     expect(r.latency.ok.max).toBeGreaterThanOrEqual(Math.max(...dueDuringStall.map((t) => end - (origin + t.scheduledMs))));
@@ -207,6 +218,8 @@ describe.each(['raw', 'undici'] as const)('load generator (%s client)', (client)
     expect(r.completed).toBe(served);
     expect(r.offered).toBe(served);
     expect(r).toMatchObject({ mode: 'closed', concurrency: 4, errors: {}, abandoned: 0 });
+    // A closed loop schedules each request when it sends it: no lateness to speak of.
+    expect(r.sendLateness).toBeNull();
   });
 
   it('is bounded in time: a server that never answers is abandoned after the grace period', async () => {
@@ -233,6 +246,8 @@ describe.each(['raw', 'undici'] as const)('load generator (%s client)', (client)
     expect(parseLoadgenArgs([...ok, '--rate', '250.5'])!.config).toMatchObject({ mode: { kind: 'open', ratePerSecond: 250.5 }, connections: 512, durationMs: 1000 });
     expect(parseLoadgenArgs([...ok, '--closed=8'])!.config).toMatchObject({ mode: { kind: 'closed', concurrency: 8 }, connections: 8 });
     expect(parseLoadgenArgs(['--help'])).toBeNull();
+    expect(parseLoadgenArgs([...ok, '--rate', '1'])!.config.lateMs).toBe(5);
+    expect(parseLoadgenArgs([...ok, '--rate', '1', '--late-ms', '2.5'])!.config.lateMs).toBe(2.5);
     const bad: Array<[string[], RegExp]> = [
       [[...ok], /--rate\/--closed must be exactly one/],
       [[...ok, '--rate', '10', '--closed', '2'], /exactly one/],
@@ -243,6 +258,7 @@ describe.each(['raw', 'undici'] as const)('load generator (%s client)', (client)
       [[...ok, '--rate', '10', '--duration-ms', '5'], /--duration-ms must be given once/],
       [[...ok, '--rate', '10', '--verbose', 'x'], /argument must be one of/],
       [[...ok, '--rate'], /--rate must be followed by a value/],
+      [[...ok, '--rate', '10', '--late-ms', '0'], /--late-ms must be a number > 0/],
       [['--url', 'http://10.1.2.3:7070', '--requests', 'm', '--duration-ms', '1', '--rate', '1'], /--url must be an http URL on a loopback address/],
       [['--url', 'http://example.com', '--requests', 'm', '--duration-ms', '1', '--rate', '1'], /loopback/],
       [['--url', 'https://127.0.0.1:1', '--requests', 'm', '--duration-ms', '1', '--rate', '1'], /loopback/],

@@ -1,0 +1,145 @@
+/**
+ * The pure parts of bench:serve: whether a phase measured the server or the generator, the
+ * `--variants` list, the CPU lists of `--pin`, and the per-thread CPU arithmetic. No server, no
+ * clock: inputs are the numbers the generator and /proc report.
+ */
+import { describe, expect, it } from 'vitest';
+import { InvalidInputError } from 'tidal-core';
+import { checkThresholds, judgePhase, VALIDITY_DEFAULTS } from '../../../bench/src/serve/validity.js';
+import type { GeneratorHealth } from '../../../bench/src/serve/validity.js';
+import { DEFAULT_VARIANTS, parseVariants, resolveRuntime } from '../../../bench/src/serve/variants.js';
+import { chooseCpus, parseCpuList, pinnedCommand } from '../../../bench/src/serve/pinning.js';
+import { describeThreads, threadShares } from '../../../bench/src/serve/threads.js';
+
+const healthy: GeneratorHealth = {
+  generator: { loopLagP99Ms: 2 },
+  sendLateness: { p99: 1.5, late: 10, sends: 10_000, lateMs: 5 },
+  generatorDropped: 0,
+};
+
+describe('phase validity (judgePhase)', () => {
+  it('a generator that kept its schedule gives a valid phase, and its figures are reported', () => {
+    expect(judgePhase(healthy)).toEqual({ valid: true, reasons: [], lagP99Ms: 2, latenessP99Ms: 1.5, lateShare: 0.001 });
+  });
+
+  it('an event-loop lag p99 above the threshold makes it INVALID; at the threshold it is not', () => {
+    const at = { ...healthy, generator: { loopLagP99Ms: VALIDITY_DEFAULTS.maxLagP99Ms } };
+    expect(judgePhase(at).valid).toBe(true);
+    const over = judgePhase({ ...healthy, generator: { loopLagP99Ms: VALIDITY_DEFAULTS.maxLagP99Ms + 0.1 } });
+    expect(over.valid).toBe(false);
+    expect(over.reasons).toHaveLength(1);
+    expect(over.reasons[0]).toMatch(/event-loop lag p99 10\.1 ms > 10 ms/);
+    // The threshold is the caller's.
+    expect(judgePhase({ ...healthy, generator: { loopLagP99Ms: 30 } }, { maxLagP99Ms: 50, maxLateShare: 0.01 }).valid).toBe(true);
+  });
+
+  it('more late sends than the share allows makes it INVALID, whatever the lag', () => {
+    const late = (n: number) => ({ ...healthy, sendLateness: { ...healthy.sendLateness!, late: n } });
+    expect(judgePhase(late(100)).valid).toBe(true); // 1 % exactly
+    const over = judgePhase(late(101));
+    expect(over).toMatchObject({ valid: false, lateShare: 0.0101 });
+    expect(over.reasons).toEqual(['1.0 % of sends more than 5 ms late > 1.0 %']);
+    expect(judgePhase(late(101), { maxLagP99Ms: 10, maxLateShare: 0.05 }).valid).toBe(true);
+  });
+
+  it('lists every reason, and counts dropped arrivals as the generator falling behind', () => {
+    const v = judgePhase({ generator: { loopLagP99Ms: 40 }, sendLateness: { p99: 80, late: 5_000, sends: 10_000, lateMs: 5 }, generatorDropped: 3 });
+    expect(v.valid).toBe(false);
+    expect(v.reasons).toHaveLength(3);
+    expect(v.reasons[2]).toMatch(/dropped 3 arrivals/);
+  });
+
+  it('a closed loop (no lateness) is judged on its lag alone; a phase without sends has no late share', () => {
+    expect(judgePhase({ ...healthy, sendLateness: null })).toEqual({ valid: true, reasons: [], lagP99Ms: 2, latenessP99Ms: null, lateShare: null });
+    expect(judgePhase({ ...healthy, sendLateness: { p99: 0, late: 0, sends: 0, lateMs: 5 } }).lateShare).toBeNull();
+  });
+
+  it('refuses thresholds out of range', () => {
+    expect(() => checkThresholds({ maxLagP99Ms: -1, maxLateShare: 0.01 })).toThrow(InvalidInputError);
+    expect(() => checkThresholds({ maxLagP99Ms: 10, maxLateShare: 2 })).toThrow(/maxLateShare must be a share from 0 to 1, got 2/);
+    expect(Object.isFrozen(VALIDITY_DEFAULTS)).toBe(true);
+  });
+});
+
+describe('bench:serve --variants', () => {
+  it('the default is the three presets, with their flags', () => {
+    expect(parseVariants(DEFAULT_VARIANTS).map((v) => [v.name, v.runtime, v.args])).toEqual([
+      ['on', 'default', []],
+      ['off', 'default', ['--no-admission']],
+      ['nice0', 'default', ['--worker-nice', '0']],
+    ]);
+  });
+
+  it('takes a name, a runtime and flags passed through as they are', () => {
+    const v = parseVariants(' on ; --acceptors 1;a2=--acceptors 2;node24:--acceptors 2; n24off=node24:off ;x=--tenant-rate=free=5,pro=9');
+    expect(v.map((x) => [x.name, x.runtime, x.args])).toEqual([
+      ['on', 'default', []],
+      ['acceptors 1', 'default', ['--acceptors', '1']],
+      ['a2', 'default', ['--acceptors', '2']],
+      ['node24 acceptors 2', 'node24', ['--acceptors', '2']],
+      ['n24off', 'node24', ['--no-admission']],
+      ['x', 'default', ['--tenant-rate=free=5,pro=9']],
+    ]);
+    expect(v[3]!.heading).toBe('Admission chain on, `--acceptors 2`, node24');
+  });
+
+  it('refuses an unknown runtime or preset, duplicate names and an empty list', () => {
+    expect(() => parseVariants('node99:--acceptors 2')).toThrow(/runtime of default or node24/);
+    expect(() => parseVariants('fast')).toThrow(/a preset \(on, off, nice0\) or server flags/);
+    expect(() => parseVariants('on;on')).toThrow(/distinct names/);
+    expect(() => parseVariants(' ; ')).toThrow(InvalidInputError);
+  });
+
+  it('a node24 variant without scripts/node24.mjs fails with a message naming the script', () => {
+    expect(() => resolveRuntime('node24', { node: process.execPath, root: '/nonexistent' }, '/nonexistent')).toThrow(/scripts\/node24\.mjs is missing/);
+    expect(() => resolveRuntime('default', { node: process.execPath, root: '/nonexistent' }, '/nonexistent')).toThrow(/packages\/tidal-serve\/dist\/cli\.js is missing/);
+  });
+});
+
+describe('bench:serve --pin', () => {
+  it('parses CPU lists', () => {
+    expect(parseCpuList('--server-cpus', '0')).toEqual([0]);
+    expect(parseCpuList('--server-cpus', '3,0-1,1')).toEqual([0, 1, 3]);
+    expect(() => parseCpuList('--server-cpus', '1-0')).toThrow(/--server-cpus/);
+    expect(() => parseCpuList('--server-cpus', 'a')).toThrow(InvalidInputError);
+  });
+
+  it('on 2 CPUs: the server on the first, the generator on the second; given lists must be disjoint and allowed', () => {
+    expect(chooseCpus([0, 1], null, null)).toEqual({ server: [0], generator: [1] });
+    expect(chooseCpus([0, 1, 2, 3], null, null)).toEqual({ server: [0, 1, 2], generator: [3] });
+    expect(chooseCpus([0, 1], [1], [0])).toEqual({ server: [1], generator: [0] });
+    expect(() => chooseCpus([0, 1], [0, 1], [1])).toThrow(/disjoint/);
+    expect(() => chooseCpus([0, 1], [2], [1])).toThrow(/--server-cpus must be CPUs this process may use/);
+    expect(() => chooseCpus([0], null, null)).toThrow(/2 CPUs or more/);
+  });
+
+  it('runs a pinned command through taskset -c, which keeps the command as the process', () => {
+    expect(pinnedCommand('/bin/node', ['a.js', '-x'], [0, 2])).toEqual({ command: 'taskset', args: ['-c', '0,2', '/bin/node', 'a.js', '-x'] });
+    expect(pinnedCommand('/bin/node', ['a.js'], null)).toEqual({ command: '/bin/node', args: ['a.js'] });
+  });
+});
+
+describe('bench:serve per-thread CPU', () => {
+  it('takes each thread\'s run time between two readings, busiest first, the main thread by its tid', () => {
+    const before = [
+      { tid: 100, comm: 'node', runNs: 1e9, waitNs: 0 },
+      { tid: 101, comm: 'node', runNs: 5e8, waitNs: 0 },
+      { tid: 102, comm: 'gone', runNs: 1e9, waitNs: 0 },
+    ];
+    const after = [
+      { tid: 100, comm: 'node', runNs: 1.5e9, waitNs: 0 },
+      { tid: 101, comm: 'node', runNs: 2.5e9, waitNs: 0 },
+      { tid: 103, comm: 'acceptor', runNs: 1e8, waitNs: 0 },
+      { tid: 104, comm: 'idle', runNs: 0, waitNs: 0 },
+    ];
+    const shares = threadShares(100, before, after, 2);
+    expect(shares.map((t) => [t.tid, t.main, t.share, t.cpuUs])).toEqual([
+      [101, false, 1, 2e6],
+      [100, true, 0.25, 5e5],
+      [103, false, 0.05, 1e5],
+      [104, false, 0, 0],
+    ]);
+    expect(describeThreads(shares, 2)).toBe('node/101 100 %, main 25 %');
+    expect(describeThreads(shares, 5)).toBe('node/101 100 %, main 25 %, acceptor/103 5 %');
+  });
+});
