@@ -6,16 +6,20 @@
 
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { resolve as resolvePath } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Registry } from 'prom-client';
-import { InvalidInputError, TidalDb, type SchemaDefinition } from 'tidal-core';
-import { HELP, admissionOptions, isLoopback, parseServeArgs, resolveWorkerNice, type ServeConfig } from './config.js';
+import { DEFAULT_THRESHOLDS, InvalidInputError, TidalDb, autoAdmissionLimit, type SchemaDefinition } from 'tidal-core';
+import { HELP, admissionOptions, isLoopback, parseServeArgs, resolveAcceptors, resolveWorkerNice, type ServeConfig } from './config.js';
+import { ACCEPTOR_MODULE, acceptorData, openChannels, probePort, reusePortSupport, startAcceptors, type Acceptors } from './acceptor/acceptors.js';
+import type { AcceptorData } from './acceptor/protocol.js';
 import { createDashboard } from './dashboard/dashboard.js';
 import { loadDemo } from './demo/load.js';
 import { tidalSchema } from './demo/corpus.js';
 import { createSharedAdmissionChain } from './admission/shared-limits.js';
 import { KeyRing } from './keys.js';
 import { openFleet } from './admission/shared-fleet.js';
-import { createServer } from './server.js';
+import { createServer, type RoutesPlugin } from './server.js';
 import { handleShutdown } from './shutdown.js';
 
 const USAGE_EXIT = 2;
@@ -36,23 +40,65 @@ function readSchema(path: string): SchemaDefinition {
   }
 }
 
+/** A `--routes` module's default export, resolved from the working directory. */
+async function loadRoutes(file: string): Promise<RoutesPlugin> {
+  const url = pathToFileURL(resolvePath(file)).href;
+  let mod: { default?: unknown };
+  try {
+    mod = (await import(url)) as { default?: unknown };
+  } catch (err) {
+    throw new InvalidInputError('--routes', `a module that loads (${(err as Error).message})`, file);
+  }
+  if (typeof mod.default !== 'function') throw new InvalidInputError('--routes', 'a module whose default export is a fastify plugin function', file);
+  return mod.default as RoutesPlugin;
+}
+
 async function serve(config: ServeConfig): Promise<void> {
   if (!isLoopback(config.host) && config.keys === undefined) {
     throw new UsageError(`--keys is required when --host is not a loopback address (got ${config.host}): anyone who can reach it could write`);
   }
+  const log = (line: string) => process.stderr.write(`tidal serve: ${line}\n`);
   const keys = config.keys === undefined ? undefined : KeyRing.fromFile(config.keys);
   const schema = config.demo ? tidalSchema(128) : readSchema(config.schema!);
+  const routes = config.routes === undefined ? undefined : await loadRoutes(config.routes);
+  const workers = config.workers ?? Math.min(64, availableParallelism());
+  const plan = resolveAcceptors(config, workers, reusePortSupport());
   const registry = new Registry();
   let builder = TidalDb.builder().schema(schema as SchemaDefinition).metrics(registry);
   builder = config.demo ? builder.ephemeral() : builder.path(config.path!);
   if (config.workers !== undefined) builder = builder.workers(config.workers);
-  builder = builder.workerNice(resolveWorkerNice(config.workerNice, availableParallelism()));
-  const fleet = await openFleet(config, (line) => process.stderr.write(`tidal serve: ${line}\n`));
+  // A worker that is also an acceptor answers HTTP itself: lowering it below the main thread (the
+  // single-acceptor default) would only slow its own answers.
+  builder = builder.workerNice(plan.threads > 0 && config.workerNice === 'auto' ? 0 : resolveWorkerNice(config.workerNice, availableParallelism()));
+  // With acceptor threads: the port they share (probed now, so a platform that cannot says so
+  // before the database opens), and the settings each acceptor gets as the workers' module.
+  let threaded: { data: AcceptorData; channels: ReturnType<typeof openChannels> } | undefined;
+  if (plan.threads > 0) {
+    const port = await probePort(config.port, config.host);
+    const admissionLimit = autoAdmissionLimit(DEFAULT_THRESHOLDS, workers);
+    const data = acceptorData({
+      port,
+      host: config.host,
+      backlog: config.backlog,
+      acceptors: plan.threads,
+      admission: config.admission ? admissionOptions(config, { workers, admissionLimit, noDiversityAt: DEFAULT_THRESHOLDS.noDiversity }, keys !== undefined) : false,
+      ...(config.keys === undefined ? {} : { keysFile: resolvePath(config.keys) }),
+      timeoutMs: config.timeoutMs,
+      bodyLimitBytes: config.bodyLimitBytes,
+      ...(config.routes === undefined ? {} : { routes: pathToFileURL(resolvePath(config.routes)).href }),
+    });
+    threaded = { data, channels: openChannels(data) };
+    builder = builder.workerModule(ACCEPTOR_MODULE, data);
+  } else if (config.acceptors === 'auto') {
+    log(`one acceptor, the main thread (${'why' in plan ? plan.why : ''})`);
+  }
+  const fleet = await openFleet(config, log);
   if (fleet.embedder !== undefined) builder = builder.embedder(fleet.embedder);
   let db: Awaited<ReturnType<typeof builder.open>>;
   try {
     db = await builder.open();
   } catch (err) {
+    threaded?.channels.forEach((c) => (c.up.close(), c.down.close()));
     await fleet.close();
     throw err;
   }
@@ -65,17 +111,18 @@ async function serve(config: ServeConfig): Promise<void> {
           const pct = Math.floor((done / total) * 10) * 10;
           if (pct === shown && done !== total) return;
           shown = pct;
-          process.stderr.write(`tidal serve: loading the demo corpus: ${phase} ${done}/${total}\n`);
+          log(`loading the demo corpus: ${phase} ${done}/${total}`);
           if (done === total) shown = -1;
         },
       });
     }
-    // tidal-core's default worker count is the number of cores (at most 64).
-    const pool = { workers: config.workers ?? Math.min(64, availableParallelism()), admissionLimit: db.load.admissionLimit, noDiversityAt: db.load.thresholds.noDiversity };
+    const pool = { workers, admissionLimit: db.load.admissionLimit, noDiversityAt: db.load.thresholds.noDiversity };
     const admission = config.admission ? admissionOptions(config, pool, keys !== undefined) : false;
+    let acceptors: Acceptors | undefined;
     const server = createServer({
       db,
-      admission: admission === false || fleet.shared === undefined ? admission : createSharedAdmissionChain(admission, Date.now, fleet.shared),
+      // Beside acceptor threads the main thread's listener is the admin one: no chain of its own.
+      admission: threaded !== undefined || admission === false ? false : fleet.shared === undefined ? admission : createSharedAdmissionChain(admission, Date.now, fleet.shared),
       fleetStats: () => fleet.stats(),
       onClose: () => fleet.close(),
       ...(keys === undefined ? {} : { keys }),
@@ -84,10 +131,38 @@ async function serve(config: ServeConfig): Promise<void> {
       registry,
       closeDb: true,
       dashboard: (deps) => createDashboard(deps),
+      ...(routes === undefined ? {} : { routes }),
+      ...(threaded === undefined
+        ? {}
+        : {
+            acceptorsInFlight: () => acceptors?.inFlightByAcceptor ?? new Map<number, number>(),
+            acceptorStats: () => [...(acceptors?.counts ?? new Map()).entries()].map(([index, c]) => ({ index, ...c, inFlight: acceptors?.inFlightByAcceptor.get(index) ?? 0 })),
+          }),
     });
-    const url = await server.listen(config.port, config.host, config.backlog);
-    handleShutdown(server, { drainMs: config.drainMs });
-    process.stdout.write(`tidal serve listening on ${url}\n`);
+    if (threaded === undefined) {
+      const url = await server.listen(config.port, config.host, config.backlog);
+      handleShutdown(server, { drainMs: config.drainMs });
+      process.stdout.write(`tidal serve listening on ${url}\n`);
+      return;
+    }
+    const adminUrl = await server.listen(config.adminPort ?? 0, config.host, config.backlog);
+    acceptors = await startAcceptors(db, threaded.channels, { data: threaded.data, admin: server, adminPort: Number(new URL(adminUrl).port), log });
+    log(`the main thread keeps the writer, metrics, dashboard and probes, also at ${adminUrl}`);
+    const running = acceptors;
+    handleShutdown(
+      {
+        get inFlight() {
+          return running.inFlight;
+        },
+        async close(o) {
+          await running.drain(o?.drainMs ?? config.drainMs);
+          running.close();
+          await server.close({ drainMs: 0 });
+        },
+      },
+      { drainMs: config.drainMs },
+    );
+    process.stdout.write(`tidal serve listening on http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${threaded.data.port}\n`);
   } catch (err) {
     await db.close().catch(() => {});
     await fleet.close();

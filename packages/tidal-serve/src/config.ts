@@ -41,6 +41,16 @@ export interface ServeConfig {
   readonly embedderMaxConcurrency: number | undefined;
   /** `--pg URL`: the PostgreSQL that holds the embedder's concurrency slots for every replica. */
   readonly pg: string | undefined;
+  /**
+   * `--acceptors auto|main|N`: HTTP acceptor threads. `main`: the main thread accepts (the only
+   * way on Node 20); N: N query workers each listen on the port (reusePort). auto: one per query
+   * worker where the platform allows it (see {@link resolveAcceptors}), else main.
+   */
+  readonly acceptors: 'auto' | 'main' | number;
+  /** `--admin-port N`: the main thread's own listener (probes, metrics, dashboard) beside acceptor threads; 0 for any free port. */
+  readonly adminPort: number | undefined;
+  /** `--routes FILE`: a module whose default export is a fastify plugin of the application's routes. */
+  readonly routes: string | undefined;
 }
 
 /** `--tenant-rate free=100,pro=1000,acme=50:100`: per tier, or per named tenant. */
@@ -102,6 +112,9 @@ const FLAGS: Readonly<Record<string, { kind: FlagKind; help: string }>> = {
   '--embedder': { kind: 'string', help: 'URL     an embedding endpoint (POST URL/v1/embeddings) for search with semantic: true' },
   '--embedder-max-concurrency': { kind: 'string', help: `N  the embedder's max_concurrent_calls (1 to 32), across replicas with --pg` },
   '--pg': { kind: 'string', help: 'URL           PostgreSQL holding the embedder\'s concurrency slots for every replica (postgres://...)' },
+  '--acceptors': { kind: 'string', help: 'auto|main|N  HTTP acceptor threads: N query workers each listen on the port (reusePort, Node 22.12+ on Linux); main: the main thread accepts (default auto: one per query worker where possible, else main)' },
+  '--admin-port': { kind: 'string', help: 'N   with acceptor threads, the main thread\'s own listener for probes, /metrics, /stats and the dashboard (default: any free port, printed on stderr)' },
+  '--routes': { kind: 'string', help: 'FILE     a module whose default export is a fastify plugin of your own routes, loaded into every acceptor with { db }' },
   '--no-admission': { kind: 'boolean', help: '     no admission chain (tidal\'s own load management stays)' },
   '--help': { kind: 'boolean', help: '             this text' },
 };
@@ -235,7 +248,38 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
     embedder,
     embedderMaxConcurrency: maxConcurrency === undefined ? undefined : whole('--embedder-max-concurrency', maxConcurrency, 1, 32),
     pg,
+    acceptors: parseAcceptors(str('--acceptors') ?? 'auto'),
+    adminPort: str('--admin-port') === undefined ? undefined : whole('--admin-port', str('--admin-port')!, 0, 65_535),
+    routes: str('--routes'),
   };
+}
+
+function parseAcceptors(text: string): ServeConfig['acceptors'] {
+  if (text === 'auto' || text === 'main') return text;
+  return whole('--acceptors', text, 1, 64);
+}
+
+/** How `tidal serve` accepts HTTP: in N acceptor threads, or in the main thread (and why). */
+export type AcceptorPlan = { readonly threads: number } | { readonly threads: 0; readonly why: string };
+
+/**
+ * The acceptor threads `--acceptors` asks for on this platform. auto: one per query worker where
+ * reusePort works, else the main thread; N: N threads (at most the workers), and a clear error
+ * where the platform cannot; `--redis` and `--embedder` keep the main thread, whose Redis and
+ * embedder clients the acceptor threads would not have.
+ */
+export function resolveAcceptors(config: Pick<ServeConfig, 'acceptors' | 'redis' | 'embedder'>, workers: number, support: { ok: true } | { ok: false; why: string }): AcceptorPlan {
+  const { acceptors } = config;
+  if (acceptors === 'main') return { threads: 0, why: '--acceptors main' };
+  const shared = config.redis !== undefined ? '--redis' : config.embedder !== undefined ? '--embedder' : undefined;
+  if (acceptors === 'auto') {
+    if (shared !== undefined) return { threads: 0, why: `${shared} keeps its clients on the main thread` };
+    return support.ok ? { threads: workers } : { threads: 0, why: support.why };
+  }
+  if (shared !== undefined) throw new InvalidInputError('--acceptors', `main or auto with ${shared} (its clients live on the main thread)`, acceptors);
+  if (!support.ok) throw new InvalidInputError('--acceptors', `main or auto here: ${support.why}`, acceptors);
+  if (acceptors > workers) throw new InvalidInputError('--acceptors', `at most the query workers (${workers}): each acceptor is a query worker`, acceptors);
+  return { threads: acceptors };
 }
 
 /** True for an address that only this machine can reach. */

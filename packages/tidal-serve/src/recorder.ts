@@ -13,6 +13,8 @@ export interface RecorderOptions {
   readonly historySeconds?: number;
   /** Seconds the latency percentiles are taken over. @default 60 */
   readonly windowSeconds?: number;
+  /** Each acceptor thread's requests in flight now, by acceptor index (several acceptors only). */
+  readonly acceptorsInFlight?: () => ReadonlyMap<number, number>;
 }
 
 // Latency histogram: bins 5 % wide from 10 µs up, so a percentile is within 2.5 % of the truth
@@ -46,6 +48,8 @@ interface Second {
   refused: Map<string, number>;
   latency: Uint32Array;
   latencyCount: number;
+  /** By acceptor index: offered, good, refused (answers another thread reported). */
+  byAcceptor: Map<number, [number, number, number]>;
 }
 
 /**
@@ -60,6 +64,7 @@ export class Recorder {
   readonly #window: number;
   readonly #inFlight: () => number;
   readonly #level: () => string;
+  readonly #acceptorsInFlight: (() => ReadonlyMap<number, number>) | undefined;
 
   constructor(options: RecorderOptions) {
     this.#clock = options.clock ?? Date.now;
@@ -77,7 +82,9 @@ export class Recorder {
       refused: new Map<string, number>(),
       latency: new Uint32Array(BINS),
       latencyCount: 0,
+      byAcceptor: new Map(),
     }));
+    this.#acceptorsInFlight = options.acceptorsInFlight;
     this.#inFlight = options.inFlight;
     this.#level = options.level;
   }
@@ -92,6 +99,7 @@ export class Recorder {
       slot.refused.clear();
       slot.latency.fill(0);
       slot.latencyCount = 0;
+      slot.byAcceptor.clear();
     }
     return slot;
   }
@@ -102,9 +110,16 @@ export class Recorder {
    * requests that were served. `level` is the degradation level a query answer says it ran at
    * (`Full`, `ReducedCandidates`, ...); a 2xx answer with a level is counted under it.
    */
-  record(_route: string, status: number, code: string | undefined, latencyMs: number, level?: string): void {
+  record(_route: string, status: number, code: string | undefined, latencyMs: number, level?: string, acceptor?: number): void {
     const slot = this.#slot(Math.floor(this.#clock() / 1000));
     slot.offered++;
+    if (acceptor !== undefined) {
+      let a = slot.byAcceptor.get(acceptor);
+      if (a === undefined) slot.byAcceptor.set(acceptor, (a = [0, 0, 0]));
+      a[0]++;
+      if (status >= 200 && status < 300) a[1]++;
+      else if (status === 429 || status === 503) a[2]++;
+    }
     if (status >= 200 && status < 300) {
       slot.good++;
       if (level !== undefined) {
@@ -119,6 +134,13 @@ export class Recorder {
     }
     slot.latency[binOf(latencyMs)]!++;
     slot.latencyCount++;
+  }
+
+  /** The per-acceptor part of a sample: present once acceptor threads report. */
+  #acceptors(last: Second | undefined): Pick<ServeSample, 'acceptors'> {
+    const inFlight = this.#acceptorsInFlight?.();
+    if (inFlight === undefined || inFlight.size === 0) return {};
+    return { acceptors: acceptorList(last, inFlight) };
   }
 
   /** The last complete second's rates and the last `windowSeconds`' percentiles. */
@@ -144,11 +166,23 @@ export class Recorder {
       goodputPerSec: current ? last.good : 0,
       refusedPerSec: current ? Object.fromEntries(last.refused) : {},
       levelsPerSec: levelCounts(current ? last.levels : undefined),
+      ...this.#acceptors(current ? last : undefined),
       p50Ms: percentile(merged, count, 0.5),
       p99Ms: percentile(merged, count, 0.99),
       windowSeconds: this.#window,
     };
   }
+}
+
+function acceptorList(last: Second | undefined, inFlight: ReadonlyMap<number, number>): NonNullable<ServeSample['acceptors']> {
+  const ids = new Set<number>(inFlight.keys());
+  if (last) for (const id of last.byAcceptor.keys()) ids.add(id);
+  return [...ids]
+    .sort((a, b) => a - b)
+    .map((id) => {
+      const c = last?.byAcceptor.get(id);
+      return { id, offeredPerSec: c?.[0] ?? 0, goodputPerSec: c?.[1] ?? 0, refusedPerSec: c?.[2] ?? 0, inFlight: inFlight.get(id) ?? 0 };
+    });
 }
 
 function levelCounts(levels: Uint32Array | undefined): Record<DegradationLevelName, number> {

@@ -11,7 +11,7 @@ export interface RouteDeps {
   /** A query's deadline without an `x-tidal-timeout-ms` header; 0 for none. */
   readonly defaultTimeoutMs: number;
   readonly ready: () => boolean;
-  readonly stats: () => object;
+  readonly stats: () => object | Promise<object>;
   readonly registry: Registry;
 }
 
@@ -126,7 +126,7 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     await db.delete(req.params.id);
     return { deleted: req.params.id };
   });
-  app.get<{ Params: { id: string } }>('/items/:id/signals', async (req) => ({ id: req.params.id, signals: db.itemSignals(req.params.id) }));
+  app.get<{ Params: { id: string } }>('/items/:id/signals', async (req) => ({ id: req.params.id, signals: await db.itemSignals(req.params.id) }));
 
   // Signals: one object, or an array written all or none.
   app.post('/signals', async (req) => {
@@ -178,10 +178,10 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
   // Agent sessions.
   app.post('/sessions', async (req, reply) => {
     const body = objectBody(req.body);
-    const handle = db.openSession(body as unknown as Parameters<ServeDb['openSession']>[0]);
+    const handle = await db.openSession(body as unknown as Parameters<ServeDb['openSession']>[0]);
     return reply.code(201).send(handle);
   });
-  app.get('/sessions', async () => ({ sessions: db.openSessions() }));
+  app.get('/sessions', async () => ({ sessions: await db.openSessions() }));
   app.post<{ Params: { id: string } }>('/sessions/:id/signals', async (req) => {
     const body = objectBody(req.body);
     const { agent: _agent, ...signal } = body;

@@ -20,26 +20,37 @@ import { createServeMetrics, type ServeMetrics } from './metrics.js';
 import { Recorder } from './recorder.js';
 import { LEVEL_HEADER, registerRoutes, routeName } from './routes.js';
 
-/** The calls of `TidalDb` the server makes; a `TidalDb` is one. */
-export type ServeDb = Pick<
-  TidalDb,
-  | 'upsertItems'
-  | 'get'
-  | 'delete'
-  | 'signal'
-  | 'signals'
-  | 'itemSignals'
-  | 'retrieve'
-  | 'search'
-  | 'openSession'
-  | 'sessionSignal'
-  | 'closeSession'
-  | 'openSessions'
-  | 'stats'
-  | 'load'
-  | 'closed'
-  | 'close'
->;
+/**
+ * The calls of the database the server makes. A `TidalDb` is one, and so is the thread-local
+ * `ThreadDb` an HTTP acceptor thread has (its reads and writes that cross to the database's
+ * thread answer with a promise where `TidalDb` answers at once).
+ */
+export interface ServeDb {
+  upsertItems: TidalDb['upsertItems'];
+  get: TidalDb['get'];
+  delete: TidalDb['delete'];
+  signal: TidalDb['signal'];
+  signals: TidalDb['signals'];
+  itemSignals(id: string): ReturnType<TidalDb['itemSignals']> | Promise<ReturnType<TidalDb['itemSignals']>>;
+  retrieve: TidalDb['retrieve'];
+  search: TidalDb['search'];
+  openSession(options: Parameters<TidalDb['openSession']>[0]): ReturnType<TidalDb['openSession']> | Promise<ReturnType<TidalDb['openSession']>>;
+  sessionSignal: TidalDb['sessionSignal'];
+  closeSession: TidalDb['closeSession'];
+  openSessions(): ReturnType<TidalDb['openSessions']> | Promise<ReturnType<TidalDb['openSessions']>>;
+  stats(): ReturnType<TidalDb['stats']> | Promise<ReturnType<TidalDb['stats']>>;
+  readonly load: TidalDb['load'];
+  readonly closed: boolean;
+  /** Absent on a handle that does not own the database (an acceptor thread's). */
+  close?(): Promise<void>;
+}
+
+/**
+ * An application's own routes, loaded into the server beside tidal's: a fastify plugin,
+ * registered with `{ db }` (the server's database handle: in an acceptor thread, the thread-local
+ * one). Its requests pass the admission chain as route `other`, like any path tidal does not know.
+ */
+export type RoutesPlugin = (app: FastifyInstance, options: { db: ServeDb }) => Promise<void> | void;
 
 /** What the dashboard module gives the server: it answers `/dashboard` and its assets. */
 export interface DashboardHandler {
@@ -82,6 +93,20 @@ export interface ServerOptions {
   readonly fleetStats?: () => Record<string, unknown>;
   /** Runs last when the server closes (the CLI closes its Redis and PostgreSQL connections here). */
   readonly onClose?: () => Promise<void>;
+  /** Added to `/stats` as `acceptors`: what each acceptor thread reported. */
+  readonly acceptorStats?: () => unknown;
+  /** Each acceptor thread's requests in flight (the main thread's server when acceptors answer). */
+  readonly acceptorsInFlight?: () => ReadonlyMap<number, number>;
+  /** The application's own routes (see {@link RoutesPlugin}). */
+  readonly routes?: RoutesPlugin;
+  /**
+   * Asked first for every exempt path (probes, `/metrics`, `/stats`, `/dashboard`): true when it
+   * answered the request. An acceptor thread sends `/metrics`, `/stats` and the dashboard to the
+   * main thread's server this way.
+   */
+  readonly exempt?: (req: IncomingMessage, res: ServerResponse, path: string) => boolean;
+  /** Called with every answered request, after the server's own recorder (an acceptor reports them). */
+  readonly onResponse?: (route: string, status: number, code: string | undefined, latencyMs: number, level: string | undefined) => void;
 }
 
 /** Filled-in defaults of {@link ServerOptions}. */
@@ -93,6 +118,15 @@ export interface ServerOptions {
  * at p99 (docs/serve.md).
  */
 export const SERVER_DEFAULTS = Object.freeze({ timeoutMs: 10_000, bodyLimitBytes: 1_048_576, backlog: 4096 });
+
+export interface ListenOptions {
+  /**
+   * `SO_REUSEPORT`: several listeners (one per acceptor thread) share the port and the kernel
+   * spreads connections over them. Node 22.12+ on Linux; see docs/serve.md.
+   * @default false
+   */
+  readonly reusePort?: boolean;
+}
 
 export interface CloseOptions {
   /** How long in-flight requests may take to finish before their connections are cut. @default 10000 */
@@ -106,7 +140,7 @@ export interface TidalServer {
    * `backlog`: connections the kernel queues before they are accepted (default
    * {@link SERVER_DEFAULTS}.backlog; the kernel caps it at `net.core.somaxconn`).
    */
-  listen(port: number, host: string, backlog?: number): Promise<string>;
+  listen(port: number, host: string, backlog?: number, options?: ListenOptions): Promise<string>;
   /** The URL once listening. */
   readonly url: string | undefined;
   /** Admitted requests not yet answered. */
@@ -115,6 +149,8 @@ export interface TidalServer {
   readonly ready: boolean;
   readonly recorder: Recorder;
   readonly chain: AdmissionChain | undefined;
+  /** Counts a request an acceptor thread answered (from its report) in the recorder and the metrics. */
+  recordFrom(acceptor: number, route: string, status: number, code: string | undefined, latencyMs: number, level: string | undefined): void;
   /**
    * Stops accepting, answers new requests on open connections 503 (`/readyz` too), waits up to
    * `drainMs` for the in-flight ones, cuts what is left, then closes the database when `closeDb`.
@@ -134,6 +170,7 @@ export function isExempt(path: string): boolean {
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
+const NO_ACCEPTORS: ReadonlyMap<number, number> = new Map();
 
 /**
  * Writes a JSON answer of this module's own (refusals, 401): the headers as one flat list, which
@@ -224,7 +261,16 @@ export function createServer(options: ServerOptions): TidalServer {
 
   // The level from the load view (a read of two counters), not from stats(), which sorts every
   // latency window: the sample is taken every second for the dashboard and on each /stats.
-  const recorder = new Recorder({ clock, inFlight: () => inFlight, level: () => levelName(db.load.level) });
+  const recorder = new Recorder({
+    clock,
+    inFlight: () => {
+      let n = inFlight;
+      for (const v of (options.acceptorsInFlight?.() ?? NO_ACCEPTORS).values()) n += v;
+      return n;
+    },
+    level: () => levelName(db.load.level),
+    ...(options.acceptorsInFlight ? { acceptorsInFlight: options.acceptorsInFlight } : {}),
+  });
   const metrics: ServeMetrics = createServeMetrics(registry, { stages: () => chain?.stats() ?? [], inFlight: () => inFlight });
   const dashboard = options.dashboard?.({ sample: () => recorder.sample() });
   if (chain?.stats().some(isSharedStats)) sharedDecisionMetric(registry, chain);
@@ -242,8 +288,10 @@ export function createServer(options: ServerOptions): TidalServer {
     },
   });
 
+  const onResponse = options.onResponse;
   function finish(ctx: { route: string; code: string | undefined }, status: number, latencyMs: number, level?: string): void {
     recorder.record(ctx.route, status, ctx.code, latencyMs, level);
+    onResponse?.(ctx.route, status, ctx.code, latencyMs, level);
     metrics.response(ctx.route, status);
     if ((status === 429 || status === 503) && ctx.code !== undefined) metrics.refused(ctx.code);
   }
@@ -253,6 +301,7 @@ export function createServer(options: ServerOptions): TidalServer {
     const q = url.indexOf('?');
     const path = q === -1 ? url : url.slice(0, q);
     if (isExempt(path)) {
+      if (options.exempt?.(req, res, path) === true) return;
       // Dashboard hook: `/dashboard` and everything under it goes to the dashboard module when one
       // is configured (options.dashboard); it is exempt like the probes, never refused.
       if (dashboard !== undefined && path.startsWith('/dashboard') && dashboard.handle(req, res)) return;
@@ -342,25 +391,39 @@ export function createServer(options: ServerOptions): TidalServer {
       .type(JSON_TYPE)
       .send({ code: 'TIDAL_SERVE_NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}` });
   });
+  // The application's routes first, so a path of its own is not shadowed by tidal's 404.
+  const routesReady: Promise<unknown> = options.routes === undefined ? Promise.resolve() : Promise.resolve(app.register(async (scope) => options.routes!(scope, { db })));
   registerRoutes(app, {
     db,
     defaultTimeoutMs: timeoutMs,
     ready: () => !draining && !db.closed,
-    stats: () => ({
-      db: db.stats(),
+    stats: async () => ({
+      db: await db.stats(),
       chain: chain?.stats() ?? [],
       sample: recorder.sample(),
       server: { inFlight, draining },
       ...(options.fleetStats === undefined ? {} : { fleet: options.fleetStats() }),
+      ...(options.acceptorStats === undefined ? {} : { acceptors: options.acceptorStats() }),
     }),
     registry,
   });
 
   let closing: Promise<void> | undefined;
   const server: TidalServer = {
-    async listen(port, host, backlog = SERVER_DEFAULTS.backlog) {
+    async listen(port, host, backlog = SERVER_DEFAULTS.backlog, listenOptions = {}) {
       checkWhole('backlog', backlog, 1, 65_535);
-      await app.listen({ port, host, backlog });
+      await routesReady;
+      if (listenOptions.reusePort === true) {
+        // fastify's listen() has no reusePort: start its ready server ourselves.
+        await app.ready();
+        await new Promise<void>((resolve, reject) => {
+          app.server.once('error', reject);
+          app.server.listen({ port, host, backlog, reusePort: true } as Parameters<Server['listen']>[0], () => {
+            app.server.off('error', reject);
+            resolve();
+          });
+        });
+      } else await app.listen({ port, host, backlog });
       const address = app.server.address() as AddressInfo;
       url = `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
       return url;
@@ -376,6 +439,11 @@ export function createServer(options: ServerOptions): TidalServer {
     },
     recorder,
     chain,
+    recordFrom(acceptor, route, status, code, latencyMs, level) {
+      recorder.record(route, status, code, latencyMs, level, acceptor);
+      metrics.response(route, status);
+      if ((status === 429 || status === 503) && code !== undefined) metrics.refused(code);
+    },
     close(closeOptions = {}) {
       closing ??= (async () => {
         draining = true;
@@ -397,7 +465,7 @@ export function createServer(options: ServerOptions): TidalServer {
         http.closeAllConnections();
         await closed;
         dashboard?.close();
-        if (options.closeDb === true) await db.close();
+        if (options.closeDb === true) await db.close?.();
         await options.onClose?.();
       })();
       return closing;

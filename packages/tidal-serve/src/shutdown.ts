@@ -16,7 +16,7 @@ export interface ShutdownOptions {
  * drain exits 1 at once: whoever sends it has stopped waiting. Returns a function that removes the
  * handlers.
  */
-export function handleShutdown(server: TidalServer, options: ShutdownOptions): () => void {
+export function handleShutdown(server: Pick<TidalServer, 'inFlight' | 'close'>, options: ShutdownOptions): () => void {
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const exit = options.exit ?? ((code: number) => process.exit(code));
   let stopping = false;
