@@ -1,3 +1,4 @@
+import { InvalidInputError } from 'tidal-core';
 import { DrainMeter, OnceTicket, checkInteger, checkObject, checkOpenFraction, checkPositive, refuse } from './errors.js';
 import type { AdmissionOptions, AdmissionStage, Clock, Outcome, Refusal, RequestInfo, StageStats, Ticket } from './types.js';
 
@@ -15,7 +16,13 @@ export const ADAPTIVE_DEFAULTS = Object.freeze({
   // response is 10%, under the 25% bar); a quiet window runs on until it has them.
   minSamples: 10,
   increase: 1,
+  // Only the queries: their latency is what the limit learns from, and a write's latency (a group
+  // commit, the write queue) says nothing about how many queries the database can take.
+  routes: Object.freeze(['retrieve', 'search']) as readonly string[],
 });
+
+/** What a route the limit does not govern gets: a ticket that holds nothing. */
+const UNGOVERNED: Ticket = Object.freeze({ admitted: true as const, headers: undefined, release(): void {} });
 
 /** The adaptive limit, with what tests and `/stats` read. */
 export interface AdaptiveLimitStage extends AdmissionStage {
@@ -39,6 +46,7 @@ class AdaptiveLimit implements AdaptiveLimitStage {
   readonly #slowFraction: number;
   readonly #minSamples: number;
   readonly #increase: number;
+  readonly #routes: ReadonlySet<string>;
   readonly #drain = new DrainMeter();
   /** The limit kept fractional, so repeated cuts and +1s compose exactly; admission reads #whole. */
   #limit: number;
@@ -68,6 +76,7 @@ class AdaptiveLimit implements AdaptiveLimitStage {
     this.#slowFraction = s.slowFraction;
     this.#minSamples = s.minSamples;
     this.#increase = s.increase;
+    this.#routes = new Set(s.routes);
     this.#limit = s.initial;
     this.#whole = s.initial;
     this.#setMessage();
@@ -90,7 +99,8 @@ class AdaptiveLimit implements AdaptiveLimitStage {
     return this.#decreases;
   }
 
-  admit(_request: RequestInfo, nowMs: number): Ticket | Refusal {
+  admit(request: RequestInfo, nowMs: number): Ticket | Refusal {
+    if (!this.#routes.has(request.route)) return UNGOVERNED;
     const n = this.#inFlight;
     if (n >= this.#whole) {
       this.#rejected++;
@@ -146,13 +156,21 @@ class AdaptiveLimit implements AdaptiveLimitStage {
   }
 }
 
+function checkRoutes(value: unknown): readonly string[] {
+  if (!Array.isArray(value) || value.some((r) => typeof r !== 'string' || r.length === 0)) {
+    throw new InvalidInputError('options.adaptive.routes', 'an array of route names', value);
+  }
+  return Object.freeze([...(value as string[])]);
+}
+
 /**
  * Stage 3: an AIMD limit on requests in flight, below the cap. Each window of `windowMs` (holding at
  * least `minSamples` responses) changes the limit at most once: a cut to `limit × backoff` (not below
  * `floor`) when more than `slowFraction` of its responses were slower than `targetLatencyMs` or
  * failed, otherwise `+increase` (not above `cap`). Deciding on a window's fraction, not on any slow
  * response, is what keeps a single pause from halving the limit. Over the limit, a 503
- * `TIDAL_SERVE_ADAPTIVE` at once; admission never waits.
+ * `TIDAL_SERVE_ADAPTIVE` at once; admission never waits. Only the `routes` it governs (the queries)
+ * count against it and feed it; any other route passes untouched.
  *
  * @param clock - read when a ticket is released, to close windows.
  * @throws {@link InvalidInputError} naming the `options.adaptive.*` field.
@@ -173,6 +191,7 @@ export function createAdaptiveLimit(settings: AdaptiveLimitSettings, clock: Cloc
       slowFraction: s.slowFraction === undefined ? ADAPTIVE_DEFAULTS.slowFraction : checkOpenFraction('options.adaptive.slowFraction', s.slowFraction),
       minSamples: s.minSamples === undefined ? ADAPTIVE_DEFAULTS.minSamples : checkInteger('options.adaptive.minSamples', s.minSamples, 1),
       increase: s.increase === undefined ? ADAPTIVE_DEFAULTS.increase : checkPositive('options.adaptive.increase', s.increase),
+      routes: s.routes === undefined ? ADAPTIVE_DEFAULTS.routes : checkRoutes(s.routes),
     },
     clock,
   );

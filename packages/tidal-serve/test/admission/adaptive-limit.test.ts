@@ -190,6 +190,34 @@ describe('adaptive limit (AIMD)', () => {
     if (!r.admitted) expect(r.retryAfterMs).toBe(5); // 20 ms mean / 4 in flight
   });
 
+  it('governs the query routes only: writes are never refused by it and their latency never moves it', () => {
+    const now = { t: 0 };
+    const stage = createAdaptiveLimit({ ...SETTINGS, cap: 4, floor: 1, minSamples: 1 }, () => now.t);
+    const queries = Array.from({ length: 4 }, () => stage.admit(REQ, 0));
+    expect(queries.every((r) => r.admitted)).toBe(true);
+    expect(stage.admit({ ...REQ, route: 'search' }, 0).admitted).toBe(false);
+    // The limit is full of queries: every write route still passes, and holds nothing.
+    for (const route of ['signals', 'items', 'sessions', 'item-signals', 'other']) {
+      const w = stage.admit({ ...REQ, route }, 0);
+      expect(w.admitted).toBe(true);
+      // Slow writes, window after window: no sample, no cut.
+      now.t += 200;
+      if (w.admitted) w.release({ latencyMs: 10_000, ok: false });
+    }
+    expect(stage.inFlight).toBe(4);
+    expect(stage.decreases).toBe(0);
+    expect(stage.stats()).toMatchObject({ admitted: 4, rejected: 1, inFlight: 4 });
+    // Slow queries do cut it.
+    now.t += 200;
+    for (const q of queries) if (q.admitted) q.release({ latencyMs: 10_000, ok: true });
+    expect(stage.decreases).toBe(1);
+    // The routes it governs can be named.
+    const writesToo = createAdaptiveLimit({ ...SETTINGS, cap: 1, floor: 1, routes: ['retrieve', 'signals'] }, () => 0);
+    expect(writesToo.admit({ ...REQ, route: 'signals' }, 0).admitted).toBe(true);
+    expect(writesToo.admit(REQ, 0).admitted).toBe(false);
+    expect(() => createAdaptiveLimit({ ...SETTINGS, routes: 'retrieve' as unknown as string[] }, () => 0)).toThrow(/options\.adaptive\.routes/);
+  });
+
   it('refuses bad settings, naming them', () => {
     const clock = () => 0;
     expect(() => createAdaptiveLimit({ ...SETTINGS, floor: 0 }, clock)).toThrow(/options\.adaptive\.floor/);
