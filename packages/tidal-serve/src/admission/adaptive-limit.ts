@@ -35,6 +35,22 @@ export interface AdaptiveLimitStage extends AdmissionStage {
   readonly decreases: number;
 }
 
+/**
+ * The limit after a good window. At `limit` in flight with responses taking `meanMs` on average,
+ * the server completes `limit / meanMs` a millisecond (Little's law); if latency did not grow with
+ * load, `limit × target / meanMs` in flight would reach the target. Latency does grow as a queue
+ * forms, so the limit moves half way there: far below the target (the queue has drained, the load
+ * has fallen) it climbs back to the cap in a few windows, near it it creeps by `increase`. Additive
+ * increase alone took (cap − floor) windows: 504 windows, two minutes, from the CLI's floor of 136
+ * to a cap of 640, refusing all along whatever the load needed above the limit.
+ */
+function raise(limit: number, cap: number, increase: number, targetMs: number, meanMs: number): number {
+  const room = meanMs > 0 ? (limit * targetMs) / meanMs : cap;
+  const step = (Math.min(room, cap) - limit) / 2;
+  const up = limit + (step > increase ? step : increase);
+  return up < cap ? up : cap;
+}
+
 class AdaptiveLimit implements AdaptiveLimitStage {
   readonly name = 'adaptive' as const;
   readonly #clock: Clock;
@@ -65,6 +81,8 @@ class AdaptiveLimit implements AdaptiveLimitStage {
   #windowStartMs: number;
   #samples = 0;
   #slow = 0;
+  /** The window's latencies, each counted up to the target: their mean says how much room is left. */
+  #latencySum = 0;
 
   constructor(s: Required<AdaptiveLimitSettings>, clock: Clock) {
     this.#clock = clock;
@@ -119,7 +137,11 @@ class AdaptiveLimit implements AdaptiveLimitStage {
     this.#drain.record(outcome.latencyMs);
     if (ticket.epoch !== this.#epoch) return;
     this.#samples++;
-    if (!outcome.ok || outcome.latencyMs > this.#targetMs) this.#slow++;
+    const ms = outcome.latencyMs;
+    if (!outcome.ok || ms > this.#targetMs) {
+      this.#slow++;
+      this.#latencySum += this.#targetMs;
+    } else if (ms > 0) this.#latencySum += ms;
     if (this.#samples < this.#minSamples) return;
     const now = this.#clock();
     if (now - this.#windowStartMs >= this.#windowMs) this.#closeWindow(now);
@@ -133,8 +155,7 @@ class AdaptiveLimit implements AdaptiveLimitStage {
       this.#epoch++;
       this.#decreases++;
     } else if (this.#limit < this.#cap) {
-      const up = this.#limit + this.#increase;
-      this.#limit = up < this.#cap ? up : this.#cap;
+      this.#limit = raise(this.#limit, this.#cap, this.#increase, this.#targetMs, this.#latencySum / this.#samples);
       this.#increases++;
     }
     const whole = Math.floor(this.#limit);
@@ -145,6 +166,7 @@ class AdaptiveLimit implements AdaptiveLimitStage {
     this.#windowStartMs = nowMs;
     this.#samples = 0;
     this.#slow = 0;
+    this.#latencySum = 0;
   }
 
   #setMessage(): void {
@@ -167,7 +189,9 @@ function checkRoutes(value: unknown): readonly string[] {
  * Stage 3: an AIMD limit on requests in flight, below the cap. Each window of `windowMs` (holding at
  * least `minSamples` responses) changes the limit at most once: a cut to `limit × backoff` (not below
  * `floor`) when more than `slowFraction` of its responses were slower than `targetLatencyMs` or
- * failed, otherwise `+increase` (not above `cap`). Deciding on a window's fraction, not on any slow
+ * failed, otherwise a rise (not above `cap`) of at least `increase` and of half the distance to
+ * where the window's mean latency says the target would be met (`limit × target ÷ mean`), so the
+ * limit is back at the cap within a few windows once the load has fallen. Deciding on a window's fraction, not on any slow
  * response, is what keeps a single pause from halving the limit. Over the limit, a 503
  * `TIDAL_SERVE_ADAPTIVE` at once; admission never waits. Only the `routes` it governs (the queries)
  * count against it and feed it; any other route passes untouched.
