@@ -123,7 +123,9 @@ class AdaptiveLimit implements AdaptiveLimitStage {
     if (n >= this.#whole) {
       this.#rejected++;
       // After a cut, in flight can be well over the new limit: all of the excess has to drain first.
-      return refuse('adaptive', this.#drain.retryAfterMs(n - this.#whole + 1, n, nowMs), this.#message);
+      // And never sooner than a window: the limit cannot rise before the window closes.
+      const drain = this.#drain.retryAfterMs(n - this.#whole + 1, n, nowMs);
+      return refuse('adaptive', drain > this.#windowMs ? drain : this.#windowMs, this.#message);
     }
     this.#inFlight = n + 1;
     this.#admitted++;
@@ -193,7 +195,8 @@ function checkRoutes(value: unknown): readonly string[] {
  * where the window's mean latency says the target would be met (`limit × target ÷ mean`), so the
  * limit is back at the cap within a few windows once the load has fallen. Deciding on a window's fraction, not on any slow
  * response, is what keeps a single pause from halving the limit. Over the limit, a 503
- * `TIDAL_SERVE_ADAPTIVE` at once; admission never waits. Only the `routes` it governs (the queries)
+ * `TIDAL_SERVE_ADAPTIVE` at once, admission never waits, with `retryAfterMs` the time the excess
+ * over the limit takes to drain at the measured rate, and never less than `windowMs`. Only the `routes` it governs (the queries)
  * count against it and feed it; any other route passes untouched.
  *
  * @param clock - read when a ticket is released, to close windows.

@@ -32,7 +32,9 @@ class InFlightCap implements InFlightCapStage {
     if (++this.#inFlight > this.limit) {
       this.#inFlight--;
       this.#rejected++;
-      return refuse('inflight', this.#drain.retryAfterMs(1, this.#inFlight, nowMs), this.#message);
+      // One slot frees in hold ÷ in flight, but the next arrival takes it: a retry sooner than one
+      // mean hold finds the same holders (on average none has finished) and is refused again.
+      return refuse('inflight', this.#drain.holdMs(nowMs), this.#message);
     }
     this.#admitted++;
     this.#drain.admitted(nowMs);
@@ -50,9 +52,11 @@ class InFlightCap implements InFlightCapStage {
 }
 
 /**
- * Stage 2: a fixed cap on requests in flight. Over it, a 503 `TIDAL_SERVE_INFLIGHT` at once, with
- * `retryAfterMs` the time one slot takes to free at the measured drain (mean time in flight ÷ in
- * flight, by Little's law).
+ * Stage 2: a fixed cap on requests in flight, every route counted (a memory bound: each holds up to
+ * the body limit). Over it, a 503 `TIDAL_SERVE_INFLIGHT` at once, with `retryAfterMs` the measured
+ * mean time a request holds its slot: the time the cap takes to turn over, every holder replaced
+ * once, the soonest a retry meets different holders. (One slot frees sooner, mean ÷ in flight by
+ * Little's law, but the next arrival takes it: a hint that short, 1–2 ms, was a retry storm.)
  *
  * @param limit - a whole number ≥ 1 (the chain skips the stage for `0`).
  * @throws {@link InvalidInputError} naming `options.inFlightCap`.

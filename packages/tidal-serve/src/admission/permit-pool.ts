@@ -60,7 +60,8 @@ class PermitPool implements PermitPoolStage {
     // try_acquire: never waits.
     if (pool.inFlight >= pool.max) {
       pool.rejected++;
-      return refuse('permits', pool.drain.retryAfterMs(1, pool.inFlight, nowMs), pool.message);
+      // As the cap: the pool's turnover, not one permit's (which the next arrival takes).
+      return refuse('permits', pool.drain.holdMs(nowMs), pool.message);
     }
     pool.inFlight++;
     pool.admitted++;
@@ -90,7 +91,7 @@ class PermitPool implements PermitPoolStage {
 /**
  * Stage 5: a permit pool per route (`{ retrieve: 16 }`): a request on a pooled route takes a permit
  * if one is free and never waits for one; all taken → a 503 `TIDAL_SERVE_PERMITS` whose
- * `retryAfterMs` is the time one permit takes to free at the route's measured drain. Routes not
+ * `retryAfterMs` is the route's measured mean time a request holds a permit (the pool's turnover). Routes not
  * named have no pool. The permit comes back when the ticket is released, once, however the request
  * ended (the server releases on the response's `close`, which fires for aborts too).
  *

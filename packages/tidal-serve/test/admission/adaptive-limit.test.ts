@@ -202,7 +202,15 @@ describe('adaptive limit (AIMD)', () => {
     for (let i = 0; i < 4; i++) stage.admit(REQ, 10);
     const r = stage.admit(REQ, 10);
     expect(r.admitted).toBe(false);
-    if (!r.admitted) expect(r.retryAfterMs).toBe(5); // 20 ms mean / 4 in flight
+    // The drain (20 ms mean / 4 in flight = 5 ms) is shorter than a window: the limit cannot rise
+    // before the window closes, so the hint is the window's 100 ms.
+    if (!r.admitted) expect(r.retryAfterMs).toBe(100);
+    // A long drain wins over the window: 4 in flight at 2 s each, 1 over → 500 ms.
+    const slow = createAdaptiveLimit({ ...SETTINGS, cap: 4, floor: 1 }, () => 0);
+    const held2 = Array.from({ length: 4 }, () => slow.admit(REQ, 0)).filter((x): x is Ticket => x.admitted);
+    for (const t of held2) t.release({ latencyMs: 2_000, ok: true });
+    for (let i = 0; i < 4; i++) slow.admit(REQ, 0);
+    expect(slow.admit(REQ, 0)).toMatchObject({ admitted: false, retryAfterMs: 500 });
   });
 
   it('governs the query routes only: writes are never refused by it and their latency never moves it', () => {
