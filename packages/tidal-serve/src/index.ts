@@ -13,7 +13,9 @@ export type {
   Ticket,
   Tier,
 } from './admission/types.js';
-export { createAdmissionChain } from './admission/chain.js';
+export { createAdmissionChain, createSharedAdmissionState } from './admission/chain.js';
+export type { ChainBuildOptions } from './admission/chain.js';
+export type { SharedAdmissionState } from './admission/shared-memory.js';
 export { createDashboard } from './dashboard/dashboard.js';
 export type { Dashboard, DashboardStats } from './dashboard/dashboard.js';
 export { DASHBOARD_DEFAULTS } from './dashboard/options.js';

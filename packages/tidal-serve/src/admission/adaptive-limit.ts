@@ -1,5 +1,6 @@
 import { InvalidInputError } from 'tidal-core';
 import { DrainMeter, OnceTicket, checkInteger, checkObject, checkOpenFraction, checkPositive, refuse } from './errors.js';
+import { ADAPTIVE_CELLS, SHARED_MAX_CAP, SharedDrainMeter, relMs, type SharedView } from './shared-memory.js';
 import type { AdmissionOptions, AdmissionStage, Clock, Outcome, Refusal, RequestInfo, StageStats, Ticket } from './types.js';
 
 /** Settings of {@link createAdaptiveLimit}: `options.adaptive` plus the cap it stays under. */
@@ -203,23 +204,157 @@ function checkRoutes(value: unknown): readonly string[] {
  * @throws {@link InvalidInputError} naming the `options.adaptive.*` field.
  */
 export function createAdaptiveLimit(settings: AdaptiveLimitSettings, clock: Clock): AdaptiveLimitStage {
+  return new AdaptiveLimit(resolveAdaptive(settings), clock);
+}
+
+/** Checks the settings and fills in the defaults. */
+function resolveAdaptive(settings: AdaptiveLimitSettings): Required<AdaptiveLimitSettings> {
   const s = checkObject('options.adaptive', settings);
   const cap = checkInteger('options.inFlightCap', s.cap, 1);
   const floor = checkInteger('options.adaptive.floor', s.floor, 1, cap);
   const initial = s.initial === undefined ? cap : checkInteger('options.adaptive.initial', s.initial, floor, cap);
-  return new AdaptiveLimit(
-    {
-      cap,
-      floor,
-      initial,
-      targetLatencyMs: checkPositive('options.adaptive.targetLatencyMs', s.targetLatencyMs),
-      windowMs: checkPositive('options.adaptive.windowMs', s.windowMs),
-      backoff: checkOpenFraction('options.adaptive.backoff', s.backoff),
-      slowFraction: s.slowFraction === undefined ? ADAPTIVE_DEFAULTS.slowFraction : checkOpenFraction('options.adaptive.slowFraction', s.slowFraction),
-      minSamples: s.minSamples === undefined ? ADAPTIVE_DEFAULTS.minSamples : checkInteger('options.adaptive.minSamples', s.minSamples, 1),
-      increase: s.increase === undefined ? ADAPTIVE_DEFAULTS.increase : checkPositive('options.adaptive.increase', s.increase),
-      routes: s.routes === undefined ? ADAPTIVE_DEFAULTS.routes : checkRoutes(s.routes),
-    },
-    clock,
-  );
+  return {
+    cap,
+    floor,
+    initial,
+    targetLatencyMs: checkPositive('options.adaptive.targetLatencyMs', s.targetLatencyMs),
+    windowMs: checkPositive('options.adaptive.windowMs', s.windowMs),
+    backoff: checkOpenFraction('options.adaptive.backoff', s.backoff),
+    slowFraction: s.slowFraction === undefined ? ADAPTIVE_DEFAULTS.slowFraction : checkOpenFraction('options.adaptive.slowFraction', s.slowFraction),
+    minSamples: s.minSamples === undefined ? ADAPTIVE_DEFAULTS.minSamples : checkInteger('options.adaptive.minSamples', s.minSamples, 1),
+    increase: s.increase === undefined ? ADAPTIVE_DEFAULTS.increase : checkPositive('options.adaptive.increase', s.increase),
+    routes: s.routes === undefined ? ADAPTIVE_DEFAULTS.routes : checkRoutes(s.routes),
+  };
+}
+
+const A = ADAPTIVE_CELLS;
+
+/**
+ * The AIMD limit over shared cells. Admission reads the whole limit and adds to the in-flight cell;
+ * a release adds its sample to the window's cells, and the thread whose release finds the window
+ * due closes it: of the threads that find it due at once, the one whose compareExchange moves the
+ * window's start wins, and only it changes the limit. The limit is kept × 1000 in an Int32 so cuts
+ * and rises compose in whole numbers.
+ */
+class SharedAdaptiveLimit implements AdaptiveLimitStage {
+  readonly name = 'adaptive' as const;
+  readonly #s: Required<AdaptiveLimitSettings>;
+  readonly #clock: Clock;
+  readonly #view: SharedView;
+  readonly #c: Int32Array;
+  readonly #at: number;
+  readonly #routes: ReadonlySet<string>;
+  readonly #drain: SharedDrainMeter;
+  #messageFor = -1;
+  #message = '';
+
+  constructor(s: Required<AdaptiveLimitSettings>, clock: Clock, view: SharedView) {
+    this.#s = s;
+    this.#clock = clock;
+    this.#view = view;
+    this.#c = view.cells;
+    this.#at = view.layout.adaptive;
+    this.#routes = new Set(s.routes);
+    this.#drain = new SharedDrainMeter(view, this.#at + A.drain);
+  }
+
+  get limit(): number {
+    return Atomics.load(this.#c, this.#at + A.whole);
+  }
+
+  get inFlight(): number {
+    return Atomics.load(this.#c, this.#at + A.inFlight);
+  }
+
+  get increases(): number {
+    return Atomics.load(this.#c, this.#at + A.increases);
+  }
+
+  get decreases(): number {
+    return Atomics.load(this.#c, this.#at + A.decreases);
+  }
+
+  admit(request: RequestInfo, nowMs: number): Ticket | Refusal {
+    if (!this.#routes.has(request.route)) return UNGOVERNED;
+    const c = this.#c;
+    const at = this.#at;
+    const whole = Atomics.load(c, at + A.whole);
+    const n = Atomics.add(c, at + A.inFlight, 1);
+    if (n >= whole) {
+      Atomics.sub(c, at + A.inFlight, 1);
+      Atomics.add(c, at + A.rejected, 1);
+      const drain = this.#drain.retryAfterMs(n - whole + 1, n, nowMs);
+      return refuse('adaptive', drain > this.#s.windowMs ? drain : this.#s.windowMs, this.#messageOf(whole));
+    }
+    Atomics.add(c, at + A.admitted, 1);
+    this.#drain.admitted(nowMs);
+    return new OnceTicket(this, nowMs, Atomics.load(c, at + A.epoch));
+  }
+
+  #messageOf(whole: number): string {
+    if (whole !== this.#messageFor) {
+      this.#messageFor = whole;
+      this.#message = `${whole} requests are in flight, the adaptive limit (responses were slower than ${this.#s.targetLatencyMs} ms); retry after x-retry-after-ms`;
+    }
+    return this.#message;
+  }
+
+  onRelease(ticket: OnceTicket, outcome: Outcome): void {
+    const c = this.#c;
+    const at = this.#at;
+    Atomics.sub(c, at + A.inFlight, 1);
+    if (outcome.served === false) return;
+    this.#drain.record(outcome.latencyMs);
+    if (ticket.epoch !== Atomics.load(c, at + A.epoch)) return;
+    const target = this.#s.targetLatencyMs;
+    const ms = outcome.latencyMs;
+    if (!outcome.ok || ms > target) {
+      Atomics.add(c, at + A.slow, 1);
+      Atomics.add(c, at + A.latencySum, Math.round(target));
+    } else if (ms > 0) Atomics.add(c, at + A.latencySum, Math.round(ms));
+    if (Atomics.add(c, at + A.samples, 1) + 1 < this.#s.minSamples) return;
+    const now = relMs(this.#view, this.#clock());
+    const start = Atomics.load(c, at + A.windowStart);
+    const elapsed = (now - start) | 0;
+    // Negative: more than 2³¹ ms since the start (the difference wrapped): long due.
+    if (elapsed >= 0 && elapsed < this.#s.windowMs) return;
+    if (Atomics.compareExchange(c, at + A.windowStart, start, now) === start) this.#closeWindow();
+  }
+
+  #closeWindow(): void {
+    const c = this.#c;
+    const at = this.#at;
+    const s = this.#s;
+    const samples = Atomics.exchange(c, at + A.samples, 0);
+    const slow = Atomics.exchange(c, at + A.slow, 0);
+    const sum = Atomics.exchange(c, at + A.latencySum, 0);
+    if (samples === 0) return;
+    const limit = Atomics.load(c, at + A.limitMilli) / 1000;
+    let next = limit;
+    if (slow > samples * s.slowFraction) {
+      const cut = limit * s.backoff;
+      next = cut > s.floor ? cut : s.floor;
+      Atomics.add(c, at + A.epoch, 1);
+      Atomics.add(c, at + A.decreases, 1);
+    } else if (limit < s.cap) {
+      next = raise(limit, s.cap, s.increase, s.targetLatencyMs, sum / samples);
+      Atomics.add(c, at + A.increases, 1);
+    }
+    const milli = Math.floor(next * 1000);
+    Atomics.store(c, at + A.limitMilli, milli);
+    Atomics.store(c, at + A.whole, Math.floor(milli / 1000));
+  }
+
+  stats(): StageStats {
+    const c = this.#c;
+    const at = this.#at;
+    return { name: 'adaptive', limit: Atomics.load(c, at + A.whole), inFlight: Atomics.load(c, at + A.inFlight), admitted: Atomics.load(c, at + A.admitted), rejected: Atomics.load(c, at + A.rejected) };
+  }
+}
+
+/** {@link createAdaptiveLimit} over a shared state's cells (built by the chain with `{ shared }`). */
+export function createAdaptiveLimitInSharedMemory(settings: AdaptiveLimitSettings, clock: Clock, view: SharedView): AdaptiveLimitStage {
+  const s = resolveAdaptive(settings);
+  if (s.cap > SHARED_MAX_CAP) throw new InvalidInputError('options.inFlightCap', `a whole number up to ${SHARED_MAX_CAP} for a shared adaptive limit`, s.cap);
+  return new SharedAdaptiveLimit(s, clock, view);
 }
