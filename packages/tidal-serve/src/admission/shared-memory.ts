@@ -143,12 +143,23 @@ function fingerprintOf(options: AdmissionOptions): number {
  * `route` is hashed before `key`, with a separator, so (`a`, `bc`) and (`ab`, `c`) differ.
  */
 export function keyHashes(route: string, key: string, out: Int32Array): void {
-  let h = fnv(route, 0x811c9dc5);
+  let h = 0x811c9dc5;
+  let g = 0x2c1b3c6d;
+  for (let i = 0; i < route.length; i++) {
+    const u = route.charCodeAt(i);
+    h = Math.imul(h ^ u, 0x01000193);
+    g = Math.imul(g ^ u, 0x297a2d39);
+  }
   h = Math.imul(h ^ 0xffff, 0x01000193);
-  out[0] = fnv(key, h);
-  let g = fnv(route, 0x2c1b3c6d);
   g = Math.imul(g ^ 0xffff, 0x297a2d39);
-  out[1] = fnv(key, g) ^ 0x5bd1e995;
+  for (let i = 0; i < key.length; i++) {
+    const u = key.charCodeAt(i);
+    h = Math.imul(h ^ u, 0x01000193);
+    g = Math.imul(g ^ u, 0x297a2d39);
+  }
+  out[0] = h;
+  // Mixed, so the fingerprint is not a near copy of the entry's hash.
+  out[1] = Math.imul(g ^ (g >>> 15), 0x5bd1e995) ^ h;
 }
 
 /** Takes the spinlock at `i`. The section it guards is a few arithmetic operations. */
