@@ -326,7 +326,8 @@ function queryBound(pool: PoolShape): number {
 /**
  * Maps the flags onto the chain's settings:
  * - the cap: `--in-flight-cap` (auto: {@link autoInFlightCap});
- * - adaptive (unless `--no-adaptive`): floor = the in-flight count from which the database serves
+ * - adaptive (unless `--no-adaptive`), on the query routes only (writes have the write path's
+ *   backpressure): floor = the in-flight count from which the database serves
  *   its cheapest level (noDiversity, 128) + workers × PIPELINE_DEPTH. Below that the limit would
  *   hold the database under its degradation thresholds, so the heaviest load would be served at
  *   Full, the dearest level, exactly when it must be cheapest (measured: with a floor of 8, 10× C

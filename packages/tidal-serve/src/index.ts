@@ -13,7 +13,9 @@ export type {
   Ticket,
   Tier,
 } from './admission/types.js';
-export { createAdmissionChain } from './admission/chain.js';
+export { createAdmissionChain, createSharedAdmissionState } from './admission/chain.js';
+export type { ChainBuildOptions } from './admission/chain.js';
+export type { SharedAdmissionState } from './admission/shared-memory.js';
 export { createDashboard } from './dashboard/dashboard.js';
 export type { Dashboard, DashboardStats } from './dashboard/dashboard.js';
 export { DASHBOARD_DEFAULTS } from './dashboard/options.js';
@@ -33,6 +35,9 @@ export type { PeriodLimitSettings, PeriodLimitStage, PeriodOutcome } from './adm
 export { createSharedAdmissionChain, createSharedTenantLimiter, createSharedPeriodLimit, isSharedStats, batchSize } from './admission/shared-limits.js';
 export type { SharedSources, SharedRateSource, SharedPeriodSource, SharedStageStats, SharedTenantSettings, SharedPeriodSettings } from './admission/shared-limits.js';
 export { REFUSAL_CODES, REFUSAL_STATUS, NOT_SERVED, clampRetryAfterMs } from './admission/errors.js';
+export { refusalBody, refusalHeaders } from './admission/refusal.js';
+export { tidalAdmission } from './admission/fastify-plugin.js';
+export type { TidalAdmissionOptions } from './admission/fastify-plugin.js';
 export type { RefusalCode } from './admission/errors.js';
 export { createServer, startServer, isExempt, SERVER_DEFAULTS } from './server.js';
 export type { ServerOptions, StartOptions, TidalServer, CloseOptions, ServeDb, DashboardHandler, DashboardFactory } from './server.js';

@@ -11,6 +11,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { Counter, Registry } from 'prom-client';
 import { InvalidInputError, levelName, type TidalDb } from 'tidal-core';
 import { createAdmissionChain } from './admission/chain.js';
+import { JSON_TYPE, errorJson, refusalBody, refusalHeaders, refusalSendsDate } from './admission/refusal.js';
 import { isSharedStats } from './admission/shared-limits.js';
 import type { AdmissionChain, AdmissionOptions, Clock, Refusal, ServeSample, Ticket } from './admission/types.js';
 import { attachContext, connectionSignal, findContext, type RequestContext } from './context.js';
@@ -169,7 +170,6 @@ export function isExempt(path: string): boolean {
   return path === '/healthz' || path === '/readyz' || path === '/metrics' || path === '/stats' || path === '/dashboard' || path.startsWith('/dashboard/');
 }
 
-const JSON_TYPE = 'application/json; charset=utf-8';
 const NO_ACCEPTORS: ReadonlyMap<number, number> = new Map();
 
 /**
@@ -183,28 +183,10 @@ function writeJson(res: ServerResponse, status: number, text: string, headers: s
   res.end(text);
 }
 
-/** `{ code, message, ...fields }` as JSON, the fields' values numbers or strings. */
-function errorJson(code: string, message: string, reason?: string, retryAfterMs?: number): string {
-  let text = `{"code":${JSON.stringify(code)},"message":${JSON.stringify(message)}`;
-  if (reason !== undefined) text += `,"reason":${JSON.stringify(reason)}`;
-  // As JSON.stringify writes a number: a non-finite one becomes null.
-  if (retryAfterMs !== undefined) text += `,"retryAfterMs":${Number.isFinite(retryAfterMs) ? retryAfterMs : 'null'}`;
-  return text + '}';
-}
-
-/**
- * A refusal: its status, `Retry-After` in whole seconds rounded up and the exact milliseconds in
- * `x-retry-after-ms`. A 503 goes without a `Date` header, which RFC 9110 (6.6.1) leaves optional
- * for 5xx answers and which costs every response a clock read and a copy: under overload most
- * answers are these. A 429 (a 4xx) keeps it.
- */
+/** A refusal, as the fastify plugin writes it too (`admission/refusal.ts`). */
 function writeRefusal(res: ServerResponse, r: Refusal): void {
-  const ms = Math.max(0, Math.ceil(r.retryAfterMs));
-  const headers: string[] = [];
-  if (r.headers !== undefined) for (const k in r.headers) headers.push(k, r.headers[k]!);
-  headers.push('retry-after', String(Math.ceil(ms / 1000)), 'x-retry-after-ms', String(ms));
-  if (r.status === 503) res.sendDate = false;
-  writeJson(res, r.status, errorJson(r.code, r.message, r.reason, ms), headers);
+  res.sendDate = refusalSendsDate(r);
+  writeJson(res, r.status, refusalBody(r), refusalHeaders(r));
 }
 
 /** One admitted request, from its ticket to its response's `'close'`. */

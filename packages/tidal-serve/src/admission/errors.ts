@@ -86,10 +86,14 @@ export class DrainMeter {
     return this.#samples === 0 ? null : this.#meanMs;
   }
 
+  /** How long a request holds its slot: the running mean, or before any, the time since the first admission. */
+  holdMs(nowMs: number): number {
+    return this.#samples > 0 ? this.#meanMs : nowMs - this.#firstAdmitMs;
+  }
+
   /** Milliseconds until `excess` of the `inFlight` slots have freed at the measured drain. */
   retryAfterMs(excess: number, inFlight: number, nowMs: number): number {
-    const mean = this.#samples > 0 ? this.#meanMs : nowMs - this.#firstAdmitMs;
-    return (excess * mean) / (inFlight > 1 ? inFlight : 1);
+    return (excess * this.holdMs(nowMs)) / (inFlight > 1 ? inFlight : 1);
   }
 }
 

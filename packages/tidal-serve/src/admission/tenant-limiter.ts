@@ -1,5 +1,6 @@
 import { InvalidInputError } from 'tidal-core';
 import { OnceTicket, checkInteger, checkObject, checkPositive, refuse } from './errors.js';
+import { SLOT, SLOT_FLOATS, SLOT_INTS, TABLE, keyHashes, lock, unlock, type SharedView, type TableLayout } from './shared-memory.js';
 import type { AdmissionStage, Outcome, RateSpec, Refusal, RequestInfo, StageStats, Ticket, Tier } from './types.js';
 
 /** Settings of {@link createTenantLimiter}: `options.tenants`. */
@@ -119,7 +120,7 @@ class TenantLimiter implements TenantLimiterStage {
     const override = this.#overrides.get(tenant);
     if (override !== undefined || this.#buckets.size - this.#overridesSeen < this.#maxTenants) {
       const spec = override ?? this.#tiers[request.tier] ?? this.#tiers.free;
-      const bucket = new Bucket(spec, nowMs, `tenant ${JSON.stringify(tenant)} is over its rate of ${spec.ratePerSecond}/s (burst ${spec.burst}); retry after x-retry-after-ms`);
+      const bucket = new Bucket(spec, nowMs, tenantMessage(tenant, spec));
       this.#buckets.set(tenant, bucket);
       if (override !== undefined) this.#overridesSeen++;
       return bucket;
@@ -187,6 +188,17 @@ function checkSpec(field: string, value: unknown): RateSpec {
  * @throws {@link InvalidInputError} naming the `options.tenants.*` field.
  */
 export function createTenantLimiter(settings: TenantLimiterSettings): TenantLimiterStage {
+  const r = resolveTenants(settings);
+  return new TenantLimiter(r.tiers, r.overrides, r.maxTenants);
+}
+
+interface ResolvedTenants {
+  readonly tiers: Readonly<Record<Tier, RateSpec>>;
+  readonly overrides: ReadonlyMap<string, RateSpec>;
+  readonly maxTenants: number;
+}
+
+function resolveTenants(settings: TenantLimiterSettings): ResolvedTenants {
   const s = checkObject('options.tenants', settings);
   const maxTenants = checkInteger('options.tenants.maxTenants', s.maxTenants, 1);
   const tiers: Record<Tier, RateSpec> = { ...TIER_DEFAULTS };
@@ -202,5 +214,224 @@ export function createTenantLimiter(settings: TenantLimiterSettings): TenantLimi
     const o = checkObject('options.tenants.overrides', s.overrides);
     for (const [tenant, spec] of Object.entries(o)) overrides.set(tenant, checkSpec(`options.tenants.overrides.${tenant}`, spec));
   }
-  return new TenantLimiter(Object.freeze(tiers), overrides, maxTenants);
+  return { tiers: Object.freeze(tiers), overrides, maxTenants };
+}
+
+// The bucket's fields in its table entry's Float64 part, read and written under the entry's lock.
+const MILLI = 0;
+const LAST = 1;
+const RATE = 2;
+const BURST = 3;
+
+function tenantMessage(tenant: string, spec: { readonly ratePerSecond: number; readonly burst: number }): string {
+  return `tenant ${JSON.stringify(tenant)} is over its rate of ${spec.ratePerSecond}/s (burst ${spec.burst}); retry after x-retry-after-ms`;
+}
+
+/**
+ * The tenant buckets in a shared table: an entry per tenant, found by its hash (and told from
+ * another by a second hash), inserted under the table's lock, never moved nor freed (as the
+ * single-thread limiter never drops a bucket). A bucket is taken from and refunded under its entry's
+ * spinlock, with the single-thread bucket's arithmetic on its Float64 fields.
+ */
+class SharedTenantLimiter implements TenantLimiterStage {
+  readonly name = 'tenant' as const;
+  readonly #r: ResolvedTenants;
+  readonly #c: Int32Array;
+  readonly #f: Float64Array;
+  readonly #t: TableLayout;
+  readonly #mask: number;
+  readonly #hash = new Int32Array(2);
+  readonly #overflowMessage: string;
+  /** Messages of the tenants refused lately, so a refusal does not build its string every time. */
+  readonly #messages = new Map<string, string>();
+
+  constructor(r: ResolvedTenants, view: SharedView) {
+    this.#r = r;
+    this.#c = view.cells;
+    this.#f = view.floats;
+    this.#t = view.layout.tenants!;
+    this.#mask = this.#t.slots - 1;
+    const spec = r.tiers.free;
+    this.#overflowMessage = `more than ${r.maxTenants} tenants are active; the ones past it share one bucket of ${spec.ratePerSecond}/s, now empty; retry after x-retry-after-ms`;
+  }
+
+  get tenants(): number {
+    return Atomics.load(this.#c, this.#t.header + TABLE.size);
+  }
+
+  get overflowed(): number {
+    return Atomics.load(this.#c, this.#t.header + TABLE.overflowed);
+  }
+
+  /** The entry of the key in `#hash`, or −1. */
+  #find(): number {
+    const c = this.#c;
+    const h = this.#hash[0]!;
+    const fp = this.#hash[1]!;
+    for (let i = h & this.#mask; ; i = (i + 1) & this.#mask) {
+      const e = this.#t.ints + i * SLOT_INTS;
+      if (Atomics.load(c, e + SLOT.state) === 0) return -1;
+      if (Atomics.load(c, e + SLOT.hash) === h && Atomics.load(c, e + SLOT.fp) === fp) return i;
+    }
+  }
+
+  #init(slot: number, spec: RateSpec, nowMs: number): void {
+    const b = this.#t.floats + slot * SLOT_FLOATS;
+    this.#f[MILLI + b] = spec.burst * PER_TOKEN;
+    this.#f[LAST + b] = nowMs;
+    this.#f[RATE + b] = spec.ratePerSecond;
+    this.#f[BURST + b] = spec.burst;
+  }
+
+  /** The entry `request`'s tenant draws on: its own, a new one, or the overflow one (`slots`). */
+  #slot(request: RequestInfo, nowMs: number): number {
+    keyHashes('', request.tenant, this.#hash);
+    const known = this.#find();
+    if (known !== -1) return known;
+    const c = this.#c;
+    const head = this.#t.header;
+    lock(c, head + TABLE.lock);
+    try {
+      const again = this.#find();
+      if (again !== -1) return again;
+      const override = this.#r.overrides.get(request.tenant);
+      if (override !== undefined || Atomics.load(c, head + TABLE.tiered) < this.#r.maxTenants) {
+        const h = this.#hash[0]!;
+        let i = h & this.#mask;
+        while (Atomics.load(c, this.#t.ints + i * SLOT_INTS + SLOT.state) !== 0) i = (i + 1) & this.#mask;
+        const e = this.#t.ints + i * SLOT_INTS;
+        this.#init(i, override ?? this.#r.tiers[request.tier] ?? this.#r.tiers.free, nowMs);
+        Atomics.store(c, e + SLOT.hash, h);
+        Atomics.store(c, e + SLOT.fp, this.#hash[1]!);
+        // Published last: a thread that sees the entry used sees its key and its bucket.
+        Atomics.store(c, e + SLOT.state, 1);
+        Atomics.add(c, head + TABLE.size, 1);
+        if (override === undefined) Atomics.add(c, head + TABLE.tiered, 1);
+        return i;
+      }
+      Atomics.add(c, head + TABLE.overflowed, 1);
+      if (Atomics.load(c, head + TABLE.overflowReady) === 0) {
+        this.#init(this.#t.slots, this.#r.tiers.free, nowMs);
+        Atomics.store(c, head + TABLE.overflowReady, 1);
+      }
+      return this.#t.slots;
+    } finally {
+      unlock(c, head + TABLE.lock);
+    }
+  }
+
+  /** `0` when a token was taken, else the whole milliseconds until one will be there (as `Bucket.tryTake`). */
+  #tryTake(slot: number, nowMs: number): number {
+    const f = this.#f;
+    const b = this.#t.floats + slot * SLOT_FLOATS;
+    const l = this.#t.ints + slot * SLOT_INTS + SLOT.lock;
+    lock(this.#c, l);
+    const rate = f[RATE + b]!;
+    let milli = f[MILLI + b]!;
+    const last = f[LAST + b]!;
+    if (nowMs > last) {
+      const full = f[BURST + b]! * PER_TOKEN;
+      const next = milli + (nowMs - last) * rate;
+      milli = next > full ? full : next;
+      f[LAST + b] = nowMs;
+    }
+    let wait = 0;
+    if (milli >= PER_TOKEN - EPSILON) milli -= PER_TOKEN;
+    else {
+      wait = Math.ceil((PER_TOKEN - milli) / rate - EPSILON);
+      if (wait < 1) wait = 1;
+    }
+    f[MILLI + b] = milli;
+    unlock(this.#c, l);
+    return wait;
+  }
+
+  refund(slot: number): void {
+    const f = this.#f;
+    const b = this.#t.floats + slot * SLOT_FLOATS;
+    const l = this.#t.ints + slot * SLOT_INTS + SLOT.lock;
+    lock(this.#c, l);
+    const next = f[MILLI + b]! + PER_TOKEN;
+    const full = f[BURST + b]! * PER_TOKEN;
+    f[MILLI + b] = next > full ? full : next;
+    unlock(this.#c, l);
+  }
+
+  admit(request: RequestInfo, nowMs: number): Ticket | Refusal {
+    const slot = this.#slot(request, nowMs);
+    const wait = this.#tryTake(slot, nowMs);
+    const head = this.#t.header;
+    if (wait !== 0) {
+      Atomics.add(this.#c, head + TABLE.rejected, 1);
+      return refuse('tenant', wait, slot === this.#t.slots ? this.#overflowMessage : this.#messageOf(request.tenant, slot));
+    }
+    Atomics.add(this.#c, head + TABLE.inFlight, 1);
+    Atomics.add(this.#c, head + TABLE.admitted, 1);
+    return new SharedTenantTicket(this, slot, nowMs);
+  }
+
+  #messageOf(tenant: string, slot: number): string {
+    let m = this.#messages.get(tenant);
+    if (m === undefined) {
+      const b = this.#t.floats + slot * SLOT_FLOATS;
+      m = tenantMessage(tenant, { ratePerSecond: this.#f[RATE + b]!, burst: this.#f[BURST + b]! });
+      // Bounded: a flood of new tenants rebuilds messages rather than growing this map.
+      if (this.#messages.size >= 1024) this.#messages.clear();
+      this.#messages.set(tenant, m);
+    }
+    return m;
+  }
+
+  onRelease(ticket: OnceTicket, outcome: Outcome): void {
+    Atomics.sub(this.#c, this.#t.header + TABLE.inFlight, 1);
+    if (outcome.served === false) this.refund((ticket as SharedTenantTicket).slot);
+  }
+
+  bucketFor(tenant: string): ReturnType<TenantLimiterStage['bucketFor']> {
+    let slot: number;
+    if (tenant === OVERFLOW_TENANT) {
+      if (Atomics.load(this.#c, this.#t.header + TABLE.overflowReady) === 0) return null;
+      slot = this.#t.slots;
+    } else {
+      keyHashes('', tenant, this.#hash);
+      slot = this.#find();
+      if (slot === -1) return null;
+    }
+    const f = this.#f;
+    const b = this.#t.floats + slot * SLOT_FLOATS;
+    const l = this.#t.ints + slot * SLOT_INTS + SLOT.lock;
+    const c = this.#c;
+    return {
+      ratePerSecond: f[RATE + b]!,
+      burst: f[BURST + b]!,
+      shared: slot === this.#t.slots,
+      available: (nowMs: number) => {
+        lock(c, l);
+        const elapsed = nowMs > f[LAST + b]! ? nowMs - f[LAST + b]! : 0;
+        const milli = Math.min(f[BURST + b]! * PER_TOKEN, f[MILLI + b]! + elapsed * f[RATE + b]!);
+        unlock(c, l);
+        return milli / PER_TOKEN;
+      },
+    };
+  }
+
+  stats(): StageStats {
+    const c = this.#c;
+    const h = this.#t.header;
+    return { name: 'tenant', limit: this.#r.maxTenants, inFlight: Atomics.load(c, h + TABLE.inFlight), admitted: Atomics.load(c, h + TABLE.admitted), rejected: Atomics.load(c, h + TABLE.rejected), tracked: Atomics.load(c, h + TABLE.size) };
+  }
+}
+
+class SharedTenantTicket extends OnceTicket {
+  readonly slot: number;
+
+  constructor(target: SharedTenantLimiter, slot: number, nowMs: number) {
+    super(target, nowMs);
+    this.slot = slot;
+  }
+}
+
+/** {@link createTenantLimiter} over a shared state's table (built by the chain with `{ shared }`). */
+export function createTenantLimiterInSharedMemory(settings: TenantLimiterSettings, view: SharedView): TenantLimiterStage {
+  return new SharedTenantLimiter(resolveTenants(settings), view);
 }

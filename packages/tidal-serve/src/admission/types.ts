@@ -97,7 +97,11 @@ export interface RateSpec {
  * CLI (`tidal serve --help`), which maps its flags onto this shape.
  */
 export interface AdmissionOptions {
-  /** Stage 2: the fixed in-flight cap. `0` disables it. The server resolves `auto` to a number. */
+  /**
+   * Stage 2: the fixed in-flight cap, a memory bound: every admitted request, query or write, holds
+   * a slot (and up to the body limit of memory) until its response closes. `0` disables it. The
+   * server resolves `auto` to a number.
+   */
   readonly inFlightCap: number;
   /** Stage 3: the AIMD limit below the cap; `false` disables it. */
   readonly adaptive:
@@ -121,8 +125,15 @@ export interface AdmissionOptions {
         readonly slowFraction?: number;
         /** A window closes only once it holds this many responses; a quieter one runs on. @default 10 */
         readonly minSamples?: number;
-        /** Added to the limit after each good window. @default 1 */
+        /** Added to the limit after each good window, at least. @default 1 */
         readonly increase?: number;
+        /**
+         * The routes the limit governs: the query routes, whose latency is what it learns from.
+         * Writes (`signals`, `items`, `sessions`, ...) are governed by the write path's own
+         * backpressure and the memory guard instead: a write is never refused by a limit learned
+         * from query latency, and its latency never moves the limit. @default ['retrieve', 'search']
+         */
+        readonly routes?: readonly string[];
       };
   /** Stage 4: one token bucket per tenant; `false` disables it. */
   readonly tenants:

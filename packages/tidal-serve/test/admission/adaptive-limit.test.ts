@@ -113,12 +113,27 @@ describe('adaptive limit (AIMD)', () => {
     sim.run(5_000, 5_000, latency);
     const low = sim.stage.limit;
     expect(low).toBeLessThan(50);
-    // 300/s: 3 in flight, 10 ms each. Each good window adds 1: (100 − low) windows of 100 ms.
-    const quiet = sim.run(12_000, 300, latency);
+    // 300/s: 3 in flight, 10 ms each, a third of the target: the limit climbs half way to where
+    // the target would be met each window, so it is at the cap within a second.
+    const quiet = sim.run(1_000, 300, latency);
     expect(quiet.refused).toBe(0);
     expect(sim.stage.limit).toBe(100);
-    // And the limit rose step by step, never by more than the increase per window.
-    for (let i = 1; i < quiet.limits.length; i++) expect(quiet.limits[i]! - quiet.limits[i - 1]!).toBeLessThanOrEqual(1);
+  });
+
+  it('after congestion, admits everything within 1 s of the load falling below capacity (the CLI settings)', () => {
+    // The CLI's settings on 2 workers: cap 640, floor 136, 250 ms target and windows, × 0.9.
+    const sim = new Simulation({ cap: 640, floor: 136, targetLatencyMs: 250, windowMs: 250, backoff: 0.9 });
+    // 10× overload: every response takes 400 ms (the queue), so window after window is cut.
+    const congested = sim.run(10_000, 20_000, () => 400);
+    expect(congested.refused).toBeGreaterThan(congested.offered / 2);
+    expect(sim.stage.limit).toBe(136);
+    // Then 3 000/s at 100 ms each: 300 in flight, under the cap, latency well under the target.
+    // What is still in flight from the overload finishes slowly in the first 400 ms.
+    const phases = Array.from({ length: 10 }, () => sim.run(200, 3_000, () => 100));
+    const refusedAfter1s = phases.slice(5).reduce((n, p) => n + p.refused, 0);
+    expect(refusedAfter1s).toBe(0);
+    expect(phases.slice(5).reduce((n, p) => n + p.admitted, 0)).toBe(phases.slice(5).reduce((n, p) => n + p.offered, 0));
+    expect(sim.stage.limit).toBeGreaterThanOrEqual(300);
   });
 
   it('makes no false rejection after a single GC-like spike: a few very slow responses in one window do not cut the limit', () => {
@@ -187,7 +202,43 @@ describe('adaptive limit (AIMD)', () => {
     for (let i = 0; i < 4; i++) stage.admit(REQ, 10);
     const r = stage.admit(REQ, 10);
     expect(r.admitted).toBe(false);
-    if (!r.admitted) expect(r.retryAfterMs).toBe(5); // 20 ms mean / 4 in flight
+    // The drain (20 ms mean / 4 in flight = 5 ms) is shorter than a window: the limit cannot rise
+    // before the window closes, so the hint is the window's 100 ms.
+    if (!r.admitted) expect(r.retryAfterMs).toBe(100);
+    // A long drain wins over the window: 4 in flight at 2 s each, 1 over → 500 ms.
+    const slow = createAdaptiveLimit({ ...SETTINGS, cap: 4, floor: 1 }, () => 0);
+    const held2 = Array.from({ length: 4 }, () => slow.admit(REQ, 0)).filter((x): x is Ticket => x.admitted);
+    for (const t of held2) t.release({ latencyMs: 2_000, ok: true });
+    for (let i = 0; i < 4; i++) slow.admit(REQ, 0);
+    expect(slow.admit(REQ, 0)).toMatchObject({ admitted: false, retryAfterMs: 500 });
+  });
+
+  it('governs the query routes only: writes are never refused by it and their latency never moves it', () => {
+    const now = { t: 0 };
+    const stage = createAdaptiveLimit({ ...SETTINGS, cap: 4, floor: 1, minSamples: 1 }, () => now.t);
+    const queries = Array.from({ length: 4 }, () => stage.admit(REQ, 0));
+    expect(queries.every((r) => r.admitted)).toBe(true);
+    expect(stage.admit({ ...REQ, route: 'search' }, 0).admitted).toBe(false);
+    // The limit is full of queries: every write route still passes, and holds nothing.
+    for (const route of ['signals', 'items', 'sessions', 'item-signals', 'other']) {
+      const w = stage.admit({ ...REQ, route }, 0);
+      expect(w.admitted).toBe(true);
+      // Slow writes, window after window: no sample, no cut.
+      now.t += 200;
+      if (w.admitted) w.release({ latencyMs: 10_000, ok: false });
+    }
+    expect(stage.inFlight).toBe(4);
+    expect(stage.decreases).toBe(0);
+    expect(stage.stats()).toMatchObject({ admitted: 4, rejected: 1, inFlight: 4 });
+    // Slow queries do cut it.
+    now.t += 200;
+    for (const q of queries) if (q.admitted) q.release({ latencyMs: 10_000, ok: true });
+    expect(stage.decreases).toBe(1);
+    // The routes it governs can be named.
+    const writesToo = createAdaptiveLimit({ ...SETTINGS, cap: 1, floor: 1, routes: ['retrieve', 'signals'] }, () => 0);
+    expect(writesToo.admit({ ...REQ, route: 'signals' }, 0).admitted).toBe(true);
+    expect(writesToo.admit(REQ, 0).admitted).toBe(false);
+    expect(() => createAdaptiveLimit({ ...SETTINGS, routes: 'retrieve' as unknown as string[] }, () => 0)).toThrow(/options\.adaptive\.routes/);
   });
 
   it('refuses bad settings, naming them', () => {

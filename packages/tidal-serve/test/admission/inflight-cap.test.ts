@@ -42,19 +42,28 @@ describe('in-flight cap', () => {
     expect(cap.admit(REQ, 1).admitted).toBe(false);
   });
 
-  it('computes retryAfterMs from the measured drain: mean time in flight / in flight', () => {
+  it('computes retryAfterMs from the measured drain: the mean time a request holds its slot, the cap’s turnover', () => {
     const cap = createInFlightCap(4);
     // Before any release: the time since the first admission stands in for the mean latency.
     const held = [0, 1, 2, 3].map(() => ticket(cap.admit(REQ, 1000)));
-    expect((cap.admit(REQ, 1400) as Refusal).retryAfterMs).toBe(100); // 400 ms / 4
-    // Measured: requests held 80 ms each → one of 4 slots frees every 20 ms.
+    expect((cap.admit(REQ, 1400) as Refusal).retryAfterMs).toBe(400);
+    // Measured: requests held 80 ms each. One of the 4 slots frees every 20 ms, but the next
+    // arrival takes it; only after 80 ms have the holders turned over.
     for (const t of held) t.release({ latencyMs: 80, ok: true });
     const again = [0, 1, 2, 3].map(() => ticket(cap.admit(REQ, 2000)));
-    expect((cap.admit(REQ, 2000) as Refusal).retryAfterMs).toBe(20);
+    expect((cap.admit(REQ, 2000) as Refusal).retryAfterMs).toBe(80);
     // Slower service, longer wait: the number follows the measurement, not a constant.
     for (const t of again) t.release({ latencyMs: 400, ok: true });
     for (let i = 0; i < 4; i++) ticket(cap.admit(REQ, 3000));
-    expect((cap.admit(REQ, 3000) as Refusal).retryAfterMs).toBeGreaterThan(20);
+    expect((cap.admit(REQ, 3000) as Refusal).retryAfterMs).toBeGreaterThan(80);
+  });
+
+  it('never hints a retry storm: with 640 in flight held 100 ms each, the hint is 100 ms, not 1', () => {
+    const cap = createInFlightCap(640);
+    const first = Array.from({ length: 640 }, () => ticket(cap.admit(REQ, 0)));
+    for (const t of first) t.release({ latencyMs: 100, ok: true });
+    for (let i = 0; i < 640; i++) ticket(cap.admit(REQ, 100));
+    expect((cap.admit(REQ, 100) as Refusal).retryAfterMs).toBe(100);
   });
 
   it('refuses a cap that is not a whole number ≥ 1', () => {

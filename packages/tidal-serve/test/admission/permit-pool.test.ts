@@ -31,7 +31,9 @@ describe('permit pool', () => {
     for (const t of held) t.release({ latencyMs: 60, ok: true });
     pool.admit(on('retrieve'), 100);
     pool.admit(on('retrieve'), 100);
-    expect((pool.admit(on('retrieve'), 100) as Refusal).retryAfterMs).toBe(30); // 60 ms / 2 permits
+    // The pool's turnover: the 60 ms a request holds a permit (not 60 ms / 2 permits, which the
+    // next arrival would take first).
+    expect((pool.admit(on('retrieve'), 100) as Refusal).retryAfterMs).toBe(60);
   });
 
   it('cannot be wedged or leaked: releases in any order, repeated, with any outcome, always return exactly the permits taken', () => {
