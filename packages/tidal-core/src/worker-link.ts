@@ -174,9 +174,8 @@ export class LinkServer {
     for (const threadId of threadIds) {
       const t = { up: new BroadcastChannel(upName(link, threadId)), down: new BroadcastChannel(downName(link, threadId)), replies: [] as Reply[], flushQueued: false };
       t.up.onmessage = (ev) => this.#receive(threadId, (ev as MessageEvent).data as Up);
-      // The channels must not keep the process alive: the database's close() closes them.
-      t.up.unref();
-      t.down.unref();
+      // Referenced: a worker's calls (its writes) must be answered even when nothing else on
+      // this thread is pending. The database's close() closes them.
       this.#threads.set(threadId, t);
     }
   }
