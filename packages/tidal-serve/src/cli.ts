@@ -17,6 +17,7 @@ import { createDashboard } from './dashboard/dashboard.js';
 import { loadDemo } from './demo/load.js';
 import { tidalSchema } from './demo/corpus.js';
 import { createSharedAdmissionChain } from './admission/shared-limits.js';
+import { createAdmissionChain, createSharedAdmissionState } from './admission/chain.js';
 import { KeyRing } from './keys.js';
 import { openFleet } from './admission/shared-fleet.js';
 import { createServer, type RoutesPlugin } from './server.js';
@@ -73,21 +74,27 @@ async function serve(config: ServeConfig): Promise<void> {
   // With acceptor threads: the port they share (probed now, so a platform that cannot says so
   // before the database opens), and the settings each acceptor gets as the workers' module.
   let threaded: { data: AcceptorData; channels: ReturnType<typeof openChannels> } | undefined;
+  let sharedChain: ReturnType<typeof createAdmissionChain> | undefined;
   if (plan.threads > 0) {
     const port = await probePort(config.port, config.host);
     const admissionLimit = autoAdmissionLimit(DEFAULT_THRESHOLDS, workers);
+    const chainOptions = config.admission ? admissionOptions(config, { workers, admissionLimit, noDiversityAt: DEFAULT_THRESHOLDS.noDiversity }, keys !== undefined) : false;
     const data = acceptorData({
       port,
       host: config.host,
       backlog: config.backlog,
       acceptors: plan.threads,
-      admission: config.admission ? admissionOptions(config, { workers, admissionLimit, noDiversityAt: DEFAULT_THRESHOLDS.noDiversity }, keys !== undefined) : false,
+      admission: chainOptions,
+      ...(chainOptions === false ? {} : { admissionState: createSharedAdmissionState(chainOptions) }),
       ...(config.keys === undefined ? {} : { keysFile: resolvePath(config.keys) }),
       timeoutMs: config.timeoutMs,
       bodyLimitBytes: config.bodyLimitBytes,
       ...(config.routes === undefined ? {} : { routes: pathToFileURL(resolvePath(config.routes)).href }),
     });
     threaded = { data, channels: openChannels(data) };
+    // The main thread's listener admits over the same shared state: /stats and /metrics read the
+    // whole server's stages, and a request it takes counts with the acceptors'.
+    if (chainOptions !== false) sharedChain = createAdmissionChain(chainOptions, Date.now, { shared: data.admissionState! });
     builder = builder.workerModule(ACCEPTOR_MODULE, data);
   } else if (config.acceptors === 'auto') {
     log(`one acceptor, the main thread (${'why' in plan ? plan.why : ''})`);
@@ -121,8 +128,8 @@ async function serve(config: ServeConfig): Promise<void> {
     let acceptors: Acceptors | undefined;
     const server = createServer({
       db,
-      // Beside acceptor threads the main thread's listener is the admin one: no chain of its own.
-      admission: threaded !== undefined || admission === false ? false : fleet.shared === undefined ? admission : createSharedAdmissionChain(admission, Date.now, fleet.shared),
+      admission:
+        threaded !== undefined ? (sharedChain ?? false) : admission === false ? false : fleet.shared === undefined ? admission : createSharedAdmissionChain(admission, Date.now, fleet.shared),
       fleetStats: () => fleet.stats(),
       onClose: () => fleet.close(),
       ...(keys === undefined ? {} : { keys }),

@@ -122,6 +122,9 @@ describe.runIf(here.ok)('tidal serve with acceptor threads', () => {
     const acceptors = stats.acceptors as { index: number; threadId: number; local: number; forwarded: number }[];
     expect(acceptors.map((a) => a.index).sort()).toEqual([0, 1]);
     for (const a of acceptors) expect(a.local).toBeGreaterThan(0);
+    // One chain state for every acceptor: the main thread's view of it counts what both admitted.
+    const inflight = (stats.chain as { name: string; admitted: number; inFlight: number }[]).find((st) => st.name === 'inflight')!;
+    expect(inflight.admitted).toBeGreaterThanOrEqual(4 * threads.size);
     const served = (stats.db as { served: Record<string, number> }).served;
     expect(Object.values(served).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
     const metrics = await (await fetch(`${s.url}/metrics`)).text();

@@ -78,7 +78,7 @@ export async function start(db: ThreadDb, data: AcceptorData): Promise<void> {
   const routes = data.routes === undefined ? undefined : await loadRoutes(data.routes);
   server = createServer({
     db,
-    admission: data.admission === false ? false : createAdmissionChain(data.admission, Date.now),
+    admission: data.admission === false ? false : createAdmissionChain(data.admission, Date.now, data.admissionState === undefined ? {} : { shared: data.admissionState }),
     ...(data.keysFile === undefined ? {} : { keys: KeyRing.fromFile(data.keysFile) }),
     timeoutMs: data.timeoutMs,
     bodyLimitBytes: data.bodyLimitBytes,

@@ -3,6 +3,7 @@
  * settings (its worker module data), a few cells of shared memory, and the messages on each
  * acceptor's pair of channels (`up`: acceptor → main; `down`: main → acceptor).
  */
+import type { SharedAdmissionState } from '../admission/shared-memory.js';
 import type { AdmissionOptions } from '../admission/types.js';
 
 /** Int32 cells of {@link AcceptorData.control}. */
@@ -28,6 +29,8 @@ export interface AcceptorData {
   /** The base name of the acceptors' channels (see {@link channelNames}). */
   readonly channel: string;
   readonly admission: AdmissionOptions | false;
+  /** The chain's state in shared memory, made once on the main thread: every acceptor decides as one server. */
+  readonly admissionState?: SharedAdmissionState;
   readonly keysFile?: string;
   readonly timeoutMs: number;
   readonly bodyLimitBytes: number;
