@@ -128,6 +128,39 @@ describe('cursor pagination', () => {
     expect(next.items.map((i) => i.id).some((id) => first.items.some((f) => f.id === id))).toBe(false);
   });
 
+  it('refuses a cursor altered in any character: appended, inserted, replaced, padded', async () => {
+    const first = await db.retrieve({ profile: 'popular', limit: 3 });
+    const cursor = first.nextCursor!;
+    await db.retrieve({ profile: 'popular', limit: 3, cursor });
+    // Node's base64url decoder skips what is not in its alphabet and ignores padding: each of these
+    // decodes to the signed bytes, and each is still another string than the one returned.
+    const foreign = ['=', '==', '!', ' ', '+', '/', '\n', 'é', '\u0000'];
+    const variants = new Set<string>();
+    for (const c of foreign) {
+      variants.add(cursor + c);
+      const dot = cursor.indexOf('.');
+      variants.add(cursor.slice(0, dot) + c + cursor.slice(dot));
+      for (const at of [1, Math.floor(cursor.length / 3), cursor.length - 1]) variants.add(cursor.slice(0, at) + c + cursor.slice(at));
+    }
+    // A change of a character to another of the alphabet, at every position.
+    for (let i = 0; i < cursor.length; i++) {
+      const ch = cursor[i]!;
+      if (ch === '.') continue;
+      variants.add(cursor.slice(0, i) + (ch === 'A' ? 'B' : 'A') + cursor.slice(i + 1));
+    }
+    variants.delete(cursor);
+    let refusedAll = 0;
+    for (const v of variants) {
+      const err = await db.retrieve({ profile: 'popular', limit: 3, cursor: v }).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(InvalidInputError.is(err) && err.field === 'cursor', JSON.stringify(v)).toBe(true);
+      refusedAll++;
+    }
+    expect(refusedAll).toBe(variants.size);
+  });
+
   it('a nextCursor read late, copied or serialized is the one the page was answered with', async () => {
     // The cursor is built on first read: it must pin the first page's clock and items however
     // late that read comes (here after the clock moved and signals arrived).

@@ -249,6 +249,14 @@ describe('search', () => {
       expect(boosted.hits[0]!.bm25).toBe(boosted.hits[1]!.bm25);
     });
 
+    it('gives an item whose popularity is negative (negative weights) no boost, never a NaN score', async () => {
+      await db.signals(events('twin-a', 'view', 3, NOW - 1000, -4));
+      const boosted = await db.search({ text: 'echo', boost: 2 });
+      for (const h of boosted.hits) expect(Number.isFinite(h.score)).toBe(true);
+      const plain = await db.search({ text: 'echo' });
+      expect(boosted.hits.find((h) => h.id === 'twin-a')!.score).toBe(plain.hits.find((h) => h.id === 'twin-a')!.score);
+    });
+
     it('lifts it in vector and hybrid search too', async () => {
       const plain = await db.search({ vector: TWIN_QUERY, limit: 2 });
       expect(idsOf(plain.hits)).toEqual(['twin-a', 'twin-b']);

@@ -202,9 +202,20 @@ describe('validation', () => {
       await expectInvalid(() => db.retrieve({ profile: 'trending', window: '2h' as never }), 'window', '"2h"');
     });
 
-    it('refuses a negative boost', async () => {
+    it('refuses a negative boost, and one past 1000 (its scores would overflow)', async () => {
       await expectInvalid(() => db.search({ text: 'jazz', boost: -1 }), 'boost', '-1 (number)');
       await expectInvalid(() => db.search({ text: 'jazz', boost: Number.NaN }), 'boost', 'NaN (number)');
+      await expectInvalid(() => db.search({ text: 'jazz', boost: 1e308 }), 'boost', '1e+308 (number)');
+      expect((await db.search({ text: 'jazz', boost: 1000 })).hits.every((h) => Number.isFinite(h.score))).toBe(true);
+    });
+
+    it('refuses a key a retrieve or search request does not take, naming it', async () => {
+      await expectInvalid(() => db.retrieve({ profile: 'trending', limt: 50 } as never), 'limt', '50 (number)');
+      await expectInvalid(() => db.search({ text: 'jazz', profile: 'trending' } as never), 'profile', '"trending"');
+      await expectInvalid(() => db.search({ text: 'jazz', lmit: undefined } as never), 'lmit', 'undefined');
+      // Every documented key is taken.
+      await db.retrieve({ profile: 'trending', window: '1h', limit: 2, criticality: 'default', level: 'Full', timeoutMs: 10_000, asJson: false, filter: {} });
+      await db.search({ text: 'jazz', boost: 0, limit: 2, criticality: 'sheddable', level: 'Full', timeoutMs: 10_000, asJson: false });
     });
   });
 

@@ -65,7 +65,11 @@ export class Cursors {
     const dot = value.indexOf('.');
     if (dot < 0) return refuse('a nextCursor string this database returned');
     const body = value.slice(0, dot);
-    const mac = Buffer.from(value.slice(dot + 1), 'base64url');
+    const macText = value.slice(dot + 1);
+    // Node's base64url decoder skips characters outside the alphabet and ignores padding, so two
+    // strings can decode to the same bytes: only the one encoding this database writes is taken.
+    if (!isCanonicalBase64url(body) || !isCanonicalBase64url(macText)) return refuse('a nextCursor this database returned, unaltered');
+    const mac = Buffer.from(macText, 'base64url');
     const want = this.#mac(body);
     if (mac.length !== want.length || !timingSafeEqual(mac, want)) return refuse('a nextCursor this database returned, unaltered');
     let parsed: unknown;
@@ -83,6 +87,11 @@ export class Cursors {
     new Uint8Array(returned.buffer).set(bytes);
     return { query, nowMs: parsed[2], returned };
   }
+}
+
+/** Whether `text` is exactly what `toString('base64url')` writes for the bytes it decodes to. */
+function isCanonicalBase64url(text: string): boolean {
+  return /^[A-Za-z0-9_-]*$/.test(text) && Buffer.from(text, 'base64url').toString('base64url') === text;
 }
 
 /**

@@ -13,6 +13,27 @@ import type { RetrieveRequest, RetrieveResults, SearchRequest, SearchResults } f
 import { checkFeedOptions, checkForYou, checkUserFilter } from './user-requests.js';
 import { checkAsJson, checkDiversity, checkFilter, checkFiniteNumber, checkLimit, checkProfile, checkText, checkVector, checkWindow } from './validate.js';
 
+/** Keys every query takes (QueryControl and UserQuery). */
+const CONTROL_KEYS = ['criticality', 'level', 'signal', 'timeoutMs', 'asJson', 'cursor', 'user', 'userFilter'];
+const RETRIEVE_KEYS: ReadonlySet<string> = new Set([
+  ...CONTROL_KEYS,
+  ...['profile', 'order', 'item', 'context', 'filter', 'diversity', 'limit', 'window', 'session', 'weights', 'explore', 'seed'],
+]);
+const SEARCH_KEYS: ReadonlySet<string> = new Set([...CONTROL_KEYS, ...['text', 'vector', 'semantic', 'filter', 'diversity', 'boost', 'limit']]);
+
+/** The largest `boost`: log1p of the largest finite popularity is about 710, so scores stay finite. */
+export const MAX_BOOST = 1000;
+
+/**
+ * Refuses a key the request type does not take: a typo (`limt: 50`) would otherwise run the query
+ * with the default and say nothing. Keys whose value is undefined count too.
+ */
+function checkKeys(req: object, keys: ReadonlySet<string>, what: string): void {
+  for (const k in req) {
+    if (!keys.has(k)) throw new InvalidInputError(k, `absent: a ${what} request takes ${[...keys].join(', ')}`, (req as Record<string, unknown>)[k]);
+  }
+}
+
 /** What turning a request into a task needs of the thread it runs on. */
 export interface ReadDeps {
   readonly schema: QuerySchema;
@@ -48,6 +69,7 @@ function pin(cursors: Cursors, cursor: unknown, hash: () => string, task: Retrie
 /** Validates a retrieve request into its task. @throws InvalidInputError naming the bad field. */
 export function prepareRetrieve(req: RetrieveRequest, deps: ReadDeps): PreparedRead<RetrieveTask> {
   if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a retrieve request object', req);
+  checkKeys(req, RETRIEVE_KEYS, 'retrieve');
   const { schema } = deps;
   const profile = checkProfile(req.profile, schema);
   const window = checkWindow(req.window, profile === 'top' ? '24h' : deps.defaultWindow);
@@ -85,12 +107,13 @@ export function prepareRetrieve(req: RetrieveRequest, deps: ReadDeps): PreparedR
 /** Validates a search request into its task. @throws InvalidInputError naming the bad field. */
 export function prepareSearch(req: SearchRequest, deps: ReadDeps): PreparedRead<SearchTask> {
   if (typeof req !== 'object' || req === null) throw new InvalidInputError('request', 'a search request object', req);
+  checkKeys(req, SEARCH_KEYS, 'search');
   const { schema } = deps;
   const text = req.text === undefined ? null : checkText('text', req.text);
   const vector = req.vector === undefined ? null : checkVector('vector', req.vector, schema.embeddingDims);
   if (text === null && vector === null) throw new InvalidInputError('request', 'a search with text, vector or both', req);
   const boost = checkFiniteNumber('boost', req.boost, 0);
-  if (boost < 0) throw new InvalidInputError('boost', 'a finite number ≥ 0', boost);
+  if (boost < 0 || boost > MAX_BOOST) throw new InvalidInputError('boost', `a finite number from 0 to ${MAX_BOOST}`, boost);
   const task: SearchTask = {
     text,
     vector,

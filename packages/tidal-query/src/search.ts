@@ -144,7 +144,9 @@ export class SearchExecutor {
     // Stage 6: signal boost, multiplicative so it means the same for every mode's score scale.
     const entries: [number, number][] = [];
     for (const [o, s] of fused) {
-      const boosted = task.boost > 0 ? s * (1 + task.boost * Math.log1p(popularity(ctx, o, nowMs))) : s;
+      // Negative signal weights can make the popularity negative: it earns no boost rather than a
+      // NaN (log1p below −1) or a sign flip.
+      const boosted = task.boost > 0 ? s * (1 + task.boost * Math.log1p(Math.max(0, popularity(ctx, o, nowMs)))) : s;
       entries.push([o, boosted]);
     }
     entries.sort((a, b) => b[1] - a[1] || a[0] - b[0]);
