@@ -61,6 +61,7 @@ describe('tidal-core exports', () => {
         'PooledSessionError',
         'UnexpectedReplyError',
         'DependencyUnavailableError',
+        'DirectoryLockedError',
         'TidalDb',
         'TidalDbBuilder',
         'TidalError',

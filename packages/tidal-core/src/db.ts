@@ -26,6 +26,7 @@ import { WorkSharing } from './sharing.js';
 import { resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
 import { TidalDbBuilder } from './builder.js';
 import { prepareDirectory } from './paths.js';
+import { lockDirectory } from './dir-lock.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
 import { SessionRegistry, type OpenSessionOptions, type SessionHandle, type SessionInfo, type SessionSummary } from './sessions.js';
@@ -165,6 +166,8 @@ export class TidalDb implements AsyncDisposable {
   /** The worker module's link to every worker thread, once they started it (see workerModule). */
   #link: LinkServer | null = null;
   #host: HostInit | null = null;
+  /** Releases the directory's lock (see dir-lock.ts). */
+  #unlock!: () => void;
   /** Whether `TIDAL_WORKER_NICE_UNSET` was raised (once per database, not once per warm). */
   #niceWarned = false;
   #metrics: Metrics | null = null;
@@ -205,8 +208,10 @@ export class TidalDb implements AsyncDisposable {
     prepareDirectory(this.#dir);
     const file = join(this.#dir, 'tidal.db');
     try {
+      this.#unlock = lockDirectory(this.#dir);
       this.#db = openWriterConnection(file, o.durability);
     } catch (err) {
+      this.#unlock?.();
       if (this.#ephemeral) rmSync(this.#dir, { recursive: true, force: true });
       throw openFailure(err, this.#dir, file);
     }
@@ -291,6 +296,7 @@ export class TidalDb implements AsyncDisposable {
       this.#ackMark?.close();
       void this.#walCheckpointer?.close();
       this.#db.close();
+      this.#unlock();
       if (this.#ephemeral) rmSync(this.#dir, { recursive: true, force: true });
       throw openFailure(err, this.#dir, file);
     }
@@ -738,6 +744,7 @@ export class TidalDb implements AsyncDisposable {
     await this.#walCheckpointer?.close();
     this.#db.close();
     this.#ackMark?.close();
+    this.#unlock();
     if (this.#ephemeral) rmSync(this.#dir, { recursive: true, force: true });
     if (failure) throw TidalError.is(failure) ? failure : new InternalError(`close failed: ${(failure as Error)?.message ?? String(failure)}`, { cause: failure });
   }

@@ -42,6 +42,7 @@ export {
   PooledSessionError,
   UnexpectedReplyError,
   DependencyUnavailableError,
+  DirectoryLockedError,
   ERROR_CODES,
   WARNING_CODES,
   DegradationLevel,

@@ -22,6 +22,7 @@ export const ERROR_CODES = [
   'TIDAL_POOLED_SESSION',
   'TIDAL_UNEXPECTED_REPLY',
   'TIDAL_DEPENDENCY_UNAVAILABLE',
+  'TIDAL_DIRECTORY_LOCKED',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -408,6 +409,33 @@ export class DependencyUnavailableError extends TidalError {
     this.dependency = dependency;
     this.reason = reason;
     this.attempts = attempts;
+  }
+}
+
+/**
+ * A database directory is open in another process (or another database of this one): a directory
+ * has one owner, whose side files and in-memory state assume no other writer.
+ */
+export class DirectoryLockedError extends TidalError {
+  /** True for a `TIDAL_DIRECTORY_LOCKED` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is DirectoryLockedError {
+    return hasCode(value, 'TIDAL_DIRECTORY_LOCKED');
+  }
+
+  /** The directory. */
+  readonly path: string;
+  /** The process that holds it. */
+  readonly pid: number;
+
+  constructor(path: string, pid: number, since: string) {
+    super(
+      'TIDAL_DIRECTORY_LOCKED',
+      pid === process.pid
+        ? `${path} is already open in this process (since ${since}): close that database first`
+        : `${path} is open in process ${pid} (since ${since}): one process owns a database directory; close it there first`,
+    );
+    this.path = path;
+    this.pid = pid;
   }
 }
 

@@ -16,6 +16,7 @@ export {
   PooledSessionError,
   UnexpectedReplyError,
   DependencyUnavailableError,
+  DirectoryLockedError,
   ERROR_CODES,
   describeValue,
 } from './errors.js';

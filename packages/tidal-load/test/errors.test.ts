@@ -27,6 +27,7 @@ function samples(m: ErrorModule): Record<ErrorCode, TidalError> {
     TIDAL_POOLED_SESSION: new m.PooledSessionError('backend pid 10 then 11'),
     TIDAL_UNEXPECTED_REPLY: new m.UnexpectedReplyError('redis fixed window', '0, 1 or 2', 7),
     TIDAL_DEPENDENCY_UNAVAILABLE: new m.DependencyUnavailableError('embedder', 'shed', 0, 'bulkhead full'),
+    TIDAL_DIRECTORY_LOCKED: new m.DirectoryLockedError('/data', 4242, '2026-01-01T00:00:00.000Z'),
   };
 }
 
