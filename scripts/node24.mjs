@@ -148,14 +148,20 @@ async function ensureNode(cache) {
   return nodeDir;
 }
 
-/** The environment a command runs in: Node 24 first on PATH, the source tree's PATH entries mapped into the copy. */
+/**
+ * The environment a command runs in: Node 24 first on PATH, and the paths into the source tree that
+ * PATH and an enclosing `npm run` hold (node_modules/.bin, npm_package_json, INIT_CWD, …) mapped into the copy.
+ */
 function node24Env(nodeDir, sourceRoot, tree) {
   const bin = path.join(nodeDir, 'bin');
-  const entries = (process.env.PATH ?? '').split(path.delimiter).map((dir) => {
-    if (dir === '' || !path.isAbsolute(dir) || !isInside(dir, sourceRoot)) return dir;
-    return path.join(tree, path.relative(sourceRoot, dir));
-  });
-  const env = { ...process.env, PATH: [bin, ...entries.filter((dir) => dir !== bin)].join(path.delimiter), npm_config_nodedir: nodeDir };
+  const map = (p) => (p !== '' && path.isAbsolute(p) && isInside(p, sourceRoot) ? path.join(tree, path.relative(sourceRoot, p)) : p);
+  const env = { ...process.env };
+  for (const [key, value] of Object.entries(env)) {
+    if (key.startsWith('npm_') || key === 'INIT_CWD') env[key] = map(value);
+  }
+  const entries = (process.env.PATH ?? '').split(path.delimiter).map(map);
+  env.PATH = [bin, ...entries.filter((dir) => dir !== bin)].join(path.delimiter);
+  env.npm_config_nodedir = nodeDir;
   if (env.npm_node_execpath !== undefined) env.npm_node_execpath = path.join(bin, 'node');
   if (env.NODE !== undefined) env.NODE = path.join(bin, 'node');
   return env;
