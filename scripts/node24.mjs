@@ -235,7 +235,7 @@ function syncFiles(sourceRoot, tree, previous) {
 }
 
 /** Checks, under Node 24 in the copy, that both native addons load and work. */
-function checkAddons(tree, env) {
+function checkAddons(tree, nodeDir, env) {
   const probe = [
     "const Database = require('better-sqlite3');",
     "const db = new Database(':memory:');",
@@ -247,7 +247,7 @@ function checkAddons(tree, env) {
     "if (index.size() !== 1) throw new Error('usearch did not add');",
   ].join('\n');
   // The addons are dependencies of the workspaces, hoisted to the copy's node_modules.
-  runQuiet(path.join(env.PATH.split(path.delimiter)[0], 'node'), ['-e', probe], { cwd: path.join(tree, 'packages', 'tidal-query'), env }, 'loading better-sqlite3 and usearch under Node 24');
+  runQuiet(path.join(nodeDir, 'bin', 'node'), ['-e', probe], { cwd: path.join(tree, 'packages', 'tidal-query'), env }, 'loading better-sqlite3 and usearch under Node 24');
 }
 
 /** Syncs <cache>/tree-<hash> with the source and installs its dependencies under Node 24 when the lock changed. */
@@ -283,7 +283,7 @@ async function ensureTree(sourceRoot, cache, nodeDir) {
       state = { ...state, lockHash: null };
       fs.writeFileSync(statePath, JSON.stringify(state));
       runQuiet('npm', ['ci', '--no-audit', '--no-fund'], { cwd: tree, env: { ...env, npm_config_build_from_source: 'better-sqlite3' } }, `npm ci in ${tree}`);
-      checkAddons(tree, env);
+      checkAddons(tree, nodeDir, env);
       state = { ...state, lockHash };
       fs.writeFileSync(statePath, JSON.stringify(state));
       log(`npm ci under Node v${NODE24_VERSION} done in ${((Date.now() - t1) / 1000).toFixed(0)} s; better-sqlite3 and usearch load`);
