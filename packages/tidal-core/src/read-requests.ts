@@ -169,45 +169,49 @@ export interface RanAs {
   readonly started: number;
 }
 
-/** A retrieve's result from its executor's answer; `nextCursor` is made when first read. */
-export function retrieveResults(r: WorkerRetrieveResult, ran: RanAs, next: LazyCursor, now: number): RetrieveResults {
-  const out: RetrieveResults = {
-    items: r.items.slice(),
-    get nextCursor() {
-      return next.value;
-    },
-    set nextCursor(v: string | null) {
+/**
+ * A page of results: `{ [list]: rows, nextCursor, ...between, degradationLevel, levelReason,
+ * ageMs, warnings, explain, tookMs }`, in that key order (what JSON shows), with `nextCursor` an
+ * accessor that makes the cursor when first read.
+ */
+function page(
+  list: 'items' | 'hits',
+  rows: readonly unknown[],
+  between: Record<string, unknown>,
+  r: { readonly warnings: readonly string[]; readonly explain: object; readonly serviceMs: number },
+  ran: RanAs,
+  next: LazyCursor,
+  now: number,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = { [list]: rows.slice() };
+  Object.defineProperty(out, 'nextCursor', {
+    enumerable: true,
+    configurable: true,
+    get: () => next.value,
+    set: (v: string | null) => {
       next.value = v;
     },
-    degradationLevel: ran.level,
-    levelReason: ran.reason,
-    ageMs: ran.ageMs,
-    warnings: r.warnings.slice(),
-    explain: { ...r.explain, serviceMs: r.serviceMs },
-    tookMs: now - ran.started,
-  };
+  });
+  Object.assign(out, between);
+  out.degradationLevel = ran.level;
+  out.levelReason = ran.reason;
+  out.ageMs = ran.ageMs;
+  out.warnings = r.warnings.slice();
+  out.explain = { ...r.explain, serviceMs: r.serviceMs };
+  out.tookMs = now - ran.started;
+  return out;
+}
+
+/** A retrieve's result from its executor's answer; `nextCursor` is made when first read. */
+export function retrieveResults(r: WorkerRetrieveResult, ran: RanAs, next: LazyCursor, now: number): RetrieveResults {
+  const out = page('items', r.items, {}, r, ran, next, now) as unknown as RetrieveResults;
   if (r.itemsJson !== undefined) out.itemsJson = r.itemsJson;
   return out;
 }
 
 /** A search's result from its executor's answer; `nextCursor` is made when first read. */
 export function searchResults(r: WorkerSearchResult, ran: RanAs, next: LazyCursor, now: number): SearchResults {
-  const out: SearchResults = {
-    hits: r.hits.slice(),
-    get nextCursor() {
-      return next.value;
-    },
-    set nextCursor(v: string | null) {
-      next.value = v;
-    },
-    mode: r.mode,
-    degradationLevel: ran.level,
-    levelReason: ran.reason,
-    ageMs: ran.ageMs,
-    warnings: r.warnings.slice(),
-    explain: { ...r.explain, serviceMs: r.serviceMs },
-    tookMs: now - ran.started,
-  };
+  const out = page('hits', r.hits, { mode: r.mode }, r, ran, next, now) as unknown as SearchResults;
   if (r.hitsJson !== undefined) out.hitsJson = r.hitsJson;
   return out;
 }
