@@ -219,19 +219,23 @@ export class ThreadDb {
     this.#jobs.splice(i, 0, job);
     if (this.#drainQueued) return;
     this.#drainQueued = true;
-    setImmediate(() => this.#drain());
+    setImmediate(() => void this.#drain());
   }
 
-  #drain(): void {
-    this.#drainQueued = false;
+  async #drain(): Promise<void> {
+    this.#drainQueued = true;
     const until = performance.now() + TURN_BUDGET_MS;
     while (this.#jobs.length > 0) {
       this.#jobs.shift()!.run();
+      // The job's caller (an HTTP handler) continues in the microtasks queued behind this one:
+      // its answer is written within the turn's budget, not after every job of the turn.
+      await null;
       if (performance.now() >= until) break;
     }
-    if (this.#jobs.length > 0 && !this.#drainQueued) {
+    this.#drainQueued = false;
+    if (this.#jobs.length > 0) {
       this.#drainQueued = true;
-      setImmediate(() => this.#drain());
+      setImmediate(() => void this.#drain());
     }
   }
 
