@@ -121,11 +121,6 @@ export class ThreadDb {
     };
   }
 
-  /** The link's channel, for code that wants to know whether calls are waiting. */
-  get pendingCalls(): number {
-    return this.#link.pending;
-  }
-
   // ---- reads, in this thread ------------------------------------------------------------
 
   /**

@@ -88,11 +88,6 @@ export class LinkClient {
     this.#onControl = handler;
   }
 
-  /** Waiting calls: sent and not answered. */
-  get pending(): number {
-    return this.#waiting.size + this.#batch.length;
-  }
-
   call<T>(method: string, args: readonly unknown[]): Promise<T> {
     if (this.#closed) return Promise.reject(new InternalError(`cannot call ${method}: the link to the database thread is closed`));
     const id = this.#next++;

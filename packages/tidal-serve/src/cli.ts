@@ -153,7 +153,7 @@ async function serve(config: ServeConfig): Promise<void> {
       return;
     }
     const adminUrl = await server.listen(config.adminPort ?? 0, config.host, config.backlog);
-    acceptors = await startAcceptors(db, threaded.channels, { data: threaded.data, admin: server, adminPort: Number(new URL(adminUrl).port), log });
+    acceptors = await startAcceptors(threaded.channels, { data: threaded.data, admin: server, adminPort: Number(new URL(adminUrl).port), log });
     log(`the main thread keeps the writer, metrics, dashboard and probes, also at ${adminUrl}`);
     const running = acceptors;
     handleShutdown(

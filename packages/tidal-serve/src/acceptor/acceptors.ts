@@ -7,7 +7,6 @@
 import { createServer as createNetServer } from 'node:net';
 import { BroadcastChannel } from 'node:worker_threads';
 import { randomUUID } from 'node:crypto';
-import type { TidalDb } from 'tidal-core';
 import type { TidalServer } from '../server.js';
 import { CONTROL, CONTROL_BYTES, channelNames, type AcceptorData, type AcceptorReport, type ToAcceptor } from './protocol.js';
 
@@ -31,7 +30,12 @@ export function reusePortSupport(version = process.versions.node, platform = pro
   return { ok: true };
 }
 
-function listenOnce(port: number, host: string): Promise<number> {
+/**
+ * The port the acceptors share: `port` itself, or for 0 one the OS picks now. Two listeners are
+ * opened on it with `reusePort` and closed again, so a platform where the option fails says so
+ * here, before the database opens.
+ */
+export function probePort(port: number, host: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const a = createNetServer();
     a.once('error', reject);
@@ -45,15 +49,6 @@ function listenOnce(port: number, host: string): Promise<number> {
       });
     });
   });
-}
-
-/**
- * The port the acceptors share: `port` itself, or for 0 one the OS picks now. Two listeners are
- * opened on it with `reusePort` and closed again, so a platform where the option fails says so
- * here, before the database opens.
- */
-export async function probePort(port: number, host: string): Promise<number> {
-  return listenOnce(port, host);
 }
 
 /** What {@link startAcceptors} needs besides the open database. */
@@ -99,7 +94,7 @@ export function openChannels(data: AcceptorData): { up: BroadcastChannel; down: 
 }
 
 /** Tells the acceptors to listen; resolves once every one does (rejects with the first failure). */
-export async function startAcceptors(_db: TidalDb, channels: { up: BroadcastChannel; down: BroadcastChannel }[], o: AcceptorsOptions): Promise<Acceptors> {
+export async function startAcceptors(channels: { up: BroadcastChannel; down: BroadcastChannel }[], o: AcceptorsOptions): Promise<Acceptors> {
   Atomics.store(new Int32Array(o.data.control), CONTROL.adminPort, o.adminPort);
   const inFlight = new Map<number, number>();
   const counts = new Map<number, { threadId: number; local: number; forwarded: number; queued: number }>();
