@@ -36,7 +36,8 @@ import { Meta, openStorage } from './storage.js';
 import { recover } from './recovery.js';
 import { WritePath } from './write-path.js';
 import { Cursors, LazyCursor } from './cursor.js';
-import { nextCursor, prepareRetrieve, prepareSearch, retrieveResults, searchResults, type PreparedRead, type ReadDeps } from './read-requests.js';
+import type { PreparedRead } from './read-requests.js';
+import { mainReadDeps, ReadPipeline, READS, type PlannedRead, type ReadOp, type ReadTypes } from './read-pipeline.js';
 import { embedMissing, semanticSearch } from './embedding.js';
 import type { User, UserInput, UserRegistry } from './users.js';
 import { checkUserFilter, type UserCreatorInput, type UserItemInput } from './user-requests.js';
@@ -157,8 +158,8 @@ export class TidalDb implements AsyncDisposable {
   readonly #sessions: SessionRegistry;
   readonly #users: UserRegistry;
   readonly #cursors: Cursors;
-  /** What validating a query needs of this thread (sessions, users, co-engagement). */
-  readonly #readDeps: ReadDeps;
+  /** Validate → hash → pin → plan, and the result from the answer (see read-pipeline.ts). */
+  readonly #reads: ReadPipeline;
   /** Profile `related`, ranked on this thread (see {@link RelatedQuery}); made on first use. */
   #related: RelatedQuery | null = null;
   /** The items version every acknowledged item write reached, for worker modules' threads (BigInt64). */
@@ -226,14 +227,8 @@ export class TidalDb implements AsyncDisposable {
       const start = recover({ db: this.#db, meta, log, checkpointRows, store: this.#store, ackMark: this.#ackMark, schema: o.schema, file, onWarning: o.onWarning });
       this.#users = start.users;
       this.#sessions = new SessionRegistry(this.#db, o.sessions, o.rateLimit, o.clock, o.onWarning);
-      this.#readDeps = {
-        schema: o.schema,
-        defaultWindow: defaultWindow(o.schema),
-        cursors: this.#cursors,
-        exclude: (session) => this.#sessions.exclude(session, this.#o.clock()),
-        userState: (req) => this.#userState(req),
-        relatedTask: (id) => this.#relatedTask(id),
-      };
+      const ordinalOf = (id: string): number | undefined => this.#writes.ordinalOf(id);
+      const readDeps = mainReadDeps({ schema: o.schema, cursors: this.#cursors, sessions: this.#sessions, users: this.#users, clock: o.clock, ordinalOf });
       const memoryGuard = MemoryGuard.create(o.memoryGuard, o.onWarning);
       this.#walCheckpointer = WalCheckpointer.start(this.#db, file, o.onWarning);
       this.#writes = new WritePath(
@@ -291,6 +286,7 @@ export class TidalDb implements AsyncDisposable {
         itemsVersion: () => writes.itemsVersion,
         inFlight,
       });
+      this.#reads = new ReadPipeline(readDeps, (req, op, guard) => this.#queries.plan(req, op, guard), ordinalOf);
       internals.set(this, { writer: this.#db, pool: this.#pool, recorder: this.#queries.recorder, sharing });
     } catch (err) {
       this.#ackMark?.close();
@@ -508,16 +504,13 @@ export class TidalDb implements AsyncDisposable {
    * profile on a worker.
    */
   #retrieve(req: RetrieveRequest, guard: InFlightGuard): Promise<RetrieveResults> {
-    let read: PreparedRead<RetrieveTask>;
-    let plan: QueryPlan;
+    let q: PlannedRead<'retrieve'>;
     try {
-      read = prepareRetrieve(req, this.#readDeps);
-      plan = this.#queries.plan(req, 'retrieve', guard);
+      q = this.#reads.start('retrieve', req, guard);
     } catch (err) {
-      guard[Symbol.dispose]();
       return Promise.reject(err);
     }
-    const started = performance.now();
+    const { read, plan, started } = q;
     if (read.task.related) {
       try {
         return Promise.resolve(this.#relatedHere(read, plan, started));
@@ -525,17 +518,14 @@ export class TidalDb implements AsyncDisposable {
         return Promise.reject(err);
       }
     }
-    return this.#retrieveInWorker(read, plan, started);
+    return this.#inWorker(q);
   }
 
-  async #retrieveInWorker(read: PreparedRead<RetrieveTask>, plan: QueryPlan, started: number): Promise<RetrieveResults> {
-    const { task } = read;
-    // A session's query excludes what that session has seen: it is its own, never shared.
-    // A user's query is theirs too (their hidden items, blocks and seen set): never shared.
-    const a = await this.#queries.run('retrieve', task, plan, task.exclude === null && !task.user && !task.after, (r) => (r.itemsJson === undefined ? estimateBytes(r.items) : 2 * r.itemsJson.length));
-    const r = a.result;
-    const next = new LazyCursor(() => this.#nextCursor(read, r.nowMs, r.items, r.ordinals));
-    return retrieveResults(r, { level: plan.level, reason: plan.reason, ageMs: a.ageMs, started }, next, performance.now());
+  /** Runs a planned read on a worker (through work sharing and the scheduler) and builds its result. */
+  async #inWorker<Op extends ReadOp>(q: PlannedRead<Op>): Promise<ReadTypes[Op]['results']> {
+    const kind = READS[q.op];
+    const a = await this.#queries.run(q.op, q.read.task, q.plan, kind.shareable(q.read.task), kind.bytes);
+    return this.#reads.finish(q, a.result, a.ageMs);
   }
 
   /**
@@ -556,7 +546,7 @@ export class TidalDb implements AsyncDisposable {
       this.#queries.recorder.record(plan.level, tookMs, null);
       this.#metrics?.served('retrieve', plan.level, tookMs);
       // `picked` holds the page's ordinals in order: the cursor reads them, not the items the caller may change.
-      const next = new LazyCursor(() => this.#nextCursor(read, nowMs, r.items, picked));
+      const next = new LazyCursor(() => this.#reads.nextCursor(read, nowMs, r.items, picked));
       return new RelatedResults(r.items, next, plan.level, plan.reason, r.warnings, r.explain, tookMs);
     } catch (err) {
       if (AbortedError.is(err)) {
@@ -582,44 +572,12 @@ export class TidalDb implements AsyncDisposable {
     return admitted instanceof InFlightGuard ? this.#search(req, admitted) : Promise.reject(admitted);
   }
 
-  async #search(req: SearchRequest, guard: InFlightGuard): Promise<SearchResults> {
-    let read: PreparedRead<SearchTask>;
-    let plan: QueryPlan;
+  #search(req: SearchRequest, guard: InFlightGuard): Promise<SearchResults> {
     try {
-      read = prepareSearch(req, this.#readDeps);
-      plan = this.#queries.plan(req, 'search', guard);
+      return this.#inWorker(this.#reads.start('search', req, guard));
     } catch (err) {
-      guard[Symbol.dispose]();
-      throw err;
+      return Promise.reject(err);
     }
-    const { task } = read;
-    const started = performance.now();
-    const a = await this.#queries.run('search', task, plan, !task.user && !task.after, (r) => (r.hitsJson === undefined ? estimateBytes(r.hits) : 2 * r.hitsJson.length));
-    const r = a.result;
-    const next = new LazyCursor(() => this.#nextCursor(read, r.nowMs, r.hits, r.ordinals));
-    return searchResults(r, { level: plan.level, reason: plan.reason, ageMs: a.ageMs, started }, next, performance.now());
-  }
-
-  /** The cursor of the page after `rows`, or null when it was the last one (see {@link nextCursor}). */
-  #nextCursor(read: PreparedRead<RetrieveTask | SearchTask>, nowMs: number | undefined, rows: readonly { id: string }[], ordinals?: ArrayLike<number>): string | null {
-    return nextCursor(this.#cursors, read, nowMs, rows, ordinals, (id) => this.#writes.ordinalOf(id));
-  }
-
-  /** The user state a query naming `user` sends its worker (null without one); validates `userFilter`. */
-  #userState(req: RetrieveRequest | SearchRequest): UserQueryState | null {
-    const filter = checkUserFilter(req.userFilter, req.user !== undefined, this.#schema);
-    if (req.user === undefined) return null;
-    const id = checkId('user', req.user);
-    // Profile `following` ranks the followed creators' items: the filter comes with it.
-    return this.#users.queryState('user', id, filter.unseen, filter.following || (req as RetrieveRequest).profile === 'following');
-  }
-
-  /** The co-engagement list profile `related` ranks, for the item `id`. */
-  #relatedTask(id: string): RetrieveTask['related'] {
-    checkId('item', id);
-    const ordinal = this.#writes.ordinalOf(id);
-    if (ordinal === undefined) throw new InvalidInputError('item', "the id of an item written or signalled (profile 'related')", id);
-    return this.#users.relatedTask(ordinal);
   }
 
   #envelope(level: DegradationLevel = DegradationLevel.Full): TaskEnvelope {
