@@ -115,7 +115,12 @@ export class ReadPipeline {
   }
 
   /** The cursor of the page after `rows`, or null when it was the last one (see {@link nextCursor}). */
-  nextCursor(read: PreparedRead<RetrieveTask | SearchTask>, nowMs: number | undefined, rows: readonly { id: string }[], ordinals?: ArrayLike<number>): string | null {
+  nextCursor(
+    read: PreparedRead<RetrieveTask | SearchTask>,
+    nowMs: number | undefined,
+    rows: readonly { id: string }[],
+    ordinals?: ArrayLike<number>,
+  ): string | null {
     return nextCursor(this.#deps.cursors, read, nowMs, rows, ordinals, this.#ordinalOf);
   }
 }

@@ -91,7 +91,6 @@ function portable<T extends QueryControl>(req: T): T {
  * opened with a worker module, and handed to the module's `start(db, data)`.
  */
 export class ThreadDb {
-  readonly #init: ThreadInit;
   readonly #link: LinkClient;
   readonly #detector: LoadDetector;
   readonly #recorder = new QueryRecorder();
@@ -107,7 +106,6 @@ export class ThreadDb {
   readonly load: LoadView;
 
   constructor(init: ThreadInit, link: LinkClient) {
-    this.#init = init;
     this.#link = link;
     this.#detector = new LoadDetector({
       thresholds: init.thresholds,
@@ -129,7 +127,8 @@ export class ThreadDb {
       userState: () => null,
       relatedTask: none('co-engagement'),
     };
-    const plan = (req: QueryControl, op: ReadOp, guard: InFlightGuard) => planQuery(req, op, guard, this.#recorder, init.workers, init.loadManagement);
+    const plan = (req: QueryControl, op: ReadOp, guard: InFlightGuard) =>
+      planQuery(req, op, guard, this.#recorder, init.workers, init.loadManagement);
     this.#reads = new ReadPipeline(deps, plan, () => undefined);
   }
 

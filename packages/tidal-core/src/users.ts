@@ -1,9 +1,33 @@
 import type Database from 'better-sqlite3';
 import { CapacityError, InvalidInputError } from 'tidal-load';
-import { FEED_CANDIDATE_BUDGET, FOR_YOU_BUDGETS, FOR_YOU_EXPLORE, FOR_YOU_WEIGHTS, hashString, HOT_GRAVITY, RECENCY_HALF_LIFE_MS, type QuerySchema, type RelatedTask, type UserQueryState } from 'tidal-query';
+import {
+  FEED_CANDIDATE_BUDGET,
+  FOR_YOU_BUDGETS,
+  FOR_YOU_EXPLORE,
+  FOR_YOU_WEIGHTS,
+  hashString,
+  HOT_GRAVITY,
+  RECENCY_HALF_LIFE_MS,
+  type QuerySchema,
+  type RelatedTask,
+  type UserQueryState,
+} from 'tidal-query';
 import { AFFINITY_HALF_LIFE_MS } from './schema.js';
 import { CoEngagementIndex, RELATED_HALF_LIFE_MS, RELATED_PARTNERS, RELATED_WINDOW } from './co-engagement.js';
-import { BLOCKED, cloneState, FOLLOWED, grow, loadUsers, MAX_AFFINITIES, MAX_USER_EDGES, movePreference, newUserState, SEEN_LIMIT, vectorBlob, type UserState } from './user-state.js';
+import {
+  BLOCKED,
+  cloneState,
+  FOLLOWED,
+  grow,
+  loadUsers,
+  MAX_AFFINITIES,
+  MAX_USER_EDGES,
+  movePreference,
+  newUserState,
+  SEEN_LIMIT,
+  vectorBlob,
+  type UserState,
+} from './user-state.js';
 
 /** The bounds and defaults of user state and of the personalized profiles, as documented (frozen). */
 export const USER_DEFAULTS = Object.freeze({
