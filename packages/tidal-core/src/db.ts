@@ -148,11 +148,7 @@ export class TidalDb implements AsyncDisposable {
       beforeSignals: () => this.#related?.settle(),
     });
     this.#p = p;
-    this.#db = p.db;
-    this.#store = p.store;
-    this.#writes = p.writes;
-    this.#queries = p.queries;
-    this.#users = p.users;
+    ({ db: this.#db, store: this.#store, writes: this.#writes, queries: this.#queries, users: this.#users } = p);
     internals.set(this, { writer: p.db, pool: p.pool, recorder: p.queries.recorder, sharing: p.sharing });
   }
 

@@ -5,6 +5,26 @@
 import type Database from 'better-sqlite3';
 import { blobToVector, type UserQueryState } from 'tidal-query';
 
+/** One user's state: what their writes built, as the user tables hold it. */
+export interface UserState {
+  readonly key: number;
+  readonly id: string;
+  metadata: Record<string, unknown>;
+  embedding: Float32Array | null;
+  preference: Float32Array | null;
+  /** The seen ordinals, oldest first, `seenCount` of them. */
+  seen: Int32Array;
+  seenCount: number;
+  /** The pos the next seen entry gets (user_seen.pos). */
+  seenPos: number;
+  hidden: Set<number>;
+  blocked: Set<string>;
+  following: Set<string>;
+  affinity: Map<string, { score: number; at: number }>;
+  /** The worker copy of the state, built on demand, dropped on change. */
+  query: UserQueryState | null;
+}
+
 /**
  * Items a user's seen set holds: the last 512 distinct items the user signalled (a signal on an
  * item already in it makes it the newest again). 512 × 4 bytes = 2 KiB per user at most, plus
@@ -26,29 +46,6 @@ export const MAX_AFFINITIES = 64;
  * small: 10 000 hidden items are 40 KB.
  */
 export const MAX_USER_EDGES = 10_000;
-
-/** user_creators.relation: a block or a follow. */
-export const BLOCKED = 1;
-export const FOLLOWED = 2;
-
-export interface UserState {
-  readonly key: number;
-  readonly id: string;
-  metadata: Record<string, unknown>;
-  embedding: Float32Array | null;
-  preference: Float32Array | null;
-  /** The seen ordinals, oldest first, `seenCount` of them. */
-  seen: Int32Array;
-  seenCount: number;
-  /** The pos the next seen entry gets (user_seen.pos). */
-  seenPos: number;
-  hidden: Set<number>;
-  blocked: Set<string>;
-  following: Set<string>;
-  affinity: Map<string, { score: number; at: number }>;
-  /** The worker copy of the state, built on demand, dropped on change. */
-  query: UserQueryState | null;
-}
 
 /** A user with no history yet: empty seen ring, no edges, no affinities. */
 export function newUserState(key: number, id: string, metadata: Record<string, unknown>, embedding: Float32Array | null, preference: Float32Array | null): UserState {
@@ -116,6 +113,10 @@ export function movePreference(u: UserState, embedding: Float32Array, rate: numb
   u.preference = next;
   return true;
 }
+
+/** user_creators.relation: a block or a follow. */
+export const BLOCKED = 1;
+export const FOLLOWED = 2;
 
 /**
  * Every user and their state as the user tables hold them, in key order (the recovery of the user
