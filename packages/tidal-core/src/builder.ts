@@ -2,7 +2,7 @@ import type { RateLimiterConfig } from 'tidal-load';
 import { TidalDb } from './db.js';
 import { attachEmbedder, checkEmbedder, type TextEmbedder } from './embedding.js';
 import { mergeSessionOptions, type TidalOptions } from './options.js';
-import type { SessionOptions } from './sessions.js';
+import type { SessionOptions } from './session-options.js';
 import type { WorkSharingOptions } from './sharing.js';
 
 /** Fluent configuration; every setter validates in {@link TidalDbBuilder.open}. */

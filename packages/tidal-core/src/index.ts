@@ -62,12 +62,13 @@ export type {
   LimitedOptions,
   Criticality,
 } from 'tidal-load';
-export { SESSION_DEFAULTS } from './sessions.js';
+export { SESSION_DEFAULTS } from './session-options.js';
 export type { User, UserInput } from './users.js';
 export { USER_DEFAULTS } from './users.js';
 export type { UserCreatorInput, UserFilter, UserItemInput } from './user-requests.js';
 export type { UserQuery } from './types.js';
-export type { SessionHandle, SessionInfo, SessionOptions, SessionSummary, OpenSessionOptions } from './sessions.js';
+export type { SessionHandle, SessionInfo, SessionSummary, OpenSessionOptions } from './sessions.js';
+export type { SessionOptions } from './session-options.js';
 export type {
   Diversity,
   Explain,

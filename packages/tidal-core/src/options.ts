@@ -17,9 +17,9 @@ import { MAX_EVENT_MS, type QuerySchema } from 'tidal-query';
 import type { MetricsRegistry } from './metrics.js';
 import { checkPath } from './paths.js';
 import { resolveSchema, type SchemaDefinition } from './schema.js';
-import { isPlainObject } from './validate.js';
+import { checkWhole, isPlainObject } from './validate.js';
 import { resolveRateLimiterConfig, type RateLimit, type RateLimiterConfig } from 'tidal-load';
-import { resolveSessionOptions, type FilledSessionOptions, type SessionOptions } from './sessions.js';
+import { resolveSessionOptions, type FilledSessionOptions, type SessionOptions } from './session-options.js';
 import { resolveWorkSharing, type FilledWorkSharing, type WorkSharingOptions } from './sharing.js';
 
 export interface CapacityOptions {
@@ -191,13 +191,6 @@ export const DEFAULTS = Object.freeze({
   maxWorkers: 64,
 });
 
-function wholeInRange(field: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new InvalidInputError(field, `a whole number from ${min} to ${max}`, value);
-  }
-  return value;
-}
-
 /** No option takes `null`: refused rather than read as "the default" by some options and not others. */
 const NOT_NULL = 'a value (no option takes null; leave it out for the default)';
 
@@ -282,14 +275,14 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
   if (hasPath) checkPath(o.path);
   if (o.schema === undefined) throw new InvalidInputError('schema', 'given with .schema({...}) before open()', o.schema);
   const schema = resolveSchema(o.schema);
-  const workers = o.workers === undefined ? Math.max(1, availableParallelism()) : wholeInRange('workers', o.workers, 1, DEFAULTS.maxWorkers);
-  const workerNice = o.workerNice === undefined ? 0 : wholeInRange('workerNice', o.workerNice, 0, 19);
+  const workers = o.workers === undefined ? Math.max(1, availableParallelism()) : checkWhole('workers', o.workers, 1, DEFAULTS.maxWorkers);
+  const workerNice = o.workerNice === undefined ? 0 : checkWhole('workerNice', o.workerNice, 0, 19);
   const clock = checkClock(o.clock);
   const workerModule = resolveWorkerModule(o.workerModule);
   const durability = o.durability === undefined ? (hasPath ? 'process' : 'none') : assertDurability(o.durability, 'durability');
   const capacity = {
-    items: wholeInRange('capacity.items', o.capacity?.items ?? DEFAULTS.capacity.items, 1, 2 ** 28),
-    signalSlots: wholeInRange('capacity.signalSlots', o.capacity?.signalSlots ?? DEFAULTS.capacity.signalSlots, 1, 2 ** 24),
+    items: checkWhole('capacity.items', o.capacity?.items ?? DEFAULTS.capacity.items, 1, 2 ** 28),
+    signalSlots: checkWhole('capacity.signalSlots', o.capacity?.signalSlots ?? DEFAULTS.capacity.signalSlots, 1, 2 ** 24),
   };
   if (capacity.items * schema.kinds.length > 2 ** 30) {
     throw new InvalidInputError('capacity.items', `at most ${Math.floor(2 ** 30 / schema.kinds.length)} with ${schema.kinds.length} signal kinds`, capacity.items);
@@ -306,7 +299,7 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
     durability,
     groupCommit: resolveGroupCommitOptions(o.groupCommit, 'groupCommit'),
     capacity,
-    checkpointEveryEvents: wholeInRange('checkpointEveryEvents', o.checkpointEveryEvents ?? DEFAULTS.checkpointEveryEvents, 1, 2 ** 40),
+    checkpointEveryEvents: checkWhole('checkpointEveryEvents', o.checkpointEveryEvents ?? DEFAULTS.checkpointEveryEvents, 1, 2 ** 40),
     memoryGuard: resolveMemoryGuardOptions(o.memoryGuard, 'memoryGuard'),
     onWarning: resolveWarningSink(o.onWarning),
     rateLimit: resolveRateLimiterConfig(o.rateLimiter, 'rateLimiter'),

@@ -14,7 +14,7 @@ import {
 } from 'tidal-load';
 import type { TaskOf } from 'tidal-query';
 import { chooseLevel, type LevelReason } from './level-choice.js';
-import type { Metrics } from './metrics.js';
+import { createMetrics, type Metrics, type MetricsRegistry } from './metrics.js';
 import { checkControl, type QueryPool, type QueryResult, type RunControl } from './query-pool.js';
 import { PRIORITY } from './scheduler.js';
 import { canonicalKey, type Answer, type WorkSharing } from './sharing.js';
@@ -133,9 +133,12 @@ export class QueryFront {
     return this.#recorder;
   }
 
-  /** Exports the figures to a prom-client registry (see createMetrics). */
-  attachMetrics(metrics: Metrics): void {
-    this.#metrics = metrics;
+  /** Exports the figures to a prom-client registry (see createMetrics); returns what records them. */
+  async exportMetrics(registry: MetricsRegistry): Promise<Metrics> {
+    const load = this.load;
+    const figures = { inFlight: () => load.inFlight, level: () => load.level, rejected: () => load.rejected };
+    this.#metrics = await createMetrics(registry, figures);
+    return this.#metrics;
   }
 
   /**

@@ -6,10 +6,18 @@
  */
 import { InvalidInputError } from 'tidal-load';
 import type { DegradationLevel } from 'tidal-load';
-import type { QuerySchema, RetrieveTask, SearchTask, UserQueryState, WorkerRetrieveResult, WorkerSearchResult } from 'tidal-query';
+import type {
+  QuerySchema,
+  RetrieveTask,
+  SearchTask,
+  StoredItem,
+  UserQueryState,
+  WorkerRetrieveResult,
+  WorkerSearchResult,
+} from 'tidal-query';
 import { type Cursors, LazyCursor, MAX_CURSOR_ITEMS, lazyQueryHash, type CursorState } from './cursor.js';
 import type { LevelReason } from './level-choice.js';
-import type { RetrieveRequest, RetrieveResults, SearchRequest, SearchResults } from './types.js';
+import type { Item, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults } from './types.js';
 import { checkFeedOptions, checkForYou, checkUserFilter } from './user-requests.js';
 import { checkAsJson, checkDiversity, checkFilter, checkFiniteNumber, checkLimit, checkProfile, checkText, checkVector, checkWindow } from './validate.js';
 
@@ -157,6 +165,15 @@ export function nextCursor(
   if (pinned) returned.set(pinned.returned);
   for (let i = 0; i < n; i++) returned[before + i] = ordinals?.[i] ?? ordinalOf(rows[i]!.id) ?? -1;
   return cursors.encode({ query: read.hash(), nowMs: pinned?.nowMs ?? nowMs, returned });
+}
+
+/** An item as `get` returns it, from its stored row (undefined without one). */
+export function storedItem(row: StoredItem | undefined): Item | undefined {
+  if (!row) return undefined;
+  const item: Item = { id: row.id, metadata: row.metadata, createdAt: row.createdAt };
+  if (row.text !== null) item.text = row.text;
+  if (row.embedding !== null) item.embedding = row.embedding;
+  return item;
 }
 
 /** How a query ran, for its result. */

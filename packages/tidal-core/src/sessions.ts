@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { CapacityError, InvalidInputError, RateLimitedError, RateLimiter, RateLimiterConfig, SessionClosedError, type RateLimit } from 'tidal-load';
 import { emitProcessWarning, type WarningSink } from 'tidal-wal';
-import { checkId } from './validate.js';
+import { CLOSED, CLOSING, OPEN, Session, type SessionRow } from './session.js';
+import { SESSION_DEFAULTS, type FilledSessionOptions } from './session-options.js';
+import { checkId, checkWhole } from './validate.js';
 
 /**
  * A session as the application holds it: plain data, so it can be stored (as JSON, say) and used
@@ -61,81 +63,6 @@ export interface SessionInfo extends SessionHandle {
   seenItems: number;
 }
 
-/** Session options of the database (the builder's `.sessions({...})`). */
-export interface SessionOptions {
-  /**
-   * TTL of a session opened without `ttlMs`: a whole number of milliseconds.
-   * @default 1_800_000 (30 minutes)
-   */
-  defaultTtlMs?: number;
-  /**
-   * How often the sweeper closes expired sessions, in milliseconds. Its timer is `unref()`ed (it
-   * never keeps the process alive), runs only while sessions are open, and stops at `close()`.
-   * @default 60_000
-   */
-  sweepIntervalMs?: number;
-  /**
-   * Sessions open at once; `openSession` past it throws CapacityError.
-   * @default 100_000: ≈ 33 MB of heap when idle, ≈ 60 MB once each has signalled (≈ 330 and
-   * ≈ 600 bytes a session, measured by bench/src/ratelimit.ts), plus a seen-set entry per further
-   * distinct item a session signals
-   */
-  maxOpen?: number;
-  /**
-   * Called with the summary of every session the TTL closes: by the sweeper, by a call that finds
-   * its session expired, and during `open()` for sessions that expired while the database was closed.
-   * An exception it throws (or a promise it rejects) is reported with `process.emitWarning` and
-   * does not stop the sweep.
-   */
-  onExpired?: (summary: SessionSummary) => void | Promise<void>;
-}
-
-export interface FilledSessionOptions {
-  defaultTtlMs: number;
-  sweepIntervalMs: number;
-  maxOpen: number;
-  onExpired: ((summary: SessionSummary) => void | Promise<void>) | null;
-}
-
-export const SESSION_DEFAULTS = Object.freeze({
-  defaultTtlMs: 30 * 60_000,
-  // The sweeper only reclaims memory and tells the application: a call on an expired session finds
-  // it expired whenever it comes, so a minute of lag changes nothing a caller can observe but the
-  // timing of onExpired. A scan of 100 000 open sessions is a few milliseconds of the main thread
-  // (measured by bench/src/ratelimit.ts), negligible once a minute.
-  sweepIntervalMs: 60_000,
-  // ≈ 330 bytes of heap an idle session, ≈ 600 with a bucket and a seen item (bench/src/ratelimit.ts):
-  // 100 000 sessions are ≈ 33–60 MB, a bound worth having when agents forget to close sessions.
-  maxOpen: 100_000,
-  /** A year: sessions are for agent runs, and the bound keeps `lastActiveAt + ttlMs` exact. */
-  maxTtlMs: 365 * 86_400_000,
-  /** setInterval's own limit (a signed 32-bit count of milliseconds). */
-  maxSweepIntervalMs: 2 ** 31 - 1,
-  maxOpenLimit: 2 ** 24,
-});
-
-function whole(field: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new InvalidInputError(field, `a whole number from ${min} to ${max}`, value);
-  }
-  return value;
-}
-
-/** Validates the session options (the one resolve step; `open()` refuses on a bad value). */
-export function resolveSessionOptions(o: SessionOptions | undefined): FilledSessionOptions {
-  if (o !== undefined && (typeof o !== 'object' || o === null)) throw new InvalidInputError('sessions', 'an object of session options', o);
-  const onExpired = o?.onExpired ?? null;
-  if (onExpired !== null && typeof onExpired !== 'function') {
-    throw new InvalidInputError('sessions.onExpired', 'a function taking a SessionSummary', onExpired);
-  }
-  return {
-    defaultTtlMs: whole('sessions.defaultTtlMs', o?.defaultTtlMs ?? SESSION_DEFAULTS.defaultTtlMs, 1, SESSION_DEFAULTS.maxTtlMs),
-    sweepIntervalMs: whole('sessions.sweepIntervalMs', o?.sweepIntervalMs ?? SESSION_DEFAULTS.sweepIntervalMs, 1, SESSION_DEFAULTS.maxSweepIntervalMs),
-    maxOpen: whole('sessions.maxOpen', o?.maxOpen ?? SESSION_DEFAULTS.maxOpen, 1, SESSION_DEFAULTS.maxOpenLimit),
-    onExpired,
-  };
-}
-
 /** The part of a write event the session hooks read. */
 export interface SessionWriteEvent {
   readonly type: string;
@@ -143,56 +70,6 @@ export interface SessionWriteEvent {
   readonly sessionAt?: number;
   readonly ordinal?: number;
   readonly session?: string | null;
-}
-
-interface SessionRow {
-  key: number;
-  id: string;
-  agent: string;
-  opened_at: number;
-  ttl_ms: number;
-  last_active_at: number;
-  signals_written: number;
-  rejections: number;
-}
-
-const OPEN = 0;
-const CLOSING = 1;
-const CLOSED = 2;
-
-class Session {
-  readonly handle: SessionHandle;
-  readonly key: number;
-  readonly openedAt: number;
-  readonly ttlMs: number;
-  lastActiveAt: number;
-  signalsWritten: number;
-  rejections: number;
-  /** Ordinals of the items it signalled (committed signals only); created on the first. */
-  seen: Set<number> | null = null;
-  /** `seen` as the retrieve task wants it, rebuilt only after `seen` changes. */
-  exclude: Int32Array | null = null;
-  state = OPEN;
-  /** Signals enqueued and not yet committed or failed. */
-  pending = 0;
-  drained: (() => void) | null = null;
-  closedAt = 0;
-  autoClosed = false;
-  summary: SessionSummary | null = null;
-
-  constructor(handle: SessionHandle, key: number, openedAt: number, ttlMs: number, lastActiveAt: number, signalsWritten: number, rejections: number) {
-    this.handle = handle;
-    this.key = key;
-    this.openedAt = openedAt;
-    this.ttlMs = ttlMs;
-    this.lastActiveAt = lastActiveAt;
-    this.signalsWritten = signalsWritten;
-    this.rejections = rejections;
-  }
-
-  get expiresAt(): number {
-    return this.lastActiveAt + this.ttlMs;
-  }
 }
 
 /**
@@ -296,7 +173,7 @@ export class SessionRegistry {
   open(options: OpenSessionOptions, now: number): SessionHandle {
     if (typeof options !== 'object' || options === null) throw new InvalidInputError('session', 'an object { agent, ttlMs? }', options);
     const agent = checkId('agent', options.agent);
-    const ttlMs = options.ttlMs === undefined ? this.#o.defaultTtlMs : whole('ttlMs', options.ttlMs, 1, SESSION_DEFAULTS.maxTtlMs);
+    const ttlMs = options.ttlMs === undefined ? this.#o.defaultTtlMs : checkWhole('ttlMs', options.ttlMs, 1, SESSION_DEFAULTS.maxTtlMs);
     if (this.#byId.size >= this.#o.maxOpen) {
       throw new CapacityError('open sessions', this.#o.maxOpen, 'close sessions, or raise the sessions.maxOpen builder option');
     }

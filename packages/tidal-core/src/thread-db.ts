@@ -10,11 +10,11 @@
  */
 import { performance } from 'node:perf_hooks';
 import { AbortedError, DegradationLevel, InFlightGuard, InternalError, LoadDetector, TidalError, TimeoutError, type LoadView, type Thresholds } from 'tidal-load';
-import type { QuerySchema, RetrieveTask, SearchTask, SignalValues, WorkerRetrieveResult, WorkerSearchResult } from 'tidal-query';
+import type { QuerySchema, RetrieveTask, SearchTask, SignalValues, TaskEnvelope } from 'tidal-query';
 import { runInThread } from 'tidal-query/worker';
-import { Cursors, LazyCursor } from './cursor.js';
-import { planQuery, type QueryPlan } from './query-front.js';
-import { nextCursor, prepareRetrieve, prepareSearch, retrieveResults, searchResults, type PreparedRead, type ReadDeps } from './read-requests.js';
+import { Cursors } from './cursor.js';
+import { planQuery } from './query-front.js';
+import { ReadPipeline, type PlannedRead, type ReadOp, type ReadTypes } from './read-pipeline.js';
 import type { OpenSessionOptions, SessionHandle, SessionInfo, SessionSummary } from './sessions.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
 import type { Item, ItemInput, QueryControl, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
@@ -69,6 +69,16 @@ function needsMainSearch(req: SearchRequest): boolean {
   return req.user !== undefined || req.semantic !== undefined;
 }
 
+/** Runs a read's task in this thread, on its own catalog and indexes. */
+function runHere<Op extends ReadOp>(op: Op, env: TaskEnvelope, task: ReadTypes[Op]['task']): ReadTypes[Op]['answer'] {
+  const r =
+    op === 'retrieve'
+      ? runInThread({ op: 'retrieve', env, task: task as RetrieveTask, cell: -1 })
+      : runInThread({ op: 'search', env, task: task as SearchTask, cell: -1 });
+  if ('skipped' in r) throw new InternalError(`${op} was skipped in its own thread`);
+  return r as ReadTypes[Op]['answer'];
+}
+
 /** A request without what cannot cross a thread (its AbortSignal stays here). */
 function portable<T extends QueryControl>(req: T): T {
   if (req?.signal === undefined) return req;
@@ -81,13 +91,12 @@ function portable<T extends QueryControl>(req: T): T {
  * opened with a worker module, and handed to the module's `start(db, data)`.
  */
 export class ThreadDb {
-  readonly #init: ThreadInit;
   readonly #link: LinkClient;
   readonly #detector: LoadDetector;
   readonly #recorder = new QueryRecorder();
   readonly #cursors: Cursors;
   readonly #itemsVersion: BigInt64Array;
-  readonly #readDeps: ReadDeps;
+  readonly #reads: ReadPipeline;
   readonly #jobs: Job[] = [];
   #drainQueued = false;
   #records: QueryRecord[] = [];
@@ -97,7 +106,6 @@ export class ThreadDb {
   readonly load: LoadView;
 
   constructor(init: ThreadInit, link: LinkClient) {
-    this.#init = init;
     this.#link = link;
     this.#detector = new LoadDetector({
       thresholds: init.thresholds,
@@ -111,14 +119,17 @@ export class ThreadDb {
     const none = (what: string) => () => {
       throw new InternalError(`a query needing ${what} reached a worker thread`);
     };
-    this.#readDeps = {
+    const deps = {
       schema: init.schema,
       defaultWindow: init.defaultWindow,
       cursors: this.#cursors,
-      exclude: (session) => (session === undefined ? null : none('a session')()),
+      exclude: (session: RetrieveRequest['session']) => (session === undefined ? null : none('a session')()),
       userState: () => null,
       relatedTask: none('co-engagement'),
     };
+    const plan = (req: QueryControl, op: ReadOp, guard: InFlightGuard) =>
+      planQuery(req, op, guard, this.#recorder, init.workers, init.loadManagement);
+    this.#reads = new ReadPipeline(deps, plan, () => undefined);
   }
 
   // ---- reads, in this thread ------------------------------------------------------------
@@ -130,31 +141,13 @@ export class ThreadDb {
    */
   retrieve(req: RetrieveRequest): Promise<RetrieveResults> {
     if (typeof req === 'object' && req !== null && needsMainRetrieve(req)) return this.#forward<RetrieveResults>('retrieve', [portable(req)]);
-    return this.#local(req, 'retrieve', (r) => prepareRetrieve(r as RetrieveRequest, this.#readDeps), (read, plan, env) => {
-      const r = runInThread({ op: 'retrieve', env, task: read.task as RetrieveTask, cell: -1 });
-      if ('skipped' in r) throw new InternalError('retrieve was skipped in its own thread');
-      return this.#retrieveResults(read as PreparedRead<RetrieveTask>, plan, r);
-    });
+    return this.#local('retrieve', req);
   }
 
   /** As `TidalDb.search`; with `semantic` or a `user`, forwarded to the database's thread. */
   search(req: SearchRequest): Promise<SearchResults> {
     if (typeof req === 'object' && req !== null && needsMainSearch(req)) return this.#forward<SearchResults>('search', [portable(req)]);
-    return this.#local(req, 'search', (r) => prepareSearch(r as SearchRequest, this.#readDeps), (read, plan, env) => {
-      const r = runInThread({ op: 'search', env, task: read.task as SearchTask, cell: -1 });
-      if ('skipped' in r) throw new InternalError('search was skipped in its own thread');
-      return this.#searchResults(read as PreparedRead<SearchTask>, plan, r);
-    });
-  }
-
-  #retrieveResults(read: PreparedRead<RetrieveTask>, plan: QueryPlan & { started: number }, r: WorkerRetrieveResult): RetrieveResults {
-    const next = new LazyCursor(() => nextCursor(this.#cursors, read, r.nowMs, r.items, r.ordinals, () => undefined));
-    return retrieveResults(r, { level: plan.level, reason: plan.reason, ageMs: 0, started: plan.started }, next, performance.now());
-  }
-
-  #searchResults(read: PreparedRead<SearchTask>, plan: QueryPlan & { started: number }, r: WorkerSearchResult): SearchResults {
-    const next = new LazyCursor(() => nextCursor(this.#cursors, read, r.nowMs, r.hits, r.ordinals, () => undefined));
-    return searchResults(r, { level: plan.level, reason: plan.reason, ageMs: 0, started: plan.started }, next, performance.now());
+    return this.#local('search', req);
   }
 
   /**
@@ -162,34 +155,27 @@ export class ThreadDb {
    * itself after this turn of the event loop, with the others this turn admitted, so the count
    * holds every request this thread has taken and not answered, and a burst sees its own load.
    */
-  #local<T>(
-    req: QueryControl,
-    operation: 'retrieve' | 'search',
-    prepare: (req: QueryControl) => PreparedRead<RetrieveTask | SearchTask>,
-    execute: (read: PreparedRead<RetrieveTask | SearchTask>, plan: QueryPlan & { started: number }, env: { level: DegradationLevel; nowMs: number; itemsVersion: number }) => T & { explain: { serviceMs?: number } },
-  ): Promise<T> {
+  #local<Op extends ReadOp>(operation: Op, req: ReadTypes[Op]['req']): Promise<ReadTypes[Op]['results']> {
     const sheddable = typeof req === 'object' && req !== null && req.criticality === 'sheddable';
     const admitted = this.#detector.tryEnter(sheddable ? 'sheddable' : 'default');
     if (!(admitted instanceof InFlightGuard)) return Promise.reject(admitted);
     const guard = admitted;
-    let read: PreparedRead<RetrieveTask | SearchTask>;
-    let plan: QueryPlan & { started: number };
+    let q: PlannedRead<Op>;
     try {
-      read = prepare(req);
-      plan = { ...planQuery(req, operation, guard, this.#recorder, this.#init.workers, this.#init.loadManagement), started: performance.now() };
+      q = this.#reads.start(operation, req, guard);
     } catch (err) {
-      guard[Symbol.dispose]();
       return Promise.reject(err);
     }
-    return new Promise<T>((resolve, reject) => {
+    const { plan, started } = q;
+    return new Promise<ReadTypes[Op]['results']>((resolve, reject) => {
       const run = () => {
         try {
           const { signal, timeoutMs } = plan.control;
           if (signal?.aborted) throw new AbortedError(operation, signal.reason);
-          if (timeoutMs !== null && performance.now() - plan.started >= timeoutMs) throw new TimeoutError(operation, timeoutMs);
+          if (timeoutMs !== null && performance.now() - started >= timeoutMs) throw new TimeoutError(operation, timeoutMs);
           const env = { level: plan.level, nowMs: Date.now(), itemsVersion: Number(Atomics.load(this.#itemsVersion, 0)) };
-          const out = execute(read, plan, env);
-          const latency = performance.now() - plan.started;
+          const out = this.#reads.finish(q, runHere(operation, env, q.read.task), 0);
+          const latency = performance.now() - started;
           const serviceMs = out.explain.serviceMs ?? 0;
           this.#recorder.record(plan.level, latency, serviceMs);
           this.#report([operation, plan.level, latency, serviceMs]);

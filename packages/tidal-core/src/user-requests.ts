@@ -29,6 +29,18 @@ export interface UserFilter {
   following?: boolean;
 }
 
+/** A hide or unhide call's (user, item); the ids are checked when the write is admitted. */
+export function itemEdge(op: 'hide' | 'unhide', edge: UserItemInput): [user: unknown, item: unknown] {
+  if (typeof edge !== 'object' || edge === null) throw new InvalidInputError(op, 'an object { user, item }', edge);
+  return [edge.user, edge.item];
+}
+
+/** A block, unblock, follow or unfollow call's (user, creator); checked like {@link itemEdge}. */
+export function creatorEdge(op: 'block' | 'unblock' | 'follow' | 'unfollow', edge: UserCreatorInput): [user: unknown, creator: unknown] {
+  if (typeof edge !== 'object' || edge === null) throw new InvalidInputError(op, 'an object { user, creator }', edge);
+  return [edge.user, edge.creator];
+}
+
 const USER_FILTER_KEYS = ['unseen', 'unblocked', 'following'];
 const WEIGHT_KEYS = ['similarity', 'velocity', 'recency', 'affinity'] as const;
 

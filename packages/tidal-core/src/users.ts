@@ -1,30 +1,33 @@
 import type Database from 'better-sqlite3';
 import { CapacityError, InvalidInputError } from 'tidal-load';
-import { blobToVector, FEED_CANDIDATE_BUDGET, FOR_YOU_BUDGETS, FOR_YOU_EXPLORE, FOR_YOU_WEIGHTS, hashString, HOT_GRAVITY, RECENCY_HALF_LIFE_MS, type QuerySchema, type RelatedTask, type UserQueryState } from 'tidal-query';
+import {
+  FEED_CANDIDATE_BUDGET,
+  FOR_YOU_BUDGETS,
+  FOR_YOU_EXPLORE,
+  FOR_YOU_WEIGHTS,
+  hashString,
+  HOT_GRAVITY,
+  RECENCY_HALF_LIFE_MS,
+  type QuerySchema,
+  type RelatedTask,
+  type UserQueryState,
+} from 'tidal-query';
 import { AFFINITY_HALF_LIFE_MS } from './schema.js';
 import { CoEngagementIndex, RELATED_HALF_LIFE_MS, RELATED_PARTNERS, RELATED_WINDOW } from './co-engagement.js';
-
-/**
- * Items a user's seen set holds: the last 512 distinct items the user signalled (a signal on an
- * item already in it makes it the newest again). 512 × 4 bytes = 2 KiB per user at most, plus
- * 512 rows of `user_seen`. A feed rarely shows more than a few hundred items a session, and the
- * `unseen` filter's cost in a worker grows with it (a set built per query).
- */
-export const SEEN_LIMIT = 512;
-
-/**
- * Creators a user holds an affinity to. Past it, the creator with the smallest decayed affinity
- * gives its place to the new one. 64 × (two Float64 + a shared creator string) ≈ 2 KiB per user.
- */
-export const MAX_AFFINITIES = 64;
-
-/**
- * Hidden items, blocked creators and followed creators per user, each. Checked when a call is
- * admitted; past it the call is refused with `CapacityError`. Every one of them is copied into
- * each query the user makes (4 bytes a hidden item), so the bound is what keeps a query's message
- * small: 10 000 hidden items are 40 KB.
- */
-export const MAX_USER_EDGES = 10_000;
+import {
+  BLOCKED,
+  cloneState,
+  FOLLOWED,
+  grow,
+  loadUsers,
+  MAX_AFFINITIES,
+  MAX_USER_EDGES,
+  movePreference,
+  newUserState,
+  SEEN_LIMIT,
+  vectorBlob,
+  type UserState,
+} from './user-state.js';
 
 /** The bounds and defaults of user state and of the personalized profiles, as documented (frozen). */
 export const USER_DEFAULTS = Object.freeze({
@@ -45,9 +48,6 @@ export const USER_DEFAULTS = Object.freeze({
   explore: FOR_YOU_EXPLORE,
   recencyHalfLifeMs: RECENCY_HALF_LIFE_MS,
 });
-
-const BLOCKED = 1;
-const FOLLOWED = 2;
 
 /** A user as written. */
 export interface UserInput {
@@ -127,61 +127,6 @@ export interface ItemFacts {
   readonly creator: string | null;
 }
 
-interface UserState {
-  readonly key: number;
-  readonly id: string;
-  metadata: Record<string, unknown>;
-  embedding: Float32Array | null;
-  preference: Float32Array | null;
-  /** The seen ordinals, oldest first, `seenCount` of them. */
-  seen: Int32Array;
-  seenCount: number;
-  /** The pos the next seen entry gets (user_seen.pos). */
-  seenPos: number;
-  hidden: Set<number>;
-  blocked: Set<string>;
-  following: Set<string>;
-  affinity: Map<string, { score: number; at: number }>;
-  /** The worker copy of the state, built on demand, dropped on change. */
-  query: UserQueryState | null;
-}
-
-/** A user with no history yet: empty seen ring, no edges, no affinities. */
-function newUserState(key: number, id: string, metadata: Record<string, unknown>, embedding: Float32Array | null, preference: Float32Array | null): UserState {
-  return {
-    key,
-    id,
-    metadata,
-    embedding,
-    preference,
-    seen: new Int32Array(0),
-    seenCount: 0,
-    seenPos: 0,
-    hidden: new Set(),
-    blocked: new Set(),
-    following: new Set(),
-    affinity: new Map(),
-    query: null,
-  };
-}
-
-function cloneState(u: UserState): UserState {
-  return {
-    ...u,
-    preference: u.preference === null ? null : u.preference.slice(),
-    seen: u.seen.slice(),
-    hidden: new Set(u.hidden),
-    blocked: new Set(u.blocked),
-    following: new Set(u.following),
-    affinity: new Map([...u.affinity].map(([c, a]) => [c, { ...a }])),
-    query: null,
-  };
-}
-
-function vectorBlob(v: Float32Array | null): Buffer | null {
-  return v === null ? null : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
-}
-
 /**
  * Users and their state, on the main thread, mirrored in the user tables of the database file.
  *
@@ -253,39 +198,10 @@ export class UserRegistry {
 
   /** Loads every user and their state from the file (the recovery of the user tables). */
   #load(): void {
-    const dims = this.#schema.embeddingDims;
-    const vec = (b: Buffer | null): Float32Array | null => (b !== null && b.byteLength === dims * 4 && dims > 0 ? blobToVector(b) : null);
-    const byKey = new Map<number, UserState>();
-    for (const r of this.#db.prepare('SELECT key, id, metadata, embedding, preference FROM users ORDER BY key').all() as {
-      key: number;
-      id: string;
-      metadata: string;
-      embedding: Buffer | null;
-      preference: Buffer | null;
-    }[]) {
-      const u = newUserState(r.key, r.id, JSON.parse(r.metadata) as Record<string, unknown>, vec(r.embedding), vec(r.preference));
-      byKey.set(r.key, u);
-      this.#byId.set(r.id, u);
-      this.#declared.add(r.id);
-      if (r.key >= this.#nextKey) this.#nextKey = r.key + 1;
-    }
-    for (const [user, ordinal, pos] of this.#db.prepare('SELECT user, ordinal, pos FROM user_seen ORDER BY user, pos').raw().iterate() as IterableIterator<[number, number, number]>) {
-      const u = byKey.get(user);
-      if (!u) continue;
-      if (u.seen.length === u.seenCount) u.seen = grow(u.seen);
-      u.seen[u.seenCount++] = ordinal;
-      u.seenPos = pos + 1;
-    }
-    for (const [user, ordinal] of this.#db.prepare('SELECT user, ordinal FROM user_hidden').raw().iterate() as IterableIterator<[number, number]>) {
-      byKey.get(user)?.hidden.add(ordinal);
-    }
-    for (const [user, relation, creator] of this.#db.prepare('SELECT user, relation, creator FROM user_creators').raw().iterate() as IterableIterator<[number, number, string]>) {
-      const u = byKey.get(user);
-      if (!u) continue;
-      (relation === BLOCKED ? u.blocked : u.following).add(this.#intern(creator));
-    }
-    for (const [user, creator, score, at] of this.#db.prepare('SELECT user, creator, score, at FROM user_affinity').raw().iterate() as IterableIterator<[number, string, number, number]>) {
-      byKey.get(user)?.affinity.set(this.#intern(creator), { score, at });
+    for (const u of loadUsers(this.#db, this.#schema.embeddingDims, (c) => this.#intern(c))) {
+      this.#byId.set(u.id, u);
+      this.#declared.add(u.id);
+      if (u.key >= this.#nextKey) this.#nextKey = u.key + 1;
     }
   }
 
@@ -432,7 +348,7 @@ export class UserRegistry {
         this.#see(u, e.ordinal);
         if (rate === 0) return;
         const item = facts(e.ordinal, e.id);
-        if (item.embedding !== null && this.#movePreference(u, item.embedding, rate)) s.setPreference.run(vectorBlob(u.preference), u.key);
+        if (item.embedding !== null && movePreference(u, item.embedding, rate)) s.setPreference.run(vectorBlob(u.preference), u.key);
         if (item.creator !== null) this.#moveAffinity(u, item.creator, rate > 0 ? e.weight : -e.weight, e.at);
         return;
       }
@@ -460,38 +376,6 @@ export class UserRegistry {
     if (u.seen.length === u.seenCount) u.seen = grow(u.seen);
     u.seen[u.seenCount++] = ordinal;
     s.seenUpsert.run(u.key, ordinal, u.seenPos++);
-  }
-
-  /**
-   * p ← (1 − |r|)·p ± |r|·ê in Float32 (ê the unit embedding), the same arithmetic live and after a
-   * restart since the file holds the Float32 result. A first positive signal sets p = ê; a negative
-   * one with no p yet leaves it unset. Returns whether p changed.
-   */
-  #movePreference(u: UserState, embedding: Float32Array, rate: number): boolean {
-    let norm = 0;
-    for (let i = 0; i < embedding.length; i++) norm += embedding[i]! * embedding[i]!;
-    norm = Math.sqrt(norm);
-    if (!(norm > 0)) return false;
-    const r = Math.abs(rate);
-    const sign = rate > 0 ? 1 : -1;
-    const p = u.preference;
-    if (p === null) {
-      if (sign < 0) return false;
-      const next = new Float32Array(embedding.length);
-      for (let i = 0; i < next.length; i++) next[i] = embedding[i]! / norm;
-      u.preference = next;
-      return true;
-    }
-    const next = new Float32Array(p.length);
-    let nonZero = false;
-    for (let i = 0; i < p.length; i++) {
-      next[i] = (1 - r) * p[i]! + sign * r * (embedding[i]! / norm);
-      if (next[i] !== 0) nonZero = true;
-    }
-    // A vector moved exactly onto zero has no direction for cosine: keep the last one.
-    if (!nonZero) return false;
-    u.preference = next;
-    return true;
   }
 
   /** S ← S·e^(−λ·dt) + w (an earlier event is decayed to the reference time instead); bounded per user. */
@@ -612,10 +496,4 @@ export class UserRegistry {
     }
     return { ...base, seen: unseen ? base.seen : null, following: following ? base.following : null };
   }
-}
-
-function grow(a: Int32Array): Int32Array {
-  const b = new Int32Array(Math.min(SEEN_LIMIT, Math.max(8, a.length * 2)));
-  b.set(a);
-  return b;
 }

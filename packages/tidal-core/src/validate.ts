@@ -36,6 +36,14 @@ function wellFormed(s: string): boolean {
 
 const ILL_FORMED = 'well-formed UTF-16 (it holds a lone surrogate, which storage would replace with U+FFFD)';
 
+/** A whole number from `min` to `max`, or an InvalidInputError naming `field`. */
+export function checkWhole(field: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new InvalidInputError(field, `a whole number from ${min} to ${max}`, value);
+  }
+  return value;
+}
+
 /** A string that is well-formed UTF-16, or an InvalidInputError naming `field`. */
 export function checkWellFormed(field: string, value: string): string {
   if (!wellFormed(value)) throw new InvalidInputError(field, ILL_FORMED, value);
