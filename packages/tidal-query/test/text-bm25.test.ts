@@ -145,7 +145,7 @@ describe('text index BM25 = bm25() of an FTS5 table with content over the same t
     expect(compared).toBeGreaterThan(200);
   });
 
-  it('breaks ties by ordinal, ascending, like ORDER BY bm25(items_fts), rowid', () => {
+  it('breaks ties by ordinal, ascending, like ORDER BY bm25(t), rowid on the oracle', () => {
     const f = fixture();
     for (let o = 0; o < 50; o++) f.upsert(49 - o, 'same words here');
     f.sync();
