@@ -4,8 +4,9 @@ import type Database from 'better-sqlite3';
  * The items table (`items`; created by the database's storage schema). The writer (main thread)
  * owns it; query workers read it through their own read-only connections. `ordinal` is the dense
  * integer id the in-memory structures use; it is also the ANN key. The text is indexed by each
- * worker's text index (text/text-index.ts), from this table alone: no FTS5 table is written. `version` is bumped on every change so a worker can pull exactly the rows it has not
- * seen. A row with `present = 0` is an id known only from signals, or deleted.
+ * worker's text index (text/text-index.ts), from this table alone: no FTS5 table is written.
+ * `version` is bumped on every change so a worker can pull exactly the rows it has not seen. A row
+ * with `present = 0` is an id known only from signals, or deleted.
  */
 export interface ItemRow {
   ordinal: number;
