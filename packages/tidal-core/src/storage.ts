@@ -17,8 +17,9 @@ import { InvalidInputError } from 'tidal-load';
  *   `user_affinity`). The step creates them (empty); nothing older changes.
  * - 3: the co-engagement index of profile `related` (`item_related`). The step creates it empty:
  *   co-engagement counts from the first user signal after the upgrade.
+ * - 4: no FTS5 table: the text index is built from `items` alone. The step drops `items_fts`.
  */
-export const STORAGE_VERSION = 3;
+export const STORAGE_VERSION = 4;
 
 const TABLES = `
   -- Key/value settings and counters: schema facts (embeddingDims, kinds), the last sequence
@@ -38,7 +39,6 @@ const TABLES = `
     version INTEGER NOT NULL DEFAULT 0
   );
   CREATE INDEX IF NOT EXISTS items_by_version ON items(version);
-  CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(text, content='', contentless_delete=1);
 
   -- The durable signal log: every acknowledged signal since the last checkpoint (and the covered
   -- rows not yet reclaimed).
@@ -132,6 +132,8 @@ const MIGRATIONS: readonly ((db: Database.Database) => void)[] = [
   () => {},
   // 2 → 3: item_related, created empty by TABLES above.
   () => {},
+  // 3 → 4: items_fts is no longer written or read.
+  (db) => db.exec('DROP TABLE IF EXISTS items_fts'),
 ];
 
 /**

@@ -1,7 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { FieldType, QuerySchema } from './types.js';
 import type { ItemRow } from './items-table.js';
-import { fts5TotalsReader, type Fts5Totals } from './text/fts5-totals.js';
 import { TextIndex } from './text/text-index.js';
 
 /** A string column, dictionary-encoded: filters compare integers, not strings. */
@@ -49,7 +48,6 @@ export class Catalog {
   #presentCount = 0;
   readonly #db: Database.Database;
   readonly #select: Database.Statement;
-  readonly #ftsTotals: () => Fts5Totals | null;
 
   constructor(db: Database.Database, schema: QuerySchema) {
     for (const [field, type] of Object.entries(schema.metadata)) this.columns.set(field, newColumn(type, this.#capacity));
@@ -57,7 +55,6 @@ export class Catalog {
     this.#select = db.prepare(
       'SELECT ordinal, id, present, text, metadata, created_at, embedding, version FROM items WHERE version > ? ORDER BY version',
     );
-    this.#ftsTotals = fts5TotalsReader(db, 'items_fts');
   }
 
   get presentCount(): number {
@@ -66,8 +63,7 @@ export class Catalog {
 
   /** Pulls every row changed after the version this catalog has seen; calls `onRow` for each. */
   refresh(onRow?: (row: ChangedRow) => void): number {
-    // One read transaction: the rows and FTS5's totals (the text index's N and avgdl) are of the
-    // same commits.
+    // One read transaction: every row pulled is of the same commits.
     return this.#db.transaction(() => {
       const from = this.version;
       const ordinals: number[] = [];
@@ -80,8 +76,6 @@ export class Catalog {
       const changed = ordinals.length;
       if (changed > 0) {
         this.#record(from, ordinals);
-        const totals = this.#ftsTotals();
-        if (totals) this.text.setTotals(totals.rows, totals.tokens);
       }
       return changed;
     })();

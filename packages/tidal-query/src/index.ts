@@ -5,8 +5,6 @@ export type { TextIndexStats } from './text/text-index.js';
 export { searchTopK } from './text/top-k.js';
 export type { TextSearchOptions, TextTopK } from './text/top-k.js';
 export { tokenize, queryTerms } from './text/tokenizer.js';
-export { fts5TotalsReader } from './text/fts5-totals.js';
-export type { Fts5Totals } from './text/fts5-totals.js';
 export { Catalog } from './catalog.js';
 export { buildCreatorLists, creatorListsOf } from './profiles/feeds.js';
 export type { CreatorLists } from './profiles/feeds.js';

@@ -1,11 +1,12 @@
 import type Database from 'better-sqlite3';
 
 /**
- * The items tables (`items`, `items_fts`; created by the database's storage schema). The writer
- * (main thread) owns them; query workers read them through their own read-only connections.
- * `ordinal` is the dense integer id the in-memory structures use; it is also the FTS5 rowid and the
- * ANN key. `version` is bumped on every change so a worker can pull exactly the rows it has not
- * seen. A row with `present = 0` is an id known only from signals, or deleted.
+ * The items table (`items`; created by the database's storage schema). The writer (main thread)
+ * owns it; query workers read it through their own read-only connections. `ordinal` is the dense
+ * integer id the in-memory structures use; it is also the ANN key. The text is indexed by each
+ * worker's text index (text/text-index.ts), from this table alone: no FTS5 table is written.
+ * `version` is bumped on every change so a worker can pull exactly the rows it has not seen. A row
+ * with `present = 0` is an id known only from signals, or deleted.
  */
 export interface ItemRow {
   ordinal: number;
@@ -32,8 +33,6 @@ export class ItemsWriter {
   readonly #upsert: Database.Statement;
   readonly #key: Database.Statement;
   readonly #delete: Database.Statement;
-  readonly #ftsDelete: Database.Statement;
-  readonly #ftsInsert: Database.Statement;
   readonly #get: Database.Statement;
   readonly #maxVersion: Database.Statement;
   readonly #keys: Database.Statement;
@@ -48,8 +47,6 @@ export class ItemsWriter {
     this.#delete = db.prepare(
       'UPDATE items SET present = 0, text = NULL, metadata = NULL, embedding = NULL, version = ? WHERE ordinal = ?',
     );
-    this.#ftsDelete = db.prepare('DELETE FROM items_fts WHERE rowid = ?');
-    this.#ftsInsert = db.prepare('INSERT INTO items_fts (rowid, text) VALUES (?, ?)');
     this.#get = db.prepare('SELECT * FROM items WHERE id = ? AND present = 1');
     this.#maxVersion = db.prepare('SELECT COALESCE(MAX(version), 0) FROM items').pluck();
     this.#keys = db.prepare('SELECT ordinal, id FROM items ORDER BY ordinal');
@@ -60,7 +57,8 @@ export class ItemsWriter {
     this.#key.run(ordinal, id);
   }
 
-  upsert(item: StoredItem, version: number, replacing: boolean): void {
+  /** Inserts or replaces the item's row. `_replacing` (the ordinal had a row already) changes nothing: one upsert serves both. */
+  upsert(item: StoredItem, version: number, _replacing: boolean): void {
     this.#upsert.run({
       ordinal: item.ordinal,
       id: item.id,
@@ -70,13 +68,10 @@ export class ItemsWriter {
       embedding: item.embedding ? Buffer.from(item.embedding.buffer, item.embedding.byteOffset, item.embedding.byteLength) : null,
       version,
     });
-    if (replacing) this.#ftsDelete.run(item.ordinal);
-    if (item.text) this.#ftsInsert.run(item.ordinal, item.text);
   }
 
   delete(ordinal: number, version: number): void {
     this.#delete.run(version, ordinal);
-    this.#ftsDelete.run(ordinal);
   }
 
   get(id: string): StoredItem | undefined {

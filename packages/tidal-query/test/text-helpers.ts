@@ -8,9 +8,42 @@ import type { QuerySchema } from '../src/types.js';
 
 export const SCHEMA: QuerySchema = { kinds: [], metadata: { cat: 'string' }, embeddingDims: 0 };
 
+/** An FTS5 table's row and token totals, as its bm25() reads them (xRowCount, xColumnTotalSize). */
+export interface Fts5Totals {
+  rows: number;
+  tokens: number;
+}
+
 /**
- * A database with tidal's tables, written through the items writer (so FTS5 is maintained as the
- * writer maintains it), and a worker's catalog over it whose text index `sync` brings up to date.
+ * Reads an FTS5 table's "averages" record (rowid 1 of its `_data` table: a varint row count, then
+ * a varint token total per column), the N and total size its bm25() scores with. A test-only
+ * look at FTS5's private format: the product never reads it.
+ */
+export function fts5Totals(db: Database.Database, table: string): Fts5Totals {
+  const block = db.prepare(`SELECT block FROM "${table}_data" WHERE id = 1`).pluck().get() as Buffer | undefined;
+  if (!block || block.length === 0) return { rows: 0, tokens: 0 };
+  const rows = readVarint(block, 0);
+  const tokens = readVarint(block, rows.next);
+  return { rows: rows.value, tokens: tokens.value };
+}
+
+/** SQLite's varint: big-endian 7-bit groups with a continuation bit; a 9th byte has 8 bits. */
+function readVarint(buf: Uint8Array, at: number): { value: number; next: number } {
+  let value = 0;
+  for (let i = 0; i < 8; i++) {
+    const byte = buf[at + i] ?? 0;
+    value = value * 128 + (byte & 0x7f);
+    if ((byte & 0x80) === 0) return { value, next: at + i + 1 };
+  }
+  return { value: value * 256 + (buf[at + 8] ?? 0), next: at + 9 };
+}
+
+/**
+ * A database with tidal's tables, written through the items writer, and a worker's catalog over it
+ * whose text index `sync` brings up to date. Beside them, in this fixture only, two FTS5 tables
+ * over the same texts, written with every change: `oracle`, an FTS5 table with content (its totals
+ * are the live counts, and its bm25() is what the index must reproduce), and `contentless`, a
+ * contentless_delete one (whose totals keep every row ever inserted: what the index must not copy).
  */
 export class TextFixture {
   readonly db = new Database(':memory:');
@@ -18,19 +51,22 @@ export class TextFixture {
   readonly catalog: Catalog;
   readonly texts = new Map<number, string>();
   #version = 0;
-  readonly #fts: Database.Statement;
+  readonly #oracle: OracleTable;
+  readonly #contentless: OracleTable;
 
   constructor() {
     openStorage(this.db, ':memory:');
     this.writer = new ItemsWriter(this.db);
     this.catalog = new Catalog(this.db, SCHEMA);
-    this.#fts = this.db.prepare('SELECT rowid, bm25(items_fts) AS s FROM items_fts WHERE items_fts MATCH ? ORDER BY s, rowid LIMIT ?').raw(true);
+    this.#oracle = new OracleTable(this.db, 'oracle', '');
+    this.#contentless = new OracleTable(this.db, 'contentless', ", content='', contentless_delete=1");
   }
 
   upsert(ordinal: number, text: string | null, cat = 'a'): void {
     const replacing = this.texts.has(ordinal) || this.#known.has(ordinal);
     this.db.transaction(() => {
       this.writer.upsert({ ordinal, id: `i${ordinal}`, text, metadata: { cat }, createdAt: 0, embedding: null }, ++this.#version, replacing);
+      for (const t of [this.#oracle, this.#contentless]) t.set(ordinal, text, replacing);
     })();
     this.#known.add(ordinal);
     if (text) this.texts.set(ordinal, text);
@@ -38,7 +74,10 @@ export class TextFixture {
   }
 
   delete(ordinal: number): void {
-    this.db.transaction(() => this.writer.delete(ordinal, ++this.#version))();
+    this.db.transaction(() => {
+      this.writer.delete(ordinal, ++this.#version);
+      for (const t of [this.#oracle, this.#contentless]) t.set(ordinal, null, true);
+    })();
     this.texts.delete(ordinal);
   }
 
@@ -46,9 +85,19 @@ export class TextFixture {
     this.catalog.refresh();
   }
 
-  /** FTS5's own top k: [ordinal, bm25()] pairs, ties by rowid. */
+  /** The oracle's own top k: [ordinal, bm25()] pairs, ties by rowid. */
   fts5(match: string, k: number): [number, number][] {
-    return this.#fts.all(match, k) as [number, number][];
+    return this.#oracle.top(match, k);
+  }
+
+  /** The contentless_delete table's top k, as {@link fts5}. */
+  contentlessFts5(match: string, k: number): [number, number][] {
+    return this.#contentless.top(match, k);
+  }
+
+  /** The oracle's totals (`contentless`: the contentless_delete table's). */
+  fts5Totals(table: 'oracle' | 'contentless' = 'oracle'): Fts5Totals {
+    return fts5Totals(this.db, table);
   }
 
   close(): void {
@@ -56,6 +105,29 @@ export class TextFixture {
   }
 
   readonly #known = new Set<number>();
+}
+
+/** One FTS5 table of the fixture, written as the items are: a replaced row is deleted first. */
+class OracleTable {
+  readonly #delete: Database.Statement;
+  readonly #insert: Database.Statement;
+  readonly #top: Database.Statement;
+
+  constructor(db: Database.Database, name: string, options: string) {
+    db.exec(`CREATE VIRTUAL TABLE ${name} USING fts5(text${options})`);
+    this.#delete = db.prepare(`DELETE FROM ${name} WHERE rowid = ?`);
+    this.#insert = db.prepare(`INSERT INTO ${name} (rowid, text) VALUES (?, ?)`);
+    this.#top = db.prepare(`SELECT rowid, bm25(${name}) AS s FROM ${name} WHERE ${name} MATCH ? ORDER BY s, rowid LIMIT ?`).raw(true);
+  }
+
+  set(ordinal: number, text: string | null, replacing: boolean): void {
+    if (replacing) this.#delete.run(ordinal);
+    if (text) this.#insert.run(ordinal, text);
+  }
+
+  top(match: string, k: number): [number, number][] {
+    return this.#top.all(match, k) as [number, number][];
+  }
 }
 
 /** A seeded vocabulary with Zipf-like frequencies, spelled in several cases and accents. */

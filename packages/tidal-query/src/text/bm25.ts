@@ -6,9 +6,13 @@
  *   idf(q)   = ln((N − n(q) + 0.5) / (n(q) + 0.5)), and 1e-6 when that is ≤ 0
  *
  * with k1 = 1.2, b = 0.75, the sum over the query's phrases in query order, f the term frequency,
- * |D| the document's token count, n(q) the number of rows matching q. N and avgdl (= total tokens
- * / N) are the FTS5 table's own totals: on a contentless table with contentless_delete=1 a delete
- * leaves both as they were, so they count every row ever inserted (see TextIndex.setTotals).
+ * |D| the document's token count, n(q) the number of documents matching q, N the number of
+ * documents and avgdl their total tokens / N, all from the text index itself (see text-index.ts).
+ *
+ * Those are the live counts, as FTS5 keeps them for a table with content. A contentless_delete
+ * FTS5 table never lowers N or the token total on a delete, having no text to tokenize again:
+ * there every replaced or deleted row stays in N and avgdl for good, and every IDF grows as items
+ * are rewritten. The index does not copy that (a test holds it to a table with content).
  */
 
 export const K1 = 1.2;

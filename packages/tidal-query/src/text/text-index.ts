@@ -8,6 +8,13 @@
  * append (the bulk-load case), anything else a binary search and a copy within the arrays. The block
  * summaries of a term are rebuilt only when a query needs them after the term changed, or when the
  * average document length they were computed with has drifted by more than {@link AVGDL_DRIFT}.
+ *
+ * BM25's collection totals (N, the documents with text, and their token total, whence avgdl) are
+ * the index's own, kept by the same {@link TextIndex.set} that changes the postings: a replaced or
+ * removed text leaves them at once. They are the live counts, which is what BM25 means by N and
+ * avgdl; FTS5's contentless_delete tables differ here (a delete there cannot subtract what it no
+ * longer knows, so their totals count every row ever inserted, see bm25.ts). Nothing is stored: a
+ * worker's first sync reads every item row, so the totals are rebuilt with the postings on open.
  */
 import { impact } from './bm25.js';
 import { tokenize } from './tokenizer.js';
@@ -128,14 +135,13 @@ export class TextIndex {
   #docTerms: (Postings[] | undefined)[] = [];
   /** Per ordinal, its token count (FTS5's column size); 0 when absent. */
   #lengths = new Int32Array(1024);
+  /** BM25's N: ordinals with a non-empty text (one of no words counts, with 0 tokens, as in FTS5). */
   #documents = 0;
+  /** Σ #lengths: avgdl's numerator. */
   #tokens = 0;
   #postings = 0;
-  /** FTS5's totals (rows ever inserted, their tokens); null until {@link setTotals}. */
-  #rows: number | null = null;
-  #rowTokens = 0;
 
-  /** The current text of `ordinal`: null (or '') takes it out, as the writer leaves it out of FTS5. */
+  /** The current text of `ordinal`: null (or '') takes it out, and its tokens out of the totals. */
   set(ordinal: number, text: string | null): void {
     this.#remove(ordinal);
     if (!text) return;
@@ -167,30 +173,19 @@ export class TextIndex {
     this.#postings += lists.length;
   }
 
-  /**
-   * FTS5's own row and token totals (its "averages" record), which BM25 uses for N and avgdl. Once
-   * set they replace the index's live counts: on a contentless_delete table they also count rows
-   * deleted or replaced since they were inserted.
-   */
-  setTotals(rows: number, tokens: number): void {
-    this.#rows = rows;
-    this.#rowTokens = tokens;
+  /** Documents (ordinals with text) in the index: BM25's N. */
+  get documents(): number {
+    return this.#documents;
   }
 
-  /** N for BM25. */
-  get rows(): number {
-    return this.#rows ?? this.#documents;
+  /** Tokens of every document in the index (repeats counted): BM25's total column size. */
+  get tokens(): number {
+    return this.#tokens;
   }
 
   /** Average document length for BM25 (0 when empty). */
   get avgdl(): number {
-    const rows = this.rows;
-    return rows > 0 ? (this.#rows === null ? this.#tokens : this.#rowTokens) / rows : 0;
-  }
-
-  /** Documents (ordinals with text) in the index. */
-  get documents(): number {
-    return this.#documents;
+    return this.#documents > 0 ? this.#tokens / this.#documents : 0;
   }
 
   /** The postings of a term as {@link tokenize} spells it, or undefined. */

@@ -2,7 +2,7 @@
  * SQLite FTS5's default tokenizer, `unicode61` with its default options (categories "L* N* Co",
  * remove_diacritics=1, no tokenchars or separators), ported from fts5_tokenize.c and
  * fts5_unicode2.c so that the text index holds the same terms, and the same document lengths, as
- * the items_fts table:
+ * an FTS5 table with the default tokenizer (the tests' oracle):
  *
  * - a token starts at a token character: Unicode categories L*, N*, Co, and code points SQLite's
  *   tables leave unassigned (category 0), except NUL; everything else separates;

@@ -157,7 +157,7 @@ export function searchTopK(index: TextIndex, terms: readonly string[], k: number
     filtered: 0,
     budgetExhausted: false,
   };
-  const rows = index.rows;
+  const rows = index.documents;
   const avgdl = index.avgdl;
   const lengths = index.lengths;
   // In query order: scores and bounds are summed in this order.

@@ -1,7 +1,7 @@
 /**
  * The Unicode tables of SQLite's unicode61 tokenizer (fts5_unicode2.c, public domain), copied
- * verbatim from SQLite 3.53.2 so that the text index splits and folds text exactly as the FTS5 table
- * does. Machine-extracted; do not edit by hand.
+ * verbatim from SQLite 3.53.2 so that the text index splits and folds text exactly as FTS5
+ * does. Machine-extracted by scripts/extract-unicode61.mjs; do not edit by hand.
  */
 
 /** aFts5UnicodeBlock: per 64 Ki plane, the first entry of aFts5UnicodeMap. */
