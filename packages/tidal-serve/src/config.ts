@@ -4,7 +4,7 @@
  */
 
 import { availableParallelism } from 'node:os';
-import { DEFAULT_THRESHOLDS, InvalidInputError, autoAdmissionLimit } from 'tidal-core';
+import { DEFAULT_THRESHOLDS, InvalidInputError, autoAdmissionLimit, querySlots } from 'tidal-core';
 import type { AdmissionOptions, RateSpec, Tier } from './admission/types.js';
 import { SERVER_DEFAULTS } from './server.js';
 
@@ -287,9 +287,6 @@ export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$/.test(host);
 }
 
-/** Tasks one tidal-core query worker holds at once (its `PIPELINE_DEPTH`, not exported). */
-export const PIPELINE_DEPTH = 4;
-
 /** What the chain's automatic figures are derived from. */
 export interface PoolShape {
   /** Query worker threads. */
@@ -307,9 +304,9 @@ export interface PoolShape {
  * (throughput × time each spends inside):
  * - queries: the database already bounds them. Its admission cap (`autoAdmissionLimit`:
  *   noDiversity + 192 × workers, 512 on 2 workers, its arithmetic beside it in tidal-core) holds a
- *   3× C burst's backlog and bounds the wait at 10× C; of them workers × PIPELINE_DEPTH (8) run and
- *   the rest queue. Admitting more HTTP queries than that only buys refusals tidal writes anyway,
- *   after paying for the body. With the database's cap off, its auto value is used all the same.
+ *   3× C burst's backlog and bounds the wait at 10× C; of them the query pool's slots
+ *   (`querySlots(workers)`, 8 on 2 workers) are on a worker and the rest queue. Admitting more
+ *   HTTP queries than that only buys refusals tidal writes anyway, after paying for the body. With the database's cap off, its auto value is used all the same.
  * - writes: one is in flight for about one group-commit window (maxDelayMs 2 ms + the commit,
  *   ≈ 4 ms); at 16 000 write requests/s per core L = 16 000 × 0.004 = 64 per core.
  * So auto = the database's cap + 64 × cores: 640 with 2 workers on 2 cores.
@@ -327,8 +324,8 @@ function queryBound(pool: PoolShape): number {
  * Maps the flags onto the chain's settings:
  * - the cap: `--in-flight-cap` (auto: {@link autoInFlightCap});
  * - adaptive (unless `--no-adaptive`), on the query routes only (writes have the write path's
- *   backpressure): floor = the in-flight count from which the database serves
- *   its cheapest level (noDiversity, 128) + workers × PIPELINE_DEPTH. Below that the limit would
+ *   backpressure): floor = the in-flight count from which the database serves its cheapest
+ *   level (noDiversity, 128) + the query pool's slots (`querySlots`). Below that the limit would
  *   hold the database under its degradation thresholds, so the heaviest load would be served at
  *   Full, the dearest level, exactly when it must be cheapest (measured: with a floor of 8, 10× C
  *   ran 25 % of its answers at Full and goodput fell to 235/s against 391/s with the chain off).
@@ -342,7 +339,7 @@ function queryBound(pool: PoolShape): number {
  */
 export function admissionOptions(config: ServeConfig, pool: PoolShape, hasKeys: boolean): AdmissionOptions {
   const cap = config.inFlightCap === 'auto' ? autoInFlightCap(pool) : config.inFlightCap;
-  const floor = Math.max(1, (pool.noDiversityAt ?? 128) + pool.workers * PIPELINE_DEPTH);
+  const floor = Math.max(1, (pool.noDiversityAt ?? 128) + querySlots(pool.workers));
   const permits = Math.max(1, Math.ceil((queryBound(pool) * 3) / 4));
   const rates = config.tenantRates;
   const tenantsOn = rates === undefined ? hasKeys : rates !== false;

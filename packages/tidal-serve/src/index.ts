@@ -50,7 +50,7 @@ export { KeyRing, MIN_KEY_LENGTH } from './keys.js';
 export type { KeyGrant } from './keys.js';
 export { Recorder } from './recorder.js';
 export type { RecorderOptions } from './recorder.js';
-export { parseServeArgs, admissionOptions, autoInFlightCap, isLoopback, HELP, CONFIG_DEFAULTS, PIPELINE_DEPTH, WORKER_NICE_AUTO, resolveWorkerNice } from './config.js';
+export { parseServeArgs, admissionOptions, autoInFlightCap, isLoopback, HELP, CONFIG_DEFAULTS, WORKER_NICE_AUTO, resolveWorkerNice } from './config.js';
 export type { ServeConfig, TenantRates, PoolShape } from './config.js';
 export { handleShutdown } from './shutdown.js';
 export type { ShutdownOptions } from './shutdown.js';

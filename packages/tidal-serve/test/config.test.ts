@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from 'tidal-core';
-import { HELP, PIPELINE_DEPTH, WORKER_NICE_AUTO, admissionOptions, autoInFlightCap, isLoopback, parseServeArgs, resolveWorkerNice } from 'tidal-serve';
+import { InvalidInputError, querySlots } from 'tidal-core';
+import { HELP, WORKER_NICE_AUTO, admissionOptions, autoInFlightCap, isLoopback, parseServeArgs, resolveWorkerNice } from 'tidal-serve';
 
 function refusal(argv: string[]): InvalidInputError {
   try {
@@ -87,8 +87,8 @@ describe('admission settings from the flags', () => {
     const o = admissionOptions(parseServeArgs(['--demo']), pool, false);
     expect(o.inFlightCap).toBe(384);
     // The adaptive limit never holds the database below the in-flight count of its cheapest level.
-    expect(o.adaptive).toMatchObject({ floor: 128 + 2 * PIPELINE_DEPTH, targetLatencyMs: 250 });
-    expect(admissionOptions(parseServeArgs(['--demo']), { ...pool, noDiversityAt: 40 }, false).adaptive).toMatchObject({ floor: 40 + 2 * PIPELINE_DEPTH });
+    expect(o.adaptive).toMatchObject({ floor: 128 + querySlots(2), targetLatencyMs: 250 });
+    expect(admissionOptions(parseServeArgs(['--demo']), { ...pool, noDiversityAt: 40 }, false).adaptive).toMatchObject({ floor: 40 + querySlots(2) });
     expect(o.tenants).toBe(false);
     expect(o.permits).toEqual({ retrieve: 192, search: 192 });
     expect(o.period).toBe(false);
