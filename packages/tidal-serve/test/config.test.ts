@@ -46,6 +46,9 @@ describe('parseServeArgs', () => {
     [['--path', 'd', '--schema', 's', '--period-ms', '10'], '--period-ms'],
     [['--path', 'd', '--schema', 's', '--timeout-ms'], '--timeout-ms'],
     [['--path', 'd', '--schema', 's', '--frobnicate'], 'flag'],
+    [['--path', 'd', '--schema', 's', '--frobnicate=1'], 'flag'],
+    [['--path', 'd', '--schema', 's', '-x'], 'flag'],
+    [['--demo', '--port', '--workers', '2'], '--port'],
     [['--path', 'd', '--schema', 's', 'extra'], 'argument'],
     [['--path', 'd'], '--schema'],
     [['--schema', 's'], '--path'],
@@ -61,6 +64,7 @@ describe('parseServeArgs', () => {
       expect(HELP).toContain(`  ${flag} `);
     }
     expect(parseServeArgs(['--help']).help).toBe(true);
+    expect(parseServeArgs(['-h']).help).toBe(true);
   });
 });
 
