@@ -71,6 +71,7 @@ describe('tidal-core exports', () => {
         'WriterFailedError',
         'autoAdmissionLimit',
         'levelName',
+        'querySlots',
       ].sort(),
     );
   });

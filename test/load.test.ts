@@ -1,5 +1,5 @@
 import { Registry } from 'prom-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DegradationLevel, InvalidInputError, OverloadedError, TidalDb, TidalError, autoAdmissionLimit, type RetrieveResults, type SearchResults } from 'tidal-core';
 
 const NOW = Date.UTC(2026, 5, 1, 12);
@@ -30,9 +30,12 @@ async function seed(db: TidalDb): Promise<void> {
 }
 
 describe('degradation levels through the executors', () => {
+  // A database and a registry of its own per test: no test reads what another one's queries left
+  // (counters, the level, a shared result), so each passes alone and in any order.
   let db: TidalDb;
-  const registry = new Registry();
-  beforeAll(async () => {
+  let registry: Registry;
+  beforeEach(async () => {
+    registry = new Registry();
     db = await TidalDb.builder()
       .ephemeral()
       .workers(1)
@@ -44,7 +47,7 @@ describe('degradation levels through the executors', () => {
       .open();
     await seed(db);
   });
-  afterAll(() => db.close());
+  afterEach(() => db.close());
 
   it('goes Full → ReducedCandidates → CoarseAggregates → NoDiversity as queries pile up, and back to Full', async () => {
     // Issued in one tick, before any completes: the n-th query enters with n in flight.
@@ -138,6 +141,10 @@ describe('degradation levels through the executors', () => {
   });
 
   it('exports the figures as Prometheus metrics', async () => {
+    // Four searches at once run at the four levels; ten retrieves at once past the cap of 6 leave four refused.
+    await Promise.all(Array.from({ length: 4 }, () => db.search({ text: 'jazz song', vector: [1, 0, 0, 0], limit: 3 })));
+    const outcomes = await Promise.all(Array.from({ length: 10 }, () => db.retrieve({ profile: 'popular', limit: 3 }).catch((e: unknown) => e)));
+    expect(outcomes.filter((o) => o instanceof OverloadedError)).toHaveLength(4);
     const text = await registry.metrics();
     expect(text).toMatch(/tidal_queries_total\{level="Full",op="retrieve"\} \d+/);
     expect(text).toMatch(/tidal_queries_total\{level="NoDiversity",op="search"\} 1/);
@@ -148,7 +155,7 @@ describe('degradation levels through the executors', () => {
   });
 
   it('refuses with a real OverloadedError that carries no stack frames, as a rejected promise, never a throw', async () => {
-    // Queries no earlier test made: a kept result would answer at once and free its slot.
+    // Six different queries: identical ones in flight could share one answer, which frees its slots at once.
     const admitted = Array.from({ length: 6 }, (_, i) => db.retrieve({ profile: 'new', limit: 100 + i }));
     let returned: Promise<RetrieveResults> | undefined;
     expect(() => {

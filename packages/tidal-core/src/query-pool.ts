@@ -23,6 +23,15 @@ import { Dropped, PRIORITY, QueryScheduler, type SubmitOptions } from './schedul
 const PIPELINE_DEPTH = 4;
 
 /**
+ * Messages the pool of `workers` query workers holds at once (workers × messages per worker), each
+ * one query or a batch of up to {@link QUERY_BATCH}; everything else waits in the scheduler. A layer
+ * in front of the database sizes itself from it (tidal-serve's adaptive floor).
+ */
+export function querySlots(workers: number): number {
+  return workers * PIPELINE_DEPTH;
+}
+
+/**
  * Queries one message to a worker carries at most. Under load the queries that become ready
  * together (those that took the places of a batch just answered) leave in one message, so one
  * round trip through piscina (post, clone, the worker's wake-up, the answer) serves up to this many;
@@ -154,7 +163,7 @@ export class QueryPool {
     if (!Number.isInteger(batch) || batch < 1) throw new InvalidInputError('batch', 'a whole number ≥ 1', batch);
     this.#workers = workers;
     this.#batch = batch;
-    this.#slots = workers * PIPELINE_DEPTH;
+    this.#slots = querySlots(workers);
     this.#scheduler = new QueryScheduler({ depth: this.#slots * batch });
     const cancel = new SharedArrayBuffer(CANCEL_CELLS * 4);
     this.#cells = new Int32Array(cancel);
@@ -198,7 +207,7 @@ export class QueryPool {
 
   /** Messages the pool's pipeline holds at most: workers × messages per worker. */
   get depth(): number {
-    return this.#workers * PIPELINE_DEPTH;
+    return this.#slots;
   }
 
   /** Runs a task to completion (no cancellation): warm, persist-ann, and tests' fault tasks. */

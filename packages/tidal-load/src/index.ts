@@ -36,7 +36,7 @@ export {
   SHEDDABLE_LOAD_FACTOR,
 } from './detector.js';
 export type { Thresholds, LoadDetectorOptions, LoadView, Criticality } from './detector.js';
-export { TokenBucket, MAX_BURST, checkRate, checkBurst } from './token-bucket.js';
+export { TokenBucket, MAX_BURST, MILLITOKENS_PER_TOKEN, checkRate, checkBurst, addMillitokens, takeWaitMs } from './token-bucket.js';
 export { RateLimiter, RateLimiterConfig, RATE_LIMITER_DEFAULTS, resolveRateLimiterConfig } from './rate-limiter.js';
 export type { LimitedOptions, RateLimit, RateLimiterStats } from './rate-limiter.js';
 export {

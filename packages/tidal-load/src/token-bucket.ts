@@ -9,9 +9,33 @@ export const MAX_BURST = 1_000_000_000;
  * clock, so `retryAfterMs` comes out exact instead of drifting by float rounding (with plain
  * tokens, 18 ms at 10/s leaves a wait of 82.00000000000001 ms, rounded up to 83 instead of 82).
  */
-const PER_TOKEN = 1000;
+export const MILLITOKENS_PER_TOKEN = 1000;
+const PER_TOKEN = MILLITOKENS_PER_TOKEN;
 /** Tolerance for fractional rates, whose refills are not exact binary fractions. */
 const EPSILON = 1e-6;
+
+// The bucket's arithmetic on its two numbers, for a bucket whose state lives elsewhere (a table
+// in shared memory, read and written under a lock): the same steps, to the same results, as
+// TokenBucket's own.
+
+/** A bucket's credit after `added` millitokens (a refill, a refund), never above `burst` tokens. */
+export function addMillitokens(millitokens: number, added: number, burst: number): number {
+  const full = burst * PER_TOKEN;
+  const next = millitokens + added;
+  return next > full ? full : next;
+}
+
+/**
+ * `0` when a bucket holding `millitokens` has `count` tokens to give; otherwise the milliseconds
+ * until it will at `ratePerSecond`, rounded up to a whole millisecond (see {@link TokenBucket.tryTake}).
+ * Takes nothing: on `0` the caller subtracts `count × MILLITOKENS_PER_TOKEN`.
+ */
+export function takeWaitMs(millitokens: number, count: number, ratePerSecond: number): number {
+  const need = count * PER_TOKEN;
+  if (millitokens >= need - EPSILON) return 0;
+  const wait = Math.ceil((need - millitokens) / ratePerSecond - EPSILON);
+  return wait < 1 ? 1 : wait;
+}
 
 /** Throws {@link InvalidInputError} unless `value` is a positive finite number. */
 export function checkRate(field: string, value: unknown): number {
@@ -67,9 +91,7 @@ export class TokenBucket {
   #refill(nowMs: number): void {
     // A clock that steps backwards (an NTP correction) adds nothing rather than taking credit away.
     if (nowMs > this.#lastMs) {
-      const full = this.burst * PER_TOKEN;
-      const next = this.#millitokens + (nowMs - this.#lastMs) * this.ratePerSecond;
-      this.#millitokens = next > full ? full : next;
+      this.#millitokens = addMillitokens(this.#millitokens, (nowMs - this.#lastMs) * this.ratePerSecond, this.burst);
       this.#lastMs = nowMs;
     }
   }
@@ -85,13 +107,17 @@ export class TokenBucket {
    */
   tryTake(nowMs: number, count = 1): number {
     this.#refill(nowMs);
-    const need = count * PER_TOKEN;
-    if (this.#millitokens >= need - EPSILON) {
-      this.#millitokens -= need;
-      return 0;
-    }
-    const wait = Math.ceil((need - this.#millitokens) / this.ratePerSecond - EPSILON);
-    return wait < 1 ? 1 : wait;
+    const wait = takeWaitMs(this.#millitokens, count, this.ratePerSecond);
+    if (wait === 0) this.#millitokens -= count * PER_TOKEN;
+    return wait;
+  }
+
+  /**
+   * Gives back `count` tokens (default one) taken for a request that was then not served; the
+   * bucket never holds more than `burst`.
+   */
+  refund(count = 1): void {
+    this.#millitokens = addMillitokens(this.#millitokens, count * PER_TOKEN, this.burst);
   }
 
   /** Tokens available at `nowMs` (fractional while refilling). Refills, takes nothing. */

@@ -55,6 +55,15 @@ describe('TokenBucket', () => {
     expect(takes(b, [1000, 900, 1050, 1100])).toEqual([0, 100, 50, 0]);
   });
 
+  it('takes a refunded token back, never past the burst', () => {
+    const b = new TokenBucket(10, 2, 0);
+    expect(takes(b, [0, 0, 0])).toEqual([0, 0, 100]);
+    b.refund();
+    expect(takes(b, [0, 0])).toEqual([0, 100]);
+    b.refund(5);
+    expect(b.available(0)).toBe(2);
+  });
+
   it('refuses a rate or burst it cannot use', () => {
     expect(() => new TokenBucket(0, 1, 0)).toThrow('ratePerSecond must be a positive finite number, got 0 (number)');
     expect(() => new TokenBucket(Number.NaN, 1, 0)).toThrow(InvalidInputError);

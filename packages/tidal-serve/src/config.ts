@@ -4,7 +4,8 @@
  */
 
 import { availableParallelism } from 'node:os';
-import { DEFAULT_THRESHOLDS, InvalidInputError, autoAdmissionLimit } from 'tidal-core';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { DEFAULT_THRESHOLDS, InvalidInputError, autoAdmissionLimit, querySlots } from 'tidal-core';
 import type { AdmissionOptions, RateSpec, Tier } from './admission/types.js';
 import { SERVER_DEFAULTS } from './server.js';
 
@@ -88,36 +89,39 @@ export const CONFIG_DEFAULTS = Object.freeze({
   bodyLimitBytes: SERVER_DEFAULTS.bodyLimitBytes,
 });
 
-type FlagKind = 'boolean' | 'string';
-const FLAGS: Readonly<Record<string, { kind: FlagKind; help: string }>> = {
-  '--path': { kind: 'string', help: 'DIR        the database directory (created if missing); required unless --demo' },
-  '--schema': { kind: 'string', help: 'FILE     the schema as JSON (a SchemaDefinition); required unless --demo' },
-  '--port': { kind: 'string', help: `N          port to listen on, 0 for any free one (default ${CONFIG_DEFAULTS.port})` },
-  '--host': { kind: 'string', help: `HOST       address to listen on (default ${CONFIG_DEFAULTS.host}); beyond loopback --keys is required` },
-  '--backlog': { kind: 'string', help: `N       connections queued before they are accepted, 1 to 65535; the kernel caps it at net.core.somaxconn (default ${SERVER_DEFAULTS.backlog})` },
-  '--demo': { kind: 'boolean', help: '             serve an ephemeral database loaded with the synthetic corpus' },
-  '--demo-items': { kind: 'string', help: `N    items of the demo corpus (default ${CONFIG_DEFAULTS.demoItems})` },
-  '--workers': { kind: 'string', help: 'N       query worker threads, 1 to 64 (default: the number of cores)' },
-  '--worker-nice': { kind: 'string', help: `auto|N  the query workers' nice value, 0 to 19: above 0 the HTTP thread gets a core first (default auto: ${WORKER_NICE_AUTO} on 2 or more cores, else 0)` },
-  '--in-flight-cap': { kind: 'string', help: 'auto|N  requests in flight at most; 0 disables the cap (default auto)' },
-  '--no-adaptive': { kind: 'boolean', help: '      no AIMD limit below the cap' },
-  '--tenant-rate': { kind: 'string', help: 'SPEC  per-tenant token buckets: free=100,pro=1000,acme=50:100 (rate/s[:burst]), or off' },
-  '--period-quota': { kind: 'string', help: 'N  requests per tenant per period (default: no period limit)' },
-  '--period-ms': { kind: 'string', help: `MS    the period of --period-quota (default ${CONFIG_DEFAULTS.periodMs})` },
-  '--keys': { kind: 'string', help: 'FILE       API keys as JSON: { "<key>": { "tenant": "acme", "tier": "pro" } }' },
-  '--timeout-ms': { kind: 'string', help: `MS   a query's deadline without an x-tidal-timeout-ms header, 0 for none (default ${CONFIG_DEFAULTS.timeoutMs})` },
-  '--drain-ms': { kind: 'string', help: `MS     on SIGTERM/SIGINT, how long in-flight requests may take (default ${CONFIG_DEFAULTS.drainMs})` },
-  '--body-limit': { kind: 'string', help: `BYTES  largest request body (default ${CONFIG_DEFAULTS.bodyLimitBytes})` },
-  '--redis': { kind: 'string', help: 'URL        share the tenant and period limits with every replica through this Redis (redis://host:port)' },
-  '--embedder': { kind: 'string', help: 'URL     an embedding endpoint (POST URL/v1/embeddings) for search with semantic: true' },
-  '--embedder-max-concurrency': { kind: 'string', help: `N  the embedder's max_concurrent_calls (1 to 32), across replicas with --pg` },
-  '--pg': { kind: 'string', help: 'URL           PostgreSQL holding the embedder\'s concurrency slots for every replica (postgres://...)' },
-  '--acceptors': { kind: 'string', help: 'auto|main|N  HTTP acceptor threads: N query workers each listen on the port (reusePort, Node 22.12+ on Linux); main: the main thread accepts (default auto: one per query worker where possible, else main)' },
-  '--admin-port': { kind: 'string', help: 'N   with acceptor threads, the main thread\'s own listener for probes, /metrics, /stats and the dashboard (default: any free port, printed on stderr)' },
-  '--routes': { kind: 'string', help: 'FILE     a module whose default export is a fastify plugin of your own routes, loaded into every acceptor with { db }' },
-  '--no-admission': { kind: 'boolean', help: '     no admission chain (tidal\'s own load management stays)' },
-  '--help': { kind: 'boolean', help: '             this text' },
-};
+/**
+ * The flags, for `node:util.parseArgs` and the help text alike. `-h` is `--help`; `--no-adaptive`
+ * and `--no-admission` are flags of their own (not negations parseArgs would read).
+ */
+const FLAGS = {
+  path: { type: 'string', help: 'DIR        the database directory (created if missing); required unless --demo' },
+  schema: { type: 'string', help: 'FILE     the schema as JSON (a SchemaDefinition); required unless --demo' },
+  port: { type: 'string', help: `N          port to listen on, 0 for any free one (default ${CONFIG_DEFAULTS.port})` },
+  host: { type: 'string', help: `HOST       address to listen on (default ${CONFIG_DEFAULTS.host}); beyond loopback --keys is required` },
+  backlog: { type: 'string', help: `N       connections queued before they are accepted, 1 to 65535; the kernel caps it at net.core.somaxconn (default ${SERVER_DEFAULTS.backlog})` },
+  demo: { type: 'boolean', help: '             serve an ephemeral database loaded with the synthetic corpus' },
+  'demo-items': { type: 'string', help: `N    items of the demo corpus (default ${CONFIG_DEFAULTS.demoItems})` },
+  workers: { type: 'string', help: 'N       query worker threads, 1 to 64 (default: the number of cores)' },
+  'worker-nice': { type: 'string', help: `auto|N  the query workers' nice value, 0 to 19: above 0 the HTTP thread gets a core first (default auto: ${WORKER_NICE_AUTO} on 2 or more cores, else 0)` },
+  'in-flight-cap': { type: 'string', help: 'auto|N  requests in flight at most; 0 disables the cap (default auto)' },
+  'no-adaptive': { type: 'boolean', help: '      no AIMD limit below the cap' },
+  'tenant-rate': { type: 'string', help: 'SPEC  per-tenant token buckets: free=100,pro=1000,acme=50:100 (rate/s[:burst]), or off' },
+  'period-quota': { type: 'string', help: 'N  requests per tenant per period (default: no period limit)' },
+  'period-ms': { type: 'string', help: `MS    the period of --period-quota (default ${CONFIG_DEFAULTS.periodMs})` },
+  keys: { type: 'string', help: 'FILE       API keys as JSON: { "<key>": { "tenant": "acme", "tier": "pro" } }' },
+  'timeout-ms': { type: 'string', help: `MS   a query's deadline without an x-tidal-timeout-ms header, 0 for none (default ${CONFIG_DEFAULTS.timeoutMs})` },
+  'drain-ms': { type: 'string', help: `MS     on SIGTERM/SIGINT, how long in-flight requests may take (default ${CONFIG_DEFAULTS.drainMs})` },
+  'body-limit': { type: 'string', help: `BYTES  largest request body (default ${CONFIG_DEFAULTS.bodyLimitBytes})` },
+  redis: { type: 'string', help: 'URL        share the tenant and period limits with every replica through this Redis (redis://host:port)' },
+  embedder: { type: 'string', help: 'URL     an embedding endpoint (POST URL/v1/embeddings) for search with semantic: true' },
+  'embedder-max-concurrency': { type: 'string', help: `N  the embedder's max_concurrent_calls (1 to 32), across replicas with --pg` },
+  pg: { type: 'string', help: 'URL           PostgreSQL holding the embedder\'s concurrency slots for every replica (postgres://...)' },
+  acceptors: { type: 'string', help: 'auto|main|N  HTTP acceptor threads: N query workers each listen on the port (reusePort, Node 22.12+ on Linux); main: the main thread accepts (default auto: one per query worker where possible, else main)' },
+  'admin-port': { type: 'string', help: 'N   with acceptor threads, the main thread\'s own listener for probes, /metrics, /stats and the dashboard (default: any free port, printed on stderr)' },
+  routes: { type: 'string', help: 'FILE     a module whose default export is a fastify plugin of your own routes, loaded into every acceptor with { db }' },
+  'no-admission': { type: 'boolean', help: '     no admission chain (tidal\'s own load management stays)' },
+  help: { type: 'boolean', short: 'h', help: '             this text' },
+} as const satisfies Record<string, NonNullable<ParseArgsConfig['options']>[string] & { readonly help: string }>;
 
 /** `tidal serve --help`. */
 export const HELP = [
@@ -125,7 +129,7 @@ export const HELP = [
   '       tidal serve --demo [flags]',
   '',
   'flags:',
-  ...Object.entries(FLAGS).map(([name, f]) => `  ${name} ${f.help}`),
+  ...Object.entries(FLAGS).map(([name, f]) => `  --${name} ${f.help}`),
   '',
   'Prints "tidal serve listening on http://HOST:PORT" once it accepts requests. Exit codes: 0 after a',
   'clean shutdown, 2 for a bad flag or value, 1 when it fails to start otherwise.',
@@ -162,42 +166,56 @@ export function parseTenantRates(text: string): TenantRates | false {
   return { tiers, overrides };
 }
 
+/** What parseArgs read: a string per flag with a value, `true` per flag without, absent when not given. */
+type FlagValues = { -readonly [K in keyof typeof FLAGS]?: (typeof FLAGS)[K]['type'] extends 'string' ? string : boolean };
+
+/**
+ * Reads `argv` with `node:util.parseArgs`, strictly: an unknown flag, a flag without its value, a
+ * value given to a flag that takes none, or a bare argument is refused.
+ * @throws InvalidInputError naming the flag (parseArgs says which in its message alone).
+ */
+function readFlags(argv: readonly string[]): FlagValues {
+  try {
+    return parseArgs({ args: [...argv], options: FLAGS, strict: true, allowPositionals: false }).values;
+  } catch (err) {
+    if (!String((err as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS_')) throw err;
+    throw refusedFlag(argv) ?? new InvalidInputError('flags', 'what tidal serve --help lists', argv.join(' '));
+  }
+}
+
+/** The first argument a strict parse refuses, as the error that names it. */
+function refusedFlag(argv: readonly string[]): InvalidInputError | undefined {
+  const { tokens } = parseArgs({ args: [...argv], options: FLAGS, strict: false, allowPositionals: true, tokens: true });
+  for (const t of tokens) {
+    if (t.kind === 'positional') return new InvalidInputError('argument', 'a flag (see tidal serve --help)', t.value);
+    if (t.kind !== 'option') continue;
+    const flag = Object.hasOwn(FLAGS, t.name) ? FLAGS[t.name as keyof typeof FLAGS] : undefined;
+    if (flag === undefined) return new InvalidInputError('flag', 'one that tidal serve --help lists', t.rawName);
+    const name = `--${t.name}`;
+    if (flag.type === 'boolean' && t.value !== undefined) return new InvalidInputError(name, 'given without a value', t.value);
+    if (flag.type === 'string' && t.value === undefined) return new InvalidInputError(name, 'followed by a value', undefined);
+    // parseArgs reads `--port --demo` as --port missing its value; a value starting with - goes as --port=-1.
+    if (flag.type === 'string' && !t.inlineValue && t.value!.startsWith('-')) return new InvalidInputError(name, `followed by a value (write ${name}=VALUE for one that starts with -)`, t.value);
+  }
+  return undefined;
+}
+
 /**
  * Parses the flags after `tidal serve`.
  * @throws InvalidInputError naming the flag: unknown, missing its value, or a value it cannot read.
  */
 export function parseServeArgs(argv: readonly string[]): ServeConfig {
-  const raw = new Map<string, string | true>();
-  for (let i = 0; i < argv.length; i++) {
-    const token = argv[i]!;
-    if (token === '-h') {
-      raw.set('--help', true);
-      continue;
-    }
-    if (!token.startsWith('--')) throw new InvalidInputError('argument', 'a flag (see tidal serve --help)', token);
-    const eq = token.indexOf('=');
-    const name = eq === -1 ? token : token.slice(0, eq);
-    const flag = FLAGS[name];
-    if (flag === undefined) throw new InvalidInputError('flag', 'one that tidal serve --help lists', name);
-    if (flag.kind === 'boolean') {
-      if (eq !== -1) throw new InvalidInputError(name, 'given without a value', token.slice(eq + 1));
-      raw.set(name, true);
-      continue;
-    }
-    let value: string | undefined = eq === -1 ? argv[i + 1] : token.slice(eq + 1);
-    if (eq === -1) {
-      if (value === undefined || value.startsWith('--')) throw new InvalidInputError(name, 'followed by a value', value);
-      i++;
-    }
-    raw.set(name, value!);
-  }
-  const str = (name: string): string | undefined => raw.get(name) as string | undefined;
-  const bool = (name: string): boolean => raw.get(name) === true;
+  const raw = readFlags(argv);
+  const str = (name: keyof typeof FLAGS): string | undefined => {
+    const v = raw[name];
+    return typeof v === 'string' ? v : undefined;
+  };
+  const bool = (name: keyof typeof FLAGS): boolean => raw[name] === true;
 
-  const demo = bool('--demo');
-  const path = str('--path');
-  const schema = str('--schema');
-  const help = bool('--help');
+  const demo = bool('demo');
+  const path = str('path');
+  const schema = str('schema');
+  const help = bool('help');
   if (!help) {
     if (demo && (path !== undefined || schema !== undefined)) {
       throw new InvalidInputError(path !== undefined ? '--path' : '--schema', 'left out with --demo (the demo serves an ephemeral database of its own schema)', path ?? schema);
@@ -206,20 +224,20 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
     if (!demo && schema === undefined) throw new InvalidInputError('--schema', 'given (or use --demo)', undefined);
     if (path === '') throw new InvalidInputError('--path', 'a non-empty directory', path);
   }
-  if (!demo && raw.has('--demo-items')) throw new InvalidInputError('--demo-items', 'given only with --demo', str('--demo-items'));
-  const cap = str('--in-flight-cap') ?? 'auto';
-  const host = str('--host') ?? CONFIG_DEFAULTS.host;
+  if (!demo && raw['demo-items'] !== undefined) throw new InvalidInputError('--demo-items', 'given only with --demo', str('demo-items'));
+  const cap = str('in-flight-cap') ?? 'auto';
+  const host = str('host') ?? CONFIG_DEFAULTS.host;
   if (host === '') throw new InvalidInputError('--host', 'an address', host);
-  const quota = str('--period-quota');
-  if (quota === undefined && raw.has('--period-ms')) throw new InvalidInputError('--period-ms', 'given only with --period-quota', str('--period-ms'));
-  const rates = str('--tenant-rate');
-  const redis = str('--redis');
+  const quota = str('period-quota');
+  if (quota === undefined && raw['period-ms'] !== undefined) throw new InvalidInputError('--period-ms', 'given only with --period-quota', str('period-ms'));
+  const rates = str('tenant-rate');
+  const redis = str('redis');
   if (redis !== undefined && !/^rediss?:\/\/[^\s]+$/.test(redis)) throw new InvalidInputError('--redis', 'a redis:// or rediss:// URL', redis);
-  const embedder = str('--embedder');
+  const embedder = str('embedder');
   if (embedder !== undefined && !/^https?:\/\/[^\s]+$/.test(embedder)) throw new InvalidInputError('--embedder', 'an http:// or https:// URL', embedder);
-  const pg = str('--pg');
+  const pg = str('pg');
   if (pg !== undefined && !/^postgres(ql)?:\/\/[^\s]+$/.test(pg)) throw new InvalidInputError('--pg', 'a postgres:// or postgresql:// URL', pg);
-  const maxConcurrency = str('--embedder-max-concurrency');
+  const maxConcurrency = str('embedder-max-concurrency');
   if (embedder === undefined && maxConcurrency !== undefined) throw new InvalidInputError('--embedder-max-concurrency', 'given only with --embedder', maxConcurrency);
   if (embedder === undefined && pg !== undefined) throw new InvalidInputError('--pg', 'given only with --embedder (it holds the embedder\'s slots)', pg);
   if (pg !== undefined && maxConcurrency === undefined) throw new InvalidInputError('--pg', 'given with --embedder-max-concurrency (the limit it holds)', pg);
@@ -227,30 +245,30 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
     help,
     path,
     schema,
-    port: str('--port') === undefined ? CONFIG_DEFAULTS.port : whole('--port', str('--port')!, 0, 65_535),
+    port: str('port') === undefined ? CONFIG_DEFAULTS.port : whole('--port', str('port')!, 0, 65_535),
     host,
-    backlog: str('--backlog') === undefined ? CONFIG_DEFAULTS.backlog : whole('--backlog', str('--backlog')!, 1, 65_535),
+    backlog: str('backlog') === undefined ? CONFIG_DEFAULTS.backlog : whole('--backlog', str('backlog')!, 1, 65_535),
     demo,
-    demoItems: str('--demo-items') === undefined ? CONFIG_DEFAULTS.demoItems : whole('--demo-items', str('--demo-items')!, 1, 10_000_000),
-    workers: str('--workers') === undefined ? undefined : whole('--workers', str('--workers')!, 1, 64),
-    workerNice: (str('--worker-nice') ?? 'auto') === 'auto' ? 'auto' : whole('--worker-nice', str('--worker-nice')!, 0, 19),
+    demoItems: str('demo-items') === undefined ? CONFIG_DEFAULTS.demoItems : whole('--demo-items', str('demo-items')!, 1, 10_000_000),
+    workers: str('workers') === undefined ? undefined : whole('--workers', str('workers')!, 1, 64),
+    workerNice: (str('worker-nice') ?? 'auto') === 'auto' ? 'auto' : whole('--worker-nice', str('worker-nice')!, 0, 19),
     inFlightCap: cap === 'auto' ? 'auto' : whole('--in-flight-cap', cap, 0, 2 ** 30),
-    adaptive: !bool('--no-adaptive'),
+    adaptive: !bool('no-adaptive'),
     tenantRates: rates === undefined ? undefined : parseTenantRates(rates),
     periodQuota: quota === undefined ? undefined : whole('--period-quota', quota, 1, 2 ** 40),
-    periodMs: str('--period-ms') === undefined ? CONFIG_DEFAULTS.periodMs : whole('--period-ms', str('--period-ms')!, 1, 2 ** 40),
-    keys: str('--keys'),
-    timeoutMs: str('--timeout-ms') === undefined ? CONFIG_DEFAULTS.timeoutMs : whole('--timeout-ms', str('--timeout-ms')!, 0, 2_147_483_647),
-    drainMs: str('--drain-ms') === undefined ? CONFIG_DEFAULTS.drainMs : whole('--drain-ms', str('--drain-ms')!, 0, 2_147_483_647),
-    bodyLimitBytes: str('--body-limit') === undefined ? CONFIG_DEFAULTS.bodyLimitBytes : whole('--body-limit', str('--body-limit')!, 1, 2 ** 30),
-    admission: !bool('--no-admission'),
+    periodMs: str('period-ms') === undefined ? CONFIG_DEFAULTS.periodMs : whole('--period-ms', str('period-ms')!, 1, 2 ** 40),
+    keys: str('keys'),
+    timeoutMs: str('timeout-ms') === undefined ? CONFIG_DEFAULTS.timeoutMs : whole('--timeout-ms', str('timeout-ms')!, 0, 2_147_483_647),
+    drainMs: str('drain-ms') === undefined ? CONFIG_DEFAULTS.drainMs : whole('--drain-ms', str('drain-ms')!, 0, 2_147_483_647),
+    bodyLimitBytes: str('body-limit') === undefined ? CONFIG_DEFAULTS.bodyLimitBytes : whole('--body-limit', str('body-limit')!, 1, 2 ** 30),
+    admission: !bool('no-admission'),
     redis,
     embedder,
     embedderMaxConcurrency: maxConcurrency === undefined ? undefined : whole('--embedder-max-concurrency', maxConcurrency, 1, 32),
     pg,
-    acceptors: parseAcceptors(str('--acceptors') ?? 'auto'),
-    adminPort: str('--admin-port') === undefined ? undefined : whole('--admin-port', str('--admin-port')!, 0, 65_535),
-    routes: str('--routes'),
+    acceptors: parseAcceptors(str('acceptors') ?? 'auto'),
+    adminPort: str('admin-port') === undefined ? undefined : whole('--admin-port', str('admin-port')!, 0, 65_535),
+    routes: str('routes'),
   };
 }
 
@@ -287,9 +305,6 @@ export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$/.test(host);
 }
 
-/** Tasks one tidal-core query worker holds at once (its `PIPELINE_DEPTH`, not exported). */
-export const PIPELINE_DEPTH = 4;
-
 /** What the chain's automatic figures are derived from. */
 export interface PoolShape {
   /** Query worker threads. */
@@ -307,9 +322,9 @@ export interface PoolShape {
  * (throughput × time each spends inside):
  * - queries: the database already bounds them. Its admission cap (`autoAdmissionLimit`:
  *   noDiversity + 192 × workers, 512 on 2 workers, its arithmetic beside it in tidal-core) holds a
- *   3× C burst's backlog and bounds the wait at 10× C; of them workers × PIPELINE_DEPTH (8) run and
- *   the rest queue. Admitting more HTTP queries than that only buys refusals tidal writes anyway,
- *   after paying for the body. With the database's cap off, its auto value is used all the same.
+ *   3× C burst's backlog and bounds the wait at 10× C; of them the query pool's slots
+ *   (`querySlots(workers)`, 8 on 2 workers) are on a worker and the rest queue. Admitting more
+ *   HTTP queries than that only buys refusals tidal writes anyway, after paying for the body. With the database's cap off, its auto value is used all the same.
  * - writes: one is in flight for about one group-commit window (maxDelayMs 2 ms + the commit,
  *   ≈ 4 ms); at 16 000 write requests/s per core L = 16 000 × 0.004 = 64 per core.
  * So auto = the database's cap + 64 × cores: 640 with 2 workers on 2 cores.
@@ -327,8 +342,8 @@ function queryBound(pool: PoolShape): number {
  * Maps the flags onto the chain's settings:
  * - the cap: `--in-flight-cap` (auto: {@link autoInFlightCap});
  * - adaptive (unless `--no-adaptive`), on the query routes only (writes have the write path's
- *   backpressure): floor = the in-flight count from which the database serves
- *   its cheapest level (noDiversity, 128) + workers × PIPELINE_DEPTH. Below that the limit would
+ *   backpressure): floor = the in-flight count from which the database serves its cheapest
+ *   level (noDiversity, 128) + the query pool's slots (`querySlots`). Below that the limit would
  *   hold the database under its degradation thresholds, so the heaviest load would be served at
  *   Full, the dearest level, exactly when it must be cheapest (measured: with a floor of 8, 10× C
  *   ran 25 % of its answers at Full and goodput fell to 235/s against 391/s with the chain off).
@@ -342,7 +357,7 @@ function queryBound(pool: PoolShape): number {
  */
 export function admissionOptions(config: ServeConfig, pool: PoolShape, hasKeys: boolean): AdmissionOptions {
   const cap = config.inFlightCap === 'auto' ? autoInFlightCap(pool) : config.inFlightCap;
-  const floor = Math.max(1, (pool.noDiversityAt ?? 128) + pool.workers * PIPELINE_DEPTH);
+  const floor = Math.max(1, (pool.noDiversityAt ?? 128) + querySlots(pool.workers));
   const permits = Math.max(1, Math.ceil((queryBound(pool) * 3) / 4));
   const rates = config.tenantRates;
   const tenantsOn = rates === undefined ? hasKeys : rates !== false;

@@ -33,7 +33,9 @@ export type { PermitPoolStage, RoutePermitStats } from './admission/permit-pool.
 export { createPeriodLimit, PERIOD_DEFAULTS, OVERFLOW_KEY } from './admission/period-limit.js';
 export type { PeriodLimitSettings, PeriodLimitStage, PeriodOutcome } from './admission/period-limit.js';
 export { createSharedAdmissionChain, createSharedTenantLimiter, createSharedPeriodLimit, isSharedStats, batchSize } from './admission/shared-limits.js';
-export type { SharedSources, SharedRateSource, SharedPeriodSource, SharedStageStats, SharedTenantSettings, SharedPeriodSettings } from './admission/shared-limits.js';
+export type { SharedSources, SharedRateSource, SharedStageStats, SharedTenantSettings, SharedPeriodSettings } from './admission/shared-limits.js';
+// The shared-limit contracts the stages above decide through (tidal-fleet implements them).
+export type { RateSource, RateDecision, PeriodSource, PeriodDecision } from 'tidal-load';
 export { REFUSAL_CODES, REFUSAL_STATUS, NOT_SERVED, clampRetryAfterMs } from './admission/errors.js';
 export { refusalBody, refusalHeaders } from './admission/refusal.js';
 export { tidalAdmission } from './admission/fastify-plugin.js';
@@ -48,7 +50,7 @@ export { KeyRing, MIN_KEY_LENGTH } from './keys.js';
 export type { KeyGrant } from './keys.js';
 export { Recorder } from './recorder.js';
 export type { RecorderOptions } from './recorder.js';
-export { parseServeArgs, admissionOptions, autoInFlightCap, isLoopback, HELP, CONFIG_DEFAULTS, PIPELINE_DEPTH, WORKER_NICE_AUTO, resolveWorkerNice } from './config.js';
+export { parseServeArgs, admissionOptions, autoInFlightCap, isLoopback, HELP, CONFIG_DEFAULTS, WORKER_NICE_AUTO, resolveWorkerNice } from './config.js';
 export type { ServeConfig, TenantRates, PoolShape } from './config.js';
 export { handleShutdown } from './shutdown.js';
 export type { ShutdownOptions } from './shutdown.js';

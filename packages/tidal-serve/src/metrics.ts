@@ -1,5 +1,6 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { StageStats } from './admission/types.js';
+import { isSharedStats } from './admission/shared-limits.js';
+import type { AdmissionChain, StageStats } from './admission/types.js';
 
 /** Where the metrics read their gauges when the registry is scraped. */
 export interface ServeMetricsSource {
@@ -105,4 +106,30 @@ export function createServeMetrics(registry: Registry, source: ServeMetricsSourc
       byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
     },
   };
+}
+
+/**
+ * `tidal_serve_limit_decisions_total{stage, backend}`: the decisions the shared limits took, by the
+ * backend that made them (`redis`; `local` for the tenant bucket's fallback; `none` for a window
+ * admitted unchecked while Redis is away). Read from the stages' counters at scrape time.
+ */
+export function createSharedDecisionMetric(registry: Registry, chain: AdmissionChain): void {
+  const seen = new Map<string, number>();
+  new Counter({
+    name: 'tidal_serve_limit_decisions_total',
+    help: 'Decisions of the limits shared by every replica, by stage and by the backend that made them (redis, local fallback, none = fail-open)',
+    labelNames: ['stage', 'backend'],
+    registers: [registry],
+    collect() {
+      for (const s of chain.stats()) {
+        if (!isSharedStats(s)) continue;
+        for (const backend of ['redis', 'local', 'none'] as const) {
+          const key = `${s.name}:${backend}`;
+          const delta = s.backends[backend] - (seen.get(key) ?? 0);
+          if (delta > 0) this.inc({ stage: s.name, backend }, delta);
+          seen.set(key, s.backends[backend]);
+        }
+      }
+    },
+  });
 }

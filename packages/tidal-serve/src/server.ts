@@ -8,17 +8,18 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { Counter, Registry } from 'prom-client';
-import { InvalidInputError, levelName, type TidalDb } from 'tidal-core';
+import { Registry } from 'prom-client';
+import { levelName, type TidalDb } from 'tidal-core';
 import { createAdmissionChain } from './admission/chain.js';
 import { JSON_TYPE, errorJson, refusalBody, refusalHeaders, refusalSendsDate } from './admission/refusal.js';
 import { isSharedStats } from './admission/shared-limits.js';
 import type { AdmissionChain, AdmissionOptions, Clock, Refusal, ServeSample, Ticket } from './admission/types.js';
 import { attachContext, connectionSignal, findContext, type RequestContext } from './context.js';
-import { CLIENT_CLOSED, ServeError, errorReply } from './errors.js';
+import { CLIENT_CLOSED } from './errors.js';
 import type { KeyRing } from './keys.js';
-import { createServeMetrics, type ServeMetrics } from './metrics.js';
+import { createServeMetrics, createSharedDecisionMetric, type ServeMetrics } from './metrics.js';
 import { Recorder } from './recorder.js';
+import { setReplyHandlers } from './replies.js';
 import { LEVEL_HEADER, registerRoutes, routeName } from './routes.js';
 
 /**
@@ -255,7 +256,7 @@ export function createServer(options: ServerOptions): TidalServer {
   });
   const metrics: ServeMetrics = createServeMetrics(registry, { stages: () => chain?.stats() ?? [], inFlight: () => inFlight });
   const dashboard = options.dashboard?.({ sample: () => recorder.sample() });
-  if (chain?.stats().some(isSharedStats)) sharedDecisionMetric(registry, chain);
+  if (chain?.stats().some(isSharedStats)) createSharedDecisionMetric(registry, chain);
 
   let route: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
   const app: FastifyInstance = Fastify({
@@ -348,31 +349,7 @@ export function createServer(options: ServerOptions): TidalServer {
     if (inFlight === 0) onIdle?.();
   }
 
-  // Every body is read as JSON whatever its Content-Type says (curl -d sends a form type).
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
-    const text = body as string;
-    try {
-      done(null, JSON.parse(text));
-    } catch (err) {
-      done(new InvalidInputError('body', `a JSON document (${(err as Error).message})`, text), undefined);
-    }
-  });
-  app.setErrorHandler((err, req, reply) => {
-    const mapped = fastifyError(err, bodyLimit);
-    const r = errorReply(mapped);
-    const ctx = findContext(req.raw);
-    if (ctx !== undefined) ctx.code = r.body.code;
-    void reply.code(r.status).headers(r.headers).type(JSON_TYPE).send(r.body);
-  });
-  app.setNotFoundHandler((req, reply) => {
-    const ctx = findContext(req.raw);
-    if (ctx !== undefined) ctx.code = 'TIDAL_SERVE_NOT_FOUND';
-    void reply
-      .code(404)
-      .type(JSON_TYPE)
-      .send({ code: 'TIDAL_SERVE_NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}` });
-  });
+  setReplyHandlers(app, bodyLimit);
   // The application's routes first, so a path of its own is not shadowed by tidal's 404.
   const routesReady: Promise<unknown> = options.routes === undefined ? Promise.resolve() : Promise.resolve(app.register(async (scope) => options.routes!(scope, { db })));
   registerRoutes(app, {
@@ -457,44 +434,6 @@ export function createServer(options: ServerOptions): TidalServer {
     },
   };
   return server;
-}
-
-/**
- * `tidal_serve_limit_decisions_total{stage, backend}`: the decisions the shared limits took, by the
- * backend that made them (`redis`; `local` for the tenant bucket's fallback; `none` for a window
- * admitted unchecked while Redis is away). Read from the stages' counters at scrape time.
- */
-function sharedDecisionMetric(registry: Registry, chain: AdmissionChain): void {
-  const seen = new Map<string, number>();
-  new Counter({
-    name: 'tidal_serve_limit_decisions_total',
-    help: 'Decisions of the limits shared by every replica, by stage and by the backend that made them (redis, local fallback, none = fail-open)',
-    labelNames: ['stage', 'backend'],
-    registers: [registry],
-    collect() {
-      for (const s of chain.stats()) {
-        if (!isSharedStats(s)) continue;
-        for (const backend of ['redis', 'local', 'none'] as const) {
-          const key = `${s.name}:${backend}`;
-          const delta = s.backends[backend] - (seen.get(key) ?? 0);
-          if (delta > 0) this.inc({ stage: s.name, backend }, delta);
-          seen.set(key, s.backends[backend]);
-        }
-      }
-    },
-  });
-}
-
-/** fastify's own errors (body too large, bad content length) in tidal's error shape. */
-function fastifyError(err: unknown, bodyLimit: number): unknown {
-  const e = err as { code?: unknown; statusCode?: unknown; message?: unknown };
-  if (e?.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-    return new ServeError(413, 'TIDAL_SERVE_BODY_TOO_LARGE', `the request body is over the limit of ${bodyLimit} bytes`, { limitBytes: bodyLimit });
-  }
-  if (typeof e?.code === 'string' && e.code.startsWith('FST_') && typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
-    return new ServeError(e.statusCode, 'TIDAL_SERVE_BAD_REQUEST', String(e.message));
-  }
-  return err;
 }
 
 /** Options of {@link startServer}: the server's, plus where to listen. */

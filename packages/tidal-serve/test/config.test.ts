@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from 'tidal-core';
-import { HELP, PIPELINE_DEPTH, WORKER_NICE_AUTO, admissionOptions, autoInFlightCap, isLoopback, parseServeArgs, resolveWorkerNice } from 'tidal-serve';
+import { InvalidInputError, querySlots } from 'tidal-core';
+import { HELP, WORKER_NICE_AUTO, admissionOptions, autoInFlightCap, isLoopback, parseServeArgs, resolveWorkerNice } from 'tidal-serve';
 
 function refusal(argv: string[]): InvalidInputError {
   try {
@@ -46,6 +46,9 @@ describe('parseServeArgs', () => {
     [['--path', 'd', '--schema', 's', '--period-ms', '10'], '--period-ms'],
     [['--path', 'd', '--schema', 's', '--timeout-ms'], '--timeout-ms'],
     [['--path', 'd', '--schema', 's', '--frobnicate'], 'flag'],
+    [['--path', 'd', '--schema', 's', '--frobnicate=1'], 'flag'],
+    [['--path', 'd', '--schema', 's', '-x'], 'flag'],
+    [['--demo', '--port', '--workers', '2'], '--port'],
     [['--path', 'd', '--schema', 's', 'extra'], 'argument'],
     [['--path', 'd'], '--schema'],
     [['--schema', 's'], '--path'],
@@ -61,6 +64,7 @@ describe('parseServeArgs', () => {
       expect(HELP).toContain(`  ${flag} `);
     }
     expect(parseServeArgs(['--help']).help).toBe(true);
+    expect(parseServeArgs(['-h']).help).toBe(true);
   });
 });
 
@@ -87,8 +91,8 @@ describe('admission settings from the flags', () => {
     const o = admissionOptions(parseServeArgs(['--demo']), pool, false);
     expect(o.inFlightCap).toBe(384);
     // The adaptive limit never holds the database below the in-flight count of its cheapest level.
-    expect(o.adaptive).toMatchObject({ floor: 128 + 2 * PIPELINE_DEPTH, targetLatencyMs: 250 });
-    expect(admissionOptions(parseServeArgs(['--demo']), { ...pool, noDiversityAt: 40 }, false).adaptive).toMatchObject({ floor: 40 + 2 * PIPELINE_DEPTH });
+    expect(o.adaptive).toMatchObject({ floor: 128 + querySlots(2), targetLatencyMs: 250 });
+    expect(admissionOptions(parseServeArgs(['--demo']), { ...pool, noDiversityAt: 40 }, false).adaptive).toMatchObject({ floor: 40 + querySlots(2) });
     expect(o.tenants).toBe(false);
     expect(o.permits).toEqual({ retrieve: 192, search: 192 });
     expect(o.period).toBe(false);

@@ -5,24 +5,18 @@
  */
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from 'tidal-core';
-import {
-  batchSize,
-  createSharedAdmissionChain,
-  createSharedPeriodLimit,
-  createSharedTenantLimiter,
-  type SharedPeriodDecision,
-  type SharedRateDecision,
-} from '../src/admission/shared-limits.js';
+import type { PeriodDecision, RateDecision } from 'tidal-load';
+import { batchSize, createSharedAdmissionChain, createSharedPeriodLimit, createSharedTenantLimiter } from '../src/admission/shared-limits.js';
 import type { AdmissionOptions, RequestInfo } from '../src/admission/types.js';
 
 const REQ: RequestInfo = { route: 'search', tenant: 'acme', tier: 'free' };
 const flush = () => new Promise((r) => setImmediate(r));
 
 function deferredRate(burst: number) {
-  const calls: { key: string; n: number; answer: (d: SharedRateDecision) => void }[] = [];
+  const calls: { key: string; n: number; answer: (d: RateDecision) => void }[] = [];
   return {
     calls,
-    source: { burst, take: (key: string, n: number) => new Promise<SharedRateDecision>((answer) => calls.push({ key, n, answer })) },
+    source: { burst, take: (key: string, n: number) => new Promise<RateDecision>((answer) => calls.push({ key, n, answer })) },
   };
 }
 
@@ -39,12 +33,12 @@ describe('shared tenant limiter', () => {
     const refused = stage.admit(REQ, 0);
     expect(refused).toMatchObject({ admitted: false, status: 429, code: 'TIDAL_SERVE_TENANT_RATE', retryAfterMs: 1 });
     // The shared bucket grants the batch and the debt asked when the first was borrowed.
-    calls[0]!.answer({ backend: 'redis', allowed: true, retryAfterMs: 0 });
+    calls[0]!.answer({ backend: 'redis', allowed: true, retryAfterMs: 0, remaining: 90 });
     await flush();
     expect(stage.admit(REQ, 1).admitted).toBe(true);
     expect(calls).toHaveLength(2);
     // The shared bucket is empty for 40 ms: refused with that wait, nothing asked meanwhile.
-    calls[1]!.answer({ backend: 'redis', allowed: false, retryAfterMs: 40 });
+    calls[1]!.answer({ backend: 'redis', allowed: false, retryAfterMs: 40, remaining: 0 });
     await flush();
     let r = stage.admit(REQ, 1);
     while (r.admitted) r = stage.admit(REQ, 1);
@@ -53,7 +47,7 @@ describe('shared tenant limiter', () => {
     // Once the wait is over it borrows again, and asks for the batch and the debt.
     expect(stage.admit(REQ, 41).admitted).toBe(true);
     expect(calls.map((c) => c.n)).toEqual([3, 2, 3]);
-    calls[2]!.answer({ backend: 'local', allowed: true, retryAfterMs: 0 });
+    calls[2]!.answer({ backend: 'local', allowed: true, retryAfterMs: 0, remaining: 40 });
     await flush();
     const t = stage.admit(REQ, 42);
     expect(t).toMatchObject({ admitted: true, headers: { 'x-tidal-limit-backend': 'local' } });
@@ -82,7 +76,7 @@ describe('shared period limit', () => {
       keys,
       setDown: (v: boolean) => (down = v),
       source: {
-        take: async (key: string, n: number): Promise<SharedPeriodDecision> => {
+        take: async (key: string, n: number): Promise<PeriodDecision> => {
           keys.push(key);
           if (down) return { backend: 'none', outcome: 'allowed' };
           const c = (counts.get(key) ?? 0) + n;

@@ -1,4 +1,5 @@
 import { InvalidInputError } from 'tidal-core';
+import { periodOutcome } from 'tidal-load';
 import { OnceTicket, checkInteger, checkObject, refuse } from './errors.js';
 import { SLOT, SLOT_FLOATS, SLOT_INTS, TABLE, keyHashes, lock, unlock, type SharedView, type TableLayout } from './shared-memory.js';
 import type { AdmissionStage, Outcome, Refusal, RequestInfo, StageStats, Ticket } from './types.js';
@@ -18,8 +19,11 @@ export const PERIOD_DEFAULTS = Object.freeze({
   maxKeys: 100_000,
 });
 
+/** tidal-load's three fixed-window outcomes, as `x-quota-state` spells them. */
+const QUOTA_STATE = Object.freeze({ allowed: 'allowed', hitQuota: 'hit-quota', overQuota: 'over-quota' } as const);
+
 /** What one request did to its key's quota (seed: PeriodAllowed / PeriodHitQuota / PeriodOverQuota). */
-export type PeriodOutcome = 'allowed' | 'hit-quota' | 'over-quota';
+export type PeriodOutcome = (typeof QUOTA_STATE)[keyof typeof QUOTA_STATE];
 
 /** The key the shared overflow counter answers for in `windowOf`. */
 export const OVERFLOW_KEY = '(overflow)';
@@ -145,7 +149,7 @@ class PeriodLimit implements PeriodLimitStage {
   }
 
   #outcome(w: Window): PeriodOutcome {
-    return w.count < this.#quota ? 'allowed' : w.count === this.#quota ? 'hit-quota' : 'over-quota';
+    return QUOTA_STATE[periodOutcome(w.count, this.#quota)];
   }
 
   take(key: string, nowMs: number, route = ''): PeriodOutcome {
@@ -351,8 +355,7 @@ class SharedPeriodLimit implements PeriodLimitStage {
   }
 
   #outcome(count: number): PeriodOutcome {
-    const q = this.#s.quota;
-    return count < q ? 'allowed' : count === q ? 'hit-quota' : 'over-quota';
+    return QUOTA_STATE[periodOutcome(count, this.#s.quota)];
   }
 
   take(key: string, nowMs: number, route = ''): PeriodOutcome {

@@ -18,34 +18,18 @@
  * trip to Redis.
  */
 import { InvalidInputError } from 'tidal-core';
+import type { PeriodBackend, PeriodSource, RateBackend, RateSource } from 'tidal-load';
 import { composeAdmissionStages, createAdmissionChain, type BuiltAdmissionChain } from './chain.js';
-import { OnceTicket, checkInteger, checkObject, checkPositive, refuse } from './errors.js';
-import { TIER_DEFAULTS, type TenantLimiterSettings } from './tenant-limiter.js';
+import { OnceTicket, checkInteger, checkObject, refuse } from './errors.js';
+import { PERIOD_DEFAULTS } from './period-limit.js';
+import { resolveTenants, type TenantLimiterSettings } from './tenant-limiter.js';
 import type { AdmissionOptions, AdmissionStage, Clock, Outcome, RateSpec, Refusal, RequestInfo, StageStats, Ticket, Tier } from './types.js';
 
-/** What a shared token bucket answers (tidal-load's `RateDecision`). */
-export interface SharedRateDecision {
-  readonly backend: 'redis' | 'local';
-  readonly allowed: boolean;
-  readonly retryAfterMs: number;
-}
-
-/** A token bucket per key that may live on a server (tidal-load's `RateSource`). */
-export interface SharedRateSource {
-  readonly burst: number;
-  take(key: string, n: number, nowMs: number): Promise<SharedRateDecision>;
-}
-
-/** What a shared fixed window answers (tidal-load's `PeriodDecision`). */
-export interface SharedPeriodDecision {
-  readonly backend: 'redis' | 'local' | 'none';
-  readonly outcome: 'allowed' | 'hitQuota' | 'overQuota';
-}
-
-/** A fixed window per key that may live on a server (tidal-load's `PeriodSource`). */
-export interface SharedPeriodSource {
-  take(key: string, n: number, nowMs: number): Promise<SharedPeriodDecision>;
-}
+/**
+ * A shared token bucket per key (tidal-fleet's `RedisRateSource`), with the burst it was built with:
+ * a replica asks it for at most its share of the burst.
+ */
+export type SharedRateSource = RateSource & { readonly burst: number };
 
 /** Decisions by the backend that made them, for `/stats` and `/metrics`. */
 export interface BackendCounts {
@@ -61,7 +45,7 @@ export interface SharedStageStats extends StageStats {
   /** Decisions the shared source made (one per batch or per coalesced count), by backend. */
   readonly backends: Readonly<BackendCounts>;
   /** The backend of the latest decision: where the limit is being decided now. */
-  readonly backend: 'redis' | 'local' | 'none' | null;
+  readonly backend: PeriodBackend | null;
   /** Calls to the shared source that failed outright (a reply the script cannot give). */
   readonly errors: number;
 }
@@ -95,7 +79,7 @@ interface Lease {
   pending: boolean;
   /** The shared bucket said it is empty until then: no borrowing, no asking. */
   blockedUntilMs: number;
-  backend: 'redis' | 'local';
+  backend: RateBackend;
 }
 
 /** Settings of {@link createSharedTenantLimiter}. */
@@ -120,7 +104,7 @@ class SharedTenantLimiter implements AdmissionStage {
   readonly #replicas: () => number;
   #overflow: Lease | null = null;
   readonly #backends: BackendCounts = { redis: 0, local: 0, none: 0 };
-  #backend: 'redis' | 'local' | null = null;
+  #backend: RateBackend | null = null;
   #errors = 0;
   #inFlight = 0;
   #admitted = 0;
@@ -235,11 +219,6 @@ class SharedTenantTicket extends OnceTicket {
   }
 }
 
-function checkSpec(field: string, value: unknown): RateSpec {
-  const o = checkObject(field, value);
-  return Object.freeze({ ratePerSecond: checkPositive(`${field}.ratePerSecond`, o.ratePerSecond), burst: checkInteger(`${field}.burst`, o.burst, 1, 1_000_000_000) });
-}
-
 /**
  * Stage 4 with the tenant buckets shared by every replica: the same tiers, overrides and
  * `maxTenants` as `createTenantLimiter`, each bucket held by `settings.source(spec)`. A refusal is
@@ -249,21 +228,9 @@ function checkSpec(field: string, value: unknown): RateSpec {
  * @throws {@link InvalidInputError} naming the `options.tenants.*` field.
  */
 export function createSharedTenantLimiter(settings: SharedTenantSettings): AdmissionStage {
-  const s = checkObject('options.tenants', settings);
-  const maxTenants = checkInteger('options.tenants.maxTenants', s.maxTenants, 1);
-  if (typeof s.source !== 'function') throw new InvalidInputError('options.tenants.source', 'a function returning the shared bucket of a rate', s.source);
-  const tiers: Record<Tier, RateSpec> = { ...TIER_DEFAULTS };
-  if (s.tiers !== undefined) {
-    for (const [name, spec] of Object.entries(checkObject('options.tenants.tiers', s.tiers))) {
-      if (name !== 'free' && name !== 'pro') throw new InvalidInputError('options.tenants.tiers', 'keyed by free or pro', name);
-      if (spec !== undefined) tiers[name] = checkSpec(`options.tenants.tiers.${name}`, spec);
-    }
-  }
-  const overrides = new Map<string, RateSpec>();
-  if (s.overrides !== undefined) {
-    for (const [tenant, spec] of Object.entries(checkObject('options.tenants.overrides', s.overrides))) overrides.set(tenant, checkSpec(`options.tenants.overrides.${tenant}`, spec));
-  }
-  return new SharedTenantLimiter(Object.freeze(tiers), overrides, maxTenants, settings.source, settings.onError ?? (() => {}), settings.replicas ?? (() => 1));
+  const { tiers, overrides, maxTenants } = resolveTenants(settings);
+  if (typeof settings.source !== 'function') throw new InvalidInputError('options.tenants.source', 'a function returning the shared bucket of a rate', settings.source);
+  return new SharedTenantLimiter(tiers, overrides, maxTenants, settings.source, settings.onError ?? (() => {}), settings.replicas ?? (() => 1));
 }
 
 interface WindowState {
@@ -282,7 +249,7 @@ export interface SharedPeriodSettings {
   readonly quota: number;
   readonly periodMs: number;
   /** The shared window (the CLI passes a `RedisPeriodSource` of the same quota and period). */
-  readonly source: SharedPeriodSource;
+  readonly source: PeriodSource;
   /** Keys counted at once here; past it the oldest is dropped (its window stays counted in the source). @default 100_000 */
   readonly maxKeys?: number;
   readonly onError?: (err: unknown) => void;
@@ -294,18 +261,18 @@ class SharedPeriodLimit implements AdmissionStage {
   readonly #quotaText: string;
   readonly #periodMs: number;
   readonly #maxKeys: number;
-  readonly #source: SharedPeriodSource;
+  readonly #source: PeriodSource;
   readonly #onError: (err: unknown) => void;
   readonly #message: string;
   readonly #windows = new Map<string, WindowState>();
   readonly #backends: BackendCounts = { redis: 0, local: 0, none: 0 };
-  #backend: 'redis' | 'local' | 'none' | null = null;
+  #backend: PeriodBackend | null = null;
   #errors = 0;
   #inFlight = 0;
   #admitted = 0;
   #rejected = 0;
 
-  constructor(quota: number, periodMs: number, maxKeys: number, source: SharedPeriodSource, onError: (err: unknown) => void) {
+  constructor(quota: number, periodMs: number, maxKeys: number, source: PeriodSource, onError: (err: unknown) => void) {
     this.#quota = quota;
     this.#quotaText = String(quota);
     this.#periodMs = periodMs;
@@ -398,11 +365,11 @@ class SharedPeriodLimit implements AdmissionStage {
  */
 export function createSharedPeriodLimit(settings: SharedPeriodSettings): AdmissionStage {
   const s = checkObject('options.period', settings);
-  if (typeof (s.source as SharedPeriodSource | undefined)?.take !== 'function') throw new InvalidInputError('options.period.source', 'a shared fixed window (take(key, n, nowMs))', s.source);
+  if (typeof (s.source as PeriodSource | undefined)?.take !== 'function') throw new InvalidInputError('options.period.source', 'a shared fixed window (take(key, n, nowMs))', s.source);
   return new SharedPeriodLimit(
     checkInteger('options.period.quota', s.quota, 1),
     checkInteger('options.period.periodMs', s.periodMs, 1),
-    s.maxKeys === undefined ? 100_000 : checkInteger('options.period.maxKeys', s.maxKeys, 1),
+    s.maxKeys === undefined ? PERIOD_DEFAULTS.maxKeys : checkInteger('options.period.maxKeys', s.maxKeys, 1),
     settings.source,
     settings.onError ?? (() => {}),
   );
@@ -413,7 +380,7 @@ export interface SharedSources {
   /** The tenant buckets, one source per rate spec; without it the tenant limiter stays in process. */
   readonly rate?: (spec: RateSpec) => SharedRateSource;
   /** The fixed window; without it the period limit stays in process. */
-  readonly period?: SharedPeriodSource;
+  readonly period?: PeriodSource;
   /** The replicas last seen alive. @default () => 1 */
   readonly replicas?: () => number;
   readonly onError?: (err: unknown) => void;

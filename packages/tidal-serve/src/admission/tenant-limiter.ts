@@ -1,5 +1,6 @@
 import { InvalidInputError } from 'tidal-core';
-import { OnceTicket, checkInteger, checkObject, checkPositive, refuse } from './errors.js';
+import { MILLITOKENS_PER_TOKEN, TokenBucket, addMillitokens, checkBurst, checkRate, takeWaitMs } from 'tidal-load';
+import { OnceTicket, checkInteger, checkObject, refuse } from './errors.js';
 import { SLOT, SLOT_FLOATS, SLOT_INTS, TABLE, keyHashes, lock, unlock, type SharedView, type TableLayout } from './shared-memory.js';
 import type { AdmissionStage, Outcome, RateSpec, Refusal, RequestInfo, StageStats, Ticket, Tier } from './types.js';
 
@@ -19,57 +20,10 @@ export const TIER_DEFAULTS: Readonly<Record<Tier, RateSpec>> = Object.freeze({
 /** The key the overflow bucket answers for in `bucketFor`. */
 export const OVERFLOW_TENANT = '(overflow)';
 
-const PER_TOKEN = 1000;
-/** Tolerance for fractional rates, whose refills are not exact binary fractions. */
-const EPSILON = 1e-6;
-
-/**
- * One tenant's token bucket, in millitokens as tidal-load's `TokenBucket` keeps it (whole rates on
- * a whole-millisecond clock refill by exact integers, so waits come out exact). Kept here because
- * tidal-serve depends on tidal-core alone, which does not re-export the bucket.
- */
-class Bucket {
-  readonly ratePerSecond: number;
-  readonly burst: number;
+/** One tenant's bucket, and the refusal it answers with when empty (built once, not per refusal). */
+interface Bucket {
+  readonly tokens: TokenBucket;
   readonly message: string;
-  #milli: number;
-  #lastMs: number;
-
-  constructor(spec: RateSpec, nowMs: number, message: string) {
-    this.ratePerSecond = spec.ratePerSecond;
-    this.burst = spec.burst;
-    this.message = message;
-    this.#milli = spec.burst * PER_TOKEN;
-    this.#lastMs = nowMs;
-  }
-
-  /** `0` when a token was taken, else the whole milliseconds until one will be there. */
-  tryTake(nowMs: number): number {
-    if (nowMs > this.#lastMs) {
-      const full = this.burst * PER_TOKEN;
-      const next = this.#milli + (nowMs - this.#lastMs) * this.ratePerSecond;
-      this.#milli = next > full ? full : next;
-      this.#lastMs = nowMs;
-    }
-    if (this.#milli >= PER_TOKEN - EPSILON) {
-      this.#milli -= PER_TOKEN;
-      return 0;
-    }
-    const wait = Math.ceil((PER_TOKEN - this.#milli) / this.ratePerSecond - EPSILON);
-    return wait < 1 ? 1 : wait;
-  }
-
-  /** Gives a token back (the request was refused further down the chain). */
-  refund(): void {
-    const next = this.#milli + PER_TOKEN;
-    const full = this.burst * PER_TOKEN;
-    this.#milli = next > full ? full : next;
-  }
-
-  available(nowMs: number): number {
-    const elapsed = nowMs > this.#lastMs ? nowMs - this.#lastMs : 0;
-    return Math.min(this.burst * PER_TOKEN, this.#milli + elapsed * this.ratePerSecond) / PER_TOKEN;
-  }
 }
 
 /** The tenant limiter, with what tests and `/stats` read. */
@@ -120,7 +74,7 @@ class TenantLimiter implements TenantLimiterStage {
     const override = this.#overrides.get(tenant);
     if (override !== undefined || this.#buckets.size - this.#overridesSeen < this.#maxTenants) {
       const spec = override ?? this.#tiers[request.tier] ?? this.#tiers.free;
-      const bucket = new Bucket(spec, nowMs, tenantMessage(tenant, spec));
+      const bucket = { tokens: new TokenBucket(spec.ratePerSecond, spec.burst, nowMs), message: tenantMessage(tenant, spec) };
       this.#buckets.set(tenant, bucket);
       if (override !== undefined) this.#overridesSeen++;
       return bucket;
@@ -128,14 +82,17 @@ class TenantLimiter implements TenantLimiterStage {
     this.#overflowed++;
     if (this.#overflow === null) {
       const spec = this.#tiers.free;
-      this.#overflow = new Bucket(spec, nowMs, `more than ${this.#maxTenants} tenants are active; the ones past it share one bucket of ${spec.ratePerSecond}/s, now empty; retry after x-retry-after-ms`);
+      this.#overflow = {
+        tokens: new TokenBucket(spec.ratePerSecond, spec.burst, nowMs),
+        message: `more than ${this.#maxTenants} tenants are active; the ones past it share one bucket of ${spec.ratePerSecond}/s, now empty; retry after x-retry-after-ms`,
+      };
     }
     return this.#overflow;
   }
 
   admit(request: RequestInfo, nowMs: number): Ticket | Refusal {
     const bucket = this.#bucket(request, nowMs);
-    const wait = bucket.tryTake(nowMs);
+    const wait = bucket.tokens.tryTake(nowMs);
     if (wait !== 0) {
       this.#rejected++;
       return refuse('tenant', wait, bucket.message);
@@ -147,13 +104,14 @@ class TenantLimiter implements TenantLimiterStage {
 
   onRelease(ticket: OnceTicket, outcome: Outcome): void {
     this.#inFlight--;
-    if (outcome.served === false) (ticket as TenantTicket).bucket.refund();
+    if (outcome.served === false) (ticket as TenantTicket).bucket.tokens.refund();
   }
 
   bucketFor(tenant: string): ReturnType<TenantLimiterStage['bucketFor']> {
     const b = tenant === OVERFLOW_TENANT ? this.#overflow : this.#buckets.get(tenant);
     if (b === undefined || b === null) return null;
-    return { ratePerSecond: b.ratePerSecond, burst: b.burst, shared: b === this.#overflow, available: (nowMs: number) => b.available(nowMs) };
+    const t = b.tokens;
+    return { ratePerSecond: t.ratePerSecond, burst: t.burst, shared: b === this.#overflow, available: (nowMs: number) => t.available(nowMs) };
   }
 
   stats(): StageStats {
@@ -170,12 +128,10 @@ class TenantTicket extends OnceTicket {
   }
 }
 
+/** A tier's or tenant's rate, checked as tidal-load's `TokenBucket` checks its own. */
 function checkSpec(field: string, value: unknown): RateSpec {
   const o = checkObject(field, value);
-  return Object.freeze({
-    ratePerSecond: checkPositive(`${field}.ratePerSecond`, o.ratePerSecond),
-    burst: checkInteger(`${field}.burst`, o.burst, 1, 1_000_000_000),
-  });
+  return Object.freeze({ ratePerSecond: checkRate(`${field}.ratePerSecond`, o.ratePerSecond), burst: checkBurst(`${field}.burst`, o.burst) });
 }
 
 /**
@@ -192,13 +148,15 @@ export function createTenantLimiter(settings: TenantLimiterSettings): TenantLimi
   return new TenantLimiter(r.tiers, r.overrides, r.maxTenants);
 }
 
-interface ResolvedTenants {
+/** `options.tenants`, checked: the tiers with their defaults filled in, the overrides by tenant. */
+export interface ResolvedTenants {
   readonly tiers: Readonly<Record<Tier, RateSpec>>;
   readonly overrides: ReadonlyMap<string, RateSpec>;
   readonly maxTenants: number;
 }
 
-function resolveTenants(settings: TenantLimiterSettings): ResolvedTenants {
+/** @throws {@link InvalidInputError} naming the `options.tenants.*` field. */
+export function resolveTenants(settings: TenantLimiterSettings): ResolvedTenants {
   const s = checkObject('options.tenants', settings);
   const maxTenants = checkInteger('options.tenants.maxTenants', s.maxTenants, 1);
   const tiers: Record<Tier, RateSpec> = { ...TIER_DEFAULTS };
@@ -231,7 +189,7 @@ function tenantMessage(tenant: string, spec: { readonly ratePerSecond: number; r
  * The tenant buckets in a shared table: an entry per tenant, found by its hash (and told from
  * another by a second hash), inserted under the table's lock, never moved nor freed (as the
  * single-thread limiter never drops a bucket). A bucket is taken from and refunded under its entry's
- * spinlock, with the single-thread bucket's arithmetic on its Float64 fields.
+ * spinlock, with tidal-load's bucket arithmetic (`addMillitokens`, `takeWaitMs`) on its Float64 fields.
  */
 class SharedTenantLimiter implements TenantLimiterStage {
   readonly name = 'tenant' as const;
@@ -277,7 +235,7 @@ class SharedTenantLimiter implements TenantLimiterStage {
 
   #init(slot: number, spec: RateSpec, nowMs: number): void {
     const b = this.#t.floats + slot * SLOT_FLOATS;
-    this.#f[MILLI + b] = spec.burst * PER_TOKEN;
+    this.#f[MILLI + b] = spec.burst * MILLITOKENS_PER_TOKEN;
     this.#f[LAST + b] = nowMs;
     this.#f[RATE + b] = spec.ratePerSecond;
     this.#f[BURST + b] = spec.burst;
@@ -320,7 +278,7 @@ class SharedTenantLimiter implements TenantLimiterStage {
     }
   }
 
-  /** `0` when a token was taken, else the whole milliseconds until one will be there (as `Bucket.tryTake`). */
+  /** `0` when a token was taken, else the whole milliseconds until one will be there (as `TokenBucket.tryTake`). */
   #tryTake(slot: number, nowMs: number): number {
     const f = this.#f;
     const b = this.#t.floats + slot * SLOT_FLOATS;
@@ -330,18 +288,11 @@ class SharedTenantLimiter implements TenantLimiterStage {
     let milli = f[MILLI + b]!;
     const last = f[LAST + b]!;
     if (nowMs > last) {
-      const full = f[BURST + b]! * PER_TOKEN;
-      const next = milli + (nowMs - last) * rate;
-      milli = next > full ? full : next;
+      milli = addMillitokens(milli, (nowMs - last) * rate, f[BURST + b]!);
       f[LAST + b] = nowMs;
     }
-    let wait = 0;
-    if (milli >= PER_TOKEN - EPSILON) milli -= PER_TOKEN;
-    else {
-      wait = Math.ceil((PER_TOKEN - milli) / rate - EPSILON);
-      if (wait < 1) wait = 1;
-    }
-    f[MILLI + b] = milli;
+    const wait = takeWaitMs(milli, 1, rate);
+    f[MILLI + b] = wait === 0 ? milli - MILLITOKENS_PER_TOKEN : milli;
     unlock(this.#c, l);
     return wait;
   }
@@ -351,9 +302,7 @@ class SharedTenantLimiter implements TenantLimiterStage {
     const b = this.#t.floats + slot * SLOT_FLOATS;
     const l = this.#t.ints + slot * SLOT_INTS + SLOT.lock;
     lock(this.#c, l);
-    const next = f[MILLI + b]! + PER_TOKEN;
-    const full = f[BURST + b]! * PER_TOKEN;
-    f[MILLI + b] = next > full ? full : next;
+    f[MILLI + b] = addMillitokens(f[MILLI + b]!, MILLITOKENS_PER_TOKEN, f[BURST + b]!);
     unlock(this.#c, l);
   }
 
@@ -408,9 +357,9 @@ class SharedTenantLimiter implements TenantLimiterStage {
       available: (nowMs: number) => {
         lock(c, l);
         const elapsed = nowMs > f[LAST + b]! ? nowMs - f[LAST + b]! : 0;
-        const milli = Math.min(f[BURST + b]! * PER_TOKEN, f[MILLI + b]! + elapsed * f[RATE + b]!);
+        const milli = addMillitokens(f[MILLI + b]!, elapsed * f[RATE + b]!, f[BURST + b]!);
         unlock(c, l);
-        return milli / PER_TOKEN;
+        return milli / MILLITOKENS_PER_TOKEN;
       },
     };
   }
