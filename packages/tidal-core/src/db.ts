@@ -32,7 +32,7 @@ import { QueryRecorder, type QueryStats } from './stats.js';
 import { SessionRegistry, type OpenSessionOptions, type SessionHandle, type SessionInfo, type SessionSummary } from './sessions.js';
 import type { Item, ItemInput, QueryControl, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
 import { checkBatch, checkId, defaultWindow } from './validate.js';
-import { Meta, openStorage } from './storage.js';
+import { Meta, openStorage } from 'tidal-wal/storage';
 import { recover } from './recovery.js';
 import { WritePath } from './write-path.js';
 import { Cursors, LazyCursor } from './cursor.js';

@@ -5,7 +5,7 @@ import { CapacityError, DegradationLevel, InvalidInputError, TidalError } from '
 import { Catalog } from '../src/catalog.js';
 import { popularity, type QueryContext } from '../src/context.js';
 import { readItemSignals } from '../src/item-signals.js';
-import { openStorage } from '../../tidal-core/src/storage.js';
+import { openStorage } from 'tidal-wal/storage';
 import { ItemsWriter } from '../src/items-table.js';
 import { RetrieveExecutor } from '../src/retrieve.js';
 import type { Profile } from '../src/types.js';
