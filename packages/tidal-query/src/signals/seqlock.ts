@@ -22,5 +22,20 @@ export function seqBegin(i32: Int32Array, b: number): number {
 
 /** See {@link seqBegin}. */
 export function seqUnchanged(i32: Int32Array, b: number, seq: number): boolean {
-  return Atomics.load(i32, b + I32_SEQ) === seq;
+  if (Atomics.load(i32, b + I32_SEQ) === seq) return true;
+  retries++;
+  return false;
+}
+
+/** Copies done again on this thread because the writer entered the slot while they ran. */
+let retries = 0;
+
+/**
+ * How many times a read on this thread (any store instance of it) copied a slot's fields while the
+ * writer changed them, and so copied again, since the thread started. Counted only on that slow
+ * path, so the common read pays nothing; the cross-thread test asserts with it that reads and
+ * writes really overlapped.
+ */
+export function seqlockRetries(): number {
+  return retries;
 }
