@@ -80,8 +80,9 @@ describe('tidal-core exports', () => {
 describe('package manifests', () => {
   it('each exports map names the entry alone, so internals are not importable', () => {
     // tidal-query's worker entry is a second one: tidal-core's worker host wraps it, and runs its
-    // queries in the worker's own thread (runInThread).
-    const extra: Record<string, string[]> = { 'tidal-query': ['./worker'] };
+    // queries in the worker's own thread (runInThread). tidal-wal's storage entry is the file format
+    // (tables, migrations, typed meta keys), which tidal-core and tidal-query's tests open files with.
+    const extra: Record<string, string[]> = { 'tidal-query': ['./worker'], 'tidal-wal': ['./storage'] };
     for (const pkg of packages) expect(Object.keys(manifest(pkg).exports), pkg).toEqual(['.', ...(extra[pkg] ?? [])]);
   });
 

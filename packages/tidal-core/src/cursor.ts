@@ -1,6 +1,6 @@
 import { createHmac, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { InvalidInputError } from 'tidal-load';
-import type { Meta } from './storage.js';
+import { META, type Meta } from 'tidal-wal/storage';
 
 /**
  * Items a chain of cursors may have returned: past it, `nextCursor` is null. The cursor carries
@@ -21,17 +21,17 @@ export interface CursorState {
 const MAC_BYTES = 16;
 
 /**
- * Signs and checks cursors with a secret of the database (32 random bytes kept in `tidal_meta`,
- * made on first use), so a cursor is opaque, cannot be altered, and is refused by another database.
+ * Signs and checks cursors with a secret of the database (32 random bytes, {@link META}.cursorSecret
+ * in `tidal_meta`, made on first use), so a cursor is opaque, cannot be altered, and is refused by another database.
  */
 export class Cursors {
   readonly #secret: Buffer;
 
   constructor(meta: Meta | { readonly secretHex: string }) {
-    let secret = 'secretHex' in meta ? meta.secretHex : meta.get('cursor_secret');
+    let secret = 'secretHex' in meta ? meta.secretHex : meta.get(META.cursorSecret);
     if (secret === undefined) {
       secret = randomBytes(32).toString('hex');
-      (meta as Meta).set('cursor_secret', secret);
+      (meta as Meta).set(META.cursorSecret, secret);
     }
     this.#secret = Buffer.from(secret, 'hex');
   }

@@ -22,7 +22,7 @@ import { mainReadDeps, ReadPipeline } from './read-pipeline.js';
 import { recover } from './recovery.js';
 import { SessionRegistry } from './sessions.js';
 import { WorkSharing } from './sharing.js';
-import { Meta, openStorage } from './storage.js';
+import { Meta, openStorage } from 'tidal-wal/storage';
 import type { UserRegistry } from './users.js';
 import { defaultWindow } from './validate.js';
 import type { HostInit } from './worker-host.js';

@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import { InvalidInputError } from 'tidal-load';
 import type { AckMark, SignalLog, SlotCheckpoint, WarningSink } from 'tidal-wal';
 import { ItemsWriter, SLOT_BYTES, type QuerySchema, type SignalStore } from 'tidal-query';
-import type { Meta } from './storage.js';
+import { META, type Meta } from 'tidal-wal/storage';
 import type { WritePathStart } from './write-path.js';
 import { UserRegistry } from './users.js';
 
@@ -39,20 +39,20 @@ export function recover(deps: RecoveryDeps): WritePathStart {
 
 /** Refuses to reinterpret stored embeddings under another dimension. */
 function checkStoredSchema({ db, meta, schema }: RecoveryDeps): void {
-  const storedDims = meta.get('embeddingDims');
-  if (storedDims !== undefined && Number(storedDims) !== schema.embeddingDims) {
+  const storedDims = meta.get(META.embeddingDims);
+  if (storedDims !== undefined && storedDims !== schema.embeddingDims) {
     const any = db.prepare('SELECT 1 FROM items WHERE embedding IS NOT NULL LIMIT 1').get();
     if (any) {
       throw new InvalidInputError('schema.embeddingDims', `${storedDims}, the dimension of the embeddings already stored`, schema.embeddingDims);
     }
   }
-  meta.set('embeddingDims', String(schema.embeddingDims));
+  meta.set(META.embeddingDims, schema.embeddingDims);
 }
 
 /** Signal state = the last checkpoint + the log after it, with kinds remapped by name. Returns the events replayed. */
 function recoverSignals({ db, meta, log, checkpointRows, store, schema }: RecoveryDeps): number {
   const kindIndex = new Map(schema.kinds.map((k, i) => [k.name, i]));
-  const storedKinds = JSON.parse(meta.get('kinds') ?? 'null') as string[] | null;
+  const storedKinds = meta.get(META.kinds) ?? null;
   const current = schema.kinds.map((k) => k.name);
   const remap = (storedKinds ?? current).map((name) => kindIndex.get(name) ?? -1);
   const saved = checkpointRows.load();
@@ -75,13 +75,13 @@ function recoverSignals({ db, meta, log, checkpointRows, store, schema }: Recove
     // new numbering under the old names.
     db.transaction(() => {
       checkpointRows.write(store.arena.slots, store.slotsUsed(), SLOT_BYTES);
-      meta.set('kinds', JSON.stringify(current));
+      meta.set(META.kinds, current);
       log.checkpointThrough(log.lastSeq());
     })();
     checkpointRows.committed();
     return 0;
   }
-  meta.set('kinds', JSON.stringify(current));
+  meta.set(META.kinds, current);
   return replayed;
 }
 

@@ -5,7 +5,7 @@ import { ItemsWriter, SLOT_BYTES, type QuerySchema, type SignalStore, type Store
 import type { FilledOptions } from './options.js';
 import type { SessionRegistry } from './sessions.js';
 import type { ItemFacts, UserEvent, UserInput, UserRegistry } from './users.js';
-import type { Meta } from './storage.js';
+import { META, type Meta } from 'tidal-wal/storage';
 import type { ItemInput, SignalInput } from './types.js';
 import { checkId, checkMetadata, checkText, checkTime, checkVector, checkWeight, isValidId, isValidWeight } from './validate.js';
 import { MAX_EVENT_MS } from 'tidal-query';
@@ -466,7 +466,7 @@ export class WritePath {
     const throughSeq = this.#gc.nextSeq - 1;
     db.transaction(() => {
       checkpointRows.write(store.arena.slots, store.slotsUsed(), SLOT_BYTES);
-      meta.set('kinds', JSON.stringify(this.#schema.kinds.map((k) => k.name)));
+      meta.set(META.kinds, this.#schema.kinds.map((k) => k.name));
       log.checkpointThrough(throughSeq);
     })();
     checkpointRows.committed();

@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { InvalidInputError, TidalError } from 'tidal-load';
 import { TidalDb } from '../src/db.js';
-import { STORAGE_VERSION } from '../src/storage.js';
+import { STORAGE_VERSION } from 'tidal-wal/storage';
 
 const SCHEMA = { signals: [{ name: 'view', halfLifeMs: 3_600_000 }] };
 const root = mkdtempSync(join(tmpdir(), 'tidal-open-'));

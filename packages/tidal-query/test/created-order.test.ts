@@ -10,7 +10,7 @@ import { Catalog } from '../src/catalog.js';
 import { ItemsWriter } from '../src/items-table.js';
 import { creatorListsOf } from '../src/profiles/feeds.js';
 import type { QuerySchema } from '../src/types.js';
-import { openStorage } from '../../tidal-core/src/storage.js';
+import { openStorage } from 'tidal-wal/storage';
 import { mulberry32 } from '../../../bench/src/random.js';
 
 const HOUR = 3_600_000;

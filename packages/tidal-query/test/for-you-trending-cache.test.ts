@@ -13,7 +13,7 @@ import { TrendingCache } from '../src/profiles/for-you.js';
 import { RetrieveExecutor } from '../src/retrieve.js';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import type { Filter, RetrieveTask, UserQueryState } from '../src/types.js';
-import { openStorage } from '../../tidal-core/src/storage.js';
+import { openStorage } from 'tidal-wal/storage';
 import { mulberry32 } from '../../../bench/src/random.js';
 
 const MIN = 60_000;

@@ -10,7 +10,7 @@ import type { QueryContext } from '../src/context.js';
 import { ItemsWriter } from '../src/items-table.js';
 import { cosineInt8, itemVectors } from '../src/profiles/for-you.js';
 import type { QuerySchema } from '../src/types.js';
-import { openStorage } from '../../tidal-core/src/storage.js';
+import { openStorage } from 'tidal-wal/storage';
 import { mulberry32 } from '../../../bench/src/random.js';
 
 const DIMS = 64;

@@ -13,7 +13,7 @@ import { ItemsWriter } from '../src/items-table.js';
 import { RetrieveExecutor } from '../src/retrieve.js';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import type { Filter, QuerySchema, RetrieveTask, UserQueryState } from '../src/types.js';
-import { openStorage } from '../../tidal-core/src/storage.js';
+import { openStorage } from 'tidal-wal/storage';
 import { mulberry32 } from '../../../bench/src/random.js';
 
 const HOUR = 3_600_000;

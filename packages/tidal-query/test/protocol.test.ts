@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { DegradationLevel } from 'tidal-load';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { openStorage } from '../../tidal-core/src/storage.js';
+import { openStorage } from 'tidal-wal/storage';
 import { CELL_CANCELLED, runTask, type TaskPool, type TaskRunOptions, type WorkerTask } from '../src/protocol.js';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import type { QuerySchema, TaskEnvelope } from '../src/types.js';

@@ -9,7 +9,7 @@ import { RetrieveExecutor } from '../src/retrieve.js';
 import { SearchExecutor } from '../src/search.js';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import type { RetrieveTask } from '../src/types.js';
-import { openStorage } from '../../tidal-core/src/storage.js';
+import { openStorage } from 'tidal-wal/storage';
 import { mulberry32 } from '../../../bench/src/random.js';
 
 const HOUR = 3_600_000;

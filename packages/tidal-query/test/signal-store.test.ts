@@ -5,7 +5,7 @@ import { CapacityError, DegradationLevel, InvalidInputError, TidalError } from '
 import { Catalog } from '../src/catalog.js';
 import { popularity, type QueryContext } from '../src/context.js';
 import { readItemSignals } from '../src/item-signals.js';
-import { openStorage } from '../../tidal-core/src/storage.js';
+import { openStorage } from 'tidal-wal/storage';
 import { ItemsWriter } from '../src/items-table.js';
 import { RetrieveExecutor } from '../src/retrieve.js';
 import type { Profile } from '../src/types.js';
@@ -455,106 +455,107 @@ describe('SignalStore checkpoints', () => {
   });
 });
 
-// The reader below follows the documented layout only, as a worker reading the arena would.
-const READER = `
+// A reader thread over the real store: it attaches to the arena the main thread writes and reads
+// every slot through SignalStore.read until the writer is done. The events are built so that any
+// consistent reading satisfies score = count = 7d count >= 24h count >= 1h count; a reading that
+// mixes two states of a slot (a torn read) breaks one of them. The seqlock's retry count says how
+// often a read met the writer inside its slot, so the test knows the two really overlapped.
+const TORN_READER = `
 const { parentPort, workerData } = require('node:worker_threads');
-const { arena, done, L, expectSlots } = workerData;
-const control = new Int32Array(arena.control);
-const i32 = new Int32Array(arena.slots);
-const f64 = new Float64Array(arena.slots);
-const stop = new Int32Array(done);
-
-function readSlot(s) {
-  const b = s * L.SLOT_INT32;
-  const fb = s * L.SLOT_F64;
-  let retries = 0;
-  for (;;) {
-    const s1 = Atomics.load(i32, b + L.I32_SEQ);
-    if (s1 & 1) { retries++; continue; }
-    const count = f64[fb + L.F64_COUNT];
-    const newest = f64[fb + L.F64_NEWEST];
-    const oldest = f64[fb + L.F64_OLDEST];
-    let hourSum = 0;
-    for (let i = 0; i < L.HOUR_BUCKETS; i++) hourSum += i32[b + L.I32_HOUR_BUCKETS + i];
-    let minuteSum = 0;
-    for (let i = 0; i < L.MINUTE_BUCKETS; i++) minuteSum += i32[b + L.I32_MINUTE_BUCKETS + i];
-    if (Atomics.load(i32, b + L.I32_SEQ) !== s1) { retries++; continue; }
-    return { count, newest, oldest, hourSum, minuteSum, retries,
-      ordinal: i32[b + L.I32_ORDINAL], kind: i32[b + L.I32_KIND] };
+const { arena, kinds, storeUrl, seqlockUrl, shared, slots, maxReads, nowMs } = workerData;
+Promise.all([import(storeUrl), import(seqlockUrl)]).then(([{ SignalStore }, { seqlockRetries }]) => {
+  const store = SignalStore.attach(arena, kinds);
+  const control = new Int32Array(shared);
+  const windows = ['1h', '24h', '7d'];
+  const last = new Float64Array(slots);
+  const examples = [];
+  let reads = 0, torn = 0, regressions = 0;
+  parentPort.postMessage({ type: 'ready' });
+  while (reads < maxReads) {
+    const writerDone = Atomics.load(control, 0) === 1;
+    const used = store.slotsUsed();
+    for (let s = 0; s < used; s++) {
+      const v = store.read(s, nowMs, false, windows, false);
+      reads++;
+      const w = v.windows;
+      if (v.score !== v.count || w['7d'] !== v.count || w['24h'] > w['7d'] || w['1h'] > w['24h']) {
+        torn++;
+        if (examples.length < 3) examples.push({ slot: s, ...v });
+      }
+      if (v.count < last[s]) regressions++;
+      last[s] = v.count;
+    }
+    Atomics.store(control, 1, seqlockRetries());
+    // One more full pass after the writer finished, so the last states are read too.
+    if (writerDone) break;
   }
-}
-
-parentPort.postMessage({ type: 'ready' });
-const last = new Float64Array(expectSlots);
-let reads = 0, retries = 0, torn = 0, regressions = 0, passes = 0;
-const deadline = Date.now() + 20000;
-while (Atomics.load(stop, 0) === 0 && Date.now() < deadline) {
-  const used = Atomics.load(control, L.CONTROL_SLOTS_USED);
-  for (let s = 0; s < used; s++) {
-    const r = readSlot(s);
-    reads++;
-    retries += r.retries;
-    if (r.count !== r.hourSum || r.minuteSum > r.count || r.newest < r.oldest || r.count < 1) torn++;
-    if (r.count < last[s]) regressions++;
-    last[s] = r.count;
-  }
-  passes++;
-}
-const final = [];
-for (let s = 0; s < Atomics.load(control, L.CONTROL_SLOTS_USED); s++) final.push(readSlot(s));
-parentPort.postMessage({ type: 'done', reads, retries, torn, regressions, passes, final });
+  const counts = [];
+  for (let s = 0; s < store.slotsUsed(); s++) counts.push(store.allTimeCount(s));
+  parentPort.postMessage({ type: 'done', reads, retries: seqlockRetries(), torn, regressions, examples, counts });
+});
 `;
 
-interface ReaderReport {
+interface TornReport {
   type: 'done';
   reads: number;
   retries: number;
   torn: number;
   regressions: number;
-  passes: number;
-  final: { count: number; hourSum: number; newest: number; ordinal: number; kind: number }[];
+  examples: unknown[];
+  counts: number[];
 }
 
 describe('SignalStore across threads', () => {
-  it('never shows a worker a torn slot while the main thread writes', async () => {
+  it('never returns a torn slot to a reader thread whose reads overlap the writer', async () => {
     const SLOTS = 4;
-    const EVENTS = 200_000;
-    const SPAN = 100 * HOUR; // inside the 168-hour ring, so hour-ring sum == all-time count
-    const store = newStore(SLOTS, KINDS, SLOTS);
-    const done = new SharedArrayBuffer(4);
-    const worker = new Worker(READER, {
+    // The writer writes MIN_EVENTS, then goes on until the reader has had to copy a slot again
+    // (the writer changed it mid-read) OVERLAPS times, or until MAX_EVENTS.
+    const MIN_EVENTS = 200_000;
+    const OVERLAPS = 100;
+    const MAX_EVENTS = 20_000_000;
+    // Events over 100 hours (inside the 168-hour ring), read as of the end of them; no decay, so
+    // a consistent score is the count.
+    const MINUTES = 6_000;
+    const nowMs = T0 + MINUTES * MIN;
+    const kinds: SignalKindSpec[] = [{ name: 'view', halfLifeMs: Infinity, windows: ['1h', '24h', '7d'], velocity: false }];
+    const store = SignalStore.create({ kinds, maxOrdinals: SLOTS, maxSlots: SLOTS });
+    const shared = new SharedArrayBuffer(8);
+    const control = new Int32Array(shared);
+    const worker = new Worker(TORN_READER, {
       eval: true,
-      workerData: { arena: store.arena, done, L: { ...L }, expectSlots: SLOTS },
+      workerData: {
+        arena: store.arena,
+        kinds,
+        storeUrl: new URL('../dist/signals/store.js', import.meta.url).href,
+        seqlockUrl: new URL('../dist/signals/seqlock.js', import.meta.url).href,
+        shared,
+        slots: SLOTS,
+        maxReads: 4 * MAX_EVENTS,
+        nowMs,
+      },
     });
+    let events = 0;
     try {
-      const report = await new Promise<ReaderReport>((resolve, reject) => {
+      const report = await new Promise<TornReport>((resolve, reject) => {
         worker.on('error', reject);
         worker.on('exit', (code) => reject(new Error(`reader exited early with code ${code}`)));
         worker.on('message', (msg: { type: string }) => {
-          if (msg.type === 'ready') {
-            for (let i = 0; i < EVENTS; i++) {
-              store.apply(i % SLOTS, 0, 1, T0 + Math.floor((i * SPAN) / EVENTS));
-            }
-            Atomics.store(new Int32Array(done), 0, 1);
-          } else {
-            resolve(msg as ReaderReport);
+          if (msg.type !== 'ready') return resolve(msg as TornReport);
+          while (events < MIN_EVENTS || (events < MAX_EVENTS && Atomics.load(control, 1) < OVERLAPS)) {
+            store.apply(events % SLOTS, 0, 1, T0 + (events % MINUTES) * MIN);
+            events++;
           }
+          Atomics.store(control, 0, 1);
         });
       });
 
-      expect(report.reads).toBeGreaterThan(0);
+      expect(report.retries).toBeGreaterThanOrEqual(OVERLAPS);
+      expect(report.examples).toEqual([]);
       expect(report.torn).toBe(0);
       expect(report.regressions).toBe(0);
-      expect(report.final).toHaveLength(SLOTS);
-      for (let s = 0; s < SLOTS; s++) {
-        const r = report.final[s]!;
-        expect(r.count).toBe(EVENTS / SLOTS);
-        expect(r.hourSum).toBe(EVENTS / SLOTS);
-        expect(r.count).toBe(store.allTimeCount(s));
-        expect(r.newest).toBe(store.newestAt(s));
-        expect(r.ordinal).toBe(store.slotOrdinal(s));
-        expect(r.kind).toBe(0);
-      }
+      expect(report.reads).toBeGreaterThan(0);
+      expect(report.counts).toEqual(Array.from({ length: SLOTS }, (_, s) => store.allTimeCount(s)));
+      expect(report.counts.reduce((a, b) => a + b, 0)).toBe(events);
     } finally {
       worker.removeAllListeners('exit');
       await worker.terminate();

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Catalog } from '../src/catalog.js';
 import type { QueryContext } from '../src/context.js';
 import { readItemSignals } from '../src/item-signals.js';
-import { openStorage } from '../../tidal-core/src/storage.js';
+import { openStorage } from 'tidal-wal/storage';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import { selectAndHydrate, type HydratedBase, type TailOptions } from '../src/tail.js';
 import type { QuerySchema } from '../src/types.js';

@@ -1,6 +1,6 @@
 import { afterEach } from 'vitest';
 import Database from 'better-sqlite3';
-import { openStorage } from '../../tidal-core/src/storage.js';
+import { openStorage } from 'tidal-wal/storage';
 import { mulberry32 } from '../../../bench/src/random.js';
 import { Catalog } from '../src/catalog.js';
 import { ItemsWriter } from '../src/items-table.js';

@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { META, Meta } from './storage/meta.js';
 
 /** One durable signal event, as logged. `ordinal` and `kind` are the dense ids the store uses. */
 export interface LogRecord {
@@ -13,14 +14,13 @@ export interface LogRecord {
 /**
  * The durable log of signal events, in SQLite. Rows are appended inside the group-commit
  * transaction; on open the signal state is rebuilt from the last checkpoint plus the rows after it.
- * Its tables (`signal_log`, and the `tidal_meta` key/value table holding `last_seq` and
- * `checkpoint_seq`) are created by the database's storage schema, not here.
+ * Its tables (`signal_log`, and `tidal_meta` for {@link META}.lastSeq and {@link META}.checkpointSeq)
+ * are created by the file format (`storage/ddl.ts`), not here.
  */
 export class SignalLog {
   readonly #db: Database.Database;
   readonly #insert: Database.Statement;
-  readonly #setMeta: Database.Statement;
-  readonly #getMeta: Database.Statement;
+  readonly #meta: Meta;
   readonly #deleteRange: Database.Statement;
   /** Rows up to this sequence number are covered by the checkpoint (dead). */
   #deadThrough: number;
@@ -32,8 +32,7 @@ export class SignalLog {
     this.#insert = db.prepare(
       'INSERT INTO signal_log (seq, ordinal, kind, weight, at, session) VALUES (?, ?, ?, ?, ?, ?)',
     );
-    this.#setMeta = db.prepare('INSERT OR REPLACE INTO tidal_meta (key, value) VALUES (?, ?)');
-    this.#getMeta = db.prepare('SELECT value FROM tidal_meta WHERE key = ?').pluck();
+    this.#meta = new Meta(db);
     this.#deleteRange = db.prepare('DELETE FROM signal_log WHERE seq > ? AND seq <= ?');
     this.#deadThrough = this.checkpointSeq();
     const first = db.prepare('SELECT MIN(seq) FROM signal_log').pluck().get() as number | null;
@@ -47,19 +46,19 @@ export class SignalLog {
 
   /** Records the highest sequence number handed out, so numbers stay monotonic across restarts. */
   setLastSeq(seq: number): void {
-    this.#setMeta.run('last_seq', String(seq));
+    this.#meta.set(META.lastSeq, seq);
   }
 
   /** The highest sequence number ever committed (0 for a new database). */
   lastSeq(): number {
-    const meta = Number((this.#getMeta.get('last_seq') as string | undefined) ?? 0);
+    const meta = this.#meta.get(META.lastSeq) ?? 0;
     const logged = (this.#db.prepare('SELECT MAX(seq) FROM signal_log').pluck().get() as number | null) ?? 0;
     return Math.max(meta, logged);
   }
 
   /** The sequence number the last checkpoint covers (0: none). */
   checkpointSeq(): number {
-    return Number((this.#getMeta.get('checkpoint_seq') as string | undefined) ?? 0);
+    return this.#meta.get(META.checkpointSeq) ?? 0;
   }
 
   /**
@@ -69,7 +68,7 @@ export class SignalLog {
    * the following batches it costs each one a little. Call in the checkpoint's transaction.
    */
   checkpointThrough(seq: number): void {
-    this.#setMeta.run('checkpoint_seq', String(seq));
+    this.#meta.set(META.checkpointSeq, seq);
     this.#deadThrough = seq;
   }
 

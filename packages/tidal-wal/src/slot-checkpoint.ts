@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { META, Meta } from './storage/meta.js';
 
 /**
  * Bytes per checkpoint row: 64 slots of 1 KiB. Small enough that a hot working set rewrites few
@@ -23,7 +24,7 @@ export const CHECKPOINT_CHUNK_BYTES = 64 * 1024;
  * gives `used × slotBytes` bytes with every slot at its index. A reserved slot that never got an
  * event is copied like any other (all-time count 0); the store's import keeps it as an empty
  * reservation. Every method runs inside the caller's transaction, so a crash leaves the old
- * checkpoint or the new one, whole. Its tables are created by the database's storage schema, not here.
+ * checkpoint or the new one, whole. Its tables are created by the file format (`storage/ddl.ts`), not here.
  */
 export class SlotCheckpoint {
   readonly #db: Database.Database;
@@ -31,6 +32,7 @@ export class SlotCheckpoint {
   readonly #dirty: Uint8Array;
   #all: boolean;
   readonly #upsert: Database.Statement;
+  readonly #meta: Meta;
   /** Slots the stored rows hold; rows from the one holding slot `#savedSlots` on are new. */
   #savedSlots = 0;
   /** Slots the last {@link write} covered, stored once it commits. */
@@ -43,8 +45,8 @@ export class SlotCheckpoint {
     this.#upsert = db.prepare('INSERT OR REPLACE INTO signal_checkpoint (chunk, data) VALUES (?, ?)');
     // Rows written with another chunk size (or by an older version) are not at these indices:
     // the first checkpoint rewrites everything.
-    const stored = db.prepare("SELECT value FROM tidal_meta WHERE key = 'checkpoint_chunk_bytes'").pluck().get() as string | undefined;
-    this.#all = stored !== String(CHECKPOINT_CHUNK_BYTES);
+    this.#meta = new Meta(db);
+    this.#all = this.#meta.get(META.checkpointChunkBytes) !== CHECKPOINT_CHUNK_BYTES;
     // length() reads a blob's size without its content.
     const bytes = db.prepare('SELECT COALESCE(SUM(length(data)), 0) FROM signal_checkpoint').pluck().get() as number;
     this.#savedSlots = Math.floor(bytes / slotBytes);
@@ -75,7 +77,7 @@ export class SlotCheckpoint {
     const end = usedSlots * slotBytes;
     if (this.#all) {
       this.#db.exec('DELETE FROM signal_checkpoint');
-      this.#db.prepare("INSERT OR REPLACE INTO tidal_meta (key, value) VALUES ('checkpoint_chunk_bytes', ?)").run(String(CHECKPOINT_CHUNK_BYTES));
+      this.#meta.set(META.checkpointChunkBytes, CHECKPOINT_CHUNK_BYTES);
     }
     // Rows from the one holding the first slot the stored rows lack, whether or not marked dirty.
     const firstNew = usedSlots > this.#savedSlots ? Math.floor(this.#savedSlots / this.#slotsPerChunk) : chunks;

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { openStorage } from '../../tidal-core/src/storage.js';
+import { openStorage } from '../src/storage/index.js';
 import { openWriterConnection } from '../src/index.js';
 
 /** A writer connection on `file` with the database's tables created, as a database opens one. */

@@ -1,13 +1,12 @@
-import type Database from 'better-sqlite3';
-import { InvalidInputError } from 'tidal-load';
-
 /**
- * The file format: every table of a tidal database, in one place, and the migrations between its
- * versions. `PRAGMA user_version` holds the version a file was written with; {@link openStorage}
- * brings an older file up to {@link STORAGE_VERSION} in one transaction, or refuses a newer one.
+ * The file format: every table and index of a tidal database, in one place (the migrations between
+ * its versions are in `open.ts`, the keys of `tidal_meta` in `meta.ts`). `PRAGMA user_version`
+ * holds the version a file was written with; `openStorage` brings an older file up to
+ * {@link STORAGE_VERSION} in one transaction, or refuses a newer one.
  *
- * The classes that read and write these tables (the signal log and slot checkpoint in tidal-wal,
- * the items writer in tidal-query, the session registry) only prepare statements: they never
+ * It lives in tidal-wal, the lowest package that writes the file. The classes that read and write
+ * these tables (the signal log and slot checkpoint here, the items writer and catalog in
+ * tidal-query, the session and user registries in tidal-core) only prepare statements: they never
  * create or alter a table, so the format cannot drift apart between packages.
  *
  * Version history:
@@ -21,9 +20,9 @@ import { InvalidInputError } from 'tidal-load';
  */
 export const STORAGE_VERSION = 4;
 
-const TABLES = `
-  -- Key/value settings and counters: schema facts (embeddingDims, kinds), the last sequence
-  -- number, the checkpoint's sequence number and chunk size.
+/** Every table and index, as `CREATE ... IF NOT EXISTS`: running it on a current file changes nothing. */
+export const TABLES = `
+  -- Key/value settings and counters; every key and its value type is declared in meta.ts.
   CREATE TABLE IF NOT EXISTS tidal_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
   -- One row per item ordinal. present = 0: an id known only from signals, or deleted. version is
@@ -117,67 +116,3 @@ const TABLES = `
   );
 `;
 
-/** Steps from version `n` to `n + 1`, indexed by `n`; each runs after {@link TABLES} exists. */
-const MIGRATIONS: readonly ((db: Database.Database) => void)[] = [
-  // 0 → 1: fold wal_meta into tidal_meta. A new file has no wal_meta, and the step is a no-op.
-  (db) => {
-    const hasWalMeta = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'wal_meta'").get();
-    if (!hasWalMeta) return;
-    db.exec(`
-      INSERT OR REPLACE INTO tidal_meta (key, value) SELECT key, CAST(value AS TEXT) FROM wal_meta;
-      DROP TABLE wal_meta;
-    `);
-  },
-  // 1 → 2: the user tables, created empty by TABLES above; a format-1 file has no users.
-  () => {},
-  // 2 → 3: item_related, created empty by TABLES above.
-  () => {},
-  // 3 → 4: items_fts is no longer written or read.
-  (db) => db.exec('DROP TABLE IF EXISTS items_fts'),
-];
-
-/**
- * Creates the tables of a new file, or migrates an older one to {@link STORAGE_VERSION}; returns
- * the version the file had. Runs on the writer connection before anything else touches the file.
- * @throws InvalidInputError (`path`) for a file written by a newer version of tidal.
- */
-export function openStorage(db: Database.Database, file: string): number {
-  const found = db.pragma('user_version', { simple: true }) as number;
-  if (found > STORAGE_VERSION) {
-    throw new InvalidInputError(
-      'path',
-      `a database of file format ${STORAGE_VERSION} or older (${file} has format ${found}, written by a newer version of tidal)`,
-      file,
-    );
-  }
-  if (found === STORAGE_VERSION) {
-    // Same version: the tables exist, unless the file was created empty by someone else.
-    db.exec(TABLES);
-    return found;
-  }
-  db.transaction(() => {
-    db.exec(TABLES);
-    for (let v = found; v < STORAGE_VERSION; v++) MIGRATIONS[v]!(db);
-    db.pragma(`user_version = ${STORAGE_VERSION}`);
-  })();
-  return found;
-}
-
-/** The `tidal_meta` key/value table; values are strings (numbers are stored as their decimal text). */
-export class Meta {
-  readonly #get: Database.Statement<[string], string>;
-  readonly #set: Database.Statement<[string, string]>;
-
-  constructor(db: Database.Database) {
-    this.#get = db.prepare<[string], string>('SELECT value FROM tidal_meta WHERE key = ?').pluck();
-    this.#set = db.prepare<[string, string]>('INSERT OR REPLACE INTO tidal_meta (key, value) VALUES (?, ?)');
-  }
-
-  get(key: string): string | undefined {
-    return this.#get.get(key);
-  }
-
-  set(key: string, value: string): void {
-    this.#set.run(key, value);
-  }
-}

@@ -1,0 +1,363 @@
+import { InvalidInputError } from 'tidal-load';
+import { indexView } from './arena.js';
+import {
+  CONTROL_SLOTS_USED,
+  F64_COUNT,
+  F64_NEWEST,
+  F64_SCORE,
+  F64_TREF,
+  HOUR_BUCKETS,
+  I32_HOUR_BUCKETS,
+  I32_HOUR_HEAD,
+  I32_KIND,
+  I32_MINUTE_BUCKETS,
+  I32_MINUTE_HEAD,
+  I32_ORDINAL,
+  MINUTE_BUCKETS,
+  MS_PER_HOUR,
+  MS_PER_MINUTE,
+  SLOT_BYTES,
+  SLOT_F64,
+  SLOT_INT32,
+} from './layout.js';
+import { SignalOrder } from './order.js';
+import { ringSum } from './rings.js';
+import { seqBegin, seqUnchanged } from './seqlock.js';
+import type { SignalArena, SignalValues, VelocityWindow, WindowName } from './types.js';
+
+const MINUTES_1H = 60;
+const HOURS_24H = 24;
+const HOURS_7D = 168;
+const SECONDS_1H = 3_600;
+const SECONDS_24H = 86_400;
+const SECONDS_7D = 604_800;
+
+/**
+ * The reading half of `SignalStore` (any thread): the views over an arena, kept as long as
+ * the buffers have grown, and every read of a slot, each one seqlock-consistent. The store adds the
+ * writer's half; a store attached in a worker is one that only reads.
+ */
+export class SlotReader {
+  protected readonly control: Int32Array;
+  // Fixed-length views, made again when a slot or entry past them is met: Node 20 runs element
+  // access through length-tracking views about 10× slower (`npm run bench:store`).
+  protected index: Int32Array;
+  protected i32: Int32Array;
+  protected f64: Float64Array;
+  /** Slots the views cover: the buffer's length when they were made. */
+  protected viewSlots = 0;
+  /** The highest published slot count this instance has seen; never above `viewSlots`. */
+  protected seenUsed = 0;
+  protected readonly lambdas: Float64Array;
+  protected readonly kindCount: number;
+  protected readonly ordinalCount: number;
+  protected readonly slotCapacity: number;
+  protected readonly sharedArena: SignalArena;
+  private readonly orderReader: SignalOrder;
+
+  protected constructor(arena: SignalArena, lambdas: Float64Array) {
+    this.sharedArena = arena;
+    this.control = new Int32Array(arena.control);
+    this.index = indexView(arena.index);
+    this.i32 = new Int32Array(0);
+    this.f64 = new Float64Array(0);
+    this.mapSlots();
+    this.lambdas = lambdas;
+    this.kindCount = arena.kinds;
+    this.ordinalCount = arena.maxOrdinals;
+    this.slotCapacity = arena.maxSlots;
+    this.orderReader = new SignalOrder(arena.order, arena.kinds);
+  }
+
+  /** The shared buffers and sizes, to post to a worker and pass to {@link attach} there. */
+  get arena(): SignalArena {
+    return this.sharedArena;
+  }
+
+  /** Number of signal kinds. */
+  get kinds(): number {
+    return this.kindCount;
+  }
+
+  /** Ordinal capacity. */
+  get maxOrdinals(): number {
+    return this.ordinalCount;
+  }
+
+  /** Slot capacity: the reservation the slots grow into. */
+  get maxSlots(): number {
+    return this.slotCapacity;
+  }
+
+  /**
+   * The slot holding (ordinal, kind), or -1 if the pair has no event yet (no slot, or a reserved
+   * slot still empty).
+   *
+   * @throws InvalidInputError for an ordinal or kind out of range.
+   */
+  slotOf(ordinal: number, kind: number): number {
+    this.checkPair(ordinal, kind);
+    const ix = ordinal * this.kindCount + kind;
+    if (ix >= this.index.length) {
+      this.index = indexView(this.sharedArena.index);
+      // Past the index's current length nothing was ever published.
+      if (ix >= this.index.length) return -1;
+    }
+    const slot = Atomics.load(this.index, ix) - 1;
+    if (slot < 0) return -1;
+    // The writer grew the slots before it published this entry.
+    if (slot >= this.viewSlots) this.mapSlots();
+    return this.f64[slot * SLOT_F64 + F64_COUNT] !== 0 ? slot : -1;
+  }
+
+  /**
+   * The slot orders by decay key and by newest event (see `order.ts`), for a query that wants the
+   * top of either without scanning every slot. One reader per store instance.
+   */
+  get order(): SignalOrder {
+    return this.orderReader;
+  }
+
+  /** The decay rate λ = ln 2 / half-life of `kind`, per millisecond (0 for no decay). */
+  decayRate(kind: number): number {
+    this.checkPair(0, kind);
+    return this.lambdas[kind]!;
+  }
+
+  /** Number of slots in use; slots `0..slotsUsed()-1` all have their header (some may be empty). */
+  slotsUsed(): number {
+    return Atomics.load(this.control, CONTROL_SLOTS_USED);
+  }
+
+  /**
+   * Whether the slot holds at least one event. A scan over `0..slotsUsed()-1` skips slots for which
+   * this is false: they were reserved for a write that has not been (or never was) applied.
+   */
+  hasEvents(slot: number): boolean {
+    this.checkSlot(slot);
+    // Outside the seqlock on purpose: the count only ever leaves 0 once, so any reading is either
+    // 0 (not yet) or not 0 (from then on); the values themselves are read under the seqlock.
+    return this.f64[slot * SLOT_F64 + F64_COUNT] !== 0;
+  }
+
+  /** The ordinal a slot belongs to (fixed once the slot is published). */
+  slotOrdinal(slot: number): number {
+    this.checkSlot(slot);
+    return this.i32[slot * SLOT_INT32 + I32_ORDINAL];
+  }
+
+  /** The signal kind a slot belongs to (fixed once the slot is published). */
+  slotKind(slot: number): number {
+    this.checkSlot(slot);
+    return this.i32[slot * SLOT_INT32 + I32_KIND];
+  }
+
+  /** The decayed score at `nowMs`; a time before the score's reference time does not grow it. */
+  decayedScore(slot: number, nowMs: number): number {
+    this.checkSlot(slot);
+    const i32 = this.i32;
+    const f64 = this.f64;
+    const b = slot * SLOT_INT32;
+    const fb = slot * SLOT_F64;
+    let seq: number;
+    let score: number;
+    let tRef: number;
+    do {
+      seq = seqBegin(i32, b);
+      score = f64[fb + F64_SCORE];
+      tRef = f64[fb + F64_TREF];
+    } while (!seqUnchanged(i32, b, seq));
+    const dt = nowMs - tRef;
+    return dt > 0 ? score * Math.exp(-this.lambdas[i32[b + I32_KIND]] * dt) : score;
+  }
+
+  /** All-time event count. */
+  allTimeCount(slot: number): number {
+    return this.scalar(slot, F64_COUNT);
+  }
+
+  /** Time (ms) of the newest event; lets a scan skip slots quiet for the whole window cheaply. */
+  newestAt(slot: number): number {
+    return this.scalar(slot, F64_NEWEST);
+  }
+
+  /**
+   * Events in `window` ending at `nowMs`: `'1h'` is the 60 minutes up to and including `nowMs`'s
+   * minute, `'24h'` and `'7d'` the 24 or 168 hours up to and including its hour, `'all'` the
+   * all-time count. Only what the rings still hold counts. With `coarse` every window reads the
+   * all-time count (the cheap degraded mode).
+   */
+  windowCount(slot: number, window: WindowName, nowMs: number, coarse = false): number {
+    if (coarse || window === 'all') return this.allTimeCount(slot);
+    this.checkSlot(slot);
+    const i32 = this.i32;
+    const b = slot * SLOT_INT32;
+    let seq: number;
+    let sum: number;
+    // One branch per window with the ring's constants written out: ringSum's modulo by a constant
+    // compiles to a multiply, by a variable to a division.
+    if (window === '1h') {
+      const now = Math.floor(nowMs / MS_PER_MINUTE);
+      do {
+        seq = seqBegin(i32, b);
+        sum = ringSum(i32, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, i32[b + I32_MINUTE_HEAD], now, MINUTES_1H);
+      } while (!seqUnchanged(i32, b, seq));
+      return sum;
+    }
+    const span = window === '24h' ? HOURS_24H : window === '7d' ? HOURS_7D : -1;
+    if (span < 0) throw new InvalidInputError('window', "one of '1h', '24h', '7d', 'all'", window);
+    const now = Math.floor(nowMs / MS_PER_HOUR);
+    do {
+      seq = seqBegin(i32, b);
+      sum = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, i32[b + I32_HOUR_HEAD], now, span);
+    } while (!seqUnchanged(i32, b, seq));
+    return sum;
+  }
+
+  /**
+   * Events per second over `window` ending at `nowMs` (its count divided by 3600, 86400 or 604800).
+   * With `coarse` it is always the 24h count / 86400, whichever window was asked.
+   */
+  velocity(slot: number, window: VelocityWindow, nowMs: number, coarse = false): number {
+    if (coarse) return this.windowCount(slot, '24h', nowMs) / SECONDS_24H;
+    switch (window) {
+      case '1h':
+        return this.windowCount(slot, '1h', nowMs) / SECONDS_1H;
+      case '24h':
+        return this.windowCount(slot, '24h', nowMs) / SECONDS_24H;
+      case '7d':
+        return this.windowCount(slot, '7d', nowMs) / SECONDS_7D;
+      default:
+        throw new InvalidInputError('window', "one of '1h', '24h', '7d'", window);
+    }
+  }
+
+  /**
+   * Everything the ranking needs from one slot, read in one seqlock-consistent pass: the decayed
+   * score, the all-time count, the counts for `windows`, and (if `velocity`) the velocities over
+   * those of `windows` that are not `'all'`. `coarse` applies the same degradation as
+   * {@link windowCount} and {@link velocity}.
+   */
+  read(slot: number, nowMs: number, coarse: boolean, windows: readonly WindowName[], velocity: boolean): SignalValues {
+    let want1h = false;
+    let want24h = false;
+    let want7d = false;
+    for (const w of windows) {
+      if (w === '1h') want1h = true;
+      else if (w === '24h') want24h = true;
+      else if (w === '7d') want7d = true;
+      else if (w !== 'all') throw new InvalidInputError('windows', "a list of '1h', '24h', '7d', 'all'", w);
+    }
+    // Coarse velocity is the real 24h count even though coarse windows are all-time counts.
+    const need24h = coarse ? velocity && (want1h || want24h || want7d) : want24h;
+    this.checkSlot(slot);
+    const i32 = this.i32;
+    const f64 = this.f64;
+    const b = slot * SLOT_INT32;
+    const fb = slot * SLOT_F64;
+    const nowMinute = Math.floor(nowMs / MS_PER_MINUTE);
+    const nowHour = Math.floor(nowMs / MS_PER_HOUR);
+    const sum1h = !coarse && want1h;
+    const sum7d = !coarse && want7d;
+    let seq: number;
+    let score: number;
+    let tRef: number;
+    let count: number;
+    let c1h = 0;
+    let c24h = 0;
+    let c7d = 0;
+    do {
+      seq = seqBegin(i32, b);
+      score = f64[fb + F64_SCORE];
+      tRef = f64[fb + F64_TREF];
+      count = f64[fb + F64_COUNT];
+      if (sum1h) c1h = ringSum(i32, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, i32[b + I32_MINUTE_HEAD], nowMinute, MINUTES_1H);
+      if (need24h || sum7d) {
+        const head = i32[b + I32_HOUR_HEAD];
+        if (need24h) c24h = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, head, nowHour, HOURS_24H);
+        if (sum7d) c7d = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, head, nowHour, HOURS_7D);
+      }
+    } while (!seqUnchanged(i32, b, seq));
+    const dt = nowMs - tRef;
+    const lambda = this.lambdas[i32[b + I32_KIND]];
+    const values: SignalValues = {
+      score: dt > 0 ? score * Math.exp(-lambda * dt) : score,
+      count,
+      windows: {},
+    };
+    const vel: Partial<Record<VelocityWindow, number>> | undefined = velocity ? {} : undefined;
+    for (const w of windows) {
+      switch (w) {
+        case 'all':
+          values.windows.all = count;
+          break;
+        case '1h':
+          values.windows['1h'] = coarse ? count : c1h;
+          if (vel) vel['1h'] = coarse ? c24h / SECONDS_24H : c1h / SECONDS_1H;
+          break;
+        case '24h':
+          values.windows['24h'] = coarse ? count : c24h;
+          if (vel) vel['24h'] = c24h / SECONDS_24H;
+          break;
+        case '7d':
+          values.windows['7d'] = coarse ? count : c7d;
+          if (vel) vel['7d'] = coarse ? c24h / SECONDS_24H : c7d / SECONDS_7D;
+          break;
+      }
+    }
+    if (vel) values.velocity = vel;
+    return values;
+  }
+
+  /** One Float64 field of a slot, read under the seqlock (a 64-bit read may tear without it). */
+  private scalar(slot: number, field: number): number {
+    this.checkSlot(slot);
+    const i32 = this.i32;
+    const f64 = this.f64;
+    const b = slot * SLOT_INT32;
+    const at = slot * SLOT_F64 + field;
+    let seq: number;
+    let value: number;
+    do {
+      seq = seqBegin(i32, b);
+      value = f64[at];
+    } while (!seqUnchanged(i32, b, seq));
+    return value;
+  }
+
+  /** Makes the slot views cover the whole buffer as it is now. */
+  protected mapSlots(): void {
+    const buf = this.sharedArena.slots;
+    const slots = Math.floor(buf.byteLength / SLOT_BYTES);
+    this.i32 = new Int32Array(buf, 0, slots * SLOT_INT32);
+    this.f64 = new Float64Array(buf, 0, slots * SLOT_F64);
+    this.viewSlots = slots;
+  }
+
+  protected checkPair(ordinal: number, kind: number): void {
+    if (!Number.isInteger(ordinal) || ordinal < 0 || ordinal >= this.ordinalCount) {
+      throw new InvalidInputError('ordinal', `an integer in [0, ${this.ordinalCount})`, ordinal);
+    }
+    if (!Number.isInteger(kind) || kind < 0 || kind >= this.kindCount) {
+      throw new InvalidInputError('kind', `an integer in [0, ${this.kindCount})`, kind);
+    }
+  }
+
+  protected checkSlot(slot: number): void {
+    // Only published slots: past them the buffer may not have grown yet. The count only grows, so
+    // a slot below the last count seen needs no atomic load. One unsigned compare rejects
+    // negatives, fractions and NaN without a branch per case.
+    if (slot >>> 0 !== slot || slot >= this.seenUsed) this.checkNewSlot(slot);
+  }
+
+  /** Out of line, so the common path of {@link checkSlot} stays one compare and inlines. */
+  private checkNewSlot(slot: number): void {
+    const used = Atomics.load(this.control, CONTROL_SLOTS_USED);
+    if (slot >>> 0 !== slot || slot >= used) {
+      throw new InvalidInputError('slot', `an integer in [0, ${used}) (the slots in use)`, slot);
+    }
+    this.seenUsed = used;
+    // Published since the views were made: the writer grew the buffer before publishing it.
+    if (used > this.viewSlots) this.mapSlots();
+  }
+}

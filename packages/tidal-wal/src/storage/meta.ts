@@ -1,0 +1,72 @@
+import type Database from 'better-sqlite3';
+
+/**
+ * One key of `tidal_meta`: the name it is stored under and how its value is written as text. Get one
+ * from {@link META}; the stored names appear nowhere else.
+ */
+export interface MetaKey<T> {
+  readonly name: string;
+  readonly encode: (value: T) => string;
+  readonly decode: (text: string) => T;
+}
+
+/** A number, stored as its decimal text (`String(n)`), as every version of the format has. */
+function numberKey(name: string): MetaKey<number> {
+  return Object.freeze({ name, encode: (value: number) => String(value), decode: (text: string) => Number(text) });
+}
+
+function textKey(name: string): MetaKey<string> {
+  return Object.freeze({ name, encode: (value: string) => value, decode: (text: string) => text });
+}
+
+function namesKey(name: string): MetaKey<readonly string[]> {
+  return Object.freeze({
+    name,
+    encode: (value: readonly string[]) => JSON.stringify(value),
+    decode: (text: string) => JSON.parse(text) as string[],
+  });
+}
+
+/**
+ * Every key of the `tidal_meta` key/value table, with the type of its value. Values are text on
+ * disk; the encodings are those of the format since version 1 (format 0 kept the write-path
+ * counters in `wal_meta`, folded in by the 0 → 1 migration).
+ */
+export const META = Object.freeze({
+  /** The schema's `embeddingDims` when the file was last opened: stored embeddings have this many dimensions. */
+  embeddingDims: numberKey('embeddingDims'),
+  /**
+   * The signal kind names, in the order the signal log and the slot checkpoint number them (JSON
+   * array of strings): on open, stored kinds are remapped to the schema's by name.
+   */
+  kinds: namesKey('kinds'),
+  /** The secret cursors are signed with: 32 random bytes, hex, made on first use. */
+  cursorSecret: textKey('cursor_secret'),
+  /** The highest signal sequence number handed out, so numbers stay monotonic across restarts. */
+  lastSeq: numberKey('last_seq'),
+  /** The sequence number the last slot checkpoint covers (absent: none). */
+  checkpointSeq: numberKey('checkpoint_seq'),
+  /** The chunk size, in bytes, the `signal_checkpoint` rows were written with. */
+  checkpointChunkBytes: numberKey('checkpoint_chunk_bytes'),
+});
+
+/** The `tidal_meta` key/value table, read and written through the typed keys of {@link META}. */
+export class Meta {
+  readonly #get: Database.Statement<[string], string>;
+  readonly #set: Database.Statement<[string, string]>;
+
+  constructor(db: Database.Database) {
+    this.#get = db.prepare<[string], string>('SELECT value FROM tidal_meta WHERE key = ?').pluck();
+    this.#set = db.prepare<[string, string]>('INSERT OR REPLACE INTO tidal_meta (key, value) VALUES (?, ?)');
+  }
+
+  /** The stored value of `key`, or undefined if it was never set. */
+  get<T>(key: MetaKey<T>): T | undefined {
+    const text = this.#get.get(key.name);
+    return text === undefined ? undefined : key.decode(text);
+  }
+
+  set<T>(key: MetaKey<T>, value: T): void {
+    this.#set.run(key.name, key.encode(value));
+  }
+}
