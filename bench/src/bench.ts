@@ -99,7 +99,6 @@ async function main(): Promise<void> {
   const m = machine();
   const report = new Report('query', opts);
   log(`tidal benchmark: ${fmtInt(ITEMS)} items, ${DIMS}-dim embeddings, ${QUERIES} queries per type after ${WARMUP} warm-up`);
-  log(`machine: ${describeMachine(m)}`);
   const loadAtStart = loadAverage();
   log(`load average (1 min) before the run: ${loadAtStart}`);
   if (loadAtStart > m.cores / 2) {

@@ -19,7 +19,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { BackpressureError, TidalDb, type Durability, type SignalInput } from 'tidal-core';
 import { SignalStore } from 'tidal-query';

@@ -1,12 +1,20 @@
 /** The machine header every suite prints first and writes into its JSON: where and on what the figures were taken. */
 
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** The repository root (bench/dist/harness → three levels up). */
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+/** The repository root: the nearest directory above this file holding packages/tidal-core (bench/dist and the probes' build sit at different depths). */
+export const ROOT = findRoot(path.dirname(fileURLToPath(import.meta.url)));
+
+function findRoot(from: string): string {
+  for (let dir = from; ; dir = path.dirname(dir)) {
+    if (fs.existsSync(path.join(dir, 'packages', 'tidal-core', 'package.json'))) return dir;
+    if (path.dirname(dir) === dir) return path.resolve(from, '..', '..', '..');
+  }
+}
 
 export interface MachineInfo {
   cores: number;

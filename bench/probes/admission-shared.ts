@@ -1,5 +1,6 @@
+// Probe: admit + release with the admission state in this thread's memory against shared memory (docs/serve.md).
 /**
- * `node bench/dist/admission-shared.js` (after `tsc -b bench`): what one `admit` + `release` of the
+ * `node bench/probes/dist/probes/admission-shared.js` (after `npm run probes`): what one `admit` + `release` of the
  * HTTP admission chain costs with its state in this thread's memory and in shared memory
  * (`createSharedAdmissionState`), one thread, uncontended, side by side in one run.
  *
@@ -9,11 +10,14 @@
  * the median of `--rounds` rounds (after one warm-up) is reported.
  */
 import { createAdmissionChain, createSharedAdmissionState, type AdmissionOptions, type RequestInfo } from 'tidal-serve';
-import { describeMachine, intFlag, nowMs } from './stats.js';
+import { Report, nowMs, parseOptions } from '../src/harness/index.js';
 
-const argv = process.argv.slice(2);
-const OPS = intFlag(argv, 'ops', 1_000_000);
-const ROUNDS = intFlag(argv, 'rounds', 7);
+const opts = parseOptions('admission-shared', {
+  ops: { type: 'int', default: 1_000_000, description: 'admit + release pairs per round and variant' },
+  rounds: { type: 'int', default: 7, description: 'timed rounds after one warm-up; the median is reported' },
+});
+const OPS = opts.ops;
+const ROUNDS = opts.rounds;
 
 const CAP_ADAPTIVE: AdmissionOptions = {
   inFlightCap: 640,
@@ -63,7 +67,9 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-console.log(`admit + release, ns/op: ${describeMachine()}; ${OPS.toLocaleString('en')} ops per round, median of ${ROUNDS} rounds`);
+const report = new Report('admission-shared', opts);
+report.line(`admit + release, ns/op; ${OPS.toLocaleString('en')} ops per round, median of ${ROUNDS} rounds.`);
+report.line();
 const results = new Map<string, { local: number[]; shared: number[] }>();
 for (let round = 0; round <= ROUNDS; round++) {
   for (const v of VARIANTS) {
@@ -79,10 +85,11 @@ for (let round = 0; round <= ROUNDS; round++) {
     }
   }
 }
-console.log('| chain | local ns/op | shared ns/op | shared ÷ local |');
-console.log('|---|---:|---:|---:|');
+const rows: string[][] = [];
 for (const [name, r] of results) {
   const l = median(r.local);
   const s = median(r.shared);
-  console.log(`| ${name} | ${l.toFixed(0)} | ${s.toFixed(0)} | ${(s / l).toFixed(2)}× |`);
+  rows.push([name, l.toFixed(0), s.toFixed(0), `${(s / l).toFixed(2)}×`]);
 }
+report.table('', ['chain', 'local ns/op', 'shared ns/op', 'shared ÷ local'], rows);
+report.finish();

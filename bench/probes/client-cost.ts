@@ -1,5 +1,6 @@
+// Probe: the load generator's CPU per request with its raw node:net client against undici (docs/serve.md).
 /**
- * `node bench/dist/serve/client-cost.js`: what one request costs the LOAD GENERATOR, per client
+ * `node bench/probes/dist/probes/client-cost.js` (after `npm run probes`): what one request costs the LOAD GENERATOR, per client
  * (`--client raw` and `--client undici` of bench/src/serve/loadgen.ts), against the same
  * `tidal serve --demo` (one server for the whole run). The generator shares the machine with the
  * server in bench:serve, so every µs it spends is taken from the server, and its event-loop lag is
@@ -11,32 +12,22 @@
  * undici is taken per round and rate (two runs seconds apart see the same neighbours), then its
  * median; that ratio is the result on a shared machine, the absolute figures move with its load.
  *
- *     node bench/dist/serve/client-cost.js [--items 20000] [--rates 2000,4000,8000] [--rounds 3] [--ms 3000] [--workers 2]
+ *     node bench/probes/dist/probes/client-cost.js [--items 20000] [--rates 2000,4000,8000] [--rounds 3] [--ms 3000] [--workers 2]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { Corpus } from '../corpus.js';
-import { mixHttpRequest, prepareRequests } from '../query-mix.js';
-import { mulberry32 } from '../random.js';
-import { describeMachine, intFlag, loadAverage, markdownTable } from '../stats.js';
-import type { LoadgenClient, LoadResult, RequestSpec } from './loadgen.js';
-import { runLoadgen } from './spawn-loadgen.js';
+import { join } from 'node:path';
+import { Corpus } from '../src/corpus.js';
+import { mixHttpRequest, prepareRequests } from '../src/query-mix.js';
+import { mulberry32 } from '../src/random.js';
+import { ROOT, Report, loadAverage, parseOptions } from '../src/harness/index.js';
+import type { LoadgenClient, LoadResult, RequestSpec } from '../src/serve/loadgen.js';
+import { runLoadgen } from '../src/serve/spawn-loadgen.js';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const ROOT = join(HERE, '..', '..', '..');
 const CLI = join(ROOT, 'packages', 'tidal-serve', 'dist', 'cli.js');
 const CLIENTS: readonly LoadgenClient[] = ['undici', 'raw'];
 
-function ratesFlag(argv: readonly string[]): number[] {
-  const i = argv.indexOf('--rates');
-  const raw = i >= 0 ? argv[i + 1] : '2000,4000,8000';
-  const rates = (raw ?? '').split(',').map(Number);
-  if (rates.length === 0 || rates.some((r) => !Number.isFinite(r) || r <= 0)) throw new Error(`--rates must be a comma-separated list of positive numbers, got ${raw}`);
-  return rates;
-}
 
 async function startServer(items: number, workers: number): Promise<{ child: ChildProcess; url: string; exited: Promise<number | null> }> {
   const child = spawn(process.execPath, [CLI, 'serve', '--demo', '--demo-items', String(items), '--port', '0', '--workers', String(workers)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] });
@@ -90,16 +81,15 @@ function median(xs: readonly number[]): number {
 }
 
 async function main(): Promise<void> {
-  const argv = process.argv.slice(2);
-  if (argv.includes('--help')) {
-    process.stdout.write('node bench/dist/serve/client-cost.js [--items N] [--rates R,R,...] [--rounds N] [--ms N] [--workers N]\n');
-    return;
-  }
-  const items = intFlag(argv, 'items', 20_000);
-  const rounds = intFlag(argv, 'rounds', 3);
-  const ms = intFlag(argv, 'ms', 3000);
-  const workers = intFlag(argv, 'workers', 2);
-  const rates = ratesFlag(argv);
+  const opts = parseOptions('client-cost', {
+    items: { type: 'int', default: 20_000, description: 'demo corpus size' },
+    rates: { type: 'ints', description: 'offered rates, requests/s (default 2000,4000,8000)' },
+    rounds: { type: 'int', default: 3, description: 'rounds after a warm-up; the median is reported' },
+    ms: { type: 'int', default: 3000, description: 'milliseconds per rate and client' },
+    workers: { type: 'int', default: 2, description: "the server's query workers" },
+  });
+  const { items, rounds, ms, workers } = opts;
+  const rates = opts.rates.length > 0 ? opts.rates : [2000, 4000, 8000];
   const work = mkdtempSync(join(tmpdir(), 'tidal-client-cost-'));
   let server: Awaited<ReturnType<typeof startServer>> | null = null;
   try {
@@ -110,7 +100,9 @@ async function main(): Promise<void> {
     writeFileSync(file, JSON.stringify(specs));
     process.stderr.write(`starting tidal serve --demo (${items} items)...\n`);
     server = await startServer(items, workers);
-    console.log(`load generator cost per request: ${describeMachine()}; tidal serve --demo ${items} items, ${workers} workers; open loop, ${rounds} rounds of ${ms} ms per rate and client after a warm-up; load average ${loadAverage()}`);
+    const report = new Report('client-cost', opts);
+    report.line(`tidal serve --demo ${items} items, ${workers} workers; open loop, ${rounds} rounds of ${ms} ms per rate and client after a warm-up.`);
+    report.line();
     const results = new Map<string, Measured[]>();
     for (let r = 0; r <= rounds; r++) {
       for (const rate of rates) {
@@ -142,8 +134,9 @@ async function main(): Promise<void> {
         ]);
       }
     }
-    console.log(markdownTable(['offered/s', 'client', 'generator µs / response', 'range', 'generator CPU (of a core)', 'loop delay p99 ms', 'responses/s', 'refused', '× undici, per round'], rows));
-    console.log(`load average at the end: ${loadAverage()}`);
+    report.table('', ['offered/s', 'client', 'generator µs / response', 'range', 'generator CPU (of a core)', 'loop delay p99 ms', 'responses/s', 'refused', '× undici, per round'], rows);
+    report.line(`load average at the end: ${loadAverage()}`);
+    report.finish();
   } finally {
     if (server !== null) {
       server.child.kill('SIGTERM');

@@ -1,5 +1,6 @@
+// Probe: the server main thread's CPU per request, for one build against another (docs/serve.md).
 /**
- * `node bench/dist/serve/request-cost.js`: what one query costs the server's MAIN THREAD, the
+ * `node bench/probes/dist/probes/request-cost.js` (after `npm run probes`): what one query costs the server's MAIN THREAD, the
  * thread every request crosses (HTTP parsing, routing, the admission chain, the hand-off to a query
  * worker and back, serialization, the write) and the one that does not get cheaper when tidal
  * degrades. The query workers' time is reported beside it, but it is not the figure.
@@ -14,7 +15,7 @@
  * one's figure of the same round (median and range over rounds), so variants measured in one run
  * are comparable on a shared machine: the ratio is the result, the absolute figure moves with load.
  *
- *     node bench/dist/serve/request-cost.js [--items 20000] [--rounds 5] [--ms 3000] [--connections 8]
+ *     node bench/probes/dist/probes/request-cost.js [--items 20000] [--rounds 5] [--ms 3000] [--connections 8]
  *       [--workers 2] [--variant NAME=CLI ...] [--profile]
  *
  * `--profile` runs the servers under `--cpu-prof` and prints each variant's main-thread self time
@@ -28,18 +29,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { Corpus } from '../corpus.js';
-import { mixHttpRequest, prepareRequests } from '../query-mix.js';
-import { mulberry32 } from '../random.js';
-import { describeMachine, intFlag, loadAverage, markdownTable } from '../stats.js';
-import type { LoadResult, RequestSpec } from './loadgen.js';
-import { runLoadgen } from './spawn-loadgen.js';
-import { summarizeProfile } from './profile.js';
+import { join, resolve } from 'node:path';
+import { Corpus } from '../src/corpus.js';
+import { mixHttpRequest, prepareRequests } from '../src/query-mix.js';
+import { mulberry32 } from '../src/random.js';
+import { ROOT, Report, loadAverage, markdownTable, parseOptions } from '../src/harness/index.js';
+import type { LoadResult, RequestSpec } from '../src/serve/loadgen.js';
+import { runLoadgen } from '../src/serve/spawn-loadgen.js';
+import { summarizeProfile } from '../src/serve/profile.js';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const ROOT = join(HERE, '..', '..', '..');
 const ROUTES = ['retrieve', 'search'] as const;
 type Route = (typeof ROUTES)[number];
 
@@ -141,11 +139,9 @@ function median(xs: readonly number[]): number {
   return s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 }
 
-function variants(argv: readonly string[]): { name: string; cli: string }[] {
+function variants(given: readonly string[]): { name: string; cli: string }[] {
   const out: { name: string; cli: string }[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const raw = argv[i] === '--variant' ? argv[i + 1] : argv[i]!.startsWith('--variant=') ? argv[i]!.slice('--variant='.length) : undefined;
-    if (raw === undefined) continue;
+  for (const raw of given) {
     const eq = raw.indexOf('=');
     if (eq <= 0) throw new Error(`--variant must be NAME=PATH/cli.js, got ${raw}`);
     out.push({ name: raw.slice(0, eq), cli: resolve(raw.slice(eq + 1)) });
@@ -155,18 +151,18 @@ function variants(argv: readonly string[]): { name: string; cli: string }[] {
 }
 
 async function main(): Promise<void> {
-  const argv = process.argv.slice(2);
-  if (argv.includes('--help')) {
-    process.stdout.write('node bench/dist/serve/request-cost.js [--items N] [--rounds N] [--ms N] [--connections N] [--workers N] [--variant NAME=CLI ...] [--profile]\n');
-    return;
-  }
-  const items = intFlag(argv, 'items', 20_000);
-  const rounds = intFlag(argv, 'rounds', 5);
-  const ms = intFlag(argv, 'ms', 3000);
-  const refusals = argv.includes('--refusals');
-  const connections = intFlag(argv, 'connections', refusals ? 32 : 8);
-  const workers = intFlag(argv, 'workers', 2);
-  const profile = argv.includes('--profile');
+  const opts = parseOptions('request-cost', {
+    items: { type: 'int', default: 20_000, description: 'demo corpus size' },
+    rounds: { type: 'int', default: 5, description: 'rounds after a warm-up round; the median is reported' },
+    ms: { type: 'int', default: 3000, description: 'milliseconds per variant and route' },
+    refusals: { type: 'boolean', description: 'the refusal path: servers with --in-flight-cap 1 --no-adaptive' },
+    connections: { type: 'int', default: 0, min: 0, description: 'closed-loop connections (0: 8, or 32 with --refusals)' },
+    workers: { type: 'int', default: 2, description: "the server's query workers" },
+    variant: { type: 'strings', description: 'NAME=PATH/cli.js, repeatable (default: current=this tree)' },
+    profile: { type: 'boolean', description: "each variant's main-thread self time by function" },
+  });
+  const { items, rounds, ms, refusals, workers, profile } = opts;
+  const connections = opts.connections || (refusals ? 32 : 8);
   const work = mkdtempSync(join(tmpdir(), 'tidal-cost-'));
   const running: Variant[] = [];
   try {
@@ -181,12 +177,13 @@ async function main(): Promise<void> {
       writeFileSync(files[route], JSON.stringify(specsOf[route]));
     }
     // One server at a time loads its corpus: loading several at once on 2 cores takes as long.
-    for (const v of variants(argv)) {
+    for (const v of variants(opts.variant)) {
       process.stderr.write(`starting ${v.name} (${v.cli})...\n`);
       running.push(await start(v.name, v.cli, items, workers, profile, refusals ? ['--in-flight-cap', '1', '--no-adaptive'] : []));
     }
     const load0 = loadAverage();
-    console.log(`serve request cost${refusals ? ' (refusals: --in-flight-cap 1 --no-adaptive)' : ''}: ${describeMachine()}; ${items} items, ${workers} workers, ${connections} connections closed loop, ${rounds} rounds of ${ms} ms after a warm-up round; load average ${load0}`);
+    const report = new Report('request-cost', opts);
+    console.log(`serve request cost${refusals ? ' (refusals: --in-flight-cap 1 --no-adaptive)' : ''}: ${items} items, ${workers} workers, ${connections} connections closed loop, ${rounds} rounds of ${ms} ms after a warm-up round; load average ${load0}`);
     const bodies = new Map<string, number>();
     for (const v of running) for (const route of ROUTES) bodies.set(`${v.name} ${route}`, (await sizes(v.url, specsOf[route], 100)).bodyBytes);
     const results = new Map<string, Measured[]>();
@@ -228,8 +225,8 @@ async function main(): Promise<void> {
         ]);
       }
     }
-    console.log(markdownTable(['route', 'variant', 'main thread µs / request', 'range', `× ${running[0]!.name}, per round`, 'process µs / request', 'requests/s', refusals ? 'refused' : 'at Full', 'body bytes'], rows));
-    console.log(`load average at the end: ${loadAverage()}`);
+    report.table('', ['route', 'variant', 'main thread µs / request', 'range', `× ${running[0]!.name}, per round`, 'process µs / request', 'requests/s', refusals ? 'refused' : 'at Full', 'body bytes'], rows);
+    report.line(`load average at the end: ${loadAverage()}`);
     for (const v of running) {
       v.child.kill('SIGTERM');
       await v.exited;
@@ -239,6 +236,7 @@ async function main(): Promise<void> {
       console.log(`\n${v.name}: main thread self time over ${p.samples} samples\n`);
       console.log(markdownTable(['self time', 'function'], p.top.map((t) => [`${(t.share * 100).toFixed(1)} %`, t.name.replaceAll('|', '\\|')])));
     }
+    report.finish();
   } finally {
     for (const v of running) {
       if (v.child.exitCode === null) v.child.kill('SIGKILL');

@@ -1,5 +1,6 @@
+// Probe: what a refusal and a trivial route cost the server process under fastify, node:http, a hybrid and tidal's listener (docs/serve.md).
 /**
- * `node bench/dist/serve-refusal.js`: what one HTTP request costs the server's process on the
+ * `node bench/probes/dist/probes/serve-refusal.js` (after `npm run probes`): what one HTTP request costs the server's process on the
  * refusal path and on a trivial admitted route, for the three ways tidal serve could be built:
  *
  * - `fastify`: fastify 5, the refusal answered from an `onRequest` hook (503, a small JSON body,
@@ -32,7 +33,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { InvalidInputError } from 'tidal-core';
 import type { ServeDb } from 'tidal-serve';
-import { describeMachine, intFlag } from './stats.js';
+import { Report, parseOptions } from '../src/harness/index.js';
 
 type Kind = 'fastify' | 'node' | 'hybrid' | 'tidal';
 type Path = '/refuse' | '/ok';
@@ -185,14 +186,20 @@ async function main(): Promise<void> {
     });
     return;
   }
-  const rounds = intFlag(argv, 'rounds', 5);
-  const ms = intFlag(argv, 'ms', 2000);
-  const connections = intFlag(argv, 'connections', 32);
-  const kindsArg = argv.find((a) => a.startsWith('--kinds='))?.slice('--kinds='.length) ?? (argv.includes('--kinds') ? argv[argv.indexOf('--kinds') + 1] : undefined);
+  const opts = parseOptions('serve-refusal', {
+    rounds: { type: 'int', default: 5, description: 'timed rounds after one warm-up; the median is reported' },
+    ms: { type: 'int', default: 2000, description: 'milliseconds per measurement' },
+    connections: { type: 'int', default: 32, description: 'keep-alive connections of the closed loop' },
+    kinds: { type: 'string', description: `servers to measure, of ${KINDS.join(', ')} (node is always measured)` },
+  });
+  const { rounds, ms, connections } = opts;
+  const kindsArg = opts.kinds;
   const asked = kindsArg === undefined ? KINDS : kindsArg.split(',').map((k) => k.trim());
   for (const k of asked) if (!KINDS.includes(k as Kind)) throw new InvalidInputError('--kinds', `a list of ${KINDS.join(', ')}`, kindsArg);
   const kinds = KINDS.filter((k) => k === 'node' || asked.includes(k));
-  console.log(`serve-refusal: ${describeMachine()}; ${rounds} rounds of ${ms} ms, ${connections} connections, generator in another process`);
+  const report = new Report('serve-refusal', opts);
+  report.line(`${rounds} rounds of ${ms} ms, ${connections} connections, generator in another process.`);
+  report.line();
   const results = new Map<string, Measured[]>();
   for (let r = 0; r <= rounds; r++) {
     // Rotate the order each round so no kind always runs first (or right after another's GC).
@@ -240,6 +247,8 @@ async function main(): Promise<void> {
         `tidal ${row('tidal', '/refuse').cpu.toFixed(1)}, node:http ${row('node', '/refuse').cpu.toFixed(1)}), Node ${versions}; target ≤ ${TARGET_US} µs: ${d <= TARGET_US ? 'met' : 'MISSED'}`,
     );
   }
+  report.set('results', Object.fromEntries(results));
+  report.finish();
 }
 
 await main();

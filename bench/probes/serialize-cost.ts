@@ -1,5 +1,6 @@
+// Probe: JSON.stringify against fast-json-stringify and a hand-written serializer on real answers (docs/serve.md).
 /**
- * `node bench/dist/serve/serialize-cost.js`: what turning a query's HTTP answer into JSON costs,
+ * `node bench/probes/dist/probes/serialize-cost.js` (after `npm run probes`): what turning a query's HTTP answer into JSON costs,
  * three ways, on real answers (the retrieve and search requests of the query mix against the demo
  * corpus, in this process): `JSON.stringify` (what fastify does for a route without a response
  * schema), fast-json-stringify compiled from a response schema (what fastify does with one; the
@@ -9,15 +10,15 @@
  * shortest string that reads back as the same double whichever way the structure around it is
  * walked, so the three end up close: the figures decide whether a schema pays.
  *
- *     node bench/dist/serve/serialize-cost.js [--items 20000] [--answers 400] [--rounds 7]
+ *     node bench/probes/dist/probes/serialize-cost.js [--items 20000] [--answers 400] [--rounds 7]
  */
 import { createRequire } from 'node:module';
 import { TidalDb, levelName } from 'tidal-core';
 import { loadDemo } from 'tidal-serve';
-import { Corpus, tidalSchema } from '../corpus.js';
-import { prepareRequests } from '../query-mix.js';
-import { mulberry32 } from '../random.js';
-import { describeMachine, intFlag, markdownTable } from '../stats.js';
+import { Corpus, tidalSchema } from '../src/corpus.js';
+import { prepareRequests } from '../src/query-mix.js';
+import { mulberry32 } from '../src/random.js';
+import { Report, parseOptions } from '../src/harness/index.js';
 
 type Serializer = (answer: Record<string, unknown>) => string;
 
@@ -119,10 +120,13 @@ function timePerCall(fn: Serializer, answers: readonly Record<string, unknown>[]
 }
 
 async function main(): Promise<void> {
-  const argv = process.argv.slice(2);
-  const items = intFlag(argv, 'items', 20_000);
-  const count = intFlag(argv, 'answers', 400);
-  const rounds = intFlag(argv, 'rounds', 7);
+  const opts = parseOptions('serialize-cost', {
+    items: { type: 'int', default: 20_000, description: 'demo corpus size' },
+    answers: { type: 'int', default: 400, description: 'requests of the query mix whose answers are serialized' },
+    rounds: { type: 'int', default: 7, description: 'interleaved rounds; the median is reported' },
+  });
+  const { items, rounds } = opts;
+  const count = opts.answers;
   const db = await TidalDb.builder().ephemeral().schema(tidalSchema(128)).open();
   try {
     await loadDemo(db, { items });
@@ -155,7 +159,9 @@ async function main(): Promise<void> {
         }
       }
     }
-    console.log(`serialize cost: ${describeMachine()}; ${answers.retrieve.length} retrieve and ${answers.search.length} search answers, median of ${rounds} rounds`);
+    const report = new Report('serialize-cost', opts);
+    report.line(`${answers.retrieve.length} retrieve and ${answers.search.length} search answers, median of ${rounds} rounds.`);
+    report.line();
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     const rows: string[][] = [];
     for (const kind of ['retrieve', 'search'] as const) {
@@ -166,7 +172,8 @@ async function main(): Promise<void> {
         rows.push([kind, name, t.toFixed(2), `${(t / base).toFixed(2)}×`, bytes.toFixed(0)]);
       }
     }
-    console.log(markdownTable(['answer', 'serializer', 'µs / answer', '× JSON.stringify', 'bytes'], rows));
+    report.table('', ['answer', 'serializer', 'µs / answer', '× JSON.stringify', 'bytes'], rows);
+    report.finish();
   } finally {
     await db.close();
   }
