@@ -206,6 +206,9 @@ function checkpointCost(slots: number, dirtyShare: number): { fullMs: number; in
   try {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
+    // SlotCheckpoint writes into the table tidal's storage creates; a copy of that one line until
+    // the bench can import the DDL from the package that owns it.
+    db.exec('CREATE TABLE IF NOT EXISTS signal_checkpoint (chunk INTEGER PRIMARY KEY, data BLOB NOT NULL)');
     const slotBytes = 1024;
     const arena = new SharedArrayBuffer(slots * slotBytes);
     const bytes = new Uint8Array(arena);

@@ -1,7 +1,7 @@
 /** The bench harness: flags, timing, interleaved variants, the machine header, markdown and JSON output. */
 
 export { parseOptions, parseOptionsOrThrow, usage, UsageError, type OptionSpec, type Options } from './args.js';
-export { interleave, fmtSpread, type Variant, type VariantResult, type InterleaveOptions, type Spread } from './interleave.js';
+export { interleave, fmtSpread, spread, type Variant, type VariantResult, type InterleaveOptions, type Spread } from './interleave.js';
 export { ROOT, describeHeader, describeMachine, gitCommit, header, loadAverage, machine, type Header, type MachineInfo } from './machine.js';
 export { Report, type ReportTable } from './report.js';
 export { loadBaseline, type Baseline } from './baseline.js';

@@ -6,7 +6,7 @@
  * shared machine, the absolute times move with its load.
  */
 
-import { collectGarbage, percentile } from './stats.js';
+import { collectGarbage } from './stats.js';
 
 export interface Variant {
   readonly name: string;
@@ -39,9 +39,13 @@ export interface VariantResult {
   ratio: Spread;
 }
 
-function spread(xs: readonly number[]): Spread {
+/** Median (the mean of the middle two for an even count), min and max. */
+export function spread(xs: readonly number[]): Spread {
   const s = Float64Array.from(xs).sort();
-  return { median: percentile(s, 50), min: s[0] ?? Number.NaN, max: s[s.length - 1] ?? Number.NaN };
+  const n = s.length;
+  if (n === 0) return { median: Number.NaN, min: Number.NaN, max: Number.NaN };
+  const median = n % 2 === 1 ? s[(n - 1) / 2]! : (s[n / 2 - 1]! + s[n / 2]!) / 2;
+  return { median, min: s[0]!, max: s[n - 1]! };
 }
 
 /** Runs the variants in rotating order, `warmup` untimed rounds then `rounds` timed ones. */
