@@ -88,5 +88,6 @@ const rows = Object.entries(samples).map(([name, xs]) => {
   const sorted = [...xs].sort((a, b) => a - b);
   return [name, m.toFixed(0), `${percentile(sorted, 10).toFixed(0)}–${percentile(sorted, 90).toFixed(0)}`, `${(m / capNs).toFixed(2)}×`];
 });
-report.table(`admit + release, ns per request: median of ${ROUNDS} interleaved rounds of ${N.toLocaleString('en-US')}`, ['path', 'ns', 'p10–p90', 'vs the cap'], rows);
+const title = `admit + release, ns per request: median of ${ROUNDS} interleaved rounds of ${N.toLocaleString('en-US')}`;
+report.table(title, ['path', 'ns', 'p10–p90', 'vs the cap'], rows);
 report.finish();

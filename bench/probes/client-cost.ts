@@ -101,7 +101,9 @@ async function main(): Promise<void> {
     process.stderr.write(`starting tidal serve --demo (${items} items)...\n`);
     server = await startServer(items, workers);
     const report = new Report('client-cost', opts);
-    report.line(`tidal serve --demo ${items} items, ${workers} workers; open loop, ${rounds} rounds of ${ms} ms per rate and client after a warm-up.`);
+    report.line(
+      `tidal serve --demo ${items} items, ${workers} workers; open loop, ${rounds} rounds of ${ms} ms per rate and client after a warm-up.`,
+    );
     report.line();
     const results = new Map<string, Measured[]>();
     for (let r = 0; r <= rounds; r++) {

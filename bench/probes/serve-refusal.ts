@@ -1,4 +1,4 @@
-// Probe: what a refusal and a trivial route cost the server process under fastify, node:http, a hybrid and tidal's listener (docs/serve.md).
+// Probe: a refusal's and a trivial route's server CPU under fastify, node:http, a hybrid and tidal's listener (docs/serve.md).
 /**
  * `node bench/probes/dist/probes/serve-refusal.js` (after `npm run probes`): what one HTTP request costs the server's process on the
  * refusal path and on a trivial admitted route, for the three ways tidal serve could be built:

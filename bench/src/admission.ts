@@ -169,7 +169,8 @@ async function main(): Promise<void> {
       closedLoop((t) => scheduler.submit(t, { priority: PRIORITY.default, signal: null }), inFlight),
     );
     row(`admitted query, ${inFlight} in flight, depth ${depth}, direct`, direct);
-    row(`admitted query, ${inFlight} in flight, depth ${depth}, through the scheduler`, scheduled, `+${(scheduled - direct).toFixed(0)} ns`);
+    const added = `+${(scheduled - direct).toFixed(0)} ns`;
+    row(`admitted query, ${inFlight} in flight, depth ${depth}, through the scheduler`, scheduled, added);
   }
   report.table(`ns per operation, median of ${ROUNDS} rounds`, ['operation', 'ns', 'over direct'], rows);
   report.set('rows', rows);

@@ -494,14 +494,32 @@ async function compareTrees(before: typeof tidalCore): Promise<void> {
         agree += agreement(ids[1]![i]!, ids[0]![i]!);
         n++;
       }
-      const row = [q.label, fmtMs(sb.p50), fmtMs(sa.p50), fmtRatio(sa.p50 / sb.p50), fmtSpread(a!.ratio), fmtMs(sb.p99), fmtMs(sa.p99), `${((100 * agree) / n).toFixed(1)}%`];
+      const row = [
+        q.label,
+        fmtMs(sb.p50),
+        fmtMs(sa.p50),
+        fmtRatio(sa.p50 / sb.p50),
+        fmtSpread(a!.ratio),
+        fmtMs(sb.p99),
+        fmtMs(sa.p99),
+        `${((100 * agree) / n).toFixed(1)}%`,
+      ];
       process.stderr.write(`${row.join(' | ')}\n`);
       rows.push(row);
       results.push({ label: q.label, before: sb, after: sa, blocks: { before: b, after: a }, agreement: agree / n });
     }
     report.table(
       `${fmtInt(ITEMS)} items; ${blocks * BLOCK} timed queries per type in blocks of ${BLOCK}, after one warm-up block`,
-      ['', 'before p50 ms', 'after p50 ms', 'after ÷ before (p50)', 'after ÷ before per block (range)', 'before p99 ms', 'after p99 ms', 'same top-k'],
+      [
+        '',
+        'before p50 ms',
+        'after p50 ms',
+        'after ÷ before (p50)',
+        'after ÷ before per block (range)',
+        'before p99 ms',
+        'after p99 ms',
+        'same top-k',
+      ],
       rows,
     );
     report.set('baseline', { dir: baseline!.dir, commit: baseline!.commit });

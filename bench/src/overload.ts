@@ -15,7 +15,18 @@ import { DegradationLevel, TidalDb, TidalError, levelName, type DegradationLevel
 import { Corpus, tidalSchema } from './corpus.js';
 import { prepareQueries, prepareTypedQueries, QUERY_TYPES, type QueryType } from './query-mix.js';
 import { mulberry32 } from './random.js';
-import { Progress, Report, collectGarbage, fmtInt, machine, markdownTable, nowMs, parseOptions, parseOptionsOrThrow, percentile } from './harness/index.js';
+import {
+  Progress,
+  Report,
+  collectGarbage,
+  fmtInt,
+  machine,
+  markdownTable,
+  nowMs,
+  parseOptions,
+  parseOptionsOrThrow,
+  percentile,
+} from './harness/index.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');

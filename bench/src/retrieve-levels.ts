@@ -262,7 +262,8 @@ async function compareTrees(corpus: Corpus, before: TidalQuery): Promise<void> {
         { rounds: REPS },
       );
       const ns = (ms: number) => fmtInt((ms * 1e6) / p.tasks.length);
-      const row = [p.name, levelName(level), ns(a!.round.median), ns(b!.round.median), fmtSpread(b!.ratio), overlapWith(tops[1]!, tops[0]!).toFixed(2)];
+      const overlap = overlapWith(tops[1]!, tops[0]!).toFixed(2);
+      const row = [p.name, levelName(level), ns(a!.round.median), ns(b!.round.median), fmtSpread(b!.ratio), overlap];
       rows.push(row);
       results.push({ profile: p.name, level: levelName(level), before: a, after: b });
       process.stderr.write(`${row.join(' | ')}\n`);

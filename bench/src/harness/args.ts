@@ -48,10 +48,15 @@ const COMMON = {
 } as const satisfies Record<string, OptionSpec>;
 
 /** Parses `argv` against `spec`; throws {@link UsageError}. */
-export function parseOptionsOrThrow<S extends Record<string, OptionSpec>>(spec: S, argv: readonly string[]): Options<S> & { help: boolean } {
+export function parseOptionsOrThrow<S extends Record<string, OptionSpec>>(
+  spec: S,
+  argv: readonly string[],
+): Options<S> & { help: boolean } {
   const all: Record<string, OptionSpec> = { ...spec, ...COMMON };
   const config: NonNullable<ParseArgsConfig['options']> = {};
-  for (const [name, o] of Object.entries(all)) config[name] = { type: o.type === 'boolean' ? 'boolean' : 'string', multiple: o.type === 'strings' };
+  for (const [name, o] of Object.entries(all)) {
+    config[name] = { type: o.type === 'boolean' ? 'boolean' : 'string', multiple: o.type === 'strings' };
+  }
   let values: Record<string, unknown>;
   try {
     ({ values } = parseArgs({ args: [...argv], options: config, strict: true, allowPositionals: false }));
@@ -121,7 +126,11 @@ export function usage(suite: string, spec: Record<string, OptionSpec>): string {
  * Parses the process's arguments: on `--help` prints the flags and exits 0; on a bad flag prints
  * the message naming it and exits 2.
  */
-export function parseOptions<S extends Record<string, OptionSpec>>(suite: string, spec: S, argv: readonly string[] = process.argv.slice(2)): Options<S> {
+export function parseOptions<S extends Record<string, OptionSpec>>(
+  suite: string,
+  spec: S,
+  argv: readonly string[] = process.argv.slice(2),
+): Options<S> {
   try {
     const o = parseOptionsOrThrow(spec, argv);
     if (o.help) {

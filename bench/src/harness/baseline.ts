@@ -32,7 +32,9 @@ export function loadBaseline(dir: string | undefined, packages: readonly string[
     const link = path.join(root, 'node_modules', pkg);
     const missing = !fs.existsSync(entry) ? entry : !fs.existsSync(link) ? link : undefined;
     if (missing !== undefined) {
-      process.stderr.write(`--baseline ${dir}: ${missing} does not exist (the tree needs its node_modules and a build: npx tsc -b packages/${pkg})\n`);
+      process.stderr.write(
+        `--baseline ${dir}: ${missing} does not exist (the tree needs its node_modules and a build: npx tsc -b packages/${pkg})\n`,
+      );
       process.exit(2);
     }
   }

@@ -2,7 +2,17 @@
 
 export { parseOptions, parseOptionsOrThrow, usage, UsageError, type OptionSpec, type Options } from './args.js';
 export { interleave, fmtSpread, spread, type Variant, type VariantResult, type InterleaveOptions, type Spread } from './interleave.js';
-export { ROOT, describeHeader, describeMachine, gitCommit, header, loadAverage, machine, type Header, type MachineInfo } from './machine.js';
+export {
+  ROOT,
+  describeHeader,
+  describeMachine,
+  gitCommit,
+  header,
+  loadAverage,
+  machine,
+  type Header,
+  type MachineInfo,
+} from './machine.js';
 export { Report, type ReportTable } from './report.js';
 export { loadBaseline, type Baseline } from './baseline.js';
 export {

@@ -6,7 +6,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** The repository root: the nearest directory above this file holding packages/tidal-core (bench/dist and the probes' build sit at different depths). */
+/**
+ * The repository root: the nearest directory above this file holding packages/tidal-core (bench/dist
+ * and the probes' build sit at different depths).
+ */
 export const ROOT = findRoot(path.dirname(fileURLToPath(import.meta.url)));
 
 function findRoot(from: string): string {
@@ -25,7 +28,7 @@ export interface MachineInfo {
 }
 
 export interface Header extends MachineInfo {
-  /** `git rev-parse --short HEAD` of the tree being measured, `+dirty` when it has uncommitted changes; `unknown` outside git. */
+  /** `git rev-parse --short HEAD` of the tree measured, `+dirty` with uncommitted changes; `unknown` outside git. */
   commit: string;
   /** ISO 8601, UTC, when the run started. */
   date: string;
@@ -54,7 +57,8 @@ export function loadAverage(): number {
 
 /** The commit of the tree at `root`, `+dirty` when its work tree differs from it. */
 export function gitCommit(root = ROOT): string {
-  const git = (...args: string[]) => execFileSync('git', args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  const git = (...args: string[]) =>
+    execFileSync('git', args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   try {
     const commit = git('rev-parse', '--short', 'HEAD');
     return git('status', '--porcelain', '--untracked-files=no') === '' ? commit : `${commit}+dirty`;

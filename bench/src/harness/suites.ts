@@ -12,14 +12,49 @@ export interface Suite {
 }
 
 export const SUITES: readonly Suite[] = Object.freeze([
-  { name: 'query', script: 'bench.js', gc: true, description: 'ingest and queries against hand-written SQLite; recall@10 (the default suite)' },
-  { name: 'write', script: 'write-path.js', gc: true, description: 'the durable write path against raw better-sqlite3; backpressure under 2× overload' },
-  { name: 'store', script: 'signal-store.js', gc: true, description: 'the shared-memory signal state: reservation, memory per slot, growable against fixed' },
+  {
+    name: 'query',
+    script: 'bench.js',
+    gc: true,
+    description: 'ingest and queries against hand-written SQLite; recall@10 (the default suite)',
+  },
+  {
+    name: 'write',
+    script: 'write-path.js',
+    gc: true,
+    description: 'the durable write path against raw better-sqlite3; backpressure under 2× overload',
+  },
+  {
+    name: 'store',
+    script: 'signal-store.js',
+    gc: true,
+    description: 'the shared-memory signal state: reservation, memory per slot, growable against fixed',
+  },
   { name: 'text', script: 'text-index.js', gc: true, description: 'the text index top-k BM25 against SQLite FTS5 on the same rows' },
-  { name: 'retrieve', script: 'retrieve-levels.js', gc: true, description: 'retrieve per profile and degradation level: ns/query, work counters, overlap@10' },
-  { name: 'admission', script: 'admission.js', gc: true, description: 'what a refusal, the work-sharing key and the scheduler cost the main thread' },
-  { name: 'ratelimit', script: 'ratelimit.js', gc: true, description: 'the (agent, session) rate limiter against rate-limiter-flexible; heap per session' },
-  { name: 'overload', script: 'overload.js', gc: true, description: 'each level\'s cost and quality, then 1×, 3×, 10× and 0.5× capacity, with and without load management' },
+  {
+    name: 'retrieve',
+    script: 'retrieve-levels.js',
+    gc: true,
+    description: 'retrieve per profile and degradation level: ns/query, work counters, overlap@10',
+  },
+  {
+    name: 'admission',
+    script: 'admission.js',
+    gc: true,
+    description: 'what a refusal, the work-sharing key and the scheduler cost the main thread',
+  },
+  {
+    name: 'ratelimit',
+    script: 'ratelimit.js',
+    gc: true,
+    description: 'the (agent, session) rate limiter against rate-limiter-flexible; heap per session',
+  },
+  {
+    name: 'overload',
+    script: 'overload.js',
+    gc: true,
+    description: 'each level\'s cost and quality, then 1×, 3×, 10× and 0.5× capacity, with and without load management',
+  },
   {
     name: 'fleet',
     script: 'fleet.js',
@@ -27,9 +62,24 @@ export const SUITES: readonly Suite[] = Object.freeze([
     before: ['scripts/ensure-services.mjs'],
     description: 'limits shared through Redis against local ones and rate-limiter-flexible; the embedder as a slow dependency',
   },
-  { name: 'personalization', script: 'personalization.js', gc: true, description: 'for_you and related against hand-written SQL; per-level cost and quality' },
-  { name: 'order', script: 'created-order.js', gc: true, description: 'the newest-first and per-creator orders after item writes, patched against rebuilt' },
-  { name: 'serve', script: 'serve/bench-serve.js', gc: false, description: 'tidal serve under open-loop 1×, 3×, 10×, 0.5× capacity over HTTP, load generator in its own process' },
+  {
+    name: 'personalization',
+    script: 'personalization.js',
+    gc: true,
+    description: 'for_you and related against hand-written SQL; per-level cost and quality',
+  },
+  {
+    name: 'order',
+    script: 'created-order.js',
+    gc: true,
+    description: 'the newest-first and per-creator orders after item writes, patched against rebuilt',
+  },
+  {
+    name: 'serve',
+    script: 'serve/bench-serve.js',
+    gc: false,
+    description: 'tidal serve under open-loop 1×, 3×, 10×, 0.5× capacity over HTTP, load generator in its own process',
+  },
 ]);
 
 export function findSuite(name: string): Suite | undefined {
