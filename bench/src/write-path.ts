@@ -20,6 +20,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
+// The file's tables are internal to tidal-core (not in its exports map): the bench reaches its build output.
+import { openStorage } from '../../packages/tidal-core/dist/storage.js';
 import { BackpressureError, TidalDb, type Durability, type SignalInput } from 'tidal-core';
 import { SignalStore } from 'tidal-query';
 import { SlotCheckpoint } from 'tidal-wal';
@@ -206,9 +208,8 @@ function checkpointCost(slots: number, dirtyShare: number): { fullMs: number; in
   try {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
-    // SlotCheckpoint writes into the table tidal's storage creates; a copy of that one line until
-    // the bench can import the DDL from the package that owns it.
-    db.exec('CREATE TABLE IF NOT EXISTS signal_checkpoint (chunk INTEGER PRIMARY KEY, data BLOB NOT NULL)');
+    // The tables SlotCheckpoint reads and writes, created as a tidal database file has them.
+    openStorage(db, path.join(dir, 'ckpt.db'));
     const slotBytes = 1024;
     const arena = new SharedArrayBuffer(slots * slotBytes);
     const bytes = new Uint8Array(arena);
