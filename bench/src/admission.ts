@@ -20,16 +20,16 @@ import { TidalDb } from 'tidal-core';
 // The scheduler is internal to tidal-core (not in its exports map): the bench reaches its build output.
 import { PRIORITY, QueryScheduler } from '../../packages/tidal-core/dist/scheduler.js';
 import { canonicalKey } from '../../packages/tidal-core/dist/sharing.js';
-import { describeMachine, intFlag, nowMs } from './stats.js';
+import { Report, nowMs, parseOptions } from './harness/index.js';
 
-const argv = process.argv.slice(2);
-const REFUSALS = intFlag(argv, 'refusals', 200_000);
-const QUERIES = intFlag(argv, 'queries', 200_000);
-const ROUNDS = intFlag(argv, 'rounds', 7);
-
-function log(line = ''): void {
-  process.stdout.write(`${line}\n`);
-}
+const opts = parseOptions('admission', {
+  refusals: { type: 'int', default: 200_000, description: 'refusals per round' },
+  queries: { type: 'int', default: 200_000, description: 'queries per round through the scheduler' },
+  rounds: { type: 'int', default: 7, description: 'timed rounds after one warm-up; the median is reported' },
+});
+const REFUSALS = opts.refusals;
+const QUERIES = opts.queries;
+const ROUNDS = opts.rounds;
 
 function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -134,12 +134,15 @@ async function closedLoop(run: (task: () => Promise<number>) => Promise<number>,
 }
 
 async function main(): Promise<void> {
-  log(`admission bench — ${describeMachine()}`);
-  log();
-  const detectorNs = await rounds(detectorRefusal);
-  log(`refusal at the load detector (enter() throws OverloadedError): ${detectorNs.toFixed(0)} ns`);
-  log(`refusal at the load detector (tryEnter() returns it):           ${(await rounds(detectorTryEnter)).toFixed(0)} ns`);
-  log(`a rejected promise, settled (the floor of any async refusal):   ${(await rounds(rejectionFloor)).toFixed(0)} ns`);
+  const report = new Report('admission', opts);
+  const rows: string[][] = [];
+  const row = (what: string, ns: number, note = '') => {
+    rows.push([what, ns.toFixed(0), note]);
+    process.stderr.write(`${what}: ${ns.toFixed(0)} ns\n`);
+  };
+  row('refusal at the load detector (`enter()` throws OverloadedError)', await rounds(detectorRefusal));
+  row('refusal at the load detector (`tryEnter()` returns it)', await rounds(detectorTryEnter));
+  row('a rejected promise, settled (the floor of any async refusal)', await rounds(rejectionFloor));
 
   const db = await TidalDb.builder()
     .ephemeral()
@@ -152,14 +155,12 @@ async function main(): Promise<void> {
     .open();
   try {
     await db.upsert({ id: 'a' });
-    const dbNs = await rounds(() => dbRefusal(db));
-    log(`refusal through db.retrieve (call to settled rejection):         ${dbNs.toFixed(0)} ns`);
+    row('refusal through `db.retrieve` (call to settled rejection)', await rounds(() => dbRefusal(db)));
   } finally {
     await db.close();
   }
 
-  log();
-  log(`work-sharing key of a retrieve task (64-dim context, filter):   ${(await rounds(shareKey)).toFixed(0)} ns`);
+  row('work-sharing key of a retrieve task (64-dim context, filter)', await rounds(shareKey));
   const depth = 8;
   for (const inFlight of [1, depth, 4 * depth]) {
     const direct = await rounds(() => closedLoop((t) => t(), inFlight));
@@ -167,8 +168,13 @@ async function main(): Promise<void> {
     const scheduled = await rounds(() =>
       closedLoop((t) => scheduler.submit(t, { priority: PRIORITY.default, signal: null }), inFlight),
     );
-    log(`admitted query, ${String(inFlight).padStart(2)} in flight, depth ${depth}: direct ${direct.toFixed(0)} ns, through the scheduler ${scheduled.toFixed(0)} ns (+${(scheduled - direct).toFixed(0)} ns)`);
+    row(`admitted query, ${inFlight} in flight, depth ${depth}, direct`, direct);
+    const added = `+${(scheduled - direct).toFixed(0)} ns`;
+    row(`admitted query, ${inFlight} in flight, depth ${depth}, through the scheduler`, scheduled, added);
   }
+  report.table(`ns per operation, median of ${ROUNDS} rounds`, ['operation', 'ns', 'over direct'], rows);
+  report.set('rows', rows);
+  report.finish();
 }
 
 await main();

@@ -1,8 +1,11 @@
 /**
- * `npm run bench`: tidal against the hand-written SQL an application would otherwise write, on the
- * same synthetic corpus, on this machine. Flags: `--items N` (default 100000), `--queries N` per
- * query type (default 300, after 30 warm-up queries), `--workers N` (tidal's query workers,
- * default: one per core), `--inflight N` (signal batches in flight during ingest, default 1).
+ * `npm run bench -- --suite query` (the default suite): tidal against the hand-written SQL an
+ * application would otherwise write, on the same synthetic corpus, on this machine. `--help` lists
+ * the flags.
+ *
+ * With `--baseline DIR` (another checkout, built) it compares two trees instead of tidal and SQL:
+ * the same corpus into this tree's tidal-core and DIR's, then every query type in blocks that
+ * take turns, reporting after ÷ before (see compareTrees).
  *
  * Every latency is measured at the caller, one query at a time: it is the latency an application
  * sees, including the hop to a query worker, not a throughput figure.
@@ -11,34 +14,46 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import * as tidalCore from 'tidal-core';
 import { TidalDb, levelName, type DegradationLevel, type RetrieveResults, type SearchResults } from 'tidal-core';
 import { SqlBaseline, ftsMatchExpression } from './baseline.js';
 import { CATEGORIES, Corpus, mixSeed, tidalSchema, type CorpusSignal, type SignalColumns } from './corpus.js';
 import { mulberry32 } from './random.js';
 import {
   Progress,
+  Report,
   collectGarbage,
   describeMachine,
   fmtDuration,
   fmtInt,
   fmtMs,
   fmtRatio,
-  intFlag,
+  fmtSpread,
+  interleave,
   loadAverage,
+  loadBaseline,
   machine,
   markdownTable,
   nowMs,
+  parseOptions,
   summarize,
   type Summary,
-} from './stats.js';
+} from './harness/index.js';
 
-const argv = process.argv.slice(2);
-const ITEMS = intFlag(argv, 'items', 100_000);
-const QUERIES = intFlag(argv, 'queries', 300);
+const opts = parseOptions('query', {
+  items: { type: 'int', default: 100_000, description: 'items of the bench corpus' },
+  queries: { type: 'int', default: 300, description: 'timed queries per query type, after 30 warm-up queries' },
+  workers: { type: 'int', default: 0, min: 0, description: "tidal's query workers (0: one per core)" },
+  inflight: { type: 'int', default: 1, description: 'signal batches in flight during ingest' },
+  baseline: { type: 'string', description: 'another built checkout: its tidal-core against this one instead of SQL' },
+});
+const argv = opts.argv;
+const ITEMS = opts.items;
+const QUERIES = opts.queries;
 const WARMUP = 30;
-const WORKERS = argv.some((a) => a === '--workers' || a.startsWith('--workers=')) ? intFlag(argv, 'workers', 1) : undefined;
-const INFLIGHT = intFlag(argv, 'inflight', 1);
+const WORKERS = opts.workers === 0 ? undefined : opts.workers;
+const INFLIGHT = opts.inflight;
+const baseline = loadBaseline(opts.baseline, ['tidal-core']);
 const DIMS = 128;
 const BATCH = 1000;
 const RECALL_QUERIES = 200;
@@ -48,8 +63,6 @@ const BLOCK = 30;
 const HYBRID_BM25_CANDIDATES = 200;
 const HYBRID_VECTOR_CANDIDATES = 500;
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const resultsDir = path.resolve(here, '..', 'results');
 
 const TARGETS = {
   ingestRatio: 0.5,
@@ -81,10 +94,11 @@ function log(line = ''): void {
 }
 
 async function main(): Promise<void> {
+  if (baseline) return compareTrees(await baseline.load<typeof tidalCore>('tidal-core'));
   const started = nowMs();
   const m = machine();
+  const report = new Report('query', opts);
   log(`tidal benchmark: ${fmtInt(ITEMS)} items, ${DIMS}-dim embeddings, ${QUERIES} queries per type after ${WARMUP} warm-up`);
-  log(`machine: ${describeMachine(m)}`);
   const loadAtStart = loadAverage();
   log(`load average (1 min) before the run: ${loadAtStart}`);
   if (loadAtStart > m.cores / 2) {
@@ -288,7 +302,7 @@ async function main(): Promise<void> {
 
     const loadAtEnd = loadAverage();
     log(`load average (1 min) at the end, the bench's own threads included: ${loadAtEnd}`);
-    const command = `npm run bench --${argv.length ? ` ${argv.join(' ')}` : ''}`.replace(/ --$/, '');
+    const command = `npm run bench -- --suite query${argv.length ? ` ${argv.join(' ')}` : ''}`;
     const md = renderMarkdown({
       command,
       machine: describeMachine(m),
@@ -312,11 +326,7 @@ async function main(): Promise<void> {
     log(md);
     log('```');
 
-    fs.mkdirSync(resultsDir, { recursive: true });
     const json = {
-      date: new Date().toISOString(),
-      command,
-      machine: m,
       loadAverage: { start: loadAtStart, end: loadAtEnd },
       config: { items: ITEMS, dims: DIMS, queries: QUERIES, warmup: WARMUP, workers: WORKERS ?? 'default', inflight: INFLIGHT, batch: BATCH },
       corpus: { ...summary, creators: corpus.creators, now: new Date(corpus.now).toISOString() },
@@ -335,17 +345,189 @@ async function main(): Promise<void> {
       baselineVariants: extras,
       recall,
       targets,
-      totalMs: nowMs() - started,
     };
-    const out = path.join(resultsDir, 'latest.json');
-    fs.writeFileSync(out, `${JSON.stringify(json, null, 2)}\n`);
-    log();
-    log(`results written to ${path.relative(process.cwd(), out) || out}`);
+    for (const [k, v] of Object.entries(json)) report.set(k, v);
+    report.finish();
     log(`total time: ${fmtDuration(nowMs() - started)}`);
   } finally {
     await db.close();
     sql.close();
     fs.rmSync(tidalDir, { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// --baseline DIR: this tree against another
+// ---------------------------------------------------------------------------------------------
+
+type Query = { run: (db: TidalDb) => Promise<RetrieveResults | SearchResults> };
+
+/** The query types of the comparison with SQL, as calls any tree's TidalDb takes. */
+function treeQueries(corpus: Corpus): { label: string; make: (rand: () => number) => () => Query }[] {
+  return [
+    { label: 'retrieve trending', make: () => () => ({ run: (db) => db.retrieve({ profile: 'trending', limit: 20 }) }) },
+    {
+      label: 'retrieve new, 5% filter',
+      make: (rand) => () => {
+        const category = corpus.randomCategory(rand);
+        return { run: (db) => db.retrieve({ profile: 'new', filter: { category }, limit: 20 }) };
+      },
+    },
+    {
+      label: 'retrieve popular around a context vector',
+      make: (rand) => () => {
+        const context = corpus.contextVector(rand);
+        return { run: (db) => db.retrieve({ profile: 'popular', context, limit: 20 }) };
+      },
+    },
+    {
+      label: 'search text',
+      make: (rand) => () => {
+        const text = corpus.textQuery(rand);
+        return { run: (db) => db.search({ text, limit: 10 }) };
+      },
+    },
+    {
+      label: 'search text, 5% filter',
+      make: (rand) => () => {
+        const c = Math.floor(rand() * CATEGORIES.length);
+        const text = corpus.textQuery(rand, c);
+        return { run: (db) => db.search({ text, filter: { category: CATEGORIES[c]! }, limit: 10 }) };
+      },
+    },
+    {
+      label: 'search hybrid (text + vector)',
+      make: (rand) => () => {
+        const c = Math.floor(rand() * CATEGORIES.length);
+        const text = corpus.textQuery(rand, c);
+        const vector = corpus.contextVector(rand, c);
+        return { run: (db) => db.search({ text, vector, limit: 10 }) };
+      },
+    },
+  ];
+}
+
+/**
+ * The same corpus into this tree's tidal-core (after) and the baseline's (before), each in a
+ * directory of its own, the batches of both taking turns; then every query type over the same
+ * query list, in blocks of BLOCK queries that take turns (who goes first alternating, one warm-up
+ * block each). Per query type: each side's p50 and p99, after ÷ before of the p50, and of every
+ * block's total (median and range over blocks: the figure on a shared machine), and the share of
+ * before's top ids that after returned too.
+ */
+async function compareTrees(before: typeof tidalCore): Promise<void> {
+  const report = new Report('query', opts);
+  report.line(`Baseline: ${baseline!.dir} at ${baseline!.commit} (before) against this tree (after).`);
+  report.line();
+  const corpus = new Corpus({ items: ITEMS, dims: DIMS, seed: 42 });
+  const sides = [
+    { name: 'before', Db: before.TidalDb as unknown as typeof TidalDb },
+    { name: 'after', Db: TidalDb },
+  ];
+  const dirs: string[] = [];
+  const dbs: TidalDb[] = [];
+  try {
+    for (const side of sides) {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), `tidal-bench-${side.name}-`));
+      dirs.push(dir);
+      const builder = side.Db.builder().path(dir).schema(tidalSchema(DIMS)).clock(() => corpus.now);
+      if (WORKERS !== undefined) builder.workers(WORKERS);
+      dbs.push(await builder.open());
+    }
+    const writeMs = [0, 0];
+    let turn = 0;
+    const write = async (call: (db: TidalDb) => Promise<unknown>) => {
+      for (const k of turn++ % 2 === 0 ? [0, 1] : [1, 0]) {
+        const t = nowMs();
+        await call(dbs[k]!);
+        writeMs[k]! += nowMs() - t;
+      }
+    };
+    const p = new Progress('items and signals into both trees', ITEMS);
+    for (const batch of corpus.items(BATCH)) {
+      await write((db) => db.upsertItems(batch));
+      p.tick(batch.length);
+    }
+    for (const chunk of corpus.signalChunks(BATCH)) {
+      const batch = corpus.toSignals(chunk);
+      await write((db) => db.signals(batch));
+    }
+    p.finish();
+    for (const db of dbs) await db.warm();
+    collectGarbage();
+
+    report.line(
+      `Items and signals written in batches of ${BATCH}, the two trees taking turns: before ${fmtInt(writeMs[0]!)} ms, ` +
+        `after ${fmtInt(writeMs[1]!)} ms, after ÷ before ${fmtRatio(writeMs[1]! / writeMs[0]!)}.`,
+    );
+    report.line();
+    const rows: string[][] = [];
+    const results: unknown[] = [{ label: 'write', beforeMs: writeMs[0], afterMs: writeMs[1] }];
+    const blocks = Math.ceil(QUERIES / BLOCK);
+    let seed = 0;
+    for (const q of treeQueries(corpus)) {
+      const next = q.make(mulberry32(mixSeed(7, ++seed)));
+      const queries = Array.from({ length: (blocks + 1) * BLOCK }, () => next());
+      const ms: number[][] = [[], []];
+      const ids: string[][][] = [[], []];
+      const variants = dbs.map((db, k) => ({
+        name: sides[k]!.name,
+        run: async (round: number) => {
+          const from = (round + 1) * BLOCK;
+          for (let i = from; i < from + BLOCK; i++) {
+            const t = nowMs();
+            const r = await queries[i]!.run(db);
+            const took = nowMs() - t;
+            if (round >= 0) {
+              ms[k]!.push(took);
+              ids[k]![i] = ('items' in r ? r.items : r.hits).map((x) => x.id);
+            }
+          }
+        },
+      }));
+      const [b, a] = await interleave(variants, { rounds: blocks, warmup: 1 });
+      const sb = summarize(ms[0]!);
+      const sa = summarize(ms[1]!);
+      let agree = 0;
+      let n = 0;
+      for (let i = BLOCK; i < queries.length; i++) {
+        agree += agreement(ids[1]![i]!, ids[0]![i]!);
+        n++;
+      }
+      const row = [
+        q.label,
+        fmtMs(sb.p50),
+        fmtMs(sa.p50),
+        fmtRatio(sa.p50 / sb.p50),
+        fmtSpread(a!.ratio),
+        fmtMs(sb.p99),
+        fmtMs(sa.p99),
+        `${((100 * agree) / n).toFixed(1)}%`,
+      ];
+      process.stderr.write(`${row.join(' | ')}\n`);
+      rows.push(row);
+      results.push({ label: q.label, before: sb, after: sa, blocks: { before: b, after: a }, agreement: agree / n });
+    }
+    report.table(
+      `${fmtInt(ITEMS)} items; ${blocks * BLOCK} timed queries per type in blocks of ${BLOCK}, after one warm-up block`,
+      [
+        '',
+        'before p50 ms',
+        'after p50 ms',
+        'after ÷ before (p50)',
+        'after ÷ before per block (range)',
+        'before p99 ms',
+        'after p99 ms',
+        'same top-k',
+      ],
+      rows,
+    );
+    report.set('baseline', { dir: baseline!.dir, commit: baseline!.commit });
+    report.set('rows', results);
+    report.finish();
+  } finally {
+    for (const db of dbs) await db.close();
+    for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 

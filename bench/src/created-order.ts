@@ -18,11 +18,14 @@ import { Catalog, ItemsWriter, buildCreatorLists, creatorListsOf, type QuerySche
 import { Corpus } from './corpus.js';
 import { ITEMS_DDL } from './items-ddl.js';
 import { mulberry32 } from './random.js';
-import { describeMachine, fmtInt, intFlag, markdownTable, nowMs } from './stats.js';
+import { Report, fmtInt, nowMs, parseOptions } from './harness/index.js';
 
-const argv = process.argv.slice(2);
-const ITEMS = intFlag(argv, 'items', 100_000);
-const ROUNDS = intFlag(argv, 'rounds', 30);
+const opts = parseOptions('order', {
+  items: { type: 'int', default: 100_000, description: 'items of the bench corpus' },
+  rounds: { type: 'int', default: 30, description: 'rounds per row (writes, refresh, both ways)' },
+});
+const ITEMS = opts.items;
+const ROUNDS = opts.rounds;
 const CHANGES = [1, 16, 256] as const;
 
 function median(xs: number[]): number {
@@ -41,7 +44,8 @@ function main(): void {
 
 function run(file: string): void {
   const corpus = new Corpus({ items: ITEMS, dims: 4 });
-  console.log(`Machine: ${describeMachine()}. ${fmtInt(ITEMS)} items (${fmtInt(corpus.creators)} creators), ${ROUNDS} rounds per row.`);
+  const report = new Report('order', opts);
+  report.line(`${fmtInt(ITEMS)} items (${fmtInt(corpus.creators)} creators), ${ROUNDS} rounds per row.`);
   const writerDb = new Database(file);
   writerDb.pragma('journal_mode = WAL');
   writerDb.exec(ITEMS_DDL);
@@ -110,7 +114,9 @@ function run(file: string): void {
     rows.push([fmtInt(changes), p.toFixed(3), f.toFixed(3), `${(f / p).toFixed(1)}×`]);
     console.log(`${fmtInt(changes)} changed per refresh: patched ${p.toFixed(3)} ms, from scratch ${f.toFixed(3)} ms`);
   }
-  console.log(`\n${markdownTable(['items changed per refresh', 'patched ms (p50)', 'from scratch ms (p50)', 'from scratch ÷ patched'], rows)}`);
+  report.line();
+  report.table('', ['items changed per refresh', 'patched ms (p50)', 'from scratch ms (p50)', 'from scratch ÷ patched'], rows);
+  report.finish();
   writerDb.close();
   db.close();
 }

@@ -11,13 +11,17 @@ import { join } from 'node:path';
 import { overloadDemo } from './overload-demo.js';
 import { showPersonalization } from './demo-personalization.js';
 import { mulberry32 } from './random.js';
-import { Progress, fmtDuration, fmtInt, fmtMs, intFlag, nowMs, textTable } from './stats.js';
+import { Progress, fmtDuration, fmtInt, fmtMs, nowMs, parseOptions, textTable } from './harness/index.js';
 
-const ITEMS = intFlag(process.argv.slice(2), 'items', 50_000);
+const opts = parseOptions('npm start', {
+  items: { type: 'int', default: 50_000, description: 'catalogue size' },
+  'overload-seconds': { type: 'int', default: 10, min: 0, description: 'seconds of 3× overload at the end (0 skips it)' },
+});
+const ITEMS = opts.items;
 // 64 dimensions keep the build quick; the benchmark uses 128.
 const DIMS = 64;
 const BATCH = 1000;
-const OVERLOAD_SECONDS = intFlag(process.argv.slice(2), 'overload-seconds', 10, 0);
+const OVERLOAD_SECONDS = opts['overload-seconds'];
 
 function log(line = ''): void {
   process.stdout.write(`${line}\n`);

@@ -27,14 +27,19 @@ import { DependencyUnavailableError, EmbedderClient, FleetRedis, RedisPeriodSour
 import { LocalRateSource } from 'tidal-load';
 import { TidalDb, type TextEmbedder } from 'tidal-core';
 import { createSharedTenantLimiter, createTenantLimiter } from 'tidal-serve';
-import { describeMachine, fmtInt, fmtMs, fmtRatio, intFlag, loadAverage, markdownTable, percentile } from './stats.js';
+import { Report, fmtInt, fmtMs, fmtRatio, parseOptions, percentile } from './harness/index.js';
 
-const argv = process.argv.slice(2);
-const ROUND_MS = intFlag(argv, 'ms', 1500);
-const ROUNDS = intFlag(argv, 'rounds', 4);
-const CONCURRENCY = intFlag(argv, 'concurrency', 32);
+const opts = parseOptions('fleet', {
+  ms: { type: 'int', default: 1500, description: 'milliseconds per timed round' },
+  rounds: { type: 'int', default: 4, description: 'interleaved rounds; medians reported' },
+  concurrency: { type: 'int', default: 32, description: 'callers awaiting one decision at a time' },
+});
+const ROUND_MS = opts.ms;
+const ROUNDS = opts.rounds;
+const CONCURRENCY = opts.concurrency;
 
-const log = (line = ''): void => void process.stdout.write(`${line}\n`);
+const report = new Report('fleet', opts);
+const log = (line = ''): void => report.line(line);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function freePort(): Promise<number> {
@@ -116,7 +121,7 @@ async function decisions(url: string): Promise<void> {
   const flexRate = median(results.get(contenders[3]![0])!.map((x) => x.perSecond));
   log(`### Decisions (${CONCURRENCY} callers, ${ROUNDS} interleaved rounds of ${ROUND_MS} ms, medians)\n`);
   log(
-    markdownTable(
+    report.markdown(
       ['limiter', 'decisions/s', 'p99', 'vs rate-limiter-flexible'],
       contenders.map(([name]) => {
         const rounds = results.get(name)!;
@@ -191,7 +196,7 @@ async function embedder(): Promise<void> {
     }
   }
   log(`\n### The embedder slowing down (${RATE} calls/s offered, open loop; goodput = answered within ${DEADLINE_MS} ms)\n`);
-  log(markdownTable(['embedder latency', 'client', 'calls', 'goodput', 'refused fast', 'caller p99', 'max in flight at the embedder'], rows));
+  log(report.markdown(['embedder latency', 'client', 'calls', 'goodput', 'refused fast', 'caller p99', 'max in flight at the embedder'], rows));
   server.closeAllConnections();
   server.close();
 }
@@ -221,7 +226,7 @@ async function refusals(url: string): Promise<void> {
   const awaited = median(results.get(contenders[1]![0])!.map((x) => x.perSecond));
   log(`\n### The refusal path of the shared tenant limit (${CONCURRENCY} callers, every decision a refusal, medians of ${ROUNDS} rounds)\n`);
   log(
-    markdownTable(
+    report.markdown(
       ['tenant limit', 'refusals/s', 'p99', 'vs awaiting Redis'],
       contenders.map(([name]) => {
         const rounds = results.get(name)!;
@@ -308,7 +313,7 @@ async function semanticSearch(): Promise<void> {
     }
   }
   log(`\n### Search through the embedder slowing down (${RATE} searches/s offered, open loop, timeoutMs ${DEADLINE_MS}; goodput = answered within it)\n`);
-  log(markdownTable(['embedder latency', 'embedder', 'searches', 'goodput', 'ran hybrid', 'failed', 'search p99'], rows));
+  log(report.markdown(['embedder latency', 'embedder', 'searches', 'goodput', 'ran hybrid', 'failed', 'search p99'], rows));
   await Promise.all([dbs.protected.close(), dbs.unprotected.close()]);
   server.closeAllConnections();
   server.close();
@@ -316,11 +321,11 @@ async function semanticSearch(): Promise<void> {
 
 const redis = await startRedis();
 try {
-  log(`# bench:fleet — ${describeMachine()}; load average ${loadAverage().toFixed(2)} at start\n`);
   await decisions(redis.url);
   await refusals(redis.url);
   await embedder();
   await semanticSearch();
+  report.finish();
 } finally {
   redis.child.kill('SIGKILL');
 }

@@ -11,7 +11,7 @@ import { levelName, TidalError, type DegradationLevelName, type TidalDb } from '
 import type { Corpus } from './corpus.js';
 import { prepareQueries } from './query-mix.js';
 import { mulberry32 } from './random.js';
-import { fmtInt, nowMs, percentile } from './stats.js';
+import { fmtInt, nowMs, percentile } from './harness/index.js';
 
 const LEVELS: readonly DegradationLevelName[] = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'];
 const SHORT: Record<DegradationLevelName, string> = { Full: 'Full', ReducedCandidates: 'Reduced', CoarseAggregates: 'Coarse', NoDiversity: 'NoDiv' };

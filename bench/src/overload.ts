@@ -15,7 +15,18 @@ import { DegradationLevel, TidalDb, TidalError, levelName, type DegradationLevel
 import { Corpus, tidalSchema } from './corpus.js';
 import { prepareQueries, prepareTypedQueries, QUERY_TYPES, type QueryType } from './query-mix.js';
 import { mulberry32 } from './random.js';
-import { Progress, collectGarbage, describeMachine, fmtInt, intFlag, machine, markdownTable, nowMs, percentile } from './stats.js';
+import {
+  Progress,
+  Report,
+  collectGarbage,
+  fmtInt,
+  machine,
+  markdownTable,
+  nowMs,
+  parseOptions,
+  parseOptionsOrThrow,
+  percentile,
+} from './harness/index.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -116,15 +127,29 @@ const PERF_OFFSET = nowMs() - performance.now();
 // Child: one mode, one schedule
 // ---------------------------------------------------------------------------------------------
 
+/** The flags the parent passes to its children (`--child` first). */
+const CHILD_FLAGS = {
+  mode: { type: 'string', default: 'on', choices: ['on', 'off'], description: 'load management on or off' },
+  dir: { type: 'string', default: '', description: 'the database (a copy of the built one)' },
+  items: { type: 'int', default: 100_000, description: 'items of the corpus' },
+  seconds: { type: 'int', default: 20, description: 'seconds per phase' },
+  workers: { type: 'int', default: 0, min: 0, description: 'query workers (0: one per core)' },
+  capacity: { type: 'int', default: 0, min: 0, description: 'C, measured when 0' },
+  admission: { type: 'int', default: 0, min: 0, description: 'admission limit (0: auto)' },
+  'levels-dir': { type: 'string', description: 'a copy for the per-level table with the result cache off' },
+  'skip-levels': { type: 'boolean', description: 'no per-level table' },
+  'levels-only': { type: 'boolean', description: 'the per-level table alone' },
+  phases: { type: 'string', description: 'only the phases of these factors (10,0.5: a diagnostic run)' },
+} as const;
+
 async function child(argv: string[]): Promise<void> {
-  const mode = argv.includes('--mode=off') ? 'off' : 'on';
-  const dir = argv.find((a) => a.startsWith('--dir='))!.slice(6);
-  const items = intFlag(argv, 'items', 100_000);
-  const seconds = intFlag(argv, 'seconds', 20);
-  const workers = intFlag(argv, 'workers', machine().cores);
-  const given = argv.find((a) => a.startsWith('--capacity='));
-  const admissionFlag = argv.find((a) => a.startsWith('--admission='));
-  const admission = admissionFlag && mode === 'on' ? Number(admissionFlag.slice(12)) : null;
+  const c = parseOptionsOrThrow(CHILD_FLAGS, argv);
+  const mode = c.mode as 'on' | 'off';
+  const dir = c.dir;
+  const items = c.items;
+  const seconds = c.seconds;
+  const workers = c.workers || machine().cores;
+  const admission = c.admission > 0 && mode === 'on' ? c.admission : null;
   const corpus = new Corpus({ items, dims: 128 });
   const now = corpus.now;
   let clock = now;
@@ -144,10 +169,10 @@ async function child(argv: string[]): Promise<void> {
   // The per-level table is measured twice: on a copy opened with the result cache off (what each
   // level's execution costs: the clock is fixed, so below Full a repeated query would otherwise be
   // answered from the cache for ever), then on this database with the defaults.
-  const levelsDir = argv.find((a) => a.startsWith('--levels-dir='))?.slice(13);
+  const levelsDir = c['levels-dir'];
   let levelsTable: LevelsTable | undefined;
   let levelsCachedTable: LevelsTable | undefined;
-  if (mode === 'on' && !argv.includes('--skip-levels')) {
+  if (mode === 'on' && !c['skip-levels']) {
     if (levelsDir !== undefined) {
       const uncached = await TidalDb.builder()
         .path(levelsDir)
@@ -159,11 +184,11 @@ async function child(argv: string[]): Promise<void> {
       levelsTable = await measureLevels(uncached, corpus);
       await uncached.close();
     }
-    if (!argv.includes('--levels-only')) levelsCachedTable = await measureLevels(db, corpus);
+    if (!c['levels-only']) levelsCachedTable = await measureLevels(db, corpus);
     levelsTable ??= levelsCachedTable;
   }
   // `--levels-only`: the per-level table with the cache off and nothing else (≈ 1 minute after the build).
-  if (argv.includes('--levels-only')) {
+  if (c['levels-only']) {
     process.stdout.write(`LEVELS ${JSON.stringify(levelsTable ?? null)}\n`);
     await db.close();
     process.exit(0);
@@ -180,7 +205,7 @@ async function child(argv: string[]): Promise<void> {
 
   // Capacity: a closed loop with enough clients to keep every worker busy, at Full level.
   let capacity: number;
-  if (given) capacity = Number(given.slice(11));
+  if (c.capacity > 0) capacity = c.capacity;
   else {
     const clients = workers * 4;
     const until = nowMs() + 5000;
@@ -204,7 +229,7 @@ async function child(argv: string[]): Promise<void> {
     { name: '0.5× C', factor: 0.5, seconds: Math.max(5, Math.round(seconds / 2)) },
   ];
   // `--phases=10,0.5`: only the phases of those factors (a diagnostic run; the report needs all four).
-  const only = argv.find((a) => a.startsWith('--phases='))?.slice(9).split(',').map(Number);
+  const only = c.phases?.split(',').map(Number);
   const schedule = only ? allPhases.filter((p) => only.includes(p.factor)) : allPhases;
 
   const phases: PhaseResult[] = [];
@@ -534,9 +559,21 @@ async function build(dir: string, items: number, workers: number): Promise<void>
 }
 
 async function parent(argv: string[]): Promise<void> {
-  const items = intFlag(argv, 'items', 100_000);
-  const seconds = intFlag(argv, 'seconds', 20);
-  const workers = intFlag(argv, 'workers', machine().cores);
+  const opts = parseOptions(
+    'overload',
+    {
+      items: { type: 'int', default: 100_000, description: 'items of the bench corpus' },
+      seconds: { type: 'int', default: 20, description: 'seconds per phase' },
+      workers: { type: 'int', default: 0, min: 0, description: 'query workers (0: one per core)' },
+      admission: { type: 'int', default: 0, min: 0, description: 'admission limit with load management on (0: auto)' },
+      'levels-only': { type: 'boolean', description: 'the per-level cost and quality table alone (result cache off)' },
+    },
+    argv,
+  );
+  const report = new Report('overload', opts);
+  const items = opts.items;
+  const seconds = opts.seconds;
+  const workers = opts.workers || machine().cores;
   const work = mkdtempSync(join(tmpdir(), 'tidal-overload-'));
   try {
     const base = join(work, 'base');
@@ -547,12 +584,14 @@ async function parent(argv: string[]): Promise<void> {
       return d;
     };
     const deadline = (seconds * 3.5 + 60) * 1000 + 120_000;
-    if (argv.includes('--levels-only')) {
+    if (opts['levels-only']) {
       const levels = (await runChild(['--mode=on', `--dir=${copy('on')}`, `--levels-dir=${copy('levels')}`, `--items=${items}`, `--workers=${workers}`, '--levels-only'], deadline, 'LEVELS ')) as unknown as LevelsTable;
-      process.stdout.write(`\nMachine: ${describeMachine()}. Corpus: ${fmtInt(items)} items, ${workers} query workers; result cache off.\n\n${renderLevels(levels)}\n`);
+      report.line(`Corpus: ${fmtInt(items)} items, ${workers} query workers; result cache off.\n\n${renderLevels(levels)}`);
+      report.set('levels', levels);
+      report.finish();
       return;
     }
-    const on = await runChild(['--mode=on', `--dir=${copy('on')}`, `--levels-dir=${copy('levels')}`, `--items=${items}`, `--seconds=${seconds}`, `--workers=${workers}`, ...argv.filter((a) => a.startsWith('--admission='))], deadline);
+    const on = await runChild(['--mode=on', `--dir=${copy('on')}`, `--levels-dir=${copy('levels')}`, `--items=${items}`, `--seconds=${seconds}`, `--workers=${workers}`, `--admission=${opts.admission}`], deadline);
     const off = await runChild(
       ['--mode=off', `--dir=${copy('off')}`, `--items=${items}`, `--seconds=${seconds}`, `--workers=${workers}`, `--capacity=${on.capacity}`],
       deadline,
@@ -562,8 +601,10 @@ async function parent(argv: string[]): Promise<void> {
     const docs = join(ROOT, 'docs');
     mkdirSync(docs, { recursive: true });
     writeFileSync(join(docs, 'overload.svg'), renderSvg(on, off));
-    writeFileSync(join(ROOT, 'bench', 'results', 'overload.json'), JSON.stringify({ machine: machine(), items, workers, seconds, on, off }, null, 1));
-    process.stderr.write('wrote docs/overload.svg and bench/results/overload.json\n');
+    process.stderr.write('wrote docs/overload.svg\n');
+    report.set('on', on);
+    report.set('off', off);
+    report.finish();
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
@@ -600,7 +641,7 @@ function renderMarkdown(on: ChildReport, off: ChildReport, items: number, worker
   const header = ['phase', 'offered q/s', 'goodput q/s', 'goodput/offered', 'p50 ms', 'p99 ms', 'p999 ms', 'errors', 'levels', 'refusal p99 ms', 'unanswered at end', 'back to Full (held 1 s)'];
   const mb = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
   return [
-    `Machine: ${describeMachine()}. Corpus: ${fmtInt(items)} items, ${workers} query workers, ${seconds} s per phase, writes 1 000 signals/s throughout.`,
+    `Corpus: ${fmtInt(items)} items, ${workers} query workers, ${seconds} s per phase, writes 1 000 signals/s throughout.`,
     '',
     `Capacity C (closed loop, Full level): ${fmtInt(on.capacity)} queries/s. Worker service time p50 by level (load management on): ${Object.entries(on.serviceMsByLevel)
       .map(([l, ms]) => `${l} ${f2(ms)} ms`)

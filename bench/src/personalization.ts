@@ -32,19 +32,26 @@ import { TidalDb, type DegradationLevelName, type RetrieveRequest, type SignalIn
 import { AnnIndex, FOR_YOU_BUDGETS } from 'tidal-query';
 import { Corpus, personalizationSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
-import { collectGarbage, describeMachine, fmtInt, fmtMs, fmtRatio, intFlag, markdownTable, nowMs, summarize } from './stats.js';
+import { Report, collectGarbage, fmtInt, fmtMs, fmtRatio, nowMs, parseOptions, summarize } from './harness/index.js';
 
-const argv = process.argv.slice(2);
-const ITEMS = intFlag(argv, 'items', 100_000);
-const USERS = intFlag(argv, 'users', 10_000);
-const HISTORY = intFlag(argv, 'history', 20);
-const QUERIES = intFlag(argv, 'queries', 300);
-const WARMUP = intFlag(argv, 'warmup', 1000);
+const opts = parseOptions('personalization', {
+  items: { type: 'int', default: 100_000, description: 'items of the bench corpus' },
+  users: { type: 'int', default: 10_000, description: 'users with a history' },
+  history: { type: 'int', default: 20, description: 'signals per user' },
+  queries: { type: 'int', default: 300, description: 'timed queries per side (the SQL for_you runs a tenth, at least 20)' },
+  warmup: { type: 'int', default: 1000, description: 'untimed related calls (with their SQL) before anything is timed' },
+});
+const ITEMS = opts.items;
+const USERS = opts.users;
+const HISTORY = opts.history;
+const QUERIES = opts.queries;
+const WARMUP = opts.warmup;
 const DIMS = 128;
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const LEVELS: DegradationLevelName[] = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'];
-const log = (s = ''): void => void process.stdout.write(`${s}\n`);
+let report: Report | undefined;
+const log = (s = ''): void => (report ? report.line(s) : void process.stdout.write(`${s}\n`));
 
 async function main(): Promise<void> {
   const corpus = new Corpus({ items: ITEMS, dims: DIMS });
@@ -66,7 +73,7 @@ async function main(): Promise<void> {
     CREATE TABLE affinity(user INTEGER, creator TEXT, score REAL, PRIMARY KEY(user, creator)) WITHOUT ROWID;
   `);
 
-  log(`# Personalization benchmark\n\n${describeMachine()}\n`);
+  report = new Report('personalization', opts);
   log(`${fmtInt(ITEMS)} items, ${fmtInt(USERS)} users × ${HISTORY} signals, ${QUERIES} queries per side.\n`);
 
   // ---- load ------------------------------------------------------------------------------------
@@ -280,7 +287,7 @@ async function main(): Promise<void> {
     row('related, taking turns with its SQL alone', alone.tidal, alone.sql, alone.overlap),
   ];
   log('\n## for_you and related, tidal vs hand-written SQL (ms at the caller)\n');
-  log(markdownTable(['profile', 'tidal p50', 'tidal p99', 'SQL p50', 'SQL p99', 'SQL p50 / tidal p50', 'overlap@10', 'queries (tidal / SQL)'], rows));
+  log(report!.markdown(['profile', 'tidal p50', 'tidal p99', 'SQL p50', 'SQL p99', 'SQL p50 / tidal p50', 'overlap@10', 'queries (tidal / SQL)'], rows));
 
   // ---- where the time goes ---------------------------------------------------------------------
   // Each kind of query at a level of its own, so the worker service-time window of that level
@@ -320,7 +327,7 @@ async function main(): Promise<void> {
   const p50 = (xs: number[]): string => (xs.length === 0 ? 'n/a' : fmtMs(summarize(xs).p50));
   log('\n## Where the time goes (p50, ms; interleaved)\n');
   log(
-    markdownTable(
+    report!.markdown(
       ['query', 'at the caller', 'worker service time', 'rest (dispatch, hop, main thread)'],
       [
         ['for_you (Full)', p50(caller.forYou), fmtMs(service.Full.p50), fmtMs(summarize(caller.forYou).p50 - service.Full.p50)],
@@ -355,7 +362,7 @@ async function main(): Promise<void> {
   clockMs = now;
   log('\n## Trending kept per clock (for_you Full, ms at the caller; interleaved)\n');
   log(
-    markdownTable(
+    report!.markdown(
       ['for_you Full', 'p50', 'p99'],
       [
         ['one clock: trending kept (walked once per worker)', fmtMs(summarize(ab.kept).p50), fmtMs(summarize(ab.kept).p99)],
@@ -414,7 +421,7 @@ async function main(): Promise<void> {
       efRows.push([LEVELS[i]!, String(k), fmtMs(a), fmtMs(b), fmtRatio(a / b), (t[i]!.recall / BREAK).toFixed(3)]);
     });
     log('\n## for_you\'s ANN search per level: expansion = k against the built 128 (p50 ms, this thread; interleaved)\n');
-    log(markdownTable(['level', 'k', 'ef = k', 'ef = 128', 'ratio', 'neighbours shared with ef = 128'], efRows));
+    log(report!.markdown(['level', 'k', 'ef = k', 'ef = 128', 'ratio', 'neighbours shared with ef = 128'], efRows));
   }
 
   // ---- levels ----------------------------------------------------------------------------------
@@ -458,7 +465,7 @@ async function main(): Promise<void> {
     }
   }
   log('\n## Levels: cost and quality (limit 10, ms at the caller; overlap@10 with Full)\n');
-  log(markdownTable(['profile', 'level', 'p50', 'p99', 'candidates', 'slots read', 'overlap@10', 'for_you: ANN / creators / newest / trending'], levelRows));
+  log(report!.markdown(['profile', 'level', 'p50', 'p99', 'candidates', 'slots read', 'overlap@10', 'for_you: ANN / creators / newest / trending'], levelRows));
 
   // ---- for_you's quality against its own formula -----------------------------------------------
   // The exhaustive ranking scores every item by the documented mix, velocity over the largest of
@@ -526,7 +533,7 @@ async function main(): Promise<void> {
     }
     log(`\n## for_you quality (${Q} users, limit 10, overlap@10; ordinal check ${checkedSim}/${Q})\n`);
     log(
-      markdownTable(
+      report!.markdown(
         ['ranking', 'with the exhaustive ranking', 'with the former Full (ANN 500 alone)', 'with this Full'],
         [
           ['former Full (ANN 500 alone)', (oldVsExhaustive / Q).toFixed(2), '1.00', ''],
@@ -541,6 +548,7 @@ async function main(): Promise<void> {
   await db.close();
   sql.close();
   fs.rmSync(dir, { recursive: true, force: true });
+  report.finish();
 }
 
 function mean(xs: readonly number[]): number {

@@ -15,17 +15,23 @@
 import { RateLimiterMemory, type RateLimiterRes } from 'rate-limiter-flexible';
 import { RateLimiterConfig, TidalDb, type SessionHandle } from 'tidal-core';
 import { RateLimiter } from 'tidal-load';
-import { collectGarbage, describeMachine, fmtInt, fmtMs, fmtRatio, intFlag, loadAverage, machine, markdownTable, nowMs } from './stats.js';
+import { Report, collectGarbage, fmtInt, fmtMs, fmtRatio, loadAverage, nowMs, parseOptions } from './harness/index.js';
 
-const argv = process.argv.slice(2);
-const CHECKS = intFlag(argv, 'checks', 1_000_000);
-const ROUNDS = intFlag(argv, 'rounds', 5);
-const SESSIONS = intFlag(argv, 'sessions', 100_000);
+const opts = parseOptions('ratelimit', {
+  checks: { type: 'int', default: 1_000_000, description: 'checks per timed round' },
+  rounds: { type: 'int', default: 5, description: 'timed rounds after one warm-up; the median is reported' },
+  sessions: { type: 'int', default: 100_000, description: 'sessions opened for the memory figures' },
+});
+const CHECKS = opts.checks;
+const ROUNDS = opts.rounds;
+const SESSIONS = opts.sessions;
 const AGENTS = 1000;
 const SESSIONS_PER_AGENT = 10;
 
+let report: Report | undefined;
 function log(line = ''): void {
-  process.stdout.write(`${line}\n`);
+  if (report) report.line(line);
+  else process.stdout.write(`${line}\n`);
 }
 
 function heapUsed(): number {
@@ -231,11 +237,9 @@ async function main(): Promise<void> {
   if (typeof (globalThis as { gc?: unknown }).gc !== 'function') {
     throw new Error('run with node --expose-gc (npm run bench:ratelimit does): heap figures need a full collection');
   }
-  const m = machine();
-  log(`rate limiter benchmark: ${fmtInt(CHECKS)} checks per round, median of ${ROUNDS} rounds after 1 warm-up, ${fmtInt(KEYS)} keys (${AGENTS} agents × ${SESSIONS_PER_AGENT} sessions) round-robin`);
-  log(`machine: ${describeMachine(m)}`);
+  const r = (report = new Report('ratelimit', opts));
   // Both sides run in the same rounds, so other load slows both; the ratio is the robust figure.
-  log(`load average (1 min) at start: ${loadAverage()}`);
+  log(`${fmtInt(CHECKS)} checks per round, median of ${ROUNDS} rounds after 1 warm-up, ${fmtInt(KEYS)} keys (${AGENTS} agents × ${SESSIONS_PER_AGENT} sessions) round-robin.`);
   log();
 
   const rows: ThroughputRow[] = [];
@@ -247,9 +251,10 @@ async function main(): Promise<void> {
       throw new Error(`${s.name}: expected ${expected} refusals, tidal ${r.refusedTidal}, rate-limiter-flexible ${r.refusedFlexible}`);
     }
   }
-  log('checks per second (one caller, one key at a time)');
+  log('**checks per second (one caller, one key at a time)**');
+  log();
   log(
-    markdownTable(
+    r.markdown(
       ['scenario', 'tidal RateLimiter.tryTake', 'RateLimiterMemory.consume (awaited)', 'ratio', 'awaited no-op promise', 'RateLimiterMemory storage step, sync'],
       rows.map((r) => [r.scenario, fmtInt(r.tidal), fmtInt(r.flexible), fmtRatio(r.tidal / r.flexible), fmtInt(r.floor), fmtInt(r.storage)]),
     ),
@@ -269,6 +274,9 @@ async function main(): Promise<void> {
   log(`heap per open session (${fmtInt(SESSIONS)} sessions, handles kept by the caller): ${fmtInt(mem.idleBytes)} bytes idle, ${fmtInt(mem.signalledBytes)} bytes after one signal each (adds its bucket and seen set)`);
   log(`sweep of ${fmtInt(SESSIONS)} open sessions, none due: ${fmtMs(mem.sweepMs)} ms (median of 5)`);
   log(`load average (1 min) at end: ${loadAverage()}`);
+  r.set('throughput', rows);
+  r.set('memory', { bucketBytesGrouped: grouped, bucketBytesSingle: single, ...mem });
+  r.finish();
 }
 
 main().catch((err: unknown) => {

@@ -13,33 +13,35 @@
  * contains TEXT), `--shortlists=N,M` (rows for popular around a context vector searching N, M popular items).
  */
 import Database from 'better-sqlite3';
-import { AnnIndex, Catalog, RetrieveExecutor, SignalStore, type QueryContext, type RetrieveTask } from 'tidal-query';
+import * as tidalQuery from 'tidal-query';
+import type { QueryContext, RetrieveExecutor, RetrieveTask } from 'tidal-query';
 import { DegradationLevel, levelName } from 'tidal-core';
 import { Corpus, SIGNAL_KINDS, tidalSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
-import { collectGarbage, describeMachine, fmtInt, intFlag, markdownTable, nowMs } from './stats.js';
+import { Report, collectGarbage, fmtInt, fmtSpread, interleave, loadBaseline, nowMs, parseOptions } from './harness/index.js';
 
-const argv = process.argv.slice(2);
-const ITEMS = intFlag(argv, 'items', 100_000);
-const QUERIES = intFlag(argv, 'queries', 50);
-const REPS = intFlag(argv, 'reps', 5);
-const ONLY = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length) ?? '';
-/** `--shortlists=4096,2048`: extra rows for popular around a context vector, searching that many popular items at every level. */
-const SHORTLISTS = (argv.find((a) => a.startsWith('--shortlists='))?.slice('--shortlists='.length) ?? '')
-  .split(',')
-  .filter((x) => x !== '')
-  .map(Number);
-/** `--ann-topk=128,100`: extra rows for popular around a context vector with that ANN top-k below Full. */
-const ANN_TOPKS = (argv.find((a) => a.startsWith('--ann-topk='))?.slice('--ann-topk='.length) ?? '')
-  .split(',')
-  .filter((x) => x !== '')
-  .map(Number);
-/** `--trending-slots=256,128`: extra rows for trending scoring that many active slots below Full. */
-const TRENDING_SLOTS = (argv.find((a) => a.startsWith('--trending-slots='))?.slice('--trending-slots='.length) ?? '')
-  .split(',')
-  .filter((x) => x !== '')
-  .map(Number);
-const log = (s = '') => process.stdout.write(`${s}\n`);
+const opts = parseOptions('retrieve', {
+  items: { type: 'int', default: 100_000, description: 'items of the bench corpus' },
+  queries: { type: 'int', default: 50, description: 'distinct queries per profile' },
+  reps: { type: 'int', default: 5, description: 'timed passes over them, levels interleaved within each pass' },
+  only: { type: 'string', default: '', description: 'only the profiles whose name contains TEXT' },
+  shortlists: { type: 'ints', description: 'extra rows for popular around a context vector searching that many popular items' },
+  'ann-topk': { type: 'ints', description: 'extra rows for popular around a context vector with that ANN top-k below Full' },
+  'trending-slots': { type: 'ints', description: 'extra rows for trending scoring that many active slots below Full' },
+  baseline: { type: 'string', description: 'another built checkout: its tidal-query against this one, interleaved, per profile and level' },
+});
+const ITEMS = opts.items;
+const QUERIES = opts.queries;
+const REPS = opts.reps;
+const ONLY = opts.only;
+const SHORTLISTS = opts.shortlists;
+const ANN_TOPKS = opts['ann-topk'];
+const TRENDING_SLOTS = opts['trending-slots'];
+const baseline = loadBaseline(opts.baseline, ['tidal-query']);
+const report = new Report('retrieve', opts);
+const log = (s = '') => report.line(s);
+
+type TidalQuery = typeof tidalQuery;
 
 const LEVELS = [
   DegradationLevel.Full,
@@ -48,7 +50,7 @@ const LEVELS = [
   DegradationLevel.NoDiversity,
 ] as const;
 
-function build(corpus: Corpus): QueryContext {
+function build(corpus: Corpus, { AnnIndex, Catalog, SignalStore }: TidalQuery): QueryContext {
   const dims = corpus.dims;
   const tidal = tidalSchema(dims);
   const kinds = tidal.signals.map((s) => ({ name: s.name, halfLifeMs: s.halfLifeMs, windows: [...s.windows], velocity: s.velocity }));
@@ -187,11 +189,12 @@ function measureProfile(p: Profile, runs: Run[], now: number): { run: Run; level
   return out;
 }
 
-function main(): void {
-  log(`# bench:retrieve — ${describeMachine()}`);
+async function main(): Promise<void> {
   const corpus = new Corpus({ items: ITEMS });
+  if (baseline) return compareTrees(corpus, await baseline.load<TidalQuery>('tidal-query'));
+  const { RetrieveExecutor } = tidalQuery;
   const t0 = nowMs();
-  const ctx = build(corpus);
+  const ctx = build(corpus, tidalQuery);
   log(`built in ${((nowMs() - t0) / 1000).toFixed(1)} s`);
   const ordered = new RetrieveExecutor(ctx);
   const scan = new RetrieveExecutor(ctx, { exhaustive: true });
@@ -227,7 +230,52 @@ function main(): void {
   log(`Slots: ${fmtInt(ctx.store.slotsUsed())}; dirty slots at query time: ${ctx.store.order.dirtyCount}.`);
   log('Ratio and overlap@10 are against the first Full row of the profile (the scan\'s, where there is one).');
   log();
-  log(markdownTable(['profile', 'candidates from', 'level', 'ns/query', 'vs Full', 'overlap@10', 'slotsVisited', 'annCandidates', 'popularCandidates', 'candidates'], rows));
+  report.table('', ['profile', 'candidates from', 'level', 'ns/query', 'vs Full', 'overlap@10', 'slotsVisited', 'annCandidates', 'popularCandidates', 'candidates'], rows);
+  report.finish();
 }
 
-main();
+/**
+ * `--baseline DIR`: the same corpus loaded into this tree's tidal-query and DIR's, then per
+ * profile and level `REPS` interleaved passes of each tree's executor over the same queries.
+ * Reports ns/query of each and after ÷ before per pass (median and range), and the overlap@10 of
+ * the two trees' answers.
+ */
+async function compareTrees(corpus: Corpus, before: TidalQuery): Promise<void> {
+  log(`Baseline: ${baseline!.dir} at ${baseline!.commit} (before) against this tree (after).`);
+  log();
+  const after = new tidalQuery.RetrieveExecutor(build(corpus, tidalQuery));
+  const old = new before.RetrieveExecutor(build(corpus, before) as never) as unknown as RetrieveExecutor;
+  const now = corpus.now;
+  const rows: string[][] = [];
+  const results: unknown[] = [];
+  for (const p of profiles(corpus).filter((q) => q.name.includes(ONLY))) {
+    for (const level of LEVELS) {
+      const tops = [after, old].map((exec) => p.tasks.map((t) => exec.run(t, level, now).items.slice(0, 10).map((i) => i.id)));
+      const pass = (exec: RetrieveExecutor) => () => {
+        for (const t of p.tasks) exec.run(t, level, now);
+      };
+      const [a, b] = await interleave(
+        [
+          { name: 'before', run: pass(old) },
+          { name: 'after', run: pass(after) },
+        ],
+        { rounds: REPS },
+      );
+      const ns = (ms: number) => fmtInt((ms * 1e6) / p.tasks.length);
+      const overlap = overlapWith(tops[1]!, tops[0]!).toFixed(2);
+      const row = [p.name, levelName(level), ns(a!.round.median), ns(b!.round.median), fmtSpread(b!.ratio), overlap];
+      rows.push(row);
+      results.push({ profile: p.name, level: levelName(level), before: a, after: b });
+      process.stderr.write(`${row.join(' | ')}\n`);
+    }
+  }
+  report.table(
+    `after ÷ before, ${REPS} interleaved passes of ${QUERIES} queries`,
+    ['profile', 'level', 'before ns/query', 'after ns/query', 'after ÷ before (range)', 'overlap@10 after vs before'],
+    rows,
+  );
+  report.set('baseline', { dir: baseline!.dir, commit: baseline!.commit, rows: results });
+  report.finish();
+}
+
+await main();

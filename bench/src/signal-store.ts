@@ -24,16 +24,24 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { SignalStore, SLOT_BYTES, type SignalKindSpec } from 'tidal-query';
 import { mulberry32 } from './random.js';
-import { collectGarbage, describeMachine, fmtInt, fmtRatio, intFlag, loadAverage, markdownTable, nowMs } from './stats.js';
+import { Report, collectGarbage, fmtInt, fmtRatio, nowMs, parseOptions } from './harness/index.js';
 
-const argv = process.argv.slice(2);
-const STORES = intFlag(argv, 'stores', 4);
-const SLOTS = intFlag(argv, 'slots', 4_194_304);
-const ORDINALS = intFlag(argv, 'ordinals', 4_194_304);
-const SCAN_SLOTS = intFlag(argv, 'scan-slots', 200_000);
-const EVENTS = intFlag(argv, 'events', 1_000_000);
-const ROUNDS = intFlag(argv, 'rounds', 7);
-const RESIDENT = intFlag(argv, 'resident', 262_144);
+const opts = parseOptions('store', {
+  stores: { type: 'int', default: 4, description: 'stores created for the reservation figures' },
+  slots: { type: 'int', default: 4_194_304, description: 'slots per store' },
+  ordinals: { type: 'int', default: 4_194_304, description: 'ordinals per store (× 3 kinds)' },
+  'scan-slots': { type: 'int', default: 200_000, description: 'slots in the speed rounds' },
+  events: { type: 'int', default: 1_000_000, description: 'events applied per speed round' },
+  rounds: { type: 'int', default: 7, description: 'interleaved speed rounds; medians reported' },
+  resident: { type: 'int', default: 262_144, description: 'slots taken for the resident-memory figure' },
+});
+const STORES = opts.stores;
+const SLOTS = opts.slots;
+const ORDINALS = opts.ordinals;
+const SCAN_SLOTS = opts['scan-slots'];
+const EVENTS = opts.events;
+const ROUNDS = opts.rounds;
+const RESIDENT = opts.resident;
 
 const HOUR = 3_600_000;
 const BASE = Date.UTC(2026, 0, 1);
@@ -45,7 +53,8 @@ const KINDS: SignalKindSpec[] = [
 type Reservation = 'grow' | 'fixed';
 const MODES: readonly Reservation[] = ['grow', 'fixed'];
 const MiB = 2 ** 20;
-const log = (s = '') => process.stdout.write(`${s}\n`);
+const report = new Report('store', opts);
+const log = (s = '') => report.line(s);
 
 // ---------------------------------------------------------------------------------------------
 // 1. Reservation and overcommit
@@ -114,7 +123,7 @@ function reservation(): void {
   log();
   const rows: string[][] = [];
   for (const stores of [STORES, many]) for (const mode of MODES) rows.push(reservationRow(mode, stores));
-  log(markdownTable(['reservation', 'stores', 'reserved MiB', 'Δ VmSize MiB', 'Δ VmRSS MiB', 'Δ Committed_AS MiB', "spawnSync('true')"], rows));
+  log(report.markdown(['reservation', 'stores', 'reserved MiB', 'Δ VmSize MiB', 'Δ VmRSS MiB', 'Δ Committed_AS MiB', "spawnSync('true')"], rows));
   log();
 }
 
@@ -259,11 +268,11 @@ function speed(): void {
       ['read(), per slot', 'readNs'],
     ] as const
   ).map(([label, key]) => [label, med('grow', key).toFixed(1), med('fixed', key).toFixed(1), fmtRatio(med('grow', key) / med('fixed', key))]);
-  log(markdownTable(['operation', 'growable ns', 'fixed ns', 'growable / fixed'], rows));
+  log(report.markdown(['operation', 'growable ns', 'fixed ns', 'growable / fixed'], rows));
   log();
   log(`Reading ${fmtInt(1 << 24)} Int32 elements in a loop, ns per element (medians of ${ROUNDS}):`);
   log();
-  log(markdownTable(['view', 'ns', 'vs fixed buffer'], views()));
+  log(report.markdown(['view', 'ns', 'vs fixed buffer'], views()));
   log();
 }
 
@@ -294,7 +303,7 @@ function resident(): void {
   );
   log();
   log(
-    markdownTable(
+    report.markdown(
       ['after', 'Δ VmRSS MiB', 'bytes per slot', 'committed buffer MiB (slots + index)'],
       [
         ['reserve()', fmtInt(reserved.vmRssMiB - before.vmRssMiB), fmtInt(perSlot(reserved)), fmtInt((store.arena.slots.byteLength + store.arena.index.byteLength) / MiB)],
@@ -305,10 +314,9 @@ function resident(): void {
   log();
 }
 
-log(`# Signal state capacity (${describeMachine()}, load ${loadAverage()})`);
-log();
 reservation();
 // Before the speed rounds, whose freed buffers would otherwise blur the resident figures.
 resident();
 speed();
 if (sink === 42) log('');
+report.finish();

@@ -21,12 +21,16 @@ import { Catalog, ItemsWriter, TextIndex, ftsQuery, queryTerms, searchTopK, type
 import { Corpus } from './corpus.js';
 import { ITEMS_DDL } from './items-ddl.js';
 import { mulberry32 } from './random.js';
-import { collectGarbage, describeMachine, fmtInt, fmtRatio, intFlag, markdownTable, nowMs } from './stats.js';
+import { Report, collectGarbage, fmtInt, fmtRatio, nowMs, parseOptions } from './harness/index.js';
 
-const argv = process.argv.slice(2);
-const ITEMS = intFlag(argv, 'items', 100_000);
-const QUERIES = intFlag(argv, 'queries', 300);
-const ROUNDS = intFlag(argv, 'rounds', 7);
+const opts = parseOptions('text', {
+  items: { type: 'int', default: 100_000, description: 'items of the bench corpus' },
+  queries: { type: 'int', default: 300, description: 'text queries of 1–3 words' },
+  rounds: { type: 'int', default: 7, description: 'interleaved rounds; the median round is reported' },
+});
+const ITEMS = opts.items;
+const QUERIES = opts.queries;
+const ROUNDS = opts.rounds;
 const DEPTHS = [10, 100, 200] as const;
 
 
@@ -53,7 +57,8 @@ function main(): void {
 
 function run(file: string): void {
   const corpus = new Corpus({ items: ITEMS, dims: 4 });
-  console.log(`Machine: ${describeMachine()}. ${fmtInt(ITEMS)} items, ${QUERIES} queries, ${ROUNDS} rounds.`);
+  const report = new Report('text', opts);
+  report.line(`${fmtInt(ITEMS)} items, ${QUERIES} queries, ${ROUNDS} rounds.`);
 
   // 1. The database.
   const writerDb = new Database(file);
@@ -169,17 +174,16 @@ function run(file: string): void {
     fmtInt(Math.max(...scoredEach.get(k)!)),
     fmtInt(skippedBlocks.get(k)! / QUERIES),
   ]);
-  console.log('');
-  console.log(
-    markdownTable(
-      ['k', 'FTS5 ns/query', 'index ns/query', 'index, no pruning, ns/query', 'FTS5 / index', 'postings scored / query', 'max', 'blocks skipped / query'],
-      rows,
-    ),
+  report.line();
+  report.table(
+    'top-k BM25, ns per query',
+    ['k', 'FTS5 ns/query', 'index ns/query', 'index, no pruning, ns/query', 'FTS5 / index', 'postings scored / query', 'max', 'blocks skipped / query'],
+    rows,
   );
-  console.log('');
-  console.log(`postings scored per query without pruning (every match): ${fmtInt(exhaustivePostings / QUERIES)}`);
-  console.log(
-    markdownTable(
+  report.line(`Postings scored per query without pruning (every match): ${fmtInt(exhaustivePostings / QUERIES)}.`);
+  report.line();
+  report.table(
+      'the index',
       ['index', 'value'],
       [
         ['documents', fmtInt(stats.documents)],
@@ -190,8 +194,8 @@ function run(file: string): void {
         ['build from memory (ms)', fmtInt(buildMs)],
         ['catalog refresh incl. index (ms)', fmtInt(catalogMs)],
       ],
-    ),
   );
+  report.finish();
   db.close();
 }
 

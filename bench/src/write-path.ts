@@ -19,22 +19,29 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+// The file's tables are internal to tidal-core (not in its exports map): the bench reaches its build output.
+import { openStorage } from '../../packages/tidal-core/dist/storage.js';
 import { BackpressureError, TidalDb, type Durability, type SignalInput } from 'tidal-core';
 import { SignalStore } from 'tidal-query';
 import { SlotCheckpoint } from 'tidal-wal';
 import { mulberry32 } from './random.js';
-import { collectGarbage, describeMachine, fmtInt, fmtMs, intFlag, machine, markdownTable, nowMs, summarize, type Summary } from './stats.js';
+import { Report, collectGarbage, fmtInt, fmtMs, nowMs, parseOptions, summarize, type Summary } from './harness/index.js';
 
-const argv = process.argv.slice(2);
-const EVENTS = intFlag(argv, 'events', 1_000_000);
-const ITEMS = intFlag(argv, 'items', 20_000);
-const OVERLOAD_MS = intFlag(argv, 'overload-ms', 4_000);
-const ROUNDS = intFlag(argv, 'rounds', 3);
+const opts = parseOptions('write', {
+  events: { type: 'int', default: 1_000_000, description: 'signals per ingest phase' },
+  items: { type: 'int', default: 20_000, description: 'distinct items' },
+  'overload-ms': { type: 'int', default: 4_000, description: 'duration of the 2× overload phase' },
+  rounds: { type: 'int', default: 3, description: 'raw/tidal alternations per durability mode; medians reported' },
+  inflight: { type: 'int', default: 32, description: 'signals() calls kept in flight' },
+});
+const EVENTS = opts.events;
+const ITEMS = opts.items;
+const OVERLOAD_MS = opts['overload-ms'];
+const ROUNDS = opts.rounds;
 /** Signals per `signals()` call in the ingest phases, and calls kept in flight. */
 const CALL = 256;
-const IN_FLIGHT = intFlag(argv, 'inflight', 32);
+const IN_FLIGHT = opts.inflight;
 /** Signals per call offered in the overload phase: the same calls as the max-rate run, so the two compare. */
 const OVERLOAD_CALL = CALL;
 /** Raw baseline transaction size: tidal's default maxBatch. */
@@ -47,9 +54,8 @@ const SCHEMA = {
   ],
 };
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const resultsDir = path.resolve(here, '..', 'results');
-const log = (s = '') => process.stdout.write(`${s}\n`);
+let report: Report | undefined;
+const log = (s = '') => (report ? report.line(s) : void process.stdout.write(`${s}\n`));
 
 /** A fixed stream, so every run and every phase writes the same rows. */
 const prng = mulberry32;
@@ -202,6 +208,8 @@ function checkpointCost(slots: number, dirtyShare: number): { fullMs: number; in
   try {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
+    // The tables SlotCheckpoint reads and writes, created as a tidal database file has them.
+    openStorage(db, path.join(dir, 'ckpt.db'));
     const slotBytes = 1024;
     const arena = new SharedArrayBuffer(slots * slotBytes);
     const bytes = new Uint8Array(arena);
@@ -352,11 +360,9 @@ async function overload(rows: Rows, offeredPerSec: number): Promise<OverloadResu
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
-  const m = machine();
-  const started = nowMs();
+  const rep = (report = new Report('write', opts));
   // Other processes on a 2-core machine move every figure here; the load average says how much.
   const loadAtStart = os.loadavg()[0]!;
-  log(`# tidal write path: ${describeMachine(m)}`);
   log(`events per ingest phase ${fmtInt(EVENTS)}, items ${fmtInt(ITEMS)}, calls of ${CALL} signals with ${IN_FLIGHT} in flight; overload ${OVERLOAD_MS} ms in calls of ${OVERLOAD_CALL}`);
   log();
 
@@ -416,11 +422,11 @@ async function main(): Promise<void> {
   const ratio = (x: number, y: number) => `${(x / y).toFixed(2)}×`;
   const loadAtEnd = os.loadavg()[0]!;
   const md = [
-    `Machine: ${describeMachine(m)}; 1-minute load average ${loadAtStart.toFixed(2)} at the start, ${loadAtEnd.toFixed(2)} at the end. ` +
-      `Command: \`npm run bench:write\` (${fmtInt(EVENTS)} signals per ingest phase over ${fmtInt(ITEMS)} items, calls of ${CALL} with ${IN_FLIGHT} in flight; ` +
-      `raw and tidal alternate ${ROUNDS} times per durability mode and each row is the median round).`,
+    `1-minute load average ${loadAtStart.toFixed(2)} at the start, ${loadAtEnd.toFixed(2)} at the end. ` +
+      `${fmtInt(EVENTS)} signals per ingest phase over ${fmtInt(ITEMS)} items, calls of ${CALL} with ${IN_FLIGHT} in flight; ` +
+      `raw and tidal alternate ${ROUNDS} times per durability mode and each row is the median round.`,
     '',
-    markdownTable(
+    rep.markdown(
       ['durable ingest', 'signals/s', 'vs raw', 'ack p50 ms', 'ack p99 ms', 'loop delay p99 ms', 'loop delay max ms'],
       [
         ['raw better-sqlite3, synchronous=NORMAL, 1024 rows/tx', fmtInt(rawProcess), '1.00×', '—', '—', '—', '—'],
@@ -431,7 +437,7 @@ async function main(): Promise<void> {
       ],
     ),
     '',
-    markdownTable(
+    rep.markdown(
       ["one durable signal, tidal `'process'`", 'µs'],
       [
         ['total (1 / ingest rate)', procUs.toFixed(2)],
@@ -441,7 +447,7 @@ async function main(): Promise<void> {
       ],
     ),
     '',
-    markdownTable(
+    rep.markdown(
       ['checkpoint (main thread)', 'rows of 64 KiB', 'ms'],
       [
         [`full, ${fmtInt(slots)} slots`, String(ck.rows), fmtMs(ck.fullMs)],
@@ -451,7 +457,7 @@ async function main(): Promise<void> {
       ],
     ),
     '',
-    markdownTable(
+    rep.markdown(
       [`overload: 2× the measured max, open loop, calls of ${OVERLOAD_CALL}`, 'value'],
       [
         ['offered signals/s', fmtInt(over.offeredPerSec)],
@@ -470,22 +476,19 @@ async function main(): Promise<void> {
   log(md);
   log('```');
 
-  fs.mkdirSync(resultsDir, { recursive: true });
-  const out = path.join(resultsDir, 'write-path.json');
-  const json = {
-    date: new Date().toISOString(),
-    machine: m,
-    loadAverage: { start: loadAtStart, end: loadAtEnd },
-    config: { events: EVENTS, items: ITEMS, call: CALL, inFlight: IN_FLIGHT, overloadMs: OVERLOAD_MS, overloadCall: OVERLOAD_CALL },
-    raw: { processPerSec: rawProcess, powerPerSec: rawPower, processRounds: rawProcessRuns, powerRounds: rawPowerRuns },
-    ingest: { process: proc, power, withCheckpoints: withCkpt, processRounds: procRuns.map((x) => x.perSec), powerRounds: powerRuns.map((x) => x.perSec) },
-    breakdownUs: { total: procUs, raw: rawUs, apply: applyUs },
-    checkpoint: { slots, ...ck, big: ckBig },
-    overload: over,
-    totalMs: nowMs() - started,
-  };
-  fs.writeFileSync(out, `${JSON.stringify(json, null, 2)}\n`);
-  log(`results written to ${path.relative(process.cwd(), out) || out}`);
+  rep.set('raw', { processPerSec: rawProcess, powerPerSec: rawPower, processRounds: rawProcessRuns, powerRounds: rawPowerRuns });
+  rep.set('ingest', {
+    process: proc,
+    power,
+    withCheckpoints: withCkpt,
+    processRounds: procRuns.map((x) => x.perSec),
+    powerRounds: powerRuns.map((x) => x.perSec),
+  });
+  rep.set('breakdownUs', { total: procUs, raw: rawUs, apply: applyUs });
+  rep.set('checkpoint', { slots, ...ck, big: ckBig });
+  rep.set('overload', over);
+  rep.set('loadAverage', { start: loadAtStart, end: loadAtEnd });
+  rep.finish();
 }
 
 await main();

@@ -21,7 +21,7 @@
  *     npm run bench:serve -- --help
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,7 +29,7 @@ import { InvalidInputError } from 'tidal-core';
 import { Corpus } from '../corpus.js';
 import { mixHttpRequest, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
-import { fmtInt, intFlag, machine } from '../stats.js';
+import { Report, fmtInt, parseOptionsOrThrow, usage, type OptionSpec } from '../harness/index.js';
 import { LOADGEN_DEFAULTS, type LoadgenClient, type RequestSpec } from './loadgen.js';
 import { allowedCpus, chooseCpus, formatCpuList, parseCpuList, pinnedCommand, setAffinity, tasksetAvailable, type PinMode } from './pinning.js';
 import { summarizeProfile } from './profile.js';
@@ -70,52 +70,43 @@ interface Flags {
   json: string;
 }
 
-const HELP = `npm run bench:serve -- [flags]
+const FLAGS = {
+  items: { type: 'int', default: 100_000, description: 'demo corpus size' },
+  seconds: { type: 'int', default: 10, description: 'seconds per phase' },
+  'phase-seconds': { type: 'int', default: 0, min: 0, description: 'the same as --seconds' },
+  closed: { type: 'int', default: 16, description: 'closed-loop concurrency that measures C' },
+  capacity: { type: 'int', default: 0, min: 0, description: "a fixed C in requests/s instead of the closed loop's (0: measured)" },
+  workers: { type: 'int', default: 2, description: "the server's query workers" },
+  distinct: { type: 'int', default: 8192, description: 'distinct requests in the mix' },
+  client: { type: 'string', default: 'raw', choices: ['raw', 'undici'], description: "the generator's client" },
+  profile: { type: 'boolean', description: "the first server's main-thread profile at the phase of --profile-at" },
+  'profile-at': { type: 'int', default: 3, description: 'the phase (factor of C) --profile reports' },
+  pin: { type: 'string', default: 'both', choices: ['both', 'on', 'off'], description: 'unpinned and pinned runs, pinned only, unpinned only' },
+  'server-cpus': { type: 'string', description: "pinned: the server's CPUs (default: all but the last)" },
+  'generator-cpus': { type: 'string', description: "pinned: the generator's CPUs (default: the last); disjoint from the server's" },
+  'server-node': { type: 'string', description: "the node binary of the server (default: this process's)" },
+  'server-root': { type: 'string', description: 'the tree whose packages/tidal-serve/dist/cli.js runs (default: this tree)' },
+  variants: {
+    type: 'string',
+    default: DEFAULT_VARIANTS,
+    description:
+      "servers to compare, ';'-separated [NAME=][RUNTIME:](PRESET|FLAGS), e.g. 'on;a2=--acceptors 2;n24=node24:--acceptors 2'; " +
+      'presets on, off (--no-admission), nice0 (--worker-nice 0); runtimes default, node24 (node scripts/node24.mjs which / root)',
+  },
+  'skip-off': { type: 'boolean', description: 'drop the off preset from the list' },
+  'skip-nice0': { type: 'boolean', description: 'drop the nice0 preset from the list' },
+  'late-ms': { type: 'number', default: LOADGEN_DEFAULTS.lateMs, description: 'a send more than MS after its schedule is late (> 0, ≤ 60000)' },
+  'max-late-share': {
+    type: 'number',
+    default: VALIDITY_DEFAULTS.maxLateShare * 100,
+    description: "INVALID when more than PCT % of a phase's sends are late (≤ 100)",
+  },
+  'max-lag-ms': { type: 'number', default: VALIDITY_DEFAULTS.maxLagP99Ms, description: "INVALID when the generator's event-loop lag p99 is above MS (≤ 60000)" },
+  'no-docs': { type: 'boolean', description: 'do not write docs/serve.md and docs/serve.svg' },
+} as const satisfies Record<string, OptionSpec>;
 
-  --items N               demo corpus size (default 100000)
-  --seconds S             seconds per phase (also --phase-seconds; default 10)
-  --closed N              closed-loop concurrency that measures C (default 16)
-  --capacity N            a fixed C in requests/s instead of the closed loop's
-  --workers N             the server's query workers (default 2)
-  --distinct N            distinct requests in the mix (default 8192)
-  --client raw|undici     the generator's client (default raw)
-  --profile [--profile-at 3|10]   the first server's main-thread profile at that phase
-  --pin both|on|off       unpinned and pinned runs, pinned only, unpinned only (default both)
-  --server-cpus LIST      pinned: the server's CPUs (default: all but the last)
-  --generator-cpus LIST   pinned: the generator's CPUs (default: the last); disjoint from the server's
-  --server-node PATH      the node binary of the server (default: this process's)
-  --server-root DIR       the tree whose packages/tidal-serve/dist/cli.js runs (default: this tree)
-  --variants LIST         servers to compare, ';'-separated [NAME=][RUNTIME:](PRESET|FLAGS), e.g.
-                          'on;a2=--acceptors 2;n24=node24:--acceptors 2' (default '${DEFAULT_VARIANTS}');
-                          presets on, off (--no-admission), nice0 (--worker-nice 0); runtimes
-                          default, node24 (node scripts/node24.mjs which / root)
-  --skip-off, --skip-nice0  drop those presets from the list
-  --late-ms MS            a send more than MS after its schedule is late (default ${LOADGEN_DEFAULTS.lateMs})
-  --max-late-share PCT    INVALID when more than PCT % of a phase's sends are late (default ${VALIDITY_DEFAULTS.maxLateShare * 100})
-  --max-lag-ms MS         INVALID when the generator's event-loop lag p99 is above MS (default ${VALIDITY_DEFAULTS.maxLagP99Ms})
-  --no-docs               do not write docs/serve.md and docs/serve.svg
-  --json PATH             where the results go (default bench/results/serve.json)
-`;
-
-function stringFlag(argv: readonly string[], name: string): string | undefined {
-  const flag = `--${name}`;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (a === flag) {
-      const v = argv[i + 1];
-      if (v === undefined) throw new InvalidInputError(flag, 'followed by a value', undefined);
-      return v;
-    }
-    if (a.startsWith(`${flag}=`)) return a.slice(flag.length + 1);
-  }
-  return undefined;
-}
-
-function numberFlag(argv: readonly string[], name: string, fallback: number, max: number): number {
-  const raw = stringFlag(argv, name);
-  if (raw === undefined) return fallback;
-  const n = Number(raw);
-  if (raw.trim() === '' || !Number.isFinite(n) || n < 0 || n > max) throw new InvalidInputError(`--${name}`, `a number from 0 to ${max}`, raw);
+function atMost(flag: string, n: number, max: number): number {
+  if (n > max) throw new InvalidInputError(flag, `a number from 0 to ${max}`, n);
   return n;
 }
 
@@ -125,44 +116,39 @@ function positive(flag: string, n: number): number {
 }
 
 function parseFlags(argv: readonly string[]): Flags {
-  const client = stringFlag(argv, 'client') ?? 'raw';
-  if (client !== 'raw' && client !== 'undici') throw new InvalidInputError('--client', 'raw or undici', client);
-  const pin = stringFlag(argv, 'pin') ?? 'both';
-  if (pin !== 'both' && pin !== 'on' && pin !== 'off') throw new InvalidInputError('--pin', 'both, on or off', pin);
-  const cpus = (name: string): number[] | null => {
-    const raw = stringFlag(argv, name);
+  const o = parseOptionsOrThrow(FLAGS, argv);
+  const cpus = (name: 'server-cpus' | 'generator-cpus'): number[] | null => {
+    const raw = o[name];
     return raw === undefined ? null : parseCpuList(`--${name}`, raw);
   };
-  let variants = parseVariants(stringFlag(argv, 'variants') ?? DEFAULT_VARIANTS);
-  if (argv.includes('--skip-off')) variants = variants.filter((v) => v.name !== 'off');
-  if (argv.includes('--skip-nice0')) variants = variants.filter((v) => v.name !== 'nice0');
+  let variants = parseVariants(o.variants);
+  if (o['skip-off']) variants = variants.filter((v) => v.name !== 'off');
+  if (o['skip-nice0']) variants = variants.filter((v) => v.name !== 'nice0');
   if (variants.length === 0) throw new InvalidInputError('--variants', 'at least one server left after --skip-off/--skip-nice0', '');
-  const serverRoot = resolve(stringFlag(argv, 'server-root') ?? ROOT);
-  const json = stringFlag(argv, 'json');
   return {
-    items: intFlag(argv, 'items', 100_000),
-    seconds: intFlag(argv, 'seconds', intFlag(argv, 'phase-seconds', 10)),
-    closed: intFlag(argv, 'closed', 16),
-    workers: intFlag(argv, 'workers', 2),
-    distinct: intFlag(argv, 'distinct', 8192),
-    profile: argv.includes('--profile'),
-    profileAt: intFlag(argv, 'profile-at', 3),
+    items: o.items,
+    seconds: o['phase-seconds'] > 0 && !argv.some((a) => a === '--seconds' || a.startsWith('--seconds=')) ? o['phase-seconds'] : o.seconds,
+    closed: o.closed,
+    workers: o.workers,
+    distinct: o.distinct,
+    profile: o.profile,
+    profileAt: o['profile-at'],
     // A fixed C (requests/s) instead of the closed loop's: two builds compared at the same offered rates.
-    capacity: intFlag(argv, 'capacity', 0, 0),
-    client,
-    pin,
+    capacity: o.capacity,
+    client: o.client as LoadgenClient,
+    pin: o.pin as PinMode,
     serverCpus: cpus('server-cpus'),
     generatorCpus: cpus('generator-cpus'),
-    serverNode: stringFlag(argv, 'server-node') ?? process.execPath,
-    serverRoot,
+    serverNode: o['server-node'] ?? process.execPath,
+    serverRoot: resolve(o['server-root'] ?? ROOT),
     variants,
-    lateMs: positive('--late-ms', numberFlag(argv, 'late-ms', LOADGEN_DEFAULTS.lateMs, 60_000)),
+    lateMs: positive('--late-ms', atMost('--late-ms', o['late-ms'], 60_000)),
     validity: checkThresholds({
-      maxLagP99Ms: numberFlag(argv, 'max-lag-ms', VALIDITY_DEFAULTS.maxLagP99Ms, 60_000),
-      maxLateShare: numberFlag(argv, 'max-late-share', VALIDITY_DEFAULTS.maxLateShare * 100, 100) / 100,
+      maxLagP99Ms: atMost('--max-lag-ms', o['max-lag-ms'], 60_000),
+      maxLateShare: atMost('--max-late-share', o['max-late-share'], 100) / 100,
     }),
-    docs: !argv.includes('--no-docs'),
-    json: json === undefined ? join(ROOT, 'bench', 'results', 'serve.json') : resolve(json),
+    docs: !o['no-docs'],
+    json: o.json === undefined ? join(ROOT, 'bench', 'results', 'serve.json') : resolve(o.json),
   };
 }
 
@@ -552,7 +538,7 @@ function writeDocs(markdown: string, svg: string): void {
 async function main(): Promise<number> {
   const argv = process.argv.slice(2);
   if (argv.includes('--help')) {
-    process.stdout.write(HELP);
+    process.stdout.write(`${usage('npm run bench -- --suite serve', FLAGS)}\n`);
     return 0;
   }
   let flags: Flags;
@@ -561,9 +547,10 @@ async function main(): Promise<number> {
     flags = parseFlags(argv);
     plan = pinPlan(flags);
   } catch (err) {
-    process.stderr.write(`bench:serve: ${err instanceof Error ? err.message : String(err)}\n(see --help)\n`);
+    process.stderr.write(`serve: ${err instanceof Error ? err.message : String(err)} (--help lists the flags)\n`);
     return 2;
   }
+  const report = new Report('serve', { argv, json: flags.json });
   const work = mkdtempSync(join(tmpdir(), 'tidal-bench-serve-'));
   try {
     // The server builds the same corpus (seed 42, 128 dimensions); only its vocabulary and
@@ -576,12 +563,13 @@ async function main(): Promise<number> {
     const ctx: Context = { flags, requestsFile, generatorCpus: null };
     const pins: PinRun[] = [];
     for (const p of plan) pins.push(await runPinMode(ctx, p.pin, p.cpus));
-    mkdirSync(dirname(flags.json), { recursive: true });
-    writeFileSync(flags.json, JSON.stringify({ machine: machine(), flags, pins }, null, 2));
+    report.set('flags', flags);
+    report.set('pins', pins);
+    report.finish();
     const md = renderMarkdown(pins, flags);
     if (flags.docs) writeDocs(md, renderSvg(pins));
-    process.stdout.write(`${md}\n`);
-    process.stderr.write(`${flags.docs ? 'wrote docs/serve.md, docs/serve.svg and' : 'wrote'} ${flags.json}\n`);
+    report.line(md);
+    if (flags.docs) process.stderr.write('wrote docs/serve.md and docs/serve.svg\n');
     return pins.some((p) => p.failed.length > 0) ? 1 : 0;
   } finally {
     rmSync(work, { recursive: true, force: true });

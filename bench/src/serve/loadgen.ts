@@ -23,8 +23,8 @@ import { InvalidInputError } from 'tidal-core';
 import { mulberry32 } from '../random.js';
 import { RawClient, codeOf, serializeRequest } from './raw-client.js';
 import type { Outcome, PreparedRequest } from './raw-client.js';
-import { summarize } from '../stats.js';
-import type { Summary } from '../stats.js';
+import { summarize } from '../harness/index.js';
+import type { Summary } from '../harness/index.js';
 
 /** One request of the mix, as the JSON file gives it. */
 export interface RequestSpec {

@@ -1,6 +1,6 @@
 /**
  * The main thread's self time by function, from the `--cpu-prof` profiles Node writes at exit:
- * what `bench:serve --profile` and `serve-request-cost --profile` print.
+ * what the serve suite's `--profile` prints.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';

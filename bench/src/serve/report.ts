@@ -2,7 +2,7 @@
  * What bench:serve writes: the markdown block of docs/serve.md, the chart (docs/serve.svg) and the
  * progress line of each phase. The run itself is bench-serve.ts.
  */
-import { describeMachine, fmtInt, machine, markdownTable } from '../stats.js';
+import { describeMachine, fmtInt, machine, markdownTable } from '../harness/index.js';
 import type { LoadResult } from './loadgen.js';
 import type { ProfileSummary } from './profile.js';
 import { describeThreads, type ThreadShare } from './threads.js';

@@ -1,13 +1,14 @@
+// Probe: ns per admit + release of the full five-stage admission chain against the in-flight cap alone, and per refusal.
 /**
  * What the admission chain costs a request: nanoseconds per admit + release for the full chain (all
  * five stages) against the in-flight cap alone, and per refusal, measured interleaved in one run so
  * a busy machine shifts every variant alike.
  *
- *     npx tsc -b bench && node --expose-gc bench/dist/serve/admission-cost.js
+ *     npm run probes && node --expose-gc bench/probes/dist/probes/admission-cost.js
  */
 import { createAdmissionChain } from 'tidal-serve';
 import type { AdmissionChain, AdmissionOptions, RequestInfo } from 'tidal-serve';
-import { collectGarbage, percentile } from '../stats.js';
+import { Report, collectGarbage, parseOptions, percentile } from '../src/harness/index.js';
 
 const OFF: AdmissionOptions = { inFlightCap: 0, adaptive: false, tenants: false, permits: {}, period: false };
 const CAP: AdmissionOptions = { ...OFF, inFlightCap: 1_000_000 };
@@ -23,8 +24,12 @@ const FULL: AdmissionOptions = {
 // 64 tenants in rotation: the tenant and period maps see distinct keys, as a server would.
 const REQUESTS: RequestInfo[] = Array.from({ length: 64 }, (_, i) => ({ route: 'retrieve', tenant: `tenant-${i}`, tier: 'free' }));
 const OK = { latencyMs: 1, ok: true } as const;
-const N = 200_000;
-const ROUNDS = 15;
+const opts = parseOptions('admission-cost', {
+  requests: { type: 'int', default: 200_000, description: 'admit + release pairs per round and variant' },
+  rounds: { type: 'int', default: 15, description: 'interleaved rounds; the median is reported' },
+});
+const N = opts.requests;
+const ROUNDS = opts.rounds;
 
 function admitRelease(chain: AdmissionChain): number {
   const start = process.hrtime.bigint();
@@ -77,8 +82,12 @@ for (let round = 0; round < ROUNDS; round++) {
 }
 const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
 const capNs = median(samples['in-flight cap only']!);
-console.log(`admit + release, ns per request: median of ${ROUNDS} interleaved rounds of ${N.toLocaleString('en-US')} (node ${process.version})`);
-for (const [name, xs] of Object.entries(samples)) {
+const report = new Report('admission-cost', opts);
+const rows = Object.entries(samples).map(([name, xs]) => {
   const m = median(xs);
-  console.log(`  ${name.padEnd(44)} ${m.toFixed(0).padStart(6)} ns   (p10–p90 ${percentile([...xs].sort((a, b) => a - b), 10).toFixed(0)}–${percentile([...xs].sort((a, b) => a - b), 90).toFixed(0)}, ×${(m / capNs).toFixed(2)} the cap)`);
-}
+  const sorted = [...xs].sort((a, b) => a - b);
+  return [name, m.toFixed(0), `${percentile(sorted, 10).toFixed(0)}–${percentile(sorted, 90).toFixed(0)}`, `${(m / capNs).toFixed(2)}×`];
+});
+const title = `admit + release, ns per request: median of ${ROUNDS} interleaved rounds of ${N.toLocaleString('en-US')}`;
+report.table(title, ['path', 'ns', 'p10–p90', 'vs the cap'], rows);
+report.finish();
