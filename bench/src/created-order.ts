@@ -16,7 +16,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { Catalog, ItemsWriter, buildCreatorLists, creatorListsOf, type QuerySchema } from 'tidal-query';
 import { Corpus } from './corpus.js';
-import { ITEMS_DDL } from './items-ddl.js';
+import { openStorage } from 'tidal-wal/storage';
 import { mulberry32 } from './random.js';
 import { Report, fmtInt, nowMs, parseOptions } from './harness/index.js';
 
@@ -48,7 +48,7 @@ function run(file: string): void {
   report.line(`${fmtInt(ITEMS)} items (${fmtInt(corpus.creators)} creators), ${ROUNDS} rounds per row.`);
   const writerDb = new Database(file);
   writerDb.pragma('journal_mode = WAL');
-  writerDb.exec(ITEMS_DDL);
+  openStorage(writerDb, file);
   const writer = new ItemsWriter(writerDb);
   const stored = new Array<{ id: string; metadata: Record<string, unknown>; createdAt: number }>(ITEMS);
   let version = 0;

@@ -13,6 +13,7 @@
  * contains TEXT), `--shortlists=N,M` (rows for popular around a context vector searching N, M popular items).
  */
 import Database from 'better-sqlite3';
+import { openStorage } from 'tidal-wal/storage';
 import * as tidalQuery from 'tidal-query';
 import type { QueryContext, RetrieveExecutor, RetrieveTask } from 'tidal-query';
 import { DegradationLevel, levelName } from 'tidal-core';
@@ -56,10 +57,9 @@ function build(corpus: Corpus, { AnnIndex, Catalog, SignalStore }: TidalQuery): 
   const kinds = tidal.signals.map((s) => ({ name: s.name, halfLifeMs: s.halfLifeMs, windows: [...s.windows], velocity: s.velocity }));
   const schema = { kinds, metadata: { category: 'string' as const, creator: 'string' as const }, embeddingDims: dims };
   const db = new Database(':memory:');
-  db.exec(`CREATE TABLE items (ordinal INTEGER PRIMARY KEY, id TEXT NOT NULL, present INTEGER NOT NULL, text TEXT,
-    metadata TEXT, created_at REAL, embedding BLOB, version INTEGER NOT NULL)`);
-  // The catalog reads FTS5's totals for its text index; the items here carry no text.
-  db.exec(`CREATE VIRTUAL TABLE items_fts USING fts5(text, content='', contentless_delete=1)`);
+  openStorage(db, ':memory:');
+  // A baseline tree from before file format 4 reads its text totals from FTS5: an empty table serves it.
+  db.exec("CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(text, content='', contentless_delete=1)");
   const insert = db.prepare('INSERT INTO items VALUES (?, ?, 1, NULL, ?, ?, ?, ?)');
   const ann = new AnnIndex(dims);
   const CHUNK = 10_000;

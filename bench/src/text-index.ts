@@ -19,7 +19,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { Catalog, ItemsWriter, TextIndex, ftsQuery, queryTerms, searchTopK, type QuerySchema } from 'tidal-query';
 import { Corpus } from './corpus.js';
-import { ITEMS_DDL } from './items-ddl.js';
+import { openStorage } from 'tidal-wal/storage';
 import { mulberry32 } from './random.js';
 import { Report, collectGarbage, fmtInt, fmtRatio, nowMs, parseOptions } from './harness/index.js';
 
@@ -63,7 +63,11 @@ function run(file: string): void {
   // 1. The database.
   const writerDb = new Database(file);
   writerDb.pragma('journal_mode = WAL');
-  writerDb.exec(ITEMS_DDL);
+  openStorage(writerDb, file);
+  // The comparison: an FTS5 table over the same texts, filled beside tidal's items (tidal itself no
+  // longer writes one).
+  writerDb.exec("CREATE VIRTUAL TABLE items_fts USING fts5(text, content='', contentless_delete=1)");
+  const ftsInsert = writerDb.prepare('INSERT INTO items_fts (rowid, text) VALUES (?, ?)');
   const writer = new ItemsWriter(writerDb);
   const texts: string[] = new Array<string>(ITEMS);
   let t = nowMs();
@@ -74,6 +78,7 @@ function run(file: string): void {
         const ordinal = corpus.indexOf(item.id);
         texts[ordinal] = item.text;
         writer.upsert({ ordinal, id: item.id, text: item.text, metadata: item.metadata, createdAt: item.createdAt, embedding: null }, ++version, false);
+        if (item.text) ftsInsert.run(ordinal, item.text);
       }
     })();
   }

@@ -21,7 +21,7 @@ import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 // The file's tables are internal to tidal-core (not in its exports map): the bench reaches its build output.
-import { openStorage } from '../../packages/tidal-core/dist/storage.js';
+import { openStorage } from 'tidal-wal/storage';
 import { BackpressureError, TidalDb, type Durability, type SignalInput } from 'tidal-core';
 import { SignalStore } from 'tidal-query';
 import { SlotCheckpoint } from 'tidal-wal';
@@ -123,7 +123,7 @@ function rawInsert(rows: Rows, synchronous: 'NORMAL' | 'FULL'): number {
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${synchronous}`);
     db.pragma('wal_autocheckpoint = 1000');
-    db.exec('CREATE TABLE signal_log (seq INTEGER PRIMARY KEY, ordinal INTEGER NOT NULL, kind INTEGER NOT NULL, weight REAL NOT NULL, at REAL NOT NULL, session TEXT)');
+    openStorage(db, path.join(dir, 'raw.db'));
     const insert = db.prepare('INSERT INTO signal_log (seq, ordinal, kind, weight, at, session) VALUES (?, ?, ?, ?, ?, ?)');
     const tx = db.transaction((from: number, to: number) => {
       for (let i = from; i < to; i++) insert.run(i + 1, rows.ordinal[i], rows.kind[i], 1, rows.at[i], null);
