@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
-import { AbortedError, ClosedError, DegradationLevel, InFlightGuard, InternalError, InvalidInputError, TidalError, type LoadView } from 'tidal-load';
+import { ClosedError, DegradationLevel, InFlightGuard, InternalError, InvalidInputError, TidalError, type LoadView } from 'tidal-load';
 import { AckMark, MemoryGuard, SignalLog, SlotCheckpoint, WalCheckpointer, openWriterConnection } from 'tidal-wal';
 import {
   readItemSignals,
@@ -41,7 +41,6 @@ import { embedMissing, semanticSearch } from './embedding.js';
 import type { User, UserInput, UserRegistry } from './users.js';
 import { checkUserFilter, type UserCreatorInput, type UserItemInput } from './user-requests.js';
 import { estimateBytes, QueryFront, type QueryPlan } from './query-front.js';
-import { RelatedQuery } from './related-query.js';
 import { LinkServer } from './worker-link.js';
 import { threadHandlers } from './thread-handlers.js';
 import type { HostInit } from './worker-host.js';
@@ -84,55 +83,6 @@ export function internalsOf(db: TidalDb): TidalDbInternals {
 }
 
 /**
- * The results of a `related` query (see {@link TidalDb.retrieve}): the fields of the object
- * literal the worker path returns, in its order, with `nextCursor` one accessor pair shared by
- * every instance and defined on each (own and enumerable, as JSON and spread need it), where the
- * literal's `get`/`set` made two closures per query.
- */
-class RelatedResults implements RetrieveResults {
-  declare items: RetrieveResults['items'];
-  declare nextCursor: string | null;
-  declare degradationLevel: RetrieveResults['degradationLevel'];
-  declare levelReason: RetrieveResults['levelReason'];
-  declare ageMs: number;
-  declare warnings: string[];
-  declare explain: RetrieveResults['explain'];
-  declare tookMs: number;
-  readonly #next: LazyCursor;
-
-  static readonly #nextCursor: PropertyDescriptor = {
-    enumerable: true,
-    configurable: true,
-    get(this: RelatedResults): string | null {
-      return this.#next.value;
-    },
-    set(this: RelatedResults, v: string | null) {
-      this.#next.value = v;
-    },
-  };
-
-  constructor(
-    items: RetrieveResults['items'],
-    next: LazyCursor,
-    level: RetrieveResults['degradationLevel'],
-    reason: RetrieveResults['levelReason'],
-    warnings: string[],
-    explain: RetrieveResults['explain'],
-    tookMs: number,
-  ) {
-    this.#next = next;
-    this.items = items;
-    Object.defineProperty(this, 'nextCursor', RelatedResults.#nextCursor);
-    this.degradationLevel = level;
-    this.levelReason = reason;
-    this.ageMs = 0;
-    this.warnings = warnings;
-    this.explain = explain;
-    this.tookMs = tookMs;
-  }
-}
-
-/**
  * An embedded ranking database. Open one with {@link TidalDb.builder}; close it with
  * {@link TidalDb.close} (or `await using`).
  *
@@ -159,8 +109,6 @@ export class TidalDb implements AsyncDisposable {
   readonly #cursors: Cursors;
   /** What validating a query needs of this thread (sessions, users, co-engagement). */
   readonly #readDeps: ReadDeps;
-  /** Profile `related`, ranked on this thread (see {@link RelatedQuery}); made on first use. */
-  #related: RelatedQuery | null = null;
   /** The items version every acknowledged item write reached, for worker modules' threads (BigInt64). */
   readonly #itemsVersionCell = new BigInt64Array(new SharedArrayBuffer(8));
   /** The worker module's link to every worker thread, once they started it (see workerModule). */
@@ -249,8 +197,6 @@ export class TidalDb implements AsyncDisposable {
           memoryGuard,
           ackMark: this.#ackMark,
           onWarning: o.onWarning,
-          // `related` results read their items' signals on first access: as of their query.
-          beforeSignals: () => this.#related?.settle(),
           itemsVersionCell: this.#itemsVersionCell,
         },
         start,
@@ -502,11 +448,7 @@ export class TidalDb implements AsyncDisposable {
     return admitted instanceof InFlightGuard ? this.#retrieve(req, admitted) : Promise.reject(admitted);
   }
 
-  /**
-   * Validates and plans a retrieve, then runs it: `related` here and at once (a resolved promise,
-   * without an async function's frame, which its microseconds of work noticed), every other
-   * profile on a worker.
-   */
+  /** Validates and plans a retrieve, then runs it on a worker. */
   #retrieve(req: RetrieveRequest, guard: InFlightGuard): Promise<RetrieveResults> {
     let read: PreparedRead<RetrieveTask>;
     let plan: QueryPlan;
@@ -517,15 +459,7 @@ export class TidalDb implements AsyncDisposable {
       guard[Symbol.dispose]();
       return Promise.reject(err);
     }
-    const started = performance.now();
-    if (read.task.related) {
-      try {
-        return Promise.resolve(this.#relatedHere(read, plan, started));
-      } catch (err) {
-        return Promise.reject(err);
-      }
-    }
-    return this.#retrieveInWorker(read, plan, started);
+    return this.#retrieveInWorker(read, plan, performance.now());
   }
 
   async #retrieveInWorker(read: PreparedRead<RetrieveTask>, plan: QueryPlan, started: number): Promise<RetrieveResults> {
@@ -536,39 +470,6 @@ export class TidalDb implements AsyncDisposable {
     const r = a.result;
     const next = new LazyCursor(() => this.#nextCursor(read, r.nowMs, r.items, r.ordinals));
     return retrieveResults(r, { level: plan.level, reason: plan.reason, ageMs: a.ageMs, started }, next, performance.now());
-  }
-
-  /**
-   * Profile `related` without a worker: its candidates are the co-engagement list this thread
-   * holds, and ranking them costs microseconds against the ~0.4 ms round trip to a worker. Admitted,
-   * levelled and recorded like every query (its latency counts; it has no worker service time).
-   */
-  #relatedHere(read: PreparedRead<RetrieveTask>, plan: QueryPlan, started: number): RetrieveResults {
-    const { task } = read;
-    try {
-      const signal = plan.control.signal;
-      if (signal?.aborted) throw new AbortedError(plan.control.operation, signal.reason);
-      this.#related ??= new RelatedQuery(this.#db, this.#schema, this.#store);
-      const nowMs = task.atMs ?? this.#o.clock();
-      const picked: number[] = [];
-      const r = this.#related.run(task, plan.level, nowMs, this.#writes.itemsVersion, picked);
-      const tookMs = performance.now() - started;
-      this.#queries.recorder.record(plan.level, tookMs, null);
-      this.#metrics?.served('retrieve', plan.level, tookMs);
-      // `picked` holds the page's ordinals in order: the cursor reads them, not the items the caller may change.
-      const next = new LazyCursor(() => this.#nextCursor(read, nowMs, r.items, picked));
-      return new RelatedResults(r.items, next, plan.level, plan.reason, r.warnings, r.explain, tookMs);
-    } catch (err) {
-      if (AbortedError.is(err)) {
-        this.#queries.recorder.cancelled++;
-        throw err;
-      }
-      this.#queries.recorder.failed++;
-      this.#metrics?.failed();
-      throw TidalError.is(err) ? err : new InternalError(`retrieve failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
-    } finally {
-      plan.guard[Symbol.dispose]();
-    }
   }
 
   /**
@@ -643,9 +544,7 @@ export class TidalDb implements AsyncDisposable {
 
   /**
    * Makes every query worker load the items committed so far (catalog and ANN index), so the next
-   * queries do not pay for it. `open()` calls it; call it again after a bulk load. Once some item
-   * has co-engagement partners it also brings this thread's copy of the item columns (what
-   * profile `related` reads here) up to date.
+   * queries do not pay for it. `open()` calls it; call it again after a bulk load.
    *
    * The ANN index is built once: one worker builds it from the items (or reuses the snapshot saved
    * in the database directory, bringing it up to date when many rows changed after it) and saves
@@ -657,11 +556,6 @@ export class TidalDb implements AsyncDisposable {
   async warm(): Promise<WarmResult[]> {
     this.#check('warm');
     const results = await this.#pool.warm(this.#envelope());
-    // The item columns `related` reads on this thread, once some item has co-engagement partners.
-    if (this.#users.coEngagedItems > 0) {
-      this.#related ??= new RelatedQuery(this.#db, this.#schema, this.#store);
-      this.#related.sync(this.#writes.itemsVersion);
-    }
     // Only the elected worker reports one, and a worker's process.emitWarning would not reach this
     // thread's 'warning' listeners: raise it here.
     for (const r of results) {
