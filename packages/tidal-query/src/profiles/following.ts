@@ -9,7 +9,7 @@ import { Budget, finish, type FeedRanking } from './feed-budget.js';
  * `following`: the items of the creators the user follows, newest first (`order: 'newest'`, score
  * = createdAt) or by popularity (`'popular'`, ties to the newer). The followed creators' lists are
  * merged newest first; `newest` stops at the `want`-th item that passes, `popular` scores every
- * item of the followed creators at Full, the newest `budget` of them below.
+ * item of the followed creators without a budget, the newest `limit` of them with one.
  */
 export function following(ctx: QueryContext, task: RetrieveTask, want: number, pass: Predicate, nowMs: number, limit: number | null, explain: Explain, work: WorkCounter): FeedRanking {
   const field = ctx.schema.creatorField;

@@ -33,8 +33,8 @@ export const HOT_POPULAR = 256;
  * over the rest and stops, exactly, once the k-th best beats what any older item can reach:
  * (P + 1) / (age_h + 2)^g. Without the popularity walk (or when it was cut short) P is the largest
  * popularity of any item (the sum over kinds of the largest decayed score), and one old item with
- * many signals made the walk visit every item younger than it. Below Full at most the budget in
- * all, half of it by popularity, the rest newest first.
+ * many signals made the walk visit every item younger than it. With a budget (`limit`), at most the budget
+ * in all, half of it by popularity, the rest newest first.
  */
 export function hot(
   ctx: QueryContext,
@@ -145,9 +145,9 @@ function popularityBound(ctx: QueryContext, nowMs: number, work: WorkCounter): n
  * a 24h window of 3 300 items is ranked in a few hundred visits instead of 3 300. It never visits
  * more items than the window holds. The creation-order walk visits the window newest first: it
  * runs alone for a short window, and after a popularity walk that reached its cap, over the items
- * that walk did not keep (at Full all of them, so at most twice the window in all).
+ * that walk did not keep (without a budget all of them, so at most twice the window in all).
  *
- * Below Full at most `limit` items are visited in all, so a window larger than the budget is
+ * With a budget at most `limit` items are visited in all, so a window larger than the budget is
  * exact whenever the popularity walk stopped by itself, and otherwise ranks the most popular of
  * the window among the items visited; a window of at most half the budget is always exact.
  * Counted in `explain.candidates`.

@@ -13,8 +13,8 @@ export const RISING_BASELINE: Readonly<Partial<Record<VelocityWindow, VelocityWi
  * Σ over velocity kinds (velocity over `window` − velocity over the next longer window, see
  * {@link RISING_BASELINE}); ties to the higher velocity over `window`, then the lower ordinal.
  * Positive for an item engaged faster lately than over the longer window. Windows are read exactly
- * at every level (the profile is their difference). At Full every active item; below Full the
- * `budget` most recently active.
+ * at every level (the profile is their difference). Without a budget every active item; with
+ * one the `limit` most recently active.
  */
 export function rising(ctx: QueryContext, want: number, pass: Predicate, window: VelocityWindow, nowMs: number, limit: number | null, explain: Explain, work: WorkCounter): FeedRanking {
   const store = ctx.store;
