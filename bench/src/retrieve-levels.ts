@@ -15,7 +15,7 @@
 import Database from 'better-sqlite3';
 import { openStorage } from 'tidal-wal/storage';
 import * as tidalQuery from 'tidal-query';
-import type { QueryContext, RetrieveExecutor, RetrieveTask } from 'tidal-query';
+import { levelPlan, tunedPlan, type LevelPlan, type PlanOverrides, type QueryContext, type RetrieveExecutor, type RetrieveTask } from 'tidal-query';
 import { DegradationLevel, levelName } from 'tidal-core';
 import { Corpus, SIGNAL_KINDS, tidalSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
@@ -140,6 +140,8 @@ interface Row {
 interface Run {
   how: string;
   exec: RetrieveExecutor;
+  /** The plan each level runs by (default: the level's own). */
+  plan?: (level: DegradationLevel) => LevelPlan;
 }
 
 /** Overlap@10 of `tops` with `full`, query by query (a query whose Full top 10 is empty counts 1). */
@@ -159,16 +161,16 @@ function overlapWith(full: string[][], tops: string[][]): number {
  * alike rather than on whichever level happened to run during a busy spell.
  */
 function measureProfile(p: Profile, runs: Run[], now: number): { run: Run; level: DegradationLevel; row: Row }[] {
-  const cells = runs.flatMap((run) => LEVELS.map((level) => ({ run, level })));
-  const tops = cells.map(({ run, level }) => p.tasks.map((t) => run.exec.run(t, level, now).items.slice(0, 10).map((i) => i.id)));
+  const cells = runs.flatMap((run) => LEVELS.map((level) => ({ run, level, plan: run.plan ? run.plan(level) : levelPlan(level) })));
+  const tops = cells.map(({ run, plan }) => p.tasks.map((t) => run.exec.run(t, plan, now).items.slice(0, 10).map((i) => i.id)));
   const full = tops[0]!;
-  const out = cells.map(({ run, level }, c) => {
+  const out = cells.map(({ run, level, plan }, c) => {
     let slots = 0;
     let ann = 0;
     let candidates = 0;
     let popular = 0;
     for (const t of p.tasks) {
-      const e = run.exec.run(t, level, now).explain;
+      const e = run.exec.run(t, plan, now).explain;
       slots += e.slotsVisited ?? 0;
       ann += e.annCandidates ?? 0;
       popular += e.popularCandidates ?? 0;
@@ -176,13 +178,13 @@ function measureProfile(p: Profile, runs: Run[], now: number): { run: Run; level
     }
     const n = p.tasks.length;
     const row: Row = { ns: 0, overlap: overlapWith(full, tops[c]!), slots: slots / n, ann: ann / n, popular: popular / n, candidates: candidates / n };
-    return { run, level, row };
+    return { run, level, plan, row };
   });
   collectGarbage();
   for (let r = 0; r < REPS; r++) {
     for (const cell of out) {
       const t0 = process.hrtime.bigint();
-      for (const t of p.tasks) cell.run.exec.run(t, cell.level, now);
+      for (const t of p.tasks) cell.run.exec.run(t, cell.plan, now);
       cell.row.ns += Number(process.hrtime.bigint() - t0) / (REPS * p.tasks.length);
     }
   }
@@ -199,9 +201,10 @@ async function main(): Promise<void> {
   const ordered = new RetrieveExecutor(ctx);
   const scan = new RetrieveExecutor(ctx, { exhaustive: true });
   // Variants of the exact pass around a context vector: the same shortlist at every level below Full.
-  const shortlists = SHORTLISTS.map((n) => ({ how: `shortlist ${n}`, exec: new RetrieveExecutor(ctx, { popularShortlist: [n, n, n, n] }) }));
-  const annTopKs = ANN_TOPKS.map((k) => ({ how: `ANN top-k ${k}`, exec: new RetrieveExecutor(ctx, { annTopK: [500, k, k, k] }) }));
-  const trendingSlots = TRENDING_SLOTS.map((n) => ({ how: `trending slots ${n}`, exec: new RetrieveExecutor(ctx, { trendingSlots: [Infinity, n, n, n] }) }));
+  const below = (overrides: PlanOverrides) => (level: DegradationLevel) => (level === DegradationLevel.Full ? levelPlan(level) : tunedPlan(levelPlan(level), overrides));
+  const shortlists = SHORTLISTS.map((n) => ({ how: `shortlist ${n}`, exec: ordered, plan: below({ context: { popularShortlist: n } }) }));
+  const annTopKs = ANN_TOPKS.map((k) => ({ how: `ANN top-k ${k}`, exec: ordered, plan: below({ ann: { topK: k } }) }));
+  const trendingSlots = TRENDING_SLOTS.map((n) => ({ how: `trending slots ${n}`, exec: ordered, plan: below({ trending: { slots: n } }) }));
   const now = corpus.now;
   const rows: string[][] = [];
   for (const p of profiles(corpus).filter((q) => q.name.includes(ONLY))) {
@@ -245,19 +248,23 @@ async function compareTrees(corpus: Corpus, before: TidalQuery): Promise<void> {
   log();
   const after = new tidalQuery.RetrieveExecutor(build(corpus, tidalQuery));
   const old = new before.RetrieveExecutor(build(corpus, before) as never) as unknown as RetrieveExecutor;
+  // A tree from before the plan per level runs an executor that takes the level itself.
+  const planOf = (tree: TidalQuery, level: DegradationLevel): LevelPlan =>
+    'levelPlan' in tree ? tree.levelPlan(level) : (level as unknown as LevelPlan);
   const now = corpus.now;
   const rows: string[][] = [];
   const results: unknown[] = [];
   for (const p of profiles(corpus).filter((q) => q.name.includes(ONLY))) {
     for (const level of LEVELS) {
-      const tops = [after, old].map((exec) => p.tasks.map((t) => exec.run(t, level, now).items.slice(0, 10).map((i) => i.id)));
-      const pass = (exec: RetrieveExecutor) => () => {
-        for (const t of p.tasks) exec.run(t, level, now);
+      const plans = [planOf(tidalQuery, level), planOf(before, level)] as const;
+      const tops = [after, old].map((exec, i) => p.tasks.map((t) => exec.run(t, plans[i]!, now).items.slice(0, 10).map((x) => x.id)));
+      const pass = (exec: RetrieveExecutor, plan: LevelPlan) => () => {
+        for (const t of p.tasks) exec.run(t, plan, now);
       };
       const [a, b] = await interleave(
         [
-          { name: 'before', run: pass(old) },
-          { name: 'after', run: pass(after) },
+          { name: 'before', run: pass(old, plans[1]) },
+          { name: 'after', run: pass(after, plans[0]) },
         ],
         { rounds: REPS },
       );

@@ -1,25 +1,21 @@
-import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
-import { AbortedError, ClosedError, InFlightGuard, InternalError, TidalError, type LoadView } from 'tidal-load';
-import { readItemSignals, type QuerySchema, type RetrieveTask, type SignalStore, type SignalValues, type WarmResult } from 'tidal-query';
+import { ClosedError, InFlightGuard, InternalError, type LoadView } from 'tidal-load';
+import { readItemSignals, type QuerySchema, type SignalStore, type SignalValues, type WarmResult } from 'tidal-query';
 import type { QueryPool } from './query-pool.js';
 import type { WorkSharing } from './sharing.js';
 import { resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
 import { TidalDbBuilder } from './builder.js';
-import type { Metrics } from './metrics.js';
 import type { QueryRecorder, QueryStats } from './stats.js';
 import type { OpenSessionOptions, SessionHandle, SessionInfo, SessionSummary } from './sessions.js';
 import type { Item, ItemInput, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
 import { checkBatch, checkId } from './validate.js';
 import type { WritePath } from './write-path.js';
-import { LazyCursor } from './cursor.js';
-import { storedItem, type PreparedRead } from './read-requests.js';
+import { storedItem } from './read-requests.js';
 import { READS, type PlannedRead, type ReadOp, type ReadTypes } from './read-pipeline.js';
 import { embedMissing, semanticSearch } from './embedding.js';
 import type { User, UserInput, UserRegistry } from './users.js';
 import { creatorEdge, itemEdge, type UserCreatorInput, type UserItemInput } from './user-requests.js';
-import type { QueryFront, QueryPlan } from './query-front.js';
-import { RelatedQuery } from './related-query.js';
+import type { QueryFront } from './query-front.js';
 import type { LinkServer } from './worker-link.js';
 import { threadHandlers } from './thread-handlers.js';
 import { envelope, openParts, raiseWarmWarnings, shutdown, startWorkerModule, type DbParts } from './lifecycle.js';
@@ -45,55 +41,6 @@ export function internalsOf(db: TidalDb): TidalDbInternals {
 }
 
 /**
- * The results of a `related` query (see {@link TidalDb.retrieve}): the fields of the object
- * literal the worker path returns, in its order, with `nextCursor` one accessor pair shared by
- * every instance and defined on each (own and enumerable, as JSON and spread need it), where the
- * literal's `get`/`set` made two closures per query.
- */
-class RelatedResults implements RetrieveResults {
-  declare items: RetrieveResults['items'];
-  declare nextCursor: string | null;
-  declare degradationLevel: RetrieveResults['degradationLevel'];
-  declare levelReason: RetrieveResults['levelReason'];
-  declare ageMs: number;
-  declare warnings: string[];
-  declare explain: RetrieveResults['explain'];
-  declare tookMs: number;
-  readonly #next: LazyCursor;
-
-  static readonly #nextCursor: PropertyDescriptor = {
-    enumerable: true,
-    configurable: true,
-    get(this: RelatedResults): string | null {
-      return this.#next.value;
-    },
-    set(this: RelatedResults, v: string | null) {
-      this.#next.value = v;
-    },
-  };
-
-  constructor(
-    items: RetrieveResults['items'],
-    next: LazyCursor,
-    level: RetrieveResults['degradationLevel'],
-    reason: RetrieveResults['levelReason'],
-    warnings: string[],
-    explain: RetrieveResults['explain'],
-    tookMs: number,
-  ) {
-    this.#next = next;
-    this.items = items;
-    Object.defineProperty(this, 'nextCursor', RelatedResults.#nextCursor);
-    this.degradationLevel = level;
-    this.levelReason = reason;
-    this.ageMs = 0;
-    this.warnings = warnings;
-    this.explain = explain;
-    this.tookMs = tookMs;
-  }
-}
-
-/**
  * An embedded ranking database. Open one with {@link TidalDb.builder}; close it with
  * {@link TidalDb.close} (or `await using`).
  *
@@ -107,18 +54,14 @@ export class TidalDb implements AsyncDisposable {
   readonly #schema: QuerySchema;
   /** Every part of the open database (see lifecycle.ts); the reads' pipeline is `#p.reads` (read-pipeline.ts). */
   readonly #p: DbParts;
-  readonly #db: Database.Database;
   readonly #store: SignalStore;
   readonly #writes: WritePath;
   readonly #queries: QueryFront;
   readonly #users: UserRegistry;
-  /** Profile `related`, ranked on this thread (see {@link RelatedQuery}); made on first use. */
-  #related: RelatedQuery | null = null;
   /** The worker module's link to every worker thread, once they started it (see workerModule). */
   #link: LinkServer | null = null;
   /** Whether `TIDAL_WORKER_NICE_UNSET` was raised (once per database, not once per warm). */
   #niceWarned = false;
-  #metrics: Metrics | null = null;
   #closing: Promise<void> | undefined;
 
   /** Starts configuring a database. */
@@ -131,7 +74,7 @@ export class TidalDb implements AsyncDisposable {
     const o = resolveOptions(options);
     const db = new TidalDb(o);
     try {
-      if (o.metricsRegistry) db.#metrics = await db.#queries.exportMetrics(o.metricsRegistry);
+      if (o.metricsRegistry) await db.#queries.exportMetrics(o.metricsRegistry);
       await db.warm();
     } catch (err) {
       await db.close().catch(() => {});
@@ -143,12 +86,9 @@ export class TidalDb implements AsyncDisposable {
   private constructor(o: FilledOptions) {
     this.#o = o;
     this.#schema = o.schema;
-    const p = openParts(o, {
-      // `related` results read their items' signals on first access: as of their query.
-      beforeSignals: () => this.#related?.settle(),
-    });
+    const p = openParts(o);
     this.#p = p;
-    ({ db: this.#db, store: this.#store, writes: this.#writes, queries: this.#queries, users: this.#users } = p);
+    ({ store: this.#store, writes: this.#writes, queries: this.#queries, users: this.#users } = p);
     internals.set(this, { writer: p.db, pool: p.pool, recorder: p.queries.recorder, sharing: p.sharing });
   }
 
@@ -337,25 +277,13 @@ export class TidalDb implements AsyncDisposable {
     return admitted instanceof InFlightGuard ? this.#retrieve(req, admitted) : Promise.reject(admitted);
   }
 
-  /**
-   * Validates and plans a retrieve, then runs it: `related` here and at once (a resolved promise,
-   * without an async function's frame, which its microseconds of work noticed), every other
-   * profile on a worker.
-   */
+  /** Validates and plans a retrieve, then runs it on a worker. */
   #retrieve(req: RetrieveRequest, guard: InFlightGuard): Promise<RetrieveResults> {
     let q: PlannedRead<'retrieve'>;
     try {
       q = this.#p.reads.start('retrieve', req, guard);
     } catch (err) {
       return Promise.reject(err);
-    }
-    const { read, plan, started } = q;
-    if (read.task.related) {
-      try {
-        return Promise.resolve(this.#relatedHere(read, plan, started));
-      } catch (err) {
-        return Promise.reject(err);
-      }
     }
     return this.#inWorker(q);
   }
@@ -365,39 +293,6 @@ export class TidalDb implements AsyncDisposable {
     const kind = READS[q.op];
     const a = await this.#queries.run(q.op, q.read.task, q.plan, kind.shareable(q.read.task), kind.bytes);
     return this.#p.reads.finish(q, a.result, a.ageMs);
-  }
-
-  /**
-   * Profile `related` without a worker: its candidates are the co-engagement list this thread
-   * holds, and ranking them costs microseconds against the ~0.4 ms round trip to a worker. Admitted,
-   * levelled and recorded like every query (its latency counts; it has no worker service time).
-   */
-  #relatedHere(read: PreparedRead<RetrieveTask>, plan: QueryPlan, started: number): RetrieveResults {
-    const { task } = read;
-    try {
-      const signal = plan.control.signal;
-      if (signal?.aborted) throw new AbortedError(plan.control.operation, signal.reason);
-      this.#related ??= new RelatedQuery(this.#db, this.#schema, this.#store);
-      const nowMs = task.atMs ?? this.#o.clock();
-      const picked: number[] = [];
-      const r = this.#related.run(task, plan.level, nowMs, this.#writes.itemsVersion, picked);
-      const tookMs = performance.now() - started;
-      this.#queries.recorder.record(plan.level, tookMs, null);
-      this.#metrics?.served('retrieve', plan.level, tookMs);
-      // `picked` holds the page's ordinals in order: the cursor reads them, not the items the caller may change.
-      const next = new LazyCursor(() => this.#p.reads.nextCursor(read, nowMs, r.items, picked));
-      return new RelatedResults(r.items, next, plan.level, plan.reason, r.warnings, r.explain, tookMs);
-    } catch (err) {
-      if (AbortedError.is(err)) {
-        this.#queries.recorder.cancelled++;
-        throw err;
-      }
-      this.#queries.recorder.failed++;
-      this.#metrics?.failed();
-      throw TidalError.is(err) ? err : new InternalError(`retrieve failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
-    } finally {
-      plan.guard[Symbol.dispose]();
-    }
   }
 
   /**
@@ -433,9 +328,7 @@ export class TidalDb implements AsyncDisposable {
 
   /**
    * Makes every query worker load the items committed so far (catalog and ANN index), so the next
-   * queries do not pay for it. `open()` calls it; call it again after a bulk load. Once some item
-   * has co-engagement partners it also brings this thread's copy of the item columns (what
-   * profile `related` reads here) up to date.
+   * queries do not pay for it. `open()` calls it; call it again after a bulk load.
    *
    * The ANN index is built once: one worker builds it from the items (or reuses the snapshot saved
    * in the database directory, bringing it up to date when many rows changed after it) and saves
@@ -447,11 +340,6 @@ export class TidalDb implements AsyncDisposable {
   async warm(): Promise<WarmResult[]> {
     this.#check('warm');
     const results = await this.#p.pool.warm(envelope(this.#o, this.#writes));
-    // The item columns `related` reads on this thread, once some item has co-engagement partners.
-    if (this.#users.coEngagedItems > 0) {
-      this.#related ??= new RelatedQuery(this.#db, this.#schema, this.#store);
-      this.#related.sync(this.#writes.itemsVersion);
-    }
     this.#niceWarned = raiseWarmWarnings(results, this.#o.onWarning, this.#niceWarned);
     const { host } = this.#p;
     if (host !== null && this.#link === null) {

@@ -71,17 +71,11 @@ export interface DbParts {
   readonly unlock: () => void;
 }
 
-/** What the facade's own state adds to the write path. */
-export interface OpenHooks {
-  /** Runs before signals are applied to the store (see WritePathDeps.beforeSignals). */
-  readonly beforeSignals: () => void;
-}
-
 /**
  * Opens the directory and every part of the database on it. On failure, what was opened is closed
  * again (an ephemeral directory deleted) and the error thrown (see {@link openFailure}).
  */
-export function openParts(o: FilledOptions, hooks: OpenHooks): DbParts {
+export function openParts(o: FilledOptions): DbParts {
   const ephemeral = o.dir === null;
   let dir: string;
   try {
@@ -135,7 +129,6 @@ export function openParts(o: FilledOptions, hooks: OpenHooks): DbParts {
         memoryGuard,
         ackMark,
         onWarning: o.onWarning,
-        beforeSignals: hooks.beforeSignals,
         itemsVersionCell,
       },
       start,

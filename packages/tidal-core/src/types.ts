@@ -104,8 +104,7 @@ export interface QueryControl {
   /**
    * For a server that forwards the answer as JSON: the worker serializes the items (hits) into
    * `itemsJson` (`hitsJson`) and `items` (`hits`) comes back empty, so the calling thread neither
-   * receives nor serializes their objects. Profile `related`, ranked on the calling thread, still
-   * returns objects (no `itemsJson`). Cursors, levels and every other field are as without it.
+   * receives nor serializes their objects. Cursors, levels and every other field are as without it.
    * @default false
    */
   asJson?: boolean;
@@ -172,7 +171,7 @@ export interface RetrieveResults {
    */
   nextCursor: string | null;
   items: RetrievedItem[];
-  /** With `asJson` (a worker's profile): `items` as a JSON array, and `items` is empty. */
+  /** With `asJson`: `items` as a JSON array, and `items` is empty. */
   itemsJson?: string;
   /** The level the query ran at, decided once when it entered. */
   degradationLevel: DegradationLevel;

@@ -70,8 +70,6 @@ export interface WritePathDeps {
   readonly memoryGuard: MemoryGuard | null;
   readonly ackMark: AckMark | null;
   readonly onWarning: WarningSink;
-  /** Called before a committed batch's signals are applied to the store (results that read it later settle first). */
-  readonly beforeSignals?: () => void;
   /** Where the items version is published for other threads, after each commit that moves it. */
   readonly itemsVersionCell?: BigInt64Array;
 }
@@ -419,7 +417,6 @@ export class WritePath {
     let signals = 0;
     for (const e of events) {
       if (e.type === 'signal') {
-        if (signals === 0) this.#deps.beforeSignals?.();
         store.apply(e.ordinal, e.kind, e.weight, e.at);
         rows.markDirty(store.slotOf(e.ordinal, e.kind));
         signals++;

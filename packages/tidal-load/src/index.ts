@@ -23,8 +23,8 @@ export {
 export type { ErrorCode, DependencyFailure } from './errors.js';
 export { WARNING_CODES, emitProcessWarning } from './warnings.js';
 export type { TidalWarning, WarningCode, WarningSink } from './warnings.js';
-export { DegradationLevel, levelName, levelPlan, isDegradationLevel, checkLevel } from './levels.js';
-export type { DegradationLevelName, LevelPlan } from './levels.js';
+export { DegradationLevel, levelName, isDegradationLevel, checkLevel } from './levels.js';
+export type { DegradationLevelName } from './levels.js';
 export {
   LoadDetector,
   InFlightGuard,

@@ -1,6 +1,6 @@
-import { DegradationLevel, InternalError, levelPlan } from 'tidal-load';
+import { InternalError } from 'tidal-load';
 import { Index, MetricKind, ScalarKind, exactSearch, type Matches } from 'usearch';
-import { FOR_YOU_BUDGETS } from './profiles/for-you-budgets.js';
+import { LEVEL_PLANS } from './plan.js';
 
 /**
  * The HNSW parameters every index is built with. connectivity 16 / expansion_add 128 /
@@ -17,18 +17,15 @@ export const ANN_PARAMS = 'hnsw-cos-f32-m16-ef128-128';
 const EXPANSION_SEARCH = 128;
 
 /**
- * The narrower search breadths a layered index keeps a view for: the levels' ANN top-k
- * below {@link EXPANSION_SEARCH}. There a smaller k would not narrow the search at all (usearch
+ * The narrower search breadths a layered index keeps a view for: every plan's ANN top-k (and
+ * `for_you`'s) below {@link EXPANSION_SEARCH}. There a smaller k would not narrow the search at all (usearch
  * searches `max(expansion_search, k)` candidates), so the snapshot is also viewed with
  * `expansion_search = k` (one mapping more of the same file, nothing copied), opened with the base
  * so both map the same snapshot even if a newer one is renamed into place later. The ANN breadth
  * of every level of `for_you`'s budget has its view too: each level pays its own search effort.
  */
 const NARROW_BREADTHS: readonly number[] = [
-  ...new Set([
-    ...[DegradationLevel.ReducedCandidates, DegradationLevel.CoarseAggregates, DegradationLevel.NoDiversity].map((l) => levelPlan(l).annTopK),
-    ...FOR_YOU_BUDGETS.map((b) => b.ann),
-  ]),
+  ...new Set(LEVEL_PLANS.flatMap((p) => [p.ann.topK, p.forYou.ann])),
 ]
   .filter((k) => k < EXPANSION_SEARCH)
   .sort((a, b) => a - b);

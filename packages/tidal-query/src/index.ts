@@ -1,4 +1,7 @@
-export { DeferredSignals, RetrieveExecutor } from './retrieve.js';
+export { RetrieveExecutor } from './retrieve.js';
+export type { RetrieveExecutorOptions } from './retrieve.js';
+export { FEED_CANDIDATE_BUDGET, FOR_YOU_BUDGETS, FULL_PLAN, LEVEL_PLANS, levelPlan, tunedPlan } from './plan.js';
+export type { AnnPlan, ContextPlan, DiversityPlan, FeedsPlan, ForYouBudget, ForYouPlan, LevelPlan, PlanOverrides, TextPlan, TrendingPlan, WindowsPlan } from './plan.js';
 export { SearchExecutor, ftsQuery, RRF_K, BM25_CANDIDATES, NO_DIVERSITY_POSTINGS_BUDGET } from './search.js';
 export { TextIndex, BLOCK_SIZE } from './text/text-index.js';
 export type { TextIndexStats } from './text/text-index.js';
@@ -6,10 +9,8 @@ export { searchTopK } from './text/top-k.js';
 export type { TextSearchOptions, TextTopK } from './text/top-k.js';
 export { tokenize, queryTerms } from './text/tokenizer.js';
 export { Catalog } from './catalog.js';
-export { buildCreatorLists, creatorListsOf } from './profiles/feeds.js';
-export type { CreatorLists } from './profiles/feeds.js';
-export { ItemColumns } from './item-columns.js';
-export type { CatalogColumns } from './item-columns.js';
+export { buildCreatorLists, creatorListsOf } from './profiles/creator-lists.js';
+export type { CreatorLists } from './profiles/creator-lists.js';
 export { compileFilter } from './filter.js';
 export { diversify } from './diversity.js';
 export { readItemSignals } from './item-signals.js';
@@ -51,6 +52,8 @@ export type * from './types.js';
 
 /** The piscina worker entry, as a file URL string. */
 export const WORKER_FILENAME = new URL('./worker.js', import.meta.url).href;
-export { FOR_YOU_WEIGHTS, FOR_YOU_EXPLORE, FOR_YOU_BUDGETS, RECENCY_HALF_LIFE_MS, type ForYouBudget } from './profiles/for-you.js';
+export { FOR_YOU_WEIGHTS, FOR_YOU_EXPLORE, RECENCY_HALF_LIFE_MS } from './profiles/for-you.js';
+export { TrendingCache } from './profiles/trending-cache.js';
 export { hashString } from './user-state.js';
-export { FEED_CANDIDATE_BUDGET, HOT_GRAVITY, RISING_BASELINE, TOP_WINDOW_MS } from './profiles/feeds.js';
+export { HOT_GRAVITY, TOP_WINDOW_MS } from './profiles/hot-top.js';
+export { RISING_BASELINE } from './profiles/rising.js';

@@ -1,6 +1,6 @@
-import { DegradationLevel, levelPlan } from 'tidal-load';
 import { compileFilter, type Predicate } from './filter.js';
 import { popularity, type QueryContext } from './context.js';
+import { FULL_PLAN, LEVEL_PLANS, type LevelPlan } from './plan.js';
 import { selectAndHydrate } from './tail.js';
 import { queryTerms } from './text/tokenizer.js';
 import { searchTopK } from './text/top-k.js';
@@ -10,21 +10,11 @@ import type { Explain, SearchHit, SearchTask, WorkerSearchResult } from './types
 /** Reciprocal rank fusion constant (Cormack et al.); ranks are 1-based. */
 export const RRF_K = 60;
 
-/**
- * BM25 candidates per query at Full (halved from ReducedCandidates). 200 is 20× the default limit
- * of 10: room for the filter, the signal boost and diversity to reorder. The text index's top-k
- * search costs less the smaller this is, so halving it is a real saving.
- */
-export const BM25_CANDIDATES = 200;
+/** BM25 candidates per query at Full (see `TextPlan.bm25Depth`). */
+export const BM25_CANDIDATES = FULL_PLAN.text.bm25Depth;
 
-/**
- * Postings a text query may score at NoDiversity before it stops with the best it has seen (an
- * approximate top-k, flagged in `explain.textBudgetExhausted`). At 100 000 items of the bench
- * corpus a 1–3 word query at depth 100 scores ~2 000 postings, at most 3 642 over `bench:text`'s
- * 300 queries: the budget cuts none of those, only longer queries over common terms, so that the
- * deepest level has a bounded worst case (~4 096 × 30 ns ≈ 0.12 ms) as well as a mean.
- */
-export const NO_DIVERSITY_POSTINGS_BUDGET = 4096;
+/** The smallest postings budget any plan gives a text query (see `TextPlan.postingsBudget`). */
+export const NO_DIVERSITY_POSTINGS_BUDGET = Math.min(...LEVEL_PLANS.map((p) => p.text.postingsBudget));
 
 const MAX_TERMS = 32;
 
@@ -54,11 +44,10 @@ export class SearchExecutor {
   }
 
   /** Runs a search; the hits' ordinals are pushed onto `picked` when it is given. */
-  run(task: SearchTask, level: DegradationLevel, nowMs: number, picked?: number[]): Omit<WorkerSearchResult, 'serviceMs'> {
+  run(task: SearchTask, plan: LevelPlan, nowMs: number, picked?: number[]): Omit<WorkerSearchResult, 'serviceMs'> {
     const ctx = this.#ctx;
-    const plan = levelPlan(level);
     const mode = task.text !== null && task.vector !== null ? 'hybrid' : task.text !== null ? 'text' : 'vector';
-    const useDiversity = task.diversity !== null && plan.diversity;
+    const useDiversity = task.diversity !== null && plan.diversity.enabled;
     const filter = compileFilter(task.filter, ctx.catalog);
     const present = ctx.catalog.present;
     const userCount = { dropped: 0 };
@@ -73,8 +62,8 @@ export class SearchExecutor {
     const explain: Explain = {
       annTopK: null,
       bm25Limit: null,
-      windows: plan.coarseAggregates ? 'all-time' : 'exact',
-      velocityWindow: plan.coarseAggregates ? '24h' : '1h',
+      windows: plan.windows.coarse ? 'all-time' : 'exact',
+      velocityWindow: plan.windows.coarse ? '24h' : '1h',
       diversityApplied: useDiversity,
       candidates: 0,
       afterFilter: 0,
@@ -90,7 +79,7 @@ export class SearchExecutor {
       // filtered query ~depth / selectivity documents tested before θ could rise (at a 5 % filter,
       // ~4 000 for depth 200), and no level could cut that.
       const reordered = mode !== 'text' || after !== null || task.boost > 0 || useDiversity;
-      const depth = Math.max(1, Math.floor(BM25_CANDIDATES / plan.bm25Divisor));
+      const depth = Math.max(1, plan.text.bm25Depth);
       const limit = reordered ? depth : Math.min(depth, task.limit);
       explain.bm25Limit = limit;
       const terms = queryTerms(task.text, MAX_TERMS);
@@ -99,7 +88,7 @@ export class SearchExecutor {
       } else {
         const found = searchTopK(ctx.catalog.text, terms, limit, {
           ...(filtered ? { accept: pass } : {}),
-          ...(level >= DegradationLevel.NoDiversity ? { postingsBudget: NO_DIVERSITY_POSTINGS_BUDGET } : {}),
+          ...(Number.isFinite(plan.text.postingsBudget) ? { postingsBudget: plan.text.postingsBudget } : {}),
         });
         explain.candidates += found.ordinals.length + found.filtered;
         explain.postingsScored = found.postingsScored;
@@ -114,10 +103,10 @@ export class SearchExecutor {
     // Stage 3: ANN candidates.
     const ann = new Map<number, { similarity: number; rank: number }>();
     if (task.vector !== null) {
-      explain.annTopK = plan.annTopK;
+      explain.annTopK = plan.ann.topK;
       if (ctx.ann) {
         // The search breadth follows the level's top-k below 128 too (a narrower view of the snapshot).
-        const found = ctx.ann.search(task.vector, plan.annTopK, plan.annTopK);
+        const found = ctx.ann.search(task.vector, plan.ann.topK, plan.ann.topK);
         explain.candidates += found.keys.length;
         for (let i = 0; i < found.keys.length; i++) {
           const o = found.keys[i]!;
@@ -158,7 +147,7 @@ export class SearchExecutor {
 
     // Stage 7–8: diversity, limit.
     const diversity = useDiversity ? task.diversity : null;
-    const hits = selectAndHydrate(ctx, ranked, scores, { diversity, limit: task.limit, nowMs, coarse: plan.coarseAggregates, warnings }, (base, o) => {
+    const hits = selectAndHydrate(ctx, ranked, scores, { diversity, limit: task.limit, nowMs, coarse: plan.windows.coarse, warnings }, (base, o) => {
       const hit: SearchHit = { ...base };
       picked?.push(o);
       const b = bm25.get(o);

@@ -14,6 +14,7 @@ import Database from 'better-sqlite3';
 import { AnnLifecycle, type AnnContext } from './ann-lifecycle.js';
 import { Catalog } from './catalog.js';
 import { CELL_CANCELLED, type NiceWarning, type BatchEntryResult, type BatchMessage, type FaultMessage, type ResultOf, type RetrieveMessage, type SearchMessage, type SkippedResult, type WorkerInit, type WorkerResult, type WorkerTask } from './protocol.js';
+import { levelPlan } from './plan.js';
 import { RetrieveExecutor } from './retrieve.js';
 import { SearchExecutor } from './search.js';
 import { SignalStore } from './signals/store.js';
@@ -85,7 +86,7 @@ function retrieve(s: State, msg: RetrieveMessage, started: number): ResultOf<'re
   // The ordinals go back with the items: the main thread's cursor records them, and looking each
   // id up there cost 2 % of its time under load.
   const picked: number[] = [];
-  const r = s.retrieve.run(msg.task, msg.env.level, nowMs, picked);
+  const r = s.retrieve.run(msg.task, levelPlan(msg.env.level), nowMs, picked);
   const ordinals = Int32Array.from(picked);
   // Serialized here, off the thread that answers every request: a string crosses the port as
   // one copy, where the items' objects were cloned, then stringified there.
@@ -98,7 +99,7 @@ function search(s: State, msg: SearchMessage, started: number): ResultOf<'search
   s.items.sync(msg.env.itemsVersion);
   const nowMs = msg.task.atMs ?? msg.env.nowMs;
   const picked: number[] = [];
-  const r = s.search.run(msg.task, msg.env.level, nowMs, picked);
+  const r = s.search.run(msg.task, levelPlan(msg.env.level), nowMs, picked);
   const ordinals = Int32Array.from(picked);
   if (msg.task.asJson) return { ...r, hits: [], hitsJson: JSON.stringify(r.hits), ordinals, nowMs, serviceMs: performance.now() - started };
   return { ...r, ordinals, nowMs, serviceMs: performance.now() - started };

@@ -2,10 +2,10 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, openSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DegradationLevel, InternalError, levelPlan } from 'tidal-load';
+import { DegradationLevel, InternalError } from 'tidal-load';
 import { Index, MetricKind, ScalarKind, type Matches } from 'usearch';
 import { AnnIndex } from '../src/ann.js';
-import { FOR_YOU_BUDGETS } from '../src/profiles/for-you-budgets.js';
+import { FOR_YOU_BUDGETS, levelPlan } from '../src/plan.js';
 import { SNAPSHOT_SIDECAR, discardSnapshot, readSnapshot, writeSnapshot, type AnnSnapshotMeta } from '../src/ann-snapshot.js';
 import { mulberry32 } from '../../../bench/src/random.js';
 
@@ -148,7 +148,7 @@ describe('AnnIndex', () => {
   }
 
   it('layered: a breadth below 128 searches the snapshot with that breadth, as a view opened with it does', () => {
-    expectSearchesAsViews(4, [levelPlan(DegradationLevel.NoDiversity).annTopK], 40);
+    expectSearchesAsViews(4, [levelPlan(DegradationLevel.NoDiversity).ann.topK], 40);
   });
 
   it('layered: every level of for_you searches with its own breadth, as a view opened with it does', () => {
@@ -160,7 +160,7 @@ describe('AnnIndex', () => {
 
   it('layered: a breadth of 128 or more searches as the default; a swept snapshot file keeps its narrow views', () => {
     const { ann, file, dims, r } = viewedSnapshot(7);
-    const narrow = levelPlan(DegradationLevel.NoDiversity).annTopK;
+    const narrow = levelPlan(DegradationLevel.NoDiversity).ann.topK;
     const qs = Array.from({ length: 40 }, () => Float32Array.from({ length: dims }, () => r() * 2 - 1));
     const before = qs.map((v) => [...ann.search(v, narrow, narrow).keys]);
     for (const v of qs) {

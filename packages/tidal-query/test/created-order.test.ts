@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { Catalog } from '../src/catalog.js';
 import { ItemsWriter } from '../src/items-table.js';
-import { creatorListsOf } from '../src/profiles/feeds.js';
+import { creatorListsOf } from '../src/profiles/creator-lists.js';
 import type { QuerySchema } from '../src/types.js';
 import { openStorage } from 'tidal-wal/storage';
 import { mulberry32 } from '../../../bench/src/random.js';

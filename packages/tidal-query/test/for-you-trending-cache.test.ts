@@ -6,10 +6,11 @@
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { DegradationLevel } from 'tidal-load';
+import { atLevels, type LevelRunner } from './level-runner.js';
 import { Catalog } from '../src/catalog.js';
 import type { QueryContext } from '../src/context.js';
 import { ItemsWriter } from '../src/items-table.js';
-import { TrendingCache } from '../src/profiles/for-you.js';
+import { TrendingCache } from '../src/profiles/trending-cache.js';
 import { RetrieveExecutor } from '../src/retrieve.js';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import type { Filter, RetrieveTask, UserQueryState } from '../src/types.js';
@@ -63,8 +64,8 @@ describe('for_you trending cache', () => {
   it('walks trending once per state for every user, and ranks as the uncached walk does', () => {
     const w = world();
     const cache = new TrendingCache();
-    const cached = new RetrieveExecutor(w.ctx, { trendingCache: cache });
-    const walked = new RetrieveExecutor(w.ctx, { trendingCache: null });
+    const cached = atLevels(new RetrieveExecutor(w.ctx, { trendingCache: cache }));
+    const walked = atLevels(new RetrieveExecutor(w.ctx, { trendingCache: null }));
     // Trending's first items by the uncached walk: the ones worth hiding.
     const first = walked.run({ ...task(user()), profile: 'trending', user: null, limit: 8 }, DegradationLevel.Full, NOW).items.map((i) => Number(i.id.slice(1)));
     expect(first).toHaveLength(8);
@@ -96,8 +97,8 @@ describe('for_you trending cache', () => {
   it('walks again when the clock, the signals or the items move', () => {
     const w = world();
     const cache = new TrendingCache();
-    const cached = new RetrieveExecutor(w.ctx, { trendingCache: cache });
-    const walked = new RetrieveExecutor(w.ctx, { trendingCache: null });
+    const cached = atLevels(new RetrieveExecutor(w.ctx, { trendingCache: cache }));
+    const walked = atLevels(new RetrieveExecutor(w.ctx, { trendingCache: null }));
     const same = (nowMs: number): void => expect(ranking(cached.run(task(user()), DegradationLevel.Full, nowMs))).toEqual(ranking(walked.run(task(user()), DegradationLevel.Full, nowMs)));
     same(NOW);
     same(NOW);
@@ -125,8 +126,8 @@ describe('for_you trending cache', () => {
   it('walks with the query\u2019s own predicate when it leaves too few of the kept list', () => {
     const w = world();
     const cache = new TrendingCache();
-    const cached = new RetrieveExecutor(w.ctx, { trendingCache: cache });
-    const walked = new RetrieveExecutor(w.ctx, { trendingCache: null });
+    const cached = atLevels(new RetrieveExecutor(w.ctx, { trendingCache: cache }));
+    const walked = atLevels(new RetrieveExecutor(w.ctx, { trendingCache: null }));
     cached.run(task(user()), DegradationLevel.Full, NOW);
     // One creator in forty: about 5 of the 200 kept items pass, fewer than the 50 trending wants.
     const narrow = task(user(), { creator: 'c11' });

@@ -8,7 +8,7 @@ import { cosine } from '../src/ann.js';
 import { Catalog } from '../src/catalog.js';
 import type { QueryContext } from '../src/context.js';
 import { ItemsWriter } from '../src/items-table.js';
-import { cosineInt8, itemVectors } from '../src/profiles/for-you.js';
+import { cosineInt8, itemVectors } from '../src/profiles/for-you-vectors.js';
 import type { QuerySchema } from '../src/types.js';
 import { openStorage } from 'tidal-wal/storage';
 import { mulberry32 } from '../../../bench/src/random.js';

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { DegradationLevel } from 'tidal-load';
+import { atLevels, type LevelRunner } from './level-runner.js';
 import { AnnIndex } from '../src/ann.js';
 import { Catalog } from '../src/catalog.js';
 import type { QueryContext } from '../src/context.js';
@@ -32,7 +33,7 @@ function gauss(rand: () => number): number {
  * independently of position), so a wider ball around a vector holds proportionally more popular
  * items: the case where 200 neighbours instead of 500 lose most of the popular top 10.
  */
-function world(): { ctx: QueryContext; exec: RetrieveExecutor; vector: (r: () => number) => Float32Array } {
+function world(): { ctx: QueryContext; exec: LevelRunner<RetrieveTask, ReturnType<RetrieveExecutor['run']>>; vector: (r: () => number) => Float32Array } {
   const rand = mulberry32(17);
   const centres = Array.from({ length: CLUSTERS }, () => Float32Array.from({ length: DIMS }, () => gauss(rand)));
   const vector = (r: () => number): Float32Array => {
@@ -62,7 +63,7 @@ function world(): { ctx: QueryContext; exec: RetrieveExecutor; vector: (r: () =>
     for (let e = 0; e < n; e++) store.apply(o, rand() < 0.8 ? 0 : 1, 1, NOW - Math.floor(rand() * 48 * HOUR));
   }
   const ctx: QueryContext = { schema, catalog, store, ann, db };
-  return { ctx, exec: new RetrieveExecutor(ctx), vector };
+  return { ctx, exec: atLevels(new RetrieveExecutor(ctx)), vector };
 }
 
 function task(context: Float32Array): RetrieveTask {
@@ -121,7 +122,7 @@ describe('retrieve around a context vector', () => {
 
   it('a vector search asks the ANN for fewer candidates at each level than the one above', () => {
     const { ctx, vector } = world();
-    const search = new SearchExecutor(ctx);
+    const search = atLevels(new SearchExecutor(ctx));
     const rand = mulberry32(9);
     for (let q = 0; q < 5; q++) {
       const v = vector(rand);
@@ -159,8 +160,9 @@ describe('retrieve around a context vector', () => {
         };
       },
     });
-    const exec = new RetrieveExecutor({ ...ctx, db: counting });
-    exec.warm(NOW);
+    const executor = new RetrieveExecutor({ ...ctx, db: counting });
+    const exec = atLevels(executor);
+    executor.warm(NOW);
     expect(reads).toBeGreaterThan(100);
     reads = 0;
     const r = exec.run(task(vector(mulberry32(3))), DegradationLevel.ReducedCandidates, NOW);
@@ -170,15 +172,15 @@ describe('retrieve around a context vector', () => {
 
   it('searches a shorter popular shortlist at the deeper levels, above each level\'s quality floor', () => {
     const { exec, vector, ctx } = world();
-    const short = new RetrieveExecutor(ctx, { popularShortlist: [0, 8192, 400, 200] });
+    const short = atLevels(new RetrieveExecutor(ctx), (l) => ({ context: { popularShortlist: [0, 8192, 400, 200][l]! } }));
     const rand = mulberry32(9);
     const kept = { reduced: 0, coarse: 0, noDiversity: 0, none: 0 };
     let asked = 0;
-    const none = new RetrieveExecutor(ctx, { popularShortlist: [0, 0, 0, 0] });
+    const none = atLevels(new RetrieveExecutor(ctx), () => ({ context: { popularShortlist: 0 } }));
     for (let q = 0; q < 20; q++) {
       const t = task(vector(rand));
       const want = new Set(exec.run(t, DegradationLevel.Full, NOW).items.map((i) => i.id));
-      const count = (e: RetrieveExecutor, level: DegradationLevel) => e.run(t, level, NOW).items.filter((i) => want.has(i.id)).length;
+      const count = (e: LevelRunner<RetrieveTask, ReturnType<RetrieveExecutor['run']>>, level: DegradationLevel) => e.run(t, level, NOW).items.filter((i) => want.has(i.id)).length;
       kept.reduced += count(short, DegradationLevel.ReducedCandidates);
       kept.coarse += count(short, DegradationLevel.CoarseAggregates);
       kept.noDiversity += count(short, DegradationLevel.NoDiversity);

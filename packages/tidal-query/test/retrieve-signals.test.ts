@@ -1,6 +1,8 @@
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { DegradationLevel, levelPlan } from 'tidal-load';
+import { DegradationLevel } from 'tidal-load';
+import { levelPlan } from '../src/plan.js';
+import { atLevels, type LevelRunner } from './level-runner.js';
 import { Catalog } from '../src/catalog.js';
 import type { QueryContext } from '../src/context.js';
 import { ItemsWriter } from '../src/items-table.js';
@@ -37,8 +39,8 @@ const SCHEMAS: Record<string, SignalKindSpec[]> = {
 interface World {
   ctx: QueryContext;
   store: SignalStore;
-  ordered: RetrieveExecutor;
-  scan: RetrieveExecutor;
+  ordered: LevelRunner<RetrieveTask, ReturnType<RetrieveExecutor['run']>>;
+  scan: LevelRunner<RetrieveTask, ReturnType<RetrieveExecutor['run']>>;
   /** Applies `n` more seeded events (hot items mostly, recent), leaving them on the dirty list. */
   more(n: number, seed: number, weight?: () => number): void;
 }
@@ -85,8 +87,8 @@ function world(kinds: SignalKindSpec[], seed = 7, weights?: (rand: () => number)
     store,
     // Every active slot scored at every level, so each level's ranking is exact and the scan is its
     // oracle; the levels' own trending budgets are tested on their own.
-    ordered: new RetrieveExecutor(ctx, { trendingSlots: EXACT }),
-    scan: new RetrieveExecutor(ctx, { exhaustive: true }),
+    ordered: atLevels(new RetrieveExecutor(ctx), () => ({ trending: { slots: Infinity } })),
+    scan: atLevels(new RetrieveExecutor(ctx, { exhaustive: true })),
     more(n, s, w) {
       const r = mulberry32(s);
       for (let i = 0; i < n; i++) {
@@ -278,11 +280,11 @@ describe('retrieve from the signal orders', () => {
   it('with the level plan\'s own budgets, trending visits fewer slots at each level than the one above', () => {
     const kinds = SCHEMAS['one kind']!;
     const w = world(kinds);
-    const planned = new RetrieveExecutor(w.ctx);
+    const planned = atLevels(new RetrieveExecutor(w.ctx));
     expect(w.store.slotsUsed()).toBeGreaterThanOrEqual(1_000);
     for (const window of ['24h', '7d'] as const) {
       // Active slots well past the largest budget below Full, so every budget bites.
-      expect(activeSlots(w.store, kinds, window, NOW)).toBeGreaterThan(levelPlan(DegradationLevel.ReducedCandidates).trendingSlots);
+      expect(activeSlots(w.store, kinds, window, NOW)).toBeGreaterThan(levelPlan(DegradationLevel.ReducedCandidates).trending.slots);
       const t = task('trending', window, { limit: 10 });
       const visited = LEVELS.map((level) => planned.run(t, level, NOW).explain.slotsVisited!);
       for (let l = 1; l < LEVELS.length; l++) expect(visited[l]!, `${window} level ${l}: ${visited.join(', ')}`).toBeLessThan(visited[l - 1]!);
@@ -292,7 +294,7 @@ describe('retrieve from the signal orders', () => {
 
   it('below Full, trending scores only the most recently active slots of its budget, and keeps the leaders', () => {
     // The plan: every active slot at Full, a budget below it, never a bigger one a level down.
-    const budgets = LEVELS.map((level) => levelPlan(level).trendingSlots);
+    const budgets = LEVELS.map((level) => levelPlan(level).trending.slots);
     expect(budgets[0]).toBe(Infinity);
     for (let l = 1; l < budgets.length; l++) {
       expect(Number.isFinite(budgets[l]!)).toBe(true);
@@ -303,7 +305,7 @@ describe('retrieve from the signal orders', () => {
     const kinds = SCHEMAS['one kind']!;
     const w = world(kinds);
     const scaled = [Infinity, 160, 160, 80];
-    const budgeted = new RetrieveExecutor(w.ctx, { trendingSlots: scaled });
+    const budgeted = atLevels(new RetrieveExecutor(w.ctx), (l) => ({ trending: { slots: scaled[l]! } }));
     const active = activeSlots(w.store, kinds, '24h', NOW);
     expect(active).toBeGreaterThan(2 * scaled[1]!);
     const t = task('trending', '24h', { limit: 10 });
@@ -345,14 +347,14 @@ describe('retrieve from the signal orders', () => {
     copy.importState(bytes);
     expect(copy.order.dirtyCount).toBe(0);
     const ctx: QueryContext = { ...w.ctx, store: copy };
-    const imported = new RetrieveExecutor(ctx);
+    const imported = atLevels(new RetrieveExecutor(ctx));
     for (const [profile, window] of PROFILES) {
       const t = task(profile, window);
       expect(imported.run(t, DegradationLevel.Full, NOW).items).toEqual(w.scan.run(t, DegradationLevel.Full, NOW).items);
     }
     // A worker's read-only view of the same arena reads the same orders.
     const reader = SignalStore.attach(structuredClone(copy.arena), kinds);
-    const viaWorker = new RetrieveExecutor({ ...ctx, store: reader });
+    const viaWorker = atLevels(new RetrieveExecutor({ ...ctx, store: reader }));
     expect(viaWorker.run(task('popular', '24h'), DegradationLevel.Full, NOW).items).toEqual(
       imported.run(task('popular', '24h'), DegradationLevel.Full, NOW).items,
     );

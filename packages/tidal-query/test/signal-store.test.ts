@@ -2,6 +2,7 @@ import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { CapacityError, DegradationLevel, InvalidInputError, TidalError } from 'tidal-load';
+import { atLevels, type LevelRunner } from './level-runner.js';
 import { Catalog } from '../src/catalog.js';
 import { popularity, type QueryContext } from '../src/context.js';
 import { readItemSignals } from '../src/item-signals.js';
@@ -819,7 +820,7 @@ describe('SignalStore reserved slots in queries', () => {
     store.apply(1, 0, 1, T0);
     store.reserve([1, 2], [kinds.length - 1, kinds.length - 1], 2);
     const ctx: QueryContext = { schema, catalog, store, ann: null, db };
-    const executor = new RetrieveExecutor(ctx);
+    const executor = atLevels(new RetrieveExecutor(ctx));
     const retrieve = (profile: Profile) =>
       executor.run({ profile, context: null, filter: null, diversity: null, limit: 10, window: '24h', exclude: null }, DegradationLevel.Full, T0 + MIN);
     return { ctx, retrieve };

@@ -1,5 +1,6 @@
 import { DegradationLevel } from 'tidal-load';
 import { describe, expect, it } from 'vitest';
+import { atLevels, type LevelRunner } from './level-runner.js';
 import type { QueryContext } from '../src/context.js';
 import { NO_DIVERSITY_POSTINGS_BUDGET, SearchExecutor } from '../src/search.js';
 import { SignalStore } from '../src/signals/store.js';
@@ -87,7 +88,7 @@ describe('text top-k pruning', () => {
       f.sync();
       const store = SignalStore.create({ kinds: [], maxOrdinals: 64, maxSlots: 64 });
       const ctx: QueryContext = { schema: SCHEMA, catalog: f.catalog, store, ann: null, db: f.db };
-      const search = new SearchExecutor(ctx);
+      const search = atLevels(new SearchExecutor(ctx));
       const base: SearchTask = { text: null, vector: null, filter: null, diversity: null, limit: 10, boost: 0 };
       return { f, run: (task, level) => search.run({ ...base, ...task }, level, 0) };
     }
@@ -144,7 +145,7 @@ describe('text top-k pruning', () => {
       for (let o = 0; o < 6000; o++) f.upsert(o, randomText(words, 16), o % 4 === 0 ? 'b' : 'a');
       f.sync();
       const ctx: QueryContext = { schema: SCHEMA, catalog: f.catalog, store: SignalStore.create({ kinds: [], maxOrdinals: 64, maxSlots: 64 }), ann: null, db: f.db };
-      const search = new SearchExecutor(ctx);
+      const search = atLevels(new SearchExecutor(ctx));
       const run = (task: Partial<SearchTask>, level: DegradationLevel) =>
         search.run({ text: null, vector: null, filter: null, diversity: null, limit: 10, boost: 0, ...task }, level, 0);
       const text = 'cafe jazz';

@@ -1,17 +1,14 @@
-import type Database from 'better-sqlite3';
-import { DegradationLevel as Level, levelPlan, type DegradationLevel } from 'tidal-load';
-import { toInt8 } from '../ann.js';
-import type { Catalog } from '../catalog.js';
+import type { CandidateSources } from '../candidates/sources.js';
 import type { Predicate } from '../filter.js';
 import { velocityOf, type QueryContext, type WorkCounter } from '../context.js';
-import { blobToVector } from '../items-table.js';
+import { OrdinalSet } from '../ordinal-set.js';
+import type { ForYouPlan, LevelPlan } from '../plan.js';
 import { TopK } from '../topk.js';
 import { hashString, mix3 } from '../user-state.js';
-import { creatorListsOf } from './feeds.js';
-import { FOR_YOU_BUDGETS, type ForYouBudget } from './for-you-budgets.js';
+import { creatorListsOf } from './creator-lists.js';
+import { cosineInt8, itemVectors } from './for-you-vectors.js';
+import { trendingOf, type TrendingCache, type TrendingWalk } from './trending-cache.js';
 import type { Explain, ForYouOptions, RetrieveTask, UserQueryState, VelocityWindow } from '../types.js';
-
-export { FOR_YOU_BUDGETS, type ForYouBudget };
 
 /** tidalDB's mix: preference similarity, velocity, recency, creator affinity. */
 export const FOR_YOU_WEIGHTS = Object.freeze({ similarity: 0.4, velocity: 0.3, recency: 0.2, affinity: 0.1 });
@@ -25,88 +22,17 @@ export const RECENCY_HALF_LIFE_MS = 86_400_000;
 /** 2^(−age / half-life) as e^(−age · ln 2 / half-life): `Math.exp` costs a third of `Math.pow`. */
 const RECENCY_RATE = Math.LN2 / RECENCY_HALF_LIFE_MS;
 
-/**
- * What `for_you` takes candidates from besides the ANN (the retrieve executor's own stages):
- * the cold start uses both, a warm user's feed both as bounded extra sources.
- */
-export interface ForYouSources {
-  /**
-   * The `want` items ranked first by `trending`, passing `admit` (by default the query's
-   * predicate), reading at most `slots` active slots per velocity kind.
-   */
-  trending(want: number, slots: number, admit?: Predicate): number[];
-  /** The `want` newest items passing the query's predicate. */
-  newest(want: number): number[];
-  /** Where the trending source's unfiltered lists are kept between queries; none: every query walks. */
-  trendingCache?: TrendingCache;
-}
-
-/** The trending cache keeps this many times the places a query wants, so its own predicate can drop some. */
-const TRENDING_CACHE_ROOM = 4;
-
-/**
- * The trending source's lists, unfiltered (present items only), kept for one state: one clock,
- * one items version, one published generation of the signal orders with its dirty list and slot
- * count. Trending is the same for every user at one clock, so a burst of `for_you` queries walks
- * the active slots once (0.26 ms of a Full feed's 2.9 ms at 100 000 items) and each query filters
- * the shared list by its own predicate (hard negatives, seen, filters). One list per (velocity
- * window, level, places, slots); all are dropped when the state moves. A list ranks a fixed set of
- * items in a total order independent of any predicate, so the first `want` of it passing a
- * predicate are exactly what a walk with that predicate returns, as long as the list is the whole
- * set or holds `want` passing items; otherwise the query walks with its own predicate.
- * An event on a slot already dirty in the same generation at the same clock is not seen until
- * the clock moves: the staleness is the clock's resolution.
- */
-export class TrendingCache {
-  #stamp: readonly number[] = [];
-  readonly #lists = new Map<string, number[]>();
-  /** Unfiltered lists walked (cache misses). */
-  computed = 0;
-  /** Queries served from a kept list. */
-  served = 0;
-  /** Queries whose predicate left too few of a kept list: walked with their own predicate. */
-  fallbacks = 0;
-
-  /** The `want` first of trending passing `pass`, from the kept list for this state when it holds enough. */
-  take(ctx: QueryContext, sources: ForYouSources, key: string, nowMs: number, want: number, slots: number, pass: Predicate): number[] {
-    const order = ctx.store.order;
-    // Orders switched off: trending scans, and nothing here could tell the signals moved.
-    if (!order.begin()) return sources.trending(want, slots);
-    const stamp = [nowMs, ctx.catalog.version, order.generation, order.dirtyCount, ctx.store.slotsUsed()];
-    if (stamp.some((x, i) => x !== this.#stamp[i])) {
-      this.#stamp = stamp;
-      this.#lists.clear();
-    }
-    const room = want * TRENDING_CACHE_ROOM;
-    const lkey = `${key}|${want}|${slots}`;
-    let list = this.#lists.get(lkey);
-    if (list) this.served++;
-    else {
-      const present = ctx.catalog.present;
-      list = sources.trending(room, slots, (o) => present[o] === 1);
-      this.#lists.set(lkey, list);
-      this.computed++;
-    }
-    const out: number[] = [];
-    for (let i = 0; i < list.length && out.length < want; i++) if (pass(list[i]!)) out.push(list[i]!);
-    if (out.length < want && list.length >= room) {
-      this.fallbacks++;
-      return sources.trending(want, slots);
-    }
-    return out;
-  }
-}
-
-/** The trending source through the cache when there is one. */
-function trendingOf(ctx: QueryContext, sources: ForYouSources, key: string, nowMs: number, want: number, slots: number, pass: Predicate): number[] {
-  return sources.trendingCache ? sources.trendingCache.take(ctx, sources, key, nowMs, want, slots, pass) : sources.trending(want, slots);
-}
-
 /** With diversity asked for, this many times the limit are ranked (as the retrieve executor does). */
 const DIVERSITY_ROOM = 5;
 
 /** Visits per creator list, as a multiple of `perCreator`, before a restrictive filter gives up on it. */
 const CREATOR_SCAN_FACTOR = 4;
+
+/**
+ * This thread's marks of the candidates one `for_you` query has taken, by ordinal (a query runs to
+ * the end before the next starts on this thread).
+ */
+const candidateMarks = new OrdinalSet();
 
 export interface ForYouRanking {
   ranked: number[];
@@ -115,11 +41,11 @@ export interface ForYouRanking {
 }
 
 /**
- * The `for_you` profile. A warm user's candidates are the union, without repeats, of the level's
- * {@link FOR_YOU_BUDGETS}: the ANN neighbours of the preference vector, the newest items of the
+ * The `for_you` profile. A warm user's candidates are the union, without repeats, of the plan's
+ * sources ({@link ForYouPlan}): the ANN neighbours of the preference vector, the newest items of the
  * creators the user has the largest affinity with, the newest items, and the first of `trending`
  * (each passing the query's predicate). A user without a preference vector (cold start) takes the
- * first `annTopK` (the level plan's ANN breadth: 500 at Full, 200 below) of `trending` and of `new`.
+ * first `coldStart` (the plan's ANN breadth) of `trending` and of `new`.
  * Every feature is in [0, 1]:
  *
  * - similarity = max(0, cosine(preference, item)) (0 for an item without an embedding);
@@ -139,31 +65,37 @@ export interface ForYouRanking {
 export function forYou(
   ctx: QueryContext,
   task: RetrieveTask,
-  level: DegradationLevel,
+  plan: LevelPlan,
   pass: Predicate,
   window: VelocityWindow,
   nowMs: number,
   explain: Explain,
   work: WorkCounter,
-  sources: ForYouSources,
-  budgets: readonly ForYouBudget[] = FOR_YOU_BUDGETS,
+  sources: CandidateSources,
+  trendingCache: TrendingCache | null,
 ): ForYouRanking {
   const user = task.user!;
   const options = task.forYou!;
   const cold = user.preference === null;
   const affinity = affinityOf(ctx, user);
   // Every candidate passed the query's predicate, which admits only present ordinals.
-  const marks = candidateMarks(ctx.catalog.present.length);
+  const marks = candidateMarks.reset(ctx.catalog.present.length);
+  // The sources, over the query's windows; trending reads at most the plan's slots per velocity kind.
+  const counts = { candidates: 0, afterFilter: 0 };
+  const walk: TrendingWalk = (want, slots, admit = pass) =>
+    sources.bySignals('trending', want, admit, window, task.window, Math.min(slots, plan.trending.slots), nowMs, counts, work).ranked;
+  const newest = (want: number): number[] => sources.newest(want, pass, counts).ranked;
   explain.coldStart = cold;
   explain.explored = 0;
   let candidates: number[];
   // A warm user's candidates' similarity to the preference vector, index for index.
   const sims: number[] = [];
   if (cold) {
-    const annTopK = levelPlan(level).annTopK;
+    const depth = plan.forYou.coldStart;
     candidates = [];
-    const trending = trendingOf(ctx, sources, `${task.window}|${window}|${level}|cold`, nowMs, annTopK, Number.POSITIVE_INFINITY, pass);
-    for (const list of [trending, sources.newest(annTopK)]) {
+    const key = `${task.window}|${window}|${plan.trending.slots}|cold`;
+    const trending = trendingOf(trendingCache, ctx, walk, key, nowMs, depth, Number.POSITIVE_INFINITY, pass);
+    for (const list of [trending, newest(depth)]) {
       for (const o of list) {
         if (marks.has(o)) continue;
         marks.add(o);
@@ -172,8 +104,9 @@ export function forYou(
     }
     explain.candidates = candidates.length;
   } else {
-    const trending = (want: number, slots: number): number[] => trendingOf(ctx, sources, `${task.window}|${window}|${level}|warm`, nowMs, want, slots, pass);
-    candidates = warmCandidates(ctx, user, budgets[level] ?? budgets[Level.Full]!, pass, marks, sims, affinity, explain, sources.newest, trending);
+    const key = `${task.window}|${window}|${plan.trending.slots}|warm`;
+    const trending = (want: number, slots: number): number[] => trendingOf(trendingCache, ctx, walk, key, nowMs, want, slots, pass);
+    candidates = warmCandidates(ctx, user, plan.forYou, pass, marks, sims, affinity, explain, newest, trending);
   }
   explain.afterFilter = candidates.length;
 
@@ -216,44 +149,6 @@ export function forYou(
 }
 
 /**
- * This thread's marks of the candidates one `for_you` query has taken, by ordinal: a mark number
- * per query instead of a set of each query's own (a query runs to the end before the next starts
- * on this thread). 4 bytes per item.
- */
-class CandidateMarks {
-  #marks = new Uint32Array(0);
-  #mark = 0;
-
-  /** Starts a query over ordinals below `size`: every ordinal unmarked. */
-  begin(size: number): this {
-    if (this.#marks.length < size) {
-      this.#marks = new Uint32Array(Math.max(size, 2 * this.#marks.length, 1024));
-      this.#mark = 0;
-    }
-    if (this.#mark === 0xffffffff) {
-      this.#marks.fill(0);
-      this.#mark = 0;
-    }
-    this.#mark++;
-    return this;
-  }
-
-  has(o: number): boolean {
-    return this.#marks[o] === this.#mark;
-  }
-
-  add(o: number): void {
-    this.#marks[o] = this.#mark;
-  }
-}
-
-const marksOf = new CandidateMarks();
-
-function candidateMarks(size: number): CandidateMarks {
-  return marksOf.begin(size);
-}
-
-/**
  * A warm user's candidates from the four sources of `budget`, each passing `pass`, in source
  * order without repeats, marked in `marks`; `sims` receives each one's similarity (the ANN's for its
  * neighbours, from the items' int8 copy for the others, see {@link itemVectors}). Counted per source in
@@ -262,13 +157,13 @@ function candidateMarks(size: number): CandidateMarks {
 function warmCandidates(
   ctx: QueryContext,
   user: UserQueryState,
-  budget: ForYouBudget,
+  budget: ForYouPlan,
   pass: Predicate,
-  marks: CandidateMarks,
+  marks: OrdinalSet,
   sims: number[],
   affinity: Affinity,
   explain: Explain,
-  newest: ForYouSources['newest'],
+  newest: (want: number) => number[],
   trending: (want: number, slots: number) => number[],
 ): number[] {
   const out: number[] = [];
@@ -327,92 +222,6 @@ function warmCandidates(
   explain.candidates = annFound + counts.creators + counts.newest + counts.trending;
   explain.forYouSources = counts;
   return out;
-}
-
-/**
- * Every present item's embedding as int8 (scaled to ±127, see `toInt8`), by ordinal, kept per
- * catalog (one per worker): the similarity of a candidate that is not an ANN neighbour. Reading the
- * vectors row by row from the items table cost ~12 µs a row (about 4 ms for the ~300 such
- * candidates of a Full feed at 100 000 items); this copy is one pass over the table when first
- * needed (or at warm), then the rows changed since, and costs `embeddingDims` + 4 bytes per item
- * (13 MB at 100 000 items of 128 dimensions). int8 rounding moves a cosine by about 0.002 at 128
- * dimensions, the score by a tenth of that.
- */
-export interface Int8Vectors {
-  version: number;
-  readonly db: Database.Database;
-  rows: Int8Array;
-  /** 1 / |row|, 0 for an item without a vector. */
-  inverseNorms: Float32Array;
-  readonly all: Database.Statement;
-  readonly changed: Database.Statement;
-}
-
-const int8Vectors = new WeakMap<Catalog, Int8Vectors>();
-
-/** The int8 vectors of `ctx`'s items, brought up to its catalog's version. */
-export function itemVectors(ctx: QueryContext): Int8Vectors {
-  const dims = ctx.schema.embeddingDims;
-  let v = int8Vectors.get(ctx.catalog);
-  if (!v || v.db !== ctx.db) {
-    v = {
-      version: ctx.catalog.version,
-      db: ctx.db,
-      rows: new Int8Array(0),
-      inverseNorms: new Float32Array(0),
-      all: ctx.db.prepare('SELECT ordinal, present, embedding FROM items WHERE version <= ? AND present = 1 AND embedding IS NOT NULL').raw(),
-      changed: ctx.db.prepare('SELECT ordinal, present, embedding FROM items WHERE version > ? AND version <= ?').raw(),
-    };
-    int8Vectors.set(ctx.catalog, v);
-    for (const row of v.all.iterate(v.version) as IterableIterator<[number, number, Buffer | null]>) setRow(v, dims, row);
-  } else if (v.version < ctx.catalog.version) {
-    for (const row of v.changed.iterate(v.version, ctx.catalog.version) as IterableIterator<[number, number, Buffer | null]>) setRow(v, dims, row);
-    v.version = ctx.catalog.version;
-  }
-  return v;
-}
-
-function setRow(v: Int8Vectors, dims: number, [o, present, blob]: [number, number, Buffer | null]): void {
-  if (o >= v.inverseNorms.length) {
-    let n = Math.max(1024, v.inverseNorms.length);
-    while (n <= o) n *= 2;
-    const rows = new Int8Array(n * dims);
-    rows.set(v.rows);
-    const norms = new Float32Array(n);
-    norms.set(v.inverseNorms);
-    v.rows = rows;
-    v.inverseNorms = norms;
-  }
-  if (present !== 1 || !blob || blob.byteLength !== dims * 4) {
-    v.inverseNorms[o] = 0;
-    return;
-  }
-  toInt8(blobToVector(blob), v.rows, o * dims);
-  let sq = 0;
-  for (let k = 0; k < dims; k++) sq += v.rows[o * dims + k]! * v.rows[o * dims + k]!;
-  v.inverseNorms[o] = sq > 0 ? 1 / Math.sqrt(sq) : 0;
-}
-
-/** cosine(p, row o) over the int8 copy, `pScale` = 1 / |p|; 0 for an item without a vector. */
-export function cosineInt8(v: Int8Vectors, dims: number, p: Float32Array, pScale: number, o: number): number {
-  const inv = o < v.inverseNorms.length ? v.inverseNorms[o]! : 0;
-  if (inv === 0) return 0;
-  const rows = v.rows;
-  const base = o * dims;
-  // Four sums, so the additions do not wait on each other: 0.74x the time of one sum.
-  let d0 = 0;
-  let d1 = 0;
-  let d2 = 0;
-  let d3 = 0;
-  let k = 0;
-  for (; k + 3 < dims; k += 4) {
-    d0 += p[k]! * rows[base + k]!;
-    d1 += p[k + 1]! * rows[base + k + 1]!;
-    d2 += p[k + 2]! * rows[base + k + 2]!;
-    d3 += p[k + 3]! * rows[base + k + 3]!;
-  }
-  for (; k < dims; k++) d0 += p[k]! * rows[base + k]!;
-  return (d0 + d1 + d2 + d3) * pScale * inv;
 }
 
 interface Affinity {

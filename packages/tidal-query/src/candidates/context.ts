@@ -1,0 +1,339 @@
+import type Database from 'better-sqlite3';
+import { cosine, exactNearest, exactNearestWithSimilarity, toInt8, type AnnIndex } from '../ann.js';
+import type { Predicate } from '../filter.js';
+import type { QueryContext, WorkCounter } from '../context.js';
+import { blobToVector } from '../items-table.js';
+import { OrdinalSet } from '../ordinal-set.js';
+import type { ContextPlan } from '../plan.js';
+import { TopK } from '../topk.js';
+import type { Explain, RetrieveTask, VelocityWindow } from '../types.js';
+import { score } from './scan.js';
+import type { CandidateSources } from './sources.js';
+import { ORDER_ATTEMPTS } from './walks.js';
+
+/**
+ * Items in the popular subset searched exactly around a context vector below Full. Measured at
+ * 100 000 items (10 000 with signals), `bench:retrieve`: overlap@10 with Full 0.68 with 2 048, 0.79
+ * with 4 096, 0.86 with 8 192. 8 192 × 128 int8 is 1 MiB per worker (plus the float vectors
+ * cached, 4 MiB), searched in ~0.2 ms.
+ */
+const POPULAR_SUBSET = 8192;
+
+/**
+ * Items in the uniform sample that tells, around a context vector, how far Full's ANN ball
+ * reaches: its 500 nearest of N items are about its `500 × SAMPLE / N` nearest of the sample, so
+ * the similarity of that sample row is the ball's radius, measured in the query's own region (the
+ * popular subset alone cannot tell it: popularity is not spread evenly over the space). 4 096 × 128
+ * int8 is 512 KiB per worker, searched exactly in ≈ 0.1 ms.
+ */
+const BALL_SAMPLE = 4096;
+
+/**
+ * The fewest sample rows the radius may be read from: below it (a corpus over 500 × 4 096 / 8 ≈
+ * 256 000 items) the estimate is too coarse, and the pass takes the ANN's neighbours as before.
+ */
+const BALL_MIN_RANK = 8;
+
+/**
+ * Rebuilds of the slot orders after which the popular subset is rebuilt. Membership only decides
+ * which items are candidates (their popularity is always read fresh), so it may lag a little.
+ */
+const SUBSET_STALE_GENERATIONS = 16;
+
+/** The most popular items and their vectors, kept per executor (one per worker). */
+interface PopularSubset {
+  generation: number;
+  catalogVersion: number;
+  ann: AnnIndex | null;
+  ordinals: Int32Array;
+  /** The members' vectors, row by row, as int8 (see `toInt8`). */
+  matrix: Int8Array;
+  /** The members' vectors as stored, for the similarity of the ones picked. */
+  floats: Float32Array;
+  /** `rank[o]` is 1 + the row of ordinal `o` (rows are in popularity order), 0 for a non-member. */
+  rank: Int32Array;
+  /** A uniform sample of the items with an embedding (every few ordinals), int8 rows: see {@link BALL_SAMPLE}. */
+  sample: Int8Array;
+  /** Items with an embedding the sample stands for (the ANN's size when it was drawn). */
+  sampled: number;
+}
+
+
+/**
+ * Candidates around a context vector: the ANN's neighbours, and for `popular` where the plan says
+ * so the popular subset's members inside Full's ANN ball in their place or beside them (see
+ * {@link ContextPlan}). Keeps the popular subset and its vectors per executor (one per worker).
+ */
+export class ContextCandidates {
+  readonly #ctx: QueryContext;
+  readonly #sources: CandidateSources;
+  readonly #seen = new OrdinalSet();
+  #subset: PopularSubset | null = null;
+  /** Vectors of items looked up for the subset, by ordinal (null: the item has no embedding). */
+  readonly #vectors = new Map<number, Float32Array | null>();
+  #embedding: Database.Statement | null = null;
+  #changedSince: Database.Statement | null = null;
+
+  constructor(ctx: QueryContext, sources: CandidateSources) {
+    this.#ctx = ctx;
+    this.#sources = sources;
+  }
+
+  /**
+   * Builds the popular subset and its vectors (a few thousand rows of the items table on the first
+   * build), so the first query around a context vector after open does not pay for it.
+   */
+  warm(nowMs: number): void {
+    if (this.#ctx.ann) this.#popularSubset(nowMs, { slots: 0 });
+  }
+
+  around(
+    task: RetrieveTask,
+    topK: number,
+    plan: ContextPlan,
+    pass: Predicate,
+    window: VelocityWindow,
+    nowMs: number,
+    explain: Explain,
+    work: WorkCounter,
+  ): { ranked: number[]; scores: number[]; similarity: Map<number, number> } {
+    explain.annTopK = topK;
+    const similarity = new Map<number, number>();
+    const ann = this.#ctx.ann;
+    if (!ann) return { ranked: [], scores: [], similarity };
+    const fullTopK = plan.ballTopK;
+    const shortlist = plan.popularShortlist;
+    // Below Full, `popular` ranks the popular members of Full's ball without searching the graph
+    // at all when the sample can tell the ball's radius and enough members fall inside it: the
+    // HNSW search was most of such a query's cost at every level.
+    if (task.profile === 'popular' && plan.popularStandIn) {
+      const subset = this.#popularSubset(nowMs, work);
+      const rows = subset ? Math.min(shortlist, subset.ordinals.length) : 0;
+      const fill = plan.fillBall;
+      const ball = subset && rows > 0 ? this.#ballMembers(subset, rows, task.context!, fullTopK, pass, task.limit, fill) : null;
+      if (ball) {
+        explain.annCandidates = null;
+        explain.popularCandidates = ball.keys.length;
+        return this.#rankAround(task, ball.keys, ball.sims, pass, window, nowMs, explain, work, similarity);
+      }
+    }
+    const found = ann.search(task.context!, topK, topK);
+    explain.annCandidates = found.keys.length;
+    // Popularity-aware candidates below Full: the ANN's neighbours plus the popular items that the
+    // Full search (a wider ball) would have found. A popular item is in Full's ball about as often
+    // as the wider ball is larger: if v of this search's neighbours are among the level's shortlist
+    // (the shortlist most popular members of the subset), the Full ball holds about
+    // v × (Full top-k / this top-k) of them, taken as the nearest members of the shortlist by an
+    // exact search.
+    let keys: ArrayLike<number> = found.keys;
+    let sims: ArrayLike<number> = found.similarity;
+    if (task.profile === 'popular' && plan.popularStandIn) {
+      const subset = this.#popularSubset(nowMs, work);
+      const rows = subset ? Math.min(shortlist, subset.ordinals.length) : 0;
+      if (subset && rows > 0) {
+        let inShortlist = 0;
+        for (let i = 0; i < found.keys.length; i++) {
+          const r = subset.rank[found.keys[i]!] ?? 0;
+          if (r > 0 && r <= rows) inShortlist++;
+        }
+        const extra = Math.min(rows, Math.round((inShortlist * fullTopK) / topK));
+        if (extra > 0) {
+          const near = exactNearest(subset.matrix.subarray(0, rows * ann.dims), ann.dims, task.context!, extra);
+          const seen = this.#seen;
+          seen.reset();
+          const mk: number[] = Array.from(found.keys);
+          const ms: number[] = Array.from(found.similarity);
+          for (const o of mk) seen.add(o);
+          for (let i = 0; i < near.length; i++) {
+            const row = near[i]!;
+            const o = subset.ordinals[row]!;
+            if (!seen.add(o)) continue;
+            mk.push(o);
+            ms.push(cosine(task.context!, subset.floats, row * ann.dims));
+          }
+          explain.popularCandidates = mk.length - found.keys.length;
+          keys = mk;
+          sims = ms;
+        }
+      }
+    }
+    return this.#rankAround(task, keys, sims, pass, window, nowMs, explain, work, similarity);
+  }
+
+  /** The candidates around a context vector, filtered and ranked by the profile's score. */
+  #rankAround(
+    task: RetrieveTask,
+    keys: ArrayLike<number>,
+    sims: ArrayLike<number>,
+    pass: Predicate,
+    window: VelocityWindow,
+    nowMs: number,
+    explain: Explain,
+    work: WorkCounter,
+    similarity: Map<number, number>,
+  ): { ranked: number[]; scores: number[]; similarity: Map<number, number> } {
+    explain.candidates = keys.length;
+    const top = new TopK(Math.max(keys.length, 1));
+    for (let i = 0; i < keys.length; i++) {
+      const o = keys[i]!;
+      if (!pass(o)) continue;
+      explain.afterFilter++;
+      similarity.set(o, sims[i]!);
+      const [p, s] = score(this.#ctx, task.profile, o, window, nowMs, work);
+      // Items the profile cannot tell apart stay in similarity order.
+      top.push(o, p, s === 0 ? sims[i]! : s);
+    }
+    const { ordinals, primary } = top.sorted();
+    return { ranked: ordinals, scores: primary, similarity };
+  }
+
+  /**
+   * The members of the shortlist (the first `rows` of the popular subset) inside Full's ANN ball
+   * around `vector`, nearest first, with their similarity; null when this cannot stand in for the
+   * ANN: a corpus too large for the sample to tell the radius ({@link BALL_MIN_RANK}), or fewer
+   * than `need` members in the ball that `pass` keeps (a region with few popular items, or a
+   * narrow filter, where Full ranks unpopular neighbours by similarity too) unless `fill`.
+   *
+   * With `fill` (the levels below ReducedCandidates), a ball short of `need` is topped up with the
+   * shortlist's nearest members just outside it instead of searching the graph: with a shortlist
+   * of 2 048 the ball held fewer than a page in ~97 % of `bench:retrieve`'s queries, so the shorter
+   * shortlist meant to make NoDiversity cheap made it run the HNSW search (and the exact pass
+   * besides) nearly every time, 0.67× Full's time against CoarseAggregates' 0.45×.
+   *
+   * The radius is the similarity of the sample row at rank `fullTopK × sample / items`: the same
+   * share of the sample as Full's ball is of the corpus, measured around this vector. Both exact
+   * passes are int8 (≈ 0.1 ms for the sample, ≈ 0.2 ms for 8 192 members), against ≈ 0.8 ms for
+   * an HNSW search of 200 on the bench corpus.
+   */
+  #ballMembers(subset: PopularSubset, rows: number, vector: Float32Array, fullTopK: number, pass: Predicate, need: number, fill = false): { keys: number[]; sims: number[] } | null {
+    const dims = this.#ctx.schema.embeddingDims;
+    const sampleRows = subset.sample.length / dims;
+    if (subset.sampled <= 0) return null;
+    const rank = Math.round((fullTopK * sampleRows) / subset.sampled);
+    if (rank < BALL_MIN_RANK || rank > sampleRows) return null;
+    const edge = exactNearestWithSimilarity(subset.sample, dims, vector, rank);
+    if (edge.rows.length < rank) return null;
+    const radius = edge.similarity[rank - 1]!;
+    const matrix = subset.matrix.subarray(0, rows * dims);
+    // Twice the members a ball of this share would hold if popularity were spread evenly; doubled
+    // again while the last one found is still inside.
+    let k = Math.min(rows, Math.max(64, Math.ceil((2 * fullTopK * rows) / subset.sampled)));
+    let near = exactNearestWithSimilarity(matrix, dims, vector, k);
+    while (k < rows && near.rows.length === k && near.similarity[k - 1]! >= radius) {
+      k = Math.min(rows, 2 * k);
+      near = exactNearestWithSimilarity(matrix, dims, vector, k);
+    }
+    let inside = 0;
+    let passing = 0;
+    while (inside < near.rows.length && near.similarity[inside]! >= radius) {
+      if (pass(subset.ordinals[near.rows[inside]!]!)) passing++;
+      inside++;
+    }
+    if (passing < need) {
+      if (!fill) return null;
+      // The nearest members outside the ball, until `need` pass (or the shortlist runs out).
+      if (near.rows.length < rows && near.rows.length - inside < need - passing) {
+        k = Math.min(rows, inside + 2 * need);
+        near = exactNearestWithSimilarity(matrix, dims, vector, k);
+      }
+      while (inside < near.rows.length && passing < need) {
+        if (pass(subset.ordinals[near.rows[inside]!]!)) passing++;
+        inside++;
+      }
+    }
+    const keys: number[] = [];
+    const sims: number[] = [];
+    for (let i = 0; i < inside; i++) {
+      const row = near.rows[i]!;
+      keys.push(subset.ordinals[row]!);
+      sims.push(cosine(vector, subset.floats, row * dims));
+    }
+    return { keys, sims };
+  }
+
+  /**
+   * The {@link POPULAR_SUBSET} most popular present items with an embedding, and their vectors:
+   * rebuilt when the slot orders moved on by {@link SUBSET_STALE_GENERATIONS}, when items changed
+   * (their cached vectors are dropped first) or when the ANN index was replaced. Vectors come from
+   * the items table once and are cached; the first build reads a few thousand rows (~20 ms).
+   */
+  #popularSubset(nowMs: number, work: WorkCounter): PopularSubset | null {
+    const ctx = this.#ctx;
+    const store = ctx.store;
+    const generation = store.order.generation;
+    const version = ctx.catalog.version;
+    const old = this.#subset;
+    if (old && old.ann === ctx.ann && old.catalogVersion === version && generation - old.generation < SUBSET_STALE_GENERATIONS) return old;
+    this.#embedding ??= ctx.db.prepare('SELECT embedding FROM items WHERE ordinal = ? AND present = 1').pluck();
+    this.#changedSince ??= ctx.db.prepare('SELECT ordinal FROM items WHERE version > ?').pluck();
+    if (!old || old.ann !== ctx.ann) this.#vectors.clear();
+    else if (old.catalogVersion !== version) {
+      for (const o of this.#changedSince.iterate(old.catalogVersion) as IterableIterator<number>) this.#vectors.delete(o);
+    }
+    const present = ctx.catalog.present;
+    const top = new TopK(POPULAR_SUBSET);
+    let ok = false;
+    for (let attempt = 0; attempt < ORDER_ATTEMPTS && !ok; attempt++) {
+      ok = this.#sources.popularInto(POPULAR_SUBSET, (o) => present[o] === 1, nowMs, top, work);
+    }
+    if (!ok) return old;
+    const ranked = top.sorted().ordinals;
+    const dims = ctx.schema.embeddingDims;
+    const ordinals: number[] = [];
+    const floats = new Float32Array(ranked.length * dims);
+    const matrix = new Int8Array(ranked.length * dims);
+    for (const o of ranked) {
+      const v = this.#vectorOf(o, dims);
+      if (!v) continue;
+      floats.set(v, ordinals.length * dims);
+      toInt8(v, matrix, ordinals.length * dims);
+      ordinals.push(o);
+    }
+    const rank = new Int32Array(ctx.catalog.ids.length);
+    for (let r = 0; r < ordinals.length; r++) rank[ordinals[r]!] = r + 1;
+    const { sample, sampled } = old && old.ann === ctx.ann && old.catalogVersion === version ? old : this.#ballSample(dims);
+    this.#subset = {
+      generation,
+      catalogVersion: version,
+      ann: ctx.ann,
+      ordinals: Int32Array.from(ordinals),
+      matrix: matrix.subarray(0, ordinals.length * dims),
+      floats: floats.subarray(0, ordinals.length * dims),
+      rank,
+      sample,
+      sampled,
+    };
+    return this.#subset;
+  }
+
+  /** The embedding of ordinal `o` (null: none), from the cache or the items table. */
+  #vectorOf(o: number, dims: number): Float32Array | null {
+    let v = this.#vectors.get(o);
+    if (v === undefined) {
+      const blob = this.#embedding!.get(o) as Buffer | null | undefined;
+      v = blob && blob.byteLength === dims * 4 ? blobToVector(blob) : null;
+      this.#vectors.set(o, v);
+    }
+    return v;
+  }
+
+  /** {@link BALL_SAMPLE} present items with an embedding, every few ordinals, as int8 rows. */
+  #ballSample(dims: number): { sample: Int8Array; sampled: number } {
+    const ctx = this.#ctx;
+    const present = ctx.catalog.present;
+    const n = ctx.catalog.ids.length;
+    const sampled = ctx.ann?.size ?? 0;
+    const stride = Math.max(1, Math.floor(n / BALL_SAMPLE));
+    const sample = new Int8Array(Math.min(BALL_SAMPLE, n) * dims);
+    let rows = 0;
+    for (let o = 0; o < n && rows * dims < sample.length; o += stride) {
+      if (present[o] !== 1) continue;
+      const v = this.#vectorOf(o, dims);
+      if (!v) continue;
+      toInt8(v, sample, rows * dims);
+      rows++;
+    }
+    // The rows stand for the items with an embedding in proportion to how many were drawn.
+    return { sample: sample.subarray(0, rows * dims), sampled };
+  }
+}

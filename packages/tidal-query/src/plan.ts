@@ -1,0 +1,254 @@
+import { DegradationLevel } from 'tidal-load';
+
+/**
+ * What each degradation level does, in one place (DESIGN.md §4): every number or switch an executor
+ * varies by level is a field of its level's plan, with the measurement that chose it beside it.
+ * Executors receive a plan (or one of its parts) and never look at the level itself; the query
+ * worker turns the level it was given into its plan ({@link levelPlan}), once per query.
+ *
+ * Each level cuts every stage's budget again, so each costs less than the one above it. Measured on
+ * 100 000 items, 2 cores shared with other work (`bench:retrieve` for the executors alone,
+ * `bench:overload --levels-only` for the worker's mean service time per query type, cache off;
+ * docs/overload.md, "What each level skips"). On the whole mix: 0.48× (ReducedCandidates), 0.36×
+ * (CoarseAggregates), 0.27× (NoDiversity) Full's service time; the run before, same plan, 0.44×,
+ * 0.37×, 0.32×.
+ */
+export interface LevelPlan {
+  readonly text: TextPlan;
+  readonly ann: AnnPlan;
+  /** Candidates around a context vector (retrieve with `context`). */
+  readonly context: ContextPlan;
+  readonly trending: TrendingPlan;
+  readonly windows: WindowsPlan;
+  readonly diversity: DiversityPlan;
+  /** `following`, `hot`, `rising` and `top`. */
+  readonly feeds: FeedsPlan;
+  readonly forYou: ForYouPlan;
+}
+
+/**
+ * Search's BM25 stage. Depth 200 → 100 → 50 → 25: MaxScore's θ rises sooner the smaller the depth,
+ * so fewer postings are scored. Only where something reorders the BM25 hits (fusion, a boost,
+ * diversity): a plain or filtered text search fetches its page. Text: 0.71× / 0.59× / 0.43× Full's
+ * service time.
+ */
+export interface TextPlan {
+  /**
+   * BM25 candidates per query. Full's 200 is 20× the default limit of 10: room for the filter, the
+   * signal boost and diversity to reorder. The text index's top-k search costs less the smaller
+   * this is, so halving it is a real saving.
+   */
+  readonly bm25Depth: number;
+  /**
+   * Postings a text query may score before it stops with the best it has seen (an approximate
+   * top-k, flagged in `explain.textBudgetExhausted`); `Infinity`: exact. At 100 000 items of the
+   * bench corpus a 1–3 word query at depth 100 scores ~2 000 postings, at most 3 642 over
+   * `bench:text`'s 300 queries: NoDiversity's 4 096 cuts none of those, only longer queries over
+   * common terms, so that the deepest level has a bounded worst case (~4 096 × 30 ns ≈ 0.12 ms) as
+   * well as a mean.
+   */
+  readonly postingsBudget: number;
+}
+
+/**
+ * The ANN stage of search and of retrieve around a context vector. Top-k 500 → 200 → 100 → 64, and
+ * below 128 the search breadth with it (a layered index searches a view of its snapshot opened with
+ * `expansion_search = k`; without that, usearch searches max(128, k) and 64 would cost what 128
+ * does). Hybrid: 0.70× / 0.54× / 0.40× Full's service time, overlap@10 0.88 / 0.78 / 0.72.
+ */
+export interface AnnPlan {
+  /** ANN candidates fetched per query (also the search breadth). */
+  readonly topK: number;
+}
+
+/**
+ * `popular` around a context vector below Full: the popular subset's members inside Full's ANN
+ * ball stand in for (or add to) the ANN's neighbours.
+ *
+ * The shortlist: how many of the popular subset's most popular members the exact pass searches.
+ * Its rows are in popularity order, so a shortlist is a prefix of the same matrix. Measured at
+ * 100 000 items, `bench:retrieve --shortlists=…` (200 queries, levels interleaved, shared machine):
+ * overlap@10 with Full 0.87 with 8 192, 0.85 with 6 144, 0.81 with 4 096, 0.70 with 2 048, 0.56
+ * with 1 024, 0.41 with none; the pass itself is 8 192 × 128 int8 ≈ 0.2–0.3 ms against ~0.07 ms
+ * for 2 048, next to an HNSW search of 200 that costs ~0.6× the Full one of 500. ReducedCandidates
+ * keeps the margin above its 0.8 floor; CoarseAggregates (no floor of its own) and NoDiversity
+ * (floor 0.6) take a shorter one. Those figures are for the ANN's neighbours plus the shortlist's;
+ * where the ball's members alone stand in, `bench:retrieve --only=context` (40 queries, limit 20,
+ * shared machine) gave ReducedCandidates 0.17× Full's time, overlap@10 0.85 (no HNSW search in 39
+ * of 40 queries), CoarseAggregates 0.41×, 0.83.
+ *
+ * Below ReducedCandidates the ball is topped up from the shortlist rather than searching the graph
+ * (`fillBall`), and that changed the choice: `bench:retrieve --only=context --shortlists=3072,4096`
+ * (40 queries, limit 20, shared machine) gave CoarseAggregates 0.21× Full's time, overlap@10 0.86
+ * with 4 096; NoDiversity 0.16×, 0.53 with 2 048 (under its 0.6 floor), 0.18×, 0.72 with 3 072,
+ * 0.17×, 0.83 with 4 096. Past the HNSW search the shortlist's length no longer shows in the time
+ * (the pass over 4 096 int8 rows is ≈ 0.1 ms), so NoDiversity keeps 4 096 and is cheaper than
+ * CoarseAggregates by what it skips after the candidates.
+ */
+export interface ContextPlan {
+  /** The popular subset's members stand in for the ANN's neighbours (or add to them). */
+  readonly popularStandIn: boolean;
+  /**
+   * A ball holding fewer than a page of members is topped up with the shortlist's nearest members
+   * just outside it instead of searching the graph: with a shortlist of 2 048 the ball held fewer
+   * than a page in ~97 % of `bench:retrieve`'s queries, so the shorter shortlist meant to make
+   * NoDiversity cheap made it run the HNSW search (and the exact pass besides) nearly every time,
+   * 0.67× Full's time against CoarseAggregates' 0.45×.
+   */
+  readonly fillBall: boolean;
+  /** Members of the popular subset the exact pass searches (a prefix in popularity order). */
+  readonly popularShortlist: number;
+  /** The top-k of the ANN ball the members stand in for: Full's. */
+  readonly ballTopK: number;
+}
+
+/**
+ * trending scores at most `slots` of the window's active slots per velocity kind, the most
+ * recently active first (plus the slots written since the orders were last rebuilt); `Infinity`
+ * scores them all. The items that lead a window are the ones with the most events in it, so they
+ * are the ones most likely to have one in the last moments: the prefix of the recency order holds
+ * them. ∞ → 256 → 128 → 64: 1h trending visits 1 828 → 499 → 371 → 307 slots, overlap@10 1.00 at
+ * each; service time 0.27× / 0.17× / 0.10× Full's.
+ */
+export interface TrendingPlan {
+  readonly slots: number;
+}
+
+export interface WindowsPlan {
+  /** Windowed counts are read from the all-time count, velocity from the 24h window. */
+  readonly coarse: boolean;
+}
+
+export interface DiversityPlan {
+  /** The diversity pass runs. */
+  readonly enabled: boolean;
+}
+
+/**
+ * Candidates `following`, `hot`, `rising` and `top` may visit (`Infinity`: what their definition
+ * needs). Each visit reads the item's slots (one per kind): 2 000 visits are ~4 000 slot reads,
+ * about 0.3 ms on the bench machine, whatever the corpus size.
+ */
+export interface FeedsPlan {
+  readonly candidateBudget: number;
+}
+
+/**
+ * How many candidates `for_you` takes from each source. A warm user's score rewards recency,
+ * creator affinity and velocity as well as similarity, so the best items are not all near the
+ * preference vector: at 100 000 items, of the top 10 over the 500 nearest neighbours that lie
+ * outside the 200 nearest, 82 % are under two days old and 76 % are by a creator the user has
+ * affinity with. Sixty-four neighbours plus these cheap sources find them for less than a wider ANN
+ * search (whose cost grows with its breadth: 500 neighbours 1.4 ms, 200 0.5 ms).
+ *
+ * Chosen at 100 000 items and 10 000 users (`bench:personalization`, docs/BENCHMARKS.md), against
+ * the exhaustive ranking (every item scored by the same mix, velocity over the largest of all
+ * items): the depth per affinity creator weighs most (16 creators × 16 items: overlap@10 0.96;
+ * × 8: 0.78; × 4: 0.53), the ANN's breadth little, and trending is what puts the largest velocity
+ * among the candidates (without it 0.85). The ANN search is each level's largest cost and follows
+ * its breadth (each breadth has a view of its own, see `NARROW_BREADTHS` in ann.ts): over 300
+ * users, Full with 128 neighbours overlapped the exhaustive ranking 0.959 at 1.55 ms in the worker,
+ * with 64 0.950 at 1.00 ms, with 48 0.947 and with 32 0.944 at 0.97 ms. So Full asks for 64, and
+ * each level below for fewer.
+ */
+export interface ForYouPlan {
+  /** ANN neighbours of the preference vector. */
+  readonly ann: number;
+  /** The creators the user has the largest positive affinity with, whose newest items are taken. */
+  readonly creators: number;
+  /** Newest items passing the query's predicate, per such creator. */
+  readonly perCreator: number;
+  /** The newest items passing the query's predicate. */
+  readonly newest: number;
+  /** The first items of `trending` over the query's window passing the predicate. */
+  readonly trending: number;
+  /** Active slots per velocity kind the trending source may read. */
+  readonly trendingSlots: number;
+  /** A user without a preference vector takes this many of `trending` and of `new`: the level's ANN breadth. */
+  readonly coldStart: number;
+}
+
+/** The plan's type with every part optional, for {@link tunedPlan}. */
+export type PlanOverrides = { readonly [P in keyof LevelPlan]?: Partial<LevelPlan[P]> };
+
+function freezePlan(plan: LevelPlan): LevelPlan {
+  for (const part of Object.values(plan)) Object.freeze(part);
+  return Object.freeze(plan);
+}
+
+const FULL = freezePlan({
+  text: { bm25Depth: 200, postingsBudget: Number.POSITIVE_INFINITY },
+  ann: { topK: 500 },
+  context: { popularStandIn: false, fillBall: false, popularShortlist: 8192, ballTopK: 500 },
+  trending: { slots: Number.POSITIVE_INFINITY },
+  windows: { coarse: false },
+  diversity: { enabled: true },
+  feeds: { candidateBudget: Number.POSITIVE_INFINITY },
+  forYou: { ann: 64, creators: 16, perCreator: 16, newest: 50, trending: 50, trendingSlots: 512, coldStart: 500 },
+});
+
+const REDUCED_CANDIDATES = freezePlan({
+  text: { bm25Depth: 100, postingsBudget: Number.POSITIVE_INFINITY },
+  ann: { topK: 200 },
+  context: { popularStandIn: true, fillBall: false, popularShortlist: 8192, ballTopK: 500 },
+  trending: { slots: 256 },
+  windows: { coarse: false },
+  diversity: { enabled: true },
+  feeds: { candidateBudget: 2000 },
+  forYou: { ann: 48, creators: 16, perCreator: 12, newest: 40, trending: 30, trendingSlots: 256, coldStart: 200 },
+});
+
+const COARSE_AGGREGATES = freezePlan({
+  text: { bm25Depth: 50, postingsBudget: Number.POSITIVE_INFINITY },
+  ann: { topK: 100 },
+  context: { popularStandIn: true, fillBall: true, popularShortlist: 4096, ballTopK: 500 },
+  trending: { slots: 128 },
+  windows: { coarse: true },
+  diversity: { enabled: true },
+  feeds: { candidateBudget: 2000 },
+  forYou: { ann: 40, creators: 12, perCreator: 10, newest: 30, trending: 25, trendingSlots: 256, coldStart: 100 },
+});
+
+const NO_DIVERSITY = freezePlan({
+  text: { bm25Depth: 25, postingsBudget: 4096 },
+  ann: { topK: 64 },
+  context: { popularStandIn: true, fillBall: true, popularShortlist: 4096, ballTopK: 500 },
+  trending: { slots: 64 },
+  windows: { coarse: true },
+  diversity: { enabled: false },
+  feeds: { candidateBudget: 2000 },
+  forYou: { ann: 32, creators: 12, perCreator: 8, newest: 20, trending: 20, trendingSlots: 128, coldStart: 64 },
+});
+
+/** Every level's plan, indexed by `DegradationLevel`. */
+export const LEVEL_PLANS: readonly LevelPlan[] = Object.freeze([FULL, REDUCED_CANDIDATES, COARSE_AGGREGATES, NO_DIVERSITY]);
+
+/** The plan of `level`. */
+export function levelPlan(level: DegradationLevel): LevelPlan {
+  return LEVEL_PLANS[level] ?? FULL;
+}
+
+/**
+ * Each level's `for_you` budget without the cold start's depth (what `USER_DEFAULTS.forYouBudgets`
+ * shows), indexed by `DegradationLevel`: a view of the plans, not a table of its own.
+ */
+export type ForYouBudget = Omit<ForYouPlan, 'coldStart'>;
+export const FOR_YOU_BUDGETS: readonly ForYouBudget[] = Object.freeze(
+  LEVEL_PLANS.map(({ forYou: { coldStart: _, ...budget } }) => Object.freeze(budget)),
+);
+
+/** The feeds' candidate budget wherever a plan bounds it (what `USER_DEFAULTS.feedCandidateBudget` shows). */
+export const FEED_CANDIDATE_BUDGET: number = REDUCED_CANDIDATES.feeds.candidateBudget;
+
+/** Full's plan: what a query gets when nothing degrades it. */
+export const FULL_PLAN: LevelPlan = LEVEL_PLANS[DegradationLevel.Full]!;
+
+/**
+ * `base` with some fields replaced, frozen like every plan: for benchmarks and tests that vary one
+ * budget (`bench:retrieve --shortlists=…`, trending's exact ranking at every level's windows).
+ */
+export function tunedPlan(base: LevelPlan, overrides: PlanOverrides): LevelPlan {
+  const out: Record<string, object> = {};
+  for (const key of Object.keys(base) as (keyof LevelPlan)[]) out[key] = { ...base[key], ...overrides[key] };
+  return freezePlan(out as unknown as LevelPlan);
+}

@@ -1,0 +1,91 @@
+import type Database from 'better-sqlite3';
+import { toInt8 } from '../ann.js';
+import type { Catalog } from '../catalog.js';
+import type { QueryContext } from '../context.js';
+import { blobToVector } from '../items-table.js';
+
+/**
+ * Every present item's embedding as int8 (scaled to ±127, see `toInt8`), by ordinal, kept per
+ * catalog (one per worker): the similarity of a candidate that is not an ANN neighbour. Reading the
+ * vectors row by row from the items table cost ~12 µs a row (about 4 ms for the ~300 such
+ * candidates of a Full feed at 100 000 items); this copy is one pass over the table when first
+ * needed (or at warm), then the rows changed since, and costs `embeddingDims` + 4 bytes per item
+ * (13 MB at 100 000 items of 128 dimensions). int8 rounding moves a cosine by about 0.002 at 128
+ * dimensions, the score by a tenth of that.
+ */
+export interface Int8Vectors {
+  version: number;
+  readonly db: Database.Database;
+  rows: Int8Array;
+  /** 1 / |row|, 0 for an item without a vector. */
+  inverseNorms: Float32Array;
+  readonly all: Database.Statement;
+  readonly changed: Database.Statement;
+}
+
+const int8Vectors = new WeakMap<Catalog, Int8Vectors>();
+
+/** The int8 vectors of `ctx`'s items, brought up to its catalog's version. */
+export function itemVectors(ctx: QueryContext): Int8Vectors {
+  const dims = ctx.schema.embeddingDims;
+  let v = int8Vectors.get(ctx.catalog);
+  if (!v || v.db !== ctx.db) {
+    v = {
+      version: ctx.catalog.version,
+      db: ctx.db,
+      rows: new Int8Array(0),
+      inverseNorms: new Float32Array(0),
+      all: ctx.db.prepare('SELECT ordinal, present, embedding FROM items WHERE version <= ? AND present = 1 AND embedding IS NOT NULL').raw(),
+      changed: ctx.db.prepare('SELECT ordinal, present, embedding FROM items WHERE version > ? AND version <= ?').raw(),
+    };
+    int8Vectors.set(ctx.catalog, v);
+    for (const row of v.all.iterate(v.version) as IterableIterator<[number, number, Buffer | null]>) setRow(v, dims, row);
+  } else if (v.version < ctx.catalog.version) {
+    for (const row of v.changed.iterate(v.version, ctx.catalog.version) as IterableIterator<[number, number, Buffer | null]>) setRow(v, dims, row);
+    v.version = ctx.catalog.version;
+  }
+  return v;
+}
+
+function setRow(v: Int8Vectors, dims: number, [o, present, blob]: [number, number, Buffer | null]): void {
+  if (o >= v.inverseNorms.length) {
+    let n = Math.max(1024, v.inverseNorms.length);
+    while (n <= o) n *= 2;
+    const rows = new Int8Array(n * dims);
+    rows.set(v.rows);
+    const norms = new Float32Array(n);
+    norms.set(v.inverseNorms);
+    v.rows = rows;
+    v.inverseNorms = norms;
+  }
+  if (present !== 1 || !blob || blob.byteLength !== dims * 4) {
+    v.inverseNorms[o] = 0;
+    return;
+  }
+  toInt8(blobToVector(blob), v.rows, o * dims);
+  let sq = 0;
+  for (let k = 0; k < dims; k++) sq += v.rows[o * dims + k]! * v.rows[o * dims + k]!;
+  v.inverseNorms[o] = sq > 0 ? 1 / Math.sqrt(sq) : 0;
+}
+
+/** cosine(p, row o) over the int8 copy, `pScale` = 1 / |p|; 0 for an item without a vector. */
+export function cosineInt8(v: Int8Vectors, dims: number, p: Float32Array, pScale: number, o: number): number {
+  const inv = o < v.inverseNorms.length ? v.inverseNorms[o]! : 0;
+  if (inv === 0) return 0;
+  const rows = v.rows;
+  const base = o * dims;
+  // Four sums, so the additions do not wait on each other: 0.74x the time of one sum.
+  let d0 = 0;
+  let d1 = 0;
+  let d2 = 0;
+  let d3 = 0;
+  let k = 0;
+  for (; k + 3 < dims; k += 4) {
+    d0 += p[k]! * rows[base + k]!;
+    d1 += p[k + 1]! * rows[base + k + 1]!;
+    d2 += p[k + 2]! * rows[base + k + 2]!;
+    d3 += p[k + 3]! * rows[base + k + 3]!;
+  }
+  for (; k < dims; k++) d0 += p[k]! * rows[base + k]!;
+  return (d0 + d1 + d2 + d3) * pScale * inv;
+}

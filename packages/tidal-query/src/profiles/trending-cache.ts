@@ -1,0 +1,79 @@
+import type { Predicate } from '../filter.js';
+import type { QueryContext } from '../context.js';
+
+/**
+ * A walk of `trending`: the `want` first items passing `admit` (by default the query's predicate),
+ * reading at most `slots` active slots per velocity kind.
+ */
+export type TrendingWalk = (want: number, slots: number, admit?: Predicate) => number[];
+
+/** The trending cache keeps this many times the places a query wants, so its own predicate can drop some. */
+const TRENDING_CACHE_ROOM = 4;
+
+/**
+ * The trending source's lists, unfiltered (present items only), kept for one state: one clock,
+ * one items version, one published generation of the signal orders with its dirty list and slot
+ * count. Trending is the same for every user at one clock, so a burst of `for_you` queries walks
+ * the active slots once (0.26 ms of a Full feed's 2.9 ms at 100 000 items) and each query filters
+ * the shared list by its own predicate (hard negatives, seen, filters). One list per (velocity
+ * window, the plan's trending budget, places, slots); all are dropped when the state moves. A
+ * list ranks a fixed set of items in a total order independent of any predicate, so the first
+ * `want` of it passing a predicate are exactly what a walk with that predicate returns, as long
+ * as the list is the whole set or holds `want` passing items; otherwise the query walks with its
+ * own predicate.
+ * An event on a slot already dirty in the same generation at the same clock is not seen until
+ * the clock moves: the staleness is the clock's resolution.
+ */
+export class TrendingCache {
+  #stamp: readonly number[] = [];
+  readonly #lists = new Map<string, number[]>();
+  /** Unfiltered lists walked (cache misses). */
+  computed = 0;
+  /** Queries served from a kept list. */
+  served = 0;
+  /** Queries whose predicate left too few of a kept list: walked with their own predicate. */
+  fallbacks = 0;
+
+  /** The `want` first of trending passing `pass`, from the kept list for this state when it holds enough. */
+  take(ctx: QueryContext, walk: TrendingWalk, key: string, nowMs: number, want: number, slots: number, pass: Predicate): number[] {
+    const order = ctx.store.order;
+    // Orders switched off: trending scans, and nothing here could tell the signals moved.
+    if (!order.begin()) return walk(want, slots);
+    const stamp = [nowMs, ctx.catalog.version, order.generation, order.dirtyCount, ctx.store.slotsUsed()];
+    if (stamp.some((x, i) => x !== this.#stamp[i])) {
+      this.#stamp = stamp;
+      this.#lists.clear();
+    }
+    const room = want * TRENDING_CACHE_ROOM;
+    const lkey = `${key}|${want}|${slots}`;
+    let list = this.#lists.get(lkey);
+    if (list) this.served++;
+    else {
+      const present = ctx.catalog.present;
+      list = walk(room, slots, (o) => present[o] === 1);
+      this.#lists.set(lkey, list);
+      this.computed++;
+    }
+    const out: number[] = [];
+    for (let i = 0; i < list.length && out.length < want; i++) if (pass(list[i]!)) out.push(list[i]!);
+    if (out.length < want && list.length >= room) {
+      this.fallbacks++;
+      return walk(want, slots);
+    }
+    return out;
+  }
+}
+
+/** The trending source through the cache when there is one. */
+export function trendingOf(
+  cache: TrendingCache | null,
+  ctx: QueryContext,
+  walk: TrendingWalk,
+  key: string,
+  nowMs: number,
+  want: number,
+  slots: number,
+  pass: Predicate,
+): number[] {
+  return cache ? cache.take(ctx, walk, key, nowMs, want, slots, pass) : walk(want, slots);
+}
