@@ -2,7 +2,8 @@
  * `npm run bench:text`: the text index's top-k BM25 against SQLite FTS5 on the same rows.
  *
  * 1. Writes `--items` items of the bench corpus into a database with tidal's items tables (through
- *    the items writer, so FTS5 is maintained as tidal maintains it).
+ *    the items writer) and their texts into an FTS5 table beside them, the comparison (tidal itself
+ *    writes and reads no FTS5 table).
  * 2. Builds the text index twice: through a worker's catalog refresh (reading the rows from SQLite,
  *    as a query worker does at warm) and from the texts in memory (the index alone); reports the
  *    time, and the heap the index holds (with `--expose-gc`).

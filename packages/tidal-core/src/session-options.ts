@@ -21,9 +21,8 @@ export interface SessionOptions {
   sweepIntervalMs?: number;
   /**
    * Sessions open at once; `openSession` past it throws CapacityError.
-   * @default 100_000: ≈ 33 MB of heap when idle, ≈ 60 MB once each has signalled (≈ 330 and
-   * ≈ 600 bytes a session, measured by bench/src/ratelimit.ts), plus a seen-set entry per further
-   * distinct item a session signals
+   * @default 100_000 (bench/src/ratelimit.ts measures the heap a session holds, idle and once it
+   * has signalled), plus a seen-set entry per further distinct item a session signals
    */
   maxOpen?: number;
   /**
@@ -46,11 +45,10 @@ export const SESSION_DEFAULTS = Object.freeze({
   defaultTtlMs: 30 * 60_000,
   // The sweeper only reclaims memory and tells the application: a call on an expired session finds
   // it expired whenever it comes, so a minute of lag changes nothing a caller can observe but the
-  // timing of onExpired. A scan of 100 000 open sessions is a few milliseconds of the main thread
-  // (measured by bench/src/ratelimit.ts), negligible once a minute.
+  // timing of onExpired. bench/src/ratelimit.ts times a sweep of open sessions.
   sweepIntervalMs: 60_000,
-  // ≈ 330 bytes of heap an idle session, ≈ 600 with a bucket and a seen item (bench/src/ratelimit.ts):
-  // 100 000 sessions are ≈ 33–60 MB, a bound worth having when agents forget to close sessions.
+  // A bound on the heap sessions hold when agents forget to close them (bench/src/ratelimit.ts
+  // measures a session's heap, idle and with a bucket and a seen item).
   maxOpen: 100_000,
   /** A year: sessions are for agent runs, and the bound keeps `lastActiveAt + ttlMs` exact. */
   maxTtlMs: 365 * 86_400_000,

@@ -25,8 +25,8 @@ export interface LimitedOptions {
    * Token buckets held at once, one per (agent, session) that has signalled. Past it, a key without
    * a bucket of its own shares a single overflow bucket (same rate and burst) with every other such
    * key until a bucket is dropped: memory stays bounded and the limit still applies, more strictly.
-   * @default 100_000: ≈ 8 MB of heap when agents hold several sessions each, ≈ 27 MB with one
-   * session per agent (≈ 76 and ≈ 269 bytes a bucket, measured by bench/src/ratelimit.ts)
+   * @default 100_000 (bench/src/ratelimit.ts measures the heap a bucket holds, with several
+   * sessions per agent and with one)
    */
   maxBuckets?: number;
 }
@@ -59,10 +59,9 @@ export interface RateLimit {
 }
 
 export const RATE_LIMITER_DEFAULTS = Object.freeze({
-  // A bucket with its map entries measured ≈ 76 bytes of heap with 10 sessions per agent and ≈ 269
-  // with one session per agent (each agent then has a map of its own; bench/src/ratelimit.ts), so
-  // 100 000 buckets are ≈ 8–27 MB: small next to the signal store. It matches sessions.maxOpen, so a
-  // database at its default limits never reaches the overflow bucket.
+  // A bucket is its state and its map entries; with one session per agent, each agent also has a map
+  // of its own (bench/src/ratelimit.ts measures the heap of both cases). It matches sessions.maxOpen,
+  // so a database at its default limits never reaches the overflow bucket.
   maxBuckets: 100_000,
   maxBucketsLimit: 2 ** 24,
 });

@@ -1,8 +1,9 @@
 /**
  * The HTTP server: a `node:http` listener that runs the admission chain on the request line and
  * headers alone and writes refusals itself, then hands what it admits to fastify for routing and
- * body parsing. `bench/src/serve-refusal.ts` (docs/serve.md) measured why: a refusal written here
- * costs what plain node:http costs, one answered from a fastify `onRequest` hook about 1.2× that.
+ * body parsing. A one-off probe (serve-refusal.ts, in git history; its table is in docs/serve.md)
+ * measured why: a refusal written here costs what plain node:http costs, one answered from a fastify
+ * `onRequest` hook 1.12–1.18× that.
  */
 
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';

@@ -13,8 +13,8 @@
  *   into it afterwards (the counts of requests admitted meanwhile coalesce into one `INCRBY`). The
  *   fleet admits the quota plus what its replicas admit during one round trip.
  *
- * bench/src/fleet.ts measures this against awaiting the shared decision per request (docs/BENCHMARKS.md,
- * Fleet): a refusal from local state costs what the local limiter's costs, one awaited costs a round
+ * bench/src/fleet.ts measures this against awaiting the shared decision per request: a refusal
+ * from local state costs what the local limiter's costs, one awaited costs a round
  * trip to Redis.
  */
 import { InvalidInputError } from 'tidal-core';

@@ -1,5 +1,7 @@
 /**
- * What an FTS5 table on the item write path costs: `node --expose-gc bench/dist/probes/fts5-ingest.js`.
+ * What an FTS5 table on the item write path costs:
+ *
+ *     npm run probes && node --expose-gc bench/probes/dist/probes/fts5-ingest.js
  *
  * The same N corpus items (text, metadata, a `--dims` embedding) go through the real write path,
  * `TidalDb.upsertItems` in batches of 1000 on a file, two ways in one run, interleaved round by
@@ -13,7 +15,7 @@
  *
  * Each way opens a fresh database, so both start from an empty file. Flags: `--items N` per round
  * (default 20000), `--rounds N` per way (default 3), `--dims N` (default 128). Prints items/s per
- * round and the median of each way.
+ * round and the median of each way (`--json FILE` writes them).
  */
 
 import fs from 'node:fs';
@@ -21,13 +23,17 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { TidalDb } from 'tidal-core';
-import { Corpus, tidalSchema } from '../corpus.js';
-import { collectGarbage, describeMachine, fmtInt, fmtRatio, intFlag, nowMs } from '../stats.js';
+import { Corpus, tidalSchema } from '../src/corpus.js';
+import { Report, collectGarbage, fmtInt, fmtRatio, nowMs, parseOptions } from '../src/harness/index.js';
 
-const argv = process.argv.slice(2);
-const ITEMS = intFlag(argv, 'items', 20_000);
-const ROUNDS = intFlag(argv, 'rounds', 3);
-const DIMS = intFlag(argv, 'dims', 128);
+const opts = parseOptions('fts5-ingest', {
+  items: { type: 'int', default: 20_000, description: 'items per round' },
+  rounds: { type: 'int', default: 3, description: 'rounds per way; the median is reported' },
+  dims: { type: 'int', default: 128, description: 'embedding dimensions' },
+});
+const ITEMS = opts.items;
+const ROUNDS = opts.rounds;
+const DIMS = opts.dims;
 const BATCH = 1000;
 
 type Way = 'without' | 'with FTS5';
@@ -88,17 +94,16 @@ function median(xs: readonly number[]): number {
 }
 
 async function main(): Promise<void> {
-  console.log(`fts5-ingest: ${fmtInt(ITEMS)} items per round, ${ROUNDS} rounds per way, ${DIMS}-dim embeddings, batches of ${BATCH}`);
-  console.log(describeMachine());
+  const report = new Report('fts5-ingest', opts);
+  report.line(`${fmtInt(ITEMS)} items per round, ${ROUNDS} rounds per way, ${DIMS}-dim embeddings, batches of ${BATCH}`);
+  report.line();
   const rates: Record<Way, number[]> = { without: [], 'with FTS5': [] };
   try {
     for (let r = 0; r < ROUNDS; r++) {
       const order: Way[] = r % 2 === 0 ? ['without', 'with FTS5'] : ['with FTS5', 'without'];
       for (const way of order) {
         collectGarbage();
-        const rate = await round(way, r);
-        rates[way].push(rate);
-        console.log(`round ${r + 1} ${way.padEnd(9)} ${fmtInt(rate)} items/s`);
+        rates[way].push(await round(way, r));
       }
     }
   } finally {
@@ -106,7 +111,11 @@ async function main(): Promise<void> {
   }
   const without = median(rates.without);
   const withFts = median(rates['with FTS5']);
-  console.log(`median: without ${fmtInt(without)} items/s, with FTS5 ${fmtInt(withFts)} items/s (without / with: ${fmtRatio(without / withFts)})`);
+  const rows = [...rates.without.keys()].map((r) => [String(r + 1), fmtInt(rates.without[r]!), fmtInt(rates['with FTS5'][r]!)]);
+  rows.push(['median', fmtInt(without), fmtInt(withFts)]);
+  report.table('items/s over the upsert calls', ['round', 'without', 'with FTS5'], rows);
+  report.line(`without / with FTS5: ${fmtRatio(without / withFts)}`);
+  report.finish();
 }
 
 await main();
