@@ -19,7 +19,7 @@ export {
   DirectoryLockedError,
   ERROR_CODES,
 } from './errors.js';
-export type { ErrorCode, DependencyFailure } from './errors.js';
+export type { ErrorCode } from './errors.js';
 export { WARNING_CODES, emitProcessWarning } from './warnings.js';
 export type { TidalWarning, WarningCode, WarningSink } from './warnings.js';
 export { DegradationLevel, levelName, levelPlan, isDegradationLevel, checkLevel } from './levels.js';
