@@ -78,8 +78,14 @@ describe('package manifests', () => {
     // tidal-query's worker entry is a second one: tidal-core's worker host wraps it, and runs its
     // queries in the worker's own thread (runInThread). tidal-wal's storage entry is the file format
     // (tables, migrations, typed meta keys), which tidal-core and tidal-query's tests open files with.
-    // tidal-core's internal entry holds what only the sibling packages, the bench and the tests use.
-    const extra: Record<string, string[]> = { 'tidal-core': ['./internal'], 'tidal-query': ['./worker'], 'tidal-wal': ['./storage'] };
+    // The internal entries of tidal-core and tidal-serve hold what only the sibling packages, the
+    // bench and the tests use; tidal-serve's demo entry is the corpus `tidal serve --demo` loads.
+    const extra: Record<string, string[]> = {
+      'tidal-core': ['./internal'],
+      'tidal-query': ['./worker'],
+      'tidal-serve': ['./internal', './demo'],
+      'tidal-wal': ['./storage'],
+    };
     for (const pkg of packages) expect(Object.keys(manifest(pkg).exports), pkg).toEqual(['.', ...(extra[pkg] ?? [])]);
   });
 

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, WARNING_CODES } from 'tidal-core';
 import * as load from 'tidal-load';
-import { REFUSAL_CODES, SERVE_ERROR_CODES } from 'tidal-serve';
+import { REFUSAL_CODES, SERVE_ERROR_CODES } from 'tidal-serve/internal';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const doc = readFileSync(join(root, 'docs/warnings.md'), 'utf8');
