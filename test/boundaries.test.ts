@@ -1,7 +1,8 @@
 /**
  * Packages meet only at their public entries: no file of a package's sources or tests reaches into
- * another package's `src/` or `dist/` by path (or by a bare `<package>/src/...` specifier). What a
- * package's tests need from another one is exported there (for example `tidal-wal/storage`).
+ * another package's `src/` or `dist/` by path (or by a bare `<package>/src/...` specifier), and
+ * neither do the cross-package tests (test/) or the bench. What they need from a package is exported
+ * there (for example `tidal-wal/storage`, `tidal-core/internal`).
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -55,6 +56,19 @@ describe('package boundaries', () => {
       }
     }
     expect(scanned).toBeGreaterThan(100);
+    expect(found).toEqual([]);
+  });
+
+  it("the cross-package tests and the bench import no package's src/ or dist/", () => {
+    const found: string[] = [];
+    const files = [...sourceFiles(join(root, 'test')), ...sourceFiles(join(root, 'bench', 'src')), ...sourceFiles(join(root, 'bench', 'probes'))];
+    for (const file of files) {
+      for (const [, , specifier] of readFileSync(file, 'utf8').matchAll(SPECIFIER)) {
+        const reached = crossing('', file, specifier!);
+        if (reached !== null) found.push(`${relative(root, file)} imports ${specifier} (${reached})`);
+      }
+    }
+    expect(files.length).toBeGreaterThan(50);
     expect(found).toEqual([]);
   });
 

@@ -2,6 +2,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import ts from 'typescript';
 import * as tidal from 'tidal-core';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -57,10 +58,6 @@ describe('tidal-core exports', () => {
         'RateLimiterConfig',
         'SESSION_DEFAULTS',
         'SessionClosedError',
-        'SlotTimeoutError',
-        'PooledSessionError',
-        'UnexpectedReplyError',
-        'DependencyUnavailableError',
         'DirectoryLockedError',
         'TidalDb',
         'TidalDbBuilder',
@@ -77,12 +74,115 @@ describe('tidal-core exports', () => {
   });
 });
 
+const entryOf = (pkg: string) => join(root, 'packages', pkg, 'dist', 'index.d.ts');
+let program: ts.Program | undefined;
+
+/** Every name (values and types) the main entry of `pkg` exports, as its published declarations say. */
+function mainExports(pkg: string): string[] {
+  const options = { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, noEmit: true };
+  program ??= ts.createProgram(packages.map(entryOf), options);
+  const checker = program.getTypeChecker();
+  const module = checker.getSymbolAtLocation(program.getSourceFile(entryOf(pkg))!)!;
+  return checker.getExportsOfModule(module).map((s) => s.name).sort();
+}
+
+/**
+ * Each package's main export, names sorted: adding or removing one is a decision made here. What only
+ * the sibling packages, the bench and the tests use lives in a subpath (`tidal-core/internal`,
+ * `tidal-serve/internal`, `tidal-serve/demo`), or is imported from its own module by the package's tests.
+ */
+const MAIN_EXPORTS: Record<string, string[]> = {
+  'tidal-core': [
+    'AbortedError', 'AnnSource', 'AnnWarning', 'BackpressureError', 'CapacityError', 'CapacityOptions', 'ClosedError',
+    'Criticality', 'DEFAULTS', 'DEFAULT_THRESHOLDS', 'DegradationLevel', 'DegradationLevelName', 'DirectoryLockedError',
+    'Diversity', 'Durability', 'ERROR_CODES', 'EmbedAnswer', 'EmbedCallOptions', 'ErrorCode', 'Explain',
+    'FieldCondition', 'Filter', 'ForYouWeights', 'GroupCommitOptions', 'InternalError', 'InvalidInputError', 'Item',
+    'ItemInput', 'LatencySummary', 'LevelReason', 'LimitedOptions', 'LoadView', 'MAX_BATCH', 'MAX_ID_LENGTH',
+    'MAX_LIMIT', 'MAX_METADATA_BYTES', 'MAX_TEXT_LENGTH', 'MemoryGuardOptions', 'MemoryPressureError',
+    'MetricsRegistry', 'OpenSessionOptions', 'OverloadedError', 'Profile', 'QueryControl', 'QueryStats',
+    'RATE_LIMITER_DEFAULTS', 'RETRY_AFTER_MAX_MS', 'RETRY_AFTER_MIN_MS', 'RangeCondition', 'RateLimitedError',
+    'RateLimiterConfig', 'RetrieveRequest', 'RetrieveResults', 'RetrievedItem', 'SESSION_DEFAULTS', 'SchemaDefinition',
+    'SearchHit', 'SearchRequest', 'SearchResults', 'SemanticFallback', 'SessionClosedError', 'SessionHandle',
+    'SessionInfo', 'SessionOptions', 'SessionSummary', 'SignalInput', 'SignalKindDefinition', 'SignalValues',
+    'TextEmbedder', 'ThreadDb', 'Thresholds', 'TidalDb', 'TidalDbBuilder', 'TidalError', 'TidalOptions', 'TidalWarning',
+    'TimeoutError', 'USER_DEFAULTS', 'User', 'UserCreatorInput', 'UserFilter', 'UserInput', 'UserItemInput',
+    'VelocityWindow', 'WARNING_CODES', 'WarmResult', 'WarningCode', 'WarningSink', 'WindowName', 'WorkSharingOptions',
+    'WorkerModule', 'WorkerModuleExports', 'WriterFailedError', 'autoAdmissionLimit', 'levelName', 'querySlots',
+  ],
+  'tidal-fleet': [
+    'DEFAULT_MAX_IN_FLIGHT', 'DependencyUnavailableError', 'EmbedOptions', 'EmbedderClient', 'EmbedderOptions',
+    'EmbedderStats', 'FleetRedis', 'FleetRedisOptions', 'PooledSessionError', 'PostgresSlots', 'PostgresSlotsOptions',
+    'RedisPeriodOptions', 'RedisPeriodSource', 'RedisPeriodStats', 'RedisRateOptions', 'RedisRateSource',
+    'RedisRateStats', 'SLOT_CEILING', 'SlotTimeoutError', 'UnexpectedReplyError', 'openSlotSource',
+  ],
+  'tidal-load': [
+    'AbortedError', 'AcquireOptions', 'BackpressureError', 'CapacityError', 'ClosedError', 'Criticality',
+    'DEFAULT_THRESHOLDS', 'DegradationLevel', 'DegradationLevelName', 'DependencyUnavailableError',
+    'DirectoryLockedError', 'ERROR_CODES', 'ErrorCode', 'InFlightGuard', 'InternalError', 'InvalidInputError',
+    'LimitedOptions', 'LoadDetector', 'LoadView', 'LocalRateSource', 'LocalSlotSource', 'MILLITOKENS_PER_TOKEN',
+    'MemoryPressureError', 'OverloadedError', 'PeriodBackend', 'PeriodDecision', 'PeriodOutcome', 'PeriodSource',
+    'PooledSessionError', 'RATE_LIMITER_DEFAULTS', 'RateBackend', 'RateDecision', 'RateLimit', 'RateLimitedError',
+    'RateLimiter', 'RateLimiterConfig', 'RateSource', 'SLOT_CEILING', 'SessionClosedError', 'SlotLease', 'SlotSource',
+    'SlotTimeoutError', 'Thresholds', 'TidalError', 'TidalWarning', 'TimeoutError', 'TokenBucket',
+    'UnexpectedReplyError', 'WARNING_CODES', 'WarningCode', 'WarningSink', 'WriterFailedError', 'addMillitokens',
+    'checkBurst', 'checkCriticality', 'checkLevel', 'checkLimitKey', 'checkRate', 'checkSlotLimit',
+    'emitProcessWarning', 'levelName', 'periodOutcome', 'resolveAdmissionLimit', 'resolveRateLimiterConfig',
+    'resolveThresholds', 'takeWaitMs',
+  ],
+  'tidal-query': [
+    'AnnIndex', 'AnnSource', 'AnnWarning', 'BatchEntryResult', 'CANCEL_CELLS', 'CELL_CANCELLED', 'Catalog',
+    'Diversity', 'Explain', 'FEED_CANDIDATE_BUDGET', 'FOR_YOU_BUDGETS', 'FOR_YOU_EXPLORE', 'FOR_YOU_WEIGHTS',
+    'FieldCondition', 'FieldType', 'Filter', 'FollowingOrder', 'ForYouBudget', 'ForYouOptions', 'ForYouWeights',
+    'HOT_GRAVITY', 'ItemsWriter', 'LevelPlan', 'MAX_EVENT_MS', 'PlanOverrides', 'Profile', 'QueryContext',
+    'QuerySchema', 'RECENCY_HALF_LIFE_MS', 'RISING_BASELINE', 'RangeCondition', 'RelatedTask', 'ResultOf',
+    'RetrieveExecutor', 'RetrieveMessage', 'RetrieveTask', 'RetrievedItem', 'SLOT_BYTES', 'SearchHit',
+    'SearchMessage', 'SearchTask', 'SignalKindSpec', 'SignalStore', 'SignalValues', 'SkippedResult', 'StoredItem',
+    'TaskEnvelope', 'TaskOf', 'TextIndex', 'UserQueryState', 'VelocityWindow', 'WARM_SYNC_BYTES', 'WORKER_FILENAME',
+    'WarmResult', 'WindowName', 'WorkerInit', 'WorkerOp', 'WorkerResult', 'WorkerRetrieveResult',
+    'WorkerSearchResult', 'WorkerTask', 'blobToVector', 'buildCreatorLists', 'creatorListsOf', 'ftsQuery',
+    'hashString', 'levelPlan', 'queryTerms', 'readItemSignals', 'runTask', 'searchTopK', 'tunedPlan',
+  ],
+  'tidal-serve': [
+    'AdmissionChain', 'AdmissionOptions', 'BuiltAdmissionChain', 'ChainBuildOptions', 'Clock', 'CloseOptions',
+    'DASHBOARD_DEFAULTS', 'Dashboard', 'DashboardFactory', 'DashboardHandler', 'DashboardOptions', 'Outcome',
+    'RateSpec', 'Refusal', 'RefusalReason', 'RequestInfo', 'SERVER_DEFAULTS', 'ServeDb', 'ServeSample', 'ServerOptions',
+    'SharedAdmissionState', 'StageStats', 'StartOptions', 'Ticket', 'TidalAdmissionOptions', 'TidalServer', 'Tier',
+    'createAdmissionChain', 'createDashboard', 'createServer', 'createSharedAdmissionState', 'startServer',
+    'tidalAdmission',
+  ],
+  'tidal-wal': [
+    'AckMark', 'Durability', 'FilledMemoryGuardOptions', 'GroupCommit', 'GroupCommitOptions', 'GroupCommitStats',
+    'MemoryGuard', 'MemoryGuardOptions', 'RETRY_AFTER_MAX_MS', 'RETRY_AFTER_MIN_MS', 'SignalLog', 'SlotCheckpoint',
+    'WalCheckpointer', 'assertDurability', 'openWriterConnection', 'resolveGroupCommitOptions',
+    'resolveMemoryGuardOptions',
+  ],
+};
+
+describe('main exports', () => {
+  it('pins a list for every package', () => {
+    expect(Object.keys(MAIN_EXPORTS).sort()).toEqual([...packages].sort());
+  });
+
+  for (const [pkg, names] of Object.entries(MAIN_EXPORTS)) {
+    it(`${pkg} exports exactly its pinned names`, () => {
+      expect(mainExports(pkg)).toEqual([...names].sort());
+    });
+  }
+});
+
 describe('package manifests', () => {
-  it('each exports map names the entry alone, so internals are not importable', () => {
+  it('each exports map names the entry and its named subpaths alone, so other internals are not importable', () => {
     // tidal-query's worker entry is a second one: tidal-core's worker host wraps it, and runs its
     // queries in the worker's own thread (runInThread). tidal-wal's storage entry is the file format
     // (tables, migrations, typed meta keys), which tidal-core and tidal-query's tests open files with.
-    const extra: Record<string, string[]> = { 'tidal-query': ['./worker'], 'tidal-wal': ['./storage'] };
+    // The internal entries of tidal-core and tidal-serve hold what only the sibling packages, the
+    // bench and the tests use; tidal-serve's demo entry is the corpus `tidal serve --demo` loads.
+    const extra: Record<string, string[]> = {
+      'tidal-core': ['./internal'],
+      'tidal-query': ['./worker'],
+      'tidal-serve': ['./internal', './demo'],
+      'tidal-wal': ['./storage'],
+    };
     for (const pkg of packages) expect(Object.keys(manifest(pkg).exports), pkg).toEqual(['.', ...(extra[pkg] ?? [])]);
   });
 

@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { InvalidInputError, TidalDb, USER_DEFAULTS, type DegradationLevelName, type SignalInput } from 'tidal-core';
-// The pool behind the facade: the source build's, so the test opens that build's TidalDb.
-import { TidalDb as SourceTidalDb, internalsOf } from '../packages/tidal-core/src/db.js';
+// The pool behind the facade, from tidal-core's internal entry (the same build as 'tidal-core').
+import { internalsOf } from 'tidal-core/internal';
 import { HOUR, NOW, TestClock, mulberry32 } from './helpers.js';
 import { USER_SCHEMA } from './user-helpers.js';
 
@@ -147,7 +147,7 @@ describe('related', () => {
   });
 
   it('runs in a query worker like every other profile: queued behind held workers, admitted, counted, with asJson', async () => {
-    const db = await SourceTidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
+    const db = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
     const pool = internalsOf(db).pool;
     const gate = new SharedArrayBuffer(4);
     const release = async (): Promise<void> => {

@@ -17,9 +17,8 @@
 
 import { LoadDetector, OverloadedError } from 'tidal-load';
 import { TidalDb } from 'tidal-core';
-// The scheduler is internal to tidal-core (not in its exports map): the bench reaches its build output.
-import { PRIORITY, QueryScheduler } from '../../packages/tidal-core/dist/scheduler.js';
-import { canonicalKey } from '../../packages/tidal-core/dist/sharing.js';
+// The scheduler is internal to tidal-core: the bench takes it from the internal entry.
+import { PRIORITY, QueryScheduler, canonicalKey } from 'tidal-core/internal';
 import { Report, nowMs, parseOptions } from './harness/index.js';
 
 const opts = parseOptions('admission', {

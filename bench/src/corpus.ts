@@ -1,6 +1,6 @@
-import { tidalSchema as corpusSchema } from 'tidal-serve';
+import { tidalSchema as corpusSchema } from 'tidal-serve/demo';
 
-// The synthetic corpus lives in tidal-serve (`tidal serve --demo` loads it); the bench keeps importing it from here.
+// The synthetic corpus lives in tidal-serve/demo (`tidal serve --demo` loads it); the bench keeps importing it from here.
 export {
   Corpus,
   CATEGORIES,
@@ -12,8 +12,8 @@ export {
   normalize,
   mixSeed,
   gaussian,
-} from 'tidal-serve';
-export type { CorpusItem, CorpusOptions, CorpusSignal, SignalColumns, SignalKind } from 'tidal-serve';
+} from 'tidal-serve/demo';
+export type { CorpusItem, CorpusOptions, CorpusSignal, SignalColumns, SignalKind } from 'tidal-serve/demo';
 
 /**
  * The corpus schema for the personalization benches: both kinds move a user's preference (a like

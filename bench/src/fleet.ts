@@ -26,7 +26,7 @@ import { createClient } from 'redis';
 import { DependencyUnavailableError, EmbedderClient, FleetRedis, RedisPeriodSource, RedisRateSource } from 'tidal-fleet';
 import { LocalRateSource } from 'tidal-load';
 import { TidalDb, type TextEmbedder } from 'tidal-core';
-import { createSharedTenantLimiter, createTenantLimiter } from 'tidal-serve';
+import { createSharedTenantLimiter, createTenantLimiter } from 'tidal-serve/internal';
 import { Report, fmtInt, fmtMs, fmtRatio, parseOptions, percentile } from './harness/index.js';
 
 const opts = parseOptions('fleet', {

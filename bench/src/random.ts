@@ -3,4 +3,4 @@
  * data and the tests' random inputs all use it, so a failure or a figure reproduces from its seed.
  * It lives with the demo corpus in tidal-serve; the bench and the tests import it from here.
  */
-export { mulberry32 } from 'tidal-serve';
+export { mulberry32 } from 'tidal-serve/demo';

@@ -39,10 +39,6 @@ export {
   WriterFailedError,
   AbortedError,
   TimeoutError,
-  SlotTimeoutError,
-  PooledSessionError,
-  UnexpectedReplyError,
-  DependencyUnavailableError,
   DirectoryLockedError,
   ERROR_CODES,
   WARNING_CODES,
@@ -67,7 +63,6 @@ export { SESSION_DEFAULTS } from './session-options.js';
 export type { User, UserInput } from './users.js';
 export { USER_DEFAULTS } from './users.js';
 export type { UserCreatorInput, UserFilter, UserItemInput } from './user-requests.js';
-export type { UserQuery } from './types.js';
 export type { SessionHandle, SessionInfo, SessionSummary, OpenSessionOptions } from './sessions.js';
 export type { SessionOptions } from './session-options.js';
 export type {

@@ -1,17 +1,15 @@
 import { availableParallelism } from 'node:os';
 import { isAbsolute } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { InvalidInputError, resolveAdmissionLimit, resolveThresholds, type Thresholds } from 'tidal-load';
+import { InvalidInputError, emitProcessWarning, resolveAdmissionLimit, resolveThresholds, type Thresholds, type WarningSink } from 'tidal-load';
 import {
   assertDurability,
-  emitProcessWarning,
   resolveGroupCommitOptions,
   resolveMemoryGuardOptions,
   type Durability,
   type FilledMemoryGuardOptions,
   type GroupCommitOptions,
   type MemoryGuardOptions,
-  type WarningSink,
 } from 'tidal-wal';
 import { MAX_EVENT_MS, type QuerySchema } from 'tidal-query';
 import type { MetricsRegistry } from './metrics.js';

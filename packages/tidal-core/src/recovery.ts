@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
-import { InvalidInputError } from 'tidal-load';
-import type { AckMark, SignalLog, SlotCheckpoint, WarningSink } from 'tidal-wal';
+import { InvalidInputError, type WarningSink } from 'tidal-load';
+import type { AckMark, SignalLog, SlotCheckpoint } from 'tidal-wal';
 import { ItemsWriter, SLOT_BYTES, type QuerySchema, type SignalStore } from 'tidal-query';
 import { META, type Meta } from 'tidal-wal/storage';
 import type { WritePathStart } from './write-path.js';

@@ -1,7 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type Database from 'better-sqlite3';
-import { CapacityError, InvalidInputError, RateLimitedError, RateLimiter, RateLimiterConfig, SessionClosedError, type RateLimit } from 'tidal-load';
-import { emitProcessWarning, type WarningSink } from 'tidal-wal';
+import {
+  CapacityError,
+  InvalidInputError,
+  RateLimitedError,
+  RateLimiter,
+  RateLimiterConfig,
+  SessionClosedError,
+  emitProcessWarning,
+  type RateLimit,
+  type WarningSink,
+} from 'tidal-load';
 import { CLOSED, CLOSING, OPEN, Session, type SessionRow } from './session.js';
 import { SESSION_DEFAULTS, type FilledSessionOptions } from './session-options.js';
 import { checkId, checkWhole } from './validate.js';

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
-import { CapacityError, InvalidInputError, type WriterFailedError } from 'tidal-load';
-import { GroupCommit, type AckMark, type MemoryGuard, type SignalLog, type SlotCheckpoint, type WarningSink } from 'tidal-wal';
+import { CapacityError, InvalidInputError, type WarningSink, type WriterFailedError } from 'tidal-load';
+import { GroupCommit, type AckMark, type MemoryGuard, type SignalLog, type SlotCheckpoint } from 'tidal-wal';
 import { ItemsWriter, SLOT_BYTES, type QuerySchema, type SignalStore, type StoredItem } from 'tidal-query';
 import type { FilledOptions } from './options.js';
 import type { SessionRegistry } from './sessions.js';

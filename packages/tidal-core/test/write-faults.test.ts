@@ -8,9 +8,8 @@ import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { InternalError, WriterFailedError } from 'tidal-load';
+import { InternalError, WriterFailedError, type TidalWarning } from 'tidal-load';
 import { SignalStore } from 'tidal-query';
-import type { TidalWarning } from 'tidal-wal';
 import { TidalDb, internalsOf } from '../src/db.js';
 
 const NOW = Date.UTC(2025, 0, 1);

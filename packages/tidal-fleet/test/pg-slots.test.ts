@@ -3,7 +3,8 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidInputError, LocalSlotSource } from 'tidal-load';
-import { PooledSessionError, PostgresSlots, SlotTimeoutError, checkSessionPinned, openSlotSource, slotKey } from '../src/index.js';
+import { PooledSessionError, PostgresSlots, SlotTimeoutError, openSlotSource } from '../src/index.js';
+import { checkSessionPinned, slotKey } from '../src/pg-slots.js';
 import { servicesSkipped, startPostgres, type PostgresServer } from './helpers/services.js';
 
 const holder = fileURLToPath(new URL('./fixtures/slot-holder.mjs', import.meta.url));

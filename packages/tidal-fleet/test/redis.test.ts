@@ -1,16 +1,9 @@
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TidalWarning } from 'tidal-load';
-import {
-  FleetRedis,
-  PERIOD_SCRIPT,
-  RedisPeriodSource,
-  RedisRateSource,
-  UnexpectedReplyError,
-  decodePeriodReply,
-  decodeTokenReply,
-  type FleetRedisOptions,
-} from '../src/index.js';
+import { FleetRedis, RedisPeriodSource, RedisRateSource, UnexpectedReplyError, type FleetRedisOptions } from '../src/index.js';
+import { PERIOD_SCRIPT, decodePeriodReply } from '../src/redis-period.js';
+import { decodeTokenReply } from '../src/redis-rate.js';
 import { servicesSkipped, startRedis, type RedisServer } from './helpers/services.js';
 
 describe.skipIf(servicesSkipped)('on a real redis-server', () => {

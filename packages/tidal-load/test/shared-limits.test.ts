@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import {
   AbortedError,
   InvalidInputError,
-  LocalPeriodSource,
   LocalRateSource,
   LocalSlotSource,
   SLOT_CEILING,
@@ -12,6 +11,7 @@ import {
   type RateSource,
   type SlotSource,
 } from '../src/index.js';
+import { LocalPeriodSource } from '../src/shared-limits.js';
 
 describe('LocalRateSource', () => {
   it('takes n tokens all or none, names its backend, and says when to retry', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError, querySlots } from 'tidal-core';
-import { HELP, WORKER_NICE_AUTO, admissionOptions, autoInFlightCap, isLoopback, parseServeArgs, resolveWorkerNice } from 'tidal-serve';
+import { HELP, WORKER_NICE_AUTO, admissionOptions, autoInFlightCap, isLoopback, parseServeArgs, resolveWorkerNice } from 'tidal-serve/internal';
 
 function refusal(argv: string[]): InvalidInputError {
   try {

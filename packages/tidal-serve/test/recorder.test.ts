@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { TidalDb } from 'tidal-core';
-import { Recorder, startServer } from 'tidal-serve';
+import { startServer } from 'tidal-serve';
+import { Recorder } from 'tidal-serve/internal';
 
 function recorder(start = 10_000) {
   let now = start;

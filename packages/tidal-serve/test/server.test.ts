@@ -23,7 +23,6 @@ import {
 } from 'tidal-core';
 import { Registry } from 'prom-client';
 import {
-  KeyRing,
   createServer,
   startServer,
   type AdmissionChain,
@@ -35,6 +34,7 @@ import {
   type TidalServer,
   type Ticket,
 } from 'tidal-serve';
+import { KeyRing } from 'tidal-serve/internal';
 
 const NOW = Date.UTC(2025, 0, 1);
 const HOUR = 3_600_000;

@@ -3,15 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { BackpressureError, InvalidInputError } from 'tidal-load';
-import {
-  DrainRate,
-  GroupCommit,
-  RETRY_AFTER_MAX_MS,
-  RETRY_AFTER_MIN_MS,
-  SignalLog,
-  retryAfterMs,
-  type LogRecord,
-} from '../src/index.js';
+import { DrainRate, retryAfterMs } from '../src/backpressure.js';
+import { GroupCommit, RETRY_AFTER_MAX_MS, RETRY_AFTER_MIN_MS, SignalLog } from '../src/index.js';
+import type { LogRecord } from '../src/signal-log.js';
 import { openTestDb } from './db.js';
 
 type Ev = Omit<LogRecord, 'seq'>;

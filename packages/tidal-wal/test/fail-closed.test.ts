@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InternalError, WriterFailedError } from 'tidal-load';
-import { GroupCommit, SignalLog, type LogRecord } from '../src/index.js';
+import { GroupCommit, SignalLog } from '../src/index.js';
+import type { LogRecord } from '../src/signal-log.js';
 import { openTestDb } from './db.js';
 
 const dirs: string[] = [];

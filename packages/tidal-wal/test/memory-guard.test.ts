@@ -2,18 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { InvalidInputError, MemoryPressureError } from 'tidal-load';
-import {
-  AUTO_FLOOR_MIN_BYTES,
-  GroupCommit,
-  MEMORY_SAMPLE_INTERVAL_MS,
-  MemoryGuard,
-  SignalLog,
-  autoFloorBytes,
-  parseMeminfo,
-  resolveMemoryGuardOptions,
-  type TidalWarning,
-} from '../src/index.js';
+import { InvalidInputError, MemoryPressureError, type TidalWarning } from 'tidal-load';
+import { GroupCommit, MemoryGuard, SignalLog, resolveMemoryGuardOptions } from '../src/index.js';
+import { AUTO_FLOOR_MIN_BYTES, MEMORY_SAMPLE_INTERVAL_MS, autoFloorBytes, parseMeminfo } from '../src/memory-guard.js';
 import { openTestDb } from './db.js';
 
 const MiB = 1024 * 1024;

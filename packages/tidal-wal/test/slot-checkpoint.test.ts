@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CHECKPOINT_CHUNK_BYTES, SlotCheckpoint } from '../src/index.js';
+import { SlotCheckpoint } from '../src/index.js';
+import { CHECKPOINT_CHUNK_BYTES } from '../src/slot-checkpoint.js';
 import { openTestDb } from './db.js';
 
 const SLOT = 1024;

@@ -1,4 +1,4 @@
-// The synthetic corpus `tidal serve --demo` loads (the bench uses the same one, through the index).
+// tidal-serve/demo: the synthetic corpus `tidal serve --demo` loads (the bench uses the same one).
 export * from './corpus.js';
 export { mulberry32, mixSeed, gaussian } from './random.js';
 export { CATEGORIES, VOCABULARY, SHARED_VOCABULARY } from './vocabulary.js';
