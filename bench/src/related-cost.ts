@@ -104,7 +104,7 @@ async function main(): Promise<void> {
 
     // The SQL side of `bench:personalization`'s related, over the same histories (`--between=sql`).
     const sql = BETWEEN === 'sql' ? new Database(path.join(dir, 'baseline.db')) : null;
-    let between: (i: number) => Promise<unknown> | unknown = () => undefined;
+    let between: (i: number) => unknown = () => undefined;
     if (sql) {
       sql.pragma('journal_mode = WAL');
       sql.exec(`
