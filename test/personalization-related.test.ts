@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { InvalidInputError, TidalDb, USER_DEFAULTS, type DegradationLevelName, type SignalInput } from 'tidal-core';
 // The pool behind the facade: the source build's, so the test opens that build's TidalDb.
 import { TidalDb as SourceTidalDb, internalsOf } from '../packages/tidal-core/src/db.js';
-import { HOUR, NOW, TestClock, mulberry32 } from './helpers.js';
+import { HOUR, NOW, TestClock, mulberry32, parseObject } from './helpers.js';
 import { USER_SCHEMA } from './user-helpers.js';
 
 const root = mkdtempSync(join(tmpdir(), 'tidal-related-'));
@@ -42,7 +42,7 @@ function oracle(signals: readonly SignalInput[]): Map<string, Map<string, number
   const index = new Map<string, Map<string, number>>();
   const add = (x: string, y: string, at: number): void => {
     let m = index.get(x);
-    if (!m) index.set(x, (m = new Map()));
+    if (!m) index.set(x, (m = new Map<string, number>()));
     m.set(y, (m.get(y) ?? 0) + Math.exp(-LAMBDA * (NOW - at)));
   };
   for (const s of signals) {
@@ -179,7 +179,7 @@ describe('related', () => {
       expect(db.stats().served.Full).toBe(servedBefore.Full + 1);
       // Its nextCursor is an own field like the worker path's: serialized, copied, overwritten.
       expect(typeof r.nextCursor).toBe('string');
-      expect(JSON.parse(JSON.stringify(r)).nextCursor).toBe(r.nextCursor);
+      expect(parseObject(JSON.stringify(r)).nextCursor).toBe(r.nextCursor);
       expect({ ...r }.nextCursor).toBe(r.nextCursor);
       expect(Object.keys(r)).toEqual(['items', 'nextCursor', 'degradationLevel', 'levelReason', 'ageMs', 'warnings', 'explain', 'tookMs']);
       const copy = { ...r };

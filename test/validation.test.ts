@@ -227,6 +227,7 @@ describe('validation', () => {
       await expectSignalsRefused(() => db.signals([, sig] as never), 'signals[0]', 'undefined');
       await expectSignalsRefused(() => db.signals(new Array(3)), 'signals[0]', 'undefined');
       const sparse = [sig, { ...sig }, { item: 'hole-late', kind: 'view', at: NOW }];
+      // eslint-disable-next-line @typescript-eslint/no-array-delete -- a hole on purpose: the sparse entry under test
       delete (sparse as unknown[])[1];
       await expectSignalsRefused(() => db.signals(sparse), 'signals[1]', 'undefined', ['j1', 'hole-late']);
       expect(db.itemSignals('hole-late')).toEqual({});
