@@ -428,6 +428,12 @@ describe('validation: schema at open', () => {
     await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, velocity: null }] }, 'schema.signals[0].velocity', 'null');
   });
 
+  it('refuses a window that is not one of 1h, 24h, 7d, all, and a window given twice', async () => {
+    await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, windows: ['1h', '1d'] }] }, 'schema.signals[0].windows', '"1d"');
+    await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, windows: ['7d', 7] }] }, 'schema.signals[0].windows', '7 (number)');
+    await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, windows: ['7d', '7d'] }] }, 'schema.signals[0].windows', 'array');
+  });
+
   it('refuses a bad kind name and an empty signal list', async () => {
     await expectOpenRefused({ signals: [{ name: '1st', halfLifeMs: 1000 }] }, 'schema.signals[0].name', '"1st"');
     const err = await failureOf(() => TidalDb.builder().ephemeral().workers(1).schema({ signals: [] }).open());
