@@ -313,7 +313,7 @@ function cwdInCopy(sourceRoot, tree) {
   return fs.existsSync(there) ? there : tree;
 }
 
-function runCommand(argv, { sourceRoot, nodeDir, tree, env }) {
+function runCommand(argv, { sourceRoot, tree, env }) {
   const [cmd, ...args] = argv;
   const cwd = cwdInCopy(sourceRoot, tree);
   log(`${argv.join(' ')}  (in ${cwd}, Node v${NODE24_VERSION})`);

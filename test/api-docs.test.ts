@@ -129,7 +129,7 @@ function typeErrors(): string[] {
 // ---- running --------------------------------------------------------------------------------
 
 type AsyncFn = (...args: unknown[]) => Promise<unknown>;
-const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor as new (...args: string[]) => AsyncFn;
+const AsyncFunction = (async () => {}).constructor as new (...args: string[]) => AsyncFn;
 const requireFromTests = createRequire(import.meta.url);
 const valueNames = Object.keys(tidal);
 

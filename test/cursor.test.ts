@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidInputError, TidalDb, type RetrieveRequest } from 'tidal-core';
-import { NOW, TestClock } from './helpers.js';
+import { NOW, TestClock, parseObject } from './helpers.js';
 import { USER_SCHEMA } from './user-helpers.js';
 
 const SEED = Number(process.env.TIDAL_FUZZ_SEED ?? 20250101);
@@ -170,7 +170,7 @@ describe('cursor pagination', () => {
     await db.signals(Array.from({ length: 30 }, (_, n) => ({ item: `i${(n * 3) % N}`, kind: 'like' })));
     const late = a.nextCursor!;
     expect(typeof late).toBe('string');
-    expect(JSON.parse(JSON.stringify(b)).nextCursor).toBe(late);
+    expect(parseObject(JSON.stringify(b)).nextCursor).toBe(late);
     expect({ ...b }.nextCursor).toBe(late);
     const fromLate = await db.retrieve({ profile: 'popular', limit: 3, cursor: late });
     expect(fromLate.items.map((i) => i.id).some((id) => a.items.some((f) => f.id === id))).toBe(false);
@@ -178,7 +178,7 @@ describe('cursor pagination', () => {
     b.nextCursor = null;
     expect(b.nextCursor).toBeNull();
     const s = await db.search({ text: 'tune', limit: 2 });
-    expect(JSON.parse(JSON.stringify(s)).nextCursor).toBe(s.nextCursor);
+    expect(parseObject(JSON.stringify(s)).nextCursor).toBe(s.nextCursor);
     expect(s.nextCursor).not.toBeNull();
   });
 });

@@ -43,8 +43,8 @@ const started = performance.now();
 
 // ---- values ------------------------------------------------------------------------------
 
-const wellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
+const protoOf = (v: object): object | null => Object.getPrototypeOf(v) as object | null;
 
 /** Anything at all, including the values JavaScript makes awkward. */
 const anyValue: fc.Arbitrary<unknown> = fc.oneof(
@@ -100,6 +100,7 @@ function withBadEntry<T>(good: fc.Arbitrary<T>, bad: fc.Arbitrary<unknown>): fc.
     const i = at % (out.length + 1);
     if (entry === undefined) {
       out.splice(i, 0, 'hole');
+      // eslint-disable-next-line @typescript-eslint/no-array-delete -- a hole on purpose: the sparse entry under test
       delete out[i];
     } else {
       out.splice(i, 0, entry);
@@ -139,7 +140,7 @@ const badText = fc.oneof(
   loneSurrogate,
 );
 const badMetadata = fc.oneof(
-  anyValue.filter((v) => v !== undefined && !(isObject(v) && [Object.prototype, null].includes(Object.getPrototypeOf(v)))),
+  anyValue.filter((v) => v !== undefined && !(isObject(v) && [Object.prototype, null].includes(protoOf(v)))),
   anyValue.filter((v) => v != null && typeof v !== 'string').map((category) => ({ category })),
   anyValue.filter((v) => v != null && !(typeof v === 'number' && Number.isFinite(v))).map((duration) => ({ duration })),
   loneSurrogate.map((s) => ({ note: s })),
@@ -161,7 +162,7 @@ const badItem: fc.Arbitrary<unknown> = fc.oneof(
 
 /** A filter no schema field accepts: not an object, an unknown field, or a condition of the wrong type. */
 const badFilter = fc.oneof(
-  anyValue.filter((v) => v != null && !(isObject(v) && [Object.prototype, null].includes(Object.getPrototypeOf(v)))),
+  anyValue.filter((v) => v != null && !(isObject(v) && [Object.prototype, null].includes(protoOf(v)))),
   fc
     .tuple(fc.oneof(fc.string(), fc.constantFrom('constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf', 'id')), anyValue)
     .filter(([k]) => !DECLARED.includes(k))
@@ -182,7 +183,7 @@ const badFilter = fc.oneof(
     .map((duration) => ({ duration })),
 );
 const badDiversity = fc.oneof(
-  anyValue.filter((v) => v != null && !(isObject(v) && [Object.prototype, null].includes(Object.getPrototypeOf(v)))),
+  anyValue.filter((v) => v != null && !(isObject(v) && [Object.prototype, null].includes(protoOf(v)))),
   fc.constantFrom({}, { maxPer: {} }, { maxPer: 2 }, { maxPer: { category: 1 }, extra: 1 }, { maxPer: JSON.parse('{"__proto__": 1}') as unknown }),
   fc.oneof(fc.string(), fc.constantFrom('constructor', 'toString', 'createdAt')).filter((k) => !DECLARED.slice(1).includes(k)).map((k) => ({ maxPer: { [k]: 1 } })),
   anyValue.filter((n) => !(typeof n === 'number' && Number.isInteger(n) && n >= 1)).map((n) => ({ maxPer: { category: n } })),
@@ -246,7 +247,7 @@ function badOptions(root: string): fc.Arbitrary<Record<string, unknown>> {
   const kind = (patch: fc.Arbitrary<Record<string, unknown>>) => patch.map((p) => ({ schema: { ...SCHEMA, signals: [{ name: 'view', halfLifeMs: 1000, ...p }] } }));
   const objectOption = (key: string, keys: string[]) =>
     fc.oneof(
-      anyValue.filter((v) => v !== undefined && !(isObject(v) && [Object.prototype, null].includes(Object.getPrototypeOf(v)))).map((v) => ({ [key]: v })),
+      anyValue.filter((v) => v !== undefined && !(isObject(v) && [Object.prototype, null].includes(protoOf(v)))).map((v) => ({ [key]: v })),
       fc.tuple(fc.string(), anyValue).filter(([k]) => !keys.includes(k)).map(([k, v]) => ({ [key]: { [k]: v } })),
     );
   return fc.oneof(
@@ -311,10 +312,11 @@ async function expectRefused(what: string, call: () => unknown): Promise<void> {
     result = await call();
   } catch (err) {
     if (TidalError.is(err) && !(err instanceof InternalError)) {
-      refusals.add(`${err.code} ${String((err as { field?: unknown }).field ?? '').replace(/\[\d+\]/g, '[]')}`);
+      const field = 'field' in err && typeof err.field === 'string' ? err.field : '';
+      refusals.add(`${err.code} ${field.replace(/\[\d+\]/g, '[]')}`);
       return;
     }
-    throw new Error(`${what}: expected a TidalError other than InternalError, got ${inspect(err, { depth: 2 })}`);
+    throw new Error(`${what}: expected a TidalError other than InternalError, got ${inspect(err, { depth: 2 })}`, { cause: err });
   }
   if (result instanceof TidalDb) await result.close();
   throw new Error(`${what}: expected a refusal, but it succeeded`);

@@ -201,6 +201,13 @@ export function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
 /** A seeded PRNG: the same sequence on every run. */
 export { mulberry32 } from '../bench/src/random.js';
 
+/** Parses JSON that must be an object (a serialized result, a request body); throws naming what it got otherwise. */
+export function parseObject(text: string): Record<string, unknown> {
+  const value: unknown = JSON.parse(text);
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new TypeError(`not a JSON object: ${text.slice(0, 80)}`);
+  return value as Record<string, unknown>;
+}
+
 export function idsOf(list: readonly { id: string }[]): string[] {
   return list.map((x) => x.id);
 }

@@ -47,7 +47,7 @@ describe('lifecycle', () => {
   });
 
   it('works with await using', async () => {
-    let dir = '';
+    let dir: string;
     {
       await using db = await TidalDb.builder().ephemeral().workers(1).schema(schema).open();
       dir = db.path;

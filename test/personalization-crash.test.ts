@@ -23,8 +23,8 @@ function writeThenKill(dir: string, first: number, batches: number): Promise<unk
     const child = spawn(process.execPath, [WRITER, dir, String(first), String(batches)], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
-    child.stdout.on('data', (d) => (out += d.toString()));
-    child.stderr.on('data', (d) => (err += d.toString()));
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
     child.on('exit', (code, signal) => {
       if (signal !== 'SIGKILL') reject(new Error(`writer exited with ${code}: ${err}`));
       else resolve(JSON.parse(out.trim()));

@@ -42,7 +42,7 @@ function oracle(signals: readonly SignalInput[]): Map<string, Map<string, number
   const index = new Map<string, Map<string, number>>();
   const add = (x: string, y: string, at: number): void => {
     let m = index.get(x);
-    if (!m) index.set(x, (m = new Map()));
+    if (!m) index.set(x, (m = new Map<string, number>()));
     m.set(y, (m.get(y) ?? 0) + Math.exp(-LAMBDA * (NOW - at)));
   };
   for (const s of signals) {

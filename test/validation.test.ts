@@ -227,6 +227,7 @@ describe('validation', () => {
       await expectSignalsRefused(() => db.signals([, sig] as never), 'signals[0]', 'undefined');
       await expectSignalsRefused(() => db.signals(new Array(3)), 'signals[0]', 'undefined');
       const sparse = [sig, { ...sig }, { item: 'hole-late', kind: 'view', at: NOW }];
+      // eslint-disable-next-line @typescript-eslint/no-array-delete -- a hole on purpose: the sparse entry under test
       delete (sparse as unknown[])[1];
       await expectSignalsRefused(() => db.signals(sparse), 'signals[1]', 'undefined', ['j1', 'hole-late']);
       expect(db.itemSignals('hole-late')).toEqual({});
@@ -425,6 +426,12 @@ describe('validation: schema at open', () => {
   it('refuses null where a kind takes an array or a boolean (only an absent key means the default)', async () => {
     await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, windows: null }] }, 'schema.signals[0].windows', 'null');
     await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, velocity: null }] }, 'schema.signals[0].velocity', 'null');
+  });
+
+  it('refuses a window that is not one of 1h, 24h, 7d, all, and a window given twice', async () => {
+    await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, windows: ['1h', '1d'] }] }, 'schema.signals[0].windows', '"1d"');
+    await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, windows: ['7d', 7] }] }, 'schema.signals[0].windows', '7 (number)');
+    await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, windows: ['7d', '7d'] }] }, 'schema.signals[0].windows', 'array');
   });
 
   it('refuses a bad kind name and an empty signal list', async () => {

@@ -77,7 +77,7 @@ function detectorTryEnter(): number {
 /** The floor any promise-returning call pays for a refusal: a rejected promise, settled. */
 async function rejectionFloor(): Promise<number> {
   const err = new Error('refused');
-  const calls: Promise<unknown>[] = new Array(REFUSALS);
+  const calls = new Array<Promise<unknown>>(REFUSALS);
   const start = nowMs();
   for (let i = 0; i < REFUSALS; i++) calls[i] = Promise.reject(err);
   await Promise.allSettled(calls);
@@ -98,7 +98,7 @@ function shareKey(): number {
 
 async function dbRefusal(db: TidalDb): Promise<number> {
   const admitted = Array.from({ length: db.load.admissionLimit }, (_, i) => db.retrieve({ profile: 'new', limit: i + 1 }));
-  const calls: Promise<unknown>[] = new Array(REFUSALS);
+  const calls = new Array<Promise<unknown>>(REFUSALS);
   const start = nowMs();
   for (let i = 0; i < REFUSALS; i++) calls[i] = db.retrieve({ profile: 'new', limit: 1 });
   const settled = await Promise.allSettled(calls);

@@ -14,7 +14,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import * as tidalCore from 'tidal-core';
+import type * as tidalCore from 'tidal-core';
 import { TidalDb, levelName, type DegradationLevel, type RetrieveResults, type SearchResults } from 'tidal-core';
 import { SqlBaseline, ftsMatchExpression } from './baseline.js';
 import { CATEGORIES, Corpus, mixSeed, tidalSchema, type CorpusSignal, type SignalColumns } from './corpus.js';
@@ -657,8 +657,8 @@ async function compare<Q>(
   // The two sides take turns in blocks of BLOCK queries (who goes first alternates), so load from
   // anything else on the machine lands on both alike. Blocks rather than single queries because a
   // brute-force scan sweeps the CPU caches; alternating every query would bill that to tidal.
-  const tidalOut: (RetrieveResults | SearchResults)[] = new Array(queries.length);
-  const sqlOut: (readonly { id: string }[])[] = new Array(queries.length);
+  const tidalOut = new Array<RetrieveResults | SearchResults>(queries.length);
+  const sqlOut = new Array<readonly { id: string }[]>(queries.length);
   for (let b = 0; b * BLOCK < queries.length; b++) {
     const from = b * BLOCK;
     const to = Math.min(queries.length, from + BLOCK);

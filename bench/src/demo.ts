@@ -85,6 +85,8 @@ async function main(): Promise<void> {
     }
 
     const lookup = new Map<string, Item>();
+    // The schema declares both fields strings; anything else shows as `?`.
+    const shown = (v: unknown): string => (typeof v === 'string' ? v : '?');
     const meta = async (id: string) => {
       let item = lookup.get(id);
       if (!item) {
@@ -92,8 +94,8 @@ async function main(): Promise<void> {
         if (item) lookup.set(id, item);
       }
       return {
-        category: String(item?.metadata.category ?? '?'),
-        creator: String(item?.metadata.creator ?? '?'),
+        category: shown(item?.metadata.category),
+        creator: shown(item?.metadata.creator),
         text: item?.text ?? '',
         createdAt: item?.createdAt ?? Number.NaN,
       };

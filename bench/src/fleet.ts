@@ -131,7 +131,7 @@ async function decisions(url: string): Promise<void> {
     ),
   );
   await fleet.close();
-  await raw.destroy();
+  raw.destroy();
 }
 
 async function embedder(): Promise<void> {

@@ -77,7 +77,7 @@ async function main(): Promise<void> {
   log(`${fmtInt(ITEMS)} items, ${fmtInt(USERS)} users × ${HISTORY} signals, ${QUERIES} queries per side.\n`);
 
   // ---- load ------------------------------------------------------------------------------------
-  let t = nowMs();
+  const t = nowMs();
   const byCategory = new Map<string, number[]>();
   const creatorOf: string[] = [];
   const insertItem = sql.prepare('INSERT INTO items VALUES (?, ?, ?, ?, ?)');

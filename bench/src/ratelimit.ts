@@ -109,8 +109,10 @@ async function runFlexible(limiter: RateLimiterMemory, n: number): Promise<{ per
 
 /** The floor of any promise-returning check: the same loop awaiting an already-settled promise. */
 async function runPromiseFloor(n: number, reject: boolean): Promise<number> {
+  // Made once, as rate-limiter-flexible's refusals are: no stack is captured per call.
+  const refused = new Error('refused');
   const settled = async (): Promise<void> => {
-    if (reject) throw KEYS;
+    if (reject) throw refused;
   };
   const t = nowMs();
   for (let i = 0; i < n; i++) {

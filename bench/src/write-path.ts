@@ -93,7 +93,7 @@ const KIND_NAMES = SCHEMA.signals.map((k) => k.name);
 function callAt(rows: Rows, c: number, size: number): SignalInput[] {
   const from = c * size;
   const to = Math.min(rows.n, from + size);
-  const call: SignalInput[] = new Array(to - from);
+  const call = new Array<SignalInput>(to - from);
   for (let i = from; i < to; i++) call[i - from] = { item: IDS[rows.ordinal[i]!]!, kind: KIND_NAMES[rows.kind[i]!]!, weight: 1, at: rows.at[i]! };
   return call;
 }

@@ -57,7 +57,7 @@ export function parseOptionsOrThrow<S extends Record<string, OptionSpec>>(
   for (const [name, o] of Object.entries(all)) {
     config[name] = { type: o.type === 'boolean' ? 'boolean' : 'string', multiple: o.type === 'strings' };
   }
-  let values: Record<string, unknown>;
+  let values: Record<string, string | boolean | (string | boolean)[] | undefined>;
   try {
     ({ values } = parseArgs({ args: [...argv], options: config, strict: true, allowPositionals: false }));
   } catch (err) {

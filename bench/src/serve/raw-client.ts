@@ -212,7 +212,6 @@ export class RawClient {
     const { origin, timeoutMs } = this.#options;
     const host = origin.hostname.startsWith('[') ? origin.hostname.slice(1, -1) : origin.hostname;
     // `conn` is set before any read can call back (reads start after `connect` returns).
-    let conn: Connection | undefined;
     const socket = connect({
       host,
       port: Number(origin.port || 80),
@@ -220,12 +219,12 @@ export class RawClient {
       onread: {
         buffer: this.#readBuffer,
         callback: (n: number, buf: Uint8Array): boolean => {
-          this.#onData(conn!, Buffer.from(buf.buffer, buf.byteOffset, n));
+          this.#onData(conn, Buffer.from(buf.buffer, buf.byteOffset, n));
           return true; // false would pause the socket
         },
       },
     });
-    conn = new Connection(socket);
+    const conn = new Connection(socket);
     this.#all.add(conn);
     this.#connecting++;
     // Node's idle timer, refreshed by every read and write: one timer per connection, not per request.

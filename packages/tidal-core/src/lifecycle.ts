@@ -109,8 +109,7 @@ export function openParts(o: FilledOptions): DbParts {
     const users = start.users;
     const sessions = new SessionRegistry(db, o.sessions, o.rateLimit, o.clock, o.onWarning);
     // The write path is made below; validation only asks it for ordinals once queries run.
-    let writesMade: WritePath | undefined;
-    const ordinalOf = (id: string): number | undefined => writesMade!.ordinalOf(id);
+    const ordinalOf = (id: string): number | undefined => writes.ordinalOf(id);
     const readDeps = mainReadDeps({ schema: o.schema, cursors, sessions, users, clock: o.clock, ordinalOf });
     const memoryGuard = MemoryGuard.create(o.memoryGuard, o.onWarning);
     walCheckpointer = WalCheckpointer.start(db, file, o.onWarning);
@@ -133,7 +132,6 @@ export function openParts(o: FilledOptions): DbParts {
       },
       start,
     );
-    writesMade = writes;
     const inFlight = new SharedArrayBuffer(4);
     const host: HostInit | undefined =
       o.workerModule === null
@@ -260,5 +258,10 @@ export async function shutdown(p: DbParts, o: FilledOptions, link: LinkServer | 
   p.unlock();
   if (p.ephemeral) rmSync(p.dir, { recursive: true, force: true });
   if (!failure) return;
-  throw TidalError.is(failure) ? failure : new InternalError(`close failed: ${(failure as Error)?.message ?? String(failure)}`, { cause: failure });
+  throw TidalError.is(failure) ? failure : new InternalError(`close failed: ${messageOf(failure)}`, { cause: failure });
+}
+
+/** A thrown value's message: an Error's own, anything else as `String` writes it. */
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }

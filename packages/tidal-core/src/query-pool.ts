@@ -17,7 +17,7 @@ import {
   type WorkerInit,
   type WorkerOp,
 } from 'tidal-query';
-import { Dropped, PRIORITY, QueryScheduler, type SubmitOptions } from './scheduler.js';
+import { Dropped, PRIORITY, QueryScheduler } from './scheduler.js';
 
 /** Messages a query worker holds at once (one running, the rest waiting in its message queue). */
 const PIPELINE_DEPTH = 4;
@@ -93,7 +93,7 @@ export interface QueueControl {
    * has it but has not started it skips it. `null`: the execution cannot be given up.
    */
   readonly signal: AbortSignal | null;
-  /** Asked when it reaches the head of the queue: `true` drops it unrun (see {@link SubmitOptions.expired}). */
+  /** Asked when it reaches the head of the queue: `true` drops it unrun (see `SubmitOptions.expired` in scheduler.ts). */
   readonly expired?: () => boolean;
   /** Called with the envelope's clock when the execution leaves the queue. */
   readonly onDispatch?: (nowMs: number) => void;

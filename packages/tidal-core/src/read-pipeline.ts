@@ -44,7 +44,7 @@ interface ReadKind<Op extends ReadOp> {
   /** Whether callers asking the same may share one execution (see WorkSharing). */
   shareable(task: ReadTypes[Op]['task']): boolean;
   /** The answer's size for the kept-results bound. */
-  bytes(r: ReadTypes[Op]['answer']): number;
+  bytes(this: void, r: ReadTypes[Op]['answer']): number;
 }
 
 export const READS: { readonly [Op in ReadOp]: ReadKind<Op> } = {

@@ -15,7 +15,7 @@ import type {
   WorkerRetrieveResult,
   WorkerSearchResult,
 } from 'tidal-query';
-import { type Cursors, LazyCursor, MAX_CURSOR_ITEMS, lazyQueryHash, type CursorState } from './cursor.js';
+import { type Cursors, type LazyCursor, MAX_CURSOR_ITEMS, lazyQueryHash, type CursorState } from './cursor.js';
 import type { LevelReason } from './level-choice.js';
 import type { Item, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults } from './types.js';
 import { checkFeedOptions, checkForYou, checkUserFilter } from './user-requests.js';

@@ -3,6 +3,7 @@ import type { FieldType, QuerySchema, SignalKindSpec, WindowName } from 'tidal-q
 import { checkDense, isPlainObject } from './validate.js';
 
 export const WINDOWS: readonly WindowName[] = Object.freeze(['1h', '24h', '7d', 'all']);
+const isWindow = (w: unknown): w is WindowName => (WINDOWS as readonly unknown[]).includes(w);
 
 /** One kind of engagement signal. */
 export interface SignalKindDefinition {
@@ -93,11 +94,13 @@ export function resolveSchema(def: unknown): QuerySchema {
       throw new InvalidInputError(`${at}.halfLifeMs`, 'a positive finite number of milliseconds', k.halfLifeMs);
     }
     // Only an absent key means the default: `null` is refused like any other non-array.
-    const windows = k.windows === undefined ? WINDOWS : k.windows;
-    if (!Array.isArray(windows)) throw new InvalidInputError(`${at}.windows`, `an array of ${WINDOWS.join(', ')}`, windows);
-    checkDense(`${at}.windows`, windows);
-    for (const w of windows) {
-      if (!WINDOWS.includes(w)) throw new InvalidInputError(`${at}.windows`, `made of ${WINDOWS.map((x) => `'${x}'`).join(', ')}`, w);
+    const given: unknown = k.windows === undefined ? WINDOWS : k.windows;
+    if (!Array.isArray(given)) throw new InvalidInputError(`${at}.windows`, `an array of ${WINDOWS.join(', ')}`, given);
+    checkDense(`${at}.windows`, given);
+    const windows: WindowName[] = [];
+    for (const w of given as unknown[]) {
+      if (!isWindow(w)) throw new InvalidInputError(`${at}.windows`, `made of ${WINDOWS.map((x) => `'${x}'`).join(', ')}`, w);
+      windows.push(w);
     }
     if (new Set(windows).size !== windows.length) throw new InvalidInputError(`${at}.windows`, 'without duplicates', windows);
     const velocity = k.velocity === undefined ? false : k.velocity;

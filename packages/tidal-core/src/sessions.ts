@@ -207,7 +207,7 @@ export class SessionRegistry {
       throw new InvalidInputError('session.agentId', `the agent the session was opened for (${JSON.stringify(s.handle.agentId)})`, handle.agentId);
     }
     if (now >= s.expiresAt) {
-      this.#expire(s);
+      void this.#expire(s); // #expire handles its rejection: a TIDAL_SESSION_SWEEP_FAILED warning
       throw new SessionClosedError(handle.id, operation);
     }
     return s;

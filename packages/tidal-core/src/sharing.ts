@@ -1,4 +1,4 @@
-import { AbortedError, DegradationLevel, InvalidInputError, TimeoutError } from 'tidal-load';
+import { AbortedError, type DegradationLevel, InvalidInputError, TimeoutError } from 'tidal-load';
 import type { Executed } from './query-pool.js';
 import { Dropped } from './scheduler.js';
 import { isPlainObject } from './validate.js';

@@ -9,7 +9,7 @@
  * admitted here counts for every thread, and its level is picked from the whole process's load.
  */
 import { performance } from 'node:perf_hooks';
-import { AbortedError, DegradationLevel, InFlightGuard, InternalError, LoadDetector, TidalError, TimeoutError, type LoadView, type Thresholds } from 'tidal-load';
+import { AbortedError, type DegradationLevel, InFlightGuard, InternalError, LoadDetector, TidalError, TimeoutError, type LoadView, type Thresholds } from 'tidal-load';
 import type { QuerySchema, RetrieveTask, SearchTask, SignalValues, TaskEnvelope } from 'tidal-query';
 import { runInThread } from 'tidal-query/worker';
 import { Cursors } from './cursor.js';
@@ -20,7 +20,7 @@ import { QueryRecorder, type QueryStats } from './stats.js';
 import type { Item, ItemInput, QueryControl, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
 import type { User, UserInput } from './users.js';
 import type { UserCreatorInput, UserItemInput } from './user-requests.js';
-import { LinkClient } from './worker-link.js';
+import type { LinkClient } from './worker-link.js';
 
 /** What a worker thread is told about the database it serves (part of its `workerData`). */
 export interface ThreadInit {
@@ -210,7 +210,7 @@ export class ThreadDb {
       this.#jobs.shift()!.run();
       // The job's caller (an HTTP handler) continues in the microtasks queued behind this one:
       // its answer is written within the turn's budget, not after every job of the turn.
-      await null;
+      await Promise.resolve();
       if (performance.now() >= until) break;
     }
     this.#drainQueued = false;

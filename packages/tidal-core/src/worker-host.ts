@@ -28,12 +28,12 @@ async function load(host: HostInit): Promise<void> {
   const link = new LinkClient(host.thread.link, threadId);
   const db = new ThreadDb(host.thread, link);
   let mod: WorkerModuleExports | undefined;
-  let failure: unknown;
+  let failure: Error | undefined;
   try {
     mod = (await import(host.module.url)) as WorkerModuleExports;
     if (typeof mod.start !== 'function') throw new TypeError(`the worker module ${host.module.url} exports no start(db, data) function`);
   } catch (err) {
-    failure = err;
+    failure = err instanceof Error ? err : new Error(String(err), { cause: err });
   }
   link.onControl = (c) => {
     if (c.op === 'start') {

@@ -226,7 +226,7 @@ export class EmbedderClient {
       let body: unknown;
       try {
         body = await response.json();
-      } catch (err) {
+      } catch {
         if (signal?.aborted) throw new AbortedError('embed', signal.reason);
         if (timeout.aborted) throw new AttemptError(`no answer within ${remaining} ms`, false, true);
         throw new AttemptError(`HTTP ${response.status} with a body that is not JSON`, TRANSIENT_STATUS.has(response.status));

@@ -195,7 +195,7 @@ export class PostgresSlots implements SlotSource {
 
   /** The backend pid of the lock session (for operators: `pg_locks.pid`). */
   async backendPid(): Promise<number> {
-    return Number((await this.#client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+    return Number((await this.#client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
   }
 
   /** Slots of `resource` this process holds now. */
@@ -225,7 +225,8 @@ export class PostgresSlots implements SlotSource {
       mine.add(slot);
       let got: boolean;
       try {
-        got = (await client.query('SELECT pg_try_advisory_lock($1::int, $2::int) AS ok', [key, slot])).rows[0].ok === true;
+        const locked = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1::int, $2::int) AS ok', [key, slot]);
+        got = locked.rows[0]!.ok === true;
       } catch (err) {
         mine.delete(slot);
         throw new InternalError(`the slot lock connection failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });

@@ -35,7 +35,7 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
     await c.connect();
     const { rows } = await c.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = $1::bigint::oid", [slotKey(resource)]);
     await c.end();
-    return rows[0].n;
+    return (rows[0] as { n: number }).n;
   }
 
   it('holds a limit across replicas: slot n is an advisory lock on each replica\'s own session', async () => {

@@ -49,7 +49,7 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
       const client = await raw();
       const ttl = await client.pTTL('t1:rate:user-1');
       expect(ttl).toBeGreaterThan(0);
-      await client.destroy();
+      client.destroy();
     });
 
     it('takes n tokens all or none', async () => {
@@ -78,7 +78,7 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
       expect(fleet.breaker.state).toBe('open');
       expect((await limit.take('k', 1, 2)).backend).toBe('local');
       await sleeping;
-      await blocker.destroy();
+      blocker.destroy();
       // Once the breaker's open time has passed on the caller's clock, one probe finds Redis again.
       expect((await limit.take('k', 1, 60_002)).backend).toBe('redis');
       expect(warnings.map((w) => w.code)).toEqual(['TIDAL_SHARED_LIMIT_LOCAL', 'TIDAL_SHARED_LIMIT_RESTORED']);
@@ -130,7 +130,7 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
       await client.set('w:bare', '1');
       await client.eval(PERIOD_SCRIPT, { keys: ['w:bare'], arguments: ['1', '3', '60000'] });
       expect(await client.pTTL('w:bare')).toBeGreaterThan(0);
-      await client.destroy();
+      client.destroy();
     });
 
     it('is one window for every replica, with three outcomes', async () => {
@@ -151,7 +151,7 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
       const fleet = await connect({ prefix: 'p2:' });
       const client = await raw();
       await client.set('p2:period:k', 'not a number');
-      await client.destroy();
+      client.destroy();
       const limit = new RedisPeriodSource(fleet, { periodMs: 60_000, quota: 3 });
       await expect(limit.take('k', 1, 0)).rejects.toSatisfy((e: unknown) => UnexpectedReplyError.is(e));
     });

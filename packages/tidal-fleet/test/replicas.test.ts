@@ -45,7 +45,7 @@ describe.skipIf(servicesSkipped)('three replicas', () => {
     client.on('error', () => {});
     await client.connect();
     const [s, us] = await client.time();
-    await client.destroy();
+    client.destroy();
     return Number(s) * 1000 + Math.floor(Number(us) / 1000);
   }
 

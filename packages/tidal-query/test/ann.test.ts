@@ -321,6 +321,6 @@ describe('ANN snapshot files', () => {
     expect(readSnapshot(dir, DIMS, 50, true)).toMatchObject({ kind: 'ignored' });
     writeFileSync(join(dir, SNAPSHOT_SIDECAR), JSON.stringify({ ...meta, format: 2 }));
     expect(readSnapshot(dir, DIMS, 50, true)).toMatchObject({ kind: 'ignored' });
-    expect(JSON.parse(readFileSync(join(dir, SNAPSHOT_SIDECAR), 'utf8')).file).toBe(meta.file);
+    expect((JSON.parse(readFileSync(join(dir, SNAPSHOT_SIDECAR), 'utf8')) as AnnSnapshotMeta).file).toBe(meta.file);
   });
 });

@@ -125,7 +125,8 @@ async function serve(config: ServeConfig): Promise<void> {
     }
     const pool = { workers, admissionLimit: db.load.admissionLimit, noDiversityAt: db.load.thresholds.noDiversity };
     const admission = config.admission ? admissionOptions(config, pool, keys !== undefined) : false;
-    let acceptors: Acceptors | undefined;
+    // Read by the server's callbacks from listen() on, before startAcceptors() below resolves: undefined until then.
+    let acceptors: Acceptors | undefined; // eslint-disable-line prefer-const -- see above
     const server = createServer({
       db,
       admission:
@@ -143,7 +144,7 @@ async function serve(config: ServeConfig): Promise<void> {
         ? {}
         : {
             acceptorsInFlight: () => acceptors?.inFlightByAcceptor ?? new Map<number, number>(),
-            acceptorStats: () => [...(acceptors?.counts ?? new Map()).entries()].map(([index, c]) => ({ index, ...c, inFlight: acceptors?.inFlightByAcceptor.get(index) ?? 0 })),
+            acceptorStats: () => [...(acceptors?.counts.entries() ?? [])].map(([index, c]) => ({ index, ...c, inFlight: acceptors?.inFlightByAcceptor.get(index) ?? 0 })),
           }),
     });
     if (threaded === undefined) {

@@ -102,7 +102,7 @@ export function createServeMetrics(registry: Registry, source: ServeMetricsSourc
     },
     response(route, status) {
       let byStatus = responses.get(route);
-      if (byStatus === undefined) responses.set(route, (byStatus = new Map()));
+      if (byStatus === undefined) responses.set(route, (byStatus = new Map<number, number>()));
       byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
     },
   };

@@ -12,6 +12,7 @@ import { InvalidInputError } from 'tidal-core';
 import { checkRequests, parseLoadgenArgs, runLoad } from '../../../bench/src/serve/loadgen.js';
 import type { LoadgenConfig, RequestSpec } from '../../../bench/src/serve/loadgen.js';
 import { serializeRequest } from '../../../bench/src/serve/raw-client.js';
+import { parseObject } from '../../../test/helpers.js';
 
 const servers: Server[] = [];
 const netServers: { server: NetServer; sockets: Set<Socket> }[] = [];
@@ -99,7 +100,7 @@ function mixServer(seen: Record<string, number>) {
       const key = `${req.method} ${req.url}`;
       seen[key] = (seen[key] ?? 0) + 1;
       if (req.url === '/ok') json(res, 200, { ok: true }, { 'x-level': 'Full' });
-      else if (req.url === '/busy') json(res, 503, { code: JSON.parse(body).q === 1 ? 'TIDAL_SERVE_INFLIGHT' : 'WRONG_BODY', message: 'busy' });
+      else if (req.url === '/busy') json(res, 503, { code: parseObject(body).q === 1 ? 'TIDAL_SERVE_INFLIGHT' : 'WRONG_BODY', message: 'busy' });
       else if (req.url === '/quota') json(res, 429, { code: req.headers.authorization === 'Bearer k' ? 'TIDAL_SERVE_PERIOD_QUOTA' : 'NO_HEADER', message: 'quota' });
       else {
         res.writeHead(404, { 'content-length': '8' });

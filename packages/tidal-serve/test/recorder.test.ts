@@ -9,10 +9,10 @@ function recorder(start = 10_000) {
   const r = new Recorder({ clock: () => now, inFlight: () => inFlight, level: () => 'Full', historySeconds: 10, windowSeconds: 3 });
   return {
     r,
-    advance(ms: number) {
+    advance: (ms: number): void => {
       now += ms;
     },
-    setInFlight(n: number) {
+    setInFlight: (n: number): void => {
       inFlight = n;
     },
   };

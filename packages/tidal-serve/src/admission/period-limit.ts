@@ -126,7 +126,7 @@ class PeriodLimit implements PeriodLimitStage {
     if (this.#size < this.#maxKeys) {
       const fresh = { startMs: this.#startAt(nowMs), count: 0 };
       let into = this.#groups.get(route);
-      if (into === undefined) this.#groups.set(route, (into = new Map()));
+      if (into === undefined) this.#groups.set(route, (into = new Map<string, Window>()));
       into.set(key, fresh);
       this.#size++;
       return fresh;

@@ -1,6 +1,6 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { CapacityError, ClosedError, InvalidInputError, type TidalError } from 'tidal-core';
-import { ASSETS_PREFIX, EVENTS_PATH, PAGE_PATH, loadAssets, type Asset } from './assets.js';
+import { EVENTS_PATH, PAGE_PATH, loadAssets, type Asset } from './assets.js';
 import { HEARTBEAT_FRAME, SampleHistory, configFrame, sampleFrame } from './events.js';
 import { resolveDashboardOptions, type DashboardOptions } from './options.js';
 
