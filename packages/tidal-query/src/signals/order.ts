@@ -98,7 +98,6 @@ export class SignalOrder {
   readonly #views: [Float64Array, Float64Array];
   readonly #dirtyViews: [Int32Array, Int32Array];
   #q = 0;
-  #buf = 0;
   #entries: Float64Array;
   #dirty: Int32Array;
   #dirtyLen = 0;
@@ -124,7 +123,6 @@ export class SignalOrder {
     const g = Atomics.load(this.#control, GEN);
     this.#q = g >> 1;
     const buf = this.#q & 1;
-    this.#buf = buf;
     const block = BLOCK_BASE + buf * (this.#kinds + 2);
     this.#dirtyLen = Atomics.load(this.#control, block);
     for (let k = 0; k <= this.#kinds; k++) this.#starts[k] = Atomics.load(this.#control, block + 1 + k);
