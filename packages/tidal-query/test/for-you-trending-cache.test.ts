@@ -6,7 +6,7 @@
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { DegradationLevel } from 'tidal-load';
-import { atLevels, type LevelRunner } from './level-runner.js';
+import { atLevels } from './level-runner.js';
 import { Catalog } from '../src/catalog.js';
 import type { QueryContext } from '../src/context.js';
 import { ItemsWriter } from '../src/items-table.js';

@@ -13,7 +13,6 @@ import { openStorage } from 'tidal-wal/storage';
 import { mulberry32 } from '../../../bench/src/random.js';
 
 const MIN = 60_000;
-const EXACT = [Infinity, Infinity, Infinity, Infinity];
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const NOW = Date.UTC(2025, 0, 6, 12, 30, 0);

@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { CapacityError, DegradationLevel, InvalidInputError, TidalError } from 'tidal-load';
-import { atLevels, type LevelRunner } from './level-runner.js';
+import { atLevels } from './level-runner.js';
 import { Catalog } from '../src/catalog.js';
 import { popularity, type QueryContext } from '../src/context.js';
 import { readItemSignals } from '../src/item-signals.js';

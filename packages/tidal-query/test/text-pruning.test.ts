@@ -1,6 +1,6 @@
 import { DegradationLevel } from 'tidal-load';
 import { describe, expect, it } from 'vitest';
-import { atLevels, type LevelRunner } from './level-runner.js';
+import { atLevels } from './level-runner.js';
 import type { QueryContext } from '../src/context.js';
 import { NO_DIVERSITY_POSTINGS_BUDGET, SearchExecutor } from '../src/search.js';
 import { SignalStore } from '../src/signals/store.js';
