@@ -42,6 +42,8 @@ function compileCondition(field: string, cond: FieldCondition, catalog: Catalog)
       }
       return (o) => codes.has(col.codes[o]!);
     }
+    // Validated filters give a string field a string or `in`; a range on one matches nothing.
+    if (typeof cond === 'object') return () => false;
     const code = col.dict.get(String(cond));
     if (code === undefined) return () => false;
     return (o) => col.codes[o] === code;

@@ -443,6 +443,13 @@ describe('SignalStore checkpoints', () => {
     // Two old kinds folded onto one new kind would collide.
     expect(catchError(() => newStore().importState(bytes, [0, 0, 1]))).toBeInstanceOf(InvalidInputError);
     expect(catchError(() => newStore(64, KINDS, 4).importState(bytes))).toBeInstanceOf(InvalidInputError);
+    // A remap with a hole where an old kind's new index should be.
+    const remap = new Array<number>(3);
+    remap[0] = 0;
+    remap[2] = 1;
+    const hole = catchError(() => newStore().importState(bytes, remap));
+    expect(hole).toBeInstanceOf(InvalidInputError);
+    expect((hole as InvalidInputError).field).toBe('kindRemap[1]');
 
     const used = newStore();
     used.apply(0, 0, 1, T0);
@@ -722,6 +729,14 @@ describe('SignalStore reservation', () => {
     expect(bad).toBeInstanceOf(InvalidInputError);
     expect((bad as InvalidInputError).field).toBe('kinds[1]');
     expect((catchError(() => store.reserve([2], [0], 2)) as InvalidInputError).field).toBe('count');
+    // A hole inside `count` is refused as the bad value it is, not read as a number.
+    const holes = new Array<number>(3);
+    holes[0] = 2;
+    holes[2] = 3;
+    const hole = catchError(() => store.reserve(holes, [0, 0, 0], 3));
+    expect(hole).toBeInstanceOf(InvalidInputError);
+    expect((hole as InvalidInputError).field).toBe('ordinals[1]');
+    expect((catchError(() => store.reserve([2, 3, 4], holes, 3)) as InvalidInputError).field).toBe('kinds[1]');
     unchanged();
 
     // Two new pairs, one named twice, and existing ones: fits exactly.

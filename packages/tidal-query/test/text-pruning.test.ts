@@ -104,7 +104,7 @@ describe('text top-k pruning', () => {
       const reduced = run({ text, boost: 0.5 }, DegradationLevel.ReducedCandidates);
       const top10 = run({ text }, DegradationLevel.Full);
       expect([full.explain.bm25Limit, reduced.explain.bm25Limit, top10.explain.bm25Limit]).toEqual([200, 100, 10]);
-      const [p200, p100, p10] = [full, reduced, top10].map((r) => r.explain.postingsScored!);
+      const [p200, p100, p10] = [full.explain.postingsScored!, reduced.explain.postingsScored!, top10.explain.postingsScored!];
       const all = searchTopK(f.catalog.text, ['cafe', 'jazz'], 10, { prune: false }).postingsScored;
       expect(p200).toBeLessThan(all);
       expect(p100).toBeLessThan(0.9 * p200);

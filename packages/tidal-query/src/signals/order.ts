@@ -52,6 +52,14 @@ export const DIRTY_CAP = 4096;
 const DIRTY_MIN = 64;
 const ENTRY_STEP = 1024;
 
+/** One of the two entry buffers and its dirty list. */
+type Half = 0 | 1;
+
+/** The buffer published generation `q` lives in. */
+function halfOf(q: number): Half {
+  return (q & 1) as Half;
+}
+
 export function orderControlInts(kinds: number): number {
   return BLOCK_BASE + 2 * (kinds + 2);
 }
@@ -98,7 +106,6 @@ export class SignalOrder {
   readonly #views: [Float64Array, Float64Array];
   readonly #dirtyViews: [Int32Array, Int32Array];
   #q = 0;
-  #buf = 0;
   #entries: Float64Array;
   #dirty: Int32Array;
   #dirtyLen = 0;
@@ -123,8 +130,7 @@ export class SignalOrder {
     if (Atomics.load(this.#control, DISABLED) !== 0) return false;
     const g = Atomics.load(this.#control, GEN);
     this.#q = g >> 1;
-    const buf = this.#q & 1;
-    this.#buf = buf;
+    const buf = halfOf(this.#q);
     const block = BLOCK_BASE + buf * (this.#kinds + 2);
     this.#dirtyLen = Atomics.load(this.#control, block);
     for (let k = 0; k <= this.#kinds; k++) this.#starts[k] = Atomics.load(this.#control, block + 1 + k);
@@ -250,16 +256,17 @@ export class OrderWriter {
     }
     if (this.#stampOf[slot] === this.#stamp) return;
     this.#stampOf[slot] = this.#stamp;
-    const block = this.#block(this.#published() & 1);
+    const buf = halfOf(this.#published());
+    const block = this.#block(buf);
     const len = this.#control[block]!;
-    this.#dirtyViews[this.#published() & 1][len] = slot;
+    this.#dirtyViews[buf][len] = slot;
     Atomics.store(this.#control, block, len + 1);
     if (len + 1 >= this.#limit) this.rebuild(i32, f64);
   }
 
   /** Merges the dirty slots into the orders and publishes the result. */
   rebuild(i32: Int32Array, f64: Float64Array): void {
-    const cur = this.#published() & 1;
+    const cur = halfOf(this.#published());
     const block = this.#block(cur);
     const len = this.#control[block]!;
     this.#merge(this.#dirtyViews[cur].slice(0, len), true, i32, f64);
@@ -287,8 +294,8 @@ export class OrderWriter {
   #merge(changed: Int32Array, keepOld: boolean, i32: Int32Array, f64: Float64Array): void {
     const kinds = this.#kinds;
     const g = this.#control[GEN]!;
-    const cur = (g >> 1) & 1;
-    const nxt = 1 - cur;
+    const cur = halfOf(g >> 1);
+    const nxt: Half = cur === 0 ? 1 : 0;
     const curBlock = this.#block(cur);
     const nxtBlock = this.#block(nxt);
 
@@ -344,7 +351,7 @@ export class OrderWriter {
   }
 
   /** Grows entry buffer `buf` to hold `entries`, before anything is written into it. */
-  #ensure(buf: number, entries: number): void {
+  #ensure(buf: Half, entries: number): void {
     const sab = this.#arena.entries[buf];
     const max = sab.growable ? sab.maxByteLength : sab.byteLength;
     // Each slot is in the orders once, so they never hold more entries than the reservation's slots.

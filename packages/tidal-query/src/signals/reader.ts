@@ -36,6 +36,9 @@ const SECONDS_7D = 604_800;
  * The reading half of `SignalStore` (any thread): the views over an arena, kept as long as
  * the buffers have grown, and every read of a slot, each one seqlock-consistent. The store adds the
  * writer's half; a store attached in a worker is one that only reads.
+ *
+ * Element reads take `!`: every one follows {@link checkSlot}, which puts the slot inside the views,
+ * and a slot's kind is below `kinds` (the writer checked it before claiming the slot).
  */
 export class SlotReader {
   protected readonly control: Int32Array;
@@ -143,13 +146,13 @@ export class SlotReader {
   /** The ordinal a slot belongs to (fixed once the slot is published). */
   slotOrdinal(slot: number): number {
     this.checkSlot(slot);
-    return this.i32[slot * SLOT_INT32 + I32_ORDINAL];
+    return this.i32[slot * SLOT_INT32 + I32_ORDINAL]!;
   }
 
   /** The signal kind a slot belongs to (fixed once the slot is published). */
   slotKind(slot: number): number {
     this.checkSlot(slot);
-    return this.i32[slot * SLOT_INT32 + I32_KIND];
+    return this.i32[slot * SLOT_INT32 + I32_KIND]!;
   }
 
   /** The decayed score at `nowMs`; a time before the score's reference time does not grow it. */
@@ -164,11 +167,11 @@ export class SlotReader {
     let tRef: number;
     do {
       seq = seqBegin(i32, b);
-      score = f64[fb + F64_SCORE];
-      tRef = f64[fb + F64_TREF];
+      score = f64[fb + F64_SCORE]!;
+      tRef = f64[fb + F64_TREF]!;
     } while (!seqUnchanged(i32, b, seq));
     const dt = nowMs - tRef;
-    return dt > 0 ? score * Math.exp(-this.lambdas[i32[b + I32_KIND]] * dt) : score;
+    return dt > 0 ? score * Math.exp(-this.lambdas[i32[b + I32_KIND]!]! * dt) : score;
   }
 
   /** All-time event count. */
@@ -200,7 +203,7 @@ export class SlotReader {
       const now = Math.floor(nowMs / MS_PER_MINUTE);
       do {
         seq = seqBegin(i32, b);
-        sum = ringSum(i32, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, i32[b + I32_MINUTE_HEAD], now, MINUTES_1H);
+        sum = ringSum(i32, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, i32[b + I32_MINUTE_HEAD]!, now, MINUTES_1H);
       } while (!seqUnchanged(i32, b, seq));
       return sum;
     }
@@ -209,7 +212,7 @@ export class SlotReader {
     const now = Math.floor(nowMs / MS_PER_HOUR);
     do {
       seq = seqBegin(i32, b);
-      sum = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, i32[b + I32_HOUR_HEAD], now, span);
+      sum = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, i32[b + I32_HOUR_HEAD]!, now, span);
     } while (!seqUnchanged(i32, b, seq));
     return sum;
   }
@@ -268,18 +271,18 @@ export class SlotReader {
     let c7d = 0;
     do {
       seq = seqBegin(i32, b);
-      score = f64[fb + F64_SCORE];
-      tRef = f64[fb + F64_TREF];
-      count = f64[fb + F64_COUNT];
-      if (sum1h) c1h = ringSum(i32, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, i32[b + I32_MINUTE_HEAD], nowMinute, MINUTES_1H);
+      score = f64[fb + F64_SCORE]!;
+      tRef = f64[fb + F64_TREF]!;
+      count = f64[fb + F64_COUNT]!;
+      if (sum1h) c1h = ringSum(i32, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, i32[b + I32_MINUTE_HEAD]!, nowMinute, MINUTES_1H);
       if (need24h || sum7d) {
-        const head = i32[b + I32_HOUR_HEAD];
+        const head = i32[b + I32_HOUR_HEAD]!;
         if (need24h) c24h = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, head, nowHour, HOURS_24H);
         if (sum7d) c7d = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, head, nowHour, HOURS_7D);
       }
     } while (!seqUnchanged(i32, b, seq));
     const dt = nowMs - tRef;
-    const lambda = this.lambdas[i32[b + I32_KIND]];
+    const lambda = this.lambdas[i32[b + I32_KIND]!]!;
     const values: SignalValues = {
       score: dt > 0 ? score * Math.exp(-lambda * dt) : score,
       count,
@@ -320,7 +323,7 @@ export class SlotReader {
     let value: number;
     do {
       seq = seqBegin(i32, b);
-      value = f64[at];
+      value = f64[at]!;
     } while (!seqUnchanged(i32, b, seq));
     return value;
   }

@@ -1,7 +1,7 @@
 /*
  * The minute and hour rings of a slot (see `layout.ts`): counting an event into one, and summing a
  * window out of one. Plain functions over the slot's Int32 view; the caller holds the seqlock
- * (reads) or is the writer.
+ * (reads) or is the writer. Every index stays inside the slot's ring, so element reads take `!`.
  */
 
 /**
@@ -22,11 +22,11 @@ export function ringSum(i32: Int32Array, base: number, len: number, head: number
   const end = base + len;
   let sum = 0;
   if (to <= end) {
-    for (let i = from; i < to; i++) sum += i32[i];
+    for (let i = from; i < to; i++) sum += i32[i]!;
   } else {
-    for (let i = from; i < end; i++) sum += i32[i];
+    for (let i = from; i < end; i++) sum += i32[i]!;
     const wrapTo = to - len;
-    for (let i = base; i < wrapTo; i++) sum += i32[i];
+    for (let i = base; i < wrapTo; i++) sum += i32[i]!;
   }
   return sum;
 }
@@ -42,7 +42,7 @@ export function bumpRing(i32: Int32Array, headAt: number, base: number, len: num
     i32[base + (unit % len)] = 1;
     return;
   }
-  const head = i32[headAt];
+  const head = i32[headAt]!;
   if (unit > head) {
     if (unit - head >= len) {
       i32.fill(0, base, base + len);
@@ -57,7 +57,7 @@ export function bumpRing(i32: Int32Array, headAt: number, base: number, len: num
     i32[headAt] = unit;
     i32[base + (unit % len)] = 1;
   } else if (unit > head - len) {
-    i32[base + (unit % len)] += 1;
+    i32[base + (unit % len)]! += 1;
   }
   // Older than the ring covers: counted in the all-time count and score only.
 }

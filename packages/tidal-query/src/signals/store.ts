@@ -49,6 +49,8 @@ export type { SignalArena, SignalKindSpec, SignalStoreOptions, SignalValues, Vel
  * The store is split by job: `types.ts` (its vocabulary), `arena.ts` (the shared buffers),
  * `seqlock.ts` and `rings.ts` (the slot protocol and ring arithmetic), `reader.ts` (every read,
  * any thread), and this file: creating and attaching, the writer, and loading a checkpoint.
+ * Element reads take `!` where the index is in bounds by construction: a slot is touched only after
+ * the views were grown to hold it, and kinds and ordinals are checked on the way in.
  */
 
 const CAPACITY_HINT = 'raise the capacity.signalSlots builder option';
@@ -144,11 +146,12 @@ export class SignalStore extends SlotReader {
     for (let i = 0; i < count; i++) {
       const ordinal = ordinals[i];
       const kind = kinds[i];
-      if (!Number.isInteger(ordinal) || ordinal < 0) {
+      // `i < count` is inside both, but an array-like may have holes: those fail the checks as well.
+      if (ordinal === undefined || !Number.isInteger(ordinal) || ordinal < 0) {
         throw new InvalidInputError(`ordinals[${i}]`, 'a non-negative integer', ordinal);
       }
       if (ordinal >= this.ordinalCount) throw new CapacityError('item ids', this.ordinalCount, ORDINAL_HINT);
-      if (!Number.isInteger(kind) || kind < 0 || kind >= kindCount) {
+      if (kind === undefined || !Number.isInteger(kind) || kind < 0 || kind >= kindCount) {
         throw new InvalidInputError(`kinds[${i}]`, `an integer in [0, ${kindCount})`, kind);
       }
       const ix = ordinal * kindCount + kind;
@@ -163,7 +166,7 @@ export class SignalStore extends SlotReader {
       if (ix > topIx) topIx = ix;
     }
     if (fresh === 0) return;
-    const used = this.control[CONTROL_SLOTS_USED];
+    const used = this.control[CONTROL_SLOTS_USED]!;
     if (used + fresh > this.slotCapacity) {
       throw new CapacityError(
         'signal state',
@@ -176,11 +179,12 @@ export class SignalStore extends SlotReader {
     this.growIndex(topIx + 1);
     const grown = this.index;
     for (let i = 0; i < count; i++) {
-      const ordinal = ordinals[i];
-      const kind = kinds[i];
+      // Checked by pass 1.
+      const ordinal = ordinals[i]!;
+      const kind = kinds[i]!;
       const ix = ordinal * kindCount + kind;
       if (grown[ix] !== 0) continue;
-      const slot = this.control[CONTROL_SLOTS_USED];
+      const slot = this.control[CONTROL_SLOTS_USED]!;
       this.claim(slot, ordinal, kind);
       this.publish(slot, ix);
     }
@@ -208,14 +212,14 @@ export class SignalStore extends SlotReader {
 
     const ix = ordinal * this.kindCount + kind;
     // The writer is the index's only mutator, so its own plain read is current.
-    const entry = ix < this.index.length ? this.index[ix] : 0;
+    const entry = ix < this.index.length ? this.index[ix]! : 0;
     if (entry !== 0) {
       this.record(entry - 1, kind, weight, atMs);
       this.orderWriter!.touch(entry - 1, this.i32, this.f64);
       return;
     }
 
-    const slot = this.control[CONTROL_SLOTS_USED];
+    const slot = this.control[CONTROL_SLOTS_USED]!;
     if (slot >= this.slotCapacity) {
       throw new CapacityError('signal state', this.slotCapacity, CAPACITY_HINT);
     }
@@ -285,7 +289,7 @@ export class SignalStore extends SlotReader {
     const hour = Math.floor(atMs / MS_PER_HOUR);
 
     Atomics.add(i32, b + I32_SEQ, 1);
-    const count = f64[fb + F64_COUNT];
+    const count = f64[fb + F64_COUNT]!;
     const first = count === 0;
     if (first) {
       f64[fb + F64_SCORE] = weight;
@@ -293,17 +297,17 @@ export class SignalStore extends SlotReader {
       f64[fb + F64_NEWEST] = atMs;
       f64[fb + F64_OLDEST] = atMs;
     } else {
-      const lambda = this.lambdas[kind];
-      const tRef = f64[fb + F64_TREF];
+      const lambda = this.lambdas[kind]!;
+      const tRef = f64[fb + F64_TREF]!;
       if (atMs >= tRef) {
-        f64[fb + F64_SCORE] = f64[fb + F64_SCORE] * Math.exp(-lambda * (atMs - tRef)) + weight;
+        f64[fb + F64_SCORE] = f64[fb + F64_SCORE]! * Math.exp(-lambda * (atMs - tRef)) + weight;
         f64[fb + F64_TREF] = atMs;
       } else {
         // A late event is decayed to the reference time instead of moving the reference back.
-        f64[fb + F64_SCORE] = f64[fb + F64_SCORE] + weight * Math.exp(-lambda * (tRef - atMs));
+        f64[fb + F64_SCORE] = f64[fb + F64_SCORE]! + weight * Math.exp(-lambda * (tRef - atMs));
       }
-      if (atMs > f64[fb + F64_NEWEST]) f64[fb + F64_NEWEST] = atMs;
-      if (atMs < f64[fb + F64_OLDEST]) f64[fb + F64_OLDEST] = atMs;
+      if (atMs > f64[fb + F64_NEWEST]!) f64[fb + F64_NEWEST] = atMs;
+      if (atMs < f64[fb + F64_OLDEST]!) f64[fb + F64_OLDEST] = atMs;
     }
     f64[fb + F64_COUNT] = count + 1;
     bumpRing(i32, b + I32_MINUTE_HEAD, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, minute, first);
@@ -345,21 +349,23 @@ export class SignalStore extends SlotReader {
     let topIx = -1;
     for (let s = 0; s < oldSlots; s++) {
       const b = s * SLOT_INT32;
-      const ordinal = src[b + I32_ORDINAL];
-      const oldKind = src[b + I32_KIND];
+      const ordinal = src[b + I32_ORDINAL]!;
+      const oldKind = src[b + I32_KIND]!;
       let kind = oldKind;
       if (kindRemap !== undefined) {
         if (oldKind < 0 || oldKind >= kindRemap.length) {
           throw new InvalidInputError(`signal state slot ${s} kind`, `below ${kindRemap.length} (the kind remap length)`, oldKind);
         }
-        kind = kindRemap[oldKind];
-        if (kind === -1) {
+        const remapped = kindRemap[oldKind];
+        if (remapped === -1) {
           newKinds[s] = -1;
           continue;
         }
-        if (!Number.isInteger(kind) || kind < 0 || kind >= this.kindCount) {
-          throw new InvalidInputError(`kindRemap[${oldKind}]`, `-1 or an integer in [0, ${this.kindCount})`, kind);
+        // An array-like may have a hole at `oldKind`.
+        if (remapped === undefined || !Number.isInteger(remapped) || remapped < 0 || remapped >= this.kindCount) {
+          throw new InvalidInputError(`kindRemap[${oldKind}]`, `-1 or an integer in [0, ${this.kindCount})`, remapped);
         }
+        kind = remapped;
       } else if (kind < 0 || kind >= this.kindCount) {
         throw new InvalidInputError(`signal state slot ${s} kind`, `an integer in [0, ${this.kindCount})`, kind);
       }
@@ -389,21 +395,21 @@ export class SignalStore extends SlotReader {
     const dst = this.i32;
     let slot = 0;
     for (let s = 0; s < oldSlots; s++) {
-      const kind = newKinds[s];
+      const kind = newKinds[s]!;
       if (kind === -1) continue;
       const from = s * SLOT_INT32;
       const to = slot * SLOT_INT32;
       dst.set(src.subarray(from, from + SLOT_INT32), to);
       // A checkpoint is taken between writes so its sequences are even; forcing that keeps a
       // damaged one from stalling readers, and keeping the value keeps import/export byte-exact.
-      dst[to + I32_SEQ] &= ~1;
+      dst[to + I32_SEQ]! &= ~1;
       dst[to + I32_KIND] = kind;
       slot++;
     }
     Atomics.store(this.control, CONTROL_SLOTS_USED, kept);
     for (let s = 0; s < kept; s++) {
       const b = s * SLOT_INT32;
-      Atomics.store(this.index, dst[b + I32_ORDINAL] * this.kindCount + dst[b + I32_KIND], s + 1);
+      Atomics.store(this.index, dst[b + I32_ORDINAL]! * this.kindCount + dst[b + I32_KIND]!, s + 1);
     }
     this.orderWriter!.rebuildAll(kept, this.i32, this.f64);
   }

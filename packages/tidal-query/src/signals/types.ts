@@ -78,7 +78,9 @@ export interface SignalStoreOptions {
 
 /** The decay rate λ = ln 2 / half-life of each kind, per millisecond, after checking the specs. */
 export function checkKinds(kinds: readonly SignalKindSpec[]): Float64Array {
-  if (!Array.isArray(kinds)) throw new InvalidInputError('kinds', 'an array of signal kind specs', kinds);
+  // Checked through an `unknown` so that `kinds` keeps its element type (Array.isArray narrows to any[]).
+  const list: unknown = kinds;
+  if (!Array.isArray(list)) throw new InvalidInputError('kinds', 'an array of signal kind specs', kinds);
   const lambdas = new Float64Array(kinds.length);
   for (let k = 0; k < kinds.length; k++) {
     const spec = kinds[k];
