@@ -32,7 +32,7 @@ describe('the directory lock', () => {
     onTestFinished(() => {
       if (child.exitCode === null) child.kill('SIGKILL');
     });
-    const line = await new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve));
+    const line = await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
     expect(line).toBe(`OPEN ${child.pid}`);
     const err = await open(dir).then(
       () => null,

@@ -111,7 +111,7 @@ describe('degradation levels through the executors', () => {
     await settledEarly;
     expect(order[0]).toBe('refusals');
     const outcomes = await Promise.all(calls);
-    const refused = outcomes.filter((o) => o instanceof OverloadedError) as OverloadedError[];
+    const refused = outcomes.filter((o): o is OverloadedError => o instanceof OverloadedError);
     const served = outcomes.filter((o) => !(o instanceof Error)) as RetrieveResults[];
     expect(refused).toHaveLength(4);
     expect(served).toHaveLength(6);

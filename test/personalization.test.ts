@@ -286,7 +286,7 @@ async function sourcedOracle(db: TidalDb, level: number, hidden: string[] = []):
   const u = (await db.getUser('fan'))!;
   const window = level === 2 ? '24h' : '1h';   // CoarseAggregates reads the 24h velocity
   const all = [
-    ...CORPUS.map((c) => ({ id: c.id, creator: c.creator, ageMs: c.ageH * HOUR, embedding: c.embedding as number[] | null })),
+    ...CORPUS.map((c) => ({ id: c.id, creator: c.creator, ageMs: c.ageH * HOUR, embedding: c.embedding })),
     ...SOURCED.map((c) => ({ ...c, embedding: null })),
   ].filter((c) => !hidden.includes(c.id));
   const order = new Map(all.map((c, i) => [c.id, i]));
@@ -310,7 +310,7 @@ async function sourcedOracle(db: TidalDb, level: number, hidden: string[] = []):
     for (const id of ids) {
       if (candidates.includes(id)) continue;
       candidates.push(id);
-      added[source]!++;
+      added[source]++;
     }
   }
   const byId = new Map(all.map((c) => [c.id, c]));

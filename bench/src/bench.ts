@@ -421,7 +421,7 @@ async function compareTrees(before: typeof tidalCore): Promise<void> {
   report.line();
   const corpus = new Corpus({ items: ITEMS, dims: DIMS, seed: 42 });
   const sides = [
-    { name: 'before', Db: before.TidalDb as unknown as typeof TidalDb },
+    { name: 'before', Db: before.TidalDb },
     { name: 'after', Db: TidalDb },
   ];
   const dirs: string[] = [];

@@ -65,7 +65,7 @@ export async function overloadDemo(db: TidalDb, corpus: Corpus, log: (line?: str
     served: 0,
     refused: 0,
     failed: 0,
-    levels: { Full: 0, ReducedCandidates: 0, CoarseAggregates: 0, NoDiversity: 0 } as Record<DegradationLevelName, number>,
+    levels: { Full: 0, ReducedCandidates: 0, CoarseAggregates: 0, NoDiversity: 0 },
     lat: [] as number[],
   }));
   const pending = new Set<Promise<void>>();

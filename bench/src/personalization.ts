@@ -287,7 +287,7 @@ async function main(): Promise<void> {
     row('related, taking turns with its SQL alone', alone.tidal, alone.sql, alone.overlap),
   ];
   log('\n## for_you and related, tidal vs hand-written SQL (ms at the caller)\n');
-  log(report!.markdown(['profile', 'tidal p50', 'tidal p99', 'SQL p50', 'SQL p99', 'SQL p50 / tidal p50', 'overlap@10', 'queries (tidal / SQL)'], rows));
+  log(report.markdown(['profile', 'tidal p50', 'tidal p99', 'SQL p50', 'SQL p99', 'SQL p50 / tidal p50', 'overlap@10', 'queries (tidal / SQL)'], rows));
 
   // ---- where the time goes ---------------------------------------------------------------------
   // Each kind of query at a level of its own, so the worker service-time window of that level
@@ -327,7 +327,7 @@ async function main(): Promise<void> {
   const p50 = (xs: number[]): string => (xs.length === 0 ? 'n/a' : fmtMs(summarize(xs).p50));
   log('\n## Where the time goes (p50, ms; interleaved)\n');
   log(
-    report!.markdown(
+    report.markdown(
       ['query', 'at the caller', 'worker service time', 'rest (dispatch, hop, main thread)'],
       [
         ['for_you (Full)', p50(caller.forYou), fmtMs(service.Full.p50), fmtMs(summarize(caller.forYou).p50 - service.Full.p50)],
@@ -362,7 +362,7 @@ async function main(): Promise<void> {
   clockMs = now;
   log('\n## Trending kept per clock (for_you Full, ms at the caller; interleaved)\n');
   log(
-    report!.markdown(
+    report.markdown(
       ['for_you Full', 'p50', 'p99'],
       [
         ['one clock: trending kept (walked once per worker)', fmtMs(summarize(ab.kept).p50), fmtMs(summarize(ab.kept).p99)],
@@ -421,7 +421,7 @@ async function main(): Promise<void> {
       efRows.push([LEVELS[i]!, String(k), fmtMs(a), fmtMs(b), fmtRatio(a / b), (t[i]!.recall / BREAK).toFixed(3)]);
     });
     log('\n## for_you\'s ANN search per level: expansion = k against the built 128 (p50 ms, this thread; interleaved)\n');
-    log(report!.markdown(['level', 'k', 'ef = k', 'ef = 128', 'ratio', 'neighbours shared with ef = 128'], efRows));
+    log(report.markdown(['level', 'k', 'ef = k', 'ef = 128', 'ratio', 'neighbours shared with ef = 128'], efRows));
   }
 
   // ---- levels ----------------------------------------------------------------------------------
@@ -465,7 +465,7 @@ async function main(): Promise<void> {
     }
   }
   log('\n## Levels: cost and quality (limit 10, ms at the caller; overlap@10 with Full)\n');
-  log(report!.markdown(['profile', 'level', 'p50', 'p99', 'candidates', 'slots read', 'overlap@10', 'for_you: ANN / creators / newest / trending'], levelRows));
+  log(report.markdown(['profile', 'level', 'p50', 'p99', 'candidates', 'slots read', 'overlap@10', 'for_you: ANN / creators / newest / trending'], levelRows));
 
   // ---- for_you's quality against its own formula -----------------------------------------------
   // The exhaustive ranking scores every item by the documented mix, velocity over the largest of
@@ -533,7 +533,7 @@ async function main(): Promise<void> {
     }
     log(`\n## for_you quality (${Q} users, limit 10, overlap@10; ordinal check ${checkedSim}/${Q})\n`);
     log(
-      report!.markdown(
+      report.markdown(
         ['ranking', 'with the exhaustive ranking', 'with the former Full (ANN 500 alone)', 'with this Full'],
         [
           ['former Full (ANN 500 alone)', (oldVsExhaustive / Q).toFixed(2), '1.00', ''],

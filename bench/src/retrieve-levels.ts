@@ -247,7 +247,7 @@ async function compareTrees(corpus: Corpus, before: TidalQuery): Promise<void> {
   log(`Baseline: ${baseline!.dir} at ${baseline!.commit} (before) against this tree (after).`);
   log();
   const after = new tidalQuery.RetrieveExecutor(build(corpus, tidalQuery));
-  const old = new before.RetrieveExecutor(build(corpus, before) as never) as unknown as RetrieveExecutor;
+  const old = new before.RetrieveExecutor(build(corpus, before));
   // A tree from before the plan per level runs an executor that takes the level itself.
   const planOf = (tree: TidalQuery, level: DegradationLevel): LevelPlan =>
     'levelPlan' in tree ? tree.levelPlan(level) : (level as unknown as LevelPlan);

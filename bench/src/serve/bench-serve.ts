@@ -183,7 +183,7 @@ async function startServer(flags: Flags, variant: VariantSpec, runtime: Resolved
   child.once('error', () => undefined); // a binary that cannot run: its exit says so
   let lastProgress = '';
   let tail = '';
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
     tail = (tail + chunk).slice(-2000);
     // The demo loader's progress line; echo the latest one so a long load shows it is moving.
     const line = chunk.split(/[\r\n]/).filter((l) => l.trim() !== '').pop();
@@ -195,7 +195,7 @@ async function startServer(flags: Flags, variant: VariantSpec, runtime: Resolved
   const url = await new Promise<string>((resolve, reject) => {
     let buffered = '';
     const timer = setTimeout(() => reject(new Error('tidal serve did not start within 10 minutes')), 600_000);
-    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
       buffered += chunk;
       const m = /tidal serve listening on (http:\/\/\S+)/.exec(buffered);
       if (m !== null) {

@@ -18,7 +18,6 @@ import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Pool } from 'undici';
-import type { Dispatcher } from 'undici';
 import { InvalidInputError } from 'tidal-core';
 import { mulberry32 } from '../random.js';
 import { RawClient, codeOf, serializeRequest } from './raw-client.js';
@@ -154,7 +153,7 @@ export const LOADGEN_DEFAULTS = Object.freeze({
   maxDurationMs: 600_000,
   maxRate: 1_000_000,
   maxConnections: 10_000,
-  client: 'raw' as LoadgenClient,
+  client: 'raw',
   /** A send more than 5 ms behind its schedule is late (`sendLateness.late`). */
   lateMs: 5,
   /** `monitorEventLoopDelay`'s timer period: its delays include it, `loopLagP99Ms` does not. */
@@ -321,7 +320,7 @@ function undiciExchanger(base: URL, mix: readonly PreparedRequest[], config: Loa
     async exchange(index) {
       const req = mix[index]!;
       try {
-        const res = await pool.request({ method: req.method as Dispatcher.HttpMethod, path: req.path, headers: req.headers, body: req.body });
+        const res = await pool.request({ method: req.method, path: req.path, headers: req.headers, body: req.body });
         const status = res.statusCode;
         if (status >= 200 && status < 300) {
           // Read to the end (the response is over when its last byte is in); dump skips the async

@@ -141,7 +141,7 @@ export function openParts(o: FilledOptions): DbParts {
             thread: {
               link: `tidal-link-${randomUUID()}`,
               inFlight,
-              itemsVersion: itemsVersionCell.buffer as SharedArrayBuffer,
+              itemsVersion: itemsVersionCell.buffer,
               cursorSecret: cursors.secretHex,
               thresholds: o.loadThresholds,
               admissionLimit: o.admissionLimit,

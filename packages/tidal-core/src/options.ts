@@ -364,7 +364,7 @@ function resolveLoad(o: TidalOptions, workers: number): Pick<FilledOptions, 'loa
   const thresholds = resolveThresholds(o.loadThresholds);
   const admissionLimit = resolveAdmissionLimit(o.admissionLimit ?? 'auto', thresholds, { auto: autoAdmissionLimit(thresholds, workers) });
   const registry = o.metricsRegistry ?? null;
-  if (registry !== null && (typeof registry !== 'object' || typeof (registry as MetricsRegistry).registerMetric !== 'function')) {
+  if (registry !== null && (typeof registry !== 'object' || typeof (registry).registerMetric !== 'function')) {
     throw new InvalidInputError('metricsRegistry', 'a prom-client Registry', registry);
   }
   return enabled

@@ -379,8 +379,8 @@ export class SessionRegistry {
     if (fn === null) return;
     try {
       const r = fn(summary);
-      if (r !== undefined && typeof (r as Promise<void>).then === 'function') {
-        (r as Promise<void>).then(undefined, (err: unknown) => this.#warn('TIDAL_SESSION_CALLBACK_FAILED', 'onSessionExpired rejected', err));
+      if (r !== undefined && typeof (r).then === 'function') {
+        (r).then(undefined, (err: unknown) => this.#warn('TIDAL_SESSION_CALLBACK_FAILED', 'onSessionExpired rejected', err));
       }
     } catch (err) {
       this.#warn('TIDAL_SESSION_CALLBACK_FAILED', 'onSessionExpired threw', err);

@@ -246,7 +246,7 @@ export class WorkSharing {
       },
       done,
     );
-    if (key !== null) this.#inFlight.set(key, exec as Execution<unknown>);
+    if (key !== null) this.#inFlight.set(key, exec);
     return this.#join(exec, caller, 'executed', null);
   }
 

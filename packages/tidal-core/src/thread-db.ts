@@ -76,7 +76,7 @@ function runHere<Op extends ReadOp>(op: Op, env: TaskEnvelope, task: ReadTypes[O
       ? runInThread({ op: 'retrieve', env, task: task as RetrieveTask, cell: -1 })
       : runInThread({ op: 'search', env, task: task as SearchTask, cell: -1 });
   if ('skipped' in r) throw new InternalError(`${op} was skipped in its own thread`);
-  return r as ReadTypes[Op]['answer'];
+  return r;
 }
 
 /** A request without what cannot cross a thread (its AbortSignal stays here). */

@@ -214,11 +214,11 @@ describe('work sharing', () => {
     const [a, b] = await Promise.all([first, second, different]);
     expect(pool.posted - before.posted).toBe(2);
     expect(db.stats().shared - before.shared).toBe(1);
-    expect(a!.items.map((x) => x.id)).toEqual(['c', 'a', 'b']);
-    expect(b!.items).toEqual(a!.items);
-    expect([a!.ageMs, b!.ageMs]).toEqual([0, 0]);
+    expect(a.items.map((x) => x.id)).toEqual(['c', 'a', 'b']);
+    expect(b.items).toEqual(a.items);
+    expect([a.ageMs, b.ageMs]).toEqual([0, 0]);
     // Each caller has its own arrays.
-    expect(b!.items).not.toBe(a!.items);
+    expect(b.items).not.toBe(a.items);
   });
 
   it('one of two sharers aborting leaves the other served by the one execution', async () => {

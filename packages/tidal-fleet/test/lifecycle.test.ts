@@ -18,7 +18,7 @@ describe.skipIf(servicesSkipped)('close()', () => {
   it('leaves nothing that keeps the process alive: it exits by itself, twice-closed', async () => {
     const child = spawn(process.execPath, [fixture, redis.url, postgres.url], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
-    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
     const [code, signal] = await new Promise<[number | null, string | null]>((resolve) => child.once('exit', (c, s) => resolve([c, s])));
     clearTimeout(timer);

@@ -93,7 +93,7 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
     children.push(child);
     const line = await new Promise<string>((resolve, reject) => {
       let out = '';
-      child.stdout!.on('data', (d: Buffer) => {
+      child.stdout.on('data', (d: Buffer) => {
         out += d.toString();
         if (out.includes('\n')) resolve(out);
       });
@@ -132,7 +132,8 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
     old.release();
     await new Promise((r) => setTimeout(r, 50));
     expect(await b.tryAcquire('reborn', 1), 'the old lease released nothing of the new session').toBeNull();
-    lease!.release();
+    if (lease === null) throw new Error('the new session holds no lease');
+    lease.release();
   });
 
   it('refuses a connection that does not keep one session (a transaction-pooling proxy)', async () => {

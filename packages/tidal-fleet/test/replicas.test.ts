@@ -123,7 +123,7 @@ describe.skipIf(servicesSkipped)('three replicas', () => {
     void lines[replicas.indexOf(waiter)]!.then(() => (waiterHeld = true));
     expect(waiterHeld, 'the limit holds across the three').toBe(false);
     const victim = holders[0]!;
-    const freed = firstTwo[0]!.line.split(' ')[1];
+    const freed = firstTwo[0].line.split(' ')[1];
     await victim.kill();
     const { line } = await lines[replicas.indexOf(waiter)]!;
     expect(line.split(' ')[1], 'the waiter got the dead replica\'s slot').toBe(freed);

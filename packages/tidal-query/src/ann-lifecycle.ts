@@ -104,8 +104,8 @@ export class AnnLifecycle {
     this.#ctx = ctx;
     this.#dir = dir;
     this.#annRows = db.prepare('SELECT ordinal, present, embedding, version FROM items WHERE version > ? AND version <= ? ORDER BY version');
-    this.#annPending = db.prepare('SELECT COUNT(*) FROM items WHERE version > ?').pluck() as Database.Statement<[number]>;
-    this.#maxVersion = db.prepare('SELECT COALESCE(MAX(version), 0) FROM items').pluck() as Database.Statement<[]>;
+    this.#annPending = db.prepare('SELECT COUNT(*) FROM items WHERE version > ?').pluck();
+    this.#maxVersion = db.prepare('SELECT COALESCE(MAX(version), 0) FROM items').pluck();
   }
 
   /** Pulls item changes up to at least `version`; returns the number of rows read. */
@@ -305,7 +305,7 @@ export class AnnLifecycle {
         return { ...r, outcome: OUTCOME_SNAPSHOT, folded: Math.min(r.read, 2 ** 31 - 1) };
       } catch (err) {
         if (!isSnapshotReadError(err)) throw err;
-        warning = rebuilt((err as Error).message);
+        warning = rebuilt((err).message);
         discardSnapshot(dir);
       }
     }

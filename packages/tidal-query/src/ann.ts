@@ -1,5 +1,5 @@
 import { InternalError } from 'tidal-load';
-import { Index, MetricKind, ScalarKind, exactSearch, type Matches } from 'usearch';
+import { Index, MetricKind, ScalarKind, exactSearch } from 'usearch';
 import { LEVEL_PLANS } from './plan.js';
 
 /**
@@ -172,7 +172,7 @@ export class AnnIndex {
     const n = Math.min(k, this.size);
     if (n <= 0) return { keys: new Int32Array(0), similarity: new Float32Array(0) };
     const a = this.#searchBase(vector, n, breadth);
-    const b = this.#delta && this.#delta.size() > 0 ? (this.#delta.search(vector, Math.min(n, Number(this.#delta.size())), 1) as Matches) : null;
+    const b = this.#delta && this.#delta.size() > 0 ? (this.#delta.search(vector, Math.min(n, Number(this.#delta.size())), 1)) : null;
     const bLen = b ? b.keys.length : 0;
     // Merge the two distance-ordered lists (ties: the lower key first, so every worker agrees).
     const keys = new Int32Array(Math.min(n, a.keys.length + bLen));
@@ -214,7 +214,7 @@ export class AnnIndex {
     for (;;) {
       keys.length = 0;
       distances.length = 0;
-      const m = this.#viewFor(breadth).search(vector, want, 1) as Matches;
+      const m = this.#viewFor(breadth).search(vector, want, 1);
       for (let i = 0; i < m.keys.length && keys.length < n; i++) {
         const key = Number(m.keys[i]);
         if (dead.has(key)) continue;
@@ -268,7 +268,7 @@ export function toInt8(vector: Float32Array, out: Int8Array = new Int8Array(vect
 export function exactNearest(matrix: Int8Array, dims: number, vector: Float32Array, k: number): Int32Array {
   const n = Math.min(k, Math.floor(matrix.length / dims));
   if (n <= 0) return new Int32Array(0);
-  const m = exactSearch(matrix, toInt8(vector), dims, n, MetricKind.Cos, 1) as Matches;
+  const m = exactSearch(matrix, toInt8(vector), dims, n, MetricKind.Cos, 1);
   return Int32Array.from(m.keys, Number);
 }
 
@@ -279,7 +279,7 @@ export function exactNearest(matrix: Int8Array, dims: number, vector: Float32Arr
 export function exactNearestWithSimilarity(matrix: Int8Array, dims: number, vector: Float32Array, k: number): { rows: Int32Array; similarity: Float32Array } {
   const n = Math.min(k, Math.floor(matrix.length / dims));
   if (n <= 0) return { rows: new Int32Array(0), similarity: new Float32Array(0) };
-  const m = exactSearch(matrix, toInt8(vector), dims, n, MetricKind.Cos, 1) as Matches;
+  const m = exactSearch(matrix, toInt8(vector), dims, n, MetricKind.Cos, 1);
   return { rows: Int32Array.from(m.keys, Number), similarity: Float32Array.from(m.distances, (d) => 1 - d) };
 }
 

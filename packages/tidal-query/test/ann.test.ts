@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DegradationLevel, InternalError } from 'tidal-load';
-import { Index, MetricKind, ScalarKind, type Matches } from 'usearch';
+import { Index, MetricKind, ScalarKind } from 'usearch';
 import { AnnIndex } from '../src/ann.js';
 import { FOR_YOU_BUDGETS, levelPlan } from '../src/plan.js';
 import { SNAPSHOT_SIDECAR, discardSnapshot, readSnapshot, writeSnapshot, type AnnSnapshotMeta } from '../src/ann-snapshot.js';
@@ -140,7 +140,7 @@ describe('AnnIndex', () => {
       for (let q = 0; q < queries; q++) {
         const v = Float32Array.from({ length: dims }, () => r() * 2 - 1);
         const got = [...ann.search(v, breadth, breadth).keys];
-        expect(got, `breadth ${breadth}`).toEqual(Array.from((reference.search(v, breadth, 1) as Matches).keys, Number));
+        expect(got, `breadth ${breadth}`).toEqual(Array.from((reference.search(v, breadth, 1)).keys, Number));
         if (got.join() !== [...ann.search(v, breadth).keys].join()) differs++;
       }
     }

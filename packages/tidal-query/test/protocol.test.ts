@@ -10,7 +10,7 @@ import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import type { QuerySchema, TaskEnvelope } from '../src/types.js';
 
 // The worker entry reads its init from workerData; here it runs on the test's own thread.
-const init = vi.hoisted(() => ({}) as Record<string, unknown>);
+const init = vi.hoisted(() => ({}));
 vi.mock('node:worker_threads', async (importOriginal) => ({ ...(await importOriginal<typeof import('node:worker_threads')>()), workerData: init }));
 
 const KINDS: SignalKindSpec[] = [{ name: 'view', halfLifeMs: 3_600_000, windows: ['all'], velocity: false }];

@@ -65,7 +65,7 @@ async function serve(config: ServeConfig): Promise<void> {
   const workers = config.workers ?? Math.min(64, availableParallelism());
   const plan = resolveAcceptors(config, workers, reusePortSupport());
   const registry = new Registry();
-  let builder = TidalDb.builder().schema(schema as SchemaDefinition).metrics(registry);
+  let builder = TidalDb.builder().schema(schema).metrics(registry);
   builder = config.demo ? builder.ephemeral() : builder.path(config.path!);
   if (config.workers !== undefined) builder = builder.workers(config.workers);
   // A worker that is also an acceptor answers HTTP itself: lowering it below the main thread (the

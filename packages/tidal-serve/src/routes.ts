@@ -114,7 +114,7 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     const body = objectBody(req.body);
     const id = req.params.id;
     if (body.id !== undefined && body.id !== id) throw new InvalidInputError('id', `the id in the path (${JSON.stringify(id)}) or left out`, body.id);
-    await db.upsertItems([{ ...body, id } as Parameters<ServeDb['upsertItems']>[0][number]]);
+    await db.upsertItems([{ ...body, id }]);
     return { upserted: 1 };
   });
   app.get<{ Params: { id: string } }>('/items/:id', async (req) => {

@@ -70,9 +70,9 @@ async function serve(args: string[]): Promise<Running> {
     if (child.exitCode === null) child.kill('SIGKILL');
   });
   const stderr: string[] = [];
-  createInterface({ input: child.stderr! }).on('line', (l) => stderr.push(l));
+  createInterface({ input: child.stderr }).on('line', (l) => stderr.push(l));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const first = await Promise.race([new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve)), exited.then((c) => `exited ${c}: ${stderr.join('\n')}`)]);
+  const first = await Promise.race([new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve)), exited.then((c) => `exited ${c}: ${stderr.join('\n')}`)]);
   expect(first).toMatch(/^tidal serve listening on http:\/\/127\.0\.0\.1:[0-9]+$/);
   const admin = stderr.map((l) => /also at (http:\/\/\S+)/.exec(l)?.[1]).find((u) => u !== undefined);
   return { url: first.slice('tidal serve listening on '.length), adminUrl: admin, stderr, child, exited };
@@ -107,7 +107,7 @@ describe.runIf(here.ok)('tidal serve with acceptor threads', () => {
 
     sent += 3;
     const before = await json(`${s.url}/items/item-000007/signals`);
-    const likes = ((before.body.signals as Record<string, { count: number }>).like?.count ?? 0) as number;
+    const likes = ((before.body.signals as Record<string, { count: number }>).like?.count ?? 0);
     const w = await json(`${s.url}/like/item-000007`, { method: 'POST' });
     expect(w.status).toBe(200);
     const after = await json(`${s.url}/items/item-000007/signals`);

@@ -28,11 +28,11 @@ function startReplica(redisUrl: string): Promise<Replica> {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const replica: Replica = { child, url: '', admitted: 0, refused: 0, stderr: '' };
-  child.stderr!.on('data', (d: Buffer) => (replica.stderr += d.toString('utf8')));
+  child.stderr.on('data', (d: Buffer) => (replica.stderr += d.toString('utf8')));
   return new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`no "listening" line within 30 s:\n${replica.stderr}`)), 30_000);
-    child.stdout!.on('data', (d: Buffer) => {
+    child.stdout.on('data', (d: Buffer) => {
       out += d.toString('utf8');
       const m = /listening on (http:\/\/\S+)/.exec(out);
       if (m && replica.url === '') {

@@ -198,7 +198,7 @@ describe('routes against a real database', () => {
       ['/retrieve', { profile: 'new', limit: 2 }, 'items'],
       ['/search', { text: 'jazz', limit: 2 }, 'hits'],
     ] as const) {
-      const direct = path === '/retrieve' ? await db.retrieve({ ...req } as RetrieveRequest) : await db.search({ ...req });
+      const direct = path === '/retrieve' ? await db.retrieve({ ...req }) : await db.search({ ...req });
       const viaHttp = await call(url, 'POST', path, req);
       expect(viaHttp.status).toBe(200);
       const want = asJson({ ...direct, degradationLevel: 'Full', explain: undefined, tookMs: 0 }) as Record<string, unknown>;
@@ -605,7 +605,7 @@ describe('draining', () => {
   });
 
   it('/readyz is 503 once the database is closed', async () => {
-    const { url } = await serve({ db: { ...fakeDb({}), closed: true } as ServeDb });
+    const { url } = await serve({ db: { ...fakeDb({}), closed: true } });
     const r = await call(url, 'GET', '/readyz');
     expect(r.status).toBe(503);
     expect(r.body.code).toBe('TIDAL_SERVE_DRAINING');

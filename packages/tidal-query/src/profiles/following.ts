@@ -38,7 +38,7 @@ export function following(ctx: QueryContext, task: RetrieveTask, want: number, p
       best.push(o, created[o]!, 0);
       if (passed >= want) break;
     } else {
-      best.push(o, popularity(ctx, o, nowMs, work), created[o]!);
+      best.push(o, popularity(ctx, o, nowMs, work), created[o]);
     }
   }
   return finish(best, budget, passed, limit, explain);

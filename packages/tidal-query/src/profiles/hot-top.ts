@@ -65,7 +65,7 @@ export function hot(
       for (let i = 0; i < found.ordinals.length; i++) {
         const o = found.ordinals[i]!;
         const s = (Math.max(0, found.values[i]!) + 1) / denominator(o);
-        top.push(o, s, created[o]!);
+        top.push(o, s, created[o]);
         floor.push(s);
       }
       if (found.end === 'exhausted') bound = 1;
@@ -81,7 +81,7 @@ export function hot(
     if (!pass(o)) continue;
     passed++;
     const s = (Math.max(0, popularity(ctx, o, nowMs, work)) + 1) / denom;
-    top.push(o, s, created[o]!);
+    top.push(o, s, created[o]);
     floor.push(s);
   }
   return finish(top, budget, passed, limit, explain);
@@ -176,7 +176,7 @@ export function top(
     const found = sources.popularityWalk(want, (o) => created[o]! >= start && pass(o), walkCap, nowMs, work);
     if (found) {
       budget.visited = found.visited;
-      for (let i = 0; i < found.ordinals.length; i++) best.push(found.ordinals[i]!, found.values[i]!, created[found.ordinals[i]!]!);
+      for (let i = 0; i < found.ordinals.length; i++) best.push(found.ordinals[i]!, found.values[i]!, created[found.ordinals[i]!]);
       passed = found.ordinals.length;
       if (found.end === 'early') return finish(best, budget, passed, limit, explain);
       kept = new Set(found.ordinals);
@@ -190,7 +190,7 @@ export function top(
           if (!pass(o)) continue;
           passed++;
           zeros++;
-          best.push(o, 0, created[o]!);
+          best.push(o, 0, created[o]);
         }
         return finish(best, budget, passed, limit, explain);
       }
@@ -202,7 +202,7 @@ export function top(
     if (!budget.take()) break;
     if (!pass(o)) continue;
     passed++;
-    best.push(o, popularity(ctx, o, nowMs, work), created[o]!);
+    best.push(o, popularity(ctx, o, nowMs, work), created[o]);
   }
   return finish(best, budget, passed, limit, explain);
 }

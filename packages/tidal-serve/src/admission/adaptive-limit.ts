@@ -19,7 +19,7 @@ export const ADAPTIVE_DEFAULTS = Object.freeze({
   increase: 1,
   // Only the queries: their latency is what the limit learns from, and a write's latency (a group
   // commit, the write queue) says nothing about how many queries the database can take.
-  routes: Object.freeze(['retrieve', 'search']) as readonly string[],
+  routes: Object.freeze<string[]>(['retrieve', 'search']),
 });
 
 /** What a route the limit does not govern gets: a ticket that holds nothing. */

@@ -30,7 +30,7 @@ export interface TidalAdmissionOptions {
   readonly shared?: SharedAdmissionState;
 }
 
-const ANONYMOUS = Object.freeze({ tenant: 'anonymous', tier: 'free' as Tier });
+const ANONYMOUS = Object.freeze({ tenant: 'anonymous', tier: 'free' });
 /** Status 499 (nginx's "client closed request"), as the server records an aborted request. */
 const CLIENT_CLOSED = 499;
 

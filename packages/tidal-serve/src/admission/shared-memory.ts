@@ -204,7 +204,7 @@ export function makeSharedState(options: AdmissionOptions, check: (o: AdmissionO
   drain(layout.adaptive + ADAPTIVE_CELLS.drain);
   const routes = Object.keys(options.permits).length;
   for (let r = 0; r < routes; r++) drain(layout.permits + r * PERMIT_CELLS.size + PERMIT_CELLS.drain);
-  return Object.freeze({ buffer, fingerprint: cells[1]! });
+  return Object.freeze({ buffer, fingerprint: cells[1] });
 }
 
 /** A thread's view of a shared state: its cells, its layout and the clock origin. */
