@@ -15,7 +15,9 @@ function postgresBin() {
   if (onPath('initdb') && onPath('postgres')) return 'PATH';
   const base = '/usr/lib/postgresql';
   if (!existsSync(base)) return null;
-  const majors = readdirSync(base).filter((d) => existsSync(join(base, d, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a));
+  const majors = readdirSync(base)
+    .filter((d) => existsSync(join(base, d, 'bin', 'initdb')))
+    .sort((a, b) => Number(b) - Number(a));
   return majors.length > 0 ? join(base, majors[0], 'bin') : null;
 }
 

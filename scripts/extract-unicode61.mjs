@@ -108,7 +108,8 @@ export function extract(src) {
   const isDia = after(src, 'static int sqlite3Fts5UnicodeIsdiacritic(int c){', dia);
   const fold = after(src, 'static int sqlite3Fts5UnicodeFold(int c, int eRemoveDiacritic){', isDia);
   const foldEnd = after(src, '\n}\n', fold);
-  for (const code of HARD_CODED) if (!src.slice(dia, foldEnd).includes(code)) fail(`sqlite3.c no longer has ${JSON.stringify(code)}, which tokenizer.ts ports`);
+  for (const code of HARD_CODED)
+    if (!src.slice(dia, foldEnd).includes(code)) fail(`sqlite3.c no longer has ${JSON.stringify(code)}, which tokenizer.ts ports`);
   return {
     version,
     block: numbers(initializer(src, 'aFts5UnicodeBlock', fold), 'aFts5UnicodeBlock'),
@@ -181,7 +182,8 @@ function main(argv) {
   }
   const text = render(tables);
   if (argv.includes('--check')) {
-    if (readFileSync(TARGET, 'utf8') !== text) fail(`${TARGET} differs from what SQLite ${tables.version}'s source gives; run node scripts/extract-unicode61.mjs`);
+    if (readFileSync(TARGET, 'utf8') !== text)
+      fail(`${TARGET} differs from what SQLite ${tables.version}'s source gives; run node scripts/extract-unicode61.mjs`);
     return;
   }
   writeFileSync(flag(argv, 'out') ?? TARGET, text);

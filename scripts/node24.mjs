@@ -116,7 +116,8 @@ async function ensureNode(cache) {
   const nodeDir = path.join(cache, 'node');
   const stamp = path.join(nodeDir, '.tidal-installed');
   const want = `${NODE24_PACKAGE}@${NODE24_VERSION}\n`;
-  const installed = () => fs.existsSync(path.join(nodeDir, 'bin', 'node')) && fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === want;
+  const installed = () =>
+    fs.existsSync(path.join(nodeDir, 'bin', 'node')) && fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === want;
   if (installed()) return nodeDir;
   await withLock(path.join(cache, 'node.lock'), async () => {
     if (installed()) return;
@@ -135,7 +136,8 @@ async function ensureNode(cache) {
       fs.mkdirSync(unpacked);
       runQuiet('tar', ['-xzf', tgz, '-C', unpacked, '--strip-components=1'], {}, `unpacking ${tgz}`);
       const version = spawnSync(path.join(unpacked, 'bin', 'node'), ['--version'], { encoding: 'utf8' }).stdout?.trim();
-      if (version !== `v${NODE24_VERSION}`) throw new Fail(`${tgz} holds a node that says ${JSON.stringify(version)}, not v${NODE24_VERSION}`);
+      if (version !== `v${NODE24_VERSION}`)
+        throw new Fail(`${tgz} holds a node that says ${JSON.stringify(version)}, not v${NODE24_VERSION}`);
       if (!fs.existsSync(path.join(unpacked, 'include', 'node', 'node_api.h'))) throw new Fail(`${tgz} has no include/node headers`);
       fs.writeFileSync(path.join(unpacked, '.tidal-installed'), want);
       fs.rmSync(nodeDir, { recursive: true, force: true });
@@ -247,7 +249,12 @@ function checkAddons(tree, nodeDir, env) {
     "if (index.size() !== 1) throw new Error('usearch did not add');",
   ].join('\n');
   // The addons are dependencies of the workspaces, hoisted to the copy's node_modules.
-  runQuiet(path.join(nodeDir, 'bin', 'node'), ['-e', probe], { cwd: path.join(tree, 'packages', 'tidal-query'), env }, 'loading better-sqlite3 and usearch under Node 24');
+  runQuiet(
+    path.join(nodeDir, 'bin', 'node'),
+    ['-e', probe],
+    { cwd: path.join(tree, 'packages', 'tidal-query'), env },
+    'loading better-sqlite3 and usearch under Node 24',
+  );
 }
 
 /** Syncs <cache>/tree-<hash> with the source and installs its dependencies under Node 24 when the lock changed. */
@@ -282,7 +289,12 @@ async function ensureTree(sourceRoot, cache, nodeDir) {
       log(`npm ci under Node v${NODE24_VERSION} in ${tree} (better-sqlite3 compiles from source, about two minutes)`);
       state = { ...state, lockHash: null };
       fs.writeFileSync(statePath, JSON.stringify(state));
-      runQuiet('npm', ['ci', '--no-audit', '--no-fund'], { cwd: tree, env: { ...env, npm_config_build_from_source: 'better-sqlite3' } }, `npm ci in ${tree}`);
+      runQuiet(
+        'npm',
+        ['ci', '--no-audit', '--no-fund'],
+        { cwd: tree, env: { ...env, npm_config_build_from_source: 'better-sqlite3' } },
+        `npm ci in ${tree}`,
+      );
       checkAddons(tree, nodeDir, env);
       state = { ...state, lockHash };
       fs.writeFileSync(statePath, JSON.stringify(state));
@@ -371,7 +383,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (err) => {
-    log(err instanceof Fail ? err.message : err.stack ?? String(err));
+    log(err instanceof Fail ? err.message : (err.stack ?? String(err)));
     process.exitCode = 1;
   },
 );

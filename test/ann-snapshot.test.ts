@@ -3,7 +3,18 @@
  * by every worker, reused by the next open (with the rows changed after it applied), refreshed at
  * close, and rebuilt (with one warning) when the saved file is damaged.
  */
-import { copyFileSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync, writeSync, closeSync } from 'node:fs';
+import {
+  copyFileSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+  closeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -22,7 +33,11 @@ function randomVector(rand: () => number, dims: number): number[] {
 
 function makeItems(n: number, dims: number, seed: number): ItemInput[] {
   const rand = mulberry32(seed);
-  return Array.from({ length: n }, (_, i) => ({ id: `it-${String(i).padStart(4, '0')}`, embedding: randomVector(rand, dims), createdAt: NOW - i }));
+  return Array.from({ length: n }, (_, i) => ({
+    id: `it-${String(i).padStart(4, '0')}`,
+    embedding: randomVector(rand, dims),
+    createdAt: NOW - i,
+  }));
 }
 
 /**
@@ -35,7 +50,11 @@ function expectTop(live: Map<string, number[]>, q: number[], hits: readonly { id
   for (const h of hits) expect(live.get(h.id), `${h.id} is a live item`).toBeDefined();
   const exact = exactTop(live, q);
   const best = cosine(live.get(exact)!, q);
-  if (cosine(live.get(hits[0]!.id)!, q) < best - 0.02) expect(hits.map((h) => h.id), 'the exact nearest item is among the hits').toContain(exact);
+  if (cosine(live.get(hits[0]!.id)!, q) < best - 0.02)
+    expect(
+      hits.map((h) => h.id),
+      'the exact nearest item is among the hits',
+    ).toContain(exact);
 }
 
 /** The live item closest to `q` by exact cosine. */
@@ -86,7 +105,12 @@ function newDir(): string {
 }
 
 function open(dir: string, dims: number): Promise<TidalDb> {
-  return TidalDb.builder().path(dir).workers(2).clock(() => NOW).schema(schema(dims)).open();
+  return TidalDb.builder()
+    .path(dir)
+    .workers(2)
+    .clock(() => NOW)
+    .schema(schema(dims))
+    .open();
 }
 
 /** Warnings are delivered on a later tick. */
@@ -252,7 +276,12 @@ describe('ANN index built once and shared', () => {
     expect(sidecar(dir)).toMatchObject({ version: N + 3, count: N });
     db = await open(dir, DIMS);
     try {
-      expect(sameEverywhere(await db.warm())).toMatchObject({ annSource: 'snapshot', annSnapshotVersion: N + 3, annRowsApplied: 0, annSize: N });
+      expect(sameEverywhere(await db.warm())).toMatchObject({
+        annSource: 'snapshot',
+        annSnapshotVersion: N + 3,
+        annRowsApplied: 0,
+        annSize: N,
+      });
       expect(await annWarnings()).toEqual([]);
     } finally {
       await db.close();
@@ -276,7 +305,12 @@ describe('ANN index built once and shared', () => {
 
     db = await open(dir, DIMS);
     try {
-      expect(sameEverywhere(await db.warm())).toMatchObject({ annSource: 'snapshot', annSnapshotVersion: 301, annRowsApplied: 0, annSize: N - 1 });
+      expect(sameEverywhere(await db.warm())).toMatchObject({
+        annSource: 'snapshot',
+        annSnapshotVersion: 301,
+        annRowsApplied: 0,
+        annSize: N - 1,
+      });
       const r = await searchEverywhere(db, items[0]!.embedding as number[], 1000);
       expect(r.explain.candidates).toBe(r.hits.length);
       expect(r.hits.map((h) => h.id)).not.toContain(items[0]!.id);

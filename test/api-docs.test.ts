@@ -39,7 +39,8 @@ function extractBlocks(): Block[] {
     if (/^#{1,4} /.test(l)) heading = l.replace(/^#+ /, '').replaceAll('`', '');
     const marker = /^<!-- (setup|run) -->$/.exec(l);
     if (!marker) continue;
-    if (lines[i + 1] !== '```ts') throw new Error(`docs/api.md:${i + 1}: a <!-- ${marker[1]} --> marker must be right above a \`\`\`ts block`);
+    if (lines[i + 1] !== '```ts')
+      throw new Error(`docs/api.md:${i + 1}: a <!-- ${marker[1]} --> marker must be right above a \`\`\`ts block`);
     const start = i + 2;
     let end = start;
     while (end < lines.length && lines[end] !== '```') end++;
@@ -87,7 +88,12 @@ function virtualFiles(): VirtualFile[] {
   const importAll = `import { ${[...values, ...types.map((t) => `type ${t}`)].join(', ')} } from 'tidal-core';\nimport assert from 'node:assert/strict';\n`;
   const files: VirtualFile[] = [];
   const setupPath = join(HERE, '__api_docs__', 'setup.ts');
-  files.push({ path: setupPath, text: `${importAll}${setup[0]!.code}\nexport { ${SETUP_NAMES.join(', ')} };\n`, prelude: 2, block: setup[0]! });
+  files.push({
+    path: setupPath,
+    text: `${importAll}${setup[0]!.code}\nexport { ${SETUP_NAMES.join(', ')} };\n`,
+    prelude: 2,
+    block: setup[0]!,
+  });
   runs.forEach((b, i) => {
     const prelude = `${importAll}import { ${SETUP_NAMES.join(', ')} } from './setup.js';\nexport {};\n`;
     files.push({ path: join(HERE, '__api_docs__', `block-${i}.ts`), text: prelude + b.code + '\n', prelude: 4, block: b });
@@ -98,7 +104,11 @@ function virtualFiles(): VirtualFile[] {
 function typeErrors(): string[] {
   const files = virtualFiles();
   const byPath = new Map(files.map((f) => [f.path, f]));
-  const parsed = ts.getParsedCommandLineOfConfigFile(join(HERE, '..', 'tsconfig.test.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} });
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    join(HERE, '..', 'tsconfig.test.json'),
+    {},
+    { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} },
+  );
   const options: ts.CompilerOptions = { ...parsed!.options, noEmit: true, allowJs: false };
   const host = ts.createCompilerHost(options);
   const getSourceFile = host.getSourceFile.bind(host);
@@ -113,7 +123,11 @@ function typeErrors(): string[] {
   host.directoryExists = (name) => name === virtualDir || (directoryExists?.(name) ?? true);
   const readFile = host.readFile.bind(host);
   host.readFile = (name) => byPath.get(name)?.text ?? readFile(name);
-  const program = ts.createProgram(files.map((f) => f.path), options, host);
+  const program = ts.createProgram(
+    files.map((f) => f.path),
+    options,
+    host,
+  );
   const errors: string[] = [];
   for (const f of files) {
     const sf = program.getSourceFile(f.path)!;
@@ -139,7 +153,14 @@ function compile(block: Block, trailer = ''): AsyncFn {
     compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.CommonJS, esModuleInterop: true },
     fileName: `api-md-line-${block.line}.ts`,
   }).outputText;
-  return new AsyncFunction('require', 'exports', ...valueNames, 'assert', ...(block.kind === 'run' ? SETUP_NAMES : []), `${js}\n${trailer}`);
+  return new AsyncFunction(
+    'require',
+    'exports',
+    ...valueNames,
+    'assert',
+    ...(block.kind === 'run' ? SETUP_NAMES : []),
+    `${js}\n${trailer}`,
+  );
 }
 
 function args(): unknown[] {
@@ -182,7 +203,9 @@ describe('docs/api.md', () => {
   it('documents every public method and getter of TidalDb and TidalDbBuilder, and nothing else', () => {
     expect(documented('db').sort()).toEqual(publicMembers(tidal.TidalDb.prototype).sort());
     expect(documented('builder').sort()).toEqual(publicMembers(tidal.TidalDbBuilder.prototype).sort());
-    const statics = Object.getOwnPropertyNames(tidal.TidalDb).filter((k) => typeof (tidal.TidalDb as unknown as Record<string, unknown>)[k] === 'function');
+    const statics = Object.getOwnPropertyNames(tidal.TidalDb).filter(
+      (k) => typeof (tidal.TidalDb as unknown as Record<string, unknown>)[k] === 'function',
+    );
     expect(documented('TidalDb').sort()).toEqual(statics.sort());
   });
 

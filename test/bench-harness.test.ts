@@ -23,7 +23,19 @@ function usageError(argv: string[]): UsageError {
 
 describe('bench harness flags', () => {
   it('fills defaults and reads every kind of flag, both --flag value and --flag=value', () => {
-    const argv = ['--items', '2_000', '--share=0.25', '--client', 'undici', '--sizes', '8,16', '--variant', 'a=x', '--variant=b=y', '--quick'];
+    const argv = [
+      '--items',
+      '2_000',
+      '--share=0.25',
+      '--client',
+      'undici',
+      '--sizes',
+      '8,16',
+      '--variant',
+      'a=x',
+      '--variant=b=y',
+      '--quick',
+    ];
     const o = parseOptionsOrThrow(SPEC, argv);
     expect(o).toMatchObject({ items: 2000, share: 0.25, client: 'undici', sizes: [8, 16], variant: ['a=x', 'b=y'], quick: true });
     expect(o.json).toBeUndefined();

@@ -61,7 +61,11 @@ describe('package boundaries', () => {
 
   it("the cross-package tests and the bench import no package's src/ or dist/", () => {
     const found: string[] = [];
-    const files = [...sourceFiles(join(root, 'test')), ...sourceFiles(join(root, 'bench', 'src')), ...sourceFiles(join(root, 'bench', 'probes'))];
+    const files = [
+      ...sourceFiles(join(root, 'test')),
+      ...sourceFiles(join(root, 'bench', 'src')),
+      ...sourceFiles(join(root, 'bench', 'probes')),
+    ];
     for (const file of files) {
       for (const [, , specifier] of readFileSync(file, 'utf8').matchAll(SPECIFIER)) {
         const reached = crossing('', file, specifier!);
@@ -114,8 +118,15 @@ describe('package boundaries', () => {
     expect(crossing('tidal-query', file, 'tidal-wal/storage')).toBeNull();
     expect(crossing('tidal-query', file, 'tidal-core')).toBeNull();
     expect(crossing('tidal-query', file, '../../../bench/src/random.js')).toBeNull();
-    const matched = [...`import { a } from '../../tidal-core/src/a.js';\nconst m = await import("../../tidal-load/src/b.js");
-export * from '../../tidal-wal/src/c.js';\nnew URL('../../tidal-core/dist/d.js', import.meta.url);`.matchAll(SPECIFIER)].map((m) => m[2]);
-    expect(matched).toEqual(['../../tidal-core/src/a.js', '../../tidal-load/src/b.js', '../../tidal-wal/src/c.js', '../../tidal-core/dist/d.js']);
+    const matched = [
+      ...`import { a } from '../../tidal-core/src/a.js';\nconst m = await import("../../tidal-load/src/b.js");
+export * from '../../tidal-wal/src/c.js';\nnew URL('../../tidal-core/dist/d.js', import.meta.url);`.matchAll(SPECIFIER),
+    ].map((m) => m[2]);
+    expect(matched).toEqual([
+      '../../tidal-core/src/a.js',
+      '../../tidal-load/src/b.js',
+      '../../tidal-wal/src/c.js',
+      '../../tidal-core/dist/d.js',
+    ]);
   });
 });

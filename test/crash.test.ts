@@ -18,17 +18,19 @@ const root = mkdtempSync(join(tmpdir(), 'tidal-crash-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 async function reopen(dir: string, warnings: TidalWarning[]): Promise<TidalDb> {
-  return TidalDb.builder()
-    .path(dir)
-    .schema(SCHEMA)
-    .workers(1)
-    // Small: this process opens ~30 databases, and each signal arena keeps its address-space
-    // reservation until it is garbage-collected; with large arenas, spawning the writer failed
-    // with ENOMEM once enough had piled up.
-    .capacity({ items: 4096, signalSlots: 4096 })
-    .clock(() => NOW)
-    .onWarning((w) => warnings.push(w))
-    .open();
+  return (
+    TidalDb.builder()
+      .path(dir)
+      .schema(SCHEMA)
+      .workers(1)
+      // Small: this process opens ~30 databases, and each signal arena keeps its address-space
+      // reservation until it is garbage-collected; with large arenas, spawning the writer failed
+      // with ENOMEM once enough had piled up.
+      .capacity({ items: 4096, signalSlots: 4096 })
+      .clock(() => NOW)
+      .onWarning((w) => warnings.push(w))
+      .open()
+  );
 }
 
 /**
@@ -123,7 +125,10 @@ describe('crash: a torn or corrupt WAL tail', () => {
       const total = expectPrefix(db, context);
       expect(total, context).toBeLessThanOrEqual(ackedSeq!);
       if (total < ackedSeq!) {
-        expect(warnings.map((w) => w.code), context).toEqual(['TIDAL_WAL_TAIL_LOST']);
+        expect(
+          warnings.map((w) => w.code),
+          context,
+        ).toEqual(['TIDAL_WAL_TAIL_LOST']);
         expect(warnings[0]!.message, context).toContain(`sequence numbers ${total + 1} to ${ackedSeq}`);
       } else {
         expect(warnings, context).toEqual([]);

@@ -28,7 +28,13 @@ beforeAll(async () => {
       createdAt: NOW - i * 7 * 60_000,
     })),
   );
-  await db.signals(Array.from({ length: 400 }, (_, n) => ({ item: `i${(n * 13) % N}`, kind: n % 3 ? 'view' : 'like', at: NOW - ((n * 37) % 180) * 60_000 })));
+  await db.signals(
+    Array.from({ length: 400 }, (_, n) => ({
+      item: `i${(n * 13) % N}`,
+      kind: n % 3 ? 'view' : 'like',
+      at: NOW - ((n * 37) % 180) * 60_000,
+    })),
+  );
   await db.upsertUsers([{ id: 'u' }]);
   await db.signal({ item: 'i3', kind: 'like', user: 'u' });
   await db.hide({ user: 'u', item: 'i5' });
@@ -74,18 +80,23 @@ async function pages(req: Req, limit: number, between: () => Promise<void>): Pro
 describe('cursor pagination', () => {
   it('pages are disjoint and together equal the unpaged ranking at the first page’s clock (property)', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.nat(REQUESTS.length - 1), fc.integer({ min: 1, max: 12 }), fc.constantFrom('Full' as const, 'NoDiversity' as const), async (q, limit, level) => {
-        const req = { ...REQUESTS[q]!, level };
-        const start = clock.now;
-        const unpaged = (await db.retrieve({ ...req, limit: 1000 })).items.map((x) => x.id);
-        // The clock moves between pages; the pages still rank as of the first.
-        const got = await pages(req, limit, async () => clock.advance(10 * 60_000));
-        clock.set(start);
-        const flat = got.flat();
-        expect(new Set(flat).size).toBe(flat.length);
-        expect(flat).toEqual(unpaged.slice(0, flat.length));
-        expect(flat.length).toBe(unpaged.length);
-      }),
+      fc.asyncProperty(
+        fc.nat(REQUESTS.length - 1),
+        fc.integer({ min: 1, max: 12 }),
+        fc.constantFrom('Full' as const, 'NoDiversity' as const),
+        async (q, limit, level) => {
+          const req = { ...REQUESTS[q]!, level };
+          const start = clock.now;
+          const unpaged = (await db.retrieve({ ...req, limit: 1000 })).items.map((x) => x.id);
+          // The clock moves between pages; the pages still rank as of the first.
+          const got = await pages(req, limit, async () => clock.advance(10 * 60_000));
+          clock.set(start);
+          const flat = got.flat();
+          expect(new Set(flat).size).toBe(flat.length);
+          expect(flat).toEqual(unpaged.slice(0, flat.length));
+          expect(flat.length).toBe(unpaged.length);
+        },
+      ),
       { seed: SEED, numRuns: 25 },
     );
   }, 120_000);
@@ -184,7 +195,7 @@ describe('cursor pagination', () => {
 });
 
 describe('asJson', () => {
-  it('returns every profile\'s items (and search\'s hits) as the JSON of what it returns without it, with the same cursor', async () => {
+  it("returns every profile's items (and search's hits) as the JSON of what it returns without it, with the same cursor", async () => {
     for (const req of REQUESTS) {
       const plain = await db.retrieve({ ...req, limit: 4 });
       const json = await db.retrieve({ ...req, limit: 4, asJson: true });
@@ -201,7 +212,13 @@ describe('asJson', () => {
   });
 
   it('refuses an asJson that is not a boolean, naming it', async () => {
-    await expect(db.retrieve({ profile: 'popular', asJson: 'yes' as unknown as boolean })).rejects.toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'asJson' });
-    await expect(db.search({ text: 'tune', asJson: 1 as unknown as boolean })).rejects.toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'asJson' });
+    await expect(db.retrieve({ profile: 'popular', asJson: 'yes' as unknown as boolean })).rejects.toMatchObject({
+      code: 'TIDAL_INVALID_INPUT',
+      field: 'asJson',
+    });
+    await expect(db.search({ text: 'tune', asJson: 1 as unknown as boolean })).rejects.toMatchObject({
+      code: 'TIDAL_INVALID_INPUT',
+      field: 'asJson',
+    });
   });
 });

@@ -56,7 +56,11 @@ describe('the directory lock', () => {
   it('refuses a second database of the same process until the first closes', async () => {
     const dir = dataDir();
     const first = await open(dir);
-    await expect(open(dir)).rejects.toMatchObject({ code: 'TIDAL_DIRECTORY_LOCKED', pid: process.pid, message: expect.stringMatching(/already open in this process/) });
+    await expect(open(dir)).rejects.toMatchObject({
+      code: 'TIDAL_DIRECTORY_LOCKED',
+      pid: process.pid,
+      message: expect.stringMatching(/already open in this process/),
+    });
     await first.close();
     const again = await open(dir);
     await again.close();

@@ -15,7 +15,12 @@ describe('durability: kill -9 mid-stream', () => {
     for (let round = 0; round < 4; round++) {
       const acked = await writeThenKill(dir, next, 200 + round * 150);
       const now = BASE + 10_000_000;
-      const db = await TidalDb.builder().path(dir).schema(SCHEMA).workers(1).clock(() => now).open();
+      const db = await TidalDb.builder()
+        .path(dir)
+        .schema(SCHEMA)
+        .workers(1)
+        .clock(() => now)
+        .open();
       try {
         // Everything committed is present: at least what was acknowledged, maybe a batch more.
         let total = 0;

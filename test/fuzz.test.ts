@@ -14,14 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { inspect } from 'node:util';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  InternalError,
-  TidalDb,
-  TidalError,
-  type SessionHandle,
-  type TidalOptions,
-  type TidalWarning,
-} from 'tidal-core';
+import { InternalError, TidalDb, TidalError, type SessionHandle, type TidalOptions, type TidalWarning } from 'tidal-core';
 import { CORPUS, NOW, SCHEMA, TestClock, corpusItems } from './helpers.js';
 
 const SEED = Number(process.env.TIDAL_FUZZ_SEED ?? 20250101);
@@ -48,7 +41,16 @@ const protoOf = (v: object): object | null => Object.getPrototypeOf(v) as object
 
 /** Anything at all, including the values JavaScript makes awkward. */
 const anyValue: fc.Arbitrary<unknown> = fc.oneof(
-  fc.anything({ withBigInt: true, withNullPrototype: true, withTypedArray: true, withSparseArray: true, withMap: true, withSet: true, withDate: true, withBoxedValues: true }),
+  fc.anything({
+    withBigInt: true,
+    withNullPrototype: true,
+    withTypedArray: true,
+    withSparseArray: true,
+    withMap: true,
+    withSet: true,
+    withDate: true,
+    withBoxedValues: true,
+  }),
   fc.constantFrom(Number.NaN, Infinity, -Infinity, -0, 1e308, -1e308, 5e-324, 2 ** 53, Symbol('s'), () => 1, [], {}, Object.create(null)),
 );
 
@@ -112,12 +114,22 @@ function withBadEntry<T>(good: fc.Arbitrary<T>, bad: fc.Arbitrary<unknown>): fc.
 // ---- writes ------------------------------------------------------------------------------
 
 const goodSignal = fc.record(
-  { item: goodId, kind: fc.constantFrom(...KINDS), at: fc.integer({ min: NOW - 86_400_000, max: NOW }), weight: fc.double({ min: -1e12, max: 1e12, noNaN: true }) },
+  {
+    item: goodId,
+    kind: fc.constantFrom(...KINDS),
+    at: fc.integer({ min: NOW - 86_400_000, max: NOW }),
+    weight: fc.double({ min: -1e12, max: 1e12, noNaN: true }),
+  },
   { requiredKeys: ['item', 'kind'] },
 );
 const badSignal: fc.Arbitrary<unknown> = fc.oneof(
   fc.tuple(goodSignal, badId).map(([s, item]) => ({ ...s, item })),
-  fc.tuple(goodSignal, anyValue.filter((k) => !KINDS.includes(k as string))).map(([s, kind]) => ({ ...s, kind })),
+  fc
+    .tuple(
+      goodSignal,
+      anyValue.filter((k) => !KINDS.includes(k as string)),
+    )
+    .map(([s, kind]) => ({ ...s, kind })),
   fc.tuple(goodSignal, badWeight).map(([s, weight]) => ({ ...s, weight })),
   fc.tuple(goodSignal, badTime).map(([s, at]) => ({ ...s, at })),
   anyValue.filter((v) => !(isObject(v) && KINDS.includes(v.kind as string))),
@@ -167,7 +179,9 @@ const badFilter = fc.oneof(
     .tuple(fc.oneof(fc.string(), fc.constantFrom('constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf', 'id')), anyValue)
     .filter(([k]) => !DECLARED.includes(k))
     // Through JSON, as a decoded request would be: even `__proto__` becomes an own key.
-    .map(([k, v]) => Object.assign(JSON.parse(`{${JSON.stringify(k)}: 0}`) as Record<string, unknown>, Object.hasOwn({}, k) ? {} : { [k]: v })),
+    .map(([k, v]) =>
+      Object.assign(JSON.parse(`{${JSON.stringify(k)}: 0}`) as Record<string, unknown>, Object.hasOwn({}, k) ? {} : { [k]: v }),
+    ),
   fc
     .oneof(
       anyValue.filter((v) => typeof v !== 'string' && !(isObject(v) && !Array.isArray(v))),
@@ -184,8 +198,17 @@ const badFilter = fc.oneof(
 );
 const badDiversity = fc.oneof(
   anyValue.filter((v) => v != null && !(isObject(v) && [Object.prototype, null].includes(protoOf(v)))),
-  fc.constantFrom({}, { maxPer: {} }, { maxPer: 2 }, { maxPer: { category: 1 }, extra: 1 }, { maxPer: JSON.parse('{"__proto__": 1}') as unknown }),
-  fc.oneof(fc.string(), fc.constantFrom('constructor', 'toString', 'createdAt')).filter((k) => !DECLARED.slice(1).includes(k)).map((k) => ({ maxPer: { [k]: 1 } })),
+  fc.constantFrom(
+    {},
+    { maxPer: {} },
+    { maxPer: 2 },
+    { maxPer: { category: 1 }, extra: 1 },
+    { maxPer: JSON.parse('{"__proto__": 1}') as unknown },
+  ),
+  fc
+    .oneof(fc.string(), fc.constantFrom('constructor', 'toString', 'createdAt'))
+    .filter((k) => !DECLARED.slice(1).includes(k))
+    .map((k) => ({ maxPer: { [k]: 1 } })),
   anyValue.filter((n) => !(typeof n === 'number' && Number.isInteger(n) && n >= 1)).map((n) => ({ maxPer: { category: n } })),
 );
 const badLimit = anyValue.filter((v) => v !== undefined && !(typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 1000));
@@ -196,12 +219,23 @@ function badRetrieve(session: () => SessionHandle): fc.Arbitrary<unknown> {
     anyValue.filter((v) => !(isObject(v) && PROFILES.includes(v.profile as string))),
     anyValue.filter((p) => !PROFILES.includes(p as string)).map((profile) => ({ profile })),
     fc.tuple(base, badLimit).map(([r, limit]) => ({ ...r, limit })),
-    fc.tuple(base, anyValue.filter((w) => w !== undefined && !['1h', '24h', '7d'].includes(w as string))).map(([r, window]) => ({ ...r, window })),
+    fc
+      .tuple(
+        base,
+        anyValue.filter((w) => w !== undefined && !['1h', '24h', '7d'].includes(w as string)),
+      )
+      .map(([r, window]) => ({ ...r, window })),
     fc.tuple(base, fc.oneof(badVector, fc.constant(null))).map(([r, context]) => ({ ...r, context })),
     fc.tuple(base, badFilter).map(([r, filter]) => ({ ...r, filter })),
     fc.tuple(base, badDiversity).map(([r, diversity]) => ({ ...r, diversity })),
     fc
-      .tuple(base, fc.oneof(anyValue.filter((v) => v !== undefined), fc.constant('other-agent').map((agentId) => ({ id: session().id, agentId }))))
+      .tuple(
+        base,
+        fc.oneof(
+          anyValue.filter((v) => v !== undefined),
+          fc.constant('other-agent').map((agentId) => ({ id: session().id, agentId })),
+        ),
+      )
       .map(([r, s]) => ({ ...r, session: s })),
     fc.tuple(base, badTimeout).map(([r, timeoutMs]) => ({ ...r, timeoutMs })),
     fc.tuple(base, badAbortSignal).map(([r, signal]) => ({ ...r, signal })),
@@ -213,14 +247,19 @@ const badTimeout: fc.Arbitrary<unknown> = fc
   .oneof(anyValue, fc.integer({ min: -10, max: 0 }), fc.double(), fc.constant(2 ** 31))
   .filter((v) => v !== undefined && !(typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 2 ** 31 - 1));
 /** A query `signal` that is not an AbortSignal. */
-const badAbortSignal: fc.Arbitrary<unknown> = fc.oneof(anyValue.filter((v) => v !== undefined), fc.constant({ aborted: false }));
+const badAbortSignal: fc.Arbitrary<unknown> = fc.oneof(
+  anyValue.filter((v) => v !== undefined),
+  fc.constant({ aborted: false }),
+);
 
 const badSearch: fc.Arbitrary<unknown> = fc.oneof(
   anyValue.filter((v) => !isObject(v)),
   fc.constantFrom({}, { limit: 5 }, { text: undefined, vector: undefined }, { text: null }),
   badText.map((text) => ({ text })),
   fc.oneof(badVector, fc.constant(null)).map((vector) => ({ text: 'jazz', vector })),
-  anyValue.filter((b) => b !== undefined && !(typeof b === 'number' && Number.isFinite(b) && b >= 0)).map((boost) => ({ text: 'jazz', boost })),
+  anyValue
+    .filter((b) => b !== undefined && !(typeof b === 'number' && Number.isFinite(b) && b >= 0))
+    .map((boost) => ({ text: 'jazz', boost })),
   badLimit.map((limit) => ({ vector: [1, 0, 0, 0], limit })),
   badFilter.map((filter) => ({ text: 'jazz', filter })),
   badDiversity.map((diversity) => ({ vector: [1, 0, 0, 0], diversity })),
@@ -236,29 +275,61 @@ const badFor = (maybeValid: (v: unknown) => boolean): fc.Arbitrary<unknown> =>
   fc.oneof(anyValue, fc.integer(), fc.double()).filter((v) => v !== undefined && !maybeValid(v));
 
 const OPTION_KEYS = [
-  'path', 'ephemeral', 'schema', 'workers', 'clock', 'durability', 'groupCommit', 'capacity', 'checkpointEveryEvents',
-  'memoryGuard', 'onWarning', 'loadThresholds', 'admissionLimit', 'loadManagement', 'metricsRegistry', 'rateLimiter', 'sessions',
+  'path',
+  'ephemeral',
+  'schema',
+  'workers',
+  'clock',
+  'durability',
+  'groupCommit',
+  'capacity',
+  'checkpointEveryEvents',
+  'memoryGuard',
+  'onWarning',
+  'loadThresholds',
+  'admissionLimit',
+  'loadManagement',
+  'metricsRegistry',
+  'rateLimiter',
+  'sessions',
 ];
 
 function badOptions(root: string): fc.Arbitrary<Record<string, unknown>> {
-  const nested = (key: string, sub: string, maybeValid: (v: unknown) => boolean) => badFor(maybeValid).map((v) => ({ [key]: { [sub]: v } }));
+  const nested = (key: string, sub: string, maybeValid: (v: unknown) => boolean) =>
+    badFor(maybeValid).map((v) => ({ [key]: { [sub]: v } }));
   const top = (key: string, maybeValid: (v: unknown) => boolean) => badFor(maybeValid).map((v) => ({ [key]: v }));
   const schema = (patch: fc.Arbitrary<Record<string, unknown>>) => patch.map((p) => ({ schema: { ...SCHEMA, ...p } }));
-  const kind = (patch: fc.Arbitrary<Record<string, unknown>>) => patch.map((p) => ({ schema: { ...SCHEMA, signals: [{ name: 'view', halfLifeMs: 1000, ...p }] } }));
+  const kind = (patch: fc.Arbitrary<Record<string, unknown>>) =>
+    patch.map((p) => ({ schema: { ...SCHEMA, signals: [{ name: 'view', halfLifeMs: 1000, ...p }] } }));
   const objectOption = (key: string, keys: string[]) =>
     fc.oneof(
       anyValue.filter((v) => v !== undefined && !(isObject(v) && [Object.prototype, null].includes(protoOf(v)))).map((v) => ({ [key]: v })),
-      fc.tuple(fc.string(), anyValue).filter(([k]) => !keys.includes(k)).map(([k, v]) => ({ [key]: { [k]: v } })),
+      fc
+        .tuple(fc.string(), anyValue)
+        .filter(([k]) => !keys.includes(k))
+        .map(([k, v]) => ({ [key]: { [k]: v } })),
     );
   return fc.oneof(
-    fc.tuple(fc.string(), anyValue).filter(([k]) => !OPTION_KEYS.includes(k)).map(([k, v]) => ({ [k]: v })),
+    fc
+      .tuple(fc.string(), anyValue)
+      .filter(([k]) => !OPTION_KEYS.includes(k))
+      .map(([k, v]) => ({ [k]: v })),
     top('schema', (v) => isObject(v)),
     schema(badFor((v) => Array.isArray(v)).map((signals) => ({ signals }))),
     schema(badFor((v) => isObject(v)).map((metadata) => ({ metadata }))),
     schema(badFor((v) => v === 'string' || v === 'number').map((t) => ({ metadata: { category: t } }))),
-    schema(fc.constantFrom('__proto__', 'id', 'createdAt', '1x', '').map((f) => ({ metadata: JSON.parse(`{${JSON.stringify(f)}: "string"}`) as unknown }))),
+    schema(
+      fc
+        .constantFrom('__proto__', 'id', 'createdAt', '1x', '')
+        .map((f) => ({ metadata: JSON.parse(`{${JSON.stringify(f)}: "string"}`) as unknown })),
+    ),
     schema(badFor((v) => isInt(v, 1, 4096)).map((embeddingDims) => ({ embeddingDims }))),
-    schema(fc.tuple(fc.string(), anyValue).filter(([k]) => !['signals', 'metadata', 'embeddingDims'].includes(k)).map(([k, v]) => ({ [k]: v }))),
+    schema(
+      fc
+        .tuple(fc.string(), anyValue)
+        .filter(([k]) => !['signals', 'metadata', 'embeddingDims'].includes(k))
+        .map(([k, v]) => ({ [k]: v })),
+    ),
     kind(badFor((v) => typeof v === 'string' && /^[A-Za-z][A-Za-z0-9_-]{0,63}$/.test(v)).map((name) => ({ name }))),
     kind(badFor((v) => typeof v === 'number' && Number.isFinite(v) && v > 0).map((halfLifeMs) => ({ halfLifeMs }))),
     kind(badFor((v) => Array.isArray(v)).map((windows) => ({ windows }))),
@@ -273,7 +344,11 @@ function badOptions(root: string): fc.Arbitrary<Record<string, unknown>> {
     top('rateLimiter', (v) => isObject(v) && (v.kind === 'limited' || v.kind === 'unlimited')),
     top('clock', (v) => typeof v === 'function'),
     badFor((v) => typeof v === 'number' && v >= 0 && v < MAX_EVENT_MS).map((t) => ({ clock: () => t })),
-    fc.constant({ clock: () => { throw new Error('no clock'); } }),
+    fc.constant({
+      clock: () => {
+        throw new Error('no clock');
+      },
+    }),
     top('ephemeral', (v) => v === true),
     objectOption('groupCommit', ['maxBatch', 'maxDelayMs', 'maxQueueEvents']),
     nested('groupCommit', 'maxBatch', (v) => isInt(v, 1, 100_000)),
@@ -326,11 +401,16 @@ async function expectRefused(what: string, call: () => unknown): Promise<void> {
 async function state(db: TidalDb): Promise<string> {
   const { committedEvents, depth } = db.stats().writes;
   const items = await Promise.all(WATCHED.map((id) => db.get(id)));
-  return inspect({ committedEvents, depth, items, signals: WATCHED.map((id) => db.itemSignals(id)), sessions: db.openSessions() }, { depth: 6 });
+  return inspect(
+    { committedEvents, depth, items, signals: WATCHED.map((id) => db.itemSignals(id)), sessions: db.openSessions() },
+    { depth: 6 },
+  );
 }
 
 function report(name: string, n: number, t0: number): void {
-  console.log(`fuzz ${name}: ${n} cases in ${Math.round(performance.now() - t0)} ms, ${refusals.size} distinct refusals so far (seed ${SEED})`);
+  console.log(
+    `fuzz ${name}: ${n} cases in ${Math.round(performance.now() - t0)} ms, ${refusals.size} distinct refusals so far (seed ${SEED})`,
+  );
 }
 
 describe('fuzz: malformed input is refused, writes nothing, and the database reopens unchanged', () => {
@@ -339,7 +419,13 @@ describe('fuzz: malformed input is refused, writes nothing, and the database reo
   const clock = new TestClock();
   const warnings: TidalWarning[] = [];
   const open = (): Promise<TidalDb> =>
-    TidalDb.builder().path(dir).workers(1).clock(clock.read).schema(SCHEMA).onWarning((w) => warnings.push(w)).open();
+    TidalDb.builder()
+      .path(dir)
+      .workers(1)
+      .clock(clock.read)
+      .schema(SCHEMA)
+      .onWarning((w) => warnings.push(w))
+      .open();
   let db: TidalDb;
   let session: SessionHandle;
   writeFileSync(join(root, 'file'), 'not a directory');
@@ -347,7 +433,9 @@ describe('fuzz: malformed input is refused, writes nothing, and the database reo
   beforeAll(async () => {
     db = await open();
     await db.upsertItems(corpusItems());
-    await db.signals(CORPUS.flatMap((c, i) => Array.from({ length: i + 1 }, () => ({ item: c.id, kind: KINDS[i % 2]!, at: NOW - i * 60_000 }))));
+    await db.signals(
+      CORPUS.flatMap((c, i) => Array.from({ length: i + 1 }, () => ({ item: c.id, kind: KINDS[i % 2]!, at: NOW - i * 60_000 }))),
+    );
     session = db.openSession({ agent: 'fuzz-agent' });
     await db.sessionSignal(session, { item: 'j1', kind: 'view', at: NOW });
   });
@@ -372,7 +460,13 @@ describe('fuzz: malformed input is refused, writes nothing, and the database reo
         await expectRefused(`open(${inspect(patch)})`, () => TidalDb.open(options as unknown as TidalOptions));
         if (viaBuilder && isObject(patch.sessions)) {
           await expectRefused(`builder.sessions(${inspect(patch.sessions)})`, () =>
-            TidalDb.builder().ephemeral().workers(1).schema(SCHEMA).sessions(patch.sessions as never).sweepIntervalMs(1000).open(),
+            TidalDb.builder()
+              .ephemeral()
+              .workers(1)
+              .schema(SCHEMA)
+              .sessions(patch.sessions as never)
+              .sweepIntervalMs(1000)
+              .open(),
           );
         }
       }),
@@ -386,13 +480,29 @@ describe('fuzz: malformed input is refused, writes nothing, and the database reo
     const n0 = cases;
     const write = fc.oneof(
       badSignal.map((s) => ['signal', s] as const),
-      fc.oneof(withBadEntry(goodSignal, badSignal), anyValue.filter((v) => !Array.isArray(v))).map((b) => ['signals', b] as const),
+      fc
+        .oneof(
+          withBadEntry(goodSignal, badSignal),
+          anyValue.filter((v) => !Array.isArray(v)),
+        )
+        .map((b) => ['signals', b] as const),
       badSignal.map((s) => ['sessionSignal', s] as const),
       fc
-        .tuple(fc.oneof(anyValue, fc.constant('other-agent').map((agentId) => ({ id: 'not-a-session', agentId }))), goodSignal)
+        .tuple(
+          fc.oneof(
+            anyValue,
+            fc.constant('other-agent').map((agentId) => ({ id: 'not-a-session', agentId })),
+          ),
+          goodSignal,
+        )
         .map(([h, s]) => ['sessionSignalHandle', [h, s]] as const),
       badItem.map((it) => ['upsert', it] as const),
-      fc.oneof(withBadEntry(goodItem, badItem), anyValue.filter((v) => !Array.isArray(v))).map((b) => ['upsertItems', b] as const),
+      fc
+        .oneof(
+          withBadEntry(goodItem, badItem),
+          anyValue.filter((v) => !Array.isArray(v)),
+        )
+        .map((b) => ['upsertItems', b] as const),
       badId.map((id) => ['delete', id] as const),
     );
     await fc.assert(
@@ -400,13 +510,20 @@ describe('fuzz: malformed input is refused, writes nothing, and the database reo
         const before = await state(db);
         await expectRefused(`${op}(${inspect(arg)})`, () => {
           switch (op) {
-            case 'signal': return db.signal(arg as never);
-            case 'signals': return db.signals(arg as never);
-            case 'sessionSignal': return db.sessionSignal(session, arg as never);
-            case 'sessionSignalHandle': return db.sessionSignal(...(arg as [never, never]));
-            case 'upsert': return db.upsert(arg as never);
-            case 'upsertItems': return db.upsertItems(arg as never);
-            case 'delete': return db.delete(arg as never);
+            case 'signal':
+              return db.signal(arg as never);
+            case 'signals':
+              return db.signals(arg as never);
+            case 'sessionSignal':
+              return db.sessionSignal(session, arg as never);
+            case 'sessionSignalHandle':
+              return db.sessionSignal(...(arg as [never, never]));
+            case 'upsert':
+              return db.upsert(arg as never);
+            case 'upsertItems':
+              return db.upsertItems(arg as never);
+            case 'delete':
+              return db.delete(arg as never);
           }
         });
         expect(db.stats().writes.depth).toBe(0);
@@ -432,10 +549,14 @@ describe('fuzz: malformed input is refused, writes nothing, and the database reo
       fc.asyncProperty(read, async ([op, arg]) => {
         await expectRefused(`${op}(${inspect(arg)})`, () => {
           switch (op) {
-            case 'get': return db.get(arg as never);
-            case 'itemSignals': return db.itemSignals(arg as never);
-            case 'retrieve': return db.retrieve(arg as never);
-            case 'search': return db.search(arg as never);
+            case 'get':
+              return db.get(arg as never);
+            case 'itemSignals':
+              return db.itemSignals(arg as never);
+            case 'retrieve':
+              return db.retrieve(arg as never);
+            case 'search':
+              return db.search(arg as never);
           }
         });
       }),
@@ -454,13 +575,19 @@ describe('fuzz: malformed input is refused, writes nothing, and the database reo
       badId.filter((a) => a !== undefined).map((agent) => ['openSession', { agent }] as const),
       badTtl.map((ttlMs) => ['openSession', { agent: 'fuzz-agent', ttlMs }] as const),
       fc
-        .oneof(anyValue, fc.constant('other-agent').map((agentId) => ({ id: session.id, agentId })), fc.uuid().map((id) => ({ id, agentId: 'fuzz-agent' })))
+        .oneof(
+          anyValue,
+          fc.constant('other-agent').map((agentId) => ({ id: session.id, agentId })),
+          fc.uuid().map((id) => ({ id, agentId: 'fuzz-agent' })),
+        )
         .map((h) => ['closeSession', h] as const),
     );
     await fc.assert(
       fc.asyncProperty(op, async ([name, arg]) => {
         const before = await state(db);
-        await expectRefused(`${name}(${inspect(arg)})`, () => (name === 'openSession' ? db.openSession(arg as never) : db.closeSession(arg as never)));
+        await expectRefused(`${name}(${inspect(arg)})`, () =>
+          name === 'openSession' ? db.openSession(arg as never) : db.closeSession(arg as never),
+        );
         expect(await state(db)).toBe(before);
       }),
       params(1200),

@@ -6,13 +6,7 @@
  * the query workers load the compiled worker file; run `npx tsc -b` after changing `src`.
  */
 import { expect } from 'vitest';
-import {
-  InvalidInputError,
-  TidalDb,
-  type ItemInput,
-  type SchemaDefinition,
-  type SignalInput,
-} from 'tidal-core';
+import { InvalidInputError, TidalDb, type ItemInput, type SchemaDefinition, type SignalInput } from 'tidal-core';
 
 export const MINUTE = 60_000;
 export const HOUR = 3_600_000;

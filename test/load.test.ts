@@ -1,6 +1,15 @@
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DegradationLevel, InvalidInputError, OverloadedError, TidalDb, TidalError, autoAdmissionLimit, type RetrieveResults, type SearchResults } from 'tidal-core';
+import {
+  DegradationLevel,
+  InvalidInputError,
+  OverloadedError,
+  TidalDb,
+  TidalError,
+  autoAdmissionLimit,
+  type RetrieveResults,
+  type SearchResults,
+} from 'tidal-core';
 
 const NOW = Date.UTC(2026, 5, 1, 12);
 const HOUR = 3_600_000;
@@ -101,7 +110,12 @@ describe('degradation levels through the executors', () => {
 
   it('refuses past the admission cap at once while the admitted queries complete, and leaks nothing', async () => {
     const before = db.stats();
-    const calls = Array.from({ length: 10 }, () => db.retrieve({ profile: 'popular', limit: 3 }).then((r) => r, (e: unknown) => e));
+    const calls = Array.from({ length: 10 }, () =>
+      db.retrieve({ profile: 'popular', limit: 3 }).then(
+        (r) => r,
+        (e: unknown) => e,
+      ),
+    );
     // The refusals settle before the event loop turns even once: no worker, no queue involved.
     const order: string[] = [];
     const settledEarly = Promise.race([
@@ -143,7 +157,9 @@ describe('degradation levels through the executors', () => {
   it('exports the figures as Prometheus metrics', async () => {
     // Four searches at once run at the four levels; ten retrieves at once past the cap of 6 leave four refused.
     await Promise.all(Array.from({ length: 4 }, () => db.search({ text: 'jazz song', vector: [1, 0, 0, 0], limit: 3 })));
-    const outcomes = await Promise.all(Array.from({ length: 10 }, () => db.retrieve({ profile: 'popular', limit: 3 }).catch((e: unknown) => e)));
+    const outcomes = await Promise.all(
+      Array.from({ length: 10 }, () => db.retrieve({ profile: 'popular', limit: 3 }).catch((e: unknown) => e)),
+    );
     expect(outcomes.filter((o) => o instanceof OverloadedError)).toHaveLength(4);
     const text = await registry.metrics();
     expect(text).toMatch(/tidal_queries_total\{level="Full",op="retrieve"\} \d+/);
@@ -192,11 +208,17 @@ describe('load management options', () => {
   });
 
   it('refuses to open with invalid thresholds or admission limits, naming them', async () => {
-    await expect(base().loadThresholds({ reducedCandidates: 10, coarseAggregates: 5 }).open()).rejects.toThrow(/loadThresholds.coarseAggregates must be greater than the previous threshold \(10\).*got 5 \(number\)/);
+    await expect(base().loadThresholds({ reducedCandidates: 10, coarseAggregates: 5 }).open()).rejects.toThrow(
+      /loadThresholds.coarseAggregates must be greater than the previous threshold \(10\).*got 5 \(number\)/,
+    );
     await expect(base().loadThresholds({ noDiversity: 0.5 }).open()).rejects.toBeInstanceOf(InvalidInputError);
     await expect(base().admissionLimit(1.5).open()).rejects.toThrow(/admissionLimit must be/);
     await expect(base().admissionLimit(100).open()).rejects.toThrow(/above loadThresholds.noDiversity \(128\)/);
-    await expect(base().admissionLimit('many' as unknown as number).open()).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(
+      base()
+        .admissionLimit('many' as unknown as number)
+        .open(),
+    ).rejects.toBeInstanceOf(InvalidInputError);
   });
 
   it("resolves admissionLimit 'auto' from the thresholds and the pool size", async () => {

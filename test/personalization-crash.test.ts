@@ -39,16 +39,28 @@ describe('feedback loop: live state = state after SIGKILL + reopen', () => {
     let next = 0;
     for (let round = 0; round < 4; round++) {
       const batches = 2 + Math.floor(rand() * 8);
-      const live = (await writeThenKill(dir, next, batches)) as { users: Record<string, { seen: string[]; preference: number[] | null } | null>; related: Record<string, [string, number][]> };
+      const live = (await writeThenKill(dir, next, batches)) as {
+        users: Record<string, { seen: string[]; preference: number[] | null } | null>;
+        related: Record<string, [string, number][]>;
+      };
       next += batches;
-      const db = await TidalDb.builder().path(dir).workers(1).clock(() => FEEDBACK_NOW).schema(FEEDBACK_SCHEMA).capacity({ items: 4096, signalSlots: 4096 }).open();
+      const db = await TidalDb.builder()
+        .path(dir)
+        .workers(1)
+        .clock(() => FEEDBACK_NOW)
+        .schema(FEEDBACK_SCHEMA)
+        .capacity({ items: 4096, signalSlots: 4096 })
+        .open();
       try {
         const recovered = await snapshot(db);
         expect(recovered, `round ${round}`).toEqual(live);
         // Not vacuous: the stream moved every user's state.
         for (const u of Object.values(live.users)) expect(u!.seen.length, `round ${round}`).toBeGreaterThan(0);
         expect(live.users['user-1']!.preference, `round ${round}`).not.toBeNull();
-        expect(Object.values(live.related).some((r) => r.length > 0), `round ${round}`).toBe(true);
+        expect(
+          Object.values(live.related).some((r) => r.length > 0),
+          `round ${round}`,
+        ).toBe(true);
       } finally {
         await db.close();
       }

@@ -41,7 +41,13 @@ const clock = new TestClock(NOW);
 let db: TidalDb;
 
 beforeAll(async () => {
-  db = await TidalDb.builder().ephemeral().workers(1).clock(clock.read).schema(USER_SCHEMA).capacity({ items: 8192, signalSlots: 16384 }).open();
+  db = await TidalDb.builder()
+    .ephemeral()
+    .workers(1)
+    .clock(clock.read)
+    .schema(USER_SCHEMA)
+    .capacity({ items: 8192, signalSlots: 16384 })
+    .open();
   await db.upsertItems(ITEMS.map((t) => ({ id: t.id, metadata: { creator: t.creator }, createdAt: t.createdAt, embedding: [1, 0, 0] })));
   await db.signals(EVENTS);
   await db.upsertUsers([{ id: 'u' }]);
@@ -71,14 +77,29 @@ type Scored = { id: string; score: number; tie: number };
 const rank = (xs: Scored[]): Scored[] => xs.sort((a, b) => b.score - a.score || b.tie - a.tie || index.get(a.id)! - index.get(b.id)!);
 
 const ORACLES: Record<string, () => Scored[]> = {
-  hot: () => rank(ITEMS.map((t) => ({ id: t.id, score: (Math.max(0, popularity(t.id)) + 1) / ((NOW - t.createdAt) / HOUR + 2) ** 1.8, tie: t.createdAt }))),
+  hot: () =>
+    rank(
+      ITEMS.map((t) => ({
+        id: t.id,
+        score: (Math.max(0, popularity(t.id)) + 1) / ((NOW - t.createdAt) / HOUR + 2) ** 1.8,
+        tie: t.createdAt,
+      })),
+    ),
   top: () => rank(ITEMS.filter((t) => t.createdAt >= NOW - DAY).map((t) => ({ id: t.id, score: popularity(t.id), tie: t.createdAt }))),
   rising: () =>
     rank(
-      ITEMS.filter((t) => views(t.id, '1h') > 0).map((t) => ({ id: t.id, score: views(t.id, '1h') / 3600 - views(t.id, '24h') / 86400, tie: views(t.id, '1h') / 3600 })),
+      ITEMS.filter((t) => views(t.id, '1h') > 0).map((t) => ({
+        id: t.id,
+        score: views(t.id, '1h') / 3600 - views(t.id, '24h') / 86400,
+        tie: views(t.id, '1h') / 3600,
+      })),
     ),
-  followingNewest: () => rank(ITEMS.filter((t) => t.creator === 'c1' || t.creator === 'c3').map((t) => ({ id: t.id, score: t.createdAt, tie: 0 }))),
-  followingPopular: () => rank(ITEMS.filter((t) => t.creator === 'c1' || t.creator === 'c3').map((t) => ({ id: t.id, score: popularity(t.id), tie: t.createdAt }))),
+  followingNewest: () =>
+    rank(ITEMS.filter((t) => t.creator === 'c1' || t.creator === 'c3').map((t) => ({ id: t.id, score: t.createdAt, tie: 0 }))),
+  followingPopular: () =>
+    rank(
+      ITEMS.filter((t) => t.creator === 'c1' || t.creator === 'c3').map((t) => ({ id: t.id, score: popularity(t.id), tie: t.createdAt })),
+    ),
 };
 
 const REQUESTS: Record<string, RetrieveRequest> = {
@@ -96,7 +117,10 @@ describe('feed profiles against their oracles', () => {
       expect(want.length).toBeGreaterThan(5);
       for (const level of LEVELS) {
         const r = await db.retrieve({ ...REQUESTS[name]!, level, limit: 1000 });
-        expect(r.items.map((i) => i.id), `${name} at ${level}`).toEqual(want.map((w) => w.id));
+        expect(
+          r.items.map((i) => i.id),
+          `${name} at ${level}`,
+        ).toEqual(want.map((w) => w.id));
         for (let i = 0; i < want.length; i++) expect(r.items[i]!.score / want[i]!.score, `${name} ${want[i]!.id}`).toBeCloseTo(1, 9);
         expect(r.explain.candidateBudget).toBe(level === 'Full' ? null : FEED_CANDIDATE_BUDGET);
         expect(r.explain.budgetExhausted).toBe(false);
@@ -105,7 +129,9 @@ describe('feed profiles against their oracles', () => {
   }
 
   it('hot stops its walk early, exactly: an old item with many signals still ranks where the oracle puts it', async () => {
-    const want = ORACLES.hot!().slice(0, 5).map((w) => w.id);
+    const want = ORACLES.hot!()
+      .slice(0, 5)
+      .map((w) => w.id);
     const r = await db.retrieve({ profile: 'hot', limit: 5 });
     expect(r.items.map((i) => i.id)).toEqual(want);
     expect(r.explain.candidates).toBeLessThan(N);
@@ -127,10 +153,18 @@ describe('feed profiles against their oracles', () => {
 
 describe('the level budget', () => {
   it(`visits at most ${FEED_CANDIDATE_BUDGET} candidates below Full, every one at Full`, async () => {
-    const big = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).capacity({ items: 8192, signalSlots: 16384 }).open();
+    const big = await TidalDb.builder()
+      .ephemeral()
+      .workers(1)
+      .clock(() => NOW)
+      .schema(USER_SCHEMA)
+      .capacity({ items: 8192, signalSlots: 16384 })
+      .open();
     try {
       const n = FEED_CANDIDATE_BUDGET + 300;
-      await big.upsertItems(Array.from({ length: n }, (_, i) => ({ id: `b${i}`, metadata: { creator: `k${i % 2}` }, createdAt: NOW - i * 1000 })));
+      await big.upsertItems(
+        Array.from({ length: n }, (_, i) => ({ id: `b${i}`, metadata: { creator: `k${i % 2}` }, createdAt: NOW - i * 1000 })),
+      );
       // Every item active in the last hour; the older ones engaged the most.
       await big.signals(Array.from({ length: n }, (_, i) => ({ item: `b${i}`, kind: 'view', weight: 1 + i, at: NOW - (i % 50) * 1000 })));
       await big.upsertUsers([{ id: 'u' }]);
@@ -140,24 +174,36 @@ describe('the level budget', () => {
         const full = await big.retrieve({ ...req, level: 'Full', limit: 10 });
         const reduced = await big.retrieve({ ...req, level: 'ReducedCandidates', limit: 10 });
         expect(full.explain, req.profile).toMatchObject({ candidates: n, budgetExhausted: false, candidateBudget: null });
-        expect(reduced.explain, req.profile).toMatchObject({ candidates: FEED_CANDIDATE_BUDGET, budgetExhausted: true, candidateBudget: FEED_CANDIDATE_BUDGET });
+        expect(reduced.explain, req.profile).toMatchObject({
+          candidates: FEED_CANDIDATE_BUDGET,
+          budgetExhausted: true,
+          candidateBudget: FEED_CANDIDATE_BUDGET,
+        });
         expect(reduced.explain.slotsVisited!, req.profile).toBeLessThan(full.explain.slotsVisited!);
       }
       // top walks by popularity within the window: the 300 oldest items (the most engaged) are
       // found first, at every level, within the budget.
       for (const level of LEVELS) {
         const r = await big.retrieve({ profile: 'top', level, limit: 10 });
-        expect(r.items.map((i) => i.id), level).toEqual(Array.from({ length: 10 }, (_, i) => `b${n - 1 - i}`));
+        expect(
+          r.items.map((i) => i.id),
+          level,
+        ).toEqual(Array.from({ length: 10 }, (_, i) => `b${n - 1 - i}`));
         expect(r.explain.candidates, level).toBeLessThan(100);
         expect(r.explain.budgetExhausted, level).toBe(false);
       }
       // hot's early stop at Full: items with no signals score 1 / (age + 2)^g, strictly falling with age.
-      const quiet = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
+      const quiet = await TidalDb.builder()
+        .ephemeral()
+        .workers(1)
+        .clock(() => NOW)
+        .schema(USER_SCHEMA)
+        .open();
       try {
         await quiet.upsertItems(Array.from({ length: 500 }, (_, i) => ({ id: `q${i}`, createdAt: NOW - i * HOUR })));
         const r = await quiet.retrieve({ profile: 'hot', limit: 20 });
         expect(r.items.map((i) => i.id)).toEqual(Array.from({ length: 20 }, (_, i) => `q${i}`));
-        expect(r.explain.candidates).toBe(20);   // the 21st is only looked at for its age
+        expect(r.explain.candidates).toBe(20); // the 21st is only looked at for its age
       } finally {
         await quiet.close();
       }
@@ -169,7 +215,13 @@ describe('the level budget', () => {
 
 describe('hot: the most popular first, then the newest', () => {
   it('one old item with a huge score no longer makes the walk visit everything younger; exact at Full, and within the budget below', async () => {
-    const hot = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).capacity({ items: 8192, signalSlots: 16384 }).open();
+    const hot = await TidalDb.builder()
+      .ephemeral()
+      .workers(1)
+      .clock(() => NOW)
+      .schema(USER_SCHEMA)
+      .capacity({ items: 8192, signalSlots: 16384 })
+      .open();
     try {
       const n = 3000;
       const weight = (i: number): number => (i === n - 1 ? 1_000_000 : 1 + ((i * 7919) % 10));
@@ -181,7 +233,10 @@ describe('hot: the most popular first, then the newest', () => {
         .map((w) => w.id);
       for (const level of LEVELS) {
         const r = await hot.retrieve({ profile: 'hot', level, limit: 10 });
-        expect(r.items.map((i) => i.id), level).toEqual(oracle.slice(0, 10));
+        expect(
+          r.items.map((i) => i.id),
+          level,
+        ).toEqual(oracle.slice(0, 10));
         // With the largest popularity (10^6) as the bound, the walk went through the ~2 200 items
         // younger than (10^6 / 10th score)^(1/1.8) hours; the ~400 visits to find the 256 most popular bound the rest at 10.
         expect(r.explain.candidates, level).toBeLessThan(600);
@@ -203,7 +258,10 @@ describe('top by popularity within its window', () => {
   // window without any signal: the newest-first budget walk would miss most of the top.
   const M = 3000;
   const r2 = mulberry32(0x70b);
-  const items = Array.from({ length: M }, (_, i) => ({ id: `w${i}`, createdAt: NOW - (i < 2000 ? i * 40_000 : DAY + (i - 2000) * 100_000) - 7 }));
+  const items = Array.from({ length: M }, (_, i) => ({
+    id: `w${i}`,
+    createdAt: NOW - (i < 2000 ? i * 40_000 : DAY + (i - 2000) * 100_000) - 7,
+  }));
   const events: Ev[] = [];
   for (let i = 0; i < M; i++) {
     if (i < 2000 && i % 5 === 0) continue;
@@ -223,7 +281,13 @@ describe('top by popularity within its window', () => {
       .sort((a, b) => b.score - a.score || b.tie - a.tie || order.get(a.id)! - order.get(b.id)!);
   let w: TidalDb;
   beforeAll(async () => {
-    w = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).capacity({ items: 8192, signalSlots: 16384 }).open();
+    w = await TidalDb.builder()
+      .ephemeral()
+      .workers(1)
+      .clock(() => NOW)
+      .schema(USER_SCHEMA)
+      .capacity({ items: 8192, signalSlots: 16384 })
+      .open();
     await w.upsertItems(items.map((t) => ({ id: t.id, createdAt: t.createdAt })));
     await w.signals(events);
   });
@@ -237,7 +301,10 @@ describe('top by popularity within its window', () => {
     for (const limit of [1, 10, 40]) {
       for (const level of LEVELS) {
         const r = await w.retrieve({ profile: 'top', window: '24h', level, limit });
-        expect(r.items.map((i) => i.id), `limit ${limit} at ${level}`).toEqual(want.slice(0, limit).map((x) => x.id));
+        expect(
+          r.items.map((i) => i.id),
+          `limit ${limit} at ${level}`,
+        ).toEqual(want.slice(0, limit).map((x) => x.id));
         for (let i = 0; i < limit; i++) expect(r.items[i]!.score / want[i]!.score).toBeCloseTo(1, 9);
         expect(r.explain.budgetExhausted).toBe(false);
         // A walk by popularity meets the top of the window long before it has seen the window.
@@ -247,7 +314,12 @@ describe('top by popularity within its window', () => {
   });
 
   it('fills the places no signalled item takes with the newest unsignalled ones, exactly', async () => {
-    const sparse = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
+    const sparse = await TidalDb.builder()
+      .ephemeral()
+      .workers(1)
+      .clock(() => NOW)
+      .schema(USER_SCHEMA)
+      .open();
     try {
       // 400 items, 300 in the window; 5 of them and 60 older ones with signals.
       const xs = Array.from({ length: 400 }, (_, i) => ({ id: `s${i}`, createdAt: NOW - i * 288_000 - 1 }));
@@ -260,7 +332,10 @@ describe('top by popularity within its window', () => {
       const expected = inWindow.sort((a, b) => score(b.i) - score(a.i) || b.created - a.created).map((x) => x.id);
       for (const level of LEVELS) {
         const r = await sparse.retrieve({ profile: 'top', window: '24h', level, limit: 20 });
-        expect(r.items.map((i) => i.id), level).toEqual(expected.slice(0, 20));
+        expect(
+          r.items.map((i) => i.id),
+          level,
+        ).toEqual(expected.slice(0, 20));
         expect(r.explain.candidates, level).toBeLessThan(300);
       }
     } finally {

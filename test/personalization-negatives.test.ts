@@ -39,12 +39,49 @@ type Command =
   | { op: 'restart' };
 
 const command: fc.Arbitrary<Command> = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ op: fc.constantFrom('hide' as const, 'unhide' as const), user: fc.nat(1), item: fc.nat(ITEMS.length - 1) }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constantFrom('block' as const, 'unblock' as const), user: fc.nat(1), creator: fc.nat(CREATORS.length - 1) }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constantFrom('follow' as const, 'unfollow' as const), user: fc.nat(1), creator: fc.nat(CREATORS.length - 1) }) },
-  { weight: 3, arbitrary: fc.record({ op: fc.constant('signal' as const), item: fc.nat(ITEMS.length - 1), kind: fc.nat(2), user: fc.option(fc.nat(1)) }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('move' as const), item: fc.nat(ITEMS.length - 1), creator: fc.nat(CREATORS.length - 1) }) },
-  { weight: 6, arbitrary: fc.record({ op: fc.constant('query' as const), user: fc.nat(1), kind: fc.nat(PROFILES.length + 2), level: fc.nat(3), unseen: fc.boolean() }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({ op: fc.constantFrom('hide' as const, 'unhide' as const), user: fc.nat(1), item: fc.nat(ITEMS.length - 1) }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constantFrom('block' as const, 'unblock' as const),
+      user: fc.nat(1),
+      creator: fc.nat(CREATORS.length - 1),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constantFrom('follow' as const, 'unfollow' as const),
+      user: fc.nat(1),
+      creator: fc.nat(CREATORS.length - 1),
+    }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('signal' as const),
+      item: fc.nat(ITEMS.length - 1),
+      kind: fc.nat(2),
+      user: fc.option(fc.nat(1)),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ op: fc.constant('move' as const), item: fc.nat(ITEMS.length - 1), creator: fc.nat(CREATORS.length - 1) }),
+  },
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      op: fc.constant('query' as const),
+      user: fc.nat(1),
+      kind: fc.nat(PROFILES.length + 2),
+      level: fc.nat(3),
+      unseen: fc.boolean(),
+    }),
+  },
   { weight: 1, arbitrary: fc.constant({ op: 'restart' as const }) },
 );
 
@@ -65,7 +102,15 @@ describe('hard negatives (property)', () => {
         const blocked = USERS.map(() => new Set<string>());
         let returned = 0;
         try {
-          await db.upsertItems(ITEMS.map((id, i) => ({ id, text: `tune ${id} sound`, embedding: embeddingOf(i, creatorOf[i]!), metadata: { creator: CREATORS[creatorOf[i]!]! }, createdAt: NOW - i * 60_000 })));
+          await db.upsertItems(
+            ITEMS.map((id, i) => ({
+              id,
+              text: `tune ${id} sound`,
+              embedding: embeddingOf(i, creatorOf[i]!),
+              metadata: { creator: CREATORS[creatorOf[i]!]! },
+              createdAt: NOW - i * 60_000,
+            })),
+          );
           await db.upsertUsers(USERS.map((id) => ({ id })));
           for (const c of commands) {
             clock.advance(1000);
@@ -87,11 +132,21 @@ describe('hard negatives (property)', () => {
                 else blocked[c.user]!.delete(CREATORS[c.creator]!);
                 break;
               case 'signal':
-                await db.signal({ item: ITEMS[c.item]!, kind: ['view', 'like', 'skip'][c.kind]!, ...(c.user === null ? {} : { user: USERS[c.user]! }) });
+                await db.signal({
+                  item: ITEMS[c.item]!,
+                  kind: ['view', 'like', 'skip'][c.kind]!,
+                  ...(c.user === null ? {} : { user: USERS[c.user]! }),
+                });
                 break;
               case 'move':
                 creatorOf[c.item] = c.creator;
-                await db.upsert({ id: ITEMS[c.item]!, text: `tune ${ITEMS[c.item]} sound`, embedding: embeddingOf(c.item, c.creator), metadata: { creator: CREATORS[c.creator]! }, createdAt: NOW - c.item * 60_000 });
+                await db.upsert({
+                  id: ITEMS[c.item]!,
+                  text: `tune ${ITEMS[c.item]} sound`,
+                  embedding: embeddingOf(c.item, c.creator),
+                  metadata: { creator: CREATORS[c.creator]! },
+                  createdAt: NOW - c.item * 60_000,
+                });
                 break;
               case 'restart':
                 await db.close();
@@ -105,7 +160,9 @@ describe('hard negatives (property)', () => {
                 let ids: string[];
                 if (c.kind < PROFILES.length) {
                   const profile = PROFILES[c.kind]!;
-                  ids = (await db.retrieve({ ...base, profile, ...(profile === 'related' ? { item: ITEMS[0]! } : {}) })).items.map((i) => i.id);
+                  ids = (await db.retrieve({ ...base, profile, ...(profile === 'related' ? { item: ITEMS[0]! } : {}) })).items.map(
+                    (i) => i.id,
+                  );
                 } else if (c.kind === PROFILES.length) {
                   ids = (await db.retrieve({ ...base, profile: 'popular', context: [1, 1, 1] })).items.map((i) => i.id);
                 } else {
@@ -120,7 +177,9 @@ describe('hard negatives (property)', () => {
                 }
                 // The rule removes only what it must: every other item is still there for `new`.
                 if (c.kind === 2 && !c.unseen) {
-                  const allowed = ITEMS.filter((id) => !hidden[c.user]!.has(id) && !blocked[c.user]!.has(CREATORS[creatorOf[ITEMS.indexOf(id)]!]!));
+                  const allowed = ITEMS.filter(
+                    (id) => !hidden[c.user]!.has(id) && !blocked[c.user]!.has(CREATORS[creatorOf[ITEMS.indexOf(id)]!]!),
+                  );
                   expect(ids.sort()).toEqual(allowed.sort());
                 }
                 break;

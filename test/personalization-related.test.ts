@@ -59,7 +59,11 @@ function oracle(signals: readonly SignalInput[]): Map<string, Map<string, number
   return index;
 }
 
-function ranking(index: Map<string, Map<string, number>>, item: string, skip: (id: string) => boolean = () => false): { id: string; score: number }[] {
+function ranking(
+  index: Map<string, Map<string, number>>,
+  item: string,
+  skip: (id: string) => boolean = () => false,
+): { id: string; score: number }[] {
   return [...(index.get(item) ?? new Map<string, number>())]
     .filter(([id]) => !skip(id))
     .map(([id, score]) => ({ id, score }))
@@ -90,7 +94,10 @@ describe('related', () => {
           expect(want.length).toBeLessThanOrEqual(USER_DEFAULTS.relatedPartners);
           for (const level of LEVELS) {
             const r = await db.retrieve({ profile: 'related', item, level, limit: 1000 });
-            expect(r.items.map((x) => x.id), `${item} ${level} ${when}`).toEqual(want.map((w) => w.id));
+            expect(
+              r.items.map((x) => x.id),
+              `${item} ${level} ${when}`,
+            ).toEqual(want.map((w) => w.id));
             for (let i = 0; i < want.length; i++) expect(r.items[i]!.score).toBeCloseTo(want[i]!.score, 9);
           }
         }
@@ -121,7 +128,12 @@ describe('related', () => {
   });
 
   it(`keeps at most ${USER_DEFAULTS.relatedPartners} partners per item (Space-Saving)`, async () => {
-    const db = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
+    const db = await TidalDb.builder()
+      .ephemeral()
+      .workers(1)
+      .clock(() => NOW)
+      .schema(USER_SCHEMA)
+      .open();
     try {
       const n = USER_DEFAULTS.relatedPartners + 10;
       await db.upsertItems([{ id: 'hub' }, ...Array.from({ length: n }, (_, i) => ({ id: `p${i}` }))]);
@@ -140,14 +152,19 @@ describe('related', () => {
       const P = USER_DEFAULTS.relatedPartners;
       expect(r.items.map((x) => x.id)).toEqual(Array.from({ length: P }, (_, i) => `p${n - 1 - i}`));
       expect(r.items[0]!.score).toBeCloseTo(n - P + n, 9);
-      expect(r.items.at(-1)!.score).toBeCloseTo(n - P + 1, 9);   // p(n − 32), never evicted: its own count
+      expect(r.items.at(-1)!.score).toBeCloseTo(n - P + 1, 9); // p(n − 32), never evicted: its own count
     } finally {
       await db.close();
     }
   });
 
   it('runs in a query worker like every other profile: queued behind held workers, admitted, counted, with asJson', async () => {
-    const db = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
+    const db = await TidalDb.builder()
+      .ephemeral()
+      .workers(1)
+      .clock(() => NOW)
+      .schema(USER_SCHEMA)
+      .open();
     const pool = internalsOf(db).pool;
     const gate = new SharedArrayBuffer(4);
     const release = async (): Promise<void> => {
@@ -173,7 +190,11 @@ describe('related', () => {
       expect(db.load.inFlight).toBe(1);
       await release();
       const r = await pending;
-      expect(r.items.map((x) => x.id)).toEqual(ranking(index, item).slice(0, 3).map((w) => w.id));
+      expect(r.items.map((x) => x.id)).toEqual(
+        ranking(index, item)
+          .slice(0, 3)
+          .map((w) => w.id),
+      );
       expect(r.explain.candidates).toBe(ranking(index, item).length);
       expect(r.explain.serviceMs).toBeGreaterThanOrEqual(0);
       expect(r.degradationLevel).toBe(0);
@@ -186,14 +207,24 @@ describe('related', () => {
       expect(json.nextCursor).toBe(r.nextCursor);
       // The next page continues it.
       const next = await db.retrieve({ profile: 'related', item, limit: 3, cursor: r.nextCursor! });
-      expect(next.items.map((x) => x.id)).toEqual(ranking(index, item).slice(3, 6).map((w) => w.id));
+      expect(next.items.map((x) => x.id)).toEqual(
+        ranking(index, item)
+          .slice(3, 6)
+          .map((w) => w.id),
+      );
       // Item writes are seen by the next query: a deleted partner is gone.
       await db.delete(r.items[0]!.id);
       const after = await db.retrieve({ profile: 'related', item, limit: 3, level: 'NoDiversity' });
-      expect(after.items.map((x) => x.id)).toEqual(ranking(index, item).slice(1, 4).map((w) => w.id));
+      expect(after.items.map((x) => x.id)).toEqual(
+        ranking(index, item)
+          .slice(1, 4)
+          .map((w) => w.id),
+      );
       expect(after.degradationLevel).toBe(3);
       // An aborted signal is refused like any query's.
-      await expect(db.retrieve({ profile: 'related', item, signal: AbortSignal.abort() })).rejects.toSatisfy((err: unknown) => (err as { code?: string }).code === 'TIDAL_ABORTED');
+      await expect(db.retrieve({ profile: 'related', item, signal: AbortSignal.abort() })).rejects.toSatisfy(
+        (err: unknown) => (err as { code?: string }).code === 'TIDAL_ABORTED',
+      );
       expect(db.load.inFlight).toBe(0);
     } finally {
       await release();
@@ -234,7 +265,12 @@ describe('related', () => {
   });
 
   it('keeps diversity caps, with the scores of the items the greedy pass picked', async () => {
-    const db = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
+    const db = await TidalDb.builder()
+      .ephemeral()
+      .workers(1)
+      .clock(() => NOW)
+      .schema(USER_SCHEMA)
+      .open();
     try {
       const creator = (id: string): string => `c${ITEMS.indexOf(id) % 3}`;
       await db.upsertItems(ITEMS.map((id) => ({ id, metadata: { creator: creator(id) } })));
@@ -250,11 +286,20 @@ describe('related', () => {
         if (picked.length < 2 || picked[1] === want[1]) continue;
         checked++;
         const r = await db.retrieve({ profile: 'related', item, limit: 2, diversity: { maxPer: { creator: 1 } } });
-        expect(r.items.map((x) => [x.id, x.rank]), item).toEqual(picked.map((w, i) => [w.id, i + 1]));
+        expect(
+          r.items.map((x) => [x.id, x.rank]),
+          item,
+        ).toEqual(picked.map((w, i) => [w.id, i + 1]));
         for (let i = 0; i < 2; i++) expect(r.items[i]!.score).toBeCloseTo(picked[i]!.score, 9);
         expect(r.explain.diversityApplied).toBe(true);
         // NoDiversity ranks without the caps.
-        const plain = await db.retrieve({ profile: 'related', item, limit: 2, diversity: { maxPer: { creator: 1 } }, level: 'NoDiversity' });
+        const plain = await db.retrieve({
+          profile: 'related',
+          item,
+          limit: 2,
+          diversity: { maxPer: { creator: 1 } },
+          level: 'NoDiversity',
+        });
         expect(plain.items.map((x) => x.id)).toEqual(want.slice(0, 2).map((w) => w.id));
       }
       expect(checked).toBeGreaterThan(3);
@@ -264,12 +309,19 @@ describe('related', () => {
   });
 
   it('refuses a missing or unknown item', async () => {
-    const db = await TidalDb.builder().ephemeral().workers(1).clock(() => NOW).schema(USER_SCHEMA).open();
+    const db = await TidalDb.builder()
+      .ephemeral()
+      .workers(1)
+      .clock(() => NOW)
+      .schema(USER_SCHEMA)
+      .open();
     try {
       const refused = (err: unknown): boolean => InvalidInputError.is(err) && err.field === 'item';
       await expect(db.retrieve({ profile: 'related' })).rejects.toSatisfy(refused);
       await expect(db.retrieve({ profile: 'related', item: 'nothing' })).rejects.toSatisfy(refused);
-      await expect(db.retrieve({ profile: 'related', item: 'x', context: [1, 0, 0] })).rejects.toSatisfy((err: unknown) => InvalidInputError.is(err) && err.field === 'context');
+      await expect(db.retrieve({ profile: 'related', item: 'x', context: [1, 0, 0] })).rejects.toSatisfy(
+        (err: unknown) => InvalidInputError.is(err) && err.field === 'context',
+      );
     } finally {
       await db.close();
     }

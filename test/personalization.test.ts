@@ -26,7 +26,7 @@ describe('the feedback loop', () => {
         { id: 'c1', embedding: [0, 0, 1], metadata: { creator: 'cy' } },
       ]);
       await db.upsertUsers([{ id: 'u' }]);
-      await db.signal({ item: 'a1', kind: 'view', user: 'u', at: NOW - 2 * HOUR });   // no preference rate: seen only
+      await db.signal({ item: 'a1', kind: 'view', user: 'u', at: NOW - 2 * HOUR }); // no preference rate: seen only
       expect((await db.getUser('u'))!).toMatchObject({ preference: null, seen: ['a1'], affinity: {} });
       await db.signal({ item: 'a1', kind: 'like', user: 'u', weight: 2, at: NOW - HOUR });
       // A first positive signal sets p to the unit embedding.
@@ -96,8 +96,12 @@ const LARGER: CorpusEntry[] = [
 
 async function corpusDb(corpus: readonly CorpusEntry[] = CORPUS): Promise<TidalDb> {
   const db = await open();
-  await db.upsertItems(corpus.map((c) => ({ id: c.id, embedding: c.embedding, metadata: { creator: c.creator }, createdAt: NOW - c.ageH * HOUR })));
-  await db.signals(corpus.flatMap((c) => Array.from({ length: c.views }, (_, i) => ({ item: c.id, kind: 'view', at: NOW - (i % 50) * 60_000 }))));
+  await db.upsertItems(
+    corpus.map((c) => ({ id: c.id, embedding: c.embedding, metadata: { creator: c.creator }, createdAt: NOW - c.ageH * HOUR })),
+  );
+  await db.signals(
+    corpus.flatMap((c) => Array.from({ length: c.views }, (_, i) => ({ item: c.id, kind: 'view', at: NOW - (i % 50) * 60_000 }))),
+  );
   await db.upsertUsers([{ id: 'fan' }, { id: 'new' }]);
   // fan likes j1 and r1: preference between them, affinity to ana (weight 3) and cy (weight 1).
   await db.signal({ item: 'j1', kind: 'like', user: 'fan', weight: 3, at: NOW });
@@ -160,8 +164,15 @@ describe('for_you', () => {
       const want = await oracle(db, 'fan');
       for (const level of ['Full', 'ReducedCandidates'] as const) expectRanking(await feed(db, { user: 'fan', explore: 0, level }), want);
       const r = await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0 });
-      expect(r.explain).toMatchObject({ coldStart: false, annTopK: USER_DEFAULTS.forYouBudgets[0]!.ann, annCandidates: CORPUS.length, explored: 0 });
-      expect((await db.retrieve({ profile: 'for_you', user: 'fan', level: 'ReducedCandidates' })).explain.annTopK).toBe(USER_DEFAULTS.forYouBudgets[1]!.ann);
+      expect(r.explain).toMatchObject({
+        coldStart: false,
+        annTopK: USER_DEFAULTS.forYouBudgets[0]!.ann,
+        annCandidates: CORPUS.length,
+        explored: 0,
+      });
+      expect((await db.retrieve({ profile: 'for_you', user: 'fan', level: 'ReducedCandidates' })).explain.annTopK).toBe(
+        USER_DEFAULTS.forYouBudgets[1]!.ann,
+      );
       // Per-call weights.
       const simOnly = { similarity: 1, velocity: 0, recency: 0, affinity: 0 };
       expectRanking(await feed(db, { user: 'fan', explore: 0, weights: simOnly }), await oracle(db, 'fan', simOnly));
@@ -180,7 +191,10 @@ describe('for_you', () => {
     try {
       const r = await db.retrieve({ profile: 'for_you', user: 'new', limit: CORPUS.length });
       expect(r.explain.coldStart).toBe(true);
-      expectRanking(r.items.map((i) => ({ id: i.id, score: i.score })), await oracle(db, 'new'));
+      expectRanking(
+        r.items.map((i) => ({ id: i.id, score: i.score })),
+        await oracle(db, 'new'),
+      );
     } finally {
       await db.close();
     }
@@ -271,7 +285,9 @@ const SOURCED = [
 async function sourcedDb(): Promise<TidalDb> {
   const db = await corpusDb();
   await db.upsertItems(SOURCED.map((c) => ({ id: c.id, metadata: { creator: c.creator }, createdAt: NOW - c.ageMs })));
-  await db.signals(SOURCED.flatMap((c) => Array.from({ length: c.views }, (_, i) => ({ item: c.id, kind: 'view', at: NOW - (i % 50) * 60_000 }))));
+  await db.signals(
+    SOURCED.flatMap((c) => Array.from({ length: c.views }, (_, i) => ({ item: c.id, kind: 'view', at: NOW - (i % 50) * 60_000 }))),
+  );
   return db;
 }
 
@@ -281,10 +297,14 @@ const LEVELS = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] 
  * The documented candidates of a warm user at `level` (the union, in source order, of the ANN's
  * neighbours, the top affinity creators' newest, the newest and trending), each scored by the mix.
  */
-async function sourcedOracle(db: TidalDb, level: number, hidden: string[] = []): Promise<{ ranking: { id: string; score: number }[]; added: Record<string, number> }> {
+async function sourcedOracle(
+  db: TidalDb,
+  level: number,
+  hidden: string[] = [],
+): Promise<{ ranking: { id: string; score: number }[]; added: Record<string, number> }> {
   const b = USER_DEFAULTS.forYouBudgets[level]!;
   const u = (await db.getUser('fan'))!;
-  const window = level === 2 ? '24h' : '1h';   // CoarseAggregates reads the 24h velocity
+  const window = level === 2 ? '24h' : '1h'; // CoarseAggregates reads the 24h velocity
   const all = [
     ...CORPUS.map((c) => ({ id: c.id, creator: c.creator, ageMs: c.ageH * HOUR, embedding: c.embedding })),
     ...SOURCED.map((c) => ({ ...c, embedding: null })),
@@ -298,10 +318,19 @@ async function sourcedOracle(db: TidalDb, level: number, hidden: string[] = []):
       .filter(([, a]) => a > 0)
       .sort((x, y) => y[1] - x[1])
       .slice(0, b.creators)
-      .flatMap(([creator]) => newestFirst.filter((c) => c.creator === creator).slice(0, b.perCreator).map((c) => c.id)),
+      .flatMap(([creator]) =>
+        newestFirst
+          .filter((c) => c.creator === creator)
+          .slice(0, b.perCreator)
+          .map((c) => c.id),
+      ),
     newest: newestFirst.slice(0, b.newest).map((c) => c.id),
     // Trending: every item with a view in the window, by velocity (the budgets' slots exceed them).
-    trending: all.filter((c) => velocity(c.id) > 0).sort((x, y) => velocity(y.id) - velocity(x.id)).slice(0, b.trending).map((c) => c.id),
+    trending: all
+      .filter((c) => velocity(c.id) > 0)
+      .sort((x, y) => velocity(y.id) - velocity(x.id))
+      .slice(0, b.trending)
+      .map((c) => c.id),
   };
   const candidates: string[] = [];
   const added: Record<string, number> = {};
@@ -334,16 +363,27 @@ describe('for_you candidate sources', () => {
       for (let level = 0; level < LEVELS.length; level++) {
         const want = await sourcedOracle(db, level);
         const r = await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0, level: LEVELS[level], limit: 200 });
-        expectRanking(r.items.map((i) => ({ id: i.id, score: i.score })), want.ranking);
+        expectRanking(
+          r.items.map((i) => ({ id: i.id, score: i.score })),
+          want.ranking,
+        );
         expect(r.explain.forYouSources, LEVELS[level]).toEqual(want.added);
         expect(r.explain.annTopK).toBe(USER_DEFAULTS.forYouBudgets[level]!.ann);
       }
       // Every source adds items only it finds, and each level takes fewer of them than the one above.
-      expect((await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0, limit: 200 })).explain.forYouSources).toEqual({ ann: 8, creators: 14, newest: 50, trending: 30 });
-      expect((await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0, limit: 200, level: 'NoDiversity' })).explain.forYouSources).toEqual({ ann: 8, creators: 6, newest: 20, trending: 20 });
+      expect((await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0, limit: 200 })).explain.forYouSources).toEqual({
+        ann: 8,
+        creators: 14,
+        newest: 50,
+        trending: 30,
+      });
+      expect(
+        (await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0, limit: 200, level: 'NoDiversity' })).explain.forYouSources,
+      ).toEqual({ ann: 8, creators: 6, newest: 20, trending: 20 });
       const budgets = USER_DEFAULTS.forYouBudgets;
       for (let l = 1; l < budgets.length; l++) {
-        for (const k of ['ann', 'creators', 'newest', 'trending', 'trendingSlots'] as const) expect(budgets[l]![k], `${LEVELS[l]} ${k}`).toBeLessThanOrEqual(budgets[l - 1]![k]);
+        for (const k of ['ann', 'creators', 'newest', 'trending', 'trendingSlots'] as const)
+          expect(budgets[l]![k], `${LEVELS[l]} ${k}`).toBeLessThanOrEqual(budgets[l - 1]![k]);
         expect(budgets[l]!.creators * budgets[l]!.perCreator).toBeLessThan(budgets[l - 1]!.creators * budgets[l - 1]!.perCreator);
       }
       // A hidden item is no source's candidate, and the next one of its source takes its place.
@@ -351,7 +391,10 @@ describe('for_you candidate sources', () => {
       await db.hide({ user: 'fan', item: 'new-0' });
       const want = await sourcedOracle(db, 0, ['ana-0', 'new-0']);
       const r = await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0, limit: 200 });
-      expectRanking(r.items.map((i) => ({ id: i.id, score: i.score })), want.ranking);
+      expectRanking(
+        r.items.map((i) => ({ id: i.id, score: i.score })),
+        want.ranking,
+      );
       expect(r.explain.forYouSources).toEqual({ ann: 8, creators: 14, newest: 50, trending: 30 });
     } finally {
       await db.close();

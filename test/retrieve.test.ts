@@ -1,19 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DegradationLevel, type ItemInput, type RetrievedItem, type TidalDb } from 'tidal-core';
-import {
-  CORPUS,
-  DAY,
-  HOUR,
-  MINUTE,
-  NOW,
-  cosine,
-  events,
-  idsOf,
-  openCorpusDb,
-  openDb,
-  mulberry32,
-  type TestClock,
-} from './helpers.js';
+import { CORPUS, DAY, HOUR, MINUTE, NOW, cosine, events, idsOf, openCorpusDb, openDb, mulberry32, type TestClock } from './helpers.js';
 
 function expectRanks(items: readonly RetrievedItem[]): void {
   expect(items.map((i) => i.rank)).toEqual(items.map((_, i) => i + 1));
@@ -29,9 +16,7 @@ describe('retrieve: trending', () => {
 
   beforeAll(async () => {
     ({ db, clock } = await openDb());
-    await db.upsertItems(
-      ['t-hot', 't-warm', 't-stale', 't-edge-in', 't-edge-out'].map((id) => ({ id, text: id, createdAt: NOW - DAY })),
-    );
+    await db.upsertItems(['t-hot', 't-warm', 't-stale', 't-edge-in', 't-edge-out'].map((id) => ({ id, text: id, createdAt: NOW - DAY })));
     await db.signals([
       // 3 views in the last hour.
       { item: 't-hot', kind: 'view', at: NOW - 5 * MINUTE },
@@ -321,7 +306,11 @@ describe('retrieve: diversity', () => {
     ['y2', 'y'],
     ['y3', 'y'],
     ['z1', 'z'],
-  ].map(([id, creator], i) => ({ id: id!, metadata: { creator: creator!, category: i % 2 === 0 ? 'even' : 'odd' }, createdAt: NOW - i * HOUR }));
+  ].map(([id, creator], i) => ({
+    id: id!,
+    metadata: { creator: creator!, category: i % 2 === 0 ? 'even' : 'odd' },
+    createdAt: NOW - i * HOUR,
+  }));
 
   beforeAll(async () => {
     ({ db } = await openDb());

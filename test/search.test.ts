@@ -9,15 +9,34 @@ const RRF_K = 60;
  * other in every mode. Only twin-b has signals.
  */
 const TWINS: ItemInput[] = [
-  { id: 'twin-a', text: 'twin echo melody', embedding: [-1, 0, 0, -0.5], metadata: { category: 'twin', creator: 'tw' }, createdAt: NOW - 10 * DAY },
-  { id: 'twin-b', text: 'twin echo melody', embedding: [-1, 0, -0.5, 0], metadata: { category: 'twin', creator: 'tw' }, createdAt: NOW - 10 * DAY },
+  {
+    id: 'twin-a',
+    text: 'twin echo melody',
+    embedding: [-1, 0, 0, -0.5],
+    metadata: { category: 'twin', creator: 'tw' },
+    createdAt: NOW - 10 * DAY,
+  },
+  {
+    id: 'twin-b',
+    text: 'twin echo melody',
+    embedding: [-1, 0, -0.5, 0],
+    metadata: { category: 'twin', creator: 'tw' },
+    createdAt: NOW - 10 * DAY,
+  },
 ];
 const TWIN_QUERY = [-1, 0, 0, 0];
 const TWIN_B_VIEWS = 5;
 
 /** Every item with text or an embedding in the search database. */
 const DOCS: { id: string; text: string; embedding: number[]; category: string; duration?: number; createdAt: number }[] = [
-  ...CORPUS.map((c) => ({ id: c.id, text: c.text, embedding: c.embedding, category: c.metadata.category, duration: c.metadata.duration, createdAt: c.createdAt })),
+  ...CORPUS.map((c) => ({
+    id: c.id,
+    text: c.text,
+    embedding: c.embedding,
+    category: c.metadata.category,
+    duration: c.metadata.duration,
+    createdAt: c.createdAt,
+  })),
   ...TWINS.map((t) => ({ id: t.id, text: t.text!, embedding: [...(t.embedding as number[])], category: 'twin', createdAt: t.createdAt! })),
 ];
 

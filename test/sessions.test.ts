@@ -22,7 +22,12 @@ const CHILD = fileURLToPath(new URL('./fixtures/sessions-exit.mjs', import.meta.
 const NOW = Date.UTC(2025, 0, 1);
 const MINUTE = 60_000;
 const CAPACITY = { items: 10_000, signalSlots: 10_000 };
-const schema = { signals: [{ name: 'view', halfLifeMs: 3_600_000 }, { name: 'like', halfLifeMs: 86_400_000 }] };
+const schema = {
+  signals: [
+    { name: 'view', halfLifeMs: 3_600_000 },
+    { name: 'like', halfLifeMs: 86_400_000 },
+  ],
+};
 
 /** The database's clock: tests move it by hand, nothing reads the wall clock. */
 const clock = { now: NOW };
@@ -40,7 +45,11 @@ async function openDb(configure: (b: TidalDbBuilder) => TidalDbBuilder = (b) => 
   // A small capacity keeps this process's reserved address space small: forking the child
   // processes below fails with ENOMEM under heuristic overcommit once several default-sized
   // signal stores (hundreds of MiB of reservation each) are waiting for the garbage collector.
-  const base = TidalDb.builder().workers(1).schema(schema).capacity(CAPACITY).clock(() => clock.now);
+  const base = TidalDb.builder()
+    .workers(1)
+    .schema(schema)
+    .capacity(CAPACITY)
+    .clock(() => clock.now);
   const db = await configure(dir === undefined ? base.ephemeral() : base.path(dir)).open();
   open.push(db);
   return db;
@@ -70,7 +79,10 @@ afterEach(async () => {
 });
 
 /** Runs test/fixtures/sessions-exit.mjs on `dir`: `close` closes the database, `kill` SIGKILLs itself. */
-function runChild(dir: string, mode: 'close' | 'kill'): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string; err: string }> {
+function runChild(
+  dir: string,
+  mode: 'close' | 'kill',
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string; err: string }> {
   const child = spawn(process.execPath, [CHILD, dir, mode], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
@@ -87,8 +99,6 @@ function runChild(dir: string, mode: 'close' | 'kill'): Promise<{ code: number |
 }
 // First in the file: the children are forked before this process has opened any database.
 describe('process lifecycle', () => {
-
-
   it('a process with workers, sessions, a rate limiter and the sweeper exits by itself after close(), which closes its sessions', async () => {
     const dir = tempDir();
     const r = await runChild(dir, 'close');
@@ -187,24 +197,37 @@ describe('sessions', () => {
   it('validates its input and writes nothing on a bad session signal', async () => {
     const db = await openDb();
     await seed(db);
-    expect(() => db.openSession({ agent: '' })).toThrow('agent must be a non-empty string of at most 512 characters, got "" (string of length 0)');
+    expect(() => db.openSession({ agent: '' })).toThrow(
+      'agent must be a non-empty string of at most 512 characters, got "" (string of length 0)',
+    );
     expect(() => db.openSession({ agent: 'x'.repeat(513) })).toThrow(InvalidInputError);
-    expect(() => db.openSession({ agent: 7 as unknown as string })).toThrow('agent must be a non-empty string of at most 512 characters, got 7 (number)');
+    expect(() => db.openSession({ agent: 7 as unknown as string })).toThrow(
+      'agent must be a non-empty string of at most 512 characters, got 7 (number)',
+    );
     expect(() => db.openSession({ agent: 'a', ttlMs: 0 })).toThrow('ttlMs must be a whole number from 1 to 31536000000, got 0 (number)');
-    expect(() => db.openSession({ agent: 'a', ttlMs: 1.5 })).toThrow('ttlMs must be a whole number from 1 to 31536000000, got 1.5 (number)');
+    expect(() => db.openSession({ agent: 'a', ttlMs: 1.5 })).toThrow(
+      'ttlMs must be a whole number from 1 to 31536000000, got 1.5 (number)',
+    );
     expect(() => db.openSession({ agent: 'a', ttlMs: Number.POSITIVE_INFINITY })).toThrow(InvalidInputError);
     expect(() => db.openSession(null as unknown as { agent: string })).toThrow(InvalidInputError);
     expect(db.openSessions()).toEqual([]);
 
     const h = db.openSession({ agent: 'agent-1' });
-    await expect(db.sessionSignal(h, { item: 'a', kind: 'share' })).rejects.toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'signal.kind' });
+    await expect(db.sessionSignal(h, { item: 'a', kind: 'share' })).rejects.toMatchObject({
+      code: 'TIDAL_INVALID_INPUT',
+      field: 'signal.kind',
+    });
     await expect(db.sessionSignal(h, { item: 'a', kind: 'like', weight: Number.NaN })).rejects.toMatchObject({ field: 'signal.weight' });
     await expect(db.sessionSignal(h, { item: '', kind: 'like' })).rejects.toMatchObject({ field: 'signal.item' });
-    await expect(db.sessionSignal(null as unknown as SessionHandle, { item: 'a', kind: 'like' })).rejects.toMatchObject({ field: 'session' });
+    await expect(db.sessionSignal(null as unknown as SessionHandle, { item: 'a', kind: 'like' })).rejects.toMatchObject({
+      field: 'session',
+    });
     await expect(db.sessionSignal({ id: h.id, agentId: 'someone-else' }, { item: 'a', kind: 'like' })).rejects.toThrow(
       'session.agentId must be the agent the session was opened for ("agent-1"), got "someone-else" (string of length 12)',
     );
-    await expect(db.sessionSignal({ id: 'no-such-session', agentId: 'agent-1' }, { item: 'a', kind: 'like' })).rejects.toBeInstanceOf(SessionClosedError);
+    await expect(db.sessionSignal({ id: 'no-such-session', agentId: 'agent-1' }, { item: 'a', kind: 'like' })).rejects.toBeInstanceOf(
+      SessionClosedError,
+    );
     expect(db.itemSignals('a').like).toBeUndefined();
     expect(await ranked(db, h)).toEqual(['a', 'b', 'c', 'd', 'e']);
     expect(await db.closeSession(h)).toMatchObject({ signalsWritten: 0, rejections: 0 });
@@ -212,17 +235,38 @@ describe('sessions', () => {
 
   it('refuses to open with an invalid rate limiter or session option, naming the option and the value', async () => {
     const cases: [(b: TidalDbBuilder) => TidalDbBuilder, string][] = [
-      [(b) => b.rateLimiter(RateLimiterConfig.limited(-1, 5)), 'rateLimiter.ratePerSecond must be a positive finite number, got -1 (number)'],
-      [(b) => b.rateLimiter(RateLimiterConfig.limited(Number.NaN, 5)), 'rateLimiter.ratePerSecond must be a positive finite number, got NaN (number)'],
-      [(b) => b.rateLimiter(RateLimiterConfig.limited(10, 0)), 'rateLimiter.burst must be a whole number from 1 to 1000000000, got 0 (number)'],
-      [(b) => b.rateLimiter(RateLimiterConfig.limited(10, 2.5)), 'rateLimiter.burst must be a whole number from 1 to 1000000000, got 2.5 (number)'],
-      [(b) => b.rateLimiter(RateLimiterConfig.limited(10, 5, { maxBuckets: -1 })), 'rateLimiter.maxBuckets must be a whole number from 1 to 16777216, got -1 (number)'],
-      [(b) => b.rateLimiter({ ratePerSecond: 10, burst: 5 } as unknown as RateLimiterConfig), 'rateLimiter must be RateLimiterConfig.unlimited() or RateLimiterConfig.limited(ratePerSecond, burst)'],
+      [
+        (b) => b.rateLimiter(RateLimiterConfig.limited(-1, 5)),
+        'rateLimiter.ratePerSecond must be a positive finite number, got -1 (number)',
+      ],
+      [
+        (b) => b.rateLimiter(RateLimiterConfig.limited(Number.NaN, 5)),
+        'rateLimiter.ratePerSecond must be a positive finite number, got NaN (number)',
+      ],
+      [
+        (b) => b.rateLimiter(RateLimiterConfig.limited(10, 0)),
+        'rateLimiter.burst must be a whole number from 1 to 1000000000, got 0 (number)',
+      ],
+      [
+        (b) => b.rateLimiter(RateLimiterConfig.limited(10, 2.5)),
+        'rateLimiter.burst must be a whole number from 1 to 1000000000, got 2.5 (number)',
+      ],
+      [
+        (b) => b.rateLimiter(RateLimiterConfig.limited(10, 5, { maxBuckets: -1 })),
+        'rateLimiter.maxBuckets must be a whole number from 1 to 16777216, got -1 (number)',
+      ],
+      [
+        (b) => b.rateLimiter({ ratePerSecond: 10, burst: 5 } as unknown as RateLimiterConfig),
+        'rateLimiter must be RateLimiterConfig.unlimited() or RateLimiterConfig.limited(ratePerSecond, burst)',
+      ],
       [(b) => b.sweepIntervalMs(0), 'sessions.sweepIntervalMs must be a whole number from 1 to 2147483647, got 0 (number)'],
       [(b) => b.sweepIntervalMs(2 ** 31), 'sessions.sweepIntervalMs must be a whole number from 1 to 2147483647, got 2147483648 (number)'],
       [(b) => b.sessions({ defaultTtlMs: -5 }), 'sessions.defaultTtlMs must be a whole number from 1 to 31536000000, got -5 (number)'],
       [(b) => b.sessions({ maxOpen: 0 }), 'sessions.maxOpen must be a whole number from 1 to 16777216, got 0 (number)'],
-      [(b) => b.onSessionExpired('log' as unknown as () => void), 'sessions.onExpired must be a function taking a SessionSummary, got "log" (string of length 3)'],
+      [
+        (b) => b.onSessionExpired('log' as unknown as () => void),
+        'sessions.onExpired must be a function taking a SessionSummary, got "log" (string of length 3)',
+      ],
     ];
     for (const [configure, message] of cases) {
       const opening = configure(TidalDb.builder().ephemeral().workers(1).schema(schema).capacity(CAPACITY)).open();
@@ -243,7 +287,14 @@ describe('rate limiting', () => {
 
     const refused = db.sessionSignal(h, { item: 'b', kind: 'like' });
     await expect(refused).rejects.toBeInstanceOf(RateLimitedError);
-    await expect(refused).rejects.toMatchObject({ code: 'TIDAL_RATE_LIMITED', agentId: 'agent-7', sessionId: h.id, ratePerSecond: 10, burst: 2, retryAfterMs: 100 });
+    await expect(refused).rejects.toMatchObject({
+      code: 'TIDAL_RATE_LIMITED',
+      agentId: 'agent-7',
+      sessionId: h.id,
+      ratePerSecond: 10,
+      burst: 2,
+      retryAfterMs: 100,
+    });
     clock.now = NOW + 30;
     await expect(db.sessionSignal(h, { item: 'b', kind: 'like' })).rejects.toMatchObject({ retryAfterMs: 70 });
     // Another session of the same agent has a bucket of its own; plain signals are never limited.
@@ -303,7 +354,16 @@ describe('TTL and the sweeper', () => {
     await expect(db.sessionSignal(h, { item: 'c', kind: 'view' })).rejects.toBeInstanceOf(SessionClosedError);
     await settle();
     expect(expired).toEqual([
-      { id: h.id, agentId: 'agent-1', openedAt: NOW, closedAt: NOW + 2998, durationMs: 2998, signalsWritten: 2, rejections: 0, autoClosed: true },
+      {
+        id: h.id,
+        agentId: 'agent-1',
+        openedAt: NOW,
+        closedAt: NOW + 2998,
+        durationMs: 2998,
+        signalsWritten: 2,
+        rejections: 0,
+        autoClosed: true,
+      },
     ]);
     await expect(db.closeSession(h)).rejects.toBeInstanceOf(SessionClosedError);
     expect(db.itemSignals('c')).toEqual({});
@@ -393,7 +453,11 @@ describe('closing', () => {
     const closing = db.closeSession(h);
     await expect(db.sessionSignal(h, { item: 'c', kind: 'view' })).rejects.toBeInstanceOf(SessionClosedError);
     const order: string[] = [];
-    await Promise.all([first.then(() => order.push('first')), second.then(() => order.push('second')), closing.then(() => order.push('closed'))]);
+    await Promise.all([
+      first.then(() => order.push('first')),
+      second.then(() => order.push('second')),
+      closing.then(() => order.push('closed')),
+    ]);
     expect(order).toEqual(['first', 'second', 'closed']);
     expect((await closing).signalsWritten).toBe(2);
     expect(db.itemSignals('a').view!.count).toBe(1);

@@ -10,8 +10,7 @@ import { NOW, SCHEMA, TestClock } from './helpers.js';
 const root = mkdtempSync(join(tmpdir(), 'tidal-text-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-const open = (dir: string): Promise<TidalDb> =>
-  TidalDb.builder().path(dir).schema(SCHEMA).workers(1).clock(new TestClock().read).open();
+const open = (dir: string): Promise<TidalDb> => TidalDb.builder().path(dir).schema(SCHEMA).workers(1).clock(new TestClock().read).open();
 
 const ITEMS: ItemInput[] = [
   { id: 'a', text: 'Jazz piano trio at the Café', createdAt: NOW },
@@ -34,7 +33,10 @@ async function scores(db: TidalDb): Promise<{ id: string; bm25: number | undefin
 function ftsTables(file: string): string[] {
   const raw = new Database(file, { readonly: true });
   try {
-    return raw.prepare("SELECT name FROM sqlite_master WHERE name LIKE 'items_fts%' OR sql LIKE '%fts5%' ORDER BY name").pluck().all() as string[];
+    return raw
+      .prepare("SELECT name FROM sqlite_master WHERE name LIKE 'items_fts%' OR sql LIKE '%fts5%' ORDER BY name")
+      .pluck()
+      .all() as string[];
   } finally {
     raw.close();
   }
@@ -84,7 +86,7 @@ describe('text search storage', () => {
     // with a stale row besides.
     const raw = new Database(file);
     raw.exec("CREATE VIRTUAL TABLE items_fts USING fts5(text, content='', contentless_delete=1)");
-    raw.exec("INSERT INTO items_fts (rowid, text) SELECT ordinal, text FROM items WHERE text IS NOT NULL");
+    raw.exec('INSERT INTO items_fts (rowid, text) SELECT ordinal, text FROM items WHERE text IS NOT NULL');
     raw.exec("INSERT INTO items_fts (rowid, text) VALUES (999, 'jazz jazz jazz')");
     raw.pragma('user_version = 3');
     raw.close();

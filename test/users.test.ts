@@ -10,7 +10,6 @@ import { InvalidInputError, TidalDb } from 'tidal-core';
 import { HOUR, NOW, TestClock } from './helpers.js';
 import { USER_SCHEMA } from './user-helpers.js';
 
-
 const root = mkdtempSync(join(tmpdir(), 'tidal-users-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
@@ -37,8 +36,12 @@ const ITEMS = [
 
 describe('schema.creatorField', () => {
   it('must name a declared string metadata field', async () => {
-    await expect(open(null, new TestClock(), { ...USER_SCHEMA, creatorField: 'nope' })).rejects.toSatisfy(expectInvalid('schema.creatorField'));
-    await expect(open(null, new TestClock(), { ...USER_SCHEMA, metadata: { creator: 'number' } })).rejects.toSatisfy(expectInvalid('schema.creatorField'));
+    await expect(open(null, new TestClock(), { ...USER_SCHEMA, creatorField: 'nope' })).rejects.toSatisfy(
+      expectInvalid('schema.creatorField'),
+    );
+    await expect(open(null, new TestClock(), { ...USER_SCHEMA, metadata: { creator: 'number' } })).rejects.toSatisfy(
+      expectInvalid('schema.creatorField'),
+    );
     await expect(
       open(null, new TestClock(), { ...USER_SCHEMA, signals: [{ name: 'view', halfLifeMs: HOUR, preference: 2 }] }),
     ).rejects.toSatisfy(expectInvalid('schema.signals[0].preference'));
@@ -54,7 +57,7 @@ describe('users', () => {
     expect((await db.getUser('u1'))!.embedding).toEqual(new Float32Array([1, 0, 0]));
     expect((await db.getUser('u2'))!.preference).toBeNull();
     expect(await db.getUser('nobody')).toBeUndefined();
-    await db.deleteUser('nobody');   // resolves, nothing to do
+    await db.deleteUser('nobody'); // resolves, nothing to do
     await db.upsertUsers([{ id: 'u2', metadata: { plan: 'free' } }]);
     await db.close();
     db = await open(dir);
@@ -74,7 +77,9 @@ describe('users', () => {
     try {
       await expect(db.upsertUsers([{ id: 'ok' }, { id: '' }])).rejects.toSatisfy(expectInvalid('users[1].id'));
       await expect(db.upsertUsers([{ id: 'x', embedding: [1, 2] }])).rejects.toSatisfy(expectInvalid('users[0].embedding'));
-      await expect(db.upsertUsers([{ id: 'x', metadata: [] as unknown as Record<string, unknown> }])).rejects.toSatisfy(expectInvalid('users[0].metadata'));
+      await expect(db.upsertUsers([{ id: 'x', metadata: [] as unknown as Record<string, unknown> }])).rejects.toSatisfy(
+        expectInvalid('users[0].metadata'),
+      );
       await expect(db.upsertUsers('x' as never)).rejects.toSatisfy(expectInvalid('users'));
       expect(await db.getUser('ok')).toBeUndefined();
       await expect(db.getUser(42 as never)).rejects.toSatisfy(expectInvalid('id'));
@@ -85,10 +90,16 @@ describe('users', () => {
       await expect(db.retrieve({ profile: 'popular', userFilter: { unseen: true } })).rejects.toSatisfy(expectInvalid('userFilter'));
       await expect(db.retrieve({ profile: 'for_you' })).rejects.toSatisfy(expectInvalid('user'));
       await db.upsertUsers([{ id: 'u' }]);
-      await expect(db.retrieve({ profile: 'popular', user: 'u', userFilter: { unblocked: false } })).rejects.toSatisfy(expectInvalid('userFilter.unblocked'));
-      await expect(db.retrieve({ profile: 'popular', user: 'u', userFilter: { seen: true } as never })).rejects.toSatisfy(expectInvalid('userFilter.seen'));
+      await expect(db.retrieve({ profile: 'popular', user: 'u', userFilter: { unblocked: false } })).rejects.toSatisfy(
+        expectInvalid('userFilter.unblocked'),
+      );
+      await expect(db.retrieve({ profile: 'popular', user: 'u', userFilter: { seen: true } as never })).rejects.toSatisfy(
+        expectInvalid('userFilter.seen'),
+      );
       await expect(db.retrieve({ profile: 'for_you', user: 'u', explore: 0.9 })).rejects.toSatisfy(expectInvalid('explore'));
-      await expect(db.retrieve({ profile: 'for_you', user: 'u', weights: { recency: -1 } })).rejects.toSatisfy(expectInvalid('weights.recency'));
+      await expect(db.retrieve({ profile: 'for_you', user: 'u', weights: { recency: -1 } })).rejects.toSatisfy(
+        expectInvalid('weights.recency'),
+      );
       await expect(db.retrieve({ profile: 'popular', seed: 3 })).rejects.toSatisfy(expectInvalid('seed'));
       await expect(db.block({ user: 'u', creator: '' })).rejects.toSatisfy(expectInvalid('creator'));
     } finally {
@@ -102,7 +113,9 @@ describe('users', () => {
     try {
       await db.upsertUsers([{ id: 'u' }]);
       await expect(db.block({ user: 'u', creator: 'ana' })).rejects.toSatisfy(expectInvalid('creator'));
-      await expect(db.retrieve({ profile: 'new', user: 'u', userFilter: { following: true } })).rejects.toSatisfy(expectInvalid('userFilter.following'));
+      await expect(db.retrieve({ profile: 'new', user: 'u', userFilter: { following: true } })).rejects.toSatisfy(
+        expectInvalid('userFilter.following'),
+      );
     } finally {
       await db.close();
     }
@@ -156,9 +169,15 @@ describe('hard negatives, follows and the user filters', () => {
       await db.hide({ user: 'u', item: 'a2' });
       for (const level of ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const) {
         const r = await db.retrieve({ profile: 'popular', user: 'u', limit: 3, level });
-        expect(r.items.map((i) => i.id), level).toEqual(['b1', 'b2', 'c1']);
+        expect(
+          r.items.map((i) => i.id),
+          level,
+        ).toEqual(['b1', 'b2', 'c1']);
         const t = await db.retrieve({ profile: 'trending', user: 'u', limit: 3, level });
-        expect(t.items.map((i) => i.id), level).toEqual(['b1', 'b2', 'c1']);
+        expect(
+          t.items.map((i) => i.id),
+          level,
+        ).toEqual(['b1', 'b2', 'c1']);
       }
     } finally {
       await db.close();

@@ -48,7 +48,11 @@ describe('validation', () => {
     it('refuses an unknown signal kind', async () => {
       await expectSignalsRefused(() => db.signal({ item: 'j1', kind: 'share' }), 'signal.kind', '"share"');
       await expectSignalsRefused(
-        () => db.signals([{ item: 'j1', kind: 'view' }, { item: 'j1', kind: 'View' }]),
+        () =>
+          db.signals([
+            { item: 'j1', kind: 'view' },
+            { item: 'j1', kind: 'View' },
+          ]),
         'signals[1].kind',
         '"View"',
       );
@@ -114,7 +118,11 @@ describe('validation', () => {
     it('refuses an embedding of the wrong length', async () => {
       const err = await expectUpsertRefused({ id: 'v-emb', embedding: [1, 2, 3] }, 'items[0].embedding', 'an array of length 3');
       expect(err.value).toEqual([1, 2, 3]);
-      await expectUpsertRefused({ id: 'v-emb', embedding: new Float32Array(5).fill(1) }, 'items[0].embedding', 'a Float32Array of length 5');
+      await expectUpsertRefused(
+        { id: 'v-emb', embedding: new Float32Array(5).fill(1) },
+        'items[0].embedding',
+        'a Float32Array of length 5',
+      );
     });
 
     it('refuses an all-zero embedding', async () => {
@@ -132,7 +140,11 @@ describe('validation', () => {
     });
 
     it('refuses a metadata field of the wrong declared type', async () => {
-      await expectUpsertRefused({ id: 'v-meta', metadata: { duration: 'long' } }, 'items[0].metadata.duration', '"long" (string of length 4)');
+      await expectUpsertRefused(
+        { id: 'v-meta', metadata: { duration: 'long' } },
+        'items[0].metadata.duration',
+        '"long" (string of length 4)',
+      );
       await expectUpsertRefused({ id: 'v-meta', metadata: { category: 7 } }, 'items[0].metadata.category', '7 (number)');
       await expectUpsertRefused({ id: 'v-meta', metadata: { duration: Number.NaN } }, 'items[0].metadata.duration', 'NaN (number)');
       // Undeclared fields are stored as given.
@@ -142,7 +154,11 @@ describe('validation', () => {
 
     it('names the bad entry of a batch and writes none of it', async () => {
       await expectInvalid(
-        () => db.upsertItems([{ id: 'v-b1', text: 'fine' }, { id: 'v-b2', metadata: { duration: 'x' } }]),
+        () =>
+          db.upsertItems([
+            { id: 'v-b1', text: 'fine' },
+            { id: 'v-b2', metadata: { duration: 'x' } },
+          ]),
         'items[1].metadata.duration',
         '"x"',
       );
@@ -161,8 +177,16 @@ describe('validation', () => {
 
     it('refuses a filter value of the wrong type', async () => {
       await expectInvalid(() => db.retrieve({ profile: 'new', filter: { duration: 'long' } }), 'filter.duration', '"long"');
-      await expectInvalid(() => db.retrieve({ profile: 'new', filter: { duration: { gte: Number.NaN } } }), 'filter.duration.gte', 'NaN (number)');
-      await expectInvalid(() => db.retrieve({ profile: 'new', filter: { createdAt: { since: 5 } as never } }), 'filter.createdAt.since', '"since"');
+      await expectInvalid(
+        () => db.retrieve({ profile: 'new', filter: { duration: { gte: Number.NaN } } }),
+        'filter.duration.gte',
+        'NaN (number)',
+      );
+      await expectInvalid(
+        () => db.retrieve({ profile: 'new', filter: { createdAt: { since: 5 } as never } }),
+        'filter.createdAt.since',
+        '"since"',
+      );
     });
 
     it('refuses limit 0, 1001 and 1.5', async () => {
@@ -214,7 +238,16 @@ describe('validation', () => {
       await expectInvalid(() => db.search({ text: 'jazz', profile: 'trending' } as never), 'profile', '"trending"');
       await expectInvalid(() => db.search({ text: 'jazz', lmit: undefined } as never), 'lmit', 'undefined');
       // Every documented key is taken.
-      await db.retrieve({ profile: 'trending', window: '1h', limit: 2, criticality: 'default', level: 'Full', timeoutMs: 10_000, asJson: false, filter: {} });
+      await db.retrieve({
+        profile: 'trending',
+        window: '1h',
+        limit: 2,
+        criticality: 'default',
+        level: 'Full',
+        timeoutMs: 10_000,
+        asJson: false,
+        filter: {},
+      });
       await db.search({ text: 'jazz', boost: 0, limit: 2, criticality: 'sheddable', level: 'Full', timeoutMs: 10_000, asJson: false });
     });
   });
@@ -242,7 +275,11 @@ describe('validation', () => {
 
     it('refuses a hole in a filter in-list', async () => {
       // eslint-disable-next-line no-sparse-arrays
-      await expectInvalid(() => db.retrieve({ profile: 'new', filter: { category: { in: [, 'jazz'] as never } } }), 'filter.category.in[0]', 'undefined');
+      await expectInvalid(
+        () => db.retrieve({ profile: 'new', filter: { category: { in: [, 'jazz'] as never } } }),
+        'filter.category.in[0]',
+        'undefined',
+      );
     });
   });
 
@@ -252,7 +289,15 @@ describe('validation', () => {
     it('refuses a lone surrogate in a signal item id (fast and slow path) and in read ids', async () => {
       for (const id of lone) {
         await expectSignalsRefused(() => db.signal({ item: id, kind: 'view', at: NOW }), 'signal.item', 'string of length');
-        await expectSignalsRefused(() => db.signals([{ item: 'j1', kind: 'view', at: NOW }, { item: id, kind: 'like' }]), 'signals[1].item', 'string of length');
+        await expectSignalsRefused(
+          () =>
+            db.signals([
+              { item: 'j1', kind: 'view', at: NOW },
+              { item: id, kind: 'like' },
+            ]),
+          'signals[1].item',
+          'string of length',
+        );
         await expectInvalid(() => db.get(id), 'id', 'string of length');
         await expectInvalid(() => db.delete(id), 'id', 'string of length');
         await expectInvalid(() => db.itemSignals(id), 'id', 'string of length');
@@ -266,15 +311,27 @@ describe('validation', () => {
     it('refuses a lone surrogate in an item id, text and metadata string (declared or not, at any depth)', async () => {
       await expectInvalid(() => db.upsert({ id: 'y\uD800' }), 'items[0].id', 'string of length 2');
       await expectUpsertRefused({ id: 'v-lone-text', text: 'ok \uDFFF' }, 'items[0].text', 'string of length 4');
-      await expectUpsertRefused({ id: 'v-lone-meta', metadata: { category: 'ja\uD800zz' } }, 'items[0].metadata.category', 'string of length 5');
-      await expectUpsertRefused({ id: 'v-lone-meta', metadata: { tags: ['ok', { deep: '\uDC01' }] } }, 'items[0].metadata.tags[1].deep', 'string of length 1');
+      await expectUpsertRefused(
+        { id: 'v-lone-meta', metadata: { category: 'ja\uD800zz' } },
+        'items[0].metadata.category',
+        'string of length 5',
+      );
+      await expectUpsertRefused(
+        { id: 'v-lone-meta', metadata: { tags: ['ok', { deep: '\uDC01' }] } },
+        'items[0].metadata.tags[1].deep',
+        'string of length 1',
+      );
       await expectUpsertRefused({ id: 'v-lone-meta', metadata: { ['k\uD800']: 1 } }, 'items[0].metadata', '"k\\ud800"');
     });
 
     it('refuses a lone surrogate in search text, a filter value and a session agent', async () => {
       await expectInvalid(() => db.search({ text: 'jazz \uD800' }), 'text', 'string of length 6');
       await expectInvalid(() => db.retrieve({ profile: 'new', filter: { category: 'ja\uDC00' } }), 'filter.category', 'string of length 3');
-      await expectInvalid(() => db.search({ text: 'jazz', filter: { category: { in: ['rock', '\uD800'] } } }), 'filter.category.in[1]', 'string of length 1');
+      await expectInvalid(
+        () => db.search({ text: 'jazz', filter: { category: { in: ['rock', '\uD800'] } } }),
+        'filter.category.in[1]',
+        'string of length 1',
+      );
       await expectInvalid(() => db.openSession({ agent: 'agent-\uD800' }), 'agent', 'string of length 7');
       expect(db.openSessions().map((s) => s.agentId)).not.toContain('agent-\uD800');
     });
@@ -298,9 +355,17 @@ describe('validation', () => {
 
     it('refuses a weight beyond ±1e12, whose sums could overflow the decayed score', async () => {
       await expectSignalsRefused(() => db.signal({ item: 'j1', kind: 'like', weight: 1e308 }), 'signal.weight', '1e+308 (number)');
-      await expectSignalsRefused(() => db.signal({ item: 'j1', kind: 'like', weight: -1.000001e12 }), 'signal.weight', '-1000001000000 (number)');
       await expectSignalsRefused(
-        () => db.signals([{ item: 'j1', kind: 'view', at: NOW }, { item: 'j1', kind: 'view', at: NOW, weight: 1e13 }]),
+        () => db.signal({ item: 'j1', kind: 'like', weight: -1.000001e12 }),
+        'signal.weight',
+        '-1000001000000 (number)',
+      );
+      await expectSignalsRefused(
+        () =>
+          db.signals([
+            { item: 'j1', kind: 'view', at: NOW },
+            { item: 'j1', kind: 'view', at: NOW, weight: 1e13 },
+          ]),
         'signals[1].weight',
         '10000000000000 (number)',
       );
@@ -326,7 +391,11 @@ describe('validation', () => {
     it('refuses them as diversity.maxPer fields', async () => {
       for (const name of names) {
         const maxPer = JSON.parse(`{${JSON.stringify(name)}: 1}`) as Record<string, number>;
-        const e = await expectInvalid(() => db.retrieve({ profile: 'new', diversity: { maxPer } }), `diversity.maxPer.${name}`, JSON.stringify(name));
+        const e = await expectInvalid(
+          () => db.retrieve({ profile: 'new', diversity: { maxPer } }),
+          `diversity.maxPer.${name}`,
+          JSON.stringify(name),
+        );
         expect(e.message).toContain('a field declared in schema.metadata (category, creator, duration)');
       }
     });
@@ -334,16 +403,34 @@ describe('validation', () => {
     it('refuses an object whose prototype carries the fields (a literal __proto__, a class instance)', async () => {
       const viaProto = { __proto__: { category: 'jazz' } } as unknown as Record<string, string>;
       await expectInvalid(() => db.retrieve({ profile: 'new', filter: viaProto }), 'filter', 'a value of type object');
-      await expectInvalid(() => db.retrieve({ profile: 'new', diversity: { maxPer: viaProto as never } }), 'diversity', 'a value of type object');
-      await expectUpsertRefused({ id: 'v-proto-meta', metadata: Object.create({ category: 7 }) }, 'items[0].metadata', 'a value of type object');
-      await expectUpsertRefused({ id: 'v-class-meta', metadata: new Map([['category', 'x']]) }, 'items[0].metadata', 'a value of type object');
+      await expectInvalid(
+        () => db.retrieve({ profile: 'new', diversity: { maxPer: viaProto as never } }),
+        'diversity',
+        'a value of type object',
+      );
+      await expectUpsertRefused(
+        { id: 'v-proto-meta', metadata: Object.create({ category: 7 }) },
+        'items[0].metadata',
+        'a value of type object',
+      );
+      await expectUpsertRefused(
+        { id: 'v-class-meta', metadata: new Map([['category', 'x']]) },
+        'items[0].metadata',
+        'a value of type object',
+      );
     });
 
     it('reads metadata fields as own properties: {} has no `constructor` or `toString` field', async () => {
-      const schema: SchemaDefinition = { signals: [{ name: 'view', halfLifeMs: 1000 }], metadata: { constructor: 'string', toString: 'number' } as Record<string, 'string' | 'number'> };
+      const schema: SchemaDefinition = {
+        signals: [{ name: 'view', halfLifeMs: 1000 }],
+        metadata: { constructor: 'string', toString: 'number' } as Record<string, 'string' | 'number'>,
+      };
       const { db: odd } = await openDb({ workers: 1, schema });
       try {
-        await odd.upsertItems([{ id: 'a', metadata: {} }, { id: 'b', metadata: { constructor: 'c', toString: 3 } }]);
+        await odd.upsertItems([
+          { id: 'a', metadata: {} },
+          { id: 'b', metadata: { constructor: 'c', toString: 3 } },
+        ]);
         expect((await odd.retrieve({ profile: 'new', filter: { constructor: 'c' } })).items.map((i) => i.id)).toEqual(['b']);
         expect((await odd.retrieve({ profile: 'new', filter: { toString: { gte: 0 } } })).items.map((i) => i.id)).toEqual(['b']);
         await expectInvalid(() => odd.upsert({ id: 'c', metadata: { toString: 'three' } }), 'items[0].metadata.toString', '"three"');
@@ -386,7 +473,12 @@ describe('validation: signal times', () => {
 describe('validation: schema at open', () => {
   async function expectOpenRefused(schema: unknown, field: string, shown: string): Promise<void> {
     await expectInvalid(
-      () => TidalDb.builder().ephemeral().workers(1).schema(schema as SchemaDefinition).open(),
+      () =>
+        TidalDb.builder()
+          .ephemeral()
+          .workers(1)
+          .schema(schema as SchemaDefinition)
+          .open(),
       field,
       shown,
     );
@@ -394,7 +486,12 @@ describe('validation: schema at open', () => {
 
   it('refuses a duplicate signal kind name', async () => {
     await expectOpenRefused(
-      { signals: [{ name: 'view', halfLifeMs: 1000 }, { name: 'view', halfLifeMs: 2000 }] },
+      {
+        signals: [
+          { name: 'view', halfLifeMs: 1000 },
+          { name: 'view', halfLifeMs: 2000 },
+        ],
+      },
       'schema.signals[1].name',
       '"view"',
     );
@@ -402,7 +499,12 @@ describe('validation: schema at open', () => {
 
   it('refuses a zero or negative halfLifeMs', async () => {
     await expectOpenRefused(
-      { signals: [{ name: 'view', halfLifeMs: 1000 }, { name: 'like', halfLifeMs: 0 }] },
+      {
+        signals: [
+          { name: 'view', halfLifeMs: 1000 },
+          { name: 'like', halfLifeMs: 0 },
+        ],
+      },
       'schema.signals[1].halfLifeMs',
       '0 (number)',
     );
@@ -411,11 +513,7 @@ describe('validation: schema at open', () => {
   });
 
   it('refuses an unknown window', async () => {
-    await expectOpenRefused(
-      { signals: [{ name: 'view', halfLifeMs: 1000, windows: ['1h', '2h'] }] },
-      'schema.signals[0].windows',
-      '"2h"',
-    );
+    await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, windows: ['1h', '2h'] }] }, 'schema.signals[0].windows', '"2h"');
   });
 
   it('refuses embeddingDims 0', async () => {
@@ -430,7 +528,11 @@ describe('validation: schema at open', () => {
 
   it('refuses a window that is not one of 1h, 24h, 7d, all, and a window given twice', async () => {
     await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, windows: ['1h', '1d'] }] }, 'schema.signals[0].windows', '"1d"');
-    await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, windows: ['7d', 7] }] }, 'schema.signals[0].windows', '7 (number)');
+    await expectOpenRefused(
+      { signals: [{ name: 'view', halfLifeMs: 1000, windows: ['7d', 7] }] },
+      'schema.signals[0].windows',
+      '7 (number)',
+    );
     await expectOpenRefused({ signals: [{ name: 'view', halfLifeMs: 1000, windows: ['7d', '7d'] }] }, 'schema.signals[0].windows', 'array');
   });
 
@@ -447,17 +549,30 @@ describe('validation: a refused call in a batch of good writes', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tidal-hole-'));
     const warnings: TidalWarning[] = [];
     const open = (): Promise<TidalDb> =>
-      TidalDb.builder().path(dir).workers(1).clock(new TestClock().read).schema(SCHEMA).onWarning((w) => warnings.push(w)).open();
+      TidalDb.builder()
+        .path(dir)
+        .workers(1)
+        .clock(new TestClock().read)
+        .schema(SCHEMA)
+        .onWarning((w) => warnings.push(w))
+        .open();
     try {
       const db = await open();
       // One tick: the good writes and the bad calls would share one group-commit batch.
       const good = [
-        db.signals([{ item: 'g1', kind: 'view', at: NOW }, { item: 'g2', kind: 'like', at: NOW }]),
+        db.signals([
+          { item: 'g1', kind: 'view', at: NOW },
+          { item: 'g2', kind: 'like', at: NOW },
+        ]),
         db.upsertItems([{ id: 'g1', text: 'good one' }]),
         db.signal({ item: 'g3', kind: 'view', at: NOW }),
       ];
       // eslint-disable-next-line no-sparse-arrays
-      const bad = [db.upsertItems([{ id: 'b1' }, , { id: 'b2' }] as never), db.signals([{ item: 'b3', kind: 'view' }, ,] as never), db.upsertItems(new Array(4))];
+      const bad = [
+        db.upsertItems([{ id: 'b1' }, , { id: 'b2' }] as never),
+        db.signals([{ item: 'b3', kind: 'view' }, ,] as never),
+        db.upsertItems(new Array(4)),
+      ];
       const settled = await Promise.allSettled([...good, ...bad]);
       expect(settled.slice(0, good.length).map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
       for (const r of settled.slice(good.length)) {
@@ -504,22 +619,52 @@ describe('validation: options of the wrong type refuse to open', () => {
 
   // Every option, each with a value of a type it never takes.
   const wrong: [keyof TidalOptions, unknown, string][] = [
-    ['schema', null, 'null'], ['schema', 5, '5 (number)'], ['schema', [], 'an array of length 0'],
-    ['groupCommit', null, 'null'], ['groupCommit', 5, '5 (number)'], ['groupCommit', 'fast', '"fast"'], ['groupCommit', [], 'an array'],
-    ['capacity', null, 'null'], ['capacity', 7, '7 (number)'], ['capacity', 'big', '"big"'], ['capacity', [1], 'an array of length 1'],
-    ['memoryGuard', null, 'null'], ['memoryGuard', 1, '1 (number)'], ['memoryGuard', [], 'an array'],
-    ['sessions', null, 'null'], ['sessions', 1, '1 (number)'], ['sessions', 'x', '"x"'], ['sessions', [], 'an array'],
-    ['loadThresholds', null, 'null'], ['loadThresholds', 32, '32 (number)'], ['loadThresholds', [32, 64, 128], 'an array of length 3'],
-    ['rateLimiter', null, 'null'], ['rateLimiter', 5, '5 (number)'], ['rateLimiter', [], 'an array'],
-    ['clock', null, 'null'], ['clock', 5, '5 (number)'], ['clock', 'now', '"now"'],
-    ['workers', null, 'null'], ['workers', '2', '"2"'], ['workers', [2], 'an array'],
-    ['durability', null, 'null'], ['durability', 1, '1 (number)'], ['durability', ['power'], 'an array'],
-    ['onWarning', null, 'null'], ['onWarning', 'log', '"log"'], ['onWarning', {}, 'a value of type object'],
-    ['checkpointEveryEvents', null, 'null'], ['checkpointEveryEvents', '10', '"10"'],
-    ['admissionLimit', null, 'null'], ['admissionLimit', 'off', '"off"'],
-    ['loadManagement', null, 'null'], ['loadManagement', 'no', '"no"'],
-    ['metricsRegistry', null, 'null'], ['metricsRegistry', 5, '5 (number)'],
-    ['ephemeral', 'yes', '"yes"'], ['path', 5, '5 (number)'],
+    ['schema', null, 'null'],
+    ['schema', 5, '5 (number)'],
+    ['schema', [], 'an array of length 0'],
+    ['groupCommit', null, 'null'],
+    ['groupCommit', 5, '5 (number)'],
+    ['groupCommit', 'fast', '"fast"'],
+    ['groupCommit', [], 'an array'],
+    ['capacity', null, 'null'],
+    ['capacity', 7, '7 (number)'],
+    ['capacity', 'big', '"big"'],
+    ['capacity', [1], 'an array of length 1'],
+    ['memoryGuard', null, 'null'],
+    ['memoryGuard', 1, '1 (number)'],
+    ['memoryGuard', [], 'an array'],
+    ['sessions', null, 'null'],
+    ['sessions', 1, '1 (number)'],
+    ['sessions', 'x', '"x"'],
+    ['sessions', [], 'an array'],
+    ['loadThresholds', null, 'null'],
+    ['loadThresholds', 32, '32 (number)'],
+    ['loadThresholds', [32, 64, 128], 'an array of length 3'],
+    ['rateLimiter', null, 'null'],
+    ['rateLimiter', 5, '5 (number)'],
+    ['rateLimiter', [], 'an array'],
+    ['clock', null, 'null'],
+    ['clock', 5, '5 (number)'],
+    ['clock', 'now', '"now"'],
+    ['workers', null, 'null'],
+    ['workers', '2', '"2"'],
+    ['workers', [2], 'an array'],
+    ['durability', null, 'null'],
+    ['durability', 1, '1 (number)'],
+    ['durability', ['power'], 'an array'],
+    ['onWarning', null, 'null'],
+    ['onWarning', 'log', '"log"'],
+    ['onWarning', {}, 'a value of type object'],
+    ['checkpointEveryEvents', null, 'null'],
+    ['checkpointEveryEvents', '10', '"10"'],
+    ['admissionLimit', null, 'null'],
+    ['admissionLimit', 'off', '"off"'],
+    ['loadManagement', null, 'null'],
+    ['loadManagement', 'no', '"no"'],
+    ['metricsRegistry', null, 'null'],
+    ['metricsRegistry', 5, '5 (number)'],
+    ['ephemeral', 'yes', '"yes"'],
+    ['path', 5, '5 (number)'],
   ];
   it.each(wrong)('refuses %s: %j', async (key, value, shown) => {
     const options: Partial<TidalOptions> = { ...base(), [key]: value };
@@ -529,24 +674,121 @@ describe('validation: options of the wrong type refuse to open', () => {
 
   it('names the builder path of a nested option', async () => {
     const b = () => TidalDb.builder().ephemeral().workers(1).schema(SCHEMA);
-    await expectInvalid(() => b().groupCommit({ maxBatch: 'x' as never }).open(), 'groupCommit.maxBatch', '"x"');
-    await expectInvalid(() => b().groupCommit({ maxbatch: 5 } as never).open(), 'groupCommit.maxbatch', '5 (number)');
-    await expectInvalid(() => b().capacity({ items: null } as never).open(), 'capacity.items', 'null');
-    await expectInvalid(() => b().capacity({ slots: 5 } as never).open(), 'capacity.slots', '5 (number)');
-    await expectInvalid(() => b().memoryGuard({ floorBytes: [] as never }).open(), 'memoryGuard.floorBytes', 'an array');
-    await expectInvalid(() => b().loadThresholds({ noDiversity: '9' as never }).open(), 'loadThresholds.noDiversity', '"9"');
-    await expectInvalid(() => b().sessions({ maxOpen: {} as never }).open(), 'sessions.maxOpen', 'a value of type object');
-    await expectInvalid(() => b().sessions({ onExpired: null } as never).open(), 'sessions.onExpired', 'null');
-    await expectInvalid(() => b().sessions(null as never).open(), 'sessions', 'null');
-    await expectInvalid(() => b().sessions(5 as never).sweepIntervalMs(10).open(), 'sessions', '5 (number)');
-    await expectInvalid(() => b().schema({ ...SCHEMA, signal: [] } as never).open(), 'schema.signal', 'an array');
-    await expectInvalid(() => b().schema({ signals: [{ name: 'v', halfLife: 5 }] } as never).open(), 'schema.signals[0].halfLife', '5 (number)');
+    await expectInvalid(
+      () =>
+        b()
+          .groupCommit({ maxBatch: 'x' as never })
+          .open(),
+      'groupCommit.maxBatch',
+      '"x"',
+    );
+    await expectInvalid(
+      () =>
+        b()
+          .groupCommit({ maxbatch: 5 } as never)
+          .open(),
+      'groupCommit.maxbatch',
+      '5 (number)',
+    );
+    await expectInvalid(
+      () =>
+        b()
+          .capacity({ items: null } as never)
+          .open(),
+      'capacity.items',
+      'null',
+    );
+    await expectInvalid(
+      () =>
+        b()
+          .capacity({ slots: 5 } as never)
+          .open(),
+      'capacity.slots',
+      '5 (number)',
+    );
+    await expectInvalid(
+      () =>
+        b()
+          .memoryGuard({ floorBytes: [] as never })
+          .open(),
+      'memoryGuard.floorBytes',
+      'an array',
+    );
+    await expectInvalid(
+      () =>
+        b()
+          .loadThresholds({ noDiversity: '9' as never })
+          .open(),
+      'loadThresholds.noDiversity',
+      '"9"',
+    );
+    await expectInvalid(
+      () =>
+        b()
+          .sessions({ maxOpen: {} as never })
+          .open(),
+      'sessions.maxOpen',
+      'a value of type object',
+    );
+    await expectInvalid(
+      () =>
+        b()
+          .sessions({ onExpired: null } as never)
+          .open(),
+      'sessions.onExpired',
+      'null',
+    );
+    await expectInvalid(
+      () =>
+        b()
+          .sessions(null as never)
+          .open(),
+      'sessions',
+      'null',
+    );
+    await expectInvalid(
+      () =>
+        b()
+          .sessions(5 as never)
+          .sweepIntervalMs(10)
+          .open(),
+      'sessions',
+      '5 (number)',
+    );
+    await expectInvalid(
+      () =>
+        b()
+          .schema({ ...SCHEMA, signal: [] } as never)
+          .open(),
+      'schema.signal',
+      'an array',
+    );
+    await expectInvalid(
+      () =>
+        b()
+          .schema({ signals: [{ name: 'v', halfLife: 5 }] } as never)
+          .open(),
+      'schema.signals[0].halfLife',
+      '5 (number)',
+    );
     // eslint-disable-next-line no-sparse-arrays
-    await expectInvalid(() => b().schema({ signals: [, { name: 'v', halfLifeMs: 5 }] } as never).open(), 'schema.signals[0]', 'undefined');
+    await expectInvalid(
+      () =>
+        b()
+          .schema({ signals: [, { name: 'v', halfLifeMs: 5 }] } as never)
+          .open(),
+      'schema.signals[0]',
+      'undefined',
+    );
   });
 
   it('refuses a clock that returns anything but a timestamp, or throws, calling it at open', async () => {
-    const b = (clock: () => unknown) => TidalDb.builder().ephemeral().workers(1).schema(SCHEMA).clock(clock as () => number);
+    const b = (clock: () => unknown) =>
+      TidalDb.builder()
+        .ephemeral()
+        .workers(1)
+        .schema(SCHEMA)
+        .clock(clock as () => number);
     for (const [value, shown] of [
       [Number.NaN, 'NaN (number)'],
       [Infinity, 'Infinity (number)'],
@@ -557,7 +799,14 @@ describe('validation: options of the wrong type refuse to open', () => {
     ] as const) {
       await expectInvalid(() => b(() => value).open(), 'clock', shown);
     }
-    const e = await expectInvalid(() => b(() => { throw new Error('no time'); }).open(), 'clock', 'a value of type function');
+    const e = await expectInvalid(
+      () =>
+        b(() => {
+          throw new Error('no time');
+        }).open(),
+      'clock',
+      'a value of type function',
+    );
     expect(e.message).toContain('no time');
   });
 });

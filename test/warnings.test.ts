@@ -8,7 +8,10 @@ import { REFUSAL_CODES, SERVE_ERROR_CODES } from 'tidal-serve/internal';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const doc = readFileSync(join(root, 'docs/warnings.md'), 'utf8');
-const rows = [...doc.matchAll(/^\| `(TIDAL_[A-Z_]+)` \|(.*)\|$/gm)].map((m) => ({ code: m[1]!, cells: m[2]!.split(' | ').map((c) => c.trim()) }));
+const rows = [...doc.matchAll(/^\| `(TIDAL_[A-Z_]+)` \|(.*)\|$/gm)].map((m) => ({
+  code: m[1]!,
+  cells: m[2]!.split(' | ').map((c) => c.trim()),
+}));
 
 /** Every TIDAL_ string literal in the packages' sources, with the file it is in. */
 function codesInSources(): { code: string; file: string }[] {

@@ -22,7 +22,10 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((db) => db.close()));
 });
 
-async function openWithModule(thresholds?: { reducedCandidates: number; coarseAggregates: number; noDiversity: number }, workers = 2): Promise<Opened> {
+async function openWithModule(
+  thresholds?: { reducedCandidates: number; coarseAggregates: number; noDiversity: number },
+  workers = 2,
+): Promise<Opened> {
   const channel = `worker-module-test-${Math.random()}`;
   const gate = new Int32Array(new SharedArrayBuffer(8));
   const ports: number[] = [];
@@ -86,15 +89,26 @@ describe('worker modules', () => {
     expect(r.counts).toEqual({ local: 1, forwarded: 0 });
     const here = await db.retrieve({ profile: 'new', limit: 5 });
     expect((r.value as { items: { id: string }[] }).items.map((i) => i.id)).toEqual(here.items.map((i) => i.id));
-    expect((r.value as { items: unknown[] }).items.map((i) => (i as { id: string }).id)).toEqual(['item-29', 'item-28', 'item-27', 'item-26', 'item-25']);
+    expect((r.value as { items: unknown[] }).items.map((i) => (i as { id: string }).id)).toEqual([
+      'item-29',
+      'item-28',
+      'item-27',
+      'item-26',
+      'item-25',
+    ]);
 
-    const s = await call(ports[1]!, 'signals', [{ item: 'item-03', kind: 'view' }, { item: 'item-03', kind: 'view' }]);
+    const s = await call(ports[1]!, 'signals', [
+      { item: 'item-03', kind: 'view' },
+      { item: 'item-03', kind: 'view' },
+    ]);
     expect(s.ok).toBe(true);
     expect(typeof s.value).toBe('number');
     expect(db.itemSignals('item-03').view!.count).toBe(2);
     const hits = await call(ports[0]!, 'search', { text: 'jazz piano', limit: 3 });
     expect(hits.ok).toBe(true);
-    expect((hits.value as { hits: { id: string }[] }).hits.map((h) => h.id)).toEqual((await db.search({ text: 'jazz piano', limit: 3 })).hits.map((h) => h.id));
+    expect((hits.value as { hits: { id: string }[] }).hits.map((h) => h.id)).toEqual(
+      (await db.search({ text: 'jazz piano', limit: 3 })).hits.map((h) => h.id),
+    );
   });
 
   it('errors cross with their code and fields, from a local read and from a forwarded write', async () => {
@@ -162,13 +176,22 @@ describe('worker modules', () => {
 
   it('a module that fails to start fails the open, naming it', async () => {
     const gate = new SharedArrayBuffer(8);
-    await expect(TidalDb.builder().ephemeral().schema(SCHEMA).workers(1).workerModule(MODULE, { fail: true, gate, channel: 'unused' }).open()).rejects.toThrow(
-      /worker-module\.mjs failed to start in worker thread \d+: refusing to start, as asked/,
-    );
+    await expect(
+      TidalDb.builder().ephemeral().schema(SCHEMA).workers(1).workerModule(MODULE, { fail: true, gate, channel: 'unused' }).open(),
+    ).rejects.toThrow(/worker-module\.mjs failed to start in worker thread \d+: refusing to start, as asked/);
   });
 
   it('refuses a relative path and data the structured clone cannot copy, naming the field', async () => {
-    await expect(TidalDb.builder().ephemeral().schema(SCHEMA).workerModule('./x.mjs').open()).rejects.toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'workerModule.url' });
-    await expect(TidalDb.builder().ephemeral().schema(SCHEMA).workerModule(MODULE, { f: () => 1 }).open()).rejects.toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'workerModule.data' });
+    await expect(TidalDb.builder().ephemeral().schema(SCHEMA).workerModule('./x.mjs').open()).rejects.toMatchObject({
+      code: 'TIDAL_INVALID_INPUT',
+      field: 'workerModule.url',
+    });
+    await expect(
+      TidalDb.builder()
+        .ephemeral()
+        .schema(SCHEMA)
+        .workerModule(MODULE, { f: () => 1 })
+        .open(),
+    ).rejects.toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'workerModule.data' });
   });
 });

@@ -20,7 +20,12 @@ let n = 0;
 const freshDir = () => join(root, `db-${n++}`);
 
 function builder(dir = freshDir()) {
-  return TidalDb.builder().path(dir).schema(SCHEMA).workers(1).clock(() => NOW).capacity({ items: 4096, signalSlots: 4096 });
+  return TidalDb.builder()
+    .path(dir)
+    .schema(SCHEMA)
+    .workers(1)
+    .clock(() => NOW)
+    .capacity({ items: 4096, signalSlots: 4096 });
 }
 
 function meminfo(availableMiB: number): string {
@@ -43,7 +48,12 @@ describe('backpressure through TidalDb', () => {
       expect(err).toBeInstanceOf(BackpressureError);
       expect(err).toMatchObject({ code: 'TIDAL_BACKPRESSURE', depth: 16, maxQueueEvents: 16 });
       expect((err as BackpressureError).retryAfterMs).toBeGreaterThanOrEqual(1);
-      await expect(db.signals([{ item: 'b', kind: 'view' }, { item: 'c', kind: 'view' }])).rejects.toBeInstanceOf(BackpressureError);
+      await expect(
+        db.signals([
+          { item: 'b', kind: 'view' },
+          { item: 'c', kind: 'view' },
+        ]),
+      ).rejects.toBeInstanceOf(BackpressureError);
       await expect(db.upsertItems([{ id: 'd' }])).rejects.toBeInstanceOf(BackpressureError);
       await expect(db.delete('kept')).rejects.toBeInstanceOf(BackpressureError);
       // Admission comes first, so a refusal costs no per-signal work: even a malformed call is
@@ -58,7 +68,10 @@ describe('backpressure through TidalDb', () => {
       expect(await db.get('d')).toBeUndefined();
       expect(await db.get('kept')).toBeDefined();
       // Drained: accepted again.
-      await db.signals([{ item: 'b', kind: 'view' }, { item: 'c', kind: 'view' }]);
+      await db.signals([
+        { item: 'b', kind: 'view' },
+        { item: 'c', kind: 'view' },
+      ]);
       expect(count(db, 'b') + count(db, 'c')).toBe(2);
     } finally {
       await db.close();
@@ -68,7 +81,12 @@ describe('backpressure through TidalDb', () => {
   it('refuses a whole batch with InvalidInputError for one bad entry, naming it', async () => {
     const db = await builder().open();
     try {
-      const err = await db.signals([{ item: 'x', kind: 'view' }, { item: 'y', kind: 'nope' }]).catch((e: unknown) => e);
+      const err = await db
+        .signals([
+          { item: 'x', kind: 'view' },
+          { item: 'y', kind: 'nope' },
+        ])
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(InvalidInputError);
       expect((err as InvalidInputError).field).toBe('signals[1].kind');
       expect(db.itemSignals('x')).toEqual({});
@@ -95,7 +113,9 @@ describe('backpressure through TidalDb', () => {
   });
 
   it('refuses to open with a threshold or batch size that is not a sane whole number', async () => {
-    await expect(builder().groupCommit({ maxQueueEvents: 100.5 }).open()).rejects.toThrow(/groupCommit\.maxQueueEvents must be a whole number/);
+    await expect(builder().groupCommit({ maxQueueEvents: 100.5 }).open()).rejects.toThrow(
+      /groupCommit\.maxQueueEvents must be a whole number/,
+    );
     await expect(builder().groupCommit({ maxBatch: 64, maxQueueEvents: 10 }).open()).rejects.toThrow(/groupCommit\.maxQueueEvents/);
     await expect(builder().groupCommit({ maxBatch: 0 }).open()).rejects.toThrow(/groupCommit\.maxBatch/);
     await expect(builder().groupCommit({ maxDelayMs: -1 }).open()).rejects.toThrow(InvalidInputError);
@@ -104,7 +124,9 @@ describe('backpressure through TidalDb', () => {
 
 describe('memory guard through TidalDb', () => {
   it('refuses writes under the floor and still serves reads', async () => {
-    const db = await builder().memoryGuard({ floorBytes: 64 * MiB, meminfoPath: meminfo(10) }).open();
+    const db = await builder()
+      .memoryGuard({ floorBytes: 64 * MiB, meminfoPath: meminfo(10) })
+      .open();
     try {
       const err = await db.signal({ item: 'a', kind: 'view' }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(MemoryPressureError);
@@ -120,8 +142,12 @@ describe('memory guard through TidalDb', () => {
   });
 
   it('admits writes over the floor, and with the guard off (0) whatever the host has', async () => {
-    const ok = await builder().memoryGuard({ floorBytes: 64 * MiB, meminfoPath: meminfo(100) }).open();
-    const off = await builder().memoryGuard({ floorBytes: 0, meminfoPath: meminfo(1) }).open();
+    const ok = await builder()
+      .memoryGuard({ floorBytes: 64 * MiB, meminfoPath: meminfo(100) })
+      .open();
+    const off = await builder()
+      .memoryGuard({ floorBytes: 0, meminfoPath: meminfo(1) })
+      .open();
     try {
       await ok.signal({ item: 'a', kind: 'view' });
       await off.signal({ item: 'a', kind: 'view' });
@@ -133,14 +159,27 @@ describe('memory guard through TidalDb', () => {
   });
 
   it('refuses to open with a floor that is not a whole number, or a guard that cannot read its file', async () => {
-    await expect(builder().memoryGuard({ floorBytes: 1.5 }).open()).rejects.toThrow(/memoryGuard\.floorBytes must be 'auto', 0 \(off\) or a whole number of bytes, got 1\.5/);
-    await expect(builder().memoryGuard({ floorBytes: '64' as never }).open()).rejects.toBeInstanceOf(InvalidInputError);
-    await expect(builder().memoryGuard({ floorBytes: 64 * MiB, meminfoPath: join(root, 'absent') }).open()).rejects.toThrow(/memoryGuard\.meminfoPath/);
+    await expect(builder().memoryGuard({ floorBytes: 1.5 }).open()).rejects.toThrow(
+      /memoryGuard\.floorBytes must be 'auto', 0 \(off\) or a whole number of bytes, got 1\.5/,
+    );
+    await expect(
+      builder()
+        .memoryGuard({ floorBytes: '64' as never })
+        .open(),
+    ).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(
+      builder()
+        .memoryGuard({ floorBytes: 64 * MiB, meminfoPath: join(root, 'absent') })
+        .open(),
+    ).rejects.toThrow(/memoryGuard\.meminfoPath/);
   });
 
   it("runs without a guard, with a warning, on a host without meminfo when the floor is 'auto'", async () => {
     const warnings: TidalWarning[] = [];
-    const db = await builder().memoryGuard({ meminfoPath: join(root, 'absent') }).onWarning((w) => warnings.push(w)).open();
+    const db = await builder()
+      .memoryGuard({ meminfoPath: join(root, 'absent') })
+      .onWarning((w) => warnings.push(w))
+      .open();
     try {
       await db.signal({ item: 'a', kind: 'view' });
       expect(warnings.map((w) => w.code)).toEqual(['TIDAL_MEMORY_GUARD_UNAVAILABLE']);

@@ -80,7 +80,11 @@ for (let round = 0; round < ROUNDS; round++) {
     samples[name]!.push(run());
   }
 }
-const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
+const median = (xs: number[]) =>
+  percentile(
+    [...xs].sort((a, b) => a - b),
+    50,
+  );
 const capNs = median(samples['in-flight cap only']!);
 const report = new Report('admission-cost', opts);
 const rows = Object.entries(samples).map(([name, xs]) => {

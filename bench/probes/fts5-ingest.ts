@@ -53,7 +53,11 @@ const corpus = new Corpus({ items: ITEMS, dims: DIMS });
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-fts5-ingest-'));
 
 const open = (dir: string): Promise<TidalDb> =>
-  TidalDb.builder().path(dir).schema(tidalSchema(DIMS)).clock(() => corpus.now).open();
+  TidalDb.builder()
+    .path(dir)
+    .schema(tidalSchema(DIMS))
+    .clock(() => corpus.now)
+    .open();
 
 /** One way, one round: a fresh file, every item once; returns items/s over the upsert calls alone. */
 async function round(way: Way, n: number): Promise<number> {

@@ -87,7 +87,15 @@ async function rejectionFloor(): Promise<number> {
 /** The work-sharing key of a typical retrieve task (filter, diversity, a 64-dimension context). */
 function shareKey(): number {
   const context = Float32Array.from({ length: 64 }, (_, i) => Math.sin(i));
-  const task = { profile: 'trending', context, filter: { category: { in: ['jazz', 'rock'] }, createdAt: { gte: 1_700_000_000_000 } }, diversity: { maxPer: { creator: 2 } }, limit: 20, window: '1h', exclude: null };
+  const task = {
+    profile: 'trending',
+    context,
+    filter: { category: { in: ['jazz', 'rock'] }, createdAt: { gte: 1_700_000_000_000 } },
+    diversity: { maxPer: { creator: 2 } },
+    limit: 20,
+    window: '1h',
+    exclude: null,
+  };
   let length = 0;
   const start = nowMs();
   for (let i = 0; i < QUERIES; i++) length += canonicalKey(task).length;
@@ -164,9 +172,7 @@ async function main(): Promise<void> {
   for (const inFlight of [1, depth, 4 * depth]) {
     const direct = await rounds(() => closedLoop((t) => t(), inFlight));
     const scheduler = new QueryScheduler({ depth });
-    const scheduled = await rounds(() =>
-      closedLoop((t) => scheduler.submit(t, { priority: PRIORITY.default, signal: null }), inFlight),
-    );
+    const scheduled = await rounds(() => closedLoop((t) => scheduler.submit(t, { priority: PRIORITY.default, signal: null }), inFlight));
     row(`admitted query, ${inFlight} in flight, depth ${depth}, direct`, direct);
     const added = `+${(scheduled - direct).toFixed(0)} ns`;
     row(`admitted query, ${inFlight} in flight, depth ${depth}, through the scheduler`, scheduled, added);

@@ -70,9 +70,7 @@ export class SqlBaseline {
       CREATE INDEX signals_item ON signals(item);
     `);
     this.stmts = {
-      insertItem: this.db.prepare(
-        'INSERT INTO items(rowid, id, category, creator, created_at, text) VALUES (?, ?, ?, ?, ?, ?)',
-      ),
+      insertItem: this.db.prepare('INSERT INTO items(rowid, id, category, creator, created_at, text) VALUES (?, ?, ?, ?, ?, ?)'),
       insertFts: this.db.prepare('INSERT INTO items_fts(rowid, text) VALUES (?, ?)'),
       insertVector: this.db.prepare('INSERT INTO item_vectors(item_rowid, embedding) VALUES (?, ?)'),
       insertSignal: this.db.prepare('INSERT INTO signals(item, kind, at, weight) VALUES (?, ?, ?, ?)'),
@@ -83,9 +81,7 @@ export class SqlBaseline {
               GROUP BY item ORDER BY n DESC, item LIMIT ?) t
         JOIN items i ON i.id = t.item
         ORDER BY t.n DESC, t.item`),
-      newest: this.db.prepare(
-        'SELECT id, created_at AS score FROM items WHERE category = ? ORDER BY created_at DESC LIMIT ?',
-      ),
+      newest: this.db.prepare('SELECT id, created_at AS score FROM items WHERE category = ? ORDER BY created_at DESC LIMIT ?'),
       text: this.db.prepare(`
         SELECT i.id AS id, f.score AS score
         FROM (SELECT rowid, bm25(items_fts) AS score FROM items_fts

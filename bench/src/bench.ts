@@ -63,7 +63,6 @@ const BLOCK = 30;
 const HYBRID_BM25_CANDIDATES = 200;
 const HYBRID_VECTOR_CANDIDATES = 500;
 
-
 const TARGETS = {
   ingestRatio: 0.5,
   trendingP50Ms: 2,
@@ -113,7 +112,10 @@ async function main(): Promise<void> {
   );
 
   const tidalDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-bench-'));
-  const builder = TidalDb.builder().path(tidalDir).schema(tidalSchema(DIMS)).clock(() => corpus.now);
+  const builder = TidalDb.builder()
+    .path(tidalDir)
+    .schema(tidalSchema(DIMS))
+    .clock(() => corpus.now);
   if (WORKERS !== undefined) builder.workers(WORKERS);
   const db = await builder.open();
   const sql = new SqlBaseline(DIMS);
@@ -147,7 +149,9 @@ async function main(): Promise<void> {
       }
       p.finish();
     }
-    log(`items: tidal ${fmtInt((ITEMS / tidalItemsMs) * 1000)} items/s, SQLite (rows + FTS5 + BLOB) ${fmtInt((ITEMS / sqlItemsMs) * 1000)} items/s`);
+    log(
+      `items: tidal ${fmtInt((ITEMS / tidalItemsMs) * 1000)} items/s, SQLite (rows + FTS5 + BLOB) ${fmtInt((ITEMS / sqlItemsMs) * 1000)} items/s`,
+    );
 
     // ------------------------------------------------------------------ signals
     collectGarbage();
@@ -328,7 +332,15 @@ async function main(): Promise<void> {
 
     const json = {
       loadAverage: { start: loadAtStart, end: loadAtEnd },
-      config: { items: ITEMS, dims: DIMS, queries: QUERIES, warmup: WARMUP, workers: WORKERS ?? 'default', inflight: INFLIGHT, batch: BATCH },
+      config: {
+        items: ITEMS,
+        dims: DIMS,
+        queries: QUERIES,
+        warmup: WARMUP,
+        workers: WORKERS ?? 'default',
+        inflight: INFLIGHT,
+        batch: BATCH,
+      },
       corpus: { ...summary, creators: corpus.creators, now: new Date(corpus.now).toISOString() },
       items: { tidalPerSec: (ITEMS / tidalItemsMs) * 1000, sqlPerSec: (ITEMS / sqlItemsMs) * 1000 },
       ingest: {
@@ -430,7 +442,10 @@ async function compareTrees(before: typeof tidalCore): Promise<void> {
     for (const side of sides) {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), `tidal-bench-${side.name}-`));
       dirs.push(dir);
-      const builder = side.Db.builder().path(dir).schema(tidalSchema(DIMS)).clock(() => corpus.now);
+      const builder = side.Db.builder()
+        .path(dir)
+        .schema(tidalSchema(DIMS))
+        .clock(() => corpus.now);
       if (WORKERS !== undefined) builder.workers(WORKERS);
       dbs.push(await builder.open());
     }
@@ -685,7 +700,10 @@ async function compare<Q>(
     levels[name] = (levels[name] ?? 0) + 1;
     warnings += o.warnings;
     results += o.ids.length;
-    agree += agreement(o.ids, sqlOut[i]!.map((h) => h.id));
+    agree += agreement(
+      o.ids,
+      sqlOut[i]!.map((h) => h.id),
+    );
   }
   p.finish();
   const tidal = summarize(tidalMs);
@@ -921,7 +939,16 @@ function renderMarkdown(r: {
   );
   parts.push(
     markdownTable(
-      ['Query', 'tidal p50 ms', 'tidal p99 ms', 'SQL p50 ms', 'SQL p99 ms', 'speed-up (SQL p50 / tidal p50)', 'same top-k as SQL', 'tidal levels'],
+      [
+        'Query',
+        'tidal p50 ms',
+        'tidal p99 ms',
+        'SQL p50 ms',
+        'SQL p99 ms',
+        'speed-up (SQL p50 / tidal p50)',
+        'same top-k as SQL',
+        'tidal levels',
+      ],
       r.rows.map((q) => [
         q.label,
         fmtMs(q.tidal.p50),
@@ -942,7 +969,9 @@ function renderMarkdown(r: {
       r.extras.map((v) => [v.label, v.side, fmtMs(v.latency.p50), fmtMs(v.latency.p99), String(v.latency.n)]),
     ),
   );
-  parts.push(`ANN recall@10 (${r.recall.queries} query vectors, exact brute-force cosine as truth): ${r.recall.mean.toFixed(4)} (worst query ${r.recall.min.toFixed(2)}); those vector-only searches took p50 ${fmtMs(r.recall.latency.p50)} ms, p99 ${fmtMs(r.recall.latency.p99)} ms. Warm-up of the query workers (one builds the ANN index and saves it, every worker maps it): ${fmtDuration(r.warmMs)}.`);
+  parts.push(
+    `ANN recall@10 (${r.recall.queries} query vectors, exact brute-force cosine as truth): ${r.recall.mean.toFixed(4)} (worst query ${r.recall.min.toFixed(2)}); those vector-only searches took p50 ${fmtMs(r.recall.latency.p50)} ms, p99 ${fmtMs(r.recall.latency.p99)} ms. Warm-up of the query workers (one builds the ANN index and saves it, every worker maps it): ${fmtDuration(r.warmMs)}.`,
+  );
   parts.push(
     markdownTable(
       ['Target', 'Result', 'Measured'],

@@ -58,7 +58,11 @@ function run(file: string): void {
       for (const item of batch) {
         const ordinal = corpus.indexOf(item.id);
         stored[ordinal] = { id: item.id, metadata: item.metadata, createdAt: item.createdAt };
-        writer.upsert({ ordinal, id: item.id, text: null, metadata: item.metadata, createdAt: item.createdAt, embedding: null }, ++version, false);
+        writer.upsert(
+          { ordinal, id: item.id, text: null, metadata: item.metadata, createdAt: item.createdAt, embedding: null },
+          ++version,
+          false,
+        );
       }
     })();
   }
@@ -88,19 +92,29 @@ function run(file: string): void {
           const other = stored[Math.floor(rand() * ITEMS)]!;
           s.createdAt = ++clock;
           if (rand() < 0.5) s.metadata = { ...s.metadata, creator: other.metadata.creator };
-          writer.upsert({ ordinal: o, id: s.id, text: null, metadata: s.metadata, createdAt: s.createdAt, embedding: null }, ++version, true);
+          writer.upsert(
+            { ordinal: o, id: s.id, text: null, metadata: s.metadata, createdAt: s.createdAt, embedding: null },
+            ++version,
+            true,
+          );
         }
       })();
       catalog.refresh();
       const ways: [number[], () => void][] = [
-        [patched, () => {
-          catalog.byCreatedDesc();
-          creatorListsOf(catalog, 'creator');
-        }],
-        [scratch, () => {
-          catalog.sortByCreated();
-          buildCreatorLists(catalog, 'creator');
-        }],
+        [
+          patched,
+          () => {
+            catalog.byCreatedDesc();
+            creatorListsOf(catalog, 'creator');
+          },
+        ],
+        [
+          scratch,
+          () => {
+            catalog.sortByCreated();
+            buildCreatorLists(catalog, 'creator');
+          },
+        ],
       ];
       if (round % 2 === 1) ways.reverse();
       for (const [times, fn] of ways) {

@@ -26,7 +26,10 @@ export async function showPersonalization(db: TidalDb, corpus: Corpus): Promise<
     for (const i of picked) corpus.item(i).embedding.forEach((x, k) => (mean[k]! += x));
     await db.upsertUsers([{ id: p.id, embedding: normalize(mean) }]);
     await db.signals(picked.map((i) => ({ item: corpus.id(i), kind: 'view', user: p.id })));
-    history.set(p.id, picked.map((i) => corpus.id(i)));
+    history.set(
+      p.id,
+      picked.map((i) => corpus.id(i)),
+    );
   }
 
   const show = async (user: string, title: string): Promise<string[]> => {
@@ -36,7 +39,9 @@ export async function showPersonalization(db: TidalDb, corpus: Corpus): Promise<
     log(`  db.retrieve({ profile: 'for_you', user: '${user}', userFilter: { unseen: true }, limit: 5 })`);
     for (const it of r.items) {
       const item = corpus.item(corpus.indexOf(it.id));
-      log(`  ${String(it.rank).padStart(2)}. ${it.id}  ${item.metadata.category.padEnd(10)} ${item.metadata.creator}  score ${it.score.toFixed(3)}  similarity ${(it.similarity ?? 0).toFixed(2)}`);
+      log(
+        `  ${String(it.rank).padStart(2)}. ${it.id}  ${item.metadata.category.padEnd(10)} ${item.metadata.creator}  score ${it.score.toFixed(3)}  similarity ${(it.similarity ?? 0).toFixed(2)}`,
+      );
     }
     return r.items.map((i) => i.id);
   };

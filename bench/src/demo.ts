@@ -109,7 +109,17 @@ async function main(): Promise<void> {
       for (const it of r.items) {
         const m = await meta(it.id);
         const v = it.signals.view;
-        rows.push([String(it.rank), it.id, score(it.score), m.category, m.creator, win(v, '1h'), win(v, '24h'), win(v, '7d'), win(it.signals.like, '24h')]);
+        rows.push([
+          String(it.rank),
+          it.id,
+          score(it.score),
+          m.category,
+          m.creator,
+          win(v, '1h'),
+          win(v, '24h'),
+          win(v, '7d'),
+          win(it.signals.like, '24h'),
+        ]);
       }
       log(textTable(['#', 'id', 'score', 'category', 'creator', 'views 1h', 'views 24h', 'views 7d', 'likes 24h'], rows));
     }
@@ -128,7 +138,15 @@ async function main(): Promise<void> {
       const rows: string[][] = [];
       for (const it of r.items) {
         const m = await meta(it.id);
-        rows.push([String(it.rank), it.id, ago(corpus.now - it.createdAt), m.category, m.creator, total(it.signals.view), total(it.signals.like)]);
+        rows.push([
+          String(it.rank),
+          it.id,
+          ago(corpus.now - it.createdAt),
+          m.category,
+          m.creator,
+          total(it.signals.view),
+          total(it.signals.like),
+        ]);
       }
       log(textTable(['#', 'id', 'created', 'category', 'creator', 'views', 'likes'], rows));
     }
@@ -136,7 +154,13 @@ async function main(): Promise<void> {
     // 3. Popular among the neighbours of a context vector (a reader who has been reading music).
     {
       const r = await db.retrieve({ profile: 'popular', context: musicVector, limit: 10 });
-      heading('Popular around a "music" context vector', 'retrieve({ profile: "popular", context: vector })', r.tookMs, r.degradationLevel, r.warnings);
+      heading(
+        'Popular around a "music" context vector',
+        'retrieve({ profile: "popular", context: vector })',
+        r.tookMs,
+        r.degradationLevel,
+        r.warnings,
+      );
       const rows: string[][] = [];
       for (const it of r.items) {
         const m = await meta(it.id);
@@ -161,7 +185,15 @@ async function main(): Promise<void> {
       const rows: string[][] = [];
       for (const h of s.hits) {
         const m = await meta(h.id);
-        rows.push([String(h.rank), h.id, score(h.score), h.bm25 === undefined ? '' : h.bm25.toFixed(2), m.category, m.creator, clip(m.text, 48)]);
+        rows.push([
+          String(h.rank),
+          h.id,
+          score(h.score),
+          h.bm25 === undefined ? '' : h.bm25.toFixed(2),
+          m.category,
+          m.creator,
+          clip(m.text, 48),
+        ]);
       }
       log(textTable(['#', 'id', 'score', 'bm25', 'category', 'creator', 'text'], rows));
     }

@@ -54,7 +54,9 @@ async function freePort(): Promise<number> {
 
 async function startRedis(): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
   child.on('error', (err) => {
     process.stderr.write(`redis-server could not start (${err.message}); run node scripts/ensure-services.mjs\n`);
     process.exit(1);
@@ -105,7 +107,13 @@ async function decisions(url: string): Promise<void> {
   const local = new LocalRateSource(1e9, 1e9);
   const bucket = new RedisRateSource(fleet, { ratePerSecond: 1e9, burst: 1e9 });
   const window = new RedisPeriodSource(fleet, { periodMs: 60_000, quota: 2 ** 31 - 1 });
-  const flexible = new RateLimiterRedis({ storeClient: raw, useRedisPackage: true, points: 2 ** 31 - 1, duration: 60, keyPrefix: 'bench-rlf' });
+  const flexible = new RateLimiterRedis({
+    storeClient: raw,
+    useRedisPackage: true,
+    points: 2 ** 31 - 1,
+    duration: 60,
+    keyPrefix: 'bench-rlf',
+  });
   const contenders: [string, (key: string) => Promise<unknown>][] = [
     ['tidal-load LocalRateSource (in process)', (k) => local.take(k, 1, Date.now())],
     ['tidal-fleet RedisRateSource (token bucket, 1 EVALSHA)', (k) => bucket.take(k, 1, Date.now())],
@@ -192,11 +200,24 @@ async function embedder(): Promise<void> {
       const offered = pending.length;
       await Promise.all(pending);
       lat.sort((a, b) => a - b);
-      rows.push([`${slowMs} ms`, name, fmtInt(offered), `${((100 * good) / offered).toFixed(1)}%`, fmtInt(shed), fmtMs(percentile(lat, 99)), fmtInt(maxInFlight)]);
+      rows.push([
+        `${slowMs} ms`,
+        name,
+        fmtInt(offered),
+        `${((100 * good) / offered).toFixed(1)}%`,
+        fmtInt(shed),
+        fmtMs(percentile(lat, 99)),
+        fmtInt(maxInFlight),
+      ]);
     }
   }
   log(`\n### The embedder slowing down (${RATE} calls/s offered, open loop; goodput = answered within ${DEADLINE_MS} ms)\n`);
-  log(report.markdown(['embedder latency', 'client', 'calls', 'goodput', 'refused fast', 'caller p99', 'max in flight at the embedder'], rows));
+  log(
+    report.markdown(
+      ['embedder latency', 'client', 'calls', 'goodput', 'refused fast', 'caller p99', 'max in flight at the embedder'],
+      rows,
+    ),
+  );
   server.closeAllConnections();
   server.close();
 }
@@ -213,7 +234,8 @@ async function refusals(url: string): Promise<void> {
   // A synchronous decision awaited as a resolved promise never lets I/O in: yield to the event loop
   // every 100 decisions, so the stage's background refills (and Redis's answers) get through.
   let calls = 0;
-  const yielding = (decision: unknown): Promise<unknown> => (++calls % 100 === 0 ? new Promise((r) => setImmediate(() => r(decision))) : Promise.resolve(decision));
+  const yielding = (decision: unknown): Promise<unknown> =>
+    ++calls % 100 === 0 ? new Promise((r) => setImmediate(() => r(decision))) : Promise.resolve(decision);
   const contenders: [string, (key: string) => Promise<unknown>][] = [
     ['shared stage: synchronous admit on local credit, refilled in the background', (k) => yielding(stage.admit(req(k), Date.now()))],
     ['awaiting the shared bucket per request (RedisRateSource.take)', (k) => shared.take(k, 1, Date.now())],
@@ -224,7 +246,9 @@ async function refusals(url: string): Promise<void> {
   for (let r = 0; r < ROUNDS; r++) for (const [name, decide] of contenders) results.get(name)!.push(await measure(decide));
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const awaited = median(results.get(contenders[1]![0])!.map((x) => x.perSecond));
-  log(`\n### The refusal path of the shared tenant limit (${CONCURRENCY} callers, every decision a refusal, medians of ${ROUNDS} rounds)\n`);
+  log(
+    `\n### The refusal path of the shared tenant limit (${CONCURRENCY} callers, every decision a refusal, medians of ${ROUNDS} rounds)\n`,
+  );
   log(
     report.markdown(
       ['tenant limit', 'refusals/s', 'p99', 'vs awaiting Redis'],
@@ -248,7 +272,13 @@ async function semanticSearch(): Promise<void> {
     req.on('data', (c: Buffer) => (body += c.toString('utf8')));
     req.on('end', () => {
       const input = (JSON.parse(body) as { input: string[] }).input;
-      setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data: input.map((t, index) => ({ index, embedding: vectorOf(t) })) })), latencyMs);
+      setTimeout(
+        () =>
+          res
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ data: input.map((t, index) => ({ index, embedding: vectorOf(t) })) })),
+        latencyMs,
+      );
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -263,7 +293,12 @@ async function semanticSearch(): Promise<void> {
   };
   const words = ['river', 'stone', 'harbour', 'lantern', 'meadow', 'copper', 'signal', 'orbit', 'cedar', 'falcon'];
   const open = async (e: TextEmbedder): Promise<TidalDb> => {
-    const db = await TidalDb.builder().schema({ signals: [{ name: 'view', halfLifeMs: 3_600_000 }], embeddingDims: DIMS }).ephemeral().workers(1).embedder(e).open();
+    const db = await TidalDb.builder()
+      .schema({ signals: [{ name: 'view', halfLifeMs: 3_600_000 }], embeddingDims: DIMS })
+      .ephemeral()
+      .workers(1)
+      .embedder(e)
+      .open();
     const items = Array.from({ length: 2_000 }, (_, i) => {
       const text = `${words[i % 10]} ${words[(i * 7) % 10]} ${words[(i * 3) % 10]} item${i}`;
       return { id: `i${i}`, text, embedding: vectorOf(text) };
@@ -275,7 +310,8 @@ async function semanticSearch(): Promise<void> {
   const DEADLINE_MS = 500;
   const RATE = 100;
   // Warm both: the first searches of a database pay for its workers' caches.
-  for (const db of Object.values(dbs)) for (let i = 0; i < 30; i++) await db.search({ text: words[i % 10]!, semantic: true, timeoutMs: 5_000 });
+  for (const db of Object.values(dbs))
+    for (let i = 0; i < 30; i++) await db.search({ text: words[i % 10]!, semantic: true, timeoutMs: 5_000 });
   const rows: string[][] = [];
   for (const slowMs of [20, 200, 2_000]) {
     for (const name of ['protected', 'unprotected'] as const) {
@@ -309,10 +345,20 @@ async function semanticSearch(): Promise<void> {
       const offered = pending.length;
       await Promise.all(pending);
       lat.sort((a, b) => a - b);
-      rows.push([`${slowMs} ms`, name, fmtInt(offered), `${((100 * good) / offered).toFixed(1)}%`, `${((100 * hybrid) / offered).toFixed(1)}%`, fmtInt(failed), fmtMs(percentile(lat, 99))]);
+      rows.push([
+        `${slowMs} ms`,
+        name,
+        fmtInt(offered),
+        `${((100 * good) / offered).toFixed(1)}%`,
+        `${((100 * hybrid) / offered).toFixed(1)}%`,
+        fmtInt(failed),
+        fmtMs(percentile(lat, 99)),
+      ]);
     }
   }
-  log(`\n### Search through the embedder slowing down (${RATE} searches/s offered, open loop, timeoutMs ${DEADLINE_MS}; goodput = answered within it)\n`);
+  log(
+    `\n### Search through the embedder slowing down (${RATE} searches/s offered, open loop, timeoutMs ${DEADLINE_MS}; goodput = answered within it)\n`,
+  );
   log(report.markdown(['embedder latency', 'embedder', 'searches', 'goodput', 'ran hybrid', 'failed', 'search p99'], rows));
   await Promise.all([dbs.protected.close(), dbs.unprotected.close()]);
   server.closeAllConnections();

@@ -14,7 +14,12 @@ import { mulberry32 } from './random.js';
 import { fmtInt, nowMs, percentile } from './harness/index.js';
 
 const LEVELS: readonly DegradationLevelName[] = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'];
-const SHORT: Record<DegradationLevelName, string> = { Full: 'Full', ReducedCandidates: 'Reduced', CoarseAggregates: 'Coarse', NoDiversity: 'NoDiv' };
+const SHORT: Record<DegradationLevelName, string> = {
+  Full: 'Full',
+  ReducedCandidates: 'Reduced',
+  CoarseAggregates: 'Coarse',
+  NoDiversity: 'NoDiv',
+};
 
 export interface DemoSecond {
   second: number;
@@ -35,7 +40,12 @@ export interface OverloadDemoOptions {
   chartPath: string;
 }
 
-export async function overloadDemo(db: TidalDb, corpus: Corpus, log: (line?: string) => void, o: OverloadDemoOptions): Promise<DemoSecond[]> {
+export async function overloadDemo(
+  db: TidalDb,
+  corpus: Corpus,
+  log: (line?: string) => void,
+  o: OverloadDemoOptions,
+): Promise<DemoSecond[]> {
   const rand = mulberry32(7);
   // As many distinct queries as the overload benchmark draws, so only what a real stream repeats repeats.
   const queries = prepareQueries(corpus, rand, 65_536);
@@ -55,7 +65,9 @@ export async function overloadDemo(db: TidalDb, corpus: Corpus, log: (line?: str
   );
   const capacity = done / o.capacitySeconds;
   const rate = capacity * o.factor;
-  log(`Overload: capacity C ≈ ${fmtInt(capacity)} queries/s (closed loop, ${o.capacitySeconds} s); now offering ${o.factor}× C = ${fmtInt(rate)} queries/s for ${o.seconds} s`);
+  log(
+    `Overload: capacity C ≈ ${fmtInt(capacity)} queries/s (closed loop, ${o.capacitySeconds} s); now offering ${o.factor}× C = ${fmtInt(rate)} queries/s for ${o.seconds} s`,
+  );
   log(` sec  offered  served  refused  levels of the served queries (Full / Reduced / Coarse / NoDiv)   p99 ms`);
 
   const seconds: DemoSecond[] = [];
@@ -79,8 +91,18 @@ export async function overloadDemo(db: TidalDb, corpus: Corpus, log: (line?: str
       const lat = Float64Array.from(b.lat).sort();
       const p99 = lat.length ? percentile(lat, 99) : Number.NaN;
       const mix = LEVELS.map((l) => `${SHORT[l]} ${fmtInt(b.levels[l])}`).join(' / ');
-      log(`${String(b.second).padStart(4)}  ${fmtInt(b.offered).padStart(7)}  ${fmtInt(b.served).padStart(6)}  ${fmtInt(b.refused).padStart(7)}  ${mix.padEnd(62)}  ${Number.isNaN(p99) ? '-' : p99.toFixed(0)}`);
-      seconds.push({ second: b.second, offered: b.offered, served: b.served, refused: b.refused, failed: b.failed, levels: b.levels, p99Ms: p99 });
+      log(
+        `${String(b.second).padStart(4)}  ${fmtInt(b.offered).padStart(7)}  ${fmtInt(b.served).padStart(6)}  ${fmtInt(b.refused).padStart(7)}  ${mix.padEnd(62)}  ${Number.isNaN(p99) ? '-' : p99.toFixed(0)}`,
+      );
+      seconds.push({
+        second: b.second,
+        offered: b.offered,
+        served: b.served,
+        refused: b.refused,
+        failed: b.failed,
+        levels: b.levels,
+        p99Ms: p99,
+      });
     }
   };
   while (nextArrival < end) {
@@ -124,7 +146,12 @@ export async function overloadDemo(db: TidalDb, corpus: Corpus, log: (line?: str
   return seconds;
 }
 
-const COLORS: Record<DegradationLevelName, string> = { Full: '#2e7d32', ReducedCandidates: '#9e9d24', CoarseAggregates: '#ef6c00', NoDiversity: '#c62828' };
+const COLORS: Record<DegradationLevelName, string> = {
+  Full: '#2e7d32',
+  ReducedCandidates: '#9e9d24',
+  CoarseAggregates: '#ef6c00',
+  NoDiversity: '#c62828',
+};
 
 /** Stacked bars of the served queries by level per second, with the offered and refused counts as lines. */
 function renderChart(seconds: readonly DemoSecond[], capacity: number, factor: number): string {
@@ -140,20 +167,36 @@ function renderChart(seconds: readonly DemoSecond[], capacity: number, factor: n
     for (const l of LEVELS) {
       const v = s.levels[l];
       if (v === 0) continue;
-      parts.push(`<rect x="${(pad.l + i * bw + 2).toFixed(1)}" y="${y(acc + v).toFixed(1)}" width="${(bw - 4).toFixed(1)}" height="${(y(acc) - y(acc + v)).toFixed(1)}" fill="${COLORS[l]}"/>`);
+      parts.push(
+        `<rect x="${(pad.l + i * bw + 2).toFixed(1)}" y="${y(acc + v).toFixed(1)}" width="${(bw - 4).toFixed(1)}" height="${(y(acc) - y(acc + v)).toFixed(1)}" fill="${COLORS[l]}"/>`,
+      );
       acc += v;
     }
   });
   const line = (values: number[], color: string, dash = '') =>
     `<polyline fill="none" stroke="${color}" stroke-width="2" ${dash ? `stroke-dasharray="${dash}"` : ''} points="${values.map((v, i) => `${(pad.l + (i + 0.5) * bw).toFixed(1)},${y(v).toFixed(1)}`).join(' ')}"/>`;
-  parts.push(line(seconds.map((s) => s.offered), '#555', '5,4'));
-  parts.push(line(seconds.map((s) => s.refused), '#000'));
+  parts.push(
+    line(
+      seconds.map((s) => s.offered),
+      '#555',
+      '5,4',
+    ),
+  );
+  parts.push(
+    line(
+      seconds.map((s) => s.refused),
+      '#000',
+    ),
+  );
   const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => {
     const v = Math.round(max * f);
     return `<text x="${pad.l - 6}" y="${y(v) + 4}" text-anchor="end">${v}</text><line x1="${pad.l}" x2="${W - pad.r}" y1="${y(v)}" y2="${y(v)}" stroke="#eee"/>`;
   });
   const xs = seconds.map((s, i) => `<text x="${pad.l + (i + 0.5) * bw}" y="${H - pad.b + 15}" text-anchor="middle">${s.second}</text>`);
-  const legend = LEVELS.map((l, i) => `<rect x="${pad.l + i * 120}" y="${H - 14}" width="10" height="10" fill="${COLORS[l]}"/><text x="${pad.l + i * 120 + 14}" y="${H - 5}">${l}</text>`).join('');
+  const legend = LEVELS.map(
+    (l, i) =>
+      `<rect x="${pad.l + i * 120}" y="${H - 14}" width="10" height="10" fill="${COLORS[l]}"/><text x="${pad.l + i * 120 + 14}" y="${H - 5}">${l}</text>`,
+  ).join('');
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H + 20}" font-family="sans-serif" font-size="11">
 <rect width="100%" height="100%" fill="white"/>
 <text x="${pad.l}" y="16" font-size="13">tidal at ${factor}× capacity (C ≈ ${Math.round(capacity)} q/s): served queries per second by level; dashed: offered; black: refused</text>

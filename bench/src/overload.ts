@@ -243,7 +243,8 @@ async function child(argv: string[]): Promise<void> {
   const excursions: { t: number; phaseMs: number; level: number; inFlight: number; gapMs: number; fired: number }[] = [];
   const gcs: { t: number; ms: number; kind: number }[] = [];
   const gcObserver = new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) gcs.push({ t: e.startTime + PERF_OFFSET, ms: e.duration, kind: (e as unknown as { detail?: { kind?: number } }).detail?.kind ?? 0 });
+    for (const e of list.getEntries())
+      gcs.push({ t: e.startTime + PERF_OFFSET, ms: e.duration, kind: (e as unknown as { detail?: { kind?: number } }).detail?.kind ?? 0 });
   });
   gcObserver.observe({ entryTypes: ['gc'] });
 
@@ -272,7 +273,11 @@ async function child(argv: string[]): Promise<void> {
   let writeErrors = 0;
   const writer = setInterval(() => {
     clock += 50;
-    const batch = Array.from({ length: 50 }, () => ({ item: corpus.id(engaged[Math.floor(rand() * engaged.length)]!), kind: 'view', at: clock }));
+    const batch = Array.from({ length: 50 }, () => ({
+      item: corpus.id(engaged[Math.floor(rand() * engaged.length)]!),
+      kind: 'view',
+      at: clock,
+    }));
     db.signals(batch).catch(() => writeErrors++);
   }, 50);
 
@@ -334,7 +339,14 @@ async function child(argv: string[]): Promise<void> {
       const sampled = db.load.level;
       levelSamples.push({ t: tNow, level: sampled });
       if (sampled !== DegradationLevel.Full && spec === schedule[schedule.length - 1]) {
-        excursions.push({ t: tNow, phaseMs: tNow - phaseStart, level: sampled, inFlight: db.load.inFlight, gapMs: t - lastTick, fired: offered - firedBefore });
+        excursions.push({
+          t: tNow,
+          phaseMs: tNow - phaseStart,
+          level: sampled,
+          inFlight: db.load.inFlight,
+          gapMs: t - lastTick,
+          fired: offered - firedBefore,
+        });
       }
       lastTick = tNow;
       await new Promise((r) => setTimeout(r, 1));
@@ -350,7 +362,8 @@ async function child(argv: string[]): Promise<void> {
       inPhase.forEach((s, i) => {
         if (s.level !== DegradationLevel.Full) lastNonFull = i;
       });
-      fullForGoodMs = lastNonFull === inPhase.length - 1 ? Number.POSITIVE_INFINITY : lastNonFull < 0 ? 0 : inPhase[lastNonFull + 1]!.t - phaseStart;
+      fullForGoodMs =
+        lastNonFull === inPhase.length - 1 ? Number.POSITIVE_INFINITY : lastNonFull < 0 ? 0 : inPhase[lastNonFull + 1]!.t - phaseStart;
       // Back to Full: the overload's backlog drained and the level Full and held for a second. A
       // later excursion (a GC pause of this thread lets a few dozen arrivals pile up at 0.5× C, as
       // at any load) is ordinary operation, not recovery: it is listed below the table, and
@@ -464,7 +477,12 @@ async function measureLevels(db: TidalDb, corpus: Corpus): Promise<LevelsTable> 
     for (const q of queries) await q.run(db, level);
   }
   for (let round = 0; round < 2; round++) {
-    for (const level of [DegradationLevel.Full, DegradationLevel.ReducedCandidates, DegradationLevel.CoarseAggregates, DegradationLevel.NoDiversity]) {
+    for (const level of [
+      DegradationLevel.Full,
+      DegradationLevel.ReducedCandidates,
+      DegradationLevel.CoarseAggregates,
+      DegradationLevel.NoDiversity,
+    ]) {
       for (let i = 0; i < queries.length; i++) {
         const q = queries[i]!;
         const t0 = nowMs();
@@ -515,8 +533,12 @@ function renderLevels(t: LevelsTable): string {
       return [cell(c.serviceMs ?? Number.NaN, f.serviceMs ?? Number.NaN), `${cell(c.meanMs, f.meanMs)}, ${c.overlap.toFixed(2)}`];
     }),
   ]);
-  const mix = (l: DegradationLevelName, key: 'meanMs' | 'serviceMs') => QUERY_TYPES.reduce((a, type) => a + MIX_SHARE[type] * (t[type][l][key] ?? Number.NaN), 0);
-  rows.push(['the mix (weighted)', ...LEVEL_NAMES.flatMap((l) => [cell(mix(l, 'serviceMs'), mix('Full', 'serviceMs')), cell(mix(l, 'meanMs'), mix('Full', 'meanMs'))])]);
+  const mix = (l: DegradationLevelName, key: 'meanMs' | 'serviceMs') =>
+    QUERY_TYPES.reduce((a, type) => a + MIX_SHARE[type] * (t[type][l][key] ?? Number.NaN), 0);
+  rows.push([
+    'the mix (weighted)',
+    ...LEVEL_NAMES.flatMap((l) => [cell(mix(l, 'serviceMs'), mix('Full', 'serviceMs')), cell(mix(l, 'meanMs'), mix('Full', 'meanMs'))]),
+  ]);
   return markdownTable(header, rows);
 }
 
@@ -526,7 +548,9 @@ function renderLevels(t: LevelsTable): string {
 
 function runChild(args: string[], timeoutMs: number, prefix = 'REPORT '): Promise<ChildReport> {
   return new Promise((resolve, reject) => {
-    const c = spawn(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), '--child', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const c = spawn(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), '--child', ...args], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     c.stdout.on('data', (d: Buffer) => (out += d.toString()));
     const guard = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
@@ -541,7 +565,12 @@ function runChild(args: string[], timeoutMs: number, prefix = 'REPORT '): Promis
 
 async function build(dir: string, items: number, workers: number): Promise<void> {
   const corpus = new Corpus({ items, dims: 128 });
-  const db = await TidalDb.builder().path(dir).schema(tidalSchema(128)).workers(workers).clock(() => corpus.now).open();
+  const db = await TidalDb.builder()
+    .path(dir)
+    .schema(tidalSchema(128))
+    .workers(workers)
+    .clock(() => corpus.now)
+    .open();
   const p = new Progress('building corpus', items, 'items');
   for (const batch of corpus.items(1000)) {
     await db.upsertItems(batch);
@@ -585,15 +614,37 @@ async function parent(argv: string[]): Promise<void> {
     };
     const deadline = (seconds * 3.5 + 60) * 1000 + 120_000;
     if (opts['levels-only']) {
-      const levels = (await runChild(['--mode=on', `--dir=${copy('on')}`, `--levels-dir=${copy('levels')}`, `--items=${items}`, `--workers=${workers}`, '--levels-only'], deadline, 'LEVELS ')) as unknown as LevelsTable;
+      const levels = (await runChild(
+        ['--mode=on', `--dir=${copy('on')}`, `--levels-dir=${copy('levels')}`, `--items=${items}`, `--workers=${workers}`, '--levels-only'],
+        deadline,
+        'LEVELS ',
+      )) as unknown as LevelsTable;
       report.line(`Corpus: ${fmtInt(items)} items, ${workers} query workers; result cache off.\n\n${renderLevels(levels)}`);
       report.set('levels', levels);
       report.finish();
       return;
     }
-    const on = await runChild(['--mode=on', `--dir=${copy('on')}`, `--levels-dir=${copy('levels')}`, `--items=${items}`, `--seconds=${seconds}`, `--workers=${workers}`, `--admission=${opts.admission}`], deadline);
+    const on = await runChild(
+      [
+        '--mode=on',
+        `--dir=${copy('on')}`,
+        `--levels-dir=${copy('levels')}`,
+        `--items=${items}`,
+        `--seconds=${seconds}`,
+        `--workers=${workers}`,
+        `--admission=${opts.admission}`,
+      ],
+      deadline,
+    );
     const off = await runChild(
-      ['--mode=off', `--dir=${copy('off')}`, `--items=${items}`, `--seconds=${seconds}`, `--workers=${workers}`, `--capacity=${on.capacity}`],
+      [
+        '--mode=off',
+        `--dir=${copy('off')}`,
+        `--items=${items}`,
+        `--seconds=${seconds}`,
+        `--workers=${workers}`,
+        `--capacity=${on.capacity}`,
+      ],
       deadline,
     );
     const md = renderMarkdown(on, off, items, workers, seconds);
@@ -622,7 +673,10 @@ function renderMarkdown(on: ChildReport, off: ChildReport, items: number, worker
         .filter(([, n]) => n > 0)
         .map(([l, n]) => `${l} ${((100 * n) / total).toFixed(0)}%`)
         .join(', ');
-      const errs = Object.entries(p.errors).map(([c, n]) => `${c} ${n}`).join(', ') || '0';
+      const errs =
+        Object.entries(p.errors)
+          .map(([c, n]) => `${c} ${n}`)
+          .join(', ') || '0';
       return [
         p.name,
         fmtInt(p.offeredRate),
@@ -635,15 +689,32 @@ function renderMarkdown(on: ChildReport, off: ChildReport, items: number, worker
         share || '—',
         f2(p.refusalP99),
         fmtInt(p.unfinished),
-        p.backToFullMs === null ? '' : `${msOrNever(p.backToFullMs)} (Full to the end from ${msOrNever(p.fullForGoodMs ?? Number.POSITIVE_INFINITY)})`,
+        p.backToFullMs === null
+          ? ''
+          : `${msOrNever(p.backToFullMs)} (Full to the end from ${msOrNever(p.fullForGoodMs ?? Number.POSITIVE_INFINITY)})`,
       ];
     });
-  const header = ['phase', 'offered q/s', 'goodput q/s', 'goodput/offered', 'p50 ms', 'p99 ms', 'p999 ms', 'errors', 'levels', 'refusal p99 ms', 'unanswered at end', 'back to Full (held 1 s)'];
+  const header = [
+    'phase',
+    'offered q/s',
+    'goodput q/s',
+    'goodput/offered',
+    'p50 ms',
+    'p99 ms',
+    'p999 ms',
+    'errors',
+    'levels',
+    'refusal p99 ms',
+    'unanswered at end',
+    'back to Full (held 1 s)',
+  ];
   const mb = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
   return [
     `Corpus: ${fmtInt(items)} items, ${workers} query workers, ${seconds} s per phase, writes 1 000 signals/s throughout.`,
     '',
-    `Capacity C (closed loop, Full level): ${fmtInt(on.capacity)} queries/s. Worker service time p50 by level (load management on): ${Object.entries(on.serviceMsByLevel)
+    `Capacity C (closed loop, Full level): ${fmtInt(on.capacity)} queries/s. Worker service time p50 by level (load management on): ${Object.entries(
+      on.serviceMsByLevel,
+    )
       .map(([l, ms]) => `${l} ${f2(ms)} ms`)
       .join(', ')}; NoDiversity / Full = ${f2(on.noDiversityServiceMs / on.fullServiceMs)}.`,
     '',
@@ -657,7 +728,7 @@ function renderMarkdown(on: ChildReport, off: ChildReport, items: number, worker
           '',
           ...(on.levelsCached
             ? [
-                'The same queries with the defaults (this database): below Full, a query repeated within its staleness bound is answered from the result cache, and with the clock fixed the bound never runs out, so these columns show what the cache saves on repeats, not the level\'s work.',
+                "The same queries with the defaults (this database): below Full, a query repeated within its staleness bound is answered from the result cache, and with the clock fixed the bound never runs out, so these columns show what the cache saves on repeats, not the level's work.",
                 '',
                 renderLevels(on.levelsCached),
                 '',
@@ -687,14 +758,18 @@ const GC_KINDS: Record<number, string> = { 1: 'minor', 4: 'major', 8: 'increment
 /** What put the level below Full during the last phase, excursion by excursion (the last ten). */
 function renderExcursions(ex: readonly Excursion[]): string {
   if (ex.length === 0) return 'Last phase: every tick sampled Full.';
-  const rows = ex.slice(-10).map((e) => [
-    `+${fmtInt(e.atMs)} ms`,
-    `${fmtInt(e.forMs)} ms`,
-    LEVEL_NAMES[e.worst]!,
-    fmtInt(e.maxInFlight),
-    `${e.gapMs.toFixed(1)} ms (${e.fired} fired)`,
-    e.gc.map((g) => `${GC_KINDS[g.kind] ?? `kind ${g.kind}`} ${g.ms.toFixed(1)} ms at ${g.atMs >= 0 ? '+' : ''}${g.atMs.toFixed(0)}`).join(', ') || '—',
-  ]);
+  const rows = ex
+    .slice(-10)
+    .map((e) => [
+      `+${fmtInt(e.atMs)} ms`,
+      `${fmtInt(e.forMs)} ms`,
+      LEVEL_NAMES[e.worst]!,
+      fmtInt(e.maxInFlight),
+      `${e.gapMs.toFixed(1)} ms (${e.fired} fired)`,
+      e.gc
+        .map((g) => `${GC_KINDS[g.kind] ?? `kind ${g.kind}`} ${g.ms.toFixed(1)} ms at ${g.atMs >= 0 ? '+' : ''}${g.atMs.toFixed(0)}`)
+        .join(', ') || '—',
+    ]);
   return [
     `Last phase: ${ex.length} excursion(s) below Full (the last ${rows.length}: when, how long, the worst level, the highest in-flight count, the generator's tick gap just before, this thread's GC pauses near it).`,
     '',
@@ -721,7 +796,9 @@ function renderSvg(on: ChildReport, off: ChildReport): string {
     const shade = bins
       .map((b, i) => {
         const next = bins[i + 1]?.t ?? b.t + BIN_MS / 1000;
-        return b.level > 0 ? `<rect x="${x(b.t).toFixed(1)}" y="${y0 + pad.t}" width="${(x(next) - x(b.t)).toFixed(1)}" height="${H - pad.t - pad.b}" fill="${colors[b.level]}"/>` : '';
+        return b.level > 0
+          ? `<rect x="${x(b.t).toFixed(1)}" y="${y0 + pad.t}" width="${(x(next) - x(b.t)).toFixed(1)}" height="${H - pad.t - pad.b}" fill="${colors[b.level]}"/>`
+          : '';
       })
       .join('');
     const line = (pts: [number, number][], color: string, dash = '') =>
@@ -729,16 +806,30 @@ function renderSvg(on: ChildReport, off: ChildReport): string {
         .filter(([, y]) => Number.isFinite(y))
         .map(([a, b]) => `${a.toFixed(1)},${b.toFixed(1)}`)
         .join(' ')}"/>`;
-    const ticksR = [0, 0.25, 0.5, 0.75, 1].map((f) => `<text x="${pad.l - 6}" y="${yr(f * rMax) + 4}" text-anchor="end">${fmtInt(f * rMax)}</text>`).join('');
+    const ticksR = [0, 0.25, 0.5, 0.75, 1]
+      .map((f) => `<text x="${pad.l - 6}" y="${yr(f * rMax) + 4}" text-anchor="end">${fmtInt(f * rMax)}</text>`)
+      .join('');
     const ticksL = [1, 10, 100, 1000, 10000].map((ms) => `<text x="${W - pad.r + 6}" y="${yl(ms) + 4}">${ms} ms</text>`).join('');
-    const ticksT = Array.from({ length: Math.floor(tMax / 10) + 1 }, (_, i) => i * 10).map((t) => `<text x="${x(t)}" y="${y0 + H - pad.b + 16}" text-anchor="middle">${t}s</text>`).join('');
+    const ticksT = Array.from({ length: Math.floor(tMax / 10) + 1 }, (_, i) => i * 10)
+      .map((t) => `<text x="${x(t)}" y="${y0 + H - pad.b + 16}" text-anchor="middle">${t}s</text>`)
+      .join('');
     return [
       `<text x="${pad.l}" y="${y0 + 18}" font-weight="bold">${rep.mode === 'on' ? 'With load management' : 'Without load management'} — C = ${fmtInt(rep.capacity)} q/s; shading: level (yellow Reduced, orange Coarse, red NoDiversity)</text>`,
       shade,
       `<rect x="${pad.l}" y="${y0 + pad.t}" width="${W - pad.l - pad.r}" height="${H - pad.t - pad.b}" fill="none" stroke="#888"/>`,
-      line(bins.map((b) => [x(b.t), yr(b.offered)]), '#888', '4 3'),
-      line(bins.map((b) => [x(b.t), yr(b.ok)]), '#1565c0'),
-      line(bins.map((b) => [x(b.t), yl(b.p99)]), '#c62828'),
+      line(
+        bins.map((b) => [x(b.t), yr(b.offered)]),
+        '#888',
+        '4 3',
+      ),
+      line(
+        bins.map((b) => [x(b.t), yr(b.ok)]),
+        '#1565c0',
+      ),
+      line(
+        bins.map((b) => [x(b.t), yl(b.p99)]),
+        '#c62828',
+      ),
       ticksR,
       ticksL,
       ticksT,

@@ -61,7 +61,13 @@ async function main(): Promise<void> {
   // Work sharing off: the level table repeats identical queries, and each must run.
   // The clock stands still except in the trending A/B, where one side moves it a millisecond a query.
   let clockMs = now;
-  const db = await TidalDb.builder().path(dir).clock(() => clockMs).schema(schema).workSharing({ maxStalenessMs: { coarseAggregates: 0, noDiversity: 0 } }).capacity({ items: ITEMS + 1000, signalSlots: 2 * ITEMS + 1000 }).open();
+  const db = await TidalDb.builder()
+    .path(dir)
+    .clock(() => clockMs)
+    .schema(schema)
+    .workSharing({ maxStalenessMs: { coarseAggregates: 0, noDiversity: 0 } })
+    .capacity({ items: ITEMS + 1000, signalSlots: 2 * ITEMS + 1000 })
+    .open();
   const sql = new Database(path.join(dir, 'baseline.db'));
   sql.pragma('journal_mode = WAL');
   sql.exec(`
@@ -90,7 +96,13 @@ async function main(): Promise<void> {
         let l = byCategory.get(it.metadata.category);
         if (!l) byCategory.set(it.metadata.category, (l = []));
         l.push(i);
-        insertItem.run(i, it.id, it.metadata.creator, it.createdAt, Buffer.from(it.embedding.buffer, it.embedding.byteOffset, it.embedding.byteLength));
+        insertItem.run(
+          i,
+          it.id,
+          it.metadata.creator,
+          it.createdAt,
+          Buffer.from(it.embedding.buffer, it.embedding.byteOffset, it.embedding.byteLength),
+        );
       }
     })();
   }
@@ -101,7 +113,7 @@ async function main(): Promise<void> {
       for (const s of batch) insertSignal.run(corpus.indexOf(s.item), s.kind, s.at);
     })();
   }
-  log(`Corpus loaded in ${(nowMs() - t) / 1000 | 0} s.`);
+  log(`Corpus loaded in ${((nowMs() - t) / 1000) | 0} s.`);
   collectGarbage();
   const heapBefore = process.memoryUsage().heapUsed;
 
@@ -126,7 +138,12 @@ async function main(): Promise<void> {
     for (let k = 0; k < HISTORY; k++) {
       const i = rand() < 0.8 ? fav[Math.floor(rand() ** 2 * fav.length)]! : Math.floor(rand() * ITEMS);
       h.push(i);
-      evs.push({ item: corpus.id(i), kind: rand() < 0.33 ? 'like' : 'view', user: users[u]!, at: now - DAY * 7 + Math.floor(((k + rand()) / HISTORY) * 7 * DAY) });
+      evs.push({
+        item: corpus.id(i),
+        kind: rand() < 0.33 ? 'like' : 'view',
+        user: users[u]!,
+        at: now - DAY * 7 + Math.floor(((k + rand()) / HISTORY) * 7 * DAY),
+      });
     }
     histories.push(h);
     events.push(evs);
@@ -177,8 +194,10 @@ async function main(): Promise<void> {
   step('warm() (the ANN index built over the items, the workers caught up)');
   collectGarbage();
   const heapUsers = process.memoryUsage().heapUsed - heapBefore;
-  log(`Main-thread heap grown by the users, their state and the co-engagement index: ${fmtInt(heapUsers / 1048576)} MiB (${fmtInt(heapUsers / USERS)} B per user).`);
-  log(`Users loaded in ${(nowMs() - t) / 1000 | 0} s in all.`);
+  log(
+    `Main-thread heap grown by the users, their state and the co-engagement index: ${fmtInt(heapUsers / 1048576)} MiB (${fmtInt(heapUsers / USERS)} B per user).`,
+  );
+  log(`Users loaded in ${((nowMs() - t) / 1000) | 0} s in all.`);
   log(
     `\nWrite cost, interleaved batches of ${BATCH_USERS * HISTORY}: ${fmtInt(userSignals)} user signals ${fmtMs((userMs / userSignals) * 1000)} µs each, ` +
       `the same batches without a user ${fmtMs((plainMs / userSignals) * 1000)} µs each: ${fmtRatio(userMs / plainMs)}.`,
@@ -231,7 +250,14 @@ async function main(): Promise<void> {
     s = nowMs();
     const relSql = relatedSql.all(relatedItems[q]!) as { id: string }[];
     const sqlMs = nowMs() - s;
-    return { tidalMs, sqlMs, overlap: overlapAt10(rel.items.map((i) => i.id), relSql.map((r) => r.id)) };
+    return {
+      tidalMs,
+      sqlMs,
+      overlap: overlapAt10(
+        rel.items.map((i) => i.id),
+        relSql.map((r) => r.id),
+      ),
+    };
   };
   const tidalTimes = { for_you: [] as number[], related: [] as number[] };
   const sqlTimes = { for_you: [] as number[], related: [] as number[] };
@@ -257,9 +283,16 @@ async function main(): Promise<void> {
     if (q % sqlEvery.for_you === 0) {
       const p = preference[u]!;
       s = nowMs();
-      const theirs = forYouSql.all({ since: now - 59 * 60_000, user: u, pref: Buffer.from(p.buffer, p.byteOffset, p.byteLength), now }) as { id: string }[];
+      const theirs = forYouSql.all({ since: now - 59 * 60_000, user: u, pref: Buffer.from(p.buffer, p.byteOffset, p.byteLength), now }) as {
+        id: string;
+      }[];
       sqlTimes.for_you.push(nowMs() - s);
-      overlap.for_you.push(overlapAt10(mine.items.map((i) => i.id), theirs.map((r) => r.id)));
+      overlap.for_you.push(
+        overlapAt10(
+          mine.items.map((i) => i.id),
+          theirs.map((r) => r.id),
+        ),
+      );
     }
     const pair = await relatedPair(q);
     tidalTimes.related.push(pair.tidalMs);
@@ -279,7 +312,16 @@ async function main(): Promise<void> {
   const row = (name: string, mine: number[], theirs: number[], ov: number[]): string[] => {
     const a = summarize(mine);
     const b = summarize(theirs);
-    return [name, fmtMs(a.p50), fmtMs(a.p99), fmtMs(b.p50), fmtMs(b.p99), fmtRatio(b.p50 / a.p50), mean(ov).toFixed(2), `${mine.length} / ${theirs.length}`];
+    return [
+      name,
+      fmtMs(a.p50),
+      fmtMs(a.p99),
+      fmtMs(b.p50),
+      fmtMs(b.p99),
+      fmtRatio(b.p50 / a.p50),
+      mean(ov).toFixed(2),
+      `${mine.length} / ${theirs.length}`,
+    ];
   };
   const rows = [
     row('for_you', tidalTimes.for_you, sqlTimes.for_you, overlap.for_you),
@@ -287,7 +329,12 @@ async function main(): Promise<void> {
     row('related, taking turns with its SQL alone', alone.tidal, alone.sql, alone.overlap),
   ];
   log('\n## for_you and related, tidal vs hand-written SQL (ms at the caller)\n');
-  log(report.markdown(['profile', 'tidal p50', 'tidal p99', 'SQL p50', 'SQL p99', 'SQL p50 / tidal p50', 'overlap@10', 'queries (tidal / SQL)'], rows));
+  log(
+    report.markdown(
+      ['profile', 'tidal p50', 'tidal p99', 'SQL p50', 'SQL p99', 'SQL p50 / tidal p50', 'overlap@10', 'queries (tidal / SQL)'],
+      rows,
+    ),
+  );
 
   // ---- where the time goes ---------------------------------------------------------------------
   // Each kind of query at a level of its own, so the worker service-time window of that level
@@ -331,8 +378,18 @@ async function main(): Promise<void> {
       ['query', 'at the caller', 'worker service time', 'rest (dispatch, hop, main thread)'],
       [
         ['for_you (Full)', p50(caller.forYou), fmtMs(service.Full.p50), fmtMs(summarize(caller.forYou).p50 - service.Full.p50)],
-        ['related', p50(caller.related), service.CoarseAggregates.samples > 0 ? fmtMs(service.CoarseAggregates.p50) : 'none (main thread)', `tookMs p50 ${p50(relatedTook)}`],
-        ["worker floor: 'new', limit 1", p50(caller.floor), fmtMs(service.NoDiversity.p50), fmtMs(summarize(caller.floor).p50 - service.NoDiversity.p50)],
+        [
+          'related',
+          p50(caller.related),
+          service.CoarseAggregates.samples > 0 ? fmtMs(service.CoarseAggregates.p50) : 'none (main thread)',
+          `tookMs p50 ${p50(relatedTook)}`,
+        ],
+        [
+          "worker floor: 'new', limit 1",
+          p50(caller.floor),
+          fmtMs(service.NoDiversity.p50),
+          fmtMs(summarize(caller.floor).p50 - service.NoDiversity.p50),
+        ],
         ['ANN search alone, k = 500 (this thread)', p50(annMs[500]!), '', ''],
         ['ANN search alone, k = 200 (this thread)', p50(annMs[200]!), '', ''],
         ['ANN search alone, k = 128 (this thread)', p50(annMs[128]!), '', ''],
@@ -420,7 +477,7 @@ async function main(): Promise<void> {
       const b = summarize(t[i]!.built).p50;
       efRows.push([LEVELS[i]!, String(k), fmtMs(a), fmtMs(b), fmtRatio(a / b), (t[i]!.recall / BREAK).toFixed(3)]);
     });
-    log('\n## for_you\'s ANN search per level: expansion = k against the built 128 (p50 ms, this thread; interleaved)\n');
+    log("\n## for_you's ANN search per level: expansion = k against the built 128 (p50 ms, this thread; interleaved)\n");
     log(report.markdown(['level', 'k', 'ef = k', 'ef = 128', 'ratio', 'neighbours shared with ef = 128'], efRows));
   }
 
@@ -460,12 +517,18 @@ async function main(): Promise<void> {
         ov += overlapAt10(ids, full[q]!);
       }
       const sm = summarize(times);
-      const sources = name === 'for_you' ? (['ann', 'creators', 'newest', 'trending'] as const).map((k) => fmtInt(perSource[k] / n)).join(' / ') : '';
+      const sources =
+        name === 'for_you' ? (['ann', 'creators', 'newest', 'trending'] as const).map((k) => fmtInt(perSource[k] / n)).join(' / ') : '';
       levelRows.push([name, level, fmtMs(sm.p50), fmtMs(sm.p99), fmtInt(candidates / n), fmtInt(slots / n), (ov / n).toFixed(2), sources]);
     }
   }
   log('\n## Levels: cost and quality (limit 10, ms at the caller; overlap@10 with Full)\n');
-  log(report.markdown(['profile', 'level', 'p50', 'p99', 'candidates', 'slots read', 'overlap@10', 'for_you: ANN / creators / newest / trending'], levelRows));
+  log(
+    report.markdown(
+      ['profile', 'level', 'p50', 'p99', 'candidates', 'slots read', 'overlap@10', 'for_you: ANN / creators / newest / trending'],
+      levelRows,
+    ),
+  );
 
   // ---- for_you's quality against its own formula -----------------------------------------------
   // The exhaustive ranking scores every item by the documented mix, velocity over the largest of
@@ -508,11 +571,18 @@ async function main(): Promise<void> {
       const aff = new Map(Object.entries(st.affinity).filter(([, a]) => a > 0));
       const maxA = Math.max(0, ...aff.values());
       const score = (i: number, maxV: number): number =>
-        0.4 * Math.max(0, cosAt(pref, i)) + 0.3 * (maxV > 0 ? vel[i]! / maxV : 0) + 0.2 * 2 ** (-Math.max(0, now - created[i]!) / DAY) + 0.1 * (maxA > 0 ? (aff.get(creatorOf[i]!) ?? 0) / maxA : 0);
+        0.4 * Math.max(0, cosAt(pref, i)) +
+        0.3 * (maxV > 0 ? vel[i]! / maxV : 0) +
+        0.2 * 2 ** (-Math.max(0, now - created[i]!) / DAY) +
+        0.1 * (maxA > 0 ? (aff.get(creatorOf[i]!) ?? 0) / maxA : 0);
       const top10 = (cands: ArrayLike<number>, maxV: number): string[] => {
         const c = Array.from(cands);
         const sc = c.map((i) => score(i, maxV));
-        return c.map((_, i) => i).sort((a, b) => sc[b]! - sc[a]! || c[a]! - c[b]!).slice(0, 10).map((i) => corpus.id(c[i]!));
+        return c
+          .map((_, i) => i)
+          .sort((a, b) => sc[b]! - sc[a]! || c[a]! - c[b]!)
+          .slice(0, 10)
+          .map((i) => corpus.id(c[i]!));
       };
       const all = Array.from({ length: ITEMS }, (_, i) => i);
       const exhaustive = top10(all, maxVel);
@@ -537,7 +607,12 @@ async function main(): Promise<void> {
         ['ranking', 'with the exhaustive ranking', 'with the former Full (ANN 500 alone)', 'with this Full'],
         [
           ['former Full (ANN 500 alone)', (oldVsExhaustive / Q).toFixed(2), '1.00', ''],
-          ...LEVELS.map((l) => [l, (ovs.exhaustive.get(l)! / Q).toFixed(2), (ovs.oldFull.get(l)! / Q).toFixed(2), (ovs.newFull.get(l)! / Q).toFixed(2)]),
+          ...LEVELS.map((l) => [
+            l,
+            (ovs.exhaustive.get(l)! / Q).toFixed(2),
+            (ovs.oldFull.get(l)! / Q).toFixed(2),
+            (ovs.newFull.get(l)! / Q).toFixed(2),
+          ]),
         ],
       ),
     );

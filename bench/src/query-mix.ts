@@ -6,8 +6,7 @@ export type Query = (db: TidalDb) => Promise<DegradationLevel>;
 
 /** One query of the mix as data: which call, and its request (vectors are `Float32Array`s; {@link mixRequestJson} turns one into an HTTP body). */
 export type MixRequest =
-  | { readonly kind: 'retrieve'; readonly body: RetrieveRequest }
-  | { readonly kind: 'search'; readonly body: SearchRequest };
+  { readonly kind: 'retrieve'; readonly body: RetrieveRequest } | { readonly kind: 'search'; readonly body: SearchRequest };
 
 /**
  * The query mix of the overload runs (the benchmarks, in process and over HTTP, and the demo): a
@@ -84,7 +83,9 @@ export function prepareTypedQueries(corpus: Corpus, rand: () => number, perType:
   for (let i = 0; i < perType; i++) {
     out.push(retrieve('trending', { profile: 'trending', diversity, limit: 10 }));
     out.push(retrieve('new in a category', { profile: 'new', filter: { category: corpus.randomCategory(rand) }, diversity, limit: 10 }));
-    out.push(retrieve('popular around a context vector', { profile: 'popular', context: corpus.contextVector(rand), diversity, limit: 10 }));
+    out.push(
+      retrieve('popular around a context vector', { profile: 'popular', context: corpus.contextVector(rand), diversity, limit: 10 }),
+    );
     out.push(search('text', { text: corpus.textQuery(rand), diversity, limit: 10 }));
     out.push(search('text + filter', { text: corpus.textQuery(rand), filter: { category: corpus.randomCategory(rand) }, limit: 10 }));
     const c = Math.floor(rand() * 20);
@@ -100,5 +101,10 @@ export function mixRequestJson(q: MixRequest): string {
 
 /** A mix request as the load generator sends it to `tidal serve`: POST /retrieve or /search with its JSON body. */
 export function mixHttpRequest(q: MixRequest): { method: 'POST'; path: string; body: string; headers: Record<string, string> } {
-  return { method: 'POST', path: q.kind === 'retrieve' ? '/retrieve' : '/search', body: mixRequestJson(q), headers: { 'content-type': 'application/json' } };
+  return {
+    method: 'POST',
+    path: q.kind === 'retrieve' ? '/retrieve' : '/search',
+    body: mixRequestJson(q),
+    headers: { 'content-type': 'application/json' },
+  };
 }

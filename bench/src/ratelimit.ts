@@ -172,7 +172,15 @@ async function throughput(s: Scenario): Promise<ThroughputRow> {
     refusedTidal = a.refused;
     refusedFlexible = b.refused;
   }
-  return { scenario: s.name, tidal: median(tidal), flexible: median(flexible), floor: median(floor), storage: median(storage), refusedTidal, refusedFlexible };
+  return {
+    scenario: s.name,
+    tidal: median(tidal),
+    flexible: median(flexible),
+    floor: median(floor),
+    storage: median(storage),
+    refusedTidal,
+    refusedFlexible,
+  };
 }
 
 /** Heap per bucket of a RateLimiter holding `n` buckets, with one agent per 10 sessions or one per session. */
@@ -241,7 +249,9 @@ async function main(): Promise<void> {
   }
   const r = (report = new Report('ratelimit', opts));
   // Both sides run in the same rounds, so other load slows both; the ratio is the robust figure.
-  log(`${fmtInt(CHECKS)} checks per round, median of ${ROUNDS} rounds after 1 warm-up, ${fmtInt(KEYS)} keys (${AGENTS} agents × ${SESSIONS_PER_AGENT} sessions) round-robin.`);
+  log(
+    `${fmtInt(CHECKS)} checks per round, median of ${ROUNDS} rounds after 1 warm-up, ${fmtInt(KEYS)} keys (${AGENTS} agents × ${SESSIONS_PER_AGENT} sessions) round-robin.`,
+  );
   log();
 
   const rows: ThroughputRow[] = [];
@@ -257,8 +267,22 @@ async function main(): Promise<void> {
   log();
   log(
     r.markdown(
-      ['scenario', 'tidal RateLimiter.tryTake', 'RateLimiterMemory.consume (awaited)', 'ratio', 'awaited no-op promise', 'RateLimiterMemory storage step, sync'],
-      rows.map((r) => [r.scenario, fmtInt(r.tidal), fmtInt(r.flexible), fmtRatio(r.tidal / r.flexible), fmtInt(r.floor), fmtInt(r.storage)]),
+      [
+        'scenario',
+        'tidal RateLimiter.tryTake',
+        'RateLimiterMemory.consume (awaited)',
+        'ratio',
+        'awaited no-op promise',
+        'RateLimiterMemory storage step, sync',
+      ],
+      rows.map((r) => [
+        r.scenario,
+        fmtInt(r.tidal),
+        fmtInt(r.flexible),
+        fmtRatio(r.tidal / r.flexible),
+        fmtInt(r.floor),
+        fmtInt(r.storage),
+      ]),
     ),
   );
   log();
@@ -269,11 +293,15 @@ async function main(): Promise<void> {
 
   const grouped = bucketBytes(SESSIONS, 10);
   const single = bucketBytes(SESSIONS, 1);
-  log(`RateLimiter heap per bucket (${fmtInt(SESSIONS)} buckets, UUID session ids): ${fmtInt(grouped)} bytes with 10 sessions per agent, ${fmtInt(single)} bytes with one session per agent`);
+  log(
+    `RateLimiter heap per bucket (${fmtInt(SESSIONS)} buckets, UUID session ids): ${fmtInt(grouped)} bytes with 10 sessions per agent, ${fmtInt(single)} bytes with one session per agent`,
+  );
 
   const mem = await sessionBytes(SESSIONS);
   log(`openSession: ${fmtInt(mem.openPerSec)} sessions/s (one SQLite insert each)`);
-  log(`heap per open session (${fmtInt(SESSIONS)} sessions, handles kept by the caller): ${fmtInt(mem.idleBytes)} bytes idle, ${fmtInt(mem.signalledBytes)} bytes after one signal each (adds its bucket and seen set)`);
+  log(
+    `heap per open session (${fmtInt(SESSIONS)} sessions, handles kept by the caller): ${fmtInt(mem.idleBytes)} bytes idle, ${fmtInt(mem.signalledBytes)} bytes after one signal each (adds its bucket and seen set)`,
+  );
   log(`sweep of ${fmtInt(SESSIONS)} open sessions, none due: ${fmtMs(mem.sweepMs)} ms (median of 5)`);
   log(`load average (1 min) at end: ${loadAverage()}`);
   r.set('throughput', rows);

@@ -15,7 +15,15 @@
 import Database from 'better-sqlite3';
 import { openStorage } from 'tidal-wal/storage';
 import * as tidalQuery from 'tidal-query';
-import { levelPlan, tunedPlan, type LevelPlan, type PlanOverrides, type QueryContext, type RetrieveExecutor, type RetrieveTask } from 'tidal-query';
+import {
+  levelPlan,
+  tunedPlan,
+  type LevelPlan,
+  type PlanOverrides,
+  type QueryContext,
+  type RetrieveExecutor,
+  type RetrieveTask,
+} from 'tidal-query';
 import { DegradationLevel, levelName } from 'tidal-core';
 import { Corpus, SIGNAL_KINDS, tidalSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
@@ -71,7 +79,14 @@ function build(corpus: Corpus, { AnnIndex, Catalog, SignalStore }: TidalQuery): 
       for (let i = 0; i < n; i++) {
         const it = corpus.item(start + i);
         const blob = Buffer.from(it.embedding.buffer, it.embedding.byteOffset, it.embedding.byteLength);
-        insert.run(start + i, it.id, JSON.stringify({ category: it.metadata.category, creator: it.metadata.creator }), it.createdAt, blob, start + i + 1);
+        insert.run(
+          start + i,
+          it.id,
+          JSON.stringify({ category: it.metadata.category, creator: it.metadata.creator }),
+          it.createdAt,
+          blob,
+          start + i + 1,
+        );
         keys.push(start + i);
         vectors.set(it.embedding, i * dims);
       }
@@ -90,7 +105,9 @@ function build(corpus: Corpus, { AnnIndex, Catalog, SignalStore }: TidalQuery): 
     applyMs += nowMs() - t0;
     events += chunk.length;
   }
-  log(`loaded ${fmtInt(corpus.size)} items, ${fmtInt(events)} events (${SIGNAL_KINDS.join(', ')}) into ${fmtInt(store.slotsUsed())} slots; apply ${((applyMs * 1e6) / events).toFixed(0)} ns/event`);
+  log(
+    `loaded ${fmtInt(corpus.size)} items, ${fmtInt(events)} events (${SIGNAL_KINDS.join(', ')}) into ${fmtInt(store.slotsUsed())} slots; apply ${((applyMs * 1e6) / events).toFixed(0)} ns/event`,
+  );
   return { schema, catalog, store, ann, db };
 }
 
@@ -112,12 +129,20 @@ function profiles(corpus: Corpus): Profile[] {
     { name: 'popular', tasks: repeat({ ...base, profile: 'popular' }), scan: true },
     {
       name: 'popular, category filter',
-      tasks: Array.from({ length: QUERIES }, () => ({ ...base, profile: 'popular' as const, filter: { category: corpus.randomCategory(rand) } })),
+      tasks: Array.from({ length: QUERIES }, () => ({
+        ...base,
+        profile: 'popular' as const,
+        filter: { category: corpus.randomCategory(rand) },
+      })),
       scan: true,
     },
     {
       name: 'new, category filter',
-      tasks: Array.from({ length: QUERIES }, () => ({ ...base, profile: 'new' as const, filter: { category: corpus.randomCategory(rand) } })),
+      tasks: Array.from({ length: QUERIES }, () => ({
+        ...base,
+        profile: 'new' as const,
+        filter: { category: corpus.randomCategory(rand) },
+      })),
       scan: false,
     },
     {
@@ -162,7 +187,14 @@ function overlapWith(full: string[][], tops: string[][]): number {
  */
 function measureProfile(p: Profile, runs: Run[], now: number): { run: Run; level: DegradationLevel; row: Row }[] {
   const cells = runs.flatMap((run) => LEVELS.map((level) => ({ run, level, plan: run.plan ? run.plan(level) : levelPlan(level) })));
-  const tops = cells.map(({ run, plan }) => p.tasks.map((t) => run.exec.run(t, plan, now).items.slice(0, 10).map((i) => i.id)));
+  const tops = cells.map(({ run, plan }) =>
+    p.tasks.map((t) =>
+      run.exec
+        .run(t, plan, now)
+        .items.slice(0, 10)
+        .map((i) => i.id),
+    ),
+  );
   const full = tops[0]!;
   const out = cells.map(({ run, level, plan }, c) => {
     let slots = 0;
@@ -177,7 +209,14 @@ function measureProfile(p: Profile, runs: Run[], now: number): { run: Run; level
       candidates += e.candidates;
     }
     const n = p.tasks.length;
-    const row: Row = { ns: 0, overlap: overlapWith(full, tops[c]!), slots: slots / n, ann: ann / n, popular: popular / n, candidates: candidates / n };
+    const row: Row = {
+      ns: 0,
+      overlap: overlapWith(full, tops[c]!),
+      slots: slots / n,
+      ann: ann / n,
+      popular: popular / n,
+      candidates: candidates / n,
+    };
     return { run, level, plan, row };
   });
   collectGarbage();
@@ -201,14 +240,20 @@ async function main(): Promise<void> {
   const ordered = new RetrieveExecutor(ctx);
   const scan = new RetrieveExecutor(ctx, { exhaustive: true });
   // Variants of the exact pass around a context vector: the same shortlist at every level below Full.
-  const below = (overrides: PlanOverrides) => (level: DegradationLevel) => (level === DegradationLevel.Full ? levelPlan(level) : tunedPlan(levelPlan(level), overrides));
+  const below = (overrides: PlanOverrides) => (level: DegradationLevel) =>
+    level === DegradationLevel.Full ? levelPlan(level) : tunedPlan(levelPlan(level), overrides);
   const shortlists = SHORTLISTS.map((n) => ({ how: `shortlist ${n}`, exec: ordered, plan: below({ context: { popularShortlist: n } }) }));
   const annTopKs = ANN_TOPKS.map((k) => ({ how: `ANN top-k ${k}`, exec: ordered, plan: below({ ann: { topK: k } }) }));
   const trendingSlots = TRENDING_SLOTS.map((n) => ({ how: `trending slots ${n}`, exec: ordered, plan: below({ trending: { slots: n } }) }));
   const now = corpus.now;
   const rows: string[][] = [];
   for (const p of profiles(corpus).filter((q) => q.name.includes(ONLY))) {
-    const runs: Run[] = p.scan ? [{ how: 'scan (before)', exec: scan }, { how: 'orders', exec: ordered }] : [{ how: '', exec: ordered }];
+    const runs: Run[] = p.scan
+      ? [
+          { how: 'scan (before)', exec: scan },
+          { how: 'orders', exec: ordered },
+        ]
+      : [{ how: '', exec: ordered }];
     if (p.tasks[0]!.context) runs.push(...shortlists, ...annTopKs);
     if (p.tasks[0]!.profile === 'trending') runs.push(...trendingSlots);
     const cells = measureProfile(p, runs, now);
@@ -231,9 +276,24 @@ async function main(): Promise<void> {
   }
   log();
   log(`Slots: ${fmtInt(ctx.store.slotsUsed())}; dirty slots at query time: ${ctx.store.order.dirtyCount}.`);
-  log('Ratio and overlap@10 are against the first Full row of the profile (the scan\'s, where there is one).');
+  log("Ratio and overlap@10 are against the first Full row of the profile (the scan's, where there is one).");
   log();
-  report.table('', ['profile', 'candidates from', 'level', 'ns/query', 'vs Full', 'overlap@10', 'slotsVisited', 'annCandidates', 'popularCandidates', 'candidates'], rows);
+  report.table(
+    '',
+    [
+      'profile',
+      'candidates from',
+      'level',
+      'ns/query',
+      'vs Full',
+      'overlap@10',
+      'slotsVisited',
+      'annCandidates',
+      'popularCandidates',
+      'candidates',
+    ],
+    rows,
+  );
   report.finish();
 }
 
@@ -257,7 +317,14 @@ async function compareTrees(corpus: Corpus, before: TidalQuery): Promise<void> {
   for (const p of profiles(corpus).filter((q) => q.name.includes(ONLY))) {
     for (const level of LEVELS) {
       const plans = [planOf(tidalQuery, level), planOf(before, level)] as const;
-      const tops = [after, old].map((exec, i) => p.tasks.map((t) => exec.run(t, plans[i]!, now).items.slice(0, 10).map((x) => x.id)));
+      const tops = [after, old].map((exec, i) =>
+        p.tasks.map((t) =>
+          exec
+            .run(t, plans[i]!, now)
+            .items.slice(0, 10)
+            .map((x) => x.id),
+        ),
+      );
       const pass = (exec: RetrieveExecutor, plan: LevelPlan) => () => {
         for (const t of p.tasks) exec.run(t, plan, now);
       };

@@ -74,7 +74,11 @@ function kib(text: string, key: string): number {
 function memory(): MemoryReading {
   const status = fs.readFileSync('/proc/self/status', 'utf8');
   const meminfo = fs.readFileSync('/proc/meminfo', 'utf8');
-  return { vmSizeMiB: kib(status, 'VmSize') / 1024, vmRssMiB: kib(status, 'VmRSS') / 1024, committedMiB: kib(meminfo, 'Committed_AS') / 1024 };
+  return {
+    vmSizeMiB: kib(status, 'VmSize') / 1024,
+    vmRssMiB: kib(status, 'VmRSS') / 1024,
+    committedMiB: kib(meminfo, 'Committed_AS') / 1024,
+  };
 }
 
 function spawnWorks(): string {
@@ -88,7 +92,8 @@ function reservationRow(mode: Reservation, stores: number): string[] {
   const held: SignalStore[] = [];
   let failure = '';
   try {
-    for (let i = 0; i < stores; i++) held.push(SignalStore.create({ kinds: KINDS, maxOrdinals: ORDINALS, maxSlots: SLOTS, reservation: mode }));
+    for (let i = 0; i < stores; i++)
+      held.push(SignalStore.create({ kinds: KINDS, maxOrdinals: ORDINALS, maxSlots: SLOTS, reservation: mode }));
   } catch (err) {
     failure = ` (store ${held.length + 1}: ${(err as Error).message})`;
   }
@@ -123,7 +128,12 @@ function reservation(): void {
   log();
   const rows: string[][] = [];
   for (const stores of [STORES, many]) for (const mode of MODES) rows.push(reservationRow(mode, stores));
-  log(report.markdown(['reservation', 'stores', 'reserved MiB', 'Δ VmSize MiB', 'Δ VmRSS MiB', 'Δ Committed_AS MiB', "spawnSync('true')"], rows));
+  log(
+    report.markdown(
+      ['reservation', 'stores', 'reserved MiB', 'Δ VmSize MiB', 'Δ VmRSS MiB', 'Δ Committed_AS MiB', "spawnSync('true')"],
+      rows,
+    ),
+  );
   log();
 }
 
@@ -267,7 +277,12 @@ function speed(): void {
       ['trending scan, per slot', 'scanNs'],
       ['read(), per slot', 'readNs'],
     ] as const
-  ).map(([label, key]) => [label, med('grow', key).toFixed(1), med('fixed', key).toFixed(1), fmtRatio(med('grow', key) / med('fixed', key))]);
+  ).map(([label, key]) => [
+    label,
+    med('grow', key).toFixed(1),
+    med('fixed', key).toFixed(1),
+    fmtRatio(med('grow', key) / med('fixed', key)),
+  ]);
   log(report.markdown(['operation', 'growable ns', 'fixed ns', 'growable / fixed'], rows));
   log();
   log(`Reading ${fmtInt(1 << 24)} Int32 elements in a loop, ns per element (medians of ${ROUNDS}):`);
@@ -306,8 +321,18 @@ function resident(): void {
     report.markdown(
       ['after', 'Δ VmRSS MiB', 'bytes per slot', 'committed buffer MiB (slots + index)'],
       [
-        ['reserve()', fmtInt(reserved.vmRssMiB - before.vmRssMiB), fmtInt(perSlot(reserved)), fmtInt((store.arena.slots.byteLength + store.arena.index.byteLength) / MiB)],
-        ['first event on each', fmtInt(applied.vmRssMiB - before.vmRssMiB), fmtInt(perSlot(applied)), fmtInt((store.arena.slots.byteLength + store.arena.index.byteLength) / MiB)],
+        [
+          'reserve()',
+          fmtInt(reserved.vmRssMiB - before.vmRssMiB),
+          fmtInt(perSlot(reserved)),
+          fmtInt((store.arena.slots.byteLength + store.arena.index.byteLength) / MiB),
+        ],
+        [
+          'first event on each',
+          fmtInt(applied.vmRssMiB - before.vmRssMiB),
+          fmtInt(perSlot(applied)),
+          fmtInt((store.arena.slots.byteLength + store.arena.index.byteLength) / MiB),
+        ],
       ],
     ),
   );

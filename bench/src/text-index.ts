@@ -34,7 +34,6 @@ const QUERIES = opts.queries;
 const ROUNDS = opts.rounds;
 const DEPTHS = [10, 100, 200] as const;
 
-
 function heapUsed(): number {
   collectGarbage();
   collectGarbage();
@@ -78,7 +77,11 @@ function run(file: string): void {
       for (const item of batch) {
         const ordinal = corpus.indexOf(item.id);
         texts[ordinal] = item.text;
-        writer.upsert({ ordinal, id: item.id, text: item.text, metadata: item.metadata, createdAt: item.createdAt, embedding: null }, ++version, false);
+        writer.upsert(
+          { ordinal, id: item.id, text: item.text, metadata: item.metadata, createdAt: item.createdAt, embedding: null },
+          ++version,
+          false,
+        );
         if (item.text) ftsInsert.run(ordinal, item.text);
       }
     })();
@@ -112,7 +115,9 @@ function run(file: string): void {
   const matches = queries.map((q) => ftsQuery(q)!);
   const terms = queries.map((q) => queryTerms(q, 32));
   const fts = db.prepare('SELECT rowid, bm25(items_fts) AS s FROM items_fts WHERE items_fts MATCH ? ORDER BY s LIMIT ?').raw(true);
-  const ftsTie = db.prepare('SELECT rowid, bm25(items_fts) AS s FROM items_fts WHERE items_fts MATCH ? ORDER BY s, rowid LIMIT ?').raw(true);
+  const ftsTie = db
+    .prepare('SELECT rowid, bm25(items_fts) AS s FROM items_fts WHERE items_fts MATCH ? ORDER BY s, rowid LIMIT ?')
+    .raw(true);
 
   // Correctness first: the pruned top-k is FTS5's (ties broken by rowid on both sides).
   let checked = 0;
@@ -124,11 +129,13 @@ function run(file: string): void {
     for (const k of DEPTHS) {
       const want = ftsTie.all(matches[i]!, k) as [number, number][];
       const got = searchTopK(index, terms[i]!, k);
-      if (got.ordinals.length !== want.length) throw new Error(`query ${queries[i]} k=${k}: ${got.ordinals.length} hits, FTS5 ${want.length}`);
+      if (got.ordinals.length !== want.length)
+        throw new Error(`query ${queries[i]} k=${k}: ${got.ordinals.length} hits, FTS5 ${want.length}`);
       for (let j = 0; j < want.length; j++) {
         const [o, s] = want[j]!;
         const rel = Math.abs(-got.scores[j]! - s) / Math.abs(s);
-        if (got.ordinals[j] !== o || rel > 1e-9) throw new Error(`query ${queries[i]} k=${k} rank ${j}: ${got.ordinals[j]} ${-got.scores[j]!} vs FTS5 ${o} ${s}`);
+        if (got.ordinals[j] !== o || rel > 1e-9)
+          throw new Error(`query ${queries[i]} k=${k} rank ${j}: ${got.ordinals[j]} ${-got.scores[j]!} vs FTS5 ${o} ${s}`);
       }
       checked++;
       scored.set(k, (scored.get(k) ?? 0) + got.postingsScored);
@@ -147,7 +154,7 @@ function run(file: string): void {
     const start = nowMs();
     for (let i = 0; i < QUERIES; i++) {
       if (engine === 'fts5') {
-        sink += (fts.all(matches[i]!, k)).length;
+        sink += fts.all(matches[i]!, k).length;
       } else {
         // The index's cost includes splitting and folding the query text, as a search pays it.
         const q = queryTerms(queries[i]!, 32);
@@ -183,23 +190,32 @@ function run(file: string): void {
   report.line();
   report.table(
     'top-k BM25, ns per query',
-    ['k', 'FTS5 ns/query', 'index ns/query', 'index, no pruning, ns/query', 'FTS5 / index', 'postings scored / query', 'max', 'blocks skipped / query'],
+    [
+      'k',
+      'FTS5 ns/query',
+      'index ns/query',
+      'index, no pruning, ns/query',
+      'FTS5 / index',
+      'postings scored / query',
+      'max',
+      'blocks skipped / query',
+    ],
     rows,
   );
   report.line(`Postings scored per query without pruning (every match): ${fmtInt(exhaustivePostings / QUERIES)}.`);
   report.line();
   report.table(
-      'the index',
-      ['index', 'value'],
-      [
-        ['documents', fmtInt(stats.documents)],
-        ['terms', fmtInt(stats.terms)],
-        ['postings', fmtInt(stats.postings)],
-        ['typed arrays (MB)', (stats.arrayBytes / 1e6).toFixed(1)],
-        ['heap held (MB, --expose-gc)', (heapBytes / 1e6).toFixed(1)],
-        ['build from memory (ms)', fmtInt(buildMs)],
-        ['catalog refresh incl. index (ms)', fmtInt(catalogMs)],
-      ],
+    'the index',
+    ['index', 'value'],
+    [
+      ['documents', fmtInt(stats.documents)],
+      ['terms', fmtInt(stats.terms)],
+      ['postings', fmtInt(stats.postings)],
+      ['typed arrays (MB)', (stats.arrayBytes / 1e6).toFixed(1)],
+      ['heap held (MB, --expose-gc)', (heapBytes / 1e6).toFixed(1)],
+      ['build from memory (ms)', fmtInt(buildMs)],
+      ['catalog refresh incl. index (ms)', fmtInt(catalogMs)],
+    ],
   );
   report.finish();
   db.close();

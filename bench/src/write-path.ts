@@ -94,7 +94,8 @@ function callAt(rows: Rows, c: number, size: number): SignalInput[] {
   const from = c * size;
   const to = Math.min(rows.n, from + size);
   const call = new Array<SignalInput>(to - from);
-  for (let i = from; i < to; i++) call[i - from] = { item: IDS[rows.ordinal[i]!]!, kind: KIND_NAMES[rows.kind[i]!]!, weight: 1, at: rows.at[i]! };
+  for (let i = from; i < to; i++)
+    call[i - from] = { item: IDS[rows.ordinal[i]!]!, kind: KIND_NAMES[rows.kind[i]!]!, weight: 1, at: rows.at[i]! };
   return call;
 }
 
@@ -236,7 +237,11 @@ function checkpointCost(slots: number, dirtyShare: number): { fullMs: number; in
 
 /** Microseconds per event of the in-memory signal state alone (SignalStore.apply), for the breakdown. */
 function applyCost(rows: Rows): number {
-  const store = SignalStore.create({ kinds: SCHEMA.signals.map((k) => ({ name: k.name, halfLifeMs: k.halfLifeMs, windows: [], velocity: false })), maxOrdinals: ITEMS, maxSlots: ITEMS * SCHEMA.signals.length });
+  const store = SignalStore.create({
+    kinds: SCHEMA.signals.map((k) => ({ name: k.name, halfLifeMs: k.halfLifeMs, windows: [], velocity: false })),
+    maxOrdinals: ITEMS,
+    maxSlots: ITEMS * SCHEMA.signals.length,
+  });
   const t0 = nowMs();
   for (let i = 0; i < rows.n; i++) store.apply(rows.ordinal[i]!, rows.kind[i]!, 1, rows.at[i]!);
   return ((nowMs() - t0) * 1000) / rows.n;
@@ -363,7 +368,9 @@ async function main(): Promise<void> {
   const rep = (report = new Report('write', opts));
   // Other processes on a 2-core machine move every figure here; the load average says how much.
   const loadAtStart = os.loadavg()[0]!;
-  log(`events per ingest phase ${fmtInt(EVENTS)}, items ${fmtInt(ITEMS)}, calls of ${CALL} signals with ${IN_FLIGHT} in flight; overload ${OVERLOAD_MS} ms in calls of ${OVERLOAD_CALL}`);
+  log(
+    `events per ingest phase ${fmtInt(EVENTS)}, items ${fmtInt(ITEMS)}, calls of ${CALL} signals with ${IN_FLIGHT} in flight; overload ${OVERLOAD_MS} ms in calls of ${OVERLOAD_CALL}`,
+  );
   log();
 
   const rows = makeRows(EVENTS, 1);
@@ -387,12 +394,20 @@ async function main(): Promise<void> {
   const proc = medianBy(procRuns, (x) => x.perSec);
   const power = medianBy(powerRuns, (x) => x.perSec);
   const rounds = (xs: number[]) => xs.map((x) => fmtInt(x)).join(' / ');
-  log(`raw better-sqlite3, ${RAW_TX} rows per transaction, rows/s by round: ${rounds(rawProcessRuns)} (synchronous=NORMAL), ${rounds(rawPowerRuns)} (FULL)`);
-  log(`tidal 'process', signals/s by round: ${rounds(procRuns.map((x) => x.perSec))}; median: ack p50 ${fmtMs(proc.ack.p50)} ms p99 ${fmtMs(proc.ack.p99)} ms, loop delay p99 ${fmtMs(proc.loopP99Ms)} ms`);
-  log(`tidal 'power', signals/s by round:   ${rounds(powerRuns.map((x) => x.perSec))}; median: ack p50 ${fmtMs(power.ack.p50)} ms p99 ${fmtMs(power.ack.p99)} ms, loop delay p99 ${fmtMs(power.loopP99Ms)} ms`);
+  log(
+    `raw better-sqlite3, ${RAW_TX} rows per transaction, rows/s by round: ${rounds(rawProcessRuns)} (synchronous=NORMAL), ${rounds(rawPowerRuns)} (FULL)`,
+  );
+  log(
+    `tidal 'process', signals/s by round: ${rounds(procRuns.map((x) => x.perSec))}; median: ack p50 ${fmtMs(proc.ack.p50)} ms p99 ${fmtMs(proc.ack.p99)} ms, loop delay p99 ${fmtMs(proc.loopP99Ms)} ms`,
+  );
+  log(
+    `tidal 'power', signals/s by round:   ${rounds(powerRuns.map((x) => x.perSec))}; median: ack p50 ${fmtMs(power.ack.p50)} ms p99 ${fmtMs(power.ack.p99)} ms, loop delay p99 ${fmtMs(power.loopP99Ms)} ms`,
+  );
   const ckptEvery = Math.max(10_000, Math.floor(EVENTS / 4));
   const withCkpt = await ingest(rows, 'process', ckptEvery);
-  log(`tidal 'process' + checkpoint every ${fmtInt(ckptEvery)} events: ${fmtInt(withCkpt.perSec)} signals/s, loop delay p99 ${fmtMs(withCkpt.loopP99Ms)} ms max ${fmtMs(withCkpt.loopMaxMs)} ms`);
+  log(
+    `tidal 'process' + checkpoint every ${fmtInt(ckptEvery)} events: ${fmtInt(withCkpt.perSec)} signals/s, loop delay p99 ${fmtMs(withCkpt.loopP99Ms)} ms max ${fmtMs(withCkpt.loopMaxMs)} ms`,
+  );
 
   // Where the time of one durable signal goes: SQLite (the raw run), the in-memory signal state
   // (SignalStore.apply alone), and the rest (validation, queueing, promises, garbage collection).
@@ -407,8 +422,12 @@ async function main(): Promise<void> {
   const slots = ITEMS * SCHEMA.signals.length;
   const ck = checkpointCost(slots, 0.1);
   const ckBig = checkpointCost(200_000, 0.1);
-  log(`checkpoint of ${fmtInt(slots)} slots: full ${fmtMs(ck.fullMs)} ms (${ck.rows} rows), 10 % of rows dirty ${fmtMs(ck.incrementalMs)} ms (${ck.dirtyRows} rows)`);
-  log(`checkpoint of 200,000 slots: full ${fmtMs(ckBig.fullMs)} ms (${ckBig.rows} rows), 10 % of rows dirty ${fmtMs(ckBig.incrementalMs)} ms (${ckBig.dirtyRows} rows)`);
+  log(
+    `checkpoint of ${fmtInt(slots)} slots: full ${fmtMs(ck.fullMs)} ms (${ck.rows} rows), 10 % of rows dirty ${fmtMs(ck.incrementalMs)} ms (${ck.dirtyRows} rows)`,
+  );
+  log(
+    `checkpoint of 200,000 slots: full ${fmtMs(ckBig.fullMs)} ms (${ckBig.rows} rows), 10 % of rows dirty ${fmtMs(ckBig.incrementalMs)} ms (${ckBig.dirtyRows} rows)`,
+  );
 
   const over = await overload(rows, 2 * proc.perSec);
   log(
@@ -430,10 +449,34 @@ async function main(): Promise<void> {
       ['durable ingest', 'signals/s', 'vs raw', 'ack p50 ms', 'ack p99 ms', 'loop delay p99 ms', 'loop delay max ms'],
       [
         ['raw better-sqlite3, synchronous=NORMAL, 1024 rows/tx', fmtInt(rawProcess), '1.00×', '—', '—', '—', '—'],
-        ["tidal `'process'`", fmtInt(proc.perSec), ratio(proc.perSec, rawProcess), fmtMs(proc.ack.p50), fmtMs(proc.ack.p99), fmtMs(proc.loopP99Ms), fmtMs(proc.loopMaxMs)],
+        [
+          "tidal `'process'`",
+          fmtInt(proc.perSec),
+          ratio(proc.perSec, rawProcess),
+          fmtMs(proc.ack.p50),
+          fmtMs(proc.ack.p99),
+          fmtMs(proc.loopP99Ms),
+          fmtMs(proc.loopMaxMs),
+        ],
         ['raw better-sqlite3, synchronous=FULL, 1024 rows/tx', fmtInt(rawPower), '1.00×', '—', '—', '—', '—'],
-        ["tidal `'power'`", fmtInt(power.perSec), ratio(power.perSec, rawPower), fmtMs(power.ack.p50), fmtMs(power.ack.p99), fmtMs(power.loopP99Ms), fmtMs(power.loopMaxMs)],
-        [`tidal \`'process'\`, checkpoint every ${fmtInt(ckptEvery)} events`, fmtInt(withCkpt.perSec), ratio(withCkpt.perSec, rawProcess), fmtMs(withCkpt.ack.p50), fmtMs(withCkpt.ack.p99), fmtMs(withCkpt.loopP99Ms), fmtMs(withCkpt.loopMaxMs)],
+        [
+          "tidal `'power'`",
+          fmtInt(power.perSec),
+          ratio(power.perSec, rawPower),
+          fmtMs(power.ack.p50),
+          fmtMs(power.ack.p99),
+          fmtMs(power.loopP99Ms),
+          fmtMs(power.loopMaxMs),
+        ],
+        [
+          `tidal \`'process'\`, checkpoint every ${fmtInt(ckptEvery)} events`,
+          fmtInt(withCkpt.perSec),
+          ratio(withCkpt.perSec, rawProcess),
+          fmtMs(withCkpt.ack.p50),
+          fmtMs(withCkpt.ack.p99),
+          fmtMs(withCkpt.loopP99Ms),
+          fmtMs(withCkpt.loopMaxMs),
+        ],
       ],
     ),
     '',
@@ -461,13 +504,19 @@ async function main(): Promise<void> {
       [`overload: 2× the measured max, open loop, calls of ${OVERLOAD_CALL}`, 'value'],
       [
         ['offered signals/s', fmtInt(over.offeredPerSec)],
-        ["accepted signals/s (vs max `'process'` above)", `${fmtInt(over.acceptedPerSec)} (${((over.acceptedPerSec / proc.perSec) * 100).toFixed(0)} %)`],
+        [
+          "accepted signals/s (vs max `'process'` above)",
+          `${fmtInt(over.acceptedPerSec)} (${((over.acceptedPerSec / proc.perSec) * 100).toFixed(0)} %)`,
+        ],
         ['refused with BackpressureError', `${(over.refusedShare * 100).toFixed(0)} % of signals (${fmtInt(over.refusedCalls)} calls)`],
         ['max queue depth seen / maxQueueEvents', `${fmtInt(over.maxDepthSeen)} / ${fmtInt(over.maxQueueEvents)}`],
         ['retryAfterMs p50 / p99 / max', `${fmtMs(over.retryAfter.p50)} / ${fmtMs(over.retryAfter.p99)} / ${fmtMs(over.retryAfter.max)}`],
         ['ack p50 / p99 ms (accepted calls)', `${fmtMs(over.ack.p50)} / ${fmtMs(over.ack.p99)}`],
         ['event-loop delay p99 ms', fmtMs(over.loopP99Ms)],
-        ['resident memory start → max → end (MiB)', `${over.rssStartMiB.toFixed(0)} → ${over.rssMaxMiB.toFixed(0)} → ${over.rssEndMiB.toFixed(0)}`],
+        [
+          'resident memory start → max → end (MiB)',
+          `${over.rssStartMiB.toFixed(0)} → ${over.rssMaxMiB.toFixed(0)} → ${over.rssEndMiB.toFixed(0)}`,
+        ],
         ['heap used max (MiB)', over.heapMaxMiB.toFixed(0)],
       ],
     ),

@@ -24,11 +24,11 @@ type ValueOf<O extends OptionSpec> = O extends { type: 'int' | 'number' }
     ? number[]
     : O extends { type: 'strings' }
       ? string[]
-    : O extends { type: 'boolean' }
-      ? boolean
-      : O extends { default: string }
-        ? string
-        : string | undefined;
+      : O extends { type: 'boolean' }
+        ? boolean
+        : O extends { default: string }
+          ? string
+          : string | undefined;
 
 export type Options<S extends Record<string, OptionSpec>> = { readonly [K in keyof S]: ValueOf<S[K]> } & {
   /** `--json FILE`: where the suite writes its results as JSON (nothing when absent). */
@@ -90,7 +90,12 @@ export function parseOptionsOrThrow<S extends Record<string, OptionSpec>>(
         break;
       }
       case 'ints': {
-        const parts = raw === undefined ? [] : String(raw).split(',').filter((p) => p !== '');
+        const parts =
+          raw === undefined
+            ? []
+            : String(raw)
+                .split(',')
+                .filter((p) => p !== '');
         const nums = parts.map((p) => Number(p.replace(/_/g, '')));
         if (nums.some((n) => !Number.isInteger(n) || n < 1)) {
           throw new UsageError(`${flag} must be a comma-separated list of whole numbers ≥ 1, got ${JSON.stringify(raw)}`);

@@ -57,8 +57,7 @@ export function loadAverage(): number {
 
 /** The commit of the tree at `root`, `+dirty` when its work tree differs from it. */
 export function gitCommit(root = ROOT): string {
-  const git = (...args: string[]) =>
-    execFileSync('git', args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   try {
     const commit = git('rev-parse', '--short', 'HEAD');
     return git('status', '--porcelain', '--untracked-files=no') === '' ? commit : `${commit}+dirty`;

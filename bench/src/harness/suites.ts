@@ -53,7 +53,7 @@ export const SUITES: readonly Suite[] = Object.freeze([
     name: 'overload',
     script: 'overload.js',
     gc: true,
-    description: 'each level\'s cost and quality, then 1×, 3×, 10× and 0.5× capacity, with and without load management',
+    description: "each level's cost and quality, then 1×, 3×, 10× and 0.5× capacity, with and without load management",
   },
   {
     name: 'fleet',

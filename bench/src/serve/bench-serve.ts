@@ -31,9 +31,28 @@ import { mixHttpRequest, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
 import { Report, fmtInt, parseOptionsOrThrow, usage, type OptionSpec } from '../harness/index.js';
 import { LOADGEN_DEFAULTS, type LoadgenClient, type RequestSpec } from './loadgen.js';
-import { allowedCpus, chooseCpus, formatCpuList, parseCpuList, pinnedCommand, setAffinity, tasksetAvailable, type PinMode } from './pinning.js';
+import {
+  allowedCpus,
+  chooseCpus,
+  formatCpuList,
+  parseCpuList,
+  pinnedCommand,
+  setAffinity,
+  tasksetAvailable,
+  type PinMode,
+} from './pinning.js';
 import { summarizeProfile } from './profile.js';
-import { describePhase, renderMarkdown, renderSvg, type FailedRun, type PhaseOutcome, type PinLabel, type PinRun, type ServerRun, type Tick } from './report.js';
+import {
+  describePhase,
+  renderMarkdown,
+  renderSvg,
+  type FailedRun,
+  type PhaseOutcome,
+  type PinLabel,
+  type PinRun,
+  type ServerRun,
+  type Tick,
+} from './report.js';
 import { runLoadgen } from './spawn-loadgen.js';
 import { readThreads, threadShares, type ThreadTime } from './threads.js';
 import { checkThresholds, judgePhase, VALIDITY_DEFAULTS, type ValidityThresholds } from './validity.js';
@@ -81,7 +100,12 @@ const FLAGS = {
   client: { type: 'string', default: 'raw', choices: ['raw', 'undici'], description: "the generator's client" },
   profile: { type: 'boolean', description: "the first server's main-thread profile at the phase of --profile-at" },
   'profile-at': { type: 'int', default: 3, description: 'the phase (factor of C) --profile reports' },
-  pin: { type: 'string', default: 'both', choices: ['both', 'on', 'off'], description: 'unpinned and pinned runs, pinned only, unpinned only' },
+  pin: {
+    type: 'string',
+    default: 'both',
+    choices: ['both', 'on', 'off'],
+    description: 'unpinned and pinned runs, pinned only, unpinned only',
+  },
   'server-cpus': { type: 'string', description: "pinned: the server's CPUs (default: all but the last)" },
   'generator-cpus': { type: 'string', description: "pinned: the generator's CPUs (default: the last); disjoint from the server's" },
   'server-node': { type: 'string', description: "the node binary of the server (default: this process's)" },
@@ -95,13 +119,21 @@ const FLAGS = {
   },
   'skip-off': { type: 'boolean', description: 'drop the off preset from the list' },
   'skip-nice0': { type: 'boolean', description: 'drop the nice0 preset from the list' },
-  'late-ms': { type: 'number', default: LOADGEN_DEFAULTS.lateMs, description: 'a send more than MS after its schedule is late (> 0, ≤ 60000)' },
+  'late-ms': {
+    type: 'number',
+    default: LOADGEN_DEFAULTS.lateMs,
+    description: 'a send more than MS after its schedule is late (> 0, ≤ 60000)',
+  },
   'max-late-share': {
     type: 'number',
     default: VALIDITY_DEFAULTS.maxLateShare * 100,
     description: "INVALID when more than PCT % of a phase's sends are late (≤ 100)",
   },
-  'max-lag-ms': { type: 'number', default: VALIDITY_DEFAULTS.maxLagP99Ms, description: "INVALID when the generator's event-loop lag p99 is above MS (≤ 60000)" },
+  'max-lag-ms': {
+    type: 'number',
+    default: VALIDITY_DEFAULTS.maxLagP99Ms,
+    description: "INVALID when the generator's event-loop lag p99 is above MS (≤ 60000)",
+  },
   'no-docs': { type: 'boolean', description: 'do not write docs/serve.md and docs/serve.svg' },
 } as const satisfies Record<string, OptionSpec>;
 
@@ -163,7 +195,13 @@ interface Server {
   exited: Promise<number | null>;
 }
 
-async function startServer(flags: Flags, variant: VariantSpec, runtime: ResolvedRuntime, cpus: readonly number[] | null, profileDir: string | null): Promise<Server> {
+async function startServer(
+  flags: Flags,
+  variant: VariantSpec,
+  runtime: ResolvedRuntime,
+  cpus: readonly number[] | null,
+  profileDir: string | null,
+): Promise<Server> {
   const args = [
     ...(profileDir === null ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]),
     runtime.cli,
@@ -186,7 +224,10 @@ async function startServer(flags: Flags, variant: VariantSpec, runtime: Resolved
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
     tail = (tail + chunk).slice(-2000);
     // The demo loader's progress line; echo the latest one so a long load shows it is moving.
-    const line = chunk.split(/[\r\n]/).filter((l) => l.trim() !== '').pop();
+    const line = chunk
+      .split(/[\r\n]/)
+      .filter((l) => l.trim() !== '')
+      .pop();
     if (line !== undefined && line !== lastProgress) {
       lastProgress = line;
       process.stderr.write(`  server: ${line}\n`);
@@ -206,7 +247,11 @@ async function startServer(flags: Flags, variant: VariantSpec, runtime: Resolved
     void exited.then((code) => {
       clearTimeout(timer);
       const said = tail.trim().split('\n').slice(-3).join(' / ');
-      reject(new Error(`\`${runtime.node} ${runtime.cli} serve --demo … ${variant.args.join(' ')}\` exited with ${code} before listening${said === '' ? '' : `: ${said}`}`));
+      reject(
+        new Error(
+          `\`${runtime.node} ${runtime.cli} serve --demo … ${variant.args.join(' ')}\` exited with ${code} before listening${said === '' ? '' : `: ${said}`}`,
+        ),
+      );
     });
   });
   await waitReady(url);
@@ -318,7 +363,12 @@ function sampler(server: Server, everyMs: number): { stop(): Promise<Tick[]> } {
       try {
         const r = await fetch(`${server.url}/stats`);
         const body = (await r.json()) as { sample?: { level?: string }; server?: { inFlight?: number } };
-        ticks.push({ t: performance.now(), level: body.sample?.level ?? '?', inFlight: body.server?.inFlight ?? 0, rss: rssOf(server.pid) });
+        ticks.push({
+          t: performance.now(),
+          level: body.sample?.level ?? '?',
+          inFlight: body.server?.inFlight ?? 0,
+          rss: rssOf(server.pid),
+        });
       } catch {
         // A sample lost to an overloaded loopback is a gap, not a failure of the run.
       }
@@ -486,7 +536,9 @@ async function runServer(
 /** Every variant once, in one pin mode, at the C of the first that runs. */
 async function runPinMode(ctx: Context, pin: PinLabel, cpus: { server: number[]; generator: number[] } | null): Promise<PinRun> {
   const { flags } = ctx;
-  process.stderr.write(`\n== ${pin}${cpus === null ? '' : `: server on CPU ${formatCpuList(cpus.server)}, generator on CPU ${formatCpuList(cpus.generator)}`} ==\n`);
+  process.stderr.write(
+    `\n== ${pin}${cpus === null ? '' : `: server on CPU ${formatCpuList(cpus.server)}, generator on CPU ${formatCpuList(cpus.generator)}`} ==\n`,
+  );
   const original = allowedCpus();
   // This process samples the server and starts the generator: it belongs on the generator's side.
   if (cpus !== null) setAffinity(process.pid, cpus.generator);
@@ -497,7 +549,17 @@ async function runPinMode(ctx: Context, pin: PinLabel, cpus: { server: number[];
       try {
         const runtime = resolveRuntime(variant.runtime, { node: flags.serverNode, root: flags.serverRoot }, ROOT);
         const c = flags.capacity > 0 ? flags.capacity : (runs[0]?.c ?? null);
-        runs.push(await runServer({ ...ctx, generatorCpus: cpus?.generator ?? null }, pin, variant, runtime, cpus?.server ?? null, c, flags.profile && runs.length === 0));
+        runs.push(
+          await runServer(
+            { ...ctx, generatorCpus: cpus?.generator ?? null },
+            pin,
+            variant,
+            runtime,
+            cpus?.server ?? null,
+            c,
+            flags.profile && runs.length === 0,
+          ),
+        );
       } catch (err) {
         const error = err instanceof Error ? err.message : String(err);
         process.stderr.write(`  ${variant.name} FAILED: ${error}\n`);
@@ -530,7 +592,9 @@ function writeDocs(markdown: string, svg: string): void {
   const end = '<!-- bench:serve:end -->';
   const block = `${begin}\n${markdown}\n![goodput per phase](serve.svg)\n${end}`;
   const text = existsSync(doc) ? readFileSync(doc, 'utf8') : '# tidal serve\n';
-  const next = text.includes(begin) ? text.slice(0, text.indexOf(begin)) + block + text.slice(text.indexOf(end) + end.length) : `${text.trimEnd()}\n\n## Measured under overload\n\n${block}\n`;
+  const next = text.includes(begin)
+    ? text.slice(0, text.indexOf(begin)) + block + text.slice(text.indexOf(end) + end.length)
+    : `${text.trimEnd()}\n\n## Measured under overload\n\n${block}\n`;
   writeFileSync(doc, next);
   writeFileSync(join(ROOT, 'docs', 'serve.svg'), svg);
 }

@@ -136,7 +136,14 @@ export interface LoadResult {
    * (this process's timers and event loop, before any wait for a connection), and how many were
    * later than `lateMs`. `null` for a closed loop, whose requests are scheduled when they are sent.
    */
-  readonly sendLateness: { readonly p50: number; readonly p99: number; readonly max: number; readonly late: number; readonly sends: number; readonly lateMs: number } | null;
+  readonly sendLateness: {
+    readonly p50: number;
+    readonly p99: number;
+    readonly max: number;
+    readonly late: number;
+    readonly sends: number;
+    readonly lateMs: number;
+  } | null;
   /** With `trace`: `performance.now()` at the run's start (trace times are relative to it), and every request. */
   readonly originMs?: number;
   readonly trace?: TraceRecord[];
@@ -215,7 +222,22 @@ export function checkLoopbackUrl(raw: unknown): URL {
 /** Parses the command line. `--help` gives `null`. */
 export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConfig; requestsFile: string } | null {
   const flags = new Map<string, string>();
-  const known = new Set(['--url', '--requests', '--rate', '--closed', '--duration-ms', '--connections', '--timeout-ms', '--grace-ms', '--seed', '--max-outstanding', '--count-header', '--client', '--preconnect', '--late-ms']);
+  const known = new Set([
+    '--url',
+    '--requests',
+    '--rate',
+    '--closed',
+    '--duration-ms',
+    '--connections',
+    '--timeout-ms',
+    '--grace-ms',
+    '--seed',
+    '--max-outstanding',
+    '--count-header',
+    '--client',
+    '--preconnect',
+    '--late-ms',
+  ]);
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--help' || arg === '-h') return null;
@@ -232,7 +254,8 @@ export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConf
   if (requestsFile === undefined || requestsFile === '') throw new InvalidInputError('--requests', 'a JSON file of requests', requestsFile);
   const rate = flags.get('--rate');
   const closed = flags.get('--closed');
-  if ((rate === undefined) === (closed === undefined)) throw new InvalidInputError('--rate/--closed', 'exactly one of the two', rate ?? closed);
+  if ((rate === undefined) === (closed === undefined))
+    throw new InvalidInputError('--rate/--closed', 'exactly one of the two', rate ?? closed);
   const mode =
     rate !== undefined
       ? ({ kind: 'open', ratePerSecond: numberFlag('--rate', rate, LOADGEN_DEFAULTS.maxRate) } as const)
@@ -245,7 +268,8 @@ export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConf
   const client = flags.get('--client') ?? LOADGEN_DEFAULTS.client;
   if (client !== 'raw' && client !== 'undici') throw new InvalidInputError('--client', 'raw or undici', client);
   const countHeader = flags.get('--count-header') ?? null;
-  if (countHeader !== null && !/^[A-Za-z0-9-]+$/.test(countHeader)) throw new InvalidInputError('--count-header', 'a header name', countHeader);
+  if (countHeader !== null && !/^[A-Za-z0-9-]+$/.test(countHeader))
+    throw new InvalidInputError('--count-header', 'a header name', countHeader);
   const preconnect = flags.has('--preconnect') ? integerFlag('--preconnect', flags.get('--preconnect'), 0, connections) : 0;
   if (preconnect > 0 && client !== 'raw') throw new InvalidInputError('--preconnect', 'given with --client raw', preconnect);
   return {
@@ -256,10 +280,14 @@ export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConf
       mode,
       durationMs: integerFlag('--duration-ms', flags.get('--duration-ms'), 1, LOADGEN_DEFAULTS.maxDurationMs),
       connections,
-      timeoutMs: flags.has('--timeout-ms') ? integerFlag('--timeout-ms', flags.get('--timeout-ms'), 1, 600_000) : LOADGEN_DEFAULTS.timeoutMs,
+      timeoutMs: flags.has('--timeout-ms')
+        ? integerFlag('--timeout-ms', flags.get('--timeout-ms'), 1, 600_000)
+        : LOADGEN_DEFAULTS.timeoutMs,
       graceMs: flags.has('--grace-ms') ? integerFlag('--grace-ms', flags.get('--grace-ms'), 0, 600_000) : LOADGEN_DEFAULTS.graceMs,
       seed: flags.has('--seed') ? integerFlag('--seed', flags.get('--seed'), 0, 2 ** 32 - 1) : LOADGEN_DEFAULTS.seed,
-      maxOutstanding: flags.has('--max-outstanding') ? integerFlag('--max-outstanding', flags.get('--max-outstanding'), 1, 10_000_000) : LOADGEN_DEFAULTS.maxOutstanding,
+      maxOutstanding: flags.has('--max-outstanding')
+        ? integerFlag('--max-outstanding', flags.get('--max-outstanding'), 1, 10_000_000)
+        : LOADGEN_DEFAULTS.maxOutstanding,
       countHeader: countHeader?.toLowerCase() ?? null,
       preconnect,
       lateMs: flags.has('--late-ms') ? numberFlag('--late-ms', flags.get('--late-ms'), 60_000) : LOADGEN_DEFAULTS.lateMs,
@@ -274,11 +302,14 @@ export function checkRequests(value: unknown, field = '--requests'): RequestSpec
     const at = `${field}[${i}]`;
     if (typeof r !== 'object' || r === null) throw new InvalidInputError(at, 'an object { method, path, body, headers }', r);
     const { method, path, headers } = r as Record<string, unknown>;
-    if (method !== undefined && (typeof method !== 'string' || !/^[A-Z]+$/.test(method))) throw new InvalidInputError(`${at}.method`, 'an upper-case HTTP method', method);
+    if (method !== undefined && (typeof method !== 'string' || !/^[A-Z]+$/.test(method)))
+      throw new InvalidInputError(`${at}.method`, 'an upper-case HTTP method', method);
     if (typeof path !== 'string' || !path.startsWith('/')) throw new InvalidInputError(`${at}.path`, 'a path starting with /', path);
     if (headers !== undefined) {
-      if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) throw new InvalidInputError(`${at}.headers`, 'an object of strings', headers);
-      for (const [k, v] of Object.entries(headers)) if (typeof v !== 'string') throw new InvalidInputError(`${at}.headers.${k}`, 'a string', v);
+      if (typeof headers !== 'object' || headers === null || Array.isArray(headers))
+        throw new InvalidInputError(`${at}.headers`, 'an object of strings', headers);
+      for (const [k, v] of Object.entries(headers))
+        if (typeof v !== 'string') throw new InvalidInputError(`${at}.headers.${k}`, 'a string', v);
     }
     return r as RequestSpec;
   });
@@ -294,7 +325,8 @@ function prepare(base: URL, specs: readonly RequestSpec[]): PreparedRequest[] {
     let body: string | undefined;
     if (s.body !== undefined) {
       body = typeof s.body === 'string' ? s.body : JSON.stringify(s.body);
-      if (typeof s.body !== 'string' && !Object.keys(headers).some((k) => k.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+      if (typeof s.body !== 'string' && !Object.keys(headers).some((k) => k.toLowerCase() === 'content-type'))
+        headers['content-type'] = 'application/json';
     }
     return { method: s.method ?? 'GET', path: prefix + s.path, body, headers };
   });
@@ -332,7 +364,11 @@ function undiciExchanger(base: URL, mix: readonly PreparedRequest[], config: Loa
         return { status, code: codeOf(await res.body.text()), counted: undefined };
       } catch (err) {
         const e = err as { code?: unknown; name?: unknown };
-        return { status: 0, code: typeof e.code === 'string' ? e.code : typeof e.name === 'string' ? e.name : 'UNKNOWN', counted: undefined };
+        return {
+          status: 0,
+          code: typeof e.code === 'string' ? e.code : typeof e.name === 'string' ? e.name : 'UNKNOWN',
+          counted: undefined,
+        };
       }
     },
     async destroy() {
@@ -343,7 +379,12 @@ function undiciExchanger(base: URL, mix: readonly PreparedRequest[], config: Loa
 
 function rawExchanger(base: URL, mix: readonly PreparedRequest[], config: LoadgenConfig): Exchanger {
   const bytes = mix.map((req, i) => serializeRequest(req, base.host, `requests[${i}]`));
-  const client = new RawClient({ origin: base, connections: config.connections, timeoutMs: config.timeoutMs, countHeader: config.countHeader });
+  const client = new RawClient({
+    origin: base,
+    connections: config.connections,
+    timeoutMs: config.timeoutMs,
+    countHeader: config.countHeader,
+  });
   return {
     exchange: (index) => client.send(bytes[index]!, mix[index]!.method),
     preconnect: (n) => client.preconnect(n),
@@ -362,7 +403,11 @@ function bump(counts: Record<string, number>, key: string): void {
  * Runs one load phase against `config.url` and returns its results. With `trace`, every request's
  * timeline is returned too (tests read it; the CLI does not print it).
  */
-export async function runLoad(config: LoadgenConfig, specs: readonly RequestSpec[], options: { trace?: boolean } = {}): Promise<LoadResult> {
+export async function runLoad(
+  config: LoadgenConfig,
+  specs: readonly RequestSpec[],
+  options: { trace?: boolean } = {},
+): Promise<LoadResult> {
   const base = checkLoopbackUrl(config.url);
   const mix = prepare(base, checkRequests(specs, 'requests'));
   const client = config.client === 'raw' ? rawExchanger(base, mix, config) : undiciExchanger(base, mix, config);
@@ -557,10 +602,13 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   const { config } = parsed;
   // Bounded in time whatever happens: past the schedule, the grace and a margin, give up loudly.
-  const watchdog = setTimeout(() => {
-    process.stderr.write('loadgen: did not finish within duration + grace + 10 s\n');
-    process.exit(1);
-  }, config.durationMs + config.graceMs + 10_000);
+  const watchdog = setTimeout(
+    () => {
+      process.stderr.write('loadgen: did not finish within duration + grace + 10 s\n');
+      process.exit(1);
+    },
+    config.durationMs + config.graceMs + 10_000,
+  );
   watchdog.unref();
   const result = await runLoad(config, specs);
   process.stdout.write(`${JSON.stringify(result)}\n`);

@@ -43,13 +43,24 @@ export function allowedCpus(pid: number | 'self' = 'self'): number[] {
 }
 
 /** The server's and the generator's CPUs: given, or on N allowed CPUs the last for the generator, the rest for the server. */
-export function chooseCpus(allowed: readonly number[], server: number[] | null, generator: number[] | null): { server: number[]; generator: number[] } {
+export function chooseCpus(
+  allowed: readonly number[],
+  server: number[] | null,
+  generator: number[] | null,
+): { server: number[]; generator: number[] } {
   if (allowed.length < 2 && (server === null || generator === null)) {
-    throw new InvalidInputError('--pin', 'a machine with 2 CPUs or more this process may use (or --server-cpus and --generator-cpus)', allowed.join(','));
+    throw new InvalidInputError(
+      '--pin',
+      'a machine with 2 CPUs or more this process may use (or --server-cpus and --generator-cpus)',
+      allowed.join(','),
+    );
   }
   const g = generator ?? [allowed[allowed.length - 1]!];
   const s = server ?? allowed.filter((c) => !g.includes(c));
-  for (const [flag, list] of [['--server-cpus', s], ['--generator-cpus', g]] as const) {
+  for (const [flag, list] of [
+    ['--server-cpus', s],
+    ['--generator-cpus', g],
+  ] as const) {
     if (list.length === 0) throw new InvalidInputError(flag, 'at least one CPU', '');
     const outside = list.filter((c) => !allowed.includes(c));
     if (outside.length > 0) throw new InvalidInputError(flag, `CPUs this process may use (${allowed.join(',')})`, list.join(','));
@@ -60,12 +71,17 @@ export function chooseCpus(allowed: readonly number[], server: number[] | null, 
 }
 
 /** `command args` run on `cpus` (through `taskset -c`, which execs it: the pid stays the command's), or as it is. */
-export function pinnedCommand(command: string, args: readonly string[], cpus: readonly number[] | null): { command: string; args: string[] } {
+export function pinnedCommand(
+  command: string,
+  args: readonly string[],
+  cpus: readonly number[] | null,
+): { command: string; args: string[] } {
   return cpus === null ? { command, args: [...args] } : { command: 'taskset', args: ['-c', formatCpuList(cpus), command, ...args] };
 }
 
 /** Moves every thread of `pid` onto `cpus` (`taskset -a -p -c`). */
 export function setAffinity(pid: number, cpus: readonly number[]): void {
   const r = spawnSync('taskset', ['-a', '-p', '-c', formatCpuList(cpus), String(pid)], { encoding: 'utf8' });
-  if (r.error !== undefined || r.status !== 0) throw new Error(`taskset -a -p -c ${formatCpuList(cpus)} ${pid} failed: ${r.stderr?.trim() || r.error?.message}`);
+  if (r.error !== undefined || r.status !== 0)
+    throw new Error(`taskset -a -p -c ${formatCpuList(cpus)} ${pid} failed: ${r.stderr?.trim() || r.error?.message}`);
 }

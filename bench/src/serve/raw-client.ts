@@ -64,8 +64,14 @@ const NO_BODY_METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
 export function serializeRequest(req: PreparedRequest, host: string, field = 'requests'): Buffer {
   let head = `${req.method} ${req.path} HTTP/1.1\r\nHost: ${host}\r\n`;
   for (const [name, value] of Object.entries(req.headers)) {
-    if (OWN_HEADERS.has(name.toLowerCase())) throw new InvalidInputError(`${field}.headers.${name}`, 'a header the client does not write itself (not host, content-length, transfer-encoding, connection)', value);
-    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new InvalidInputError(`${field}.headers`, 'header names of token characters', name);
+    if (OWN_HEADERS.has(name.toLowerCase()))
+      throw new InvalidInputError(
+        `${field}.headers.${name}`,
+        'a header the client does not write itself (not host, content-length, transfer-encoding, connection)',
+        value,
+      );
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name))
+      throw new InvalidInputError(`${field}.headers`, 'header names of token characters', name);
     if (/[\r\n\0]/.test(value)) throw new InvalidInputError(`${field}.headers.${name}`, 'a value without CR, LF or NUL', value);
     head += `${name}: ${value}\r\n`;
   }
@@ -260,7 +266,8 @@ export class RawClient {
 
   /** Opens connections while requests wait that no connection being opened will take. */
   #openForQueue(): void {
-    while (!this.#destroyed && this.#queue.length - this.#queueHead > this.#connecting && this.#all.size < this.#options.connections) this.#open();
+    while (!this.#destroyed && this.#queue.length - this.#queueHead > this.#connecting && this.#all.size < this.#options.connections)
+      this.#open();
   }
 
   /**
@@ -365,7 +372,10 @@ export class RawClient {
       } else if (name === 'transfer-encoding') {
         chunked = true;
       } else if (name === 'connection') {
-        close = line.slice(colon + 1).toLowerCase().includes('close');
+        close = line
+          .slice(colon + 1)
+          .toLowerCase()
+          .includes('close');
       } else if (name === countHeader && counted === undefined) {
         counted = line.slice(colon + 1).trim();
       }

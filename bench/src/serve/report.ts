@@ -128,7 +128,10 @@ function levelMix(r: LoadResult): string {
   const total = Object.values(counts).reduce((a, b) => a + b, 0);
   if (total === 0) return '–';
   return LEVELS.filter((l) => (counts[l] ?? 0) > 0)
-    .map((l) => `${l === 'Full' ? 'F' : l === 'ReducedCandidates' ? 'R' : l === 'CoarseAggregates' ? 'C' : 'N'} ${Math.round((100 * (counts[l] ?? 0)) / total)}`)
+    .map(
+      (l) =>
+        `${l === 'Full' ? 'F' : l === 'ReducedCandidates' ? 'R' : l === 'CoarseAggregates' ? 'C' : 'N'} ${Math.round((100 * (counts[l] ?? 0)) / total)}`,
+    )
     .join(' · ');
 }
 
@@ -186,7 +189,9 @@ function phaseTable(run: ServerRun): string {
 }
 
 function invalidNotes(run: ServerRun): string[] {
-  return [run.capacity, ...run.phases].filter((p) => !p.validity.valid).map((p) => `- ${p.name} INVALID: ${p.validity.reasons.join('; ')}.`);
+  return [run.capacity, ...run.phases]
+    .filter((p) => !p.validity.valid)
+    .map((p) => `- ${p.name} INVALID: ${p.validity.reasons.join('; ')}.`);
 }
 
 function pinHeading(p: PinRun): string {
@@ -197,7 +202,12 @@ function pinHeading(p: PinRun): string {
 
 function servers(pins: readonly PinRun[]): string {
   const seen = new Map<string, string>();
-  for (const p of pins) for (const r of p.runs) seen.set(r.variant.name, `${r.variant.name} ${r.runtime.nodeVersion}${r.variant.runtime === 'default' ? '' : ` (${r.variant.runtime})`}`);
+  for (const p of pins)
+    for (const r of p.runs)
+      seen.set(
+        r.variant.name,
+        `${r.variant.name} ${r.runtime.nodeVersion}${r.variant.runtime === 'default' ? '' : ` (${r.variant.runtime})`}`,
+      );
   return [...seen.values()].join(', ');
 }
 
@@ -209,7 +219,10 @@ export function renderMarkdown(pins: readonly PinRun[], f: ReportFlags): string 
   ];
   for (const p of pins) {
     const first = p.runs[0];
-    const c = first === undefined ? 'No server ran.' : `**C = ${fmtInt(first.c)} requests/s**${f.capacity > 0 || first.capacity.validity.valid ? '.' : ', from an INVALID capacity phase: the generator lagged while it was measured.'}`;
+    const c =
+      first === undefined
+        ? 'No server ran.'
+        : `**C = ${fmtInt(first.c)} requests/s**${f.capacity > 0 || first.capacity.validity.valid ? '.' : ', from an INVALID capacity phase: the generator lagged while it was measured.'}`;
     lines.push(`### ${pinHeading(p)}`, '', c, '');
     for (const run of p.runs) {
       lines.push(`#### ${run.variant.heading}`, '', phaseTable(run), '');
@@ -219,7 +232,10 @@ export function renderMarkdown(pins: readonly PinRun[], f: ReportFlags): string 
         lines.push(
           `Self time of the server's main thread by function at ${f.profileAt}× C (\`--profile\`), over ${fmtInt(run.profile.samples)} CPU-profile samples:`,
           '',
-          markdownTable(['self time', 'function'], run.profile.top.map((t) => [`${(t.share * 100).toFixed(1)} %`, t.name.replaceAll('|', '\\|')])),
+          markdownTable(
+            ['self time', 'function'],
+            run.profile.top.map((t) => [`${(t.share * 100).toFixed(1)} %`, t.name.replaceAll('|', '\\|')]),
+          ),
           '',
         );
       }
@@ -241,7 +257,8 @@ export function renderSvg(pins: readonly PinRun[]): string {
   const W = Math.max(760, 120 + 40 * runs.length * 4);
   const H = 240;
   const pad = 50;
-  if (first === undefined) return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="40"><text x="10" y="20">no server ran</text></svg>\n`;
+  if (first === undefined)
+    return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="40"><text x="10" y="20">no server ran</text></svg>\n`;
   const phases = first.phases.map((p) => p.name);
   const bw = (W - 2 * pad) / phases.length;
   const maxRate = Math.max(...runs.flatMap((r) => r.phases.map((p) => p.load.offeredRatePerSec))) * 1.05;
@@ -257,7 +274,9 @@ export function renderSvg(pins: readonly PinRun[]): string {
       const o = p.load.offeredRatePerSec;
       const g = p.load.goodputPerSec;
       bars.push(`<rect x="${x}" y="${y(o)}" width="${w - 2}" height="${H - 30 - y(o)}" fill="#eee" stroke="#999"/>`);
-      bars.push(`<rect x="${x}" y="${y(g)}" width="${w - 2}" height="${H - 30 - y(g)}" fill="${PALETTE[k % PALETTE.length]}"${p.validity.valid ? '' : ' fill-opacity="0.35"'}/>`);
+      bars.push(
+        `<rect x="${x}" y="${y(g)}" width="${w - 2}" height="${H - 30 - y(g)}" fill="${PALETTE[k % PALETTE.length]}"${p.validity.valid ? '' : ' fill-opacity="0.35"'}/>`,
+      );
       bars.push(`<text x="${x + w / 2}" y="${y(g) - 3}" text-anchor="middle" font-size="9">${fmtInt(g)}</text>`);
     });
     bars.push(`<text x="${x0 + bw / 2}" y="${H - 12}" text-anchor="middle">${name}</text>`);

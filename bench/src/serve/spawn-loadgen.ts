@@ -17,7 +17,11 @@ const LOADGEN = join(HERE, 'loadgen.js');
  * A generator still running after `timeoutMs` is killed, and the promise rejects. With `cpus`, it
  * runs on those CPUs only (`taskset -c`, see pinning.ts).
  */
-export function runLoadgen(args: readonly string[], timeoutMs = 10 * 60_000, cpus: readonly number[] | null = null): Promise<{ result: LoadResult; exitedAt: number }> {
+export function runLoadgen(
+  args: readonly string[],
+  timeoutMs = 10 * 60_000,
+  cpus: readonly number[] | null = null,
+): Promise<{ result: LoadResult; exitedAt: number }> {
   return new Promise((resolve, reject) => {
     const cmd = pinnedCommand(process.execPath, [LOADGEN, ...args], cpus);
     const child = spawn(cmd.command, cmd.args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });

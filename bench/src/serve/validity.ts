@@ -50,7 +50,8 @@ export interface Validity {
 /** Checks thresholds given on the command line or by a caller. */
 export function checkThresholds(t: ValidityThresholds): ValidityThresholds {
   if (!Number.isFinite(t.maxLagP99Ms) || t.maxLagP99Ms < 0) throw new InvalidInputError('maxLagP99Ms', 'a number of ms ≥ 0', t.maxLagP99Ms);
-  if (!Number.isFinite(t.maxLateShare) || t.maxLateShare < 0 || t.maxLateShare > 1) throw new InvalidInputError('maxLateShare', 'a share from 0 to 1', t.maxLateShare);
+  if (!Number.isFinite(t.maxLateShare) || t.maxLateShare < 0 || t.maxLateShare > 1)
+    throw new InvalidInputError('maxLateShare', 'a share from 0 to 1', t.maxLateShare);
   return Object.freeze({ ...t });
 }
 
@@ -62,7 +63,9 @@ export function judgePhase(health: GeneratorHealth, thresholds: ValidityThreshol
   const l = health.sendLateness;
   const lateShare = l === null || l.sends === 0 ? null : l.late / l.sends;
   if (lateShare !== null && lateShare > thresholds.maxLateShare) {
-    reasons.push(`${(lateShare * 100).toFixed(1)} % of sends more than ${l!.lateMs} ms late > ${(thresholds.maxLateShare * 100).toFixed(1)} %`);
+    reasons.push(
+      `${(lateShare * 100).toFixed(1)} % of sends more than ${l!.lateMs} ms late > ${(thresholds.maxLateShare * 100).toFixed(1)} %`,
+    );
   }
   if (health.generatorDropped > 0) reasons.push(`generator dropped ${health.generatorDropped} arrivals (outstanding limit)`);
   return { valid: reasons.length === 0, reasons, lagP99Ms: lag, latenessP99Ms: l === null ? null : l.p99, lateShare };

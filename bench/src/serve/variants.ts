@@ -55,12 +55,14 @@ export function parseVariants(text: string): VariantSpec[] {
     let runtime: Runtime = 'default';
     const rt = /^([A-Za-z0-9_-]+):(.*)$/.exec(rest);
     if (rt !== null) {
-      if (rt[1] !== 'default' && rt[1] !== 'node24') throw new InvalidInputError('--variants', 'a runtime of default or node24 before the colon', item);
+      if (rt[1] !== 'default' && rt[1] !== 'node24')
+        throw new InvalidInputError('--variants', 'a runtime of default or node24 before the colon', item);
       runtime = rt[1];
       rest = rt[2]!.trim();
     }
     const preset = PRESETS[rest === '' ? 'on' : rest];
-    if (preset === undefined && !rest.startsWith('--')) throw new InvalidInputError('--variants', `a preset (${Object.keys(PRESETS).join(', ')}) or server flags starting with --`, item);
+    if (preset === undefined && !rest.startsWith('--'))
+      throw new InvalidInputError('--variants', `a preset (${Object.keys(PRESETS).join(', ')}) or server flags starting with --`, item);
     const args = preset?.args ?? rest.split(/\s+/);
     const label = preset !== undefined ? (rest === '' ? 'on' : rest) : args.join(' ').replace(/^--/, '').replace(/ --/g, ' ');
     const fullName = name ?? (runtime === 'default' ? label : `${runtime} ${label}`);
@@ -95,12 +97,17 @@ export function resolveRuntime(runtime: Runtime, defaults: { node: string; root:
   let root = defaults.root;
   if (runtime === 'node24') {
     const script = join(benchRoot, 'scripts', 'node24.mjs');
-    if (!existsSync(script)) throw new Error(`scripts/node24.mjs is missing (looked for ${script}): the node24 runtime is resolved by \`node scripts/node24.mjs which\` and \`root\``);
+    if (!existsSync(script))
+      throw new Error(
+        `scripts/node24.mjs is missing (looked for ${script}): the node24 runtime is resolved by \`node scripts/node24.mjs which\` and \`root\``,
+      );
     const ask = (what: 'which' | 'root'): string => {
       const r = spawnSync(process.execPath, [script, what], { cwd: benchRoot, encoding: 'utf8', timeout: 600_000 });
       const out = (r.stdout ?? '').trim().split('\n').pop()?.trim() ?? '';
       if (r.error !== undefined || r.status !== 0 || out === '') {
-        throw new Error(`node scripts/node24.mjs ${what} failed (exit ${r.status}): ${(r.stderr ?? '').trim() || r.error?.message || 'no output'}`);
+        throw new Error(
+          `node scripts/node24.mjs ${what} failed (exit ${r.status}): ${(r.stderr ?? '').trim() || r.error?.message || 'no output'}`,
+        );
       }
       return out;
     };

@@ -83,7 +83,9 @@ export class CoEngagementIndex {
 
   constructor(db: Database.Database) {
     this.#write = db.prepare('INSERT OR REPLACE INTO item_related (ordinal, partners) VALUES (?, ?)');
-    for (const [ordinal, blob] of db.prepare('SELECT ordinal, partners FROM item_related').raw().iterate() as IterableIterator<[number, Buffer]>) {
+    for (const [ordinal, blob] of db.prepare('SELECT ordinal, partners FROM item_related').raw().iterate() as IterableIterator<
+      [number, Buffer]
+    >) {
       this.#publish(ordinal, decode(blob));
     }
   }
@@ -193,7 +195,8 @@ export class CoEngagementIndex {
     const l = this.#lists[item];
     const out = new Map<number, number>();
     if (!l) return out;
-    for (let i = 0; i < l.n; i++) out.set(l.data[3 * i + P]!, l.data[3 * i + S]! * Math.exp(-this.#lambda * Math.max(0, nowMs - l.data[3 * i + A]!)));
+    for (let i = 0; i < l.n; i++)
+      out.set(l.data[3 * i + P]!, l.data[3 * i + S]! * Math.exp(-this.#lambda * Math.max(0, nowMs - l.data[3 * i + A]!)));
     return out;
   }
 }

@@ -78,7 +78,13 @@ export class Cursors {
     } catch {
       return refuse('a nextCursor this database returned');
     }
-    if (!Array.isArray(parsed) || parsed[0] !== 1 || typeof parsed[1] !== 'string' || typeof parsed[2] !== 'number' || typeof parsed[3] !== 'string') {
+    if (
+      !Array.isArray(parsed) ||
+      parsed[0] !== 1 ||
+      typeof parsed[1] !== 'string' ||
+      typeof parsed[2] !== 'number' ||
+      typeof parsed[3] !== 'string'
+    ) {
       return refuse('a nextCursor this database returned');
     }
     if (parsed[1] !== query) return refuse('a nextCursor of the same query (it was returned for another request)');

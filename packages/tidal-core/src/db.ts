@@ -320,7 +320,6 @@ export class TidalDb implements AsyncDisposable {
     return this.#queries.stats({ ...gc.stats, queueLimit: gc.options.maxQueueEvents });
   }
 
-
   /** The in-flight count, the level a query entering now would get, and the limits (read-only). */
   get load(): LoadView {
     return this.#queries.load;
@@ -343,7 +342,11 @@ export class TidalDb implements AsyncDisposable {
     this.#niceWarned = raiseWarmWarnings(results, this.#o.onWarning, this.#niceWarned);
     const { host } = this.#p;
     if (host !== null && this.#link === null) {
-      const { link, started } = startWorkerModule(host, results.map((r) => r.threadId), threadHandlers(this, this.#queries));
+      const { link, started } = startWorkerModule(
+        host,
+        results.map((r) => r.threadId),
+        threadHandlers(this, this.#queries),
+      );
       this.#link = link;
       await started;
     }

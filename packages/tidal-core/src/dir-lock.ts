@@ -34,7 +34,9 @@ interface Holder {
 function readHolder(file: string): Holder | null {
   try {
     const h = JSON.parse(readFileSync(file, 'utf8')) as Partial<Holder>;
-    return typeof h.pid === 'number' && Number.isInteger(h.pid) && h.pid > 0 ? { pid: h.pid, since: String(h.since ?? 'an unknown time') } : null;
+    return typeof h.pid === 'number' && Number.isInteger(h.pid) && h.pid > 0
+      ? { pid: h.pid, since: String(h.since ?? 'an unknown time') }
+      : null;
   } catch {
     // Unreadable or half-written (its writer died between create and write): nobody holds it.
     return null;
@@ -49,16 +51,19 @@ export function lockDirectory(dir: string): () => void {
     try {
       fd = openSync(file, 'wx', 0o644);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new InternalError(`could not create ${file}: ${(err as Error).message}`, { cause: err });
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST')
+        throw new InternalError(`could not create ${file}: ${(err as Error).message}`, { cause: err });
       const holder = readHolder(file);
-      if (holder !== null && (holder.pid !== process.pid ? alive(holder.pid) : held.has(file))) throw new DirectoryLockedError(dir, holder.pid, holder.since);
+      if (holder !== null && (holder.pid !== process.pid ? alive(holder.pid) : held.has(file)))
+        throw new DirectoryLockedError(dir, holder.pid, holder.since);
       // Left by a process that is gone (or by this one, before a crash of its own): take it over.
       // Two takers race to unlink and create; O_EXCL lets one win, the other sees the winner.
       if (attempt > 2) throw new DirectoryLockedError(dir, holder?.pid ?? 0, holder?.since ?? 'an unknown time');
       try {
         unlinkSync(file);
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new InternalError(`could not remove the stale ${file}: ${(e as Error).message}`, { cause: e });
+        if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
+          throw new InternalError(`could not remove the stale ${file}: ${(e as Error).message}`, { cause: e });
       }
       continue;
     }

@@ -65,14 +65,22 @@ export function attachEmbedder(db: object, embedder: TextEmbedder): void {
  * less the time the embedding took.
  * @throws {@link InvalidInputError} naming `semantic` (not a boolean, no embedder, no text, a vector given, no embeddingDims).
  */
-export async function semanticSearch(db: object, req: SearchRequest, dims: number, search: (req: SearchRequest) => Promise<SearchResults>): Promise<SearchResults> {
+export async function semanticSearch(
+  db: object,
+  req: SearchRequest,
+  dims: number,
+  search: (req: SearchRequest) => Promise<SearchResults>,
+): Promise<SearchResults> {
   const { semantic, ...plain } = req;
   if (typeof semantic !== 'boolean') throw new InvalidInputError('semantic', 'true or false', semantic);
   if (!semantic) return search(plain);
   const embedder = embedders.get(db);
-  if (embedder === undefined) throw new InvalidInputError('semantic', 'true only with an embedder configured (builder.embedder(...))', semantic);
-  if (dims === 0) throw new InvalidInputError('semantic', 'true only with schema.embeddingDims (the vectors hybrid search matches)', semantic);
-  if (req.vector !== undefined) throw new InvalidInputError('semantic', 'left out when vector is given (the text is embedded in its place)', semantic);
+  if (embedder === undefined)
+    throw new InvalidInputError('semantic', 'true only with an embedder configured (builder.embedder(...))', semantic);
+  if (dims === 0)
+    throw new InvalidInputError('semantic', 'true only with schema.embeddingDims (the vectors hybrid search matches)', semantic);
+  if (req.vector !== undefined)
+    throw new InvalidInputError('semantic', 'left out when vector is given (the text is embedded in its place)', semantic);
   const text = checkText('text', req.text);
   if (text === null) throw new InvalidInputError('semantic', 'true only with text to embed', req.text);
   const started = Date.now();
@@ -132,7 +140,8 @@ export async function embedMissing(
   for (let i = 0; i < items.length; i++) {
     const it = items[i];
     // Shapes validation will refuse are left to it: only plain items with text and no embedding.
-    if (typeof it === 'object' && it !== null && it.embedding === undefined && typeof it.text === 'string' && it.text.trim() !== '') todo.push(i);
+    if (typeof it === 'object' && it !== null && it.embedding === undefined && typeof it.text === 'string' && it.text.trim() !== '')
+      todo.push(i);
   }
   if (todo.length === 0) return items;
   const out = items.slice();

@@ -18,12 +18,18 @@ export interface MetricsSource {
   rejected(): number;
 }
 
-const INSTALL_HINT = 'a prom-client Registry, with the prom-client package installed where tidal-core can load it (npm install prom-client)';
+const INSTALL_HINT =
+  'a prom-client Registry, with the prom-client package installed where tidal-core can load it (npm install prom-client)';
 
 function notInstalled(registry: unknown, err: unknown): InvalidInputError {
-  return new InvalidInputError('metricsRegistry', `${INSTALL_HINT}; loading prom-client failed: ${(err as Error)?.message ?? String(err)}`, registry, {
-    cause: err,
-  });
+  return new InvalidInputError(
+    'metricsRegistry',
+    `${INSTALL_HINT}; loading prom-client failed: ${(err as Error)?.message ?? String(err)}`,
+    registry,
+    {
+      cause: err,
+    },
+  );
 }
 
 let loaded: PromClient | undefined;
@@ -100,7 +106,12 @@ class PromMetrics implements Metrics {
         this.inc(source.rejected());
       },
     });
-    this.#queries = new Counter({ name: `${prefix}queries_total`, help: 'Queries served, by level and operation', labelNames: ['level', 'op'] as const, registers });
+    this.#queries = new Counter({
+      name: `${prefix}queries_total`,
+      help: 'Queries served, by level and operation',
+      labelNames: ['level', 'op'] as const,
+      registers,
+    });
     this.#failed = new Counter({ name: `${prefix}queries_failed_total`, help: 'Queries that failed in a worker', registers });
     this.#duration = new Histogram({
       name: `${prefix}query_duration_seconds`,

@@ -1,7 +1,14 @@
 import { availableParallelism } from 'node:os';
 import { isAbsolute } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { InvalidInputError, emitProcessWarning, resolveAdmissionLimit, resolveThresholds, type Thresholds, type WarningSink } from 'tidal-load';
+import {
+  InvalidInputError,
+  emitProcessWarning,
+  resolveAdmissionLimit,
+  resolveThresholds,
+  type Thresholds,
+  type WarningSink,
+} from 'tidal-load';
 import {
   assertDurability,
   resolveGroupCommitOptions,
@@ -194,8 +201,25 @@ const NOT_NULL = 'a value (no option takes null; leave it out for the default)';
 
 /** Every key of {@link TidalOptions}: any other key is refused, never ignored. */
 const OPTION_KEYS: readonly (keyof TidalOptions)[] = [
-  'path', 'ephemeral', 'schema', 'workers', 'workerNice', 'workerModule', 'clock', 'durability', 'groupCommit', 'capacity', 'checkpointEveryEvents',
-  'memoryGuard', 'onWarning', 'loadThresholds', 'admissionLimit', 'loadManagement', 'metricsRegistry', 'rateLimiter', 'sessions',
+  'path',
+  'ephemeral',
+  'schema',
+  'workers',
+  'workerNice',
+  'workerModule',
+  'clock',
+  'durability',
+  'groupCommit',
+  'capacity',
+  'checkpointEveryEvents',
+  'memoryGuard',
+  'onWarning',
+  'loadThresholds',
+  'admissionLimit',
+  'loadManagement',
+  'metricsRegistry',
+  'rateLimiter',
+  'sessions',
   'workSharing',
 ];
 
@@ -248,7 +272,11 @@ function checkClock(clock: unknown): () => number {
     throw new InvalidInputError('clock', `a function returning milliseconds (it threw: ${(err as Error)?.message ?? String(err)})`, clock);
   }
   if (typeof now !== 'number' || !(now >= 0 && now < MAX_EVENT_MS)) {
-    throw new InvalidInputError('clock', `a function returning a timestamp in milliseconds from 0 to below ${MAX_EVENT_MS} (it is called once at open)`, now);
+    throw new InvalidInputError(
+      'clock',
+      `a function returning a timestamp in milliseconds from 0 to below ${MAX_EVENT_MS} (it is called once at open)`,
+      now,
+    );
   }
   return clock as () => number;
 }
@@ -283,7 +311,11 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
     signalSlots: checkWhole('capacity.signalSlots', o.capacity?.signalSlots ?? DEFAULTS.capacity.signalSlots, 1, 2 ** 24),
   };
   if (capacity.items * schema.kinds.length > 2 ** 30) {
-    throw new InvalidInputError('capacity.items', `at most ${Math.floor(2 ** 30 / schema.kinds.length)} with ${schema.kinds.length} signal kinds`, capacity.items);
+    throw new InvalidInputError(
+      'capacity.items',
+      `at most ${Math.floor(2 ** 30 / schema.kinds.length)} with ${schema.kinds.length} signal kinds`,
+      capacity.items,
+    );
   }
   const load = resolveLoad(o, workers);
   return {
@@ -311,13 +343,20 @@ function resolveWorkerModule(m: unknown): FilledOptions['workerModule'] {
   if (typeof m !== 'object' || m === null || Array.isArray(m)) throw new InvalidInputError('workerModule', 'an object { url, data? }', m);
   const { url, data } = m as { url?: unknown; data?: unknown };
   for (const k of Object.keys(m)) {
-    if (k !== 'url' && k !== 'data') throw new InvalidInputError(`workerModule.${k}`, 'absent: workerModule takes url and data', (m as Record<string, unknown>)[k]);
+    if (k !== 'url' && k !== 'data')
+      throw new InvalidInputError(`workerModule.${k}`, 'absent: workerModule takes url and data', (m as Record<string, unknown>)[k]);
   }
-  if (typeof url !== 'string' || url.length === 0) throw new InvalidInputError('workerModule.url', "a module's file: URL or absolute path", url);
+  if (typeof url !== 'string' || url.length === 0)
+    throw new InvalidInputError('workerModule.url', "a module's file: URL or absolute path", url);
   let href: string;
   if (url.startsWith('file:')) href = url;
   else if (isAbsolute(url)) href = pathToFileURL(url).href;
-  else throw new InvalidInputError('workerModule.url', "a module's file: URL or absolute path (a relative path would be read from the worker's directory)", url);
+  else
+    throw new InvalidInputError(
+      'workerModule.url',
+      "a module's file: URL or absolute path (a relative path would be read from the worker's directory)",
+      url,
+    );
   try {
     structuredClone(data);
   } catch (err) {
@@ -358,13 +397,16 @@ export function autoAdmissionLimit(thresholds: Readonly<Thresholds>, workers: nu
   return thresholds.noDiversity + 192 * workers;
 }
 
-function resolveLoad(o: TidalOptions, workers: number): Pick<FilledOptions, 'loadThresholds' | 'admissionLimit' | 'metricsRegistry' | 'loadManagement'> {
+function resolveLoad(
+  o: TidalOptions,
+  workers: number,
+): Pick<FilledOptions, 'loadThresholds' | 'admissionLimit' | 'metricsRegistry' | 'loadManagement'> {
   const enabled = o.loadManagement ?? true;
   if (typeof enabled !== 'boolean') throw new InvalidInputError('loadManagement', 'a boolean', enabled);
   const thresholds = resolveThresholds(o.loadThresholds);
   const admissionLimit = resolveAdmissionLimit(o.admissionLimit ?? 'auto', thresholds, { auto: autoAdmissionLimit(thresholds, workers) });
   const registry = o.metricsRegistry ?? null;
-  if (registry !== null && (typeof registry !== 'object' || typeof (registry).registerMetric !== 'function')) {
+  if (registry !== null && (typeof registry !== 'object' || typeof registry.registerMetric !== 'function')) {
     throw new InvalidInputError('metricsRegistry', 'a prom-client Registry', registry);
   }
   return enabled

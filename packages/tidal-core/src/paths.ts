@@ -54,7 +54,7 @@ function notADirectory(path: string): NodeJS.ErrnoException {
  */
 function makeDirectory(dir: string): void {
   const missing: string[] = [];
-  for (let at = resolve(dir); ; ) {
+  for (let at = resolve(dir); ;) {
     try {
       if (!statSync(at).isDirectory()) throw notADirectory(at);
       break;

@@ -66,7 +66,14 @@ function loadView(detector: LoadDetector): LoadView {
  * load at its entry, its deadline and the service times `recorder` measured, for a pool of
  * `workers` threads serving the queries in flight.
  */
-export function planQuery(req: QueryControl, operation: string, guard: InFlightGuard, recorder: QueryRecorder, workers: number, loadManagement: boolean): QueryPlan {
+export function planQuery(
+  req: QueryControl,
+  operation: string,
+  guard: InFlightGuard,
+  recorder: QueryRecorder,
+  workers: number,
+  loadManagement: boolean,
+): QueryPlan {
   const control = checkControl(req.signal, req.timeoutMs, operation);
   const criticality = checkCriticality(req.criticality);
   const requested = req.level === undefined ? null : checkLevel(req.level);

@@ -78,7 +78,10 @@ export interface RunControl {
 /** Validates a query's `signal` and `timeoutMs`. */
 export function checkControl(signal: unknown, timeoutMs: unknown, operation: string): RunControl {
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidInputError('signal', 'an AbortSignal', signal);
-  if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS)) {
+  if (
+    timeoutMs !== undefined &&
+    (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS)
+  ) {
     throw new InvalidInputError('timeoutMs', `a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}`, timeoutMs);
   }
   return { signal: signal ?? null, timeoutMs: timeoutMs ?? null, operation };
@@ -223,34 +226,44 @@ export class QueryPool {
    * head) and with the skip turned into `Dropped('aborted')` when a worker skipped it. Settles only
    * once no worker holds it any more.
    */
-  runQuery<Op extends QueryOp>(op: Op, task: TaskOf<Op>['task'], env: () => TaskEnvelope, control: QueueControl): Promise<Executed<QueryResult<Op>>> {
+  runQuery<Op extends QueryOp>(
+    op: Op,
+    task: TaskOf<Op>['task'],
+    env: () => TaskEnvelope,
+    control: QueueControl,
+  ): Promise<Executed<QueryResult<Op>>> {
     const { signal } = control;
-    return this.#scheduler.submit(async () => {
-      // Cells are taken at dispatch, so only the pipeline (workers × depth) ever holds one.
-      const cell = signal === null ? -1 : (this.#free.pop() ?? -1);
-      let onAbort: (() => void) | undefined;
-      if (cell >= 0) {
-        Atomics.store(this.#cells, cell, RUNNABLE);
-        onAbort = () => Atomics.store(this.#cells, cell, CELL_CANCELLED);
-        signal!.addEventListener('abort', onAbort, { once: true });
-        if (signal!.aborted) onAbort();
-      }
-      const envelope = env();
-      control.onDispatch?.(envelope.nowMs);
-      this.#posted++;
-      try {
-        const r = await this.#enqueue({ op, env: envelope, task, cell } as TaskOf<Op>, control.priority);
-        if ('skipped' in r) {
-          if (signal?.aborted) throw new Dropped('aborted');
-          throw new InternalError(`${op} was skipped by its worker without being cancelled`);
+    return this.#scheduler.submit(
+      async () => {
+        // Cells are taken at dispatch, so only the pipeline (workers × depth) ever holds one.
+        const cell = signal === null ? -1 : (this.#free.pop() ?? -1);
+        let onAbort: (() => void) | undefined;
+        if (cell >= 0) {
+          Atomics.store(this.#cells, cell, RUNNABLE);
+          onAbort = () => Atomics.store(this.#cells, cell, CELL_CANCELLED);
+          signal!.addEventListener('abort', onAbort, { once: true });
+          if (signal!.aborted) onAbort();
         }
-        // The worker answers each query of a batch with its op's result (worker.ts, `batch`).
-        return { result: r as QueryResult<Op>, nowMs: envelope.nowMs };
-      } finally {
-        if (onAbort !== undefined) signal!.removeEventListener('abort', onAbort);
-        if (cell >= 0) this.#free.push(cell);
-      }
-    }, control.expired === undefined ? { priority: control.priority, signal } : { priority: control.priority, signal, expired: control.expired });
+        const envelope = env();
+        control.onDispatch?.(envelope.nowMs);
+        this.#posted++;
+        try {
+          const r = await this.#enqueue({ op, env: envelope, task, cell } as TaskOf<Op>, control.priority);
+          if ('skipped' in r) {
+            if (signal?.aborted) throw new Dropped('aborted');
+            throw new InternalError(`${op} was skipped by its worker without being cancelled`);
+          }
+          // The worker answers each query of a batch with its op's result (worker.ts, `batch`).
+          return { result: r as QueryResult<Op>, nowMs: envelope.nowMs };
+        } finally {
+          if (onAbort !== undefined) signal!.removeEventListener('abort', onAbort);
+          if (cell >= 0) this.#free.push(cell);
+        }
+      },
+      control.expired === undefined
+        ? { priority: control.priority, signal }
+        : { priority: control.priority, signal, expired: control.expired },
+    );
   }
 
   /**

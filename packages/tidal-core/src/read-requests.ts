@@ -19,7 +19,17 @@ import { type Cursors, type LazyCursor, MAX_CURSOR_ITEMS, lazyQueryHash, type Cu
 import type { LevelReason } from './level-choice.js';
 import type { Item, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults } from './types.js';
 import { checkFeedOptions, checkForYou, checkUserFilter } from './user-requests.js';
-import { checkAsJson, checkDiversity, checkFilter, checkFiniteNumber, checkLimit, checkProfile, checkText, checkVector, checkWindow } from './validate.js';
+import {
+  checkAsJson,
+  checkDiversity,
+  checkFilter,
+  checkFiniteNumber,
+  checkLimit,
+  checkProfile,
+  checkText,
+  checkVector,
+  checkWindow,
+} from './validate.js';
 
 /** Keys every query takes (QueryControl and UserQuery). */
 const CONTROL_KEYS = ['criticality', 'level', 'signal', 'timeoutMs', 'asJson', 'cursor', 'user', 'userFilter'];
@@ -27,7 +37,10 @@ const RETRIEVE_KEYS: ReadonlySet<string> = new Set([
   ...CONTROL_KEYS,
   ...['profile', 'order', 'item', 'context', 'filter', 'diversity', 'limit', 'window', 'session', 'weights', 'explore', 'seed'],
 ]);
-const SEARCH_KEYS: ReadonlySet<string> = new Set([...CONTROL_KEYS, ...['text', 'vector', 'semantic', 'filter', 'diversity', 'boost', 'limit']]);
+const SEARCH_KEYS: ReadonlySet<string> = new Set([
+  ...CONTROL_KEYS,
+  ...['text', 'vector', 'semantic', 'filter', 'diversity', 'boost', 'limit'],
+]);
 
 /** The largest `boost`: log1p of the largest finite popularity is about 710, so scores stay finite. */
 export const MAX_BOOST = 1000;
@@ -38,7 +51,8 @@ export const MAX_BOOST = 1000;
  */
 function checkKeys(req: object, keys: ReadonlySet<string>, what: string): void {
   for (const k in req) {
-    if (!keys.has(k)) throw new InvalidInputError(k, `absent: a ${what} request takes ${[...keys].join(', ')}`, (req as Record<string, unknown>)[k]);
+    if (!keys.has(k))
+      throw new InvalidInputError(k, `absent: a ${what} request takes ${[...keys].join(', ')}`, (req as Record<string, unknown>)[k]);
   }
 }
 

@@ -43,7 +43,11 @@ function checkStoredSchema({ db, meta, schema }: RecoveryDeps): void {
   if (storedDims !== undefined && storedDims !== schema.embeddingDims) {
     const any = db.prepare('SELECT 1 FROM items WHERE embedding IS NOT NULL LIMIT 1').get();
     if (any) {
-      throw new InvalidInputError('schema.embeddingDims', `${storedDims}, the dimension of the embeddings already stored`, schema.embeddingDims);
+      throw new InvalidInputError(
+        'schema.embeddingDims',
+        `${storedDims}, the dimension of the embeddings already stored`,
+        schema.embeddingDims,
+      );
     }
   }
   meta.set(META.embeddingDims, schema.embeddingDims);

@@ -7,7 +7,10 @@ import type { Criticality } from 'tidal-load';
  * `control` is the pool's own work (warm, persist-ann, fault tasks), which must never wait behind
  * queries: warm runs at open and persist-ann after the queries drained, so it jumps nothing real.
  */
-export const PRIORITY = Object.freeze({ control: 3, critical: 2, default: 1, sheddable: 0 } as const satisfies Record<Criticality | 'control', number>);
+export const PRIORITY = Object.freeze({ control: 3, critical: 2, default: 1, sheddable: 0 } as const satisfies Record<
+  Criticality | 'control',
+  number
+>);
 
 /** Why an entry left the queue without running. */
 export type DropReason = 'aborted' | 'expired';

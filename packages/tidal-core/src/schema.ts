@@ -132,7 +132,12 @@ export function resolveSchema(def: unknown): QuerySchema {
 
   let embeddingDims = 0;
   if (d.embeddingDims !== undefined) {
-    if (typeof d.embeddingDims !== 'number' || !Number.isInteger(d.embeddingDims) || d.embeddingDims < 1 || d.embeddingDims > MAX_EMBEDDING_DIMS) {
+    if (
+      typeof d.embeddingDims !== 'number' ||
+      !Number.isInteger(d.embeddingDims) ||
+      d.embeddingDims < 1 ||
+      d.embeddingDims > MAX_EMBEDDING_DIMS
+    ) {
       throw new InvalidInputError('schema.embeddingDims', `a whole number from 1 to ${MAX_EMBEDDING_DIMS}`, d.embeddingDims);
     }
     embeddingDims = d.embeddingDims;
@@ -147,7 +152,11 @@ export function resolveSchema(def: unknown): QuerySchema {
   if (d.creatorField !== undefined) {
     if (typeof d.creatorField !== 'string' || metadata[d.creatorField] !== 'string' || !Object.hasOwn(metadata, d.creatorField)) {
       const strings = Object.keys(metadata).filter((f) => metadata[f] === 'string');
-      throw new InvalidInputError('schema.creatorField', `a metadata field declared 'string' (${strings.join(', ') || 'none declared'})`, d.creatorField);
+      throw new InvalidInputError(
+        'schema.creatorField',
+        `a metadata field declared 'string' (${strings.join(', ') || 'none declared'})`,
+        d.creatorField,
+      );
     }
     out.creatorField = d.creatorField;
   }

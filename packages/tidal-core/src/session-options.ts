@@ -66,7 +66,12 @@ export function resolveSessionOptions(o: SessionOptions | undefined): FilledSess
   }
   return {
     defaultTtlMs: checkWhole('sessions.defaultTtlMs', o?.defaultTtlMs ?? SESSION_DEFAULTS.defaultTtlMs, 1, SESSION_DEFAULTS.maxTtlMs),
-    sweepIntervalMs: checkWhole('sessions.sweepIntervalMs', o?.sweepIntervalMs ?? SESSION_DEFAULTS.sweepIntervalMs, 1, SESSION_DEFAULTS.maxSweepIntervalMs),
+    sweepIntervalMs: checkWhole(
+      'sessions.sweepIntervalMs',
+      o?.sweepIntervalMs ?? SESSION_DEFAULTS.sweepIntervalMs,
+      1,
+      SESSION_DEFAULTS.maxSweepIntervalMs,
+    ),
     maxOpen: checkWhole('sessions.maxOpen', o?.maxOpen ?? SESSION_DEFAULTS.maxOpen, 1, SESSION_DEFAULTS.maxOpenLimit),
     onExpired,
   };

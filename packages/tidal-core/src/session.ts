@@ -36,7 +36,15 @@ export class Session {
   autoClosed = false;
   summary: SessionSummary | null = null;
 
-  constructor(handle: SessionHandle, key: number, openedAt: number, ttlMs: number, lastActiveAt: number, signalsWritten: number, rejections: number) {
+  constructor(
+    handle: SessionHandle,
+    key: number,
+    openedAt: number,
+    ttlMs: number,
+    lastActiveAt: number,
+    signalsWritten: number,
+    rejections: number,
+  ) {
     this.handle = handle;
     this.key = key;
     this.openedAt = openedAt;

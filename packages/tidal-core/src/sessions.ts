@@ -118,7 +118,9 @@ export class SessionRegistry {
     this.#o = options;
     this.#clock = clock;
     this.#limiter = new RateLimiter(
-      rateLimit === null ? RateLimiterConfig.unlimited() : RateLimiterConfig.limited(rateLimit.ratePerSecond, rateLimit.burst, { maxBuckets: rateLimit.maxBuckets }),
+      rateLimit === null
+        ? RateLimiterConfig.unlimited()
+        : RateLimiterConfig.limited(rateLimit.ratePerSecond, rateLimit.burst, { maxBuckets: rateLimit.maxBuckets }),
     );
     this.#insert = db.prepare('INSERT INTO sessions (id, agent, opened_at, ttl_ms, last_active_at) VALUES (?, ?, ?, ?, ?)');
     this.#insertItem = db.prepare('INSERT OR IGNORE INTO session_items (session, ordinal) VALUES (?, ?)');
@@ -144,7 +146,15 @@ export class SessionRegistry {
     const expired: Session[] = [];
     const byKey = new Map<number, Session>();
     for (const r of rows) {
-      const s = new Session(Object.freeze({ id: r.id, agentId: r.agent }), r.key, r.opened_at, r.ttl_ms, r.last_active_at, r.signals_written, r.rejections);
+      const s = new Session(
+        Object.freeze({ id: r.id, agentId: r.agent }),
+        r.key,
+        r.opened_at,
+        r.ttl_ms,
+        r.last_active_at,
+        r.signals_written,
+        r.rejections,
+      );
       if (now >= s.expiresAt) expired.push(s);
       else {
         this.#byId.set(s.handle.id, s);
@@ -152,7 +162,9 @@ export class SessionRegistry {
       }
     }
     if (byKey.size > 0) {
-      const items = this.#db.prepare('SELECT session, ordinal FROM session_items ORDER BY session').raw().iterate() as IterableIterator<[number, number]>;
+      const items = this.#db.prepare('SELECT session, ordinal FROM session_items ORDER BY session').raw().iterate() as IterableIterator<
+        [number, number]
+      >;
       for (const [key, ordinal] of items) {
         const s = byKey.get(key);
         if (s !== undefined) (s.seen ??= new Set()).add(ordinal);
@@ -204,7 +216,11 @@ export class SessionRegistry {
     const s = this.#byId.get(handle.id);
     if (s === undefined || s.state !== OPEN) throw new SessionClosedError(handle.id, operation);
     if (handle.agentId !== s.handle.agentId) {
-      throw new InvalidInputError('session.agentId', `the agent the session was opened for (${JSON.stringify(s.handle.agentId)})`, handle.agentId);
+      throw new InvalidInputError(
+        'session.agentId',
+        `the agent the session was opened for (${JSON.stringify(s.handle.agentId)})`,
+        handle.agentId,
+      );
     }
     if (now >= s.expiresAt) {
       void this.#expire(s); // #expire handles its rejection: a TIDAL_SESSION_SWEEP_FAILED warning
@@ -379,8 +395,8 @@ export class SessionRegistry {
     if (fn === null) return;
     try {
       const r = fn(summary);
-      if (r !== undefined && typeof (r).then === 'function') {
-        (r).then(undefined, (err: unknown) => this.#warn('TIDAL_SESSION_CALLBACK_FAILED', 'onSessionExpired rejected', err));
+      if (r !== undefined && typeof r.then === 'function') {
+        r.then(undefined, (err: unknown) => this.#warn('TIDAL_SESSION_CALLBACK_FAILED', 'onSessionExpired rejected', err));
       }
     } catch (err) {
       this.#warn('TIDAL_SESSION_CALLBACK_FAILED', 'onSessionExpired threw', err);

@@ -61,16 +61,33 @@ export function resolveWorkSharing(value: WorkSharingOptions | undefined): Fille
   const o = value ?? {};
   const stale: unknown = o.maxStalenessMs;
   if (stale !== undefined) {
-    if (!isPlainObject(stale)) throw new InvalidInputError('workSharing.maxStalenessMs', 'an object with coarseAggregates, noDiversity', stale);
+    if (!isPlainObject(stale))
+      throw new InvalidInputError('workSharing.maxStalenessMs', 'an object with coarseAggregates, noDiversity', stale);
     for (const k of Object.keys(stale)) {
       if (k !== 'coarseAggregates' && k !== 'noDiversity') {
-        throw new InvalidInputError(`workSharing.maxStalenessMs.${k}`, 'absent: only coarseAggregates and noDiversity serve older results (Full and ReducedCandidates are always 0)', stale[k]);
+        throw new InvalidInputError(
+          `workSharing.maxStalenessMs.${k}`,
+          'absent: only coarseAggregates and noDiversity serve older results (Full and ReducedCandidates are always 0)',
+          stale[k],
+        );
       }
     }
   }
   const d = WORK_SHARING_DEFAULTS;
-  const coarse = whole('workSharing.maxStalenessMs.coarseAggregates', o.maxStalenessMs?.coarseAggregates, d.maxStalenessMs.coarseAggregates, 0, MAX_STALENESS_MS);
-  const noDiv = whole('workSharing.maxStalenessMs.noDiversity', o.maxStalenessMs?.noDiversity, d.maxStalenessMs.noDiversity, 0, MAX_STALENESS_MS);
+  const coarse = whole(
+    'workSharing.maxStalenessMs.coarseAggregates',
+    o.maxStalenessMs?.coarseAggregates,
+    d.maxStalenessMs.coarseAggregates,
+    0,
+    MAX_STALENESS_MS,
+  );
+  const noDiv = whole(
+    'workSharing.maxStalenessMs.noDiversity',
+    o.maxStalenessMs?.noDiversity,
+    d.maxStalenessMs.noDiversity,
+    0,
+    MAX_STALENESS_MS,
+  );
   return Object.freeze({
     maxStalenessMs: Object.freeze([0, 0, coarse, noDiv]),
     maxEntries: whole('workSharing.maxEntries', o.maxEntries, d.maxEntries, 0, 2 ** 20),
@@ -221,7 +238,11 @@ export class WorkSharing {
         }
       }
       const running = this.#inFlight.get(key) as Execution<R> | undefined;
-      if (running !== undefined && !running.abandoned && (running.nowMs === null || (maxStale > 0 && arrival - running.nowMs <= maxStale))) {
+      if (
+        running !== undefined &&
+        !running.abandoned &&
+        (running.nowMs === null || (maxStale > 0 && arrival - running.nowMs <= maxStale))
+      ) {
         return this.#join(running, caller, 'shared', arrival);
       }
     }
@@ -239,13 +260,10 @@ export class WorkSharing {
       exec.settled = true;
       if (key !== null && this.#inFlight.get(key) === exec) this.#inFlight.delete(key);
     };
-    exec.promise.then(
-      (r) => {
-        done();
-        if (key !== null && maxStale > 0) this.#keep(key, itemsVersion, r.result, r.nowMs, bytes(r.result) + key.length * 2);
-      },
-      done,
-    );
+    exec.promise.then((r) => {
+      done();
+      if (key !== null && maxStale > 0) this.#keep(key, itemsVersion, r.result, r.nowMs, bytes(r.result) + key.length * 2);
+    }, done);
     if (key !== null) this.#inFlight.set(key, exec);
     return this.#join(exec, caller, 'executed', null);
   }

@@ -109,7 +109,14 @@ export class QueryRecorder {
     return this.meanServiceMs;
   }
 
-  snapshot(inFlight: number, level: DegradationLevel, rejected: number, cancelledBeforeRun: number, queued: number, writes: QueryStats['writes']): QueryStats {
+  snapshot(
+    inFlight: number,
+    level: DegradationLevel,
+    rejected: number,
+    cancelledBeforeRun: number,
+    queued: number,
+    writes: QueryStats['writes'],
+  ): QueryStats {
     const served = {} as Record<DegradationLevelName, number>;
     const serviceMs = {} as Record<DegradationLevelName, LatencySummary>;
     for (const l of LEVELS) {

@@ -9,7 +9,17 @@
  * admitted here counts for every thread, and its level is picked from the whole process's load.
  */
 import { performance } from 'node:perf_hooks';
-import { AbortedError, type DegradationLevel, InFlightGuard, InternalError, LoadDetector, TidalError, TimeoutError, type LoadView, type Thresholds } from 'tidal-load';
+import {
+  AbortedError,
+  type DegradationLevel,
+  InFlightGuard,
+  InternalError,
+  LoadDetector,
+  TidalError,
+  TimeoutError,
+  type LoadView,
+  type Thresholds,
+} from 'tidal-load';
 import type { QuerySchema, RetrieveTask, SearchTask, SignalValues, TaskEnvelope } from 'tidal-query';
 import { runInThread } from 'tidal-query/worker';
 import { Cursors } from './cursor.js';
@@ -17,7 +27,16 @@ import { planQuery } from './query-front.js';
 import { ReadPipeline, type PlannedRead, type ReadOp, type ReadTypes } from './read-pipeline.js';
 import type { OpenSessionOptions, SessionHandle, SessionInfo, SessionSummary } from './sessions.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
-import type { Item, ItemInput, QueryControl, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
+import type {
+  Item,
+  ItemInput,
+  QueryControl,
+  RetrieveRequest,
+  RetrieveResults,
+  SearchRequest,
+  SearchResults,
+  SignalInput,
+} from './types.js';
 import type { User, UserInput } from './users.js';
 import type { UserCreatorInput, UserItemInput } from './user-requests.js';
 import type { LinkClient } from './worker-link.js';
@@ -140,7 +159,8 @@ export class ThreadDb {
    * a forwarded query is not aborted with it).
    */
   retrieve(req: RetrieveRequest): Promise<RetrieveResults> {
-    if (typeof req === 'object' && req !== null && needsMainRetrieve(req)) return this.#forward<RetrieveResults>('retrieve', [portable(req)]);
+    if (typeof req === 'object' && req !== null && needsMainRetrieve(req))
+      return this.#forward<RetrieveResults>('retrieve', [portable(req)]);
     return this.#local('retrieve', req);
   }
 
@@ -184,7 +204,9 @@ export class ThreadDb {
         } catch (err) {
           if (TidalError.is(err) && (err.code === 'TIDAL_ABORTED' || err.code === 'TIDAL_TIMEOUT')) this.#recorder.cancelled++;
           else this.#recorder.failed++;
-          reject(TidalError.is(err) ? err : new InternalError(`${operation} failed: ${(err as Error)?.message ?? String(err)}`, { cause: err }));
+          reject(
+            TidalError.is(err) ? err : new InternalError(`${operation} failed: ${(err as Error)?.message ?? String(err)}`, { cause: err }),
+          );
         } finally {
           guard[Symbol.dispose]();
         }

@@ -27,7 +27,8 @@ export function threadHandlers(db: TidalDb, queries: QueryFront): LinkHandlers {
     follow: (edge: Parameters<TidalDb['follow']>[0]) => db.follow(edge),
     unfollow: (edge: Parameters<TidalDb['unfollow']>[0]) => db.unfollow(edge),
     openSession: (options: Parameters<TidalDb['openSession']>[0]) => db.openSession(options),
-    sessionSignal: (session: Parameters<TidalDb['sessionSignal']>[0], signal: Parameters<TidalDb['sessionSignal']>[1]) => db.sessionSignal(session, signal),
+    sessionSignal: (session: Parameters<TidalDb['sessionSignal']>[0], signal: Parameters<TidalDb['sessionSignal']>[1]) =>
+      db.sessionSignal(session, signal),
     closeSession: (session: Parameters<TidalDb['closeSession']>[0]) => db.closeSession(session),
     openSessions: () => db.openSessions(),
     stats: () => db.stats(),

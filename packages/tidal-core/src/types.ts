@@ -1,6 +1,16 @@
 import type { Criticality, DegradationLevel, DegradationLevelName } from 'tidal-load';
 import type { LevelReason } from './level-choice.js';
-import type { Diversity, Explain, Filter, FollowingOrder, ForYouWeights, Profile, RetrievedItem, SearchHit, VelocityWindow } from 'tidal-query';
+import type {
+  Diversity,
+  Explain,
+  Filter,
+  FollowingOrder,
+  ForYouWeights,
+  Profile,
+  RetrievedItem,
+  SearchHit,
+  VelocityWindow,
+} from 'tidal-query';
 import type { SessionHandle } from './sessions.js';
 import type { UserFilter } from './user-requests.js';
 

@@ -1,5 +1,15 @@
 import { InvalidInputError } from 'tidal-load';
-import { FOR_YOU_EXPLORE, FOR_YOU_WEIGHTS, RISING_BASELINE, type FollowingOrder, type ForYouOptions, type ForYouWeights, type Profile, type QuerySchema, type VelocityWindow } from 'tidal-query';
+import {
+  FOR_YOU_EXPLORE,
+  FOR_YOU_WEIGHTS,
+  RISING_BASELINE,
+  type FollowingOrder,
+  type ForYouOptions,
+  type ForYouWeights,
+  type Profile,
+  type QuerySchema,
+  type VelocityWindow,
+} from 'tidal-query';
 import type { RetrieveRequest } from './types.js';
 import { isPlainObject } from './validate.js';
 
@@ -50,11 +60,16 @@ export function checkUserFilter(value: unknown, hasUser: boolean, schema: QueryS
   if (!hasUser) throw new InvalidInputError('userFilter', 'absent without a user (it filters on the user state of `user`)', value);
   if (!isPlainObject(value)) throw new InvalidInputError('userFilter', '{ unseen?, unblocked?, following? } of booleans', value);
   for (const k of Object.keys(value)) {
-    if (!USER_FILTER_KEYS.includes(k)) throw new InvalidInputError(`userFilter.${k}`, `absent: userFilter takes ${USER_FILTER_KEYS.join(', ')}`, value[k]);
+    if (!USER_FILTER_KEYS.includes(k))
+      throw new InvalidInputError(`userFilter.${k}`, `absent: userFilter takes ${USER_FILTER_KEYS.join(', ')}`, value[k]);
     if (typeof value[k] !== 'boolean') throw new InvalidInputError(`userFilter.${k}`, 'a boolean', value[k]);
   }
   if (value.unblocked === false) {
-    throw new InvalidInputError('userFilter.unblocked', 'true or absent: hidden items and blocked creators never come back to their user', false);
+    throw new InvalidInputError(
+      'userFilter.unblocked',
+      'true or absent: hidden items and blocked creators never come back to their user',
+      false,
+    );
   }
   const following = value.following === true;
   if (following && schema.creatorField === undefined) {
@@ -72,20 +87,24 @@ export function checkForYou(req: RetrieveRequest, schema: QuerySchema): ForYouOp
     return null;
   }
   if (req.user === undefined) throw new InvalidInputError('user', "a user id: profile 'for_you' ranks for a user", undefined);
-  if (schema.embeddingDims === 0) throw new InvalidInputError('profile', "a profile the schema supports ('for_you' needs embeddingDims)", req.profile);
+  if (schema.embeddingDims === 0)
+    throw new InvalidInputError('profile', "a profile the schema supports ('for_you' needs embeddingDims)", req.profile);
   const weights: ForYouWeights = { ...FOR_YOU_WEIGHTS };
   if (req.weights !== undefined) {
     const given: unknown = req.weights;
     if (!isPlainObject(given)) throw new InvalidInputError('weights', `an object of ${WEIGHT_KEYS.join(', ')}`, given);
     for (const k of Object.keys(given)) {
-      if (!(WEIGHT_KEYS as readonly string[]).includes(k)) throw new InvalidInputError(`weights.${k}`, `absent: weights takes ${WEIGHT_KEYS.join(', ')}`, given[k]);
+      if (!(WEIGHT_KEYS as readonly string[]).includes(k))
+        throw new InvalidInputError(`weights.${k}`, `absent: weights takes ${WEIGHT_KEYS.join(', ')}`, given[k]);
       const w = given[k];
-      if (typeof w !== 'number' || !Number.isFinite(w) || w < 0 || w > 1000) throw new InvalidInputError(`weights.${k}`, 'a finite number from 0 to 1000', w);
+      if (typeof w !== 'number' || !Number.isFinite(w) || w < 0 || w > 1000)
+        throw new InvalidInputError(`weights.${k}`, 'a finite number from 0 to 1000', w);
       weights[k as keyof ForYouWeights] = w;
     }
   }
   const explore = req.explore ?? FOR_YOU_EXPLORE;
-  if (typeof explore !== 'number' || !(explore >= 0 && explore <= 0.5)) throw new InvalidInputError('explore', 'a number from 0 to 0.5', explore);
+  if (typeof explore !== 'number' || !(explore >= 0 && explore <= 0.5))
+    throw new InvalidInputError('explore', 'a number from 0 to 0.5', explore);
   const seed = req.seed ?? 0;
   if (typeof seed !== 'number' || !Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) {
     throw new InvalidInputError('seed', 'a whole number from 0 to 4294967295', seed);
@@ -102,11 +121,14 @@ export function checkFeedOptions(req: RetrieveRequest, window: VelocityWindow): 
   if (req.context !== undefined && NO_CONTEXT.includes(profile)) {
     throw new InvalidInputError('context', `absent for profile '${profile}' (it ranks by its own score, not around a vector)`, req.context);
   }
-  if (req.order !== undefined && profile !== 'following') throw new InvalidInputError('order', "absent: it is an option of profile 'following'", req.order);
-  if (req.item !== undefined && profile !== 'related') throw new InvalidInputError('item', "absent: it is an option of profile 'related'", req.item);
+  if (req.order !== undefined && profile !== 'following')
+    throw new InvalidInputError('order', "absent: it is an option of profile 'following'", req.order);
+  if (req.item !== undefined && profile !== 'related')
+    throw new InvalidInputError('item', "absent: it is an option of profile 'related'", req.item);
   let order: FollowingOrder | null = null;
   if (profile === 'following') {
-    if (req.user === undefined) throw new InvalidInputError('user', "a user id: profile 'following' ranks the creators a user follows", undefined);
+    if (req.user === undefined)
+      throw new InvalidInputError('user', "a user id: profile 'following' ranks the creators a user follows", undefined);
     const o: unknown = req.order ?? 'newest';
     if (o !== 'newest' && o !== 'popular') throw new InvalidInputError('order', "'newest' or 'popular'", o);
     order = o;

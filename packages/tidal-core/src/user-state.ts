@@ -48,7 +48,13 @@ export const MAX_AFFINITIES = 64;
 export const MAX_USER_EDGES = 10_000;
 
 /** A user with no history yet: empty seen ring, no edges, no affinities. */
-export function newUserState(key: number, id: string, metadata: Record<string, unknown>, embedding: Float32Array | null, preference: Float32Array | null): UserState {
+export function newUserState(
+  key: number,
+  id: string,
+  metadata: Record<string, unknown>,
+  embedding: Float32Array | null,
+  preference: Float32Array | null,
+): UserState {
   return {
     key,
     id,
@@ -134,7 +140,10 @@ export function loadUsers(db: Database.Database, dims: number, intern: (creator:
   }[]) {
     byKey.set(r.key, newUserState(r.key, r.id, JSON.parse(r.metadata) as Record<string, unknown>, vec(r.embedding), vec(r.preference)));
   }
-  for (const [user, ordinal, pos] of db.prepare('SELECT user, ordinal, pos FROM user_seen ORDER BY user, pos').raw().iterate() as IterableIterator<[number, number, number]>) {
+  for (const [user, ordinal, pos] of db
+    .prepare('SELECT user, ordinal, pos FROM user_seen ORDER BY user, pos')
+    .raw()
+    .iterate() as IterableIterator<[number, number, number]>) {
     const u = byKey.get(user);
     if (!u) continue;
     if (u.seen.length === u.seenCount) u.seen = grow(u.seen);
@@ -144,12 +153,18 @@ export function loadUsers(db: Database.Database, dims: number, intern: (creator:
   for (const [user, ordinal] of db.prepare('SELECT user, ordinal FROM user_hidden').raw().iterate() as IterableIterator<[number, number]>) {
     byKey.get(user)?.hidden.add(ordinal);
   }
-  for (const [user, relation, creator] of db.prepare('SELECT user, relation, creator FROM user_creators').raw().iterate() as IterableIterator<[number, number, string]>) {
+  for (const [user, relation, creator] of db
+    .prepare('SELECT user, relation, creator FROM user_creators')
+    .raw()
+    .iterate() as IterableIterator<[number, number, string]>) {
     const u = byKey.get(user);
     if (!u) continue;
     (relation === BLOCKED ? u.blocked : u.following).add(intern(creator));
   }
-  for (const [user, creator, score, at] of db.prepare('SELECT user, creator, score, at FROM user_affinity').raw().iterate() as IterableIterator<[number, string, number, number]>) {
+  for (const [user, creator, score, at] of db
+    .prepare('SELECT user, creator, score, at FROM user_affinity')
+    .raw()
+    .iterate() as IterableIterator<[number, string, number, number]>) {
     byKey.get(user)?.affinity.set(intern(creator), { score, at });
   }
   return [...byKey.values()];

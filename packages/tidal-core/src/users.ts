@@ -177,10 +177,16 @@ export class UserRegistry {
       insert: db.prepare('INSERT INTO users (key, id, metadata, embedding, preference) VALUES (?, ?, ?, ?, NULL)'),
       update: db.prepare('UPDATE users SET metadata = ?, embedding = ? WHERE key = ?'),
       setPreference: db.prepare('UPDATE users SET preference = ? WHERE key = ?'),
-      remove: ['users WHERE key', 'user_seen WHERE user', 'user_hidden WHERE user', 'user_creators WHERE user', 'user_affinity WHERE user'].map((t) =>
-        db.prepare(`DELETE FROM ${t} = ?`),
+      remove: [
+        'users WHERE key',
+        'user_seen WHERE user',
+        'user_hidden WHERE user',
+        'user_creators WHERE user',
+        'user_affinity WHERE user',
+      ].map((t) => db.prepare(`DELETE FROM ${t} = ?`)),
+      seenUpsert: db.prepare(
+        'INSERT INTO user_seen (user, ordinal, pos) VALUES (?, ?, ?) ON CONFLICT(user, ordinal) DO UPDATE SET pos = excluded.pos',
       ),
-      seenUpsert: db.prepare('INSERT INTO user_seen (user, ordinal, pos) VALUES (?, ?, ?) ON CONFLICT(user, ordinal) DO UPDATE SET pos = excluded.pos'),
       seenDelete: db.prepare('DELETE FROM user_seen WHERE user = ? AND ordinal = ?'),
       hide: db.prepare('INSERT OR IGNORE INTO user_hidden (user, ordinal) VALUES (?, ?)'),
       unhide: db.prepare('DELETE FROM user_hidden WHERE user = ? AND ordinal = ?'),
@@ -240,7 +246,11 @@ export class UserRegistry {
   checkRoom(user: string, what: 'hidden' | 'blocked' | 'following'): void {
     const u = this.#byId.get(user);
     if (u && u[what].size >= MAX_USER_EDGES) {
-      throw new CapacityError(`${what === 'hidden' ? 'hidden items' : what === 'blocked' ? 'blocked creators' : 'followed creators'} of user ${user}`, MAX_USER_EDGES, `undo some first (unhide, unblock, unfollow)`);
+      throw new CapacityError(
+        `${what === 'hidden' ? 'hidden items' : what === 'blocked' ? 'blocked creators' : 'followed creators'} of user ${user}`,
+        MAX_USER_EDGES,
+        `undo some first (unhide, unblock, unfollow)`,
+      );
     }
   }
 

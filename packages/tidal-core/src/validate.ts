@@ -1,5 +1,14 @@
 import { InvalidInputError } from 'tidal-load';
-import { MAX_EVENT_MS, type Diversity, type FieldCondition, type Filter, type Profile, type QuerySchema, type RangeCondition, type VelocityWindow } from 'tidal-query';
+import {
+  MAX_EVENT_MS,
+  type Diversity,
+  type FieldCondition,
+  type Filter,
+  type Profile,
+  type QuerySchema,
+  type RangeCondition,
+  type VelocityWindow,
+} from 'tidal-query';
 
 export const MAX_ID_LENGTH = 512;
 export const MAX_TEXT_LENGTH = 100_000;
@@ -197,7 +206,11 @@ function checkCondition(at: string, cond: unknown, type: 'string' | 'number'): F
   };
   if (!isPlainObject(cond)) {
     if (typeof cond === 'object' && cond !== null) {
-      throw new InvalidInputError(at, type === 'string' ? 'a string or { in: [...] }' : 'a number, { in: [...] } or a plain object range', cond);
+      throw new InvalidInputError(
+        at,
+        type === 'string' ? 'a string or { in: [...] }' : 'a number, { in: [...] } or a plain object range',
+        cond,
+      );
     }
     return scalar(at, cond);
   }
@@ -237,7 +250,11 @@ export function checkDiversity(value: unknown, schema: QuerySchema): Diversity |
   for (const name of Object.keys(maxPerIn)) {
     const n = maxPerIn[name];
     if (declaredType(schema, name) === undefined) {
-      throw new InvalidInputError(`diversity.maxPer.${name}`, `a field declared in schema.metadata (${Object.keys(schema.metadata).join(', ')})`, name);
+      throw new InvalidInputError(
+        `diversity.maxPer.${name}`,
+        `a field declared in schema.metadata (${Object.keys(schema.metadata).join(', ')})`,
+        name,
+      );
     }
     if (typeof n !== 'number' || !Number.isInteger(n) || n < 1) {
       throw new InvalidInputError(`diversity.maxPer.${name}`, 'a whole number of at least 1', n);
@@ -247,7 +264,17 @@ export function checkDiversity(value: unknown, schema: QuerySchema): Diversity |
   return { maxPer };
 }
 
-export const PROFILES: readonly Profile[] = Object.freeze(['trending', 'popular', 'new', 'for_you', 'following', 'hot', 'rising', 'top', 'related']);
+export const PROFILES: readonly Profile[] = Object.freeze([
+  'trending',
+  'popular',
+  'new',
+  'for_you',
+  'following',
+  'hot',
+  'rising',
+  'top',
+  'related',
+]);
 export const VELOCITY_WINDOWS: readonly VelocityWindow[] = Object.freeze(['1h', '24h', '7d']);
 
 export function checkProfile(value: unknown, schema: QuerySchema): Profile {
@@ -306,7 +333,11 @@ function checkDeclared(field: string, value: Record<string, unknown>, schema: Qu
     const v = own(value, name);
     if (v === undefined || v === null) continue;
     if (type === 'string' ? typeof v !== 'string' : typeof v !== 'number' || !Number.isFinite(v)) {
-      throw new InvalidInputError(`${field}.${name}`, type === 'string' ? 'a string (schema.metadata)' : 'a finite number (schema.metadata)', v);
+      throw new InvalidInputError(
+        `${field}.${name}`,
+        type === 'string' ? 'a string (schema.metadata)' : 'a finite number (schema.metadata)',
+        v,
+      );
     }
   }
 }

@@ -27,7 +27,9 @@ interface WireError {
   readonly fields: Record<string, unknown>;
 }
 
-type Reply = { readonly id: number; readonly ok: true; readonly value: unknown } | { readonly id: number; readonly ok: false; readonly error: WireError };
+type Reply =
+  | { readonly id: number; readonly ok: true; readonly value: unknown }
+  | { readonly id: number; readonly ok: false; readonly error: WireError };
 
 /** What the database's thread sends a worker besides answers. */
 export type LinkControl = { readonly op: 'start' } | { readonly op: 'stop' };
@@ -118,7 +120,12 @@ export class LinkClient {
         } catch {
           // reported below
         }
-        if (!sent) this.#settle({ id: c.id, ok: false, error: toWire(new InternalError(`cannot send ${c.method} to the database thread: ${(err as Error).message}`)) });
+        if (!sent)
+          this.#settle({
+            id: c.id,
+            ok: false,
+            error: toWire(new InternalError(`cannot send ${c.method} to the database thread: ${(err as Error).message}`)),
+          });
       }
     }
   }
@@ -167,7 +174,12 @@ export class LinkServer {
   constructor(link: string, threadIds: readonly number[], handlers: LinkHandlers) {
     this.#handlers = handlers;
     for (const threadId of threadIds) {
-      const t = { up: new BroadcastChannel(upName(link, threadId)), down: new BroadcastChannel(downName(link, threadId)), replies: [] as Reply[], flushQueued: false };
+      const t = {
+        up: new BroadcastChannel(upName(link, threadId)),
+        down: new BroadcastChannel(downName(link, threadId)),
+        replies: [] as Reply[],
+        flushQueued: false,
+      };
       t.up.onmessage = (ev) => this.#receive(threadId, (ev as MessageEvent).data as Up);
       // Referenced: a worker's calls (its writes) must be answered even when nothing else on
       // this thread is pending. The database's close() closes them.
@@ -222,7 +234,11 @@ export class LinkServer {
           try {
             t.down.postMessage({ replies: [one] } satisfies Down);
           } catch (err) {
-            t.down.postMessage({ replies: [{ id: one.id, ok: false, error: toWire(new InternalError(`cannot send an answer to a worker: ${(err as Error).message}`)) }] } satisfies Down);
+            t.down.postMessage({
+              replies: [
+                { id: one.id, ok: false, error: toWire(new InternalError(`cannot send an answer to a worker: ${(err as Error).message}`)) },
+              ],
+            } satisfies Down);
           }
         }
       }

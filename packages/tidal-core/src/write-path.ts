@@ -206,8 +206,10 @@ export class WritePath {
         const kind = this.#kindIndex.get(s.kind);
         const { item, weight, at, user } = s as { item: unknown; weight: unknown; at: unknown; user: unknown };
         if (
-          kind !== undefined && user === undefined &&
-          isValidId(item) && isValidWeight(weight) &&
+          kind !== undefined &&
+          user === undefined &&
+          isValidId(item) &&
+          isValidWeight(weight) &&
           (at === undefined || (typeof at === 'number' && at >= 0 && at < MAX_EVENT_MS))
         ) {
           return { type: 'signal', ordinal: -1, id: item, kind, weight: weight ?? 1, at: at ?? now, session, sessionAt, user: null };
@@ -217,7 +219,11 @@ export class WritePath {
       if (typeof s !== 'object' || s === null) throw new InvalidInputError(at, 'a signal object', s);
       const kind = this.#kindIndex.get(s.kind);
       if (kind === undefined) {
-        throw new InvalidInputError(`${at}.kind`, `a signal kind declared in the schema (${[...this.#kindIndex.keys()].join(', ')})`, s.kind);
+        throw new InvalidInputError(
+          `${at}.kind`,
+          `a signal kind declared in the schema (${[...this.#kindIndex.keys()].join(', ')})`,
+          s.kind,
+        );
       }
       return {
         type: 'signal',
@@ -283,10 +289,16 @@ export class WritePath {
           type: 'user-upsert',
           id: checkId(`${at}.id`, u.id),
           metadata: checkMetadata(`${at}.metadata`, u.metadata, userSchema),
-          embedding: u.embedding === undefined || u.embedding === null ? null : checkVector(`${at}.embedding`, u.embedding, this.#schema.embeddingDims),
+          embedding:
+            u.embedding === undefined || u.embedding === null
+              ? null
+              : checkVector(`${at}.embedding`, u.embedding, this.#schema.embeddingDims),
         };
       });
-      this.#deps.users.declare(events.map((e) => (e as { id: string }).id), true);
+      this.#deps.users.declare(
+        events.map((e) => (e as { id: string }).id),
+        true,
+      );
       return events;
     });
   }
@@ -373,7 +385,10 @@ export class WritePath {
       text: checkText(`${at}.text`, it.text),
       metadata: checkMetadata(`${at}.metadata`, it.metadata, this.#schema),
       createdAt: it.createdAt === undefined ? now : checkTime(`${at}.createdAt`, it.createdAt),
-      embedding: it.embedding === undefined || it.embedding === null ? null : checkVector(`${at}.embedding`, it.embedding, this.#schema.embeddingDims),
+      embedding:
+        it.embedding === undefined || it.embedding === null
+          ? null
+          : checkVector(`${at}.embedding`, it.embedding, this.#schema.embeddingDims),
     };
   }
 
@@ -463,7 +478,10 @@ export class WritePath {
     const throughSeq = this.#gc.nextSeq - 1;
     db.transaction(() => {
       checkpointRows.write(store.arena.slots, store.slotsUsed(), SLOT_BYTES);
-      meta.set(META.kinds, this.#schema.kinds.map((k) => k.name));
+      meta.set(
+        META.kinds,
+        this.#schema.kinds.map((k) => k.name),
+      );
       log.checkpointThrough(throughSeq);
     })();
     checkpointRows.committed();

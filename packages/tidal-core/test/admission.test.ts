@@ -29,9 +29,16 @@ function holdPipeline(db: TidalDb): { release: () => Promise<void> } {
   return { release };
 }
 
-async function open(configure: (b: ReturnType<typeof TidalDb.builder>) => ReturnType<typeof TidalDb.builder> = (b) => b, clock: () => number = () => NOW): Promise<TidalDb> {
+async function open(
+  configure: (b: ReturnType<typeof TidalDb.builder>) => ReturnType<typeof TidalDb.builder> = (b) => b,
+  clock: () => number = () => NOW,
+): Promise<TidalDb> {
   const db = await configure(TidalDb.builder().ephemeral().schema(SCHEMA).workers(1).clock(clock)).open();
-  await db.upsertItems([{ id: 'a', text: 'alpha' }, { id: 'b', text: 'beta' }, { id: 'c', text: 'gamma' }]);
+  await db.upsertItems([
+    { id: 'a', text: 'alpha' },
+    { id: 'b', text: 'beta' },
+    { id: 'c', text: 'gamma' },
+  ]);
   await db.signals([
     { item: 'a', kind: 'view' },
     { item: 'a', kind: 'view' },
@@ -55,7 +62,14 @@ describe('the scheduler in front of the workers', () => {
         order.push(name);
         return r;
       });
-    const all = [q('shed-1', 'sheddable', 1), q('default-1', undefined, 2), q('critical-1', 'critical', 3), q('default-2', 'default', 1), q('shed-2', 'sheddable', 2), q('critical-2', 'critical', 1)];
+    const all = [
+      q('shed-1', 'sheddable', 1),
+      q('default-1', undefined, 2),
+      q('critical-1', 'critical', 3),
+      q('default-2', 'default', 1),
+      q('shed-2', 'sheddable', 2),
+      q('critical-2', 'critical', 1),
+    ];
     expect(internalsOf(db).pool.scheduler.waiting).toBe(6);
     expect(db.stats().queued).toBe(6);
     await hold.release();
@@ -119,7 +133,7 @@ describe('criticality and the level option', () => {
     expect(alone.explain.bm25Limit).toBe(dflt.explain.bm25Limit! / 2);
   });
 
-  it('reports the worker\'s service time on explain: the execution alone, within the call\'s own time', async () => {
+  it("reports the worker's service time on explain: the execution alone, within the call's own time", async () => {
     const r = await db.retrieve({ profile: 'trending' });
     const s = await db.search({ text: 'alpha' });
     for (const x of [r, s]) {
@@ -152,7 +166,10 @@ describe('criticality and the level option', () => {
 
   it('refuses a criticality or level it does not know, naming the field', async () => {
     for (const criticality of ['urgent', 1, null, 'Critical']) {
-      await expect(db.retrieve({ profile: 'new', criticality: criticality as 'critical' })).rejects.toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'criticality' });
+      await expect(db.retrieve({ profile: 'new', criticality: criticality as 'critical' })).rejects.toMatchObject({
+        code: 'TIDAL_INVALID_INPUT',
+        field: 'criticality',
+      });
     }
     for (const level of [4, -1, 1.5, 'Fast', 'full', null, Number.NaN]) {
       const err = await db.search({ text: 'alpha', level: level as DegradationLevel }).catch((e: unknown) => e);
@@ -182,8 +199,14 @@ describe('deadlines choose the level', () => {
     const tight = await db.retrieve({ profile: 'trending', timeoutMs: 200 });
     expect(tight).toMatchObject({ degradationLevel: DegradationLevel.CoarseAggregates, levelReason: 'deadline' });
     expect(tight.explain.windows).toBe('all-time');
-    expect(await db.retrieve({ profile: 'trending', timeoutMs: 500 })).toMatchObject({ degradationLevel: DegradationLevel.ReducedCandidates, levelReason: 'deadline' });
-    expect(await db.search({ text: 'alpha', timeoutMs: 50 })).toMatchObject({ degradationLevel: DegradationLevel.NoDiversity, levelReason: 'deadline' });
+    expect(await db.retrieve({ profile: 'trending', timeoutMs: 500 })).toMatchObject({
+      degradationLevel: DegradationLevel.ReducedCandidates,
+      levelReason: 'deadline',
+    });
+    expect(await db.search({ text: 'alpha', timeoutMs: 50 })).toMatchObject({
+      degradationLevel: DegradationLevel.NoDiversity,
+      levelReason: 'deadline',
+    });
     // Without a deadline the load alone decides.
     expect(await db.retrieve({ profile: 'trending' })).toMatchObject({ degradationLevel: DegradationLevel.Full, levelReason: 'load' });
   });
@@ -207,7 +230,11 @@ describe('work sharing', () => {
     const first = db.retrieve({ profile: 'popular', limit: 3 });
     // c gets two views after the first call and before the second: the shared execution has not
     // left the queue, so it reads them, for both callers.
-    await db.signals([{ item: 'c', kind: 'view' }, { item: 'c', kind: 'view' }, { item: 'c', kind: 'view' }]);
+    await db.signals([
+      { item: 'c', kind: 'view' },
+      { item: 'c', kind: 'view' },
+      { item: 'c', kind: 'view' },
+    ]);
     const second = db.retrieve({ profile: 'popular', limit: 3 });
     const different = db.retrieve({ profile: 'popular', limit: 2 });
     await hold.release();
@@ -237,7 +264,8 @@ describe('work sharing', () => {
 
   it('answers from a result at most maxStalenessMs old only at CoarseAggregates and below, with its age', async () => {
     const pool = internalsOf(db).pool;
-    const run = (level?: 'Full' | 'ReducedCandidates' | 'CoarseAggregates' | 'NoDiversity') => db.retrieve({ profile: 'trending', limit: 2, ...(level ? { level } : {}) });
+    const run = (level?: 'Full' | 'ReducedCandidates' | 'CoarseAggregates' | 'NoDiversity') =>
+      db.retrieve({ profile: 'trending', limit: 2, ...(level ? { level } : {}) });
     // Full and ReducedCandidates: every call runs.
     for (const level of [undefined, 'ReducedCandidates'] as const) {
       const posted = pool.posted;
@@ -250,7 +278,11 @@ describe('work sharing', () => {
     const fromCache = db.stats().fromCache;
     expect(await run('CoarseAggregates')).toMatchObject({ ageMs: 0, degradationLevel: DegradationLevel.CoarseAggregates });
     now += 250;
-    expect(await run('CoarseAggregates')).toMatchObject({ ageMs: 250, degradationLevel: DegradationLevel.CoarseAggregates, levelReason: 'requested' });
+    expect(await run('CoarseAggregates')).toMatchObject({
+      ageMs: 250,
+      degradationLevel: DegradationLevel.CoarseAggregates,
+      levelReason: 'requested',
+    });
     expect(pool.posted - posted).toBe(1);
     expect(db.stats().fromCache - fromCache).toBe(1);
     now += 1;

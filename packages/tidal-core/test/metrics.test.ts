@@ -11,7 +11,11 @@ describe('createMetrics', () => {
   it('registers the metrics in the given registry: gauges read at scrape, counters per query', async () => {
     const registry = new Registry();
     let inFlight = 3;
-    const metrics = await createMetrics(registry, { inFlight: () => inFlight, level: () => DegradationLevel.CoarseAggregates, rejected: () => 7 });
+    const metrics = await createMetrics(registry, {
+      inFlight: () => inFlight,
+      level: () => DegradationLevel.CoarseAggregates,
+      rejected: () => 7,
+    });
     metrics.served('search', DegradationLevel.ReducedCandidates, 12);
     metrics.served('search', DegradationLevel.ReducedCandidates, 30);
     metrics.failed();

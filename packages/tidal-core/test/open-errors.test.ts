@@ -12,7 +12,13 @@ const SCHEMA = { signals: [{ name: 'view', halfLifeMs: 3_600_000 }] };
 const root = mkdtempSync(join(tmpdir(), 'tidal-open-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-const open = (dir: string) => TidalDb.builder().path(dir).schema(SCHEMA).workers(1).clock(() => 0).open();
+const open = (dir: string) =>
+  TidalDb.builder()
+    .path(dir)
+    .schema(SCHEMA)
+    .workers(1)
+    .clock(() => 0)
+    .open();
 
 describe('open errors', () => {
   it('a tidal.db that is not a database is bad input naming the path', async () => {
@@ -40,7 +46,10 @@ describe('open errors', () => {
   it('migrates a format-0 file: its write-path counters move into tidal_meta and its signals are kept', async () => {
     const dir = join(root, 'v0');
     const first = await open(dir);
-    await first.signals([{ item: 'a', kind: 'view' }, { item: 'a', kind: 'view' }]);
+    await first.signals([
+      { item: 'a', kind: 'view' },
+      { item: 'a', kind: 'view' },
+    ]);
     await first.close();
     // Turn the file back into format 0: the counters in their own wal_meta table, user_version 0.
     const raw = new Database(join(dir, 'tidal.db'));

@@ -13,9 +13,21 @@ const SCHEMA = { signals: [{ name: 'view', halfLifeMs: 3_600_000 }] };
 
 let db: TidalDb;
 beforeAll(async () => {
-  db = await TidalDb.builder().ephemeral().schema(SCHEMA).workers(1).clock(() => NOW).open();
-  await db.upsertItems([{ id: 'a', text: 'alpha' }, { id: 'b', text: 'beta' }]);
-  await db.signals([{ item: 'a', kind: 'view' }, { item: 'a', kind: 'view' }, { item: 'b', kind: 'view' }]);
+  db = await TidalDb.builder()
+    .ephemeral()
+    .schema(SCHEMA)
+    .workers(1)
+    .clock(() => NOW)
+    .open();
+  await db.upsertItems([
+    { id: 'a', text: 'alpha' },
+    { id: 'b', text: 'beta' },
+  ]);
+  await db.signals([
+    { item: 'a', kind: 'view' },
+    { item: 'a', kind: 'view' },
+    { item: 'b', kind: 'view' },
+  ]);
 });
 afterAll(() => db.close());
 
@@ -114,7 +126,10 @@ describe('query pool', () => {
 
   it('refuses a signal or timeoutMs it cannot use, naming the field', async () => {
     for (const timeoutMs of [0, -1, 1.5, Number.NaN, 2 ** 31, '5']) {
-      await expect(db.retrieve({ profile: 'new', timeoutMs: timeoutMs as number })).rejects.toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'timeoutMs' });
+      await expect(db.retrieve({ profile: 'new', timeoutMs: timeoutMs as number })).rejects.toMatchObject({
+        code: 'TIDAL_INVALID_INPUT',
+        field: 'timeoutMs',
+      });
     }
     for (const signal of [{}, 'abort', { aborted: false }]) {
       await expect(db.search({ text: 'x', signal: signal as AbortSignal })).rejects.toBeInstanceOf(InvalidInputError);

@@ -99,8 +99,16 @@ describe('QueryScheduler', () => {
     const started: string[] = [];
     const head = s.submit(() => (started.push('head'), hold.promise), { priority: 1, signal: null });
     const deadline = 10;
-    const late = s.submit(() => (started.push('late'), Promise.resolve()), { priority: 1, signal: null, expired: () => s.now() >= deadline });
-    const onTime = s.submit(() => (started.push('on time'), Promise.resolve()), { priority: 1, signal: null, expired: () => s.now() >= 1_000 });
+    const late = s.submit(() => (started.push('late'), Promise.resolve()), {
+      priority: 1,
+      signal: null,
+      expired: () => s.now() >= deadline,
+    });
+    const onTime = s.submit(() => (started.push('on time'), Promise.resolve()), {
+      priority: 1,
+      signal: null,
+      expired: () => s.now() >= 1_000,
+    });
     now = 10;
     hold.resolve();
     await head;
@@ -171,7 +179,11 @@ describe('WorkSharing', () => {
   /** A WorkSharing with an injected clock, and executions the test completes by hand. */
   function setup(options = resolveWorkSharing(undefined)) {
     const clock = { now: NOW, mono: 0 };
-    const sharing = new WorkSharing(options, () => clock.now, () => clock.mono);
+    const sharing = new WorkSharing(
+      options,
+      () => clock.now,
+      () => clock.mono,
+    );
     const executions: { control: ExecutionControl; done: Deferred<Executed<string>> }[] = [];
     const execute = (control: ExecutionControl) => {
       const done = deferred<Executed<string>>();
@@ -179,14 +191,21 @@ describe('WorkSharing', () => {
       return done.promise;
     };
     let settled = 0;
-    const caller = (extra: Partial<Caller> = {}): Caller => ({ signal: null, timeoutMs: null, operation: 'retrieve', onSettled: () => settled++, ...extra });
+    const caller = (extra: Partial<Caller> = {}): Caller => ({
+      signal: null,
+      timeoutMs: null,
+      operation: 'retrieve',
+      onSettled: () => settled++,
+      ...extra,
+    });
     /** Dispatches execution `i` (stamps its clock now) and completes it with `value`. */
     const complete = (i: number, value: string) => {
       const e = executions[i]!;
       e.control.onDispatch(clock.now);
       e.done.resolve({ result: value, nowMs: clock.now });
     };
-    const run = (key: string | null, level: DegradationLevel, c: Caller = caller(), version = 1) => sharing.run(key, level, version, c, execute, () => 100);
+    const run = (key: string | null, level: DegradationLevel, c: Caller = caller(), version = 1) =>
+      sharing.run(key, level, version, c, execute, () => 100);
     return { sharing, clock, executions, caller, complete, run, settled: () => settled };
   }
 
@@ -283,7 +302,7 @@ describe('WorkSharing', () => {
     expect(t.executions).toHaveLength(4);
   });
 
-  it("a caller that gives up leaves alone; the execution is given up only when no caller waits", async () => {
+  it('a caller that gives up leaves alone; the execution is given up only when no caller waits', async () => {
     const t = setup();
     const c1 = new AbortController();
     const c2 = new AbortController();

@@ -47,17 +47,22 @@ describe('workerNice', () => {
     expect((await db.search({ text: 'alpha' })).hits.map((h) => h.id)).toEqual(['a']);
   });
 
-  it('leaves the workers at the process\'s value by default', async () => {
+  it("leaves the workers at the process's value by default", async () => {
     db = await TidalDb.builder().ephemeral().schema(SCHEMA).workers(1).open();
     const warmed = await db.warm();
     expect(warmed.map((w) => w.nice)).toEqual([0]);
   });
 
   it.each([20, -1, 2.5, '5' as unknown as number])('refuses workerNice %j, naming it', async (bad) => {
-    const err = await TidalDb.builder().ephemeral().schema(SCHEMA).workerNice(bad).open().then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const err = await TidalDb.builder()
+      .ephemeral()
+      .schema(SCHEMA)
+      .workerNice(bad)
+      .open()
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(InvalidInputError.is(err)).toBe(true);
     expect((err as InvalidInputError).field).toBe('workerNice');
   });

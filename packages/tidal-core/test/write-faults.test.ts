@@ -50,7 +50,10 @@ describe('write-path faults', () => {
     const dir = freshDir();
     const db = await open(dir);
     await db.upsertItems([{ id: 'a', text: 'kept', metadata: { category: 'x' } }]);
-    await db.signals([{ item: 'a', kind: 'view' }, { item: 'a', kind: 'view' }]);
+    await db.signals([
+      { item: 'a', kind: 'view' },
+      { item: 'a', kind: 'view' },
+    ]);
     const { writer } = internalsOf(db);
     const pages = writer.pragma('page_count', { simple: true }) as number;
     writer.pragma(`max_page_count = ${pages}`);
@@ -93,7 +96,12 @@ describe('write-path faults', () => {
       throw new TypeError('a bug in apply');
     });
     // The batch committed before the bug: durable, so acknowledged.
-    await expect(db.signals([{ item: 'a', kind: 'view' }, { item: 'b', kind: 'view' }])).resolves.toBeGreaterThan(0);
+    await expect(
+      db.signals([
+        { item: 'a', kind: 'view' },
+        { item: 'b', kind: 'view' },
+      ]),
+    ).resolves.toBeGreaterThan(0);
     expect(apply).toHaveBeenCalledTimes(1);
     expect(warnings.map((w) => w.code)).toEqual(['TIDAL_WRITER_STOPPED']);
     await expect(db.signal({ item: 'a', kind: 'view' })).rejects.toBeInstanceOf(WriterFailedError);

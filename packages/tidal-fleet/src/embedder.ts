@@ -1,4 +1,12 @@
-import { AbortedError, DependencyUnavailableError, InvalidInputError, SlotTimeoutError, checkSlotLimit, type SlotLease, type SlotSource } from 'tidal-load';
+import {
+  AbortedError,
+  DependencyUnavailableError,
+  InvalidInputError,
+  SlotTimeoutError,
+  checkSlotLimit,
+  type SlotLease,
+  type SlotSource,
+} from 'tidal-load';
 
 /**
  * The bulkhead's default size, by Little's law: calls in flight = call rate × call latency. A replica
@@ -52,7 +60,11 @@ export interface EmbedOptions {
  */
 export type EmbedAttempt =
   | { readonly vector: Float32Array; readonly degradation: null }
-  | { readonly vector: null; readonly degradation: 'embedder_shed' | 'embedder_timeout' | 'embedder_failed'; readonly error: DependencyUnavailableError };
+  | {
+      readonly vector: null;
+      readonly degradation: 'embedder_shed' | 'embedder_timeout' | 'embedder_failed';
+      readonly error: DependencyUnavailableError;
+    };
 
 export interface EmbedderStats {
   calls: number;
@@ -107,7 +119,8 @@ export class EmbedderClient {
 
   /** @throws {@link InvalidInputError} for a bad option. */
   constructor(options: EmbedderOptions) {
-    if (typeof options?.url !== 'string' || !/^https?:\/\//.test(options.url)) throw new InvalidInputError('options.url', 'an http:// or https:// URL', options?.url);
+    if (typeof options?.url !== 'string' || !/^https?:\/\//.test(options.url))
+      throw new InvalidInputError('options.url', 'an http:// or https:// URL', options?.url);
     this.#endpoint = `${options.url.replace(/\/+$/, '')}/v1/embeddings`;
     this.#model = options.model;
     this.name = options.name ?? 'embedder';
@@ -117,7 +130,8 @@ export class EmbedderClient {
     this.#baseDelayMs = int('options.baseDelayMs', options.baseDelayMs ?? 25, 0, 60_000);
     this.#maxDelayMs = int('options.maxDelayMs', options.maxDelayMs ?? 500, 0, 60_000);
     const ratio = options.retryBudgetRatio ?? 0.1;
-    if (typeof ratio !== 'number' || !(ratio >= 0 && ratio <= 1)) throw new InvalidInputError('options.retryBudgetRatio', 'a number from 0 to 1', ratio);
+    if (typeof ratio !== 'number' || !(ratio >= 0 && ratio <= 1))
+      throw new InvalidInputError('options.retryBudgetRatio', 'a number from 0 to 1', ratio);
     this.#ratio = ratio;
     this.#budgetMax = int('options.retryBudgetMax', options.retryBudgetMax ?? 10, 0, 1_000_000);
     this.#budget = this.#budgetMax;
@@ -134,7 +148,8 @@ export class EmbedderClient {
    */
   async embed(input: string | readonly string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
     const texts = typeof input === 'string' ? [input] : input;
-    if (!Array.isArray(texts) || texts.length === 0 || texts.some((t) => typeof t !== 'string')) throw new InvalidInputError('input', 'a string or a non-empty array of strings', input);
+    if (!Array.isArray(texts) || texts.length === 0 || texts.some((t) => typeof t !== 'string'))
+      throw new InvalidInputError('input', 'a string or a non-empty array of strings', input);
     this.#stats.calls++;
     // The bulkhead: never waits. A full one means the embedder is already slower than this replica's
     // share of it; queueing would only hand callers answers after they stopped waiting.
@@ -158,9 +173,11 @@ export class EmbedderClient {
           last = err;
         }
         if (last.deadline) throw new DependencyUnavailableError(this.name, 'deadline', attempts, last.message);
-        if (!last.transient || attempts >= this.#maxAttempts) throw new DependencyUnavailableError(this.name, 'failed', attempts, last.message);
+        if (!last.transient || attempts >= this.#maxAttempts)
+          throw new DependencyUnavailableError(this.name, 'failed', attempts, last.message);
         const delay = Math.floor(this.#random() * Math.min(this.#maxDelayMs, this.#baseDelayMs * 2 ** attempts));
-        if (this.#now() + delay >= deadlineMs) throw new DependencyUnavailableError(this.name, 'deadline', attempts, `${last.message}; no time left for a retry`);
+        if (this.#now() + delay >= deadlineMs)
+          throw new DependencyUnavailableError(this.name, 'deadline', attempts, `${last.message}; no time left for a retry`);
         if (this.#budget < 1) {
           this.#stats.retriesDenied++;
           throw new DependencyUnavailableError(this.name, 'failed', attempts, `${last.message}; the retry budget is spent`);
@@ -197,7 +214,11 @@ export class EmbedderClient {
     if (this.#slots !== undefined) {
       try {
         // Waits for a slot: the upstream takes no more, and the wait counts against the deadline.
-        lease = await this.#slots.source.acquire(this.name, this.#slots.maxConcurrentCalls, signal ? { deadlineMs, signal } : { deadlineMs });
+        lease = await this.#slots.source.acquire(
+          this.name,
+          this.#slots.maxConcurrentCalls,
+          signal ? { deadlineMs, signal } : { deadlineMs },
+        );
       } catch (err) {
         if (AbortedError.is(err)) throw err;
         // Out of time waiting for a slot, or the slots themselves failing (their database is down).
@@ -221,7 +242,10 @@ export class EmbedderClient {
         if (signal?.aborted) throw new AbortedError('embed', signal.reason);
         if (timeout.aborted) throw new AttemptError(`no answer within ${remaining} ms`, false, true);
         // A refused or reset connection: transient.
-        throw new AttemptError(`request failed: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`, true);
+        throw new AttemptError(
+          `request failed: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`,
+          true,
+        );
       }
       let body: unknown;
       try {
@@ -244,25 +268,29 @@ export class EmbedderClient {
 }
 
 function int(field: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) throw new InvalidInputError(field, `a whole number from ${min} to ${max}`, value);
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
+    throw new InvalidInputError(field, `a whole number from ${min} to ${max}`, value);
   return value;
 }
 
 /** Reads `{ data: [{ index, embedding }] }`, in input order, every vector the same length. */
 function decodeEmbeddings(body: unknown, count: number): Float32Array[] {
   const data = (body as { data?: unknown })?.data;
-  if (!Array.isArray(data) || data.length !== count) throw new AttemptError(`the answer has ${Array.isArray(data) ? data.length : 'no'} embeddings for ${count} inputs`, false);
+  if (!Array.isArray(data) || data.length !== count)
+    throw new AttemptError(`the answer has ${Array.isArray(data) ? data.length : 'no'} embeddings for ${count} inputs`, false);
   const out = new Array<Float32Array>(count);
   let dims = -1;
   for (const [i, entry] of data.entries()) {
     const e = entry as { index?: unknown; embedding?: unknown };
     const index = typeof e.index === 'number' ? e.index : i;
-    if (!Number.isInteger(index) || index < 0 || index >= count || out[index] !== undefined) throw new AttemptError(`embedding ${i} has a bad index ${String(e.index)}`, false);
+    if (!Number.isInteger(index) || index < 0 || index >= count || out[index] !== undefined)
+      throw new AttemptError(`embedding ${i} has a bad index ${String(e.index)}`, false);
     if (!Array.isArray(e.embedding) || e.embedding.length === 0 || !e.embedding.every((v) => typeof v === 'number' && Number.isFinite(v))) {
       throw new AttemptError(`embedding ${i} is not an array of finite numbers`, false);
     }
     if (dims === -1) dims = e.embedding.length;
-    else if (e.embedding.length !== dims) throw new AttemptError(`embedding ${i} has ${e.embedding.length} dimensions, the first has ${dims}`, false);
+    else if (e.embedding.length !== dims)
+      throw new AttemptError(`embedding ${i} has ${e.embedding.length} dimensions, the first has ${dims}`, false);
     out[index] = Float32Array.from(e.embedding as number[]);
   }
   return out;

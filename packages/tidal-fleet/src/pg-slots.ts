@@ -71,7 +71,8 @@ export async function checkSessionPinned(query: QueryFn): Promise<void> {
       "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND classid = $1::bigint::oid AND objid = 0 AND objsubid = 2",
       [probe],
     );
-    if (Number(seen.rows[0]?.n) !== 1) throw new PooledSessionError(`advisory lock (${probe}, 0) taken by one statement is not held by the session of the next`);
+    if (Number(seen.rows[0]?.n) !== 1)
+      throw new PooledSessionError(`advisory lock (${probe}, 0) taken by one statement is not held by the session of the next`);
   } finally {
     await query('SELECT pg_advisory_unlock($1::int, 0)', [probe]);
   }
@@ -132,7 +133,11 @@ export class PostgresSlots implements SlotSource {
 
   static async #connect(options: PostgresSlotsOptions): Promise<pg.Client> {
     const channel = options.channel ?? 'tidal_slots';
-    const client = new pg.Client({ connectionString: options.connectionString, application_name: 'tidal-slots', connectionTimeoutMillis: 5_000 });
+    const client = new pg.Client({
+      connectionString: options.connectionString,
+      application_name: 'tidal-slots',
+      connectionTimeoutMillis: 5_000,
+    });
     client.on('error', () => {});
     try {
       await client.connect();
@@ -160,7 +165,8 @@ export class PostgresSlots implements SlotSource {
     const channel = options.channel ?? 'tidal_slots';
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(channel)) throw new InvalidInputError('options.channel', 'a lower-case SQL identifier', channel);
     const pollMs = options.pollMs ?? 250;
-    if (!Number.isInteger(pollMs) || pollMs < 1 || pollMs > 60_000) throw new InvalidInputError('options.pollMs', 'a whole number of milliseconds from 1 to 60000', pollMs);
+    if (!Number.isInteger(pollMs) || pollMs < 1 || pollMs > 60_000)
+      throw new InvalidInputError('options.pollMs', 'a whole number of milliseconds from 1 to 60000', pollMs);
     return new PostgresSlots(await PostgresSlots.#connect(options), options);
   }
 
@@ -271,7 +277,8 @@ export class PostgresSlots implements SlotSource {
     checkLimitKey('resource', resource);
     checkSlotLimit('limit', limit);
     const deadlineMs = options?.deadlineMs;
-    if (typeof deadlineMs !== 'number' || Number.isNaN(deadlineMs)) throw new InvalidInputError('options.deadlineMs', 'a number (milliseconds on the source clock)', deadlineMs);
+    if (typeof deadlineMs !== 'number' || Number.isNaN(deadlineMs))
+      throw new InvalidInputError('options.deadlineMs', 'a number (milliseconds on the source clock)', deadlineMs);
     const signal = options.signal;
     const startMs = this.#now();
     for (;;) {
@@ -333,7 +340,10 @@ export class PostgresSlots implements SlotSource {
  * The slot source a deployment should use: {@link PostgresSlots} when it has a database, and a
  * {@link LocalSlotSource} (the limit held in this process alone) when it has none.
  */
-export async function openSlotSource(connectionString: string | undefined, options: Omit<PostgresSlotsOptions, 'connectionString'> = {}): Promise<SlotSource & { close(): Promise<void> }> {
+export async function openSlotSource(
+  connectionString: string | undefined,
+  options: Omit<PostgresSlotsOptions, 'connectionString'> = {},
+): Promise<SlotSource & { close(): Promise<void> }> {
   if (connectionString === undefined || connectionString === '') {
     const local = new LocalSlotSource(options.now ? { now: options.now } : {});
     return Object.assign(local, { close: () => Promise.resolve() });

@@ -1,4 +1,13 @@
-import { InvalidInputError, UnexpectedReplyError, checkLimitKey, emitProcessWarning, type PeriodDecision, type PeriodOutcome, type PeriodSource, type WarningSink } from 'tidal-load';
+import {
+  InvalidInputError,
+  UnexpectedReplyError,
+  checkLimitKey,
+  emitProcessWarning,
+  type PeriodDecision,
+  type PeriodOutcome,
+  type PeriodSource,
+  type WarningSink,
+} from 'tidal-load';
 import { redisScript, type FleetRedis } from './redis.js';
 
 /**
@@ -62,7 +71,8 @@ export class RedisPeriodSource implements PeriodSource {
   constructor(redis: FleetRedis, options: RedisPeriodOptions) {
     for (const field of ['periodMs', 'quota'] as const) {
       const v = options[field];
-      if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 2 ** 31 - 1) throw new InvalidInputError(`options.${field}`, 'a whole number from 1 to 2147483647', v);
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 2 ** 31 - 1)
+        throw new InvalidInputError(`options.${field}`, 'a whole number from 1 to 2147483647', v);
     }
     this.periodMs = options.periodMs;
     this.quota = options.quota;
@@ -78,7 +88,8 @@ export class RedisPeriodSource implements PeriodSource {
    */
   async take(key: string, n: number, nowMs: number): Promise<PeriodDecision> {
     checkLimitKey('key', key);
-    if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > 2 ** 31 - 1) throw new InvalidInputError('n', 'a whole number from 1 to 2147483647', n);
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > 2 ** 31 - 1)
+      throw new InvalidInputError('n', 'a whole number from 1 to 2147483647', n);
     const out = await this.#redis.eval(SCRIPT, [this.#prefix + key], [String(n), ...this.#args], nowMs);
     if (out.ok) {
       this.#open = false;

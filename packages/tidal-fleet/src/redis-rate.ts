@@ -1,4 +1,15 @@
-import { LocalRateSource, UnexpectedReplyError, checkBurst, checkLimitKey, checkRate, emitProcessWarning, InvalidInputError, type RateDecision, type RateSource, type WarningSink } from 'tidal-load';
+import {
+  LocalRateSource,
+  UnexpectedReplyError,
+  checkBurst,
+  checkLimitKey,
+  checkRate,
+  emitProcessWarning,
+  InvalidInputError,
+  type RateDecision,
+  type RateSource,
+  type WarningSink,
+} from 'tidal-load';
 import { redisScript, type FleetRedis } from './redis.js';
 
 /**
@@ -99,18 +110,23 @@ export class RedisRateSource implements RateSource {
    */
   async take(key: string, n: number, nowMs: number): Promise<RateDecision> {
     checkLimitKey('key', key);
-    if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > this.burst) throw new InvalidInputError('n', `a whole number from 1 to ${this.burst}`, n);
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > this.burst)
+      throw new InvalidInputError('n', `a whole number from 1 to ${this.burst}`, n);
     const out = await this.#redis.eval(SCRIPT, [this.#prefix + key], [...this.#rateArgs, String(n)], nowMs);
     if (out.ok) {
       const decision = decodeTokenReply(out.value);
       if (this.#outageSinceMs !== null) {
-        this.#warn({ code: 'TIDAL_SHARED_LIMIT_RESTORED', message: `redis answers again: the shared rate limit decides on the shared bucket again, after ${Math.max(0, nowMs - this.#outageSinceMs)} ms on the local one` });
+        this.#warn({
+          code: 'TIDAL_SHARED_LIMIT_RESTORED',
+          message: `redis answers again: the shared rate limit decides on the shared bucket again, after ${Math.max(0, nowMs - this.#outageSinceMs)} ms on the local one`,
+        });
         this.#outageSinceMs = null;
       }
       this.#stats.redisDecisions++;
       return decision;
     }
-    if (out.failure === 'reply') throw new UnexpectedReplyError('redis token bucket', 'an array of allowed, retryAfterMs and remaining', String(out.error));
+    if (out.failure === 'reply')
+      throw new UnexpectedReplyError('redis token bucket', 'an array of allowed, retryAfterMs and remaining', String(out.error));
     return this.#takeLocal(key, n, nowMs, out.error);
   }
 
@@ -147,7 +163,12 @@ export class RedisRateSource implements RateSource {
  * @throws {@link UnexpectedReplyError} for anything the script cannot return.
  */
 export function decodeTokenReply(reply: unknown): RateDecision {
-  if (Array.isArray(reply) && reply.length === 3 && reply.every((v) => typeof v === 'number' && Number.isInteger(v) && v >= 0) && (reply[0] === 0 || reply[0] === 1)) {
+  if (
+    Array.isArray(reply) &&
+    reply.length === 3 &&
+    reply.every((v) => typeof v === 'number' && Number.isInteger(v) && v >= 0) &&
+    (reply[0] === 0 || reply[0] === 1)
+  ) {
     const [allowed, retryAfterMs, remaining] = reply as [number, number, number];
     if ((allowed === 1) === (retryAfterMs === 0)) return { backend: 'redis', allowed: allowed === 1, retryAfterMs, remaining };
   }

@@ -163,7 +163,8 @@ export class FleetRedis {
    * counts as a success for the breaker: Redis is up.
    */
   async eval(script: RedisScript, keys: string[], args: string[], nowMs = this.#now()): Promise<RedisOutcome<unknown>> {
-    if (this.#closed !== null || !this.#client.isReady) return { ok: false, error: new Error('redis is not connected'), failure: 'skipped' };
+    if (this.#closed !== null || !this.#client.isReady)
+      return { ok: false, error: new Error('redis is not connected'), failure: 'skipped' };
     if (!this.breaker.allow(nowMs)) return { ok: false, error: new Error('redis breaker is open'), failure: 'skipped' };
     try {
       const value = await this.#withTimeout(this.#evalsha(script, keys, args));
@@ -184,7 +185,8 @@ export class FleetRedis {
       return await this.#client.evalSha(script.sha, { keys, arguments: args });
     } catch (error) {
       // A restarted (or flushed) Redis has lost its script cache: send the text once, which caches it.
-      if (isReplyError(error) && error.message.startsWith('NOSCRIPT')) return await this.#client.eval(script.text, { keys, arguments: args });
+      if (isReplyError(error) && error.message.startsWith('NOSCRIPT'))
+        return await this.#client.eval(script.text, { keys, arguments: args });
       throw error;
     }
   }

@@ -27,9 +27,11 @@ describe('EmbedderClient', () => {
     return err;
   };
 
-  it('embeds texts in order, with the server\'s deterministic vectors', async () => {
+  it("embeds texts in order, with the server's deterministic vectors", async () => {
     const vectors = await client().embed(['b', 'a']);
-    expect(vectors.map((v) => Array.from(v))).toEqual([embeddingOf('b', 4), embeddingOf('a', 4)].map((v) => Array.from(Float32Array.from(v))));
+    expect(vectors.map((v) => Array.from(v))).toEqual(
+      [embeddingOf('b', 4), embeddingOf('a', 4)].map((v) => Array.from(Float32Array.from(v))),
+    );
   });
 
   it('sheds at once when its bulkhead is full: nothing is sent, nothing waits', async () => {
@@ -116,6 +118,8 @@ describe('EmbedderClient', () => {
   it('refuses bad options, a non-integer max_concurrent_calls included', () => {
     expect(() => new EmbedderClient({ url: 'ftp://x' })).toThrow(InvalidInputError);
     expect(() => client({ maxAttempts: 4 })).toThrow(/options.maxAttempts must be a whole number from 1 to 3, got 4/);
-    expect(() => client({ slots: { source: new LocalSlotSource(), maxConcurrentCalls: 1.5 } })).toThrow(/options.slots.maxConcurrentCalls must be a whole number from 1 to 32/);
+    expect(() => client({ slots: { source: new LocalSlotSource(), maxConcurrentCalls: 1.5 } })).toThrow(
+      /options.slots.maxConcurrentCalls must be a whole number from 1 to 32/,
+    );
   });
 });

@@ -33,12 +33,15 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
   async function advisoryLocksHeld(resource: string): Promise<number> {
     const c = new pg.Client({ connectionString: server.url });
     await c.connect();
-    const { rows } = await c.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = $1::bigint::oid", [slotKey(resource)]);
+    const { rows } = await c.query(
+      "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = $1::bigint::oid",
+      [slotKey(resource)],
+    );
     await c.end();
     return (rows[0] as { n: number }).n;
   }
 
-  it('holds a limit across replicas: slot n is an advisory lock on each replica\'s own session', async () => {
+  it("holds a limit across replicas: slot n is an advisory lock on each replica's own session", async () => {
     const [a, b] = [await replica(), await replica()];
     expect(await a.backendPid()).not.toBe(await b.backendPid());
     const first = await a.acquire('embedder', 2, { deadlineMs: Date.now() + 5_000 });
@@ -59,7 +62,7 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
     expect(await advisoryLocksHeld('embedder')).toBe(0);
   });
 
-  it('a waiter is woken by another replica\'s release, and the wait counts against its deadline', async () => {
+  it("a waiter is woken by another replica's release, and the wait counts against its deadline", async () => {
     // A poll far longer than the test: only the NOTIFY can wake the waiter in time.
     const [a, b] = [await replica(), await replica(60_000)];
     const held = await a.acquire('one-at-a-time', 1, { deadlineMs: Date.now() + 5_000 });
@@ -108,7 +111,7 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
     await exited;
     const lease = await waiting;
     expect(lease.backend).toBe('postgres');
-    expect(await me.tryAcquire('killed', 2), 'both of the dead replica\'s slots are free').not.toBeNull();
+    expect(await me.tryAcquire('killed', 2), "both of the dead replica's slots are free").not.toBeNull();
   });
 
   it('opens its lock session again after losing it, and a lease of the lost session frees nothing of the new one', async () => {
@@ -146,7 +149,8 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
     expect(PooledSessionError.is(err)).toBe(true);
     expect((err as PooledSessionError).evidence).toMatch(/^backend pid \d+, then \d+, then \d+/);
     // A pooler that happens to keep the pid but not the locks (the lock taken on one session, checked on another).
-    const pinnedPid = async (text: string, values?: unknown[]) => (text.includes('pg_locks') ? clients[1]!.query(text, values) : clients[0]!.query(text, values));
+    const pinnedPid = async (text: string, values?: unknown[]) =>
+      text.includes('pg_locks') ? clients[1]!.query(text, values) : clients[0]!.query(text, values);
     const lockErr = await checkSessionPinned(pinnedPid).catch((e: unknown) => e);
     expect(PooledSessionError.is(lockErr)).toBe(true);
     expect((lockErr as PooledSessionError).evidence).toMatch(/is not held by the session of the next/);
@@ -156,7 +160,8 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
 
   it('refuses a limit that is not a whole number from 1 to 32', async () => {
     const slots = await replica();
-    for (const bad of [0, 2.5, 33, Number.NaN]) await expect(slots.acquire('x', bad, { deadlineMs: Date.now() + 100 })).rejects.toThrow(InvalidInputError);
+    for (const bad of [0, 2.5, 33, Number.NaN])
+      await expect(slots.acquire('x', bad, { deadlineMs: Date.now() + 100 })).rejects.toThrow(InvalidInputError);
   });
 });
 

@@ -113,7 +113,8 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
 
     it('raises on a reply the script cannot give', () => {
       expect(decodeTokenReply([1, 0, 4])).toEqual({ backend: 'redis', allowed: true, retryAfterMs: 0, remaining: 4 });
-      for (const bad of [[2, 0, 0], [1, 5, 0], [0, 0, 0], 'OK', null, [1, 0]]) expect(() => decodeTokenReply(bad)).toThrow(UnexpectedReplyError);
+      for (const bad of [[2, 0, 0], [1, 5, 0], [0, 0, 0], 'OK', null, [1, 0]])
+        expect(() => decodeTokenReply(bad)).toThrow(UnexpectedReplyError);
     });
   });
 

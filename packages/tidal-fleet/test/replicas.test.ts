@@ -56,7 +56,8 @@ describe.skipIf(servicesSkipped)('three replicas', () => {
     await sleep(300);
   }
 
-  const snapshots = async (command: 'mark' | 'stop'): Promise<Snapshot[]> => Promise.all(replicas.map(async (r) => JSON.parse(await r.ask(command)) as Snapshot));
+  const snapshots = async (command: 'mark' | 'stop'): Promise<Snapshot[]> =>
+    Promise.all(replicas.map(async (r) => JSON.parse(await r.ask(command)) as Snapshot));
 
   it('hold one shared Redis quota within ±5% over the run', async () => {
     const rate = 150;
@@ -73,7 +74,10 @@ describe.skipIf(servicesSkipped)('three replicas', () => {
     expect(offered, 'the replicas offered far more than the quota').toBeGreaterThan(2 * expected);
     expect(allowed / expected).toBeGreaterThan(0.95);
     expect(allowed / expected).toBeLessThan(1.05);
-    expect(end.every((s) => s.redis.allowed > 0), 'every replica got a share of the one quota').toBe(true);
+    expect(
+      end.every((s) => s.redis.allowed > 0),
+      'every replica got a share of the one quota',
+    ).toBe(true);
   });
 
   it('with Redis killed mid-run, each limits at the quota ÷ 3, and all rejoin the shared bucket when it returns', async () => {
@@ -105,7 +109,10 @@ describe.skipIf(servicesSkipped)('three replicas', () => {
       await sleep(50);
       c = await snapshots('mark');
     }
-    expect(c.map((s, j) => s.redis.total > b[j]!.redis.total + 20), 'every replica decides on the shared bucket again').toEqual([true, true, true]);
+    expect(
+      c.map((s, j) => s.redis.total > b[j]!.redis.total + 20),
+      'every replica decides on the shared bucket again',
+    ).toEqual([true, true, true]);
     const end = await snapshots('stop');
     expect(end.every((s) => s.stats.fallbacks === 1)).toBe(true);
   });
@@ -114,7 +121,11 @@ describe.skipIf(servicesSkipped)('three replicas', () => {
     // Limit 2, one slot each: two replicas hold, the third waits.
     replicas = [0, 1, 2].map(() => new Replica(slotHolder, [postgres.url, 'upstream', '2', '1']));
     const lines = replicas.map((r) => r.next(30_000).then((line) => ({ r, line })));
-    const firstTwo = await Promise.race([Promise.all([lines[0]!, lines[1]!]), Promise.all([lines[0]!, lines[2]!]), Promise.all([lines[1]!, lines[2]!])]);
+    const firstTwo = await Promise.race([
+      Promise.all([lines[0]!, lines[1]!]),
+      Promise.all([lines[0]!, lines[2]!]),
+      Promise.all([lines[1]!, lines[2]!]),
+    ]);
     const holders = firstTwo.map((x) => x.r);
     const waiter = replicas.find((r) => !holders.includes(r))!;
     expect(firstTwo.map((x) => x.line.split(' ')[1]).sort()).toEqual(['0', '1']);
@@ -126,7 +137,7 @@ describe.skipIf(servicesSkipped)('three replicas', () => {
     const freed = firstTwo[0].line.split(' ')[1];
     await victim.kill();
     const { line } = await lines[replicas.indexOf(waiter)]!;
-    expect(line.split(' ')[1], 'the waiter got the dead replica\'s slot').toBe(freed);
+    expect(line.split(' ')[1], "the waiter got the dead replica's slot").toBe(freed);
   });
 
   it('× many concurrent embedder calls never exceed max_concurrent_calls at the embedding server', async () => {

@@ -16,7 +16,9 @@ async function openDb(embedder?: TextEmbedder): Promise<TidalDb> {
   let b = TidalDb.builder().schema(SCHEMA).ephemeral().workers(1);
   if (embedder !== undefined) b = b.embedder(embedder);
   const db = await b.open();
-  await db.upsertItems(WORDS.map((w, i) => ({ id: `i${i}`, text: `${w} ${WORDS[(i + 1) % WORDS.length]}`, embedding: embeddingOf(w, DIMS) })));
+  await db.upsertItems(
+    WORDS.map((w, i) => ({ id: `i${i}`, text: `${w} ${WORDS[(i + 1) % WORDS.length]}`, embedding: embeddingOf(w, DIMS) })),
+  );
   return db;
 }
 
@@ -107,11 +109,21 @@ describe('semantic search', () => {
     } finally {
       await bare.close();
     }
-    for (const req of [{ semantic: true }, { text: 'river', semantic: true, vector: embeddingOf('river', DIMS) }, { text: 'river', semantic: 'yes' as unknown as boolean }]) {
+    for (const req of [
+      { semantic: true },
+      { text: 'river', semantic: true, vector: embeddingOf('river', DIMS) },
+      { text: 'river', semantic: 'yes' as unknown as boolean },
+    ]) {
       const err = await db.search(req).catch((e: unknown) => e);
       expect(InvalidInputError.is(err), JSON.stringify(req)).toBe(true);
       expect((err as InvalidInputError).field).toBe('semantic');
     }
-    await expect(TidalDb.builder().schema(SCHEMA).ephemeral().embedder({} as TextEmbedder).open()).rejects.toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'embedder' });
+    await expect(
+      TidalDb.builder()
+        .schema(SCHEMA)
+        .ephemeral()
+        .embedder({} as TextEmbedder)
+        .open(),
+    ).rejects.toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'embedder' });
   });
 });

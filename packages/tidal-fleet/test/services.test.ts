@@ -41,7 +41,9 @@ describe.skipIf(servicesSkipped)('test services', () => {
     const server = await startPostgres();
     const client = new pg.Client({ connectionString: server.url });
     await client.connect();
-    const { rows } = await client.query<{ addr: string | null; superuser: string }>("SELECT inet_server_addr()::text AS addr, current_setting('is_superuser') AS superuser");
+    const { rows } = await client.query<{ addr: string | null; superuser: string }>(
+      "SELECT inet_server_addr()::text AS addr, current_setting('is_superuser') AS superuser",
+    );
     expect(rows[0]!.addr).toBe('127.0.0.1/32');
     const dir = (await client.query<{ d: string }>("SELECT current_setting('data_directory') AS d")).rows[0]!.d;
     expect(existsSync(dir)).toBe(true);

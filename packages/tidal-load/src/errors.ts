@@ -162,7 +162,10 @@ export class OverloadedError extends TidalError {
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
     try {
-      super('TIDAL_OVERLOADED', `overloaded: ${inFlight} queries in flight, admission limit ${admissionLimit}; retry after ${retryAfterMs} ms`);
+      super(
+        'TIDAL_OVERLOADED',
+        `overloaded: ${inFlight} queries in flight, admission limit ${admissionLimit}; retry after ${retryAfterMs} ms`,
+      );
     } finally {
       Error.stackTraceLimit = limit;
     }
@@ -189,7 +192,10 @@ export class BackpressureError extends TidalError {
   readonly maxQueueEvents: number;
 
   constructor(depth: number, maxQueueEvents: number, retryAfterMs: number) {
-    super('TIDAL_BACKPRESSURE', `write queue depth ${depth} is at or over maxQueueEvents ${maxQueueEvents}; retry after ${retryAfterMs} ms`);
+    super(
+      'TIDAL_BACKPRESSURE',
+      `write queue depth ${depth} is at or over maxQueueEvents ${maxQueueEvents}; retry after ${retryAfterMs} ms`,
+    );
     this.retryAfterMs = retryAfterMs;
     this.depth = depth;
     this.maxQueueEvents = maxQueueEvents;
@@ -405,7 +411,11 @@ export class DependencyUnavailableError extends TidalError {
   readonly attempts: number;
 
   constructor(dependency: string, reason: DependencyFailure, attempts: number, detail: string, options?: ErrorOptions) {
-    super('TIDAL_DEPENDENCY_UNAVAILABLE', `${JSON.stringify(dependency)} is unavailable (${reason}) after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${detail}`, options);
+    super(
+      'TIDAL_DEPENDENCY_UNAVAILABLE',
+      `${JSON.stringify(dependency)} is unavailable (${reason}) after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${detail}`,
+      options,
+    );
     this.dependency = dependency;
     this.reason = reason;
     this.attempts = attempts;

@@ -24,26 +24,12 @@ export { WARNING_CODES, emitProcessWarning } from './warnings.js';
 export type { TidalWarning, WarningCode, WarningSink } from './warnings.js';
 export { DegradationLevel, levelName, checkLevel } from './levels.js';
 export type { DegradationLevelName } from './levels.js';
-export {
-  LoadDetector,
-  InFlightGuard,
-  DEFAULT_THRESHOLDS,
-  resolveThresholds,
-  resolveAdmissionLimit,
-  checkCriticality,
-} from './detector.js';
+export { LoadDetector, InFlightGuard, DEFAULT_THRESHOLDS, resolveThresholds, resolveAdmissionLimit, checkCriticality } from './detector.js';
 export type { Thresholds, LoadView, Criticality } from './detector.js';
 export { TokenBucket, MILLITOKENS_PER_TOKEN, checkRate, checkBurst, addMillitokens, takeWaitMs } from './token-bucket.js';
 export { RateLimiter, RateLimiterConfig, RATE_LIMITER_DEFAULTS, resolveRateLimiterConfig } from './rate-limiter.js';
 export type { LimitedOptions, RateLimit } from './rate-limiter.js';
-export {
-  LocalRateSource,
-  LocalSlotSource,
-  SLOT_CEILING,
-  checkSlotLimit,
-  checkLimitKey,
-  periodOutcome,
-} from './shared-limits.js';
+export { LocalRateSource, LocalSlotSource, SLOT_CEILING, checkSlotLimit, checkLimitKey, periodOutcome } from './shared-limits.js';
 export type {
   RateBackend,
   RateDecision,

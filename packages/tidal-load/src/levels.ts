@@ -42,7 +42,11 @@ function asLevel(value: unknown): DegradationLevel | undefined {
 export function checkLevel(value: unknown, field = 'level'): DegradationLevel {
   const level = asLevel(value);
   if (level === undefined) {
-    throw new InvalidInputError(field, `a DegradationLevel (0 to ${NAMES.length - 1}) or its name (${NAMES.map((n) => `'${n}'`).join(', ')})`, value);
+    throw new InvalidInputError(
+      field,
+      `a DegradationLevel (0 to ${NAMES.length - 1}) or its name (${NAMES.map((n) => `'${n}'`).join(', ')})`,
+      value,
+    );
   }
   return level;
 }

@@ -45,7 +45,11 @@ export const RateLimiterConfig = Object.freeze({
    * @param burst - a whole number from 1 to 1 000 000 000.
    */
   limited(ratePerSecond: number, burst: number, options: LimitedOptions = {}): RateLimiterConfig {
-    const config: { kind: 'limited'; ratePerSecond: number; burst: number; maxBuckets?: number } = { kind: 'limited', ratePerSecond, burst };
+    const config: { kind: 'limited'; ratePerSecond: number; burst: number; maxBuckets?: number } = {
+      kind: 'limited',
+      ratePerSecond,
+      burst,
+    };
     if (options?.maxBuckets !== undefined) config.maxBuckets = options.maxBuckets;
     return Object.freeze(config);
   },
@@ -81,7 +85,12 @@ export function resolveRateLimiterConfig(value: unknown, field = 'rateLimiter'):
   const ratePerSecond = checkRate(`${field}.ratePerSecond`, v.ratePerSecond);
   const burst = checkBurst(`${field}.burst`, v.burst);
   const maxBuckets = v.maxBuckets ?? RATE_LIMITER_DEFAULTS.maxBuckets;
-  if (typeof maxBuckets !== 'number' || !Number.isInteger(maxBuckets) || maxBuckets < 1 || maxBuckets > RATE_LIMITER_DEFAULTS.maxBucketsLimit) {
+  if (
+    typeof maxBuckets !== 'number' ||
+    !Number.isInteger(maxBuckets) ||
+    maxBuckets < 1 ||
+    maxBuckets > RATE_LIMITER_DEFAULTS.maxBucketsLimit
+  ) {
     throw new InvalidInputError(`${field}.maxBuckets`, `a whole number from 1 to ${RATE_LIMITER_DEFAULTS.maxBucketsLimit}`, maxBuckets);
   }
   return Object.freeze({ ratePerSecond, burst, maxBuckets });

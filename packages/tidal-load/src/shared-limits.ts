@@ -297,7 +297,8 @@ export class LocalSlotSource implements SlotSource {
     checkLimitKey('resource', resource);
     checkSlotLimit('limit', limit);
     const deadlineMs = options.deadlineMs;
-    if (typeof deadlineMs !== 'number' || Number.isNaN(deadlineMs)) throw new InvalidInputError('options.deadlineMs', 'a number (milliseconds on the source clock)', deadlineMs);
+    if (typeof deadlineMs !== 'number' || Number.isNaN(deadlineMs))
+      throw new InvalidInputError('options.deadlineMs', 'a number (milliseconds on the source clock)', deadlineMs);
     const signal = options.signal;
     if (signal?.aborted) throw new AbortedError('acquire', signal.reason);
     const immediate = this.tryAcquire(resource, limit);
@@ -329,7 +330,10 @@ export class LocalSlotSource implements SlotSource {
         reject(err);
       };
       const onAbort = (): void => leave(new AbortedError('acquire', signal?.reason));
-      const timer = setTimeout(() => leave(new SlotTimeoutError(resource, limit, Math.max(0, Math.round(this.#now() - startMs)))), Math.max(0, deadlineMs - startMs));
+      const timer = setTimeout(
+        () => leave(new SlotTimeoutError(resource, limit, Math.max(0, Math.round(this.#now() - startMs)))),
+        Math.max(0, deadlineMs - startMs),
+      );
       function cleanup(): void {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);

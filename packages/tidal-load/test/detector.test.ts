@@ -1,12 +1,25 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_THRESHOLDS, DegradationLevel, InvalidInputError, LoadDetector, OverloadedError, levelName, resolveAdmissionLimit } from '../src/index.js';
+import {
+  DEFAULT_THRESHOLDS,
+  DegradationLevel,
+  InvalidInputError,
+  LoadDetector,
+  OverloadedError,
+  levelName,
+  resolveAdmissionLimit,
+} from '../src/index.js';
 
 describe('DegradationLevel', () => {
   it('is ordered and named', () => {
     expect(DegradationLevel.Full < DegradationLevel.ReducedCandidates).toBe(true);
     expect(DegradationLevel.ReducedCandidates < DegradationLevel.CoarseAggregates).toBe(true);
     expect(DegradationLevel.CoarseAggregates < DegradationLevel.NoDiversity).toBe(true);
-    expect([0, 1, 2, 3].map((l) => levelName(l as DegradationLevel))).toEqual(['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity']);
+    expect([0, 1, 2, 3].map((l) => levelName(l as DegradationLevel))).toEqual([
+      'Full',
+      'ReducedCandidates',
+      'CoarseAggregates',
+      'NoDiversity',
+    ]);
     expect(JSON.parse(JSON.stringify({ level: DegradationLevel.CoarseAggregates }))).toEqual({ level: 2 });
   });
 
@@ -60,7 +73,9 @@ describe('LoadDetector', () => {
   it('shows a guard that was never disposed', () => {
     const d = new LoadDetector();
     const leaked = d.enter();
-    { using _ok = d.enter(); }
+    {
+      using _ok = d.enter();
+    }
     expect(d.inFlight).toBe(1);
     expect(leaked.disposed).toBe(false);
   });
@@ -75,7 +90,11 @@ describe('LoadDetector', () => {
   });
 
   it('refuses past the admission limit at once, without keeping the slot', () => {
-    const d = new LoadDetector({ thresholds: { reducedCandidates: 1, coarseAggregates: 2, noDiversity: 3 }, admissionLimit: 4, retryAfterMs: (n, l) => n * 10 + l });
+    const d = new LoadDetector({
+      thresholds: { reducedCandidates: 1, coarseAggregates: 2, noDiversity: 3 },
+      admissionLimit: 4,
+      retryAfterMs: (n, l) => n * 10 + l,
+    });
     const held = [d.enter(), d.enter(), d.enter(), d.enter()];
     let err: unknown;
     try {
@@ -111,7 +130,9 @@ describe('LoadDetector', () => {
     for (const thresholds of bad) {
       expect(() => new LoadDetector({ thresholds })).toThrow(InvalidInputError);
     }
-    expect(() => new LoadDetector({ thresholds: { coarseAggregates: 10 } })).toThrow(/loadThresholds.coarseAggregates must be greater than the previous threshold \(32\)/);
+    expect(() => new LoadDetector({ thresholds: { coarseAggregates: 10 } })).toThrow(
+      /loadThresholds.coarseAggregates must be greater than the previous threshold \(32\)/,
+    );
     expect(DEFAULT_THRESHOLDS.reducedCandidates).toBeLessThan(DEFAULT_THRESHOLDS.coarseAggregates);
   });
 

@@ -115,9 +115,17 @@ describe('fields', () => {
     expect(all.TIDAL_CAPACITY).toMatchObject({ resource: 'item ids', capacity: 10 });
     expect(all.TIDAL_OVERLOADED).toMatchObject({ inFlight: 256, admissionLimit: 256, retryAfterMs: 5 });
     expect(all.TIDAL_BACKPRESSURE).toMatchObject({ depth: 4096, maxQueueEvents: 4096, retryAfterMs: 12 });
-    expect(all.TIDAL_RATE_LIMITED).toMatchObject({ agentId: 'agent-1', sessionId: 'session-1', ratePerSecond: 5, burst: 10, retryAfterMs: 200 });
+    expect(all.TIDAL_RATE_LIMITED).toMatchObject({
+      agentId: 'agent-1',
+      sessionId: 'session-1',
+      ratePerSecond: 5,
+      burst: 10,
+      retryAfterMs: 200,
+    });
     expect(all.TIDAL_MEMORY_PRESSURE).toMatchObject({ availableBytes: 1, floorBytes: 2 });
-    expect(all.TIDAL_RATE_LIMITED.message).toBe('agent "agent-1" session "session-1" is over its limit of 5 signals/s (bursts of 10); retry after 200 ms');
+    expect(all.TIDAL_RATE_LIMITED.message).toBe(
+      'agent "agent-1" session "session-1" is over its limit of 5 signals/s (bursts of 10); retry after 200 ms',
+    );
     expect(all.TIDAL_BACKPRESSURE.message).toBe('write queue depth 4096 is at or over maxQueueEvents 4096; retry after 12 ms');
   });
 
@@ -126,7 +134,10 @@ describe('fields', () => {
     for (const e of Object.values(samples(local))) {
       for (const f of fieldsOf(e)) owners.set(f, [...(owners.get(f) ?? []), e.name]);
     }
-    const shared = [...owners].filter(([, cls]) => cls.length > 1).map(([f]) => f).sort();
+    const shared = [...owners]
+      .filter(([, cls]) => cls.length > 1)
+      .map(([f]) => f)
+      .sort();
     // The same quantity wherever they appear: a protected dependency's name, a wait in milliseconds, a session's id.
     expect(shared).toEqual(['dependency', 'retryAfterMs', 'sessionId']);
     // `limit` is a result count in requests; no error uses it for a cap, a depth or a rate.

@@ -80,8 +80,14 @@ describe('RateLimiterConfig', () => {
       [RateLimiterConfig.limited(Number.NaN, 5), 'rateLimiter.ratePerSecond must be a positive finite number, got NaN (number)'],
       [RateLimiterConfig.limited(5, 0), 'rateLimiter.burst must be a whole number from 1 to 1000000000, got 0 (number)'],
       [RateLimiterConfig.limited(5, 2.5), 'rateLimiter.burst must be a whole number from 1 to 1000000000, got 2.5 (number)'],
-      [RateLimiterConfig.limited(5, '10' as unknown as number), 'rateLimiter.burst must be a whole number from 1 to 1000000000, got "10" (string of length 2)'],
-      [RateLimiterConfig.limited(5, 10, { maxBuckets: 0 }), 'rateLimiter.maxBuckets must be a whole number from 1 to 16777216, got 0 (number)'],
+      [
+        RateLimiterConfig.limited(5, '10' as unknown as number),
+        'rateLimiter.burst must be a whole number from 1 to 1000000000, got "10" (string of length 2)',
+      ],
+      [
+        RateLimiterConfig.limited(5, 10, { maxBuckets: 0 }),
+        'rateLimiter.maxBuckets must be a whole number from 1 to 16777216, got 0 (number)',
+      ],
     ];
     for (const [config, message] of cases) {
       expect(() => resolveRateLimiterConfig(config)).toThrow(message);
@@ -95,7 +101,11 @@ describe('RateLimiterConfig', () => {
   it('fills in the defaults and is plain frozen data', () => {
     expect(resolveRateLimiterConfig(undefined)).toBeNull();
     expect(resolveRateLimiterConfig(RateLimiterConfig.unlimited())).toBeNull();
-    expect(resolveRateLimiterConfig(RateLimiterConfig.limited(0.5, 3))).toEqual({ ratePerSecond: 0.5, burst: 3, maxBuckets: RATE_LIMITER_DEFAULTS.maxBuckets });
+    expect(resolveRateLimiterConfig(RateLimiterConfig.limited(0.5, 3))).toEqual({
+      ratePerSecond: 0.5,
+      burst: 3,
+      maxBuckets: RATE_LIMITER_DEFAULTS.maxBuckets,
+    });
     const config = RateLimiterConfig.limited(50, 100, { maxBuckets: 10 });
     expect(JSON.parse(JSON.stringify(config))).toEqual({ kind: 'limited', ratePerSecond: 50, burst: 100, maxBuckets: 10 });
     expect(Object.isFrozen(config)).toBe(true);

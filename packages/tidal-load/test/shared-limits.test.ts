@@ -99,6 +99,8 @@ describe('LocalSlotSource', () => {
   it('refuses a limit that is not a whole number from 1 to the ceiling', async () => {
     expect(SLOT_CEILING).toBe(32);
     for (const bad of [0, 1.5, 33, Number.NaN, '2']) expect(() => checkSlotLimit('max_concurrent_calls', bad)).toThrow(InvalidInputError);
-    await expect(new LocalSlotSource().acquire('up', 2.5, { deadlineMs: 0 })).rejects.toThrow(/limit must be a whole number from 1 to 32, got 2.5/);
+    await expect(new LocalSlotSource().acquire('up', 2.5, { deadlineMs: 0 })).rejects.toThrow(
+      /limit must be a whole number from 1 to 32, got 2.5/,
+    );
   });
 });

@@ -103,7 +103,9 @@ export class AnnLifecycle {
     this.#catalog = catalog;
     this.#ctx = ctx;
     this.#dir = dir;
-    this.#annRows = db.prepare('SELECT ordinal, present, embedding, version FROM items WHERE version > ? AND version <= ? ORDER BY version');
+    this.#annRows = db.prepare(
+      'SELECT ordinal, present, embedding, version FROM items WHERE version > ? AND version <= ? ORDER BY version',
+    );
     this.#annPending = db.prepare('SELECT COUNT(*) FROM items WHERE version > ?').pluck();
     this.#maxVersion = db.prepare('SELECT COALESCE(MAX(version), 0) FROM items').pluck();
   }
@@ -305,7 +307,7 @@ export class AnnLifecycle {
         return { ...r, outcome: OUTCOME_SNAPSHOT, folded: Math.min(r.read, 2 ** 31 - 1) };
       } catch (err) {
         if (!isSnapshotReadError(err)) throw err;
-        warning = rebuilt((err).message);
+        warning = rebuilt(err.message);
         discardSnapshot(dir);
       }
     }

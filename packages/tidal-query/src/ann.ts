@@ -24,9 +24,7 @@ const EXPANSION_SEARCH = 128;
  * so both map the same snapshot even if a newer one is renamed into place later. The ANN breadth
  * of every level of `for_you`'s budget has its view too: each level pays its own search effort.
  */
-const NARROW_BREADTHS: readonly number[] = [
-  ...new Set(LEVEL_PLANS.flatMap((p) => [p.ann.topK, p.forYou.ann])),
-]
+const NARROW_BREADTHS: readonly number[] = [...new Set(LEVEL_PLANS.flatMap((p) => [p.ann.topK, p.forYou.ann]))]
   .filter((k) => k < EXPANSION_SEARCH)
   .sort((a, b) => a - b);
 
@@ -172,7 +170,7 @@ export class AnnIndex {
     const n = Math.min(k, this.size);
     if (n <= 0) return { keys: new Int32Array(0), similarity: new Float32Array(0) };
     const a = this.#searchBase(vector, n, breadth);
-    const b = this.#delta && this.#delta.size() > 0 ? (this.#delta.search(vector, Math.min(n, Number(this.#delta.size())), 1)) : null;
+    const b = this.#delta && this.#delta.size() > 0 ? this.#delta.search(vector, Math.min(n, Number(this.#delta.size())), 1) : null;
     const bLen = b ? b.keys.length : 0;
     // Merge the two distance-ordered lists (ties: the lower key first, so every worker agrees).
     const keys = new Int32Array(Math.min(n, a.keys.length + bLen));
@@ -276,7 +274,12 @@ export function exactNearest(matrix: Int8Array, dims: number, vector: Float32Arr
  * {@link exactNearest} with each row's cosine similarity to `vector` as the int8 search measured it
  * (1 − distance), closest first.
  */
-export function exactNearestWithSimilarity(matrix: Int8Array, dims: number, vector: Float32Array, k: number): { rows: Int32Array; similarity: Float32Array } {
+export function exactNearestWithSimilarity(
+  matrix: Int8Array,
+  dims: number,
+  vector: Float32Array,
+  k: number,
+): { rows: Int32Array; similarity: Float32Array } {
   const n = Math.min(k, Math.floor(matrix.length / dims));
   if (n <= 0) return { rows: new Int32Array(0), similarity: new Float32Array(0) };
   const m = exactSearch(matrix, toInt8(vector), dims, n, MetricKind.Cos, 1);

@@ -133,7 +133,15 @@ export class Catalog {
     const changed = this.#byCreated === null ? null : this.changedSince(this.#byCreatedVersion);
     this.#byCreated =
       changed !== null && changed.length <= this.#presentCount / INCREMENTAL_SHARE
-        ? mergeCreated(this.#byCreated!, markOrdinals(changed, this.present.length), sortCreated(changed.filter((o) => this.present[o] === 1), this.createdAt), this.createdAt)
+        ? mergeCreated(
+            this.#byCreated!,
+            markOrdinals(changed, this.present.length),
+            sortCreated(
+              changed.filter((o) => this.present[o] === 1),
+              this.createdAt,
+            ),
+            this.createdAt,
+          )
         : (this.#orderSorts++, this.sortByCreated());
     this.#byCreatedVersion = this.version;
     return this.#byCreated;

@@ -173,7 +173,13 @@ export class RetrieveExecutor {
     const present = this.#ctx.catalog.present;
     // The user's predicate runs last, after the cheap tests, so `userFiltered` counts only the
     // candidates their state alone removed.
-    const base: Predicate = !exclude || exclude.length === 0 ? (o) => present[o] === 1 && filter(o) : ((skip) => (o: number) => present[o] === 1 && !skip.has(o) && filter(o))(new Set(exclude));
+    const base: Predicate =
+      !exclude || exclude.length === 0
+        ? (o) => present[o] === 1 && filter(o)
+        : (
+            (skip) => (o: number) =>
+              present[o] === 1 && !skip.has(o) && filter(o)
+          )(new Set(exclude));
     if (!user) return base;
     return (o) => base(o) && user(o);
   }

@@ -147,15 +147,21 @@ export class SearchExecutor {
 
     // Stage 7–8: diversity, limit.
     const diversity = useDiversity ? task.diversity : null;
-    const hits = selectAndHydrate(ctx, ranked, scores, { diversity, limit: task.limit, nowMs, coarse: plan.windows.coarse, warnings }, (base, o) => {
-      const hit: SearchHit = { ...base };
-      picked?.push(o);
-      const b = bm25.get(o);
-      if (b) hit.bm25 = b.score;
-      const a = ann.get(o);
-      if (a) hit.semantic = a.similarity;
-      return hit;
-    });
+    const hits = selectAndHydrate(
+      ctx,
+      ranked,
+      scores,
+      { diversity, limit: task.limit, nowMs, coarse: plan.windows.coarse, warnings },
+      (base, o) => {
+        const hit: SearchHit = { ...base };
+        picked?.push(o);
+        const b = bm25.get(o);
+        if (b) hit.bm25 = b.score;
+        const a = ann.get(o);
+        if (a) hit.semantic = a.similarity;
+        return hit;
+      },
+    );
     if (task.user) explain.userFiltered = userCount.dropped;
     return { hits, warnings, explain, mode };
   }

@@ -39,7 +39,12 @@ export function selectAndHydrate<T extends HydratedBase>(
   const { nowMs, coarse } = options;
   return tailOrder(ctx, ranked, options).map((i, r) => {
     const o = ranked[i]!;
-    const base: HydratedBase = { id: ctx.catalog.ids[o]!, score: scores[i]!, rank: r + 1, signals: readItemSignals(ctx.store, ctx.schema, o, nowMs, coarse) };
+    const base: HydratedBase = {
+      id: ctx.catalog.ids[o]!,
+      score: scores[i]!,
+      rank: r + 1,
+      signals: readItemSignals(ctx.store, ctx.schema, o, nowMs, coarse),
+    };
     return hydrate(base, o);
   });
 }
@@ -48,11 +53,18 @@ export function selectAndHydrate<T extends HydratedBase>(
  * The diversity and limit stages of {@link selectAndHydrate} alone: the indexes into `ranked` of
  * the items returned, in order (a relaxed diversity pass adds its warning to `options.warnings`).
  */
-export function tailOrder(ctx: QueryContext, ranked: readonly number[], options: Pick<TailOptions, 'diversity' | 'limit' | 'warnings'>): number[] {
+export function tailOrder(
+  ctx: QueryContext,
+  ranked: readonly number[],
+  options: Pick<TailOptions, 'diversity' | 'limit' | 'warnings'>,
+): number[] {
   const { diversity, limit } = options;
   if (diversity) {
     const d = diversify(ranked, diversity, limit, ctx.catalog);
-    if (d.relaxed) options.warnings.push(`diversity relaxed: not enough candidates to honour maxPer ${JSON.stringify(diversity.maxPer)} within limit ${limit}`);
+    if (d.relaxed)
+      options.warnings.push(
+        `diversity relaxed: not enough candidates to honour maxPer ${JSON.stringify(diversity.maxPer)} within limit ${limit}`,
+      );
     return d.picked;
   }
   const n = Math.min(limit, ranked.length);

@@ -70,9 +70,7 @@ export class TopK {
   /** The kept entries, best first. */
   sorted(): { ordinals: number[]; primary: number[] } {
     const idx = Array.from({ length: this.#n }, (_, i) => i);
-    idx.sort((a, b) =>
-      this.#better(this.#p[a]!, this.#s[a]!, this.#ord[a]!, this.#p[b]!, this.#s[b]!, this.#ord[b]!) ? -1 : 1,
-    );
+    idx.sort((a, b) => (this.#better(this.#p[a]!, this.#s[a]!, this.#ord[a]!, this.#p[b]!, this.#s[b]!, this.#ord[b]!) ? -1 : 1));
     return { ordinals: idx.map((i) => this.#ord[i]!), primary: idx.map((i) => this.#p[i]!) };
   }
 }

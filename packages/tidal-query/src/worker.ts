@@ -13,7 +13,20 @@ import { workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { AnnLifecycle, type AnnContext } from './ann-lifecycle.js';
 import { Catalog } from './catalog.js';
-import { CELL_CANCELLED, type NiceWarning, type BatchEntryResult, type BatchMessage, type FaultMessage, type ResultOf, type RetrieveMessage, type SearchMessage, type SkippedResult, type WorkerInit, type WorkerResult, type WorkerTask } from './protocol.js';
+import {
+  CELL_CANCELLED,
+  type NiceWarning,
+  type BatchEntryResult,
+  type BatchMessage,
+  type FaultMessage,
+  type ResultOf,
+  type RetrieveMessage,
+  type SearchMessage,
+  type SkippedResult,
+  type WorkerInit,
+  type WorkerResult,
+  type WorkerTask,
+} from './protocol.js';
 import { levelPlan } from './plan.js';
 import { RetrieveExecutor } from './retrieve.js';
 import { SearchExecutor } from './search.js';
@@ -90,7 +103,8 @@ function retrieve(s: State, msg: RetrieveMessage, started: number): ResultOf<'re
   const ordinals = Int32Array.from(picked);
   // Serialized here, off the thread that answers every request: a string crosses the port as
   // one copy, where the items' objects were cloned, then stringified there.
-  if (msg.task.asJson) return { ...r, items: [], itemsJson: JSON.stringify(r.items), ordinals, nowMs, serviceMs: performance.now() - started };
+  if (msg.task.asJson)
+    return { ...r, items: [], itemsJson: JSON.stringify(r.items), ordinals, nowMs, serviceMs: performance.now() - started };
   return { ...r, ordinals, nowMs, serviceMs: performance.now() - started };
 }
 

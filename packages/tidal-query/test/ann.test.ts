@@ -1,4 +1,15 @@
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, openSync, writeSync, closeSync, statSync, truncateSync } from 'node:fs';
+import {
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+  openSync,
+  writeSync,
+  closeSync,
+  statSync,
+  truncateSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -120,7 +131,11 @@ describe('AnnIndex', () => {
     const n = 5_000;
     const r = mulberry32(seed);
     const plain = new AnnIndex(dims);
-    plain.upsert(Array.from({ length: n }, (_, i) => i), Float32Array.from({ length: n * dims }, () => r() * 2 - 1), 1);
+    plain.upsert(
+      Array.from({ length: n }, (_, i) => i),
+      Float32Array.from({ length: n * dims }, () => r() * 2 - 1),
+      1,
+    );
     const file = join(dir, writeSnapshot(dir, plain, n).file);
     return { ann: AnnIndex.view(dims, file), file, dims, r };
   }
@@ -135,12 +150,20 @@ describe('AnnIndex', () => {
     let differs = 0;
     for (const breadth of breadths) {
       expect(breadth).toBeLessThan(128);
-      const reference = new Index({ dimensions: dims, metric: MetricKind.Cos, quantization: ScalarKind.F32, connectivity: 16, expansion_add: 128, expansion_search: breadth, multi: false });
+      const reference = new Index({
+        dimensions: dims,
+        metric: MetricKind.Cos,
+        quantization: ScalarKind.F32,
+        connectivity: 16,
+        expansion_add: 128,
+        expansion_search: breadth,
+        multi: false,
+      });
       reference.view(file);
       for (let q = 0; q < queries; q++) {
         const v = Float32Array.from({ length: dims }, () => r() * 2 - 1);
         const got = [...ann.search(v, breadth, breadth).keys];
-        expect(got, `breadth ${breadth}`).toEqual(Array.from((reference.search(v, breadth, 1)).keys, Number));
+        expect(got, `breadth ${breadth}`).toEqual(Array.from(reference.search(v, breadth, 1).keys, Number));
         if (got.join() !== [...ann.search(v, breadth).keys].join()) differs++;
       }
     }
@@ -193,7 +216,11 @@ describe('AnnIndex', () => {
     // Fits in the capacity the one-thread add reserved: usearch would refuse it concurrently.
     ann.upsert(keys.slice(300), data.subarray(300 * DIMS), 0);
     // Outgrows it: this one may use every core.
-    ann.upsert(Array.from({ length: big }, (_, i) => N + i), more, 0);
+    ann.upsert(
+      Array.from({ length: big }, (_, i) => N + i),
+      more,
+      0,
+    );
     expect(ann.size).toBe(N + big);
     expect(ann.search(row(more, 7), 1).keys[0]).toBe(N + 7);
   });

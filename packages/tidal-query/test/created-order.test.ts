@@ -52,7 +52,11 @@ describe('created order', () => {
     // createdAt from few distinct hours, so ties (broken by ordinal) are common.
     const write = (o: number): void => {
       const metadata = rand() < 0.9 ? { creator: CREATORS[Math.floor(rand() * CREATORS.length)] } : {};
-      writer.upsert({ ordinal: o, id: `i${o}`, text: null, metadata, createdAt: NOW - Math.floor(rand() * 50) * HOUR, embedding: null }, ++version, true);
+      writer.upsert(
+        { ordinal: o, id: `i${o}`, text: null, metadata, createdAt: NOW - Math.floor(rand() * 50) * HOUR, embedding: null },
+        ++version,
+        true,
+      );
     };
     db.transaction(() => {
       for (let o = 0; o < ITEMS; o++) write(o);

@@ -30,11 +30,27 @@ function world(): { ctx: QueryContext; store: SignalStore; writer: ItemsWriter; 
   const writer = new ItemsWriter(db);
   db.transaction(() => {
     for (let o = 0; o < ITEMS; o++) {
-      writer.upsert({ ordinal: o, id: `i${o}`, text: null, metadata: { creator: `c${o % CREATORS}`, category: `k${o % 7}` }, createdAt: NOW - o * 7 * MIN, embedding: null }, o + 1, false);
+      writer.upsert(
+        {
+          ordinal: o,
+          id: `i${o}`,
+          text: null,
+          metadata: { creator: `c${o % CREATORS}`, category: `k${o % 7}` },
+          createdAt: NOW - o * 7 * MIN,
+          embedding: null,
+        },
+        o + 1,
+        false,
+      );
     }
   })();
   const kinds: SignalKindSpec[] = [{ name: 'view', halfLifeMs: 6 * HOUR, windows: ['1h', '24h', '7d', 'all'], velocity: true }];
-  const schema = { kinds, metadata: { creator: 'string' as const, category: 'string' as const }, embeddingDims: 0, creatorField: 'creator' };
+  const schema = {
+    kinds,
+    metadata: { creator: 'string' as const, category: 'string' as const },
+    embeddingDims: 0,
+    creatorField: 'creator',
+  };
   const catalog = new Catalog(db, schema);
   catalog.refresh();
   const store = SignalStore.create({ kinds, maxOrdinals: ITEMS + 10, maxSlots: ITEMS + 10 });
@@ -48,12 +64,29 @@ function world(): { ctx: QueryContext; store: SignalStore; writer: ItemsWriter; 
 }
 
 function user(over: Partial<UserQueryState> = {}): UserQueryState {
-  return { hidden: new Int32Array(0), blocked: [], seen: null, following: null, preference: new Float32Array(0), affinityCreators: ['c3', 'c7'], affinityScores: Float64Array.from([2, 1]), idHash: 17, ...over };
+  return {
+    hidden: new Int32Array(0),
+    blocked: [],
+    seen: null,
+    following: null,
+    preference: new Float32Array(0),
+    affinityCreators: ['c3', 'c7'],
+    affinityScores: Float64Array.from([2, 1]),
+    idHash: 17,
+    ...over,
+  };
 }
 
 function task(u: UserQueryState, filter: Filter | null = null): RetrieveTask {
   return {
-    profile: 'for_you', context: null, filter, diversity: null, limit: 200, window: '1h', exclude: null, user: u,
+    profile: 'for_you',
+    context: null,
+    filter,
+    diversity: null,
+    limit: 200,
+    window: '1h',
+    exclude: null,
+    user: u,
     forYou: { weights: { similarity: 0.4, velocity: 0.3, recency: 0.2, affinity: 0.1 }, explore: 0, seed: 0 },
   };
 }
@@ -67,7 +100,9 @@ describe('for_you trending cache', () => {
     const cached = atLevels(new RetrieveExecutor(w.ctx, { trendingCache: cache }));
     const walked = atLevels(new RetrieveExecutor(w.ctx, { trendingCache: null }));
     // Trending's first items by the uncached walk: the ones worth hiding.
-    const first = walked.run({ ...task(user()), profile: 'trending', user: null, limit: 8 }, DegradationLevel.Full, NOW).items.map((i) => Number(i.id.slice(1)));
+    const first = walked
+      .run({ ...task(user()), profile: 'trending', user: null, limit: 8 }, DegradationLevel.Full, NOW)
+      .items.map((i) => Number(i.id.slice(1)));
     expect(first).toHaveLength(8);
     const users = [
       user(),
@@ -99,7 +134,10 @@ describe('for_you trending cache', () => {
     const cache = new TrendingCache();
     const cached = atLevels(new RetrieveExecutor(w.ctx, { trendingCache: cache }));
     const walked = atLevels(new RetrieveExecutor(w.ctx, { trendingCache: null }));
-    const same = (nowMs: number): void => expect(ranking(cached.run(task(user()), DegradationLevel.Full, nowMs))).toEqual(ranking(walked.run(task(user()), DegradationLevel.Full, nowMs)));
+    const same = (nowMs: number): void =>
+      expect(ranking(cached.run(task(user()), DegradationLevel.Full, nowMs))).toEqual(
+        ranking(walked.run(task(user()), DegradationLevel.Full, nowMs)),
+      );
     same(NOW);
     same(NOW);
     expect(cache.computed).toBe(1);

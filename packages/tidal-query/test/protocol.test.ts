@@ -11,7 +11,10 @@ import type { QuerySchema, TaskEnvelope } from '../src/types.js';
 
 // The worker entry reads its init from workerData; here it runs on the test's own thread.
 const init = vi.hoisted(() => ({}));
-vi.mock('node:worker_threads', async (importOriginal) => ({ ...(await importOriginal<typeof import('node:worker_threads')>()), workerData: init }));
+vi.mock('node:worker_threads', async (importOriginal) => ({
+  ...(await importOriginal<typeof import('node:worker_threads')>()),
+  workerData: init,
+}));
 
 const KINDS: SignalKindSpec[] = [{ name: 'view', halfLifeMs: 3_600_000, windows: ['all'], velocity: false }];
 const SCHEMA: QuerySchema = { kinds: KINDS, metadata: {}, embeddingDims: 0 };
@@ -65,7 +68,13 @@ describe('worker dispatch', () => {
       task: { profile: 'new', context: null, filter: null, diversity: null, limit: 2, window: '1h', exclude: null },
       cell: -1,
     });
-    expect(retrieve).toMatchObject({ items: [{ id: 'i2', rank: 1 }, { id: 'i1', rank: 2 }], warnings: [] });
+    expect(retrieve).toMatchObject({
+      items: [
+        { id: 'i2', rank: 1 },
+        { id: 'i1', rank: 2 },
+      ],
+      warnings: [],
+    });
     expect(run({ op: 'persist-ann', env: ENV, budgetMs: 1000 })).toEqual({ savedVersion: null, reason: 'no-index' });
   });
 
@@ -74,7 +83,9 @@ describe('worker dispatch', () => {
     const cells = new Int32Array(cancel);
     cells[3] = CELL_CANCELLED;
     expect(run({ op: 'retrieve', env: ENV, task, cell: 3 })).toEqual({ skipped: true });
-    expect(run({ op: 'search', env: ENV, task: { text: 'x', vector: null, filter: null, diversity: null, limit: 2, boost: 0 }, cell: 3 })).toEqual({
+    expect(
+      run({ op: 'search', env: ENV, task: { text: 'x', vector: null, filter: null, diversity: null, limit: 2, boost: 0 }, cell: 3 }),
+    ).toEqual({
       skipped: true,
     });
     cells[3] = 0;

@@ -18,7 +18,12 @@ const NOW = Date.UTC(2025, 0, 6, 12, 0, 0);
 const ITEMS = 6_000;
 const DIMS = 16;
 const CLUSTERS = 6;
-const LEVELS = [DegradationLevel.Full, DegradationLevel.ReducedCandidates, DegradationLevel.CoarseAggregates, DegradationLevel.NoDiversity] as const;
+const LEVELS = [
+  DegradationLevel.Full,
+  DegradationLevel.ReducedCandidates,
+  DegradationLevel.CoarseAggregates,
+  DegradationLevel.NoDiversity,
+] as const;
 const KINDS: SignalKindSpec[] = [
   { name: 'view', halfLifeMs: 6 * HOUR, windows: ['1h', '24h', 'all'], velocity: true },
   { name: 'like', halfLifeMs: 24 * HOUR, windows: ['all'], velocity: false },
@@ -33,7 +38,11 @@ function gauss(rand: () => number): number {
  * independently of position), so a wider ball around a vector holds proportionally more popular
  * items: the case where 200 neighbours instead of 500 lose most of the popular top 10.
  */
-function world(): { ctx: QueryContext; exec: LevelRunner<RetrieveTask, ReturnType<RetrieveExecutor['run']>>; vector: (r: () => number) => Float32Array } {
+function world(): {
+  ctx: QueryContext;
+  exec: LevelRunner<RetrieveTask, ReturnType<RetrieveExecutor['run']>>;
+  vector: (r: () => number) => Float32Array;
+} {
   const rand = mulberry32(17);
   const centres = Array.from({ length: CLUSTERS }, () => Float32Array.from({ length: DIMS }, () => gauss(rand)));
   const vector = (r: () => number): Float32Array => {
@@ -52,7 +61,11 @@ function world(): { ctx: QueryContext; exec: LevelRunner<RetrieveTask, ReturnTyp
       items.upsert({ ordinal: o, id: `i${o}`, text: null, metadata: {}, createdAt: NOW - o, embedding: v }, o + 1, false);
     }
   })();
-  ann.upsert(Array.from({ length: ITEMS }, (_, o) => o), vectors, 1);
+  ann.upsert(
+    Array.from({ length: ITEMS }, (_, o) => o),
+    vectors,
+    1,
+  );
   const schema = { kinds: KINDS, metadata: {}, embeddingDims: DIMS };
   const catalog = new Catalog(db, schema);
   catalog.refresh();
@@ -71,7 +84,7 @@ function task(context: Float32Array): RetrieveTask {
 }
 
 describe('retrieve around a context vector', () => {
-  it('keeps the Full top 10 by popularity from ReducedCandidates on, from the popular members of Full\'s ball, with no ANN search', () => {
+  it("keeps the Full top 10 by popularity from ReducedCandidates on, from the popular members of Full's ball, with no ANN search", () => {
     const { exec, vector } = world();
     const rand = mulberry32(5);
     let kept = 0;
@@ -127,7 +140,9 @@ describe('retrieve around a context vector', () => {
     for (let q = 0; q < 5; q++) {
       const v = vector(rand);
       for (const text of [null, 'x'] as const) {
-        const got = LEVELS.map((level) => search.run({ text, vector: v, filter: null, diversity: null, limit: 10, boost: 0 }, level, NOW).explain.candidates);
+        const got = LEVELS.map(
+          (level) => search.run({ text, vector: v, filter: null, diversity: null, limit: 10, boost: 0 }, level, NOW).explain.candidates,
+        );
         for (let l = 1; l < LEVELS.length; l++) expect(got[l]!, got.join(', ')).toBeLessThan(got[l - 1]!);
         expect(got[3]!).toBeLessThan(got[0]! / 4);
       }
@@ -170,7 +185,7 @@ describe('retrieve around a context vector', () => {
     expect(reads).toBe(0);
   });
 
-  it('searches a shorter popular shortlist at the deeper levels, above each level\'s quality floor', () => {
+  it("searches a shorter popular shortlist at the deeper levels, above each level's quality floor", () => {
     const { exec, vector, ctx } = world();
     const short = atLevels(new RetrieveExecutor(ctx), (l) => ({ context: { popularShortlist: [0, 8192, 400, 200][l]! } }));
     const rand = mulberry32(9);
@@ -180,7 +195,8 @@ describe('retrieve around a context vector', () => {
     for (let q = 0; q < 20; q++) {
       const t = task(vector(rand));
       const want = new Set(exec.run(t, DegradationLevel.Full, NOW).items.map((i) => i.id));
-      const count = (e: LevelRunner<RetrieveTask, ReturnType<RetrieveExecutor['run']>>, level: DegradationLevel) => e.run(t, level, NOW).items.filter((i) => want.has(i.id)).length;
+      const count = (e: LevelRunner<RetrieveTask, ReturnType<RetrieveExecutor['run']>>, level: DegradationLevel) =>
+        e.run(t, level, NOW).items.filter((i) => want.has(i.id)).length;
       kept.reduced += count(short, DegradationLevel.ReducedCandidates);
       kept.coarse += count(short, DegradationLevel.CoarseAggregates);
       kept.noDiversity += count(short, DegradationLevel.NoDiversity);

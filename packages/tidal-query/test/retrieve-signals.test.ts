@@ -168,10 +168,7 @@ function coarseOneHour(w: World, t: RetrieveTask, nowMs: number): string[] {
 
 /** Slots of a velocity kind whose newest event counts in `window` at `nowMs`, by brute force. */
 function activeSlots(store: SignalStore, kinds: readonly SignalKindSpec[], window: VelocityWindow, nowMs: number): number {
-  const start =
-    window === '1h'
-      ? (Math.floor(nowMs / MIN) - 59) * MIN
-      : (Math.floor(nowMs / HOUR) - (window === '24h' ? 23 : 167)) * HOUR;
+  const start = window === '1h' ? (Math.floor(nowMs / MIN) - 59) * MIN : (Math.floor(nowMs / HOUR) - (window === '24h' ? 23 : 167)) * HOUR;
   let n = 0;
   for (let s = 0; s < store.slotsUsed(); s++) {
     if (kinds[store.slotKind(s)]!.velocity && store.hasEvents(s) && store.newestAt(s) >= start) n++;
@@ -276,7 +273,7 @@ describe('retrieve from the signal orders', () => {
     }
   });
 
-  it('with the level plan\'s own budgets, trending visits fewer slots at each level than the one above', () => {
+  it("with the level plan's own budgets, trending visits fewer slots at each level than the one above", () => {
     const kinds = SCHEMAS['one kind']!;
     const w = world(kinds);
     const planned = atLevels(new RetrieveExecutor(w.ctx));
@@ -286,7 +283,8 @@ describe('retrieve from the signal orders', () => {
       expect(activeSlots(w.store, kinds, window, NOW)).toBeGreaterThan(levelPlan(DegradationLevel.ReducedCandidates).trending.slots);
       const t = task('trending', window, { limit: 10 });
       const visited = LEVELS.map((level) => planned.run(t, level, NOW).explain.slotsVisited!);
-      for (let l = 1; l < LEVELS.length; l++) expect(visited[l]!, `${window} level ${l}: ${visited.join(', ')}`).toBeLessThan(visited[l - 1]!);
+      for (let l = 1; l < LEVELS.length; l++)
+        expect(visited[l]!, `${window} level ${l}: ${visited.join(', ')}`).toBeLessThan(visited[l - 1]!);
       expect(visited[3]!).toBeLessThan(visited[0]! / 4);
     }
   });

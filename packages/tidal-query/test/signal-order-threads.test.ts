@@ -93,10 +93,15 @@ describe('slot orders across threads', () => {
               // Events to existing and to new slots, in and out of time order: every few hundred
               // changed slots the writer rebuilds the orders under the reader.
               let x = 12345;
-              const rnd = () => ((x = (Math.imul(x, 1103515245) + 12345) >>> 0) / 2 ** 32);
+              const rnd = () => (x = (Math.imul(x, 1103515245) + 12345) >>> 0) / 2 ** 32;
               for (let i = 0; i < 150_000; i++) {
                 const o = Math.floor(rnd() * 6000);
-                store.apply(o, rnd() < 0.7 ? 0 : 1, rnd() < 0.05 ? -1 : 1 + Math.floor(rnd() * 3), T0 + Math.floor(rnd() * 4 * HOUR) - 2 * HOUR);
+                store.apply(
+                  o,
+                  rnd() < 0.7 ? 0 : 1,
+                  rnd() < 0.05 ? -1 : 1 + Math.floor(rnd() * 3),
+                  T0 + Math.floor(rnd() * 4 * HOUR) - 2 * HOUR,
+                );
               }
             } catch (err) {
               reject(err);

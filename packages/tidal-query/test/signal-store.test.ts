@@ -337,9 +337,9 @@ describe('SignalStore slots and index', () => {
     expect(TidalError.is(err)).toBe(true);
     expect(reader.slotsUsed()).toBe(1);
     expect(catchError(() => SignalStore.attach(store.arena, KINDS.slice(0, 2)))).toBeInstanceOf(InvalidInputError);
-    expect(
-      catchError(() => SignalStore.attach({ ...store.arena, slots: new SharedArrayBuffer(SLOT_BYTES) }, KINDS)),
-    ).toBeInstanceOf(InvalidInputError);
+    expect(catchError(() => SignalStore.attach({ ...store.arena, slots: new SharedArrayBuffer(SLOT_BYTES) }, KINDS))).toBeInstanceOf(
+      InvalidInputError,
+    );
   });
 });
 
@@ -651,25 +651,30 @@ describe('SignalStore growth', () => {
       { eval: true, workerData: { arena: store.arena, kinds: KINDS, sync, storeUrl, pairs: 5000 } },
     );
     try {
-      const report = await new Promise<{ lengthBefore: number; lengthAfter: number; used: number; scanned: number; found: number; counted: number }>(
-        (resolve, reject) => {
-          worker.on('error', reject);
-          worker.on('exit', (code) => reject(new Error(`worker exited early with code ${code}`)));
-          worker.on('message', (msg: { type: string }) => {
-            if (msg.type === 'ready') {
-              try {
-                for (let o = 0; o < 5000; o++) store.apply(o, o % 3, 1, T0 + o);
-              } catch (err) {
-                reject(err);
-              }
-              Atomics.store(new Int32Array(sync), 0, 1);
-              Atomics.notify(new Int32Array(sync), 0);
-            } else {
-              resolve(msg as never);
+      const report = await new Promise<{
+        lengthBefore: number;
+        lengthAfter: number;
+        used: number;
+        scanned: number;
+        found: number;
+        counted: number;
+      }>((resolve, reject) => {
+        worker.on('error', reject);
+        worker.on('exit', (code) => reject(new Error(`worker exited early with code ${code}`)));
+        worker.on('message', (msg: { type: string }) => {
+          if (msg.type === 'ready') {
+            try {
+              for (let o = 0; o < 5000; o++) store.apply(o, o % 3, 1, T0 + o);
+            } catch (err) {
+              reject(err);
             }
-          });
-        },
-      );
+            Atomics.store(new Int32Array(sync), 0, 1);
+            Atomics.notify(new Int32Array(sync), 0);
+          } else {
+            resolve(msg as never);
+          }
+        });
+      });
       expect(report.lengthBefore).toBeLessThan(5000 * L.SLOT_INT32);
       expect(report.lengthAfter).toBe(5000 * L.SLOT_INT32);
       expect(report.used).toBe(5000);
@@ -696,7 +701,6 @@ describe('SignalStore reservation', () => {
     expect(reader.slotOf(first + 9, 0)).toBe(first + 9);
     expect(reader.hasEvents(first + 9)).toBe(true);
   });
-
 
   it('reserves a batch all or none', () => {
     const store = newStore(4);
@@ -825,7 +829,8 @@ describe('SignalStore reserved slots in queries', () => {
     const db = new Database(':memory:');
     openStorage(db, ':memory:');
     const items = new ItemsWriter(db);
-    for (let o = 0; o < 6; o++) items.upsert({ ordinal: o, id: `i${o}`, text: null, metadata: {}, createdAt: T0, embedding: null }, o + 1, false);
+    for (let o = 0; o < 6; o++)
+      items.upsert({ ordinal: o, id: `i${o}`, text: null, metadata: {}, createdAt: T0, embedding: null }, o + 1, false);
     const schema = { kinds, metadata: {}, embeddingDims: 0 };
     const catalog = new Catalog(db, schema);
     catalog.refresh();
@@ -837,7 +842,11 @@ describe('SignalStore reserved slots in queries', () => {
     const ctx: QueryContext = { schema, catalog, store, ann: null, db };
     const executor = atLevels(new RetrieveExecutor(ctx));
     const retrieve = (profile: Profile) =>
-      executor.run({ profile, context: null, filter: null, diversity: null, limit: 10, window: '24h', exclude: null }, DegradationLevel.Full, T0 + MIN);
+      executor.run(
+        { profile, context: null, filter: null, diversity: null, limit: 10, window: '24h', exclude: null },
+        DegradationLevel.Full,
+        T0 + MIN,
+      );
     return { ctx, retrieve };
   }
 

@@ -58,7 +58,13 @@ describe('selectAndHydrate: diversity', () => {
   it('honours a cap above one, and leaves items without the field uncapped', () => {
     const ctx = context(['a', 'a', 'a', null, null, 'b']);
     const warnings: string[] = [];
-    const out = selectAndHydrate(ctx, [0, 1, 2, 3, 4, 5], scoresOf(6), options({ diversity: { maxPer: { cat: 2 } }, limit: 5, warnings }), plain);
+    const out = selectAndHydrate(
+      ctx,
+      [0, 1, 2, 3, 4, 5],
+      scoresOf(6),
+      options({ diversity: { maxPer: { cat: 2 } }, limit: 5, warnings }),
+      plain,
+    );
     expect(out.map((h) => h.id)).toEqual(['i0', 'i1', 'i3', 'i4', 'i5']);
     expect(warnings).toEqual([]);
   });
@@ -66,7 +72,13 @@ describe('selectAndHydrate: diversity', () => {
   it('relaxes the caps to fill the limit: the skipped candidates come after the diverse picks, in rank order, with a warning', () => {
     const ctx = context(['a', 'a', 'a', 'b', 'a']);
     const warnings: string[] = [];
-    const out = selectAndHydrate(ctx, [0, 1, 2, 3, 4], scoresOf(5), options({ diversity: { maxPer: { cat: 1 } }, limit: 4, warnings }), plain);
+    const out = selectAndHydrate(
+      ctx,
+      [0, 1, 2, 3, 4],
+      scoresOf(5),
+      options({ diversity: { maxPer: { cat: 1 } }, limit: 4, warnings }),
+      plain,
+    );
     expect(out.map((h) => h.id)).toEqual(['i0', 'i3', 'i1', 'i2']);
     expect(out.map((h) => h.rank)).toEqual([1, 2, 3, 4]);
     expect(warnings).toEqual(['diversity relaxed: not enough candidates to honour maxPer {"cat":1} within limit 4']);
@@ -114,7 +126,8 @@ describe('selectAndHydrate: hydration', () => {
     });
     expect(seen).toEqual([2, 1, 0]);
     expect(out.map((h) => h.createdAt)).toEqual([1002, 1001, 1000]);
-    const read = (o: number, k: number, coarse = false) => ctx.store.read(ctx.store.slotOf(o, k), T0, coarse, KINDS[k]!.windows, KINDS[k]!.velocity);
+    const read = (o: number, k: number, coarse = false) =>
+      ctx.store.read(ctx.store.slotOf(o, k), T0, coarse, KINDS[k]!.windows, KINDS[k]!.velocity);
     expect(out[0]!.signals).toEqual({ like: read(2, 1) });
     expect(out[1]!.signals).toEqual({ view: read(1, 0), like: read(1, 1) });
     expect(out[2]!.signals).toEqual({});

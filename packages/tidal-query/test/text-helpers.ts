@@ -65,7 +65,11 @@ export class TextFixture {
   upsert(ordinal: number, text: string | null, cat = 'a'): void {
     const replacing = this.texts.has(ordinal) || this.#known.has(ordinal);
     this.db.transaction(() => {
-      this.writer.upsert({ ordinal, id: `i${ordinal}`, text, metadata: { cat }, createdAt: 0, embedding: null }, ++this.#version, replacing);
+      this.writer.upsert(
+        { ordinal, id: `i${ordinal}`, text, metadata: { cat }, createdAt: 0, embedding: null },
+        ++this.#version,
+        replacing,
+      );
       for (const t of [this.#oracle, this.#contentless]) t.set(ordinal, text, replacing);
     })();
     this.#known.add(ordinal);

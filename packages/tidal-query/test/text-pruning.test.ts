@@ -30,7 +30,9 @@ describe('text top-k pruning', () => {
     const words = randomWords(11, 80);
     for (let o = 0; o < 3000; o++) f.upsert(o, randomText(words, 20), words.rand() < 0.3 ? 'b' : 'a');
     f.sync();
-    const queries = Array.from({ length: 80 }, () => queryTerms(Array.from({ length: 1 + Math.floor(words.rand() * 4) }, () => words.word(words.rand())).join(' ')));
+    const queries = Array.from({ length: 80 }, () =>
+      queryTerms(Array.from({ length: 1 + Math.floor(words.rand() * 4) }, () => words.word(words.rand())).join(' ')),
+    );
     const odd = (o: number) => o % 3 !== 0;
     let saved = 0;
     const round = () => {
@@ -81,7 +83,10 @@ describe('text top-k pruning', () => {
   });
 
   describe('through the search executor', () => {
-    function executor(items = 3000): { run: (task: Partial<SearchTask>, level: DegradationLevel) => ReturnType<SearchExecutor['run']>; f: TextFixture } {
+    function executor(items = 3000): {
+      run: (task: Partial<SearchTask>, level: DegradationLevel) => ReturnType<SearchExecutor['run']>;
+      f: TextFixture;
+    } {
       const f = fixture();
       const words = randomWords(5, 200);
       for (let o = 0; o < items; o++) f.upsert(o, randomText(words, 16));
@@ -121,7 +126,9 @@ describe('text top-k pruning', () => {
         const byId = new Map(Array.from(exact.ordinals, (o, i) => [`i${o}`, -exact.scores[i]!]));
         for (const h of r.hits) expect(h.bm25).toBe(byId.get(h.id));
       }
-      expect(top10.hits.map((h) => h.id)).toEqual(Array.from(searchTopK(f.catalog.text, ['cafe', 'jazz'], 10, { prune: false }).ordinals, (o) => `i${o}`));
+      expect(top10.hits.map((h) => h.id)).toEqual(
+        Array.from(searchTopK(f.catalog.text, ['cafe', 'jazz'], 10, { prune: false }).ordinals, (o) => `i${o}`),
+      );
     });
 
     it('scores fewer postings at each level than the one above when the depth is fetched', () => {
@@ -129,7 +136,12 @@ describe('text top-k pruning', () => {
       const text = 'cafe jazz';
       expect(f.fts5(`"cafe" OR "jazz"`, 100_000).length).toBeGreaterThanOrEqual(500);
       // A boost reorders the BM25 candidates, so each level fetches its own depth.
-      const levels = [DegradationLevel.Full, DegradationLevel.ReducedCandidates, DegradationLevel.CoarseAggregates, DegradationLevel.NoDiversity];
+      const levels = [
+        DegradationLevel.Full,
+        DegradationLevel.ReducedCandidates,
+        DegradationLevel.CoarseAggregates,
+        DegradationLevel.NoDiversity,
+      ];
       const runs = levels.map((level) => run({ text, boost: 0.5 }, level));
       const scored = runs.map((r) => r.explain.postingsScored!);
       for (let l = 1; l < levels.length; l++) expect(scored[l]!, scored.join(', ')).toBeLessThan(scored[l - 1]!);
@@ -138,13 +150,19 @@ describe('text top-k pruning', () => {
       for (const r of runs) expect(r.explain.candidates).toBe(r.explain.bm25Limit);
     });
 
-    it('fetches only the page for a filtered text search: the filter is the top-k\'s accept test, so nothing reorders', () => {
+    it("fetches only the page for a filtered text search: the filter is the top-k's accept test, so nothing reorders", () => {
       // One item in 4 in category b, with far more matches in it than the depth of 200.
       const f = fixture();
       const words = randomWords(5, 200);
       for (let o = 0; o < 6000; o++) f.upsert(o, randomText(words, 16), o % 4 === 0 ? 'b' : 'a');
       f.sync();
-      const ctx: QueryContext = { schema: SCHEMA, catalog: f.catalog, store: SignalStore.create({ kinds: [], maxOrdinals: 64, maxSlots: 64 }), ann: null, db: f.db };
+      const ctx: QueryContext = {
+        schema: SCHEMA,
+        catalog: f.catalog,
+        store: SignalStore.create({ kinds: [], maxOrdinals: 64, maxSlots: 64 }),
+        ann: null,
+        db: f.db,
+      };
       const search = atLevels(new SearchExecutor(ctx));
       const run = (task: Partial<SearchTask>, level: DegradationLevel) =>
         search.run({ text: null, vector: null, filter: null, diversity: null, limit: 10, boost: 0, ...task }, level, 0);

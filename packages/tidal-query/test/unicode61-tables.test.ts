@@ -48,7 +48,9 @@ describe('unicode61 tables', () => {
     writeFileSync(file, src.slice(0, at) + src.slice(at).replace('1025,', '1026,'), 'latin1');
     const changed = join(dir, 'changed.ts');
     expect(extract(['--sqlite', file, '--out', changed]).status).toBe(0);
-    const diff = readFileSync(changed, 'utf8').split('\n').filter((line, i) => line !== readFileSync(COMMITTED, 'utf8').split('\n')[i]);
+    const diff = readFileSync(changed, 'utf8')
+      .split('\n')
+      .filter((line, i) => line !== readFileSync(COMMITTED, 'utf8').split('\n')[i]);
     expect(diff).toEqual([expect.stringMatching(/^ {2}1026, 61, 117,/)]);
   });
 

@@ -101,7 +101,11 @@
     if (ids.length < 2) return;
     charts.acceptors = lineChart(
       $('chart-acceptors'),
-      ids.map((id, i) => ({ label: `acceptor ${id}`, stroke: ACCEPTOR_PALETTE[i % ACCEPTOR_PALETTE.length], values: () => acceptors.get(id) })),
+      ids.map((id, i) => ({
+        label: `acceptor ${id}`,
+        stroke: ACCEPTOR_PALETTE[i % ACCEPTOR_PALETTE.length],
+        values: () => acceptors.get(id),
+      })),
     );
   }
 

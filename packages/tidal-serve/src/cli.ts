@@ -11,7 +11,15 @@ import { pathToFileURL } from 'node:url';
 import { Registry } from 'prom-client';
 import { DEFAULT_THRESHOLDS, InvalidInputError, TidalDb, autoAdmissionLimit, type SchemaDefinition } from 'tidal-core';
 import { HELP, admissionOptions, isLoopback, parseServeArgs, resolveAcceptors, resolveWorkerNice, type ServeConfig } from './config.js';
-import { ACCEPTOR_MODULE, acceptorData, openChannels, probePort, reusePortSupport, startAcceptors, type Acceptors } from './acceptor/acceptors.js';
+import {
+  ACCEPTOR_MODULE,
+  acceptorData,
+  openChannels,
+  probePort,
+  reusePortSupport,
+  startAcceptors,
+  type Acceptors,
+} from './acceptor/acceptors.js';
 import type { AcceptorData } from './acceptor/protocol.js';
 import { createDashboard } from './dashboard/dashboard.js';
 import { loadDemo } from './demo/load.js';
@@ -50,13 +58,16 @@ async function loadRoutes(file: string): Promise<RoutesPlugin> {
   } catch (err) {
     throw new InvalidInputError('--routes', `a module that loads (${(err as Error).message})`, file);
   }
-  if (typeof mod.default !== 'function') throw new InvalidInputError('--routes', 'a module whose default export is a fastify plugin function', file);
+  if (typeof mod.default !== 'function')
+    throw new InvalidInputError('--routes', 'a module whose default export is a fastify plugin function', file);
   return mod.default as RoutesPlugin;
 }
 
 async function serve(config: ServeConfig): Promise<void> {
   if (!isLoopback(config.host) && config.keys === undefined) {
-    throw new UsageError(`--keys is required when --host is not a loopback address (got ${config.host}): anyone who can reach it could write`);
+    throw new UsageError(
+      `--keys is required when --host is not a loopback address (got ${config.host}): anyone who can reach it could write`,
+    );
   }
   const log = (line: string) => process.stderr.write(`tidal serve: ${line}\n`);
   const keys = config.keys === undefined ? undefined : KeyRing.fromFile(config.keys);
@@ -70,7 +81,9 @@ async function serve(config: ServeConfig): Promise<void> {
   if (config.workers !== undefined) builder = builder.workers(config.workers);
   // A worker that is also an acceptor answers HTTP itself: lowering it below the main thread (the
   // single-acceptor default) would only slow its own answers.
-  builder = builder.workerNice(plan.threads > 0 && config.workerNice === 'auto' ? 0 : resolveWorkerNice(config.workerNice, availableParallelism()));
+  builder = builder.workerNice(
+    plan.threads > 0 && config.workerNice === 'auto' ? 0 : resolveWorkerNice(config.workerNice, availableParallelism()),
+  );
   // With acceptor threads: the port they share (probed now, so a platform that cannot says so
   // before the database opens), and the settings each acceptor gets as the workers' module.
   let threaded: { data: AcceptorData; channels: ReturnType<typeof openChannels> } | undefined;
@@ -78,7 +91,9 @@ async function serve(config: ServeConfig): Promise<void> {
   if (plan.threads > 0) {
     const port = await probePort(config.port, config.host);
     const admissionLimit = autoAdmissionLimit(DEFAULT_THRESHOLDS, workers);
-    const chainOptions = config.admission ? admissionOptions(config, { workers, admissionLimit, noDiversityAt: DEFAULT_THRESHOLDS.noDiversity }, keys !== undefined) : false;
+    const chainOptions = config.admission
+      ? admissionOptions(config, { workers, admissionLimit, noDiversityAt: DEFAULT_THRESHOLDS.noDiversity }, keys !== undefined)
+      : false;
     const data = acceptorData({
       port,
       host: config.host,
@@ -130,7 +145,13 @@ async function serve(config: ServeConfig): Promise<void> {
     const server = createServer({
       db,
       admission:
-        threaded !== undefined ? (sharedChain ?? false) : admission === false ? false : fleet.shared === undefined ? admission : createSharedAdmissionChain(admission, Date.now, fleet.shared),
+        threaded !== undefined
+          ? (sharedChain ?? false)
+          : admission === false
+            ? false
+            : fleet.shared === undefined
+              ? admission
+              : createSharedAdmissionChain(admission, Date.now, fleet.shared),
       fleetStats: () => fleet.stats(),
       onClose: () => fleet.close(),
       ...(keys === undefined ? {} : { keys }),
@@ -144,7 +165,12 @@ async function serve(config: ServeConfig): Promise<void> {
         ? {}
         : {
             acceptorsInFlight: () => acceptors?.inFlightByAcceptor ?? new Map<number, number>(),
-            acceptorStats: () => [...(acceptors?.counts.entries() ?? [])].map(([index, c]) => ({ index, ...c, inFlight: acceptors?.inFlightByAcceptor.get(index) ?? 0 })),
+            acceptorStats: () =>
+              [...(acceptors?.counts.entries() ?? [])].map(([index, c]) => ({
+                index,
+                ...c,
+                inFlight: acceptors?.inFlightByAcceptor.get(index) ?? 0,
+              })),
           }),
     });
     if (threaded === undefined) {
@@ -154,7 +180,12 @@ async function serve(config: ServeConfig): Promise<void> {
       return;
     }
     const adminUrl = await server.listen(config.adminPort ?? 0, config.host, config.backlog);
-    acceptors = await startAcceptors(threaded.channels, { data: threaded.data, admin: server, adminPort: Number(new URL(adminUrl).port), log });
+    acceptors = await startAcceptors(threaded.channels, {
+      data: threaded.data,
+      admin: server,
+      adminPort: Number(new URL(adminUrl).port),
+      log,
+    });
     log(`the main thread keeps the writer, metrics, dashboard and probes, also at ${adminUrl}`);
     const running = acceptors;
     handleShutdown(
@@ -170,7 +201,9 @@ async function serve(config: ServeConfig): Promise<void> {
       },
       { drainMs: config.drainMs },
     );
-    process.stdout.write(`tidal serve listening on http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${threaded.data.port}\n`);
+    process.stdout.write(
+      `tidal serve listening on http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${threaded.data.port}\n`,
+    );
   } catch (err) {
     await db.close().catch(() => {});
     await fleet.close();
@@ -185,7 +218,8 @@ async function main(argv: readonly string[]): Promise<void> {
     if (command === undefined) process.exitCode = USAGE_EXIT;
     return;
   }
-  if (command !== 'serve') throw new UsageError(`unknown command ${JSON.stringify(command)}; the command is: tidal serve (see tidal serve --help)`);
+  if (command !== 'serve')
+    throw new UsageError(`unknown command ${JSON.stringify(command)}; the command is: tidal serve (see tidal serve --help)`);
   const config = parseServeArgs(rest);
   if (config.help) {
     process.stdout.write(`${HELP}\n`);

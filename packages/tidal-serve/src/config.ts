@@ -98,28 +98,52 @@ const FLAGS = {
   schema: { type: 'string', help: 'FILE     the schema as JSON (a SchemaDefinition); required unless --demo' },
   port: { type: 'string', help: `N          port to listen on, 0 for any free one (default ${CONFIG_DEFAULTS.port})` },
   host: { type: 'string', help: `HOST       address to listen on (default ${CONFIG_DEFAULTS.host}); beyond loopback --keys is required` },
-  backlog: { type: 'string', help: `N       connections queued before they are accepted, 1 to 65535; the kernel caps it at net.core.somaxconn (default ${SERVER_DEFAULTS.backlog})` },
+  backlog: {
+    type: 'string',
+    help: `N       connections queued before they are accepted, 1 to 65535; the kernel caps it at net.core.somaxconn (default ${SERVER_DEFAULTS.backlog})`,
+  },
   demo: { type: 'boolean', help: '             serve an ephemeral database loaded with the synthetic corpus' },
   'demo-items': { type: 'string', help: `N    items of the demo corpus (default ${CONFIG_DEFAULTS.demoItems})` },
   workers: { type: 'string', help: 'N       query worker threads, 1 to 64 (default: the number of cores)' },
-  'worker-nice': { type: 'string', help: `auto|N  the query workers' nice value, 0 to 19: above 0 the HTTP thread gets a core first (default auto: ${WORKER_NICE_AUTO} on 2 or more cores, else 0)` },
+  'worker-nice': {
+    type: 'string',
+    help: `auto|N  the query workers' nice value, 0 to 19: above 0 the HTTP thread gets a core first (default auto: ${WORKER_NICE_AUTO} on 2 or more cores, else 0)`,
+  },
   'in-flight-cap': { type: 'string', help: 'auto|N  requests in flight at most; 0 disables the cap (default auto)' },
   'no-adaptive': { type: 'boolean', help: '      no AIMD limit below the cap' },
   'tenant-rate': { type: 'string', help: 'SPEC  per-tenant token buckets: free=100,pro=1000,acme=50:100 (rate/s[:burst]), or off' },
   'period-quota': { type: 'string', help: 'N  requests per tenant per period (default: no period limit)' },
   'period-ms': { type: 'string', help: `MS    the period of --period-quota (default ${CONFIG_DEFAULTS.periodMs})` },
   keys: { type: 'string', help: 'FILE       API keys as JSON: { "<key>": { "tenant": "acme", "tier": "pro" } }' },
-  'timeout-ms': { type: 'string', help: `MS   a query's deadline without an x-tidal-timeout-ms header, 0 for none (default ${CONFIG_DEFAULTS.timeoutMs})` },
-  'drain-ms': { type: 'string', help: `MS     on SIGTERM/SIGINT, how long in-flight requests may take (default ${CONFIG_DEFAULTS.drainMs})` },
+  'timeout-ms': {
+    type: 'string',
+    help: `MS   a query's deadline without an x-tidal-timeout-ms header, 0 for none (default ${CONFIG_DEFAULTS.timeoutMs})`,
+  },
+  'drain-ms': {
+    type: 'string',
+    help: `MS     on SIGTERM/SIGINT, how long in-flight requests may take (default ${CONFIG_DEFAULTS.drainMs})`,
+  },
   'body-limit': { type: 'string', help: `BYTES  largest request body (default ${CONFIG_DEFAULTS.bodyLimitBytes})` },
-  redis: { type: 'string', help: 'URL        share the tenant and period limits with every replica through this Redis (redis://host:port)' },
+  redis: {
+    type: 'string',
+    help: 'URL        share the tenant and period limits with every replica through this Redis (redis://host:port)',
+  },
   embedder: { type: 'string', help: 'URL     an embedding endpoint (POST URL/v1/embeddings) for search with semantic: true' },
   'embedder-max-concurrency': { type: 'string', help: `N  the embedder's max_concurrent_calls (1 to 32), across replicas with --pg` },
-  pg: { type: 'string', help: 'URL           PostgreSQL holding the embedder\'s concurrency slots for every replica (postgres://...)' },
-  acceptors: { type: 'string', help: 'auto|main|N  HTTP acceptor threads: N query workers each listen on the port (reusePort, Node 22.12+ on Linux); main: the main thread accepts (default auto: one per query worker where possible, else main)' },
-  'admin-port': { type: 'string', help: 'N   with acceptor threads, the main thread\'s own listener for probes, /metrics, /stats and the dashboard (default: any free port, printed on stderr)' },
-  routes: { type: 'string', help: 'FILE     a module whose default export is a fastify plugin of your own routes, loaded into every acceptor with { db }' },
-  'no-admission': { type: 'boolean', help: '     no admission chain (tidal\'s own load management stays)' },
+  pg: { type: 'string', help: "URL           PostgreSQL holding the embedder's concurrency slots for every replica (postgres://...)" },
+  acceptors: {
+    type: 'string',
+    help: 'auto|main|N  HTTP acceptor threads: N query workers each listen on the port (reusePort, Node 22.12+ on Linux); main: the main thread accepts (default auto: one per query worker where possible, else main)',
+  },
+  'admin-port': {
+    type: 'string',
+    help: "N   with acceptor threads, the main thread's own listener for probes, /metrics, /stats and the dashboard (default: any free port, printed on stderr)",
+  },
+  routes: {
+    type: 'string',
+    help: 'FILE     a module whose default export is a fastify plugin of your own routes, loaded into every acceptor with { db }',
+  },
+  'no-admission': { type: 'boolean', help: "     no admission chain (tidal's own load management stays)" },
   help: { type: 'boolean', short: 'h', help: '             this text' },
 } as const satisfies Record<string, NonNullable<ParseArgsConfig['options']>[string] & { readonly help: string }>;
 
@@ -158,7 +182,8 @@ export function parseTenantRates(text: string): TenantRates | false {
   for (const part of text.split(',')) {
     const eq = part.indexOf('=');
     const name = eq > 0 ? part.slice(0, eq) : '';
-    if (name === '') throw new InvalidInputError('--tenant-rate', 'off or comma-separated name=rate[:burst] (name: free, pro or a tenant)', text);
+    if (name === '')
+      throw new InvalidInputError('--tenant-rate', 'off or comma-separated name=rate[:burst] (name: free, pro or a tenant)', text);
     const spec = rateSpec(`--tenant-rate ${name}`, part.slice(eq + 1));
     if (name === 'free' || name === 'pro') tiers[name] = spec;
     else overrides[name] = spec;
@@ -195,7 +220,8 @@ function refusedFlag(argv: readonly string[]): InvalidInputError | undefined {
     if (flag.type === 'boolean' && t.value !== undefined) return new InvalidInputError(name, 'given without a value', t.value);
     if (flag.type === 'string' && t.value === undefined) return new InvalidInputError(name, 'followed by a value', undefined);
     // parseArgs reads `--port --demo` as --port missing its value; a value starting with - goes as --port=-1.
-    if (flag.type === 'string' && !t.inlineValue && t.value!.startsWith('-')) return new InvalidInputError(name, `followed by a value (write ${name}=VALUE for one that starts with -)`, t.value);
+    if (flag.type === 'string' && !t.inlineValue && t.value!.startsWith('-'))
+      return new InvalidInputError(name, `followed by a value (write ${name}=VALUE for one that starts with -)`, t.value);
   }
   return undefined;
 }
@@ -218,7 +244,11 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
   const help = bool('help');
   if (!help) {
     if (demo && (path !== undefined || schema !== undefined)) {
-      throw new InvalidInputError(path !== undefined ? '--path' : '--schema', 'left out with --demo (the demo serves an ephemeral database of its own schema)', path ?? schema);
+      throw new InvalidInputError(
+        path !== undefined ? '--path' : '--schema',
+        'left out with --demo (the demo serves an ephemeral database of its own schema)',
+        path ?? schema,
+      );
     }
     if (!demo && path === undefined) throw new InvalidInputError('--path', 'given (or use --demo)', undefined);
     if (!demo && schema === undefined) throw new InvalidInputError('--schema', 'given (or use --demo)', undefined);
@@ -229,18 +259,25 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
   const host = str('host') ?? CONFIG_DEFAULTS.host;
   if (host === '') throw new InvalidInputError('--host', 'an address', host);
   const quota = str('period-quota');
-  if (quota === undefined && raw['period-ms'] !== undefined) throw new InvalidInputError('--period-ms', 'given only with --period-quota', str('period-ms'));
+  if (quota === undefined && raw['period-ms'] !== undefined)
+    throw new InvalidInputError('--period-ms', 'given only with --period-quota', str('period-ms'));
   const rates = str('tenant-rate');
   const redis = str('redis');
-  if (redis !== undefined && !/^rediss?:\/\/[^\s]+$/.test(redis)) throw new InvalidInputError('--redis', 'a redis:// or rediss:// URL', redis);
+  if (redis !== undefined && !/^rediss?:\/\/[^\s]+$/.test(redis))
+    throw new InvalidInputError('--redis', 'a redis:// or rediss:// URL', redis);
   const embedder = str('embedder');
-  if (embedder !== undefined && !/^https?:\/\/[^\s]+$/.test(embedder)) throw new InvalidInputError('--embedder', 'an http:// or https:// URL', embedder);
+  if (embedder !== undefined && !/^https?:\/\/[^\s]+$/.test(embedder))
+    throw new InvalidInputError('--embedder', 'an http:// or https:// URL', embedder);
   const pg = str('pg');
-  if (pg !== undefined && !/^postgres(ql)?:\/\/[^\s]+$/.test(pg)) throw new InvalidInputError('--pg', 'a postgres:// or postgresql:// URL', pg);
+  if (pg !== undefined && !/^postgres(ql)?:\/\/[^\s]+$/.test(pg))
+    throw new InvalidInputError('--pg', 'a postgres:// or postgresql:// URL', pg);
   const maxConcurrency = str('embedder-max-concurrency');
-  if (embedder === undefined && maxConcurrency !== undefined) throw new InvalidInputError('--embedder-max-concurrency', 'given only with --embedder', maxConcurrency);
-  if (embedder === undefined && pg !== undefined) throw new InvalidInputError('--pg', 'given only with --embedder (it holds the embedder\'s slots)', pg);
-  if (pg !== undefined && maxConcurrency === undefined) throw new InvalidInputError('--pg', 'given with --embedder-max-concurrency (the limit it holds)', pg);
+  if (embedder === undefined && maxConcurrency !== undefined)
+    throw new InvalidInputError('--embedder-max-concurrency', 'given only with --embedder', maxConcurrency);
+  if (embedder === undefined && pg !== undefined)
+    throw new InvalidInputError('--pg', "given only with --embedder (it holds the embedder's slots)", pg);
+  if (pg !== undefined && maxConcurrency === undefined)
+    throw new InvalidInputError('--pg', 'given with --embedder-max-concurrency (the limit it holds)', pg);
   return {
     help,
     path,
@@ -260,7 +297,8 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
     keys: str('keys'),
     timeoutMs: str('timeout-ms') === undefined ? CONFIG_DEFAULTS.timeoutMs : whole('--timeout-ms', str('timeout-ms')!, 0, 2_147_483_647),
     drainMs: str('drain-ms') === undefined ? CONFIG_DEFAULTS.drainMs : whole('--drain-ms', str('drain-ms')!, 0, 2_147_483_647),
-    bodyLimitBytes: str('body-limit') === undefined ? CONFIG_DEFAULTS.bodyLimitBytes : whole('--body-limit', str('body-limit')!, 1, 2 ** 30),
+    bodyLimitBytes:
+      str('body-limit') === undefined ? CONFIG_DEFAULTS.bodyLimitBytes : whole('--body-limit', str('body-limit')!, 1, 2 ** 30),
     admission: !bool('no-admission'),
     redis,
     embedder,
@@ -286,7 +324,11 @@ export type AcceptorPlan = { readonly threads: number } | { readonly threads: 0;
  * where the platform cannot; `--redis` and `--embedder` keep the main thread, whose Redis and
  * embedder clients the acceptor threads would not have.
  */
-export function resolveAcceptors(config: Pick<ServeConfig, 'acceptors' | 'redis' | 'embedder'>, workers: number, support: { ok: true } | { ok: false; why: string }): AcceptorPlan {
+export function resolveAcceptors(
+  config: Pick<ServeConfig, 'acceptors' | 'redis' | 'embedder'>,
+  workers: number,
+  support: { ok: true } | { ok: false; why: string },
+): AcceptorPlan {
   const { acceptors } = config;
   if (acceptors === 'main') return { threads: 0, why: '--acceptors main' };
   const shared = config.redis !== undefined ? '--redis' : config.embedder !== undefined ? '--embedder' : undefined;
@@ -294,9 +336,11 @@ export function resolveAcceptors(config: Pick<ServeConfig, 'acceptors' | 'redis'
     if (shared !== undefined) return { threads: 0, why: `${shared} keeps its clients on the main thread` };
     return support.ok ? { threads: workers } : { threads: 0, why: support.why };
   }
-  if (shared !== undefined) throw new InvalidInputError('--acceptors', `main or auto with ${shared} (its clients live on the main thread)`, acceptors);
+  if (shared !== undefined)
+    throw new InvalidInputError('--acceptors', `main or auto with ${shared} (its clients live on the main thread)`, acceptors);
   if (!support.ok) throw new InvalidInputError('--acceptors', `main or auto here: ${support.why}`, acceptors);
-  if (acceptors > workers) throw new InvalidInputError('--acceptors', `at most the query workers (${workers}): each acceptor is a query worker`, acceptors);
+  if (acceptors > workers)
+    throw new InvalidInputError('--acceptors', `at most the query workers (${workers}): each acceptor is a query worker`, acceptors);
   return { threads: acceptors };
 }
 
@@ -335,7 +379,9 @@ export function autoInFlightCap(pool: PoolShape): number {
 }
 
 function queryBound(pool: PoolShape): number {
-  return pool.admissionLimit > 0 ? pool.admissionLimit : autoAdmissionLimit({ ...DEFAULT_THRESHOLDS, noDiversity: pool.noDiversityAt ?? DEFAULT_THRESHOLDS.noDiversity }, pool.workers);
+  return pool.admissionLimit > 0
+    ? pool.admissionLimit
+    : autoAdmissionLimit({ ...DEFAULT_THRESHOLDS, noDiversity: pool.noDiversityAt ?? DEFAULT_THRESHOLDS.noDiversity }, pool.workers);
 }
 
 /**
@@ -363,7 +409,9 @@ export function admissionOptions(config: ServeConfig, pool: PoolShape, hasKeys: 
   const tenantsOn = rates === undefined ? hasKeys : rates !== false;
   return {
     inFlightCap: cap,
-    adaptive: config.adaptive ? { floor: cap > 0 ? Math.min(floor, cap) : floor, targetLatencyMs: 250, windowMs: 250, backoff: 0.9 } : false,
+    adaptive: config.adaptive
+      ? { floor: cap > 0 ? Math.min(floor, cap) : floor, targetLatencyMs: 250, windowMs: 250, backoff: 0.9 }
+      : false,
     tenants: tenantsOn ? { tiers: rates ? rates.tiers : {}, overrides: rates ? rates.overrides : {}, maxTenants: 10_000 } : false,
     permits: { retrieve: permits, search: permits },
     period: config.periodQuota === undefined ? false : { quota: config.periodQuota, periodMs: config.periodMs, align: true, key: 'tenant' },

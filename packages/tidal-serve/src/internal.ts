@@ -13,8 +13,20 @@ export { createPermitPool } from './admission/permit-pool.js';
 export type { PermitPoolStage, RoutePermitStats } from './admission/permit-pool.js';
 export { createPeriodLimit, PERIOD_DEFAULTS, OVERFLOW_KEY } from './admission/period-limit.js';
 export type { PeriodLimitSettings, PeriodLimitStage, PeriodOutcome } from './admission/period-limit.js';
-export { createSharedAdmissionChain, createSharedTenantLimiter, createSharedPeriodLimit, isSharedStats, batchSize } from './admission/shared-limits.js';
-export type { SharedSources, SharedRateSource, SharedStageStats, SharedTenantSettings, SharedPeriodSettings } from './admission/shared-limits.js';
+export {
+  createSharedAdmissionChain,
+  createSharedTenantLimiter,
+  createSharedPeriodLimit,
+  isSharedStats,
+  batchSize,
+} from './admission/shared-limits.js';
+export type {
+  SharedSources,
+  SharedRateSource,
+  SharedStageStats,
+  SharedTenantSettings,
+  SharedPeriodSettings,
+} from './admission/shared-limits.js';
 export { REFUSAL_CODES, REFUSAL_STATUS, NOT_SERVED, clampRetryAfterMs } from './admission/errors.js';
 export type { RefusalCode } from './admission/errors.js';
 export { refusalBody, refusalHeaders } from './admission/refusal.js';
@@ -26,7 +38,16 @@ export { KeyRing, MIN_KEY_LENGTH } from './keys.js';
 export type { KeyGrant } from './keys.js';
 export { Recorder } from './recorder.js';
 export type { RecorderOptions } from './recorder.js';
-export { parseServeArgs, admissionOptions, autoInFlightCap, isLoopback, HELP, CONFIG_DEFAULTS, WORKER_NICE_AUTO, resolveWorkerNice } from './config.js';
+export {
+  parseServeArgs,
+  admissionOptions,
+  autoInFlightCap,
+  isLoopback,
+  HELP,
+  CONFIG_DEFAULTS,
+  WORKER_NICE_AUTO,
+  resolveWorkerNice,
+} from './config.js';
 export type { ServeConfig, TenantRates, PoolShape } from './config.js';
 export { handleShutdown } from './shutdown.js';
 export type { ShutdownOptions } from './shutdown.js';

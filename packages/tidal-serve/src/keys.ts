@@ -33,7 +33,8 @@ export class KeyRing {
   constructor(entries: Readonly<Record<string, unknown>>) {
     for (const [key, grant] of Object.entries(entries)) {
       const shown = `keys["${key.slice(0, 4)}…"]`;
-      if (key.length < MIN_KEY_LENGTH) throw new InvalidInputError(shown, `a key of at least ${MIN_KEY_LENGTH} characters`, `${key.length} characters`);
+      if (key.length < MIN_KEY_LENGTH)
+        throw new InvalidInputError(shown, `a key of at least ${MIN_KEY_LENGTH} characters`, `${key.length} characters`);
       if (typeof grant !== 'object' || grant === null) throw new InvalidInputError(shown, 'an object { tenant, tier }', grant);
       const { tenant, tier } = grant as Record<string, unknown>;
       if (typeof tenant !== 'string' || tenant.length === 0 || tenant.length > 512) {

@@ -70,7 +70,8 @@ export class Recorder {
     this.#clock = options.clock ?? Date.now;
     const history = options.historySeconds ?? 300;
     this.#window = options.windowSeconds ?? 60;
-    if (!Number.isInteger(history) || history < 2) throw new RangeError(`historySeconds must be a whole number of at least 2, got ${history}`);
+    if (!Number.isInteger(history) || history < 2)
+      throw new RangeError(`historySeconds must be a whole number of at least 2, got ${history}`);
     if (!Number.isInteger(this.#window) || this.#window < 1 || this.#window > history) {
       throw new RangeError(`windowSeconds must be a whole number from 1 to historySeconds (${history}), got ${this.#window}`);
     }

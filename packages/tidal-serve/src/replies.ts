@@ -41,9 +41,17 @@ export function setReplyHandlers(app: FastifyInstance, bodyLimit: number): void 
 function fastifyError(err: unknown, bodyLimit: number): unknown {
   const e = err as { code?: unknown; statusCode?: unknown; message?: unknown };
   if (e?.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-    return new ServeError(413, 'TIDAL_SERVE_BODY_TOO_LARGE', `the request body is over the limit of ${bodyLimit} bytes`, { limitBytes: bodyLimit });
+    return new ServeError(413, 'TIDAL_SERVE_BODY_TOO_LARGE', `the request body is over the limit of ${bodyLimit} bytes`, {
+      limitBytes: bodyLimit,
+    });
   }
-  if (typeof e?.code === 'string' && e.code.startsWith('FST_') && typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+  if (
+    typeof e?.code === 'string' &&
+    e.code.startsWith('FST_') &&
+    typeof e.statusCode === 'number' &&
+    e.statusCode >= 400 &&
+    e.statusCode < 500
+  ) {
     return new ServeError(e.statusCode, 'TIDAL_SERVE_BAD_REQUEST', String(e.message));
   }
   return err;

@@ -1,6 +1,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Registry } from 'prom-client';
-import { InvalidInputError, levelName, type DegradationLevel, type Item, type RetrieveRequest, type SearchRequest, type SignalInput } from 'tidal-core';
+import {
+  InvalidInputError,
+  levelName,
+  type DegradationLevel,
+  type Item,
+  type RetrieveRequest,
+  type SearchRequest,
+  type SignalInput,
+} from 'tidal-core';
 import { ServeError } from './errors.js';
 import { contextOf } from './context.js';
 import type { ServeDb } from './server.js';
@@ -51,7 +59,8 @@ function objectBody(body: unknown, field = 'body'): Record<string, unknown> {
 
 function agentOf(body: Record<string, unknown>): string {
   const agent = body.agent;
-  if (typeof agent !== 'string' || agent.length === 0) throw new InvalidInputError('agent', 'the session\'s agent id, a non-empty string', agent);
+  if (typeof agent !== 'string' || agent.length === 0)
+    throw new InvalidInputError('agent', "the session's agent id, a non-empty string", agent);
   return agent;
 }
 
@@ -96,7 +105,9 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
   app.get('/healthz', async () => ({ ok: true }));
   app.get('/readyz', async (_req, reply) => {
     if (deps.ready()) return { ready: true };
-    return reply.code(503).send({ code: 'TIDAL_SERVE_DRAINING', message: 'not ready: the server is shutting down or its database is closed' });
+    return reply
+      .code(503)
+      .send({ code: 'TIDAL_SERVE_DRAINING', message: 'not ready: the server is shutting down or its database is closed' });
   });
   app.get('/metrics', async (_req, reply) => {
     const text = await deps.registry.metrics();
@@ -113,20 +124,25 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
   app.put<{ Params: { id: string } }>('/items/:id', async (req) => {
     const body = objectBody(req.body);
     const id = req.params.id;
-    if (body.id !== undefined && body.id !== id) throw new InvalidInputError('id', `the id in the path (${JSON.stringify(id)}) or left out`, body.id);
+    if (body.id !== undefined && body.id !== id)
+      throw new InvalidInputError('id', `the id in the path (${JSON.stringify(id)}) or left out`, body.id);
     await db.upsertItems([{ ...body, id }]);
     return { upserted: 1 };
   });
   app.get<{ Params: { id: string } }>('/items/:id', async (req) => {
     const item = await db.get(req.params.id);
-    if (item === undefined) throw new ServeError(404, 'TIDAL_SERVE_NOT_FOUND', `no item ${JSON.stringify(req.params.id)}`, { id: req.params.id });
+    if (item === undefined)
+      throw new ServeError(404, 'TIDAL_SERVE_NOT_FOUND', `no item ${JSON.stringify(req.params.id)}`, { id: req.params.id });
     return itemJson(item);
   });
   app.delete<{ Params: { id: string } }>('/items/:id', async (req) => {
     await db.delete(req.params.id);
     return { deleted: req.params.id };
   });
-  app.get<{ Params: { id: string } }>('/items/:id/signals', async (req) => ({ id: req.params.id, signals: await db.itemSignals(req.params.id) }));
+  app.get<{ Params: { id: string } }>('/items/:id/signals', async (req) => ({
+    id: req.params.id,
+    signals: await db.itemSignals(req.params.id),
+  }));
 
   // Signals: one object, or an array written all or none.
   app.post('/signals', async (req) => {
@@ -146,7 +162,11 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
   // string, and the answer is that string spliced into the rest of the result. Serializing the
   // items was the largest share of this thread's time after the socket write (fastify's
   // `serialize`, 8 % at 3× C), and cloning their objects across the worker port came on top.
-  const query = <R extends { degradationLevel: DegradationLevel; explain: unknown }>(list: 'items' | 'hits', run: (request: Record<string, unknown>) => Promise<R>) =>
+  const query =
+    <R extends { degradationLevel: DegradationLevel; explain: unknown }>(
+      list: 'items' | 'hits',
+      run: (request: Record<string, unknown>) => Promise<R>,
+    ) =>
     async (req: FastifyRequest, reply: FastifyReply) => {
       const body = objectBody(req.body);
       const timeoutMs = deadline(req, body, deps.defaultTimeoutMs);
@@ -172,8 +192,14 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
       void reply.type(JSON_TYPE);
       return rest === '{}' ? `{"${list}":${listJson}}` : `{"${list}":${listJson},${rest.slice(1)}`;
     };
-  app.post('/retrieve', query('items', (r) => db.retrieve(r as unknown as RetrieveRequest)));
-  app.post('/search', query('hits', (r) => db.search(r as unknown as SearchRequest)));
+  app.post(
+    '/retrieve',
+    query('items', (r) => db.retrieve(r as unknown as RetrieveRequest)),
+  );
+  app.post(
+    '/search',
+    query('hits', (r) => db.search(r as unknown as SearchRequest)),
+  );
 
   // Agent sessions.
   app.post('/sessions', async (req, reply) => {

@@ -37,7 +37,9 @@ export interface ServeDb {
   itemSignals(id: string): ReturnType<TidalDb['itemSignals']> | Promise<ReturnType<TidalDb['itemSignals']>>;
   retrieve: TidalDb['retrieve'];
   search: TidalDb['search'];
-  openSession(options: Parameters<TidalDb['openSession']>[0]): ReturnType<TidalDb['openSession']> | Promise<ReturnType<TidalDb['openSession']>>;
+  openSession(
+    options: Parameters<TidalDb['openSession']>[0],
+  ): ReturnType<TidalDb['openSession']> | Promise<ReturnType<TidalDb['openSession']>>;
   sessionSignal: TidalDb['sessionSignal'];
   closeSession: TidalDb['closeSession'];
   openSessions(): ReturnType<TidalDb['openSessions']> | Promise<ReturnType<TidalDb['openSessions']>>;
@@ -169,7 +171,14 @@ export interface TidalServer {
  * refusing, so a tenant over its quota must still get it.
  */
 export function isExempt(path: string): boolean {
-  return path === '/healthz' || path === '/readyz' || path === '/metrics' || path === '/stats' || path === '/dashboard' || path.startsWith('/dashboard/');
+  return (
+    path === '/healthz' ||
+    path === '/readyz' ||
+    path === '/metrics' ||
+    path === '/stats' ||
+    path === '/dashboard' ||
+    path.startsWith('/dashboard/')
+  );
 }
 
 const NO_ACCEPTORS: ReadonlyMap<number, number> = new Map();
@@ -295,7 +304,12 @@ export function createServer(options: ServerOptions): TidalServer {
     const name = routeName(req.method ?? 'GET', path);
     if (draining) {
       res.setHeader('connection', 'close');
-      writeJson(res, 503, errorJson('TIDAL_SERVE_DRAINING', 'the server is shutting down; retry on another instance'), ['retry-after', '1', 'x-retry-after-ms', '1000']);
+      writeJson(res, 503, errorJson('TIDAL_SERVE_DRAINING', 'the server is shutting down; retry on another instance'), [
+        'retry-after',
+        '1',
+        'x-retry-after-ms',
+        '1000',
+      ]);
       finish({ route: name, code: 'TIDAL_SERVE_DRAINING' }, 503, 0);
       return;
     }
@@ -304,7 +318,8 @@ export function createServer(options: ServerOptions): TidalServer {
     if (keys !== undefined) {
       const grant = keys.authorize(req.headers.authorization);
       if (grant === undefined) {
-        const message = req.headers.authorization === undefined ? 'an API key is required: Authorization: Bearer <key>' : 'the API key is not valid';
+        const message =
+          req.headers.authorization === undefined ? 'an API key is required: Authorization: Bearer <key>' : 'the API key is not valid';
         writeJson(res, 401, errorJson('TIDAL_SERVE_UNAUTHORIZED', message), ['www-authenticate', 'Bearer']);
         finish({ route: name, code: 'TIDAL_SERVE_UNAUTHORIZED' }, 401, 0);
         return;
@@ -352,7 +367,8 @@ export function createServer(options: ServerOptions): TidalServer {
 
   setReplyHandlers(app, bodyLimit);
   // The application's routes first, so a path of its own is not shadowed by tidal's 404.
-  const routesReady: Promise<unknown> = options.routes === undefined ? Promise.resolve() : Promise.resolve(app.register(async (scope) => options.routes!(scope, { db })));
+  const routesReady: Promise<unknown> =
+    options.routes === undefined ? Promise.resolve() : Promise.resolve(app.register(async (scope) => options.routes!(scope, { db })));
   registerRoutes(app, {
     db,
     defaultTimeoutMs: timeoutMs,

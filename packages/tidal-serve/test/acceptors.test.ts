@@ -33,7 +33,10 @@ describe('where acceptor threads run', () => {
     expect(resolveAcceptors(config([]), 2, no)).toEqual({ threads: 0, why: 'Node 20 has no reusePort' });
     expect(resolveAcceptors(config(['--acceptors', 'main']), 2, yes)).toEqual({ threads: 0, why: '--acceptors main' });
     expect(resolveAcceptors(config(['--acceptors', '1']), 2, yes)).toEqual({ threads: 1 });
-    expect(resolveAcceptors(config(['--redis', 'redis://127.0.0.1:1']), 2, yes)).toMatchObject({ threads: 0, why: expect.stringMatching(/--redis/) });
+    expect(resolveAcceptors(config(['--redis', 'redis://127.0.0.1:1']), 2, yes)).toMatchObject({
+      threads: 0,
+      why: expect.stringMatching(/--redis/),
+    });
   });
 
   it('refuses N acceptors where the platform cannot, beyond the workers, and with --redis, naming --acceptors', () => {
@@ -49,7 +52,10 @@ describe('where acceptor threads run', () => {
       }
       throw new Error('expected a refusal');
     };
-    refuse(() => resolveAcceptors(config(['--acceptors', '2']), 2, { ok: false, why: 'Node 20 has no reusePort' }), /Node 20 has no reusePort/);
+    refuse(
+      () => resolveAcceptors(config(['--acceptors', '2']), 2, { ok: false, why: 'Node 20 has no reusePort' }),
+      /Node 20 has no reusePort/,
+    );
     refuse(() => resolveAcceptors(config(['--acceptors', '3']), 2, { ok: true }), /at most the query workers \(2\)/);
     refuse(() => resolveAcceptors(config(['--acceptors', '2', '--redis', 'redis://127.0.0.1:1']), 2, { ok: true }), /--redis/);
     expect(() => config(['--acceptors', 'two'])).toThrow(/--acceptors must be a whole number from 1 to 64/);
@@ -65,14 +71,19 @@ interface Running {
 }
 
 async function serve(args: string[]): Promise<Running> {
-  const child = spawn(process.execPath, [CLI, 'serve', '--demo', '--demo-items', '300', '--port', '0', '--workers', '2', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CLI, 'serve', '--demo', '--demo-items', '300', '--port', '0', '--workers', '2', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   onTestFinished(() => {
     if (child.exitCode === null) child.kill('SIGKILL');
   });
   const stderr: string[] = [];
   createInterface({ input: child.stderr }).on('line', (l) => stderr.push(l));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const first = await Promise.race([new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve)), exited.then((c) => `exited ${c}: ${stderr.join('\n')}`)]);
+  const first = await Promise.race([
+    new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve)),
+    exited.then((c) => `exited ${c}: ${stderr.join('\n')}`),
+  ]);
   expect(first).toMatch(/^tidal serve listening on http:\/\/127\.0\.0\.1:[0-9]+$/);
   const admin = stderr.map((l) => /also at (http:\/\/\S+)/.exec(l)?.[1]).find((u) => u !== undefined);
   return { url: first.slice('tidal serve listening on '.length), adminUrl: admin, stderr, child, exited };
@@ -97,7 +108,11 @@ describe.runIf(here.ok)('tidal serve with acceptor threads', () => {
       const r = await json(`${s.url}/hello`, { headers: { connection: 'close' } });
       expect(r.status).toBe(200);
       threads.add(r.body.threadId as number);
-      const q = await json(`${s.url}/retrieve`, { method: 'POST', body: JSON.stringify({ profile: 'trending', limit: 3 }), headers: { connection: 'close' } });
+      const q = await json(`${s.url}/retrieve`, {
+        method: 'POST',
+        body: JSON.stringify({ profile: 'trending', limit: 3 }),
+        headers: { connection: 'close' },
+      });
       expect(q.status).toBe(200);
       expect(q.headers.get('x-tidal-degradation-level')).toBe('Full');
     }
@@ -107,7 +122,7 @@ describe.runIf(here.ok)('tidal serve with acceptor threads', () => {
 
     sent += 3;
     const before = await json(`${s.url}/items/item-000007/signals`);
-    const likes = ((before.body.signals as Record<string, { count: number }>).like?.count ?? 0);
+    const likes = (before.body.signals as Record<string, { count: number }>).like?.count ?? 0;
     const w = await json(`${s.url}/like/item-000007`, { method: 'POST' });
     expect(w.status).toBe(200);
     const after = await json(`${s.url}/items/item-000007/signals`);

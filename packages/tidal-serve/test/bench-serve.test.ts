@@ -43,14 +43,24 @@ describe('phase validity (judgePhase)', () => {
   });
 
   it('lists every reason, and counts dropped arrivals as the generator falling behind', () => {
-    const v = judgePhase({ generator: { loopLagP99Ms: 40 }, sendLateness: { p99: 80, late: 5_000, sends: 10_000, lateMs: 5 }, generatorDropped: 3 });
+    const v = judgePhase({
+      generator: { loopLagP99Ms: 40 },
+      sendLateness: { p99: 80, late: 5_000, sends: 10_000, lateMs: 5 },
+      generatorDropped: 3,
+    });
     expect(v.valid).toBe(false);
     expect(v.reasons).toHaveLength(3);
     expect(v.reasons[2]).toMatch(/dropped 3 arrivals/);
   });
 
   it('a closed loop (no lateness) is judged on its lag alone; a phase without sends has no late share', () => {
-    expect(judgePhase({ ...healthy, sendLateness: null })).toEqual({ valid: true, reasons: [], lagP99Ms: 2, latenessP99Ms: null, lateShare: null });
+    expect(judgePhase({ ...healthy, sendLateness: null })).toEqual({
+      valid: true,
+      reasons: [],
+      lagP99Ms: 2,
+      latenessP99Ms: null,
+      lateShare: null,
+    });
     expect(judgePhase({ ...healthy, sendLateness: { p99: 0, late: 0, sends: 0, lateMs: 5 } }).lateShare).toBeNull();
   });
 
@@ -91,8 +101,12 @@ describe('bench:serve --variants', () => {
   });
 
   it('a node24 variant without scripts/node24.mjs fails with a message naming the script', () => {
-    expect(() => resolveRuntime('node24', { node: process.execPath, root: '/nonexistent' }, '/nonexistent')).toThrow(/scripts\/node24\.mjs is missing/);
-    expect(() => resolveRuntime('default', { node: process.execPath, root: '/nonexistent' }, '/nonexistent')).toThrow(/packages\/tidal-serve\/dist\/cli\.js is missing/);
+    expect(() => resolveRuntime('node24', { node: process.execPath, root: '/nonexistent' }, '/nonexistent')).toThrow(
+      /scripts\/node24\.mjs is missing/,
+    );
+    expect(() => resolveRuntime('default', { node: process.execPath, root: '/nonexistent' }, '/nonexistent')).toThrow(
+      /packages\/tidal-serve\/dist\/cli\.js is missing/,
+    );
   });
 });
 
@@ -114,13 +128,16 @@ describe('bench:serve --pin', () => {
   });
 
   it('runs a pinned command through taskset -c, which keeps the command as the process', () => {
-    expect(pinnedCommand('/bin/node', ['a.js', '-x'], [0, 2])).toEqual({ command: 'taskset', args: ['-c', '0,2', '/bin/node', 'a.js', '-x'] });
+    expect(pinnedCommand('/bin/node', ['a.js', '-x'], [0, 2])).toEqual({
+      command: 'taskset',
+      args: ['-c', '0,2', '/bin/node', 'a.js', '-x'],
+    });
     expect(pinnedCommand('/bin/node', ['a.js'], null)).toEqual({ command: '/bin/node', args: ['a.js'] });
   });
 });
 
 describe('bench:serve per-thread CPU', () => {
-  it('takes each thread\'s run time between two readings, busiest first, the main thread by its tid', () => {
+  it("takes each thread's run time between two readings, busiest first, the main thread by its tid", () => {
     const before = [
       { tid: 100, comm: 'node', runNs: 1e9, waitNs: 0 },
       { tid: 101, comm: 'node', runNs: 5e8, waitNs: 0 },

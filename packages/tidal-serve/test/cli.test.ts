@@ -58,15 +58,20 @@ describe('tidal serve flags', () => {
   it('--help lists the flags and exits 0', () => {
     const r = run(['serve', '--help']);
     expect(r.status).toBe(0);
-    for (const flag of ['--path', '--schema', '--port', '--demo', '--in-flight-cap', '--keys', '--drain-ms', '--no-admission']) expect(r.stdout).toContain(flag);
+    for (const flag of ['--path', '--schema', '--port', '--demo', '--in-flight-cap', '--keys', '--drain-ms', '--no-admission'])
+      expect(r.stdout).toContain(flag);
   });
 });
 
 describe('tidal serve shutdown', () => {
-  it.skipIf(process.platform !== 'linux')('--worker-nice sets the query workers\' nice value, and only theirs', async () => {
-    const child = spawn(process.execPath, [CLI, 'serve', '--demo', '--demo-items', '50', '--port', '0', '--workers', '2', '--worker-nice', '6'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+  it.skipIf(process.platform !== 'linux')("--worker-nice sets the query workers' nice value, and only theirs", async () => {
+    const child = spawn(
+      process.execPath,
+      [CLI, 'serve', '--demo', '--demo-items', '50', '--port', '0', '--workers', '2', '--worker-nice', '6'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     onTestFinished(() => {
       if (child.exitCode === null) child.kill('SIGKILL');
     });
@@ -90,9 +95,13 @@ describe('tidal serve shutdown', () => {
     const schemaFile = join(dir, 'schema.json');
     writeFileSync(schemaFile, JSON.stringify(SCHEMA));
     const data = join(dir, 'data');
-    const child = spawn(process.execPath, [CLI, 'serve', '--path', data, '--schema', schemaFile, '--port', '0', '--workers', '1', '--drain-ms', '20000'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [CLI, 'serve', '--path', data, '--schema', schemaFile, '--port', '0', '--workers', '1', '--drain-ms', '20000'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     onTestFinished(() => {
       if (child.exitCode === null) child.kill('SIGKILL');
     });
@@ -112,12 +121,16 @@ describe('tidal serve shutdown', () => {
         for (;;) {
           let res: Response;
           try {
-            res = await fetch(`${url}/signals`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ item: 'hot', kind: 'view' }) });
+            res = await fetch(`${url}/signals`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ item: 'hot', kind: 'view' }),
+            });
             await res.text();
           } catch {
-            return;   // the listener is gone
+            return; // the listener is gone
           }
-          if (res.status !== 200) return;   // 503 while draining
+          if (res.status !== 200) return; // 503 while draining
           acked++;
           if (acked === 40) {
             stopAt = acked;

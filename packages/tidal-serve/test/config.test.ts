@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError, querySlots } from 'tidal-core';
-import { HELP, WORKER_NICE_AUTO, admissionOptions, autoInFlightCap, isLoopback, parseServeArgs, resolveWorkerNice } from 'tidal-serve/internal';
+import {
+  HELP,
+  WORKER_NICE_AUTO,
+  admissionOptions,
+  autoInFlightCap,
+  isLoopback,
+  parseServeArgs,
+  resolveWorkerNice,
+} from 'tidal-serve/internal';
 
 function refusal(argv: string[]): InvalidInputError {
   try {
@@ -15,19 +23,80 @@ function refusal(argv: string[]): InvalidInputError {
 describe('parseServeArgs', () => {
   it('fills in the defaults', () => {
     const c = parseServeArgs(['--path', './data', '--schema', 's.json']);
-    expect(c).toMatchObject({ path: './data', schema: 's.json', port: 7070, host: '127.0.0.1', backlog: 4096, demo: false, workerNice: 'auto', inFlightCap: 'auto', adaptive: true, admission: true, timeoutMs: 10_000, drainMs: 10_000, bodyLimitBytes: 1_048_576 });
+    expect(c).toMatchObject({
+      path: './data',
+      schema: 's.json',
+      port: 7070,
+      host: '127.0.0.1',
+      backlog: 4096,
+      demo: false,
+      workerNice: 'auto',
+      inFlightCap: 'auto',
+      adaptive: true,
+      admission: true,
+      timeoutMs: 10_000,
+      drainMs: 10_000,
+      bodyLimitBytes: 1_048_576,
+    });
     expect(c.tenantRates).toBeUndefined();
     expect(c.periodQuota).toBeUndefined();
   });
 
   it('reads every flag, in both --flag value and --flag=value forms', () => {
     const c = parseServeArgs([
-      '--demo', '--demo-items=500', '--port', '0', '--host', '::1', '--workers', '2', '--in-flight-cap', '0', '--no-adaptive',
-      '--tenant-rate', 'free=10,pro=50:80,acme=2.5', '--period-quota', '100', '--period-ms', '1000', '--keys', 'k.json',
-      '--timeout-ms', '0', '--drain-ms', '500', '--body-limit', '2048', '--no-admission', '--backlog', '64', '--worker-nice', '0',
+      '--demo',
+      '--demo-items=500',
+      '--port',
+      '0',
+      '--host',
+      '::1',
+      '--workers',
+      '2',
+      '--in-flight-cap',
+      '0',
+      '--no-adaptive',
+      '--tenant-rate',
+      'free=10,pro=50:80,acme=2.5',
+      '--period-quota',
+      '100',
+      '--period-ms',
+      '1000',
+      '--keys',
+      'k.json',
+      '--timeout-ms',
+      '0',
+      '--drain-ms',
+      '500',
+      '--body-limit',
+      '2048',
+      '--no-admission',
+      '--backlog',
+      '64',
+      '--worker-nice',
+      '0',
     ]);
-    expect(c).toMatchObject({ demo: true, demoItems: 500, port: 0, host: '::1', backlog: 64, workers: 2, workerNice: 0, inFlightCap: 0, adaptive: false, periodQuota: 100, periodMs: 1000, keys: 'k.json', timeoutMs: 0, drainMs: 500, bodyLimitBytes: 2048, admission: false });
-    expect(c.tenantRates).toEqual({ tiers: { free: { ratePerSecond: 10, burst: 10 }, pro: { ratePerSecond: 50, burst: 80 } }, overrides: { acme: { ratePerSecond: 2.5, burst: 3 } } });
+    expect(c).toMatchObject({
+      demo: true,
+      demoItems: 500,
+      port: 0,
+      host: '::1',
+      backlog: 64,
+      workers: 2,
+      workerNice: 0,
+      inFlightCap: 0,
+      adaptive: false,
+      periodQuota: 100,
+      periodMs: 1000,
+      keys: 'k.json',
+      timeoutMs: 0,
+      drainMs: 500,
+      bodyLimitBytes: 2048,
+      admission: false,
+    });
+    expect(c.tenantRates).toEqual({
+      tiers: { free: { ratePerSecond: 10, burst: 10 }, pro: { ratePerSecond: 50, burst: 80 } },
+      overrides: { acme: { ratePerSecond: 2.5, burst: 3 } },
+    });
   });
 
   it.each([
@@ -60,7 +129,28 @@ describe('parseServeArgs', () => {
   });
 
   it('--help lists every flag', () => {
-    for (const flag of ['--path', '--schema', '--port', '--host', '--backlog', '--demo', '--demo-items', '--workers', '--worker-nice', '--in-flight-cap', '--no-adaptive', '--tenant-rate', '--period-quota', '--period-ms', '--keys', '--timeout-ms', '--drain-ms', '--body-limit', '--no-admission', '--help']) {
+    for (const flag of [
+      '--path',
+      '--schema',
+      '--port',
+      '--host',
+      '--backlog',
+      '--demo',
+      '--demo-items',
+      '--workers',
+      '--worker-nice',
+      '--in-flight-cap',
+      '--no-adaptive',
+      '--tenant-rate',
+      '--period-quota',
+      '--period-ms',
+      '--keys',
+      '--timeout-ms',
+      '--drain-ms',
+      '--body-limit',
+      '--no-admission',
+      '--help',
+    ]) {
       expect(HELP).toContain(`  ${flag} `);
     }
     expect(parseServeArgs(['--help']).help).toBe(true);
@@ -82,17 +172,19 @@ describe('--worker-nice', () => {
 describe('admission settings from the flags', () => {
   const pool = { workers: 2, admissionLimit: 256, cores: 2 };
 
-  it('auto caps at the database\'s limit plus write headroom per core', () => {
+  it("auto caps at the database's limit plus write headroom per core", () => {
     expect(autoInFlightCap(pool)).toBe(256 + 64 * 2);
     expect(autoInFlightCap({ workers: 4, admissionLimit: 0, cores: 8 })).toBe(128 + 192 * 4 + 64 * 8);
   });
 
-  it('maps the defaults: adaptive on above the cheapest level\'s threshold, no tenants without keys, query permits, no period', () => {
+  it("maps the defaults: adaptive on above the cheapest level's threshold, no tenants without keys, query permits, no period", () => {
     const o = admissionOptions(parseServeArgs(['--demo']), pool, false);
     expect(o.inFlightCap).toBe(384);
     // The adaptive limit never holds the database below the in-flight count of its cheapest level.
     expect(o.adaptive).toMatchObject({ floor: 128 + querySlots(2), targetLatencyMs: 250 });
-    expect(admissionOptions(parseServeArgs(['--demo']), { ...pool, noDiversityAt: 40 }, false).adaptive).toMatchObject({ floor: 40 + querySlots(2) });
+    expect(admissionOptions(parseServeArgs(['--demo']), { ...pool, noDiversityAt: 40 }, false).adaptive).toMatchObject({
+      floor: 40 + querySlots(2),
+    });
     expect(o.tenants).toBe(false);
     expect(o.permits).toEqual({ retrieve: 192, search: 192 });
     expect(o.period).toBe(false);
@@ -100,7 +192,22 @@ describe('admission settings from the flags', () => {
 
   it('turns tenants on with keys or rates, and the period limit on with a quota', () => {
     expect(admissionOptions(parseServeArgs(['--demo']), pool, true).tenants).toMatchObject({ maxTenants: 10_000 });
-    const o = admissionOptions(parseServeArgs(['--demo', '--tenant-rate', 'acme=5', '--period-quota', '9', '--period-ms', '1000', '--in-flight-cap', '50', '--no-adaptive']), pool, false);
+    const o = admissionOptions(
+      parseServeArgs([
+        '--demo',
+        '--tenant-rate',
+        'acme=5',
+        '--period-quota',
+        '9',
+        '--period-ms',
+        '1000',
+        '--in-flight-cap',
+        '50',
+        '--no-adaptive',
+      ]),
+      pool,
+      false,
+    );
     expect(o.tenants).toMatchObject({ overrides: { acme: { ratePerSecond: 5, burst: 5 } } });
     expect(o.period).toEqual({ quota: 9, periodMs: 1000, align: true, key: 'tenant' });
     expect(o.inFlightCap).toBe(50);

@@ -34,7 +34,10 @@ interface ProbeCopy {
   getContext(
     kind: '2d',
     options: { willReadFrequently: boolean },
-  ): { drawImage(source: ProbeCanvas, x: number, y: number): void; getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray } } | null;
+  ): {
+    drawImage(source: ProbeCanvas, x: number, y: number): void;
+    getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray };
+  } | null;
 }
 interface ProbeDocument {
   readonly body: { dataset: Record<string, string | undefined> };
@@ -118,7 +121,9 @@ function mixHas(level: DegradationLevelName): boolean {
 function mixEndsAllFull(): boolean {
   const mix = (globalThis as unknown as { __tidalDashboard: ProbeDashboard }).__tidalDashboard.levelMix();
   const last = mix.t.length - 1;
-  return last >= 0 && mix.Full[last]! > 0 && mix.ReducedCandidates[last] === 0 && mix.CoarseAggregates[last] === 0 && mix.NoDiversity[last] === 0;
+  return (
+    last >= 0 && mix.Full[last]! > 0 && mix.ReducedCandidates[last] === 0 && mix.CoarseAggregates[last] === 0 && mix.NoDiversity[last] === 0
+  );
 }
 
 function chartData(name: string): ChartData | null {
@@ -156,7 +161,9 @@ function drive(origin: string, concurrency: number): { stop(): Promise<void> } {
   };
 }
 
-async function seededDb(configure: (b: ReturnType<typeof TidalDb.builder>) => ReturnType<typeof TidalDb.builder> = (b) => b): Promise<TidalDb> {
+async function seededDb(
+  configure: (b: ReturnType<typeof TidalDb.builder>) => ReturnType<typeof TidalDb.builder> = (b) => b,
+): Promise<TidalDb> {
   const db = await configure(
     TidalDb.builder()
       .ephemeral()
@@ -276,7 +283,13 @@ describe.skipIf(SKIP)('the dashboard in headless Chromium', () => {
       .toBeGreaterThan(50);
     const charts = await page.evaluate(paintedPixels, GOODPUT_GREEN);
     // One server acceptor: no per-acceptor chart.
-    expect(charts.map((c) => c.id).sort()).toEqual(['chart-inflight', 'chart-latency', 'chart-levels', 'chart-refusals', 'chart-throughput']);
+    expect(charts.map((c) => c.id).sort()).toEqual([
+      'chart-inflight',
+      'chart-latency',
+      'chart-levels',
+      'chart-refusals',
+      'chart-throughput',
+    ]);
     for (const c of charts) expect(c.painted, c.id).toBeGreaterThan(100);
     expect(await page.evaluate(chartData, 'acceptors')).toBeNull();
     expect(await page.locator('#acceptors').isHidden()).toBe(true);
@@ -309,7 +322,11 @@ describe.skipIf(SKIP)('the dashboard in headless Chromium', () => {
     const page = await openPage(origin);
     const idle = await page.evaluate(levelMix);
     expect(idle.t.length).toBeGreaterThanOrEqual(2);
-    for (const name of ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const) expect(idle[name].every((v) => v === 0), name).toBe(true);
+    for (const name of ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const)
+      expect(
+        idle[name].every((v) => v === 0),
+        name,
+      ).toBe(true);
     // The legend names the four levels, top of the stack first.
     const legend = (await page.locator('#chart-levels .u-legend').textContent()) ?? '';
     const order = ['NoDiversity', 'CoarseAggregates', 'ReducedCandidates', 'Full'].map((name) => legend.indexOf(name));
@@ -335,9 +352,17 @@ describe.skipIf(SKIP)('the dashboard in headless Chromium', () => {
     expect(throughput.labels).toEqual(['offered', 'goodput']);
     const goodput = throughput.data[2]!;
     expect(throughput.data[0]).toEqual(after.t);
-    expect(after.t.map((_, i) => after.Full[i]! + after.ReducedCandidates[i]! + after.CoarseAggregates[i]! + after.NoDiversity[i]!)).toEqual(goodput);
-    for (const name of ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const) expect(after[name].every((v) => v >= 0), name).toBe(true);
-    expect(after.Full[last]! / (after.Full[last]! + after.ReducedCandidates[last]! + after.CoarseAggregates[last]! + after.NoDiversity[last]!)).toBe(1);
+    expect(
+      after.t.map((_, i) => after.Full[i]! + after.ReducedCandidates[i]! + after.CoarseAggregates[i]! + after.NoDiversity[i]!),
+    ).toEqual(goodput);
+    for (const name of ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const)
+      expect(
+        after[name].every((v) => v >= 0),
+        name,
+      ).toBe(true);
+    expect(
+      after.Full[last]! / (after.Full[last]! + after.ReducedCandidates[last]! + after.CoarseAggregates[last]! + after.NoDiversity[last]!),
+    ).toBe(1);
     // The step down is still in the history the page holds, before the return.
     const downAt = after.NoDiversity.findIndex((v) => v > 0);
     expect(downAt).toBeGreaterThanOrEqual(0);

@@ -64,12 +64,15 @@ interface Reply {
 
 function get(port: number, path: string, init: { method?: string; headers?: Record<string, string>; agent?: Agent } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method: init.method ?? 'GET', headers: init.headers, agent: init.agent }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    });
+    const req = request(
+      { host: '127.0.0.1', port, path, method: init.method ?? 'GET', headers: init.headers, agent: init.agent },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -85,21 +88,24 @@ class Stream {
   readonly req;
 
   constructor(port: number, headers: Record<string, string> = {}) {
-    this.req = request({ host: '127.0.0.1', port, path: '/dashboard/events', headers: { accept: 'text/event-stream', ...headers } }, (res) => {
-      this.status = res.statusCode!;
-      this.headers = res.headers;
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => {
-        this.text += c;
+    this.req = request(
+      { host: '127.0.0.1', port, path: '/dashboard/events', headers: { accept: 'text/event-stream', ...headers } },
+      (res) => {
+        this.status = res.statusCode!;
+        this.headers = res.headers;
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          this.text += c;
+          this.#wake();
+        });
+        res.on('end', () => {
+          this.ended = true;
+          this.#wake();
+        });
+        res.on('error', () => {});
         this.#wake();
-      });
-      res.on('end', () => {
-        this.ended = true;
-        this.#wake();
-      });
-      res.on('error', () => {});
-      this.#wake();
-    });
+      },
+    );
     this.req.on('error', () => {});
     this.req.end();
   }
@@ -210,7 +216,15 @@ describe('dashboard routes', () => {
 
   it('leaves every other path to the server, and answers a bad method on its own paths with 405', async () => {
     const { port } = await serve();
-    for (const path of ['/', '/dashboards', '/dashboard/x', '/dashboard/assets/', '/dashboard/assets/nope.js', '/dashboard/assets/../package.json', '/healthz']) {
+    for (const path of [
+      '/',
+      '/dashboards',
+      '/dashboard/x',
+      '/dashboard/assets/',
+      '/dashboard/assets/nope.js',
+      '/dashboard/assets/../package.json',
+      '/healthz',
+    ]) {
       const r = await get(port, path);
       expect(r.status, path).toBe(404);
       expect(r.headers['x-not-dashboard'], path).toBe('1');
@@ -262,7 +276,9 @@ describe('dashboard routes', () => {
 
   it('refuses bad options with the field and the value', () => {
     expect(() => createDashboard({ sample: sampleAt, intervalMs: 0 })).toThrow(InvalidInputError);
-    expect(() => createDashboard({ sample: sampleAt, intervalMs: 1.5 })).toThrow('options.intervalMs must be an integer from 1 to 3600000, got 1.5');
+    expect(() => createDashboard({ sample: sampleAt, intervalMs: 1.5 })).toThrow(
+      'options.intervalMs must be an integer from 1 to 3600000, got 1.5',
+    );
     expect(() => createDashboard({ sample: sampleAt, historySeconds: -1 })).toThrow('options.historySeconds');
     expect(() => createDashboard({ sample: sampleAt, maxClients: 0 })).toThrow('options.maxClients');
     expect(() => createDashboard({ sample: 'x' as unknown as () => ServeSample })).toThrow('options.sample');
@@ -284,7 +300,18 @@ describe('dashboard events', () => {
     advance(1);
     await s.until(() => s.frames().length >= 3, 'two samples');
     const [, f1, f2] = s.frames();
-    const first = { t: T0 + 1000, inFlight: 1, level: 'ReducedCandidates', offeredPerSec: 10, goodputPerSec: 9, refusedPerSec: { inflight: 1 }, levelsPerSec: { Full: 5, ReducedCandidates: 2, CoarseAggregates: 1, NoDiversity: 1 }, p50Ms: 1.5, p99Ms: 12.25, windowSeconds: 10 };
+    const first = {
+      t: T0 + 1000,
+      inFlight: 1,
+      level: 'ReducedCandidates',
+      offeredPerSec: 10,
+      goodputPerSec: 9,
+      refusedPerSec: { inflight: 1 },
+      levelsPerSec: { Full: 5, ReducedCandidates: 2, CoarseAggregates: 1, NoDiversity: 1 },
+      p50Ms: 1.5,
+      p99Ms: 12.25,
+      windowSeconds: 10,
+    };
     expect(f1).toBe(`id: ${T0 + 1000}\ndata: ${JSON.stringify(first)}`);
     expect(f2).toMatch(new RegExp(`^id: ${T0 + 2000}\ndata: \\{[^\n]*\\}$`));
     expect(s.samples().map((x) => [x.t, x.inFlight, x.goodputPerSec, x.refusedPerSec])).toEqual([

@@ -3,9 +3,29 @@ import { parseServeArgs } from '../src/config.js';
 
 describe('fleet flags', () => {
   it('reads --redis, --embedder, --embedder-max-concurrency and --pg', () => {
-    const c = parseServeArgs(['--demo', '--redis', 'redis://127.0.0.1:6379', '--embedder', 'http://127.0.0.1:8080', '--embedder-max-concurrency', '4', '--pg', 'postgres://u@h/db']);
-    expect(c).toMatchObject({ redis: 'redis://127.0.0.1:6379', embedder: 'http://127.0.0.1:8080', embedderMaxConcurrency: 4, pg: 'postgres://u@h/db' });
-    expect(parseServeArgs(['--demo'])).toMatchObject({ redis: undefined, embedder: undefined, embedderMaxConcurrency: undefined, pg: undefined });
+    const c = parseServeArgs([
+      '--demo',
+      '--redis',
+      'redis://127.0.0.1:6379',
+      '--embedder',
+      'http://127.0.0.1:8080',
+      '--embedder-max-concurrency',
+      '4',
+      '--pg',
+      'postgres://u@h/db',
+    ]);
+    expect(c).toMatchObject({
+      redis: 'redis://127.0.0.1:6379',
+      embedder: 'http://127.0.0.1:8080',
+      embedderMaxConcurrency: 4,
+      pg: 'postgres://u@h/db',
+    });
+    expect(parseServeArgs(['--demo'])).toMatchObject({
+      redis: undefined,
+      embedder: undefined,
+      embedderMaxConcurrency: undefined,
+      pg: undefined,
+    });
   });
 
   it.each([

@@ -20,9 +20,29 @@ describe.skipIf(servicesSkipped)('tidal serve --embedder', () => {
 
   beforeAll(async () => {
     [postgres, embedder] = await Promise.all([startPostgres(), startEmbeddingServer({ dims: 128 })]);
-    child = spawn(process.execPath, [CLI, 'serve', '--demo', '--demo-items', '300', '--port', '0', '--workers', '1', '--embedder', embedder.url, '--embedder-max-concurrency', '2', '--pg', postgres.url], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    child = spawn(
+      process.execPath,
+      [
+        CLI,
+        'serve',
+        '--demo',
+        '--demo-items',
+        '300',
+        '--port',
+        '0',
+        '--workers',
+        '1',
+        '--embedder',
+        embedder.url,
+        '--embedder-max-concurrency',
+        '2',
+        '--pg',
+        postgres.url,
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
     url = await new Promise<string>((resolve, reject) => {
       let out = '';
@@ -42,7 +62,10 @@ describe.skipIf(servicesSkipped)('tidal serve --embedder', () => {
 
   const search = async (body: object) => {
     const res = await fetch(`${url}/search`, { method: 'POST', body: JSON.stringify(body) });
-    return { status: res.status, body: (await res.json()) as { mode?: string; semanticFallback?: string | null; code?: string; field?: string } };
+    return {
+      status: res.status,
+      body: (await res.json()) as { mode?: string; semanticFallback?: string | null; code?: string; field?: string },
+    };
   };
 
   it('runs hybrid through the embedder, then on the text alone with the reason once it is gone', async () => {

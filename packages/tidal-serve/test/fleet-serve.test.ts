@@ -24,9 +24,27 @@ interface Replica {
 }
 
 function startReplica(redisUrl: string): Promise<Replica> {
-  const child = spawn(process.execPath, [CLI, 'serve', '--demo', '--demo-items', '500', '--port', '0', '--workers', '1', '--redis', redisUrl, '--tenant-rate', `free=${RATE}:${BURST}`], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      CLI,
+      'serve',
+      '--demo',
+      '--demo-items',
+      '500',
+      '--port',
+      '0',
+      '--workers',
+      '1',
+      '--redis',
+      redisUrl,
+      '--tenant-rate',
+      `free=${RATE}:${BURST}`,
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   const replica: Replica = { child, url: '', admitted: 0, refused: 0, stderr: '' };
   child.stderr.on('data', (d: Buffer) => (replica.stderr += d.toString('utf8')));
   return new Promise((resolve, reject) => {
@@ -45,7 +63,10 @@ function startReplica(redisUrl: string): Promise<Replica> {
   });
 }
 
-async function stats(r: Replica): Promise<{ chain: { name: string; backend?: string; backends?: Record<string, number> }[]; fleet: { redis: { replicasLastSeen: number }; tenantBuckets: { localDecisions: number; localRatePerSecond: number }[] } }> {
+async function stats(r: Replica): Promise<{
+  chain: { name: string; backend?: string; backends?: Record<string, number> }[];
+  fleet: { redis: { replicasLastSeen: number }; tenantBuckets: { localDecisions: number; localRatePerSecond: number }[] };
+}> {
   // /stats is exempt from the chain: never refused, even for a tenant over its quota.
   const res = await fetch(`${r.url}/stats`);
   expect(res.status).toBe(200);
@@ -95,7 +116,7 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
   }
 
   it('share one quota within ±5%, then each limits at the quota ÷ 3 with Redis killed', async () => {
-    expect((await Promise.all(replicas.map(async (r) => (await stats(r)).fleet.redis.replicasLastSeen)))).toEqual([3, 3, 3]);
+    expect(await Promise.all(replicas.map(async (r) => (await stats(r)).fleet.redis.replicasLastSeen))).toEqual([3, 3, 3]);
     const t0 = Date.now();
     load();
     await sleep(5_000);
@@ -110,7 +131,10 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
     expect(offered, 'the replicas were offered far more than the quota').toBeGreaterThan(2 * expected);
     expect(admitted / expected, `admitted ${admitted}, expected ${expected.toFixed(0)}`).toBeGreaterThan(0.95);
     expect(admitted / expected, `admitted ${admitted}, expected ${expected.toFixed(0)}`).toBeLessThan(1.05);
-    expect(replicas.every((r) => r.admitted > 0), 'every replica got a share of the one quota').toBe(true);
+    expect(
+      replicas.every((r) => r.admitted > 0),
+      'every replica got a share of the one quota',
+    ).toBe(true);
     const shared = await Promise.all(replicas.map(stats));
     for (const s of shared) {
       // On a busy machine a command can outlast the 50 ms timeout and be decided locally: rare, not never.

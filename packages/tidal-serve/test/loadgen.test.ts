@@ -17,14 +17,24 @@ import { parseObject } from '../../../test/helpers.js';
 const servers: Server[] = [];
 const netServers: { server: NetServer; sockets: Set<Socket> }[] = [];
 afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => new Promise<void>((resolve) => {
-    s.closeAllConnections();
-    s.close(() => resolve());
-  })));
-  await Promise.all(netServers.splice(0).map(({ server, sockets }) => new Promise<void>((resolve) => {
-    for (const socket of sockets) socket.destroy();
-    server.close(() => resolve());
-  })));
+  await Promise.all(
+    servers.splice(0).map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          s.closeAllConnections();
+          s.close(() => resolve());
+        }),
+    ),
+  );
+  await Promise.all(
+    netServers.splice(0).map(
+      ({ server, sockets }) =>
+        new Promise<void>((resolve) => {
+          for (const socket of sockets) socket.destroy();
+          server.close(() => resolve());
+        }),
+    ),
+  );
 });
 
 async function serve(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> {
@@ -100,8 +110,10 @@ function mixServer(seen: Record<string, number>) {
       const key = `${req.method} ${req.url}`;
       seen[key] = (seen[key] ?? 0) + 1;
       if (req.url === '/ok') json(res, 200, { ok: true }, { 'x-level': 'Full' });
-      else if (req.url === '/busy') json(res, 503, { code: parseObject(body).q === 1 ? 'TIDAL_SERVE_INFLIGHT' : 'WRONG_BODY', message: 'busy' });
-      else if (req.url === '/quota') json(res, 429, { code: req.headers.authorization === 'Bearer k' ? 'TIDAL_SERVE_PERIOD_QUOTA' : 'NO_HEADER', message: 'quota' });
+      else if (req.url === '/busy')
+        json(res, 503, { code: parseObject(body).q === 1 ? 'TIDAL_SERVE_INFLIGHT' : 'WRONG_BODY', message: 'busy' });
+      else if (req.url === '/quota')
+        json(res, 429, { code: req.headers.authorization === 'Bearer k' ? 'TIDAL_SERVE_PERIOD_QUOTA' : 'NO_HEADER', message: 'quota' });
       else {
         res.writeHead(404, { 'content-length': '8' });
         res.end('not here');
@@ -171,7 +183,9 @@ describe.each(['raw', 'undici'] as const)('load generator (%s client)', (client)
       }
       json(res, 200, {});
     });
-    const r = await runLoad(config(url, { mode: { kind: 'open', ratePerSecond: 400 }, durationMs: 1_000 }), [{ path: '/' }], { trace: true });
+    const r = await runLoad(config(url, { mode: { kind: 'open', ratePerSecond: 400 }, durationMs: 1_000 }), [{ path: '/' }], {
+      trace: true,
+    });
     expect(stall).not.toBeNull();
     const { start, end } = stall!;
     const origin = r.originMs!;
@@ -244,7 +258,11 @@ describe.each(['raw', 'undici'] as const)('load generator (%s client)', (client)
 
   it('validates its flags and refuses non-loopback URLs', () => {
     const ok = ['--url', 'http://127.0.0.1:7070', '--requests', 'mix.json', '--duration-ms', '1000'];
-    expect(parseLoadgenArgs([...ok, '--rate', '250.5'])!.config).toMatchObject({ mode: { kind: 'open', ratePerSecond: 250.5 }, connections: 512, durationMs: 1000 });
+    expect(parseLoadgenArgs([...ok, '--rate', '250.5'])!.config).toMatchObject({
+      mode: { kind: 'open', ratePerSecond: 250.5 },
+      connections: 512,
+      durationMs: 1000,
+    });
     expect(parseLoadgenArgs([...ok, '--closed=8'])!.config).toMatchObject({ mode: { kind: 'closed', concurrency: 8 }, connections: 8 });
     expect(parseLoadgenArgs(['--help'])).toBeNull();
     expect(parseLoadgenArgs([...ok, '--rate', '1'])!.config.lateMs).toBe(5);
@@ -260,7 +278,10 @@ describe.each(['raw', 'undici'] as const)('load generator (%s client)', (client)
       [[...ok, '--rate', '10', '--verbose', 'x'], /argument must be one of/],
       [[...ok, '--rate'], /--rate must be followed by a value/],
       [[...ok, '--rate', '10', '--late-ms', '0'], /--late-ms must be a number > 0/],
-      [['--url', 'http://10.1.2.3:7070', '--requests', 'm', '--duration-ms', '1', '--rate', '1'], /--url must be an http URL on a loopback address/],
+      [
+        ['--url', 'http://10.1.2.3:7070', '--requests', 'm', '--duration-ms', '1', '--rate', '1'],
+        /--url must be an http URL on a loopback address/,
+      ],
       [['--url', 'http://example.com', '--requests', 'm', '--duration-ms', '1', '--rate', '1'], /loopback/],
       [['--url', 'https://127.0.0.1:1', '--requests', 'm', '--duration-ms', '1', '--rate', '1'], /loopback/],
       [['--url', 'not a url', '--requests', 'm', '--duration-ms', '1', '--rate', '1'], /--url must be an http URL/],
@@ -270,7 +291,9 @@ describe.each(['raw', 'undici'] as const)('load generator (%s client)', (client)
       expect(() => parseLoadgenArgs(argv)).toThrow(InvalidInputError);
       expect(() => parseLoadgenArgs(argv)).toThrow(message);
     }
-    expect(parseLoadgenArgs(['--url', 'http://[::1]:7070', '--requests', 'm', '--duration-ms', '1', '--rate', '1'])!.config.url).toBe('http://[::1]:7070/');
+    expect(parseLoadgenArgs(['--url', 'http://[::1]:7070', '--requests', 'm', '--duration-ms', '1', '--rate', '1'])!.config.url).toBe(
+      'http://[::1]:7070/',
+    );
     expect(() => checkRequests([])).toThrow(/--requests must be a non-empty JSON array/);
     expect(() => checkRequests([{ path: 'x' }])).toThrow(/--requests\[0\]\.path must be a path starting with \//);
     expect(() => checkRequests([{ path: '/', method: 'get' }])).toThrow(/method/);
@@ -284,11 +307,22 @@ describe('load generator, raw client', () => {
     `HTTP/1.1 ${status} X\r\n${length === null ? '' : `Content-Length: ${length}\r\n`}${extra}\r\n`;
 
   it('serializes each request once: request line, Host, the mix headers, Content-Type and Content-Length, body', () => {
-    const bytes = serializeRequest({ method: 'POST', path: '/retrieve', body: '{"q":"é"}', headers: { 'content-type': 'application/json', authorization: 'Bearer k' } }, '127.0.0.1:7070');
-    expect(bytes.toString('utf8')).toBe('POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1:7070\r\ncontent-type: application/json\r\nauthorization: Bearer k\r\nContent-Length: 10\r\n\r\n{"q":"é"}');
-    expect(serializeRequest({ method: 'GET', path: '/x', body: undefined, headers: {} }, 'h').toString()).toBe('GET /x HTTP/1.1\r\nHost: h\r\n\r\n');
-    expect(() => serializeRequest({ method: 'GET', path: '/', body: undefined, headers: { 'Content-Length': '3' } }, 'h')).toThrow(InvalidInputError);
-    expect(() => serializeRequest({ method: 'GET', path: '/', body: undefined, headers: { a: 'x\r\nInjected: 1' } }, 'h')).toThrow(/requests\.headers\.a must be a value without CR, LF or NUL/);
+    const bytes = serializeRequest(
+      { method: 'POST', path: '/retrieve', body: '{"q":"é"}', headers: { 'content-type': 'application/json', authorization: 'Bearer k' } },
+      '127.0.0.1:7070',
+    );
+    expect(bytes.toString('utf8')).toBe(
+      'POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1:7070\r\ncontent-type: application/json\r\nauthorization: Bearer k\r\nContent-Length: 10\r\n\r\n{"q":"é"}',
+    );
+    expect(serializeRequest({ method: 'GET', path: '/x', body: undefined, headers: {} }, 'h').toString()).toBe(
+      'GET /x HTTP/1.1\r\nHost: h\r\n\r\n',
+    );
+    expect(() => serializeRequest({ method: 'GET', path: '/', body: undefined, headers: { 'Content-Length': '3' } }, 'h')).toThrow(
+      InvalidInputError,
+    );
+    expect(() => serializeRequest({ method: 'GET', path: '/', body: undefined, headers: { a: 'x\r\nInjected: 1' } }, 'h')).toThrow(
+      /requests\.headers\.a must be a value without CR, LF or NUL/,
+    );
     const ok = ['--url', 'http://127.0.0.1:7070', '--requests', 'm', '--duration-ms', '1', '--rate', '1'];
     expect(parseLoadgenArgs([...ok, '--client', 'undici'])!.config.client).toBe('undici');
     expect(parseLoadgenArgs(ok)!.config.client).toBe('raw');
@@ -310,7 +344,9 @@ describe('load generator, raw client', () => {
     let accepted = 0;
     const url = await serve((_req, res) => setTimeout(() => json(res, 200, {}), 2));
     servers[servers.length - 1]!.on('connection', () => accepted++);
-    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 3 }, connections: 300, preconnect: 300, durationMs: 100 }), [{ path: '/' }]);
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 3 }, connections: 300, preconnect: 300, durationMs: 100 }), [
+      { path: '/' },
+    ]);
     expect(r.errors).toEqual({});
     expect(r.preconnected).toBe(300);
     // Two waves of connects (256, then 44), where three loops alone open three connections.
@@ -318,14 +354,22 @@ describe('load generator, raw client', () => {
     const ok = ['--url', 'http://127.0.0.1:7070', '--requests', 'm', '--duration-ms', '1', '--rate', '1', '--connections', '8'];
     expect(parseLoadgenArgs([...ok, '--preconnect', '8'])!.config.preconnect).toBe(8);
     expect(() => parseLoadgenArgs([...ok, '--preconnect', '9'])).toThrow(/--preconnect must be a whole number from 0 to 8/);
-    expect(() => parseLoadgenArgs([...ok, '--preconnect', '2', '--client', 'undici'])).toThrow(/--preconnect must be given with --client raw/);
+    expect(() => parseLoadgenArgs([...ok, '--preconnect', '2', '--client', 'undici'])).toThrow(
+      /--preconnect must be given with --client raw/,
+    );
   });
 
   it('reads a response that arrives in pieces (head split inside its blank line, body in several chunks), then the next on the same connection', async () => {
     const body = JSON.stringify({ code: 'TIDAL_SERVE_ADAPTIVE', message: 'x'.repeat(200) });
     const whole = head(503, Buffer.byteLength(body), 'Content-Type: application/json\r\n') + body;
     const cut = whole.indexOf('\r\n\r\n') + 3;
-    const pieces = [whole.slice(0, 10), whole.slice(10, cut), whole.slice(cut, cut + 20), whole.slice(cut + 20, cut + 120), whole.slice(cut + 120)];
+    const pieces = [
+      whole.slice(0, 10),
+      whole.slice(10, cut),
+      whole.slice(cut, cut + 20),
+      whole.slice(cut + 20, cut + 120),
+      whole.slice(cut + 120),
+    ];
     let lastPieceAt = 0;
     const { url, connections } = await serveRaw((socket) => {
       let i = 0;
@@ -336,7 +380,9 @@ describe('load generator, raw client', () => {
       };
       next();
     });
-    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 1 }, connections: 1, durationMs: 150 }), [{ path: '/' }], { trace: true });
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 1 }, connections: 1, durationMs: 150 }), [{ path: '/' }], {
+      trace: true,
+    });
     expect(r.errors).toEqual({});
     expect(r.completed).toBeGreaterThan(1);
     expect(r.refusalsByCode).toEqual({ TIDAL_SERVE_ADAPTIVE: r.completed });
@@ -354,7 +400,10 @@ describe('load generator, raw client', () => {
       else if (n % 3 === 1) socket.write(head(200, 2, 'X-Tidal-Degradation-Level: NoDiversity\r\n') + '{}');
       else socket.write(head(503, 2, 'X-Tidal-Degradation-Level: Full\r\n') + '{}');
     });
-    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 1 }, connections: 1, durationMs: 100, countHeader: 'x-tidal-degradation-level' }), [{ path: '/' }]);
+    const r = await runLoad(
+      config(url, { mode: { kind: 'closed', concurrency: 1 }, connections: 1, durationMs: 100, countHeader: 'x-tidal-degradation-level' }),
+      [{ path: '/' }],
+    );
     expect(r.completed).toBe(n);
     expect(r.headerCounts).toEqual({ NoDiversity: Math.ceil(n / 3), ...(Math.floor(n / 3) > 0 ? { '(none)': Math.floor(n / 3) } : {}) });
     expect(r.refusalsByCode).toEqual({ '(none)': Math.floor((n + 1) / 3) });
@@ -399,7 +448,9 @@ describe('load generator, raw client', () => {
       if (++n % 2 === 0) socket.write(head(200, 10) + '{');
       else socket.write(head(200, 2) + '{}');
     });
-    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 1 }, connections: 1, timeoutMs: 200, durationMs: 400 }), [{ path: '/' }]);
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 1 }, connections: 1, timeoutMs: 200, durationMs: 400 }), [
+      { path: '/' },
+    ]);
     expect(r.abandoned).toBe(0);
     expect(r.offered).toBe(n);
     expect(r.errors).toEqual({ LOADGEN_TIMEOUT: Math.floor(n / 2) });

@@ -38,21 +38,21 @@ describe('Recorder', () => {
   it('takes percentiles over the window of served requests, within a bin of the truth, and forgets older seconds', () => {
     const { r, advance } = recorder();
     for (let i = 1; i <= 100; i++) r.record('retrieve', 200, undefined, i);
-    r.record('retrieve', 503, 'inflight', 10_000);   // a refusal: not in the percentiles
+    r.record('retrieve', 503, 'inflight', 10_000); // a refusal: not in the percentiles
     advance(1000);
     const s = r.sample();
     expect(s.p50Ms).toBeGreaterThan(50 / 1.05);
     expect(s.p50Ms).toBeLessThan(50 * 1.05);
     expect(s.p99Ms).toBeGreaterThan(99 / 1.05);
     expect(s.p99Ms).toBeLessThan(99 * 1.05);
-    advance(3000);   // past the 3 s window
+    advance(3000); // past the 3 s window
     expect(r.sample().p99Ms).toBe(0);
   });
 
   it('reuses a slot of the ring for a new second without keeping its old counts', () => {
     const { r, advance } = recorder();
     r.record('retrieve', 200, undefined, 1);
-    advance(10_000);   // the same slot, ten seconds later
+    advance(10_000); // the same slot, ten seconds later
     r.record('retrieve', 503, 'permits', 0);
     advance(1000);
     const s = r.sample();
@@ -89,7 +89,7 @@ describe('Recorder', () => {
     // A second with no answers at all, and a slot of the ring reused ten seconds on: zeros.
     advance(1000);
     expect(r.sample().levelsPerSec).toEqual(none);
-    advance(7000);   // second 20: the slot second 10 filled
+    advance(7000); // second 20: the slot second 10 filled
     r.record('retrieve', 200, undefined, 1, 'Full');
     advance(1000);
     expect(r.sample().levelsPerSec).toEqual({ ...none, Full: 1 });
@@ -103,7 +103,11 @@ describe('Recorder', () => {
 describe('Recorder in a server', () => {
   it('counts each query answer under the level its answer carries', async () => {
     let now = 50_000;
-    const db = await TidalDb.builder().ephemeral().workers(1).schema({ signals: [{ name: 'view', halfLifeMs: 3_600_000 }] }).open();
+    const db = await TidalDb.builder()
+      .ephemeral()
+      .workers(1)
+      .schema({ signals: [{ name: 'view', halfLifeMs: 3_600_000 }] })
+      .open();
     const server = await startServer({ db, port: 0, clock: () => now });
     try {
       await db.upsertItems(Array.from({ length: 20 }, (_, i) => ({ id: `item-${i}` })));
@@ -113,13 +117,19 @@ describe('Recorder in a server', () => {
       for (const [i, level] of asked.entries()) {
         const path = i % 2 === 0 ? '/retrieve' : '/search';
         const body = path === '/retrieve' ? { profile: 'popular', level, limit: 3 } : { text: 'item', level, limit: 3 };
-        const res = await fetch(`${server.url!}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        const res = await fetch(`${server.url!}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
         expect(res.status, await res.text()).toBe(200);
         seen.push(res.headers.get('x-tidal-degradation-level'));
       }
       expect(seen).toEqual(asked);
       // A write and an error carry no level.
-      expect((await fetch(`${server.url!}/signals`, { method: 'POST', body: JSON.stringify([{ item: 'item-1', kind: 'view' }]) })).status).toBe(200);
+      expect(
+        (await fetch(`${server.url!}/signals`, { method: 'POST', body: JSON.stringify([{ item: 'item-1', kind: 'view' }]) })).status,
+      ).toBe(200);
       expect((await fetch(`${server.url!}/retrieve`, { method: 'POST', body: '{"profile":"nope"}' })).status).toBe(400);
       now += 1000;
       const s = server.recorder.sample();

@@ -141,7 +141,13 @@ describe('routes against a real database', () => {
 
   beforeAll(async () => {
     registry = new Registry();
-    db = await TidalDb.builder().ephemeral().schema(SCHEMA).workers(1).clock(() => NOW).metrics(registry).open();
+    db = await TidalDb.builder()
+      .ephemeral()
+      .schema(SCHEMA)
+      .workers(1)
+      .clock(() => NOW)
+      .metrics(registry)
+      .open();
     server = await startServer({ db, port: 0, host: '127.0.0.1', registry });
     url = server.url!;
   });
@@ -151,8 +157,17 @@ describe('routes against a real database', () => {
   });
 
   it('upserts one item, a batch and by PUT, gets it with its embedding as an array, deletes it', async () => {
-    expect((await call(url, 'POST', '/items', { id: 'a', text: 'jazz piano', embedding: [1, 0, 0], metadata: { category: 'jazz' } })).body).toEqual({ upserted: 1 });
-    expect((await call(url, 'POST', '/items', [{ id: 'b', text: 'rock guitar' }, { id: 'c', text: 'jazz guitar' }])).body).toEqual({ upserted: 2 });
+    expect(
+      (await call(url, 'POST', '/items', { id: 'a', text: 'jazz piano', embedding: [1, 0, 0], metadata: { category: 'jazz' } })).body,
+    ).toEqual({ upserted: 1 });
+    expect(
+      (
+        await call(url, 'POST', '/items', [
+          { id: 'b', text: 'rock guitar' },
+          { id: 'c', text: 'jazz guitar' },
+        ])
+      ).body,
+    ).toEqual({ upserted: 2 });
     expect((await call(url, 'PUT', '/items/d', { text: 'pop song' })).status).toBe(200);
     const got = await call(url, 'GET', '/items/a');
     expect(got.body).toMatchObject({ id: 'a', text: 'jazz piano', embedding: [1, 0, 0], metadata: { category: 'jazz' } });
@@ -168,7 +183,7 @@ describe('routes against a real database', () => {
     expect(r.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'id', value: 'y' });
   });
 
-  it('writes one signal and a batch, and reads an item\'s signal values', async () => {
+  it("writes one signal and a batch, and reads an item's signal values", async () => {
     const one = await call(url, 'POST', '/signals', { item: 'a', kind: 'view', at: NOW - 60_000 });
     const batch = await call(url, 'POST', '/signals', [
       { item: 'a', kind: 'view', at: NOW - 60_000 },
@@ -192,7 +207,11 @@ describe('routes against a real database', () => {
 
   it('answers a query with exactly what the database returns, its items serialized by the worker, and pages through cursors', async () => {
     // The fixed clock makes the embedded calls and the HTTP ones rank alike.
-    await call(url, 'POST', '/items', [{ id: 'p1', text: 'jazz drums' }, { id: 'p2', text: 'jazz bass' }, { id: 'p3', text: 'jazz horns' }]);
+    await call(url, 'POST', '/items', [
+      { id: 'p1', text: 'jazz drums' },
+      { id: 'p2', text: 'jazz bass' },
+      { id: 'p3', text: 'jazz horns' },
+    ]);
     const asJson = (v: unknown): unknown => JSON.parse(JSON.stringify(v));
     for (const [path, req, list] of [
       ['/retrieve', { profile: 'new', limit: 2 }, 'items'],
@@ -213,7 +232,7 @@ describe('routes against a real database', () => {
     }
   });
 
-  it('leaves explain out of a query\'s answer unless the body asks for it', async () => {
+  it("leaves explain out of a query's answer unless the body asks for it", async () => {
     const plain = await call(url, 'POST', '/retrieve', { profile: 'popular', limit: 5 });
     expect(plain.status).toBe(200);
     expect(plain.body).not.toHaveProperty('explain');
@@ -222,14 +241,16 @@ describe('routes against a real database', () => {
     expect(asked.body.explain).toMatchObject({ diversityApplied: false, candidates: expect.any(Number) });
     expect(asked.body.items).toEqual(plain.body.items);
     expect((await call(url, 'POST', '/search', { text: 'jazz' })).body).not.toHaveProperty('explain');
-    expect((await call(url, 'POST', '/search', { text: 'jazz', explain: true })).body.explain).toMatchObject({ bm25Limit: expect.any(Number) });
+    expect((await call(url, 'POST', '/search', { text: 'jazz', explain: true })).body.explain).toMatchObject({
+      bm25Limit: expect.any(Number),
+    });
     expect((await call(url, 'POST', '/search', { text: 'jazz', explain: false })).body).not.toHaveProperty('explain');
     const bad = await call(url, 'POST', '/search', { text: 'jazz', explain: 'yes' });
     expect(bad.status).toBe(400);
     expect(bad.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'explain', value: 'yes' });
   });
 
-  it('writes a query\'s answer, and an error, as one write to the socket with Content-Length', async () => {
+  it("writes a query's answer, and an error, as one write to the socket with Content-Length", async () => {
     // Server-side sockets are the ones whose local port is the server's; the client's writes in
     // this process go from other ports.
     const port = Number(new URL(url).port);
@@ -286,7 +307,7 @@ describe('routes against a real database', () => {
     expect(noRoute.body).toEqual({ code: 'TIDAL_SERVE_NOT_FOUND', message: 'no route GET /nowhere' });
   });
 
-  it('serves probes, /stats and /metrics with tidal-core\'s and the server\'s metrics', async () => {
+  it("serves probes, /stats and /metrics with tidal-core's and the server's metrics", async () => {
     expect((await call(url, 'GET', '/healthz')).body).toEqual({ ok: true });
     expect((await call(url, 'GET', '/readyz')).body).toEqual({ ready: true });
     const stats = await call(url, 'GET', '/stats');
@@ -342,20 +363,36 @@ describe('the admission chain', () => {
     };
     const { url } = await serve({ db: fakeDb({}), admission: chain });
     for (const path of ['/healthz', '/readyz', '/metrics', '/stats']) expect((await call(url, 'GET', path)).status).toBe(200);
-    expect((await call(url, 'GET', '/dashboard')).status).toBe(404);   // exempt, no dashboard configured
+    expect((await call(url, 'GET', '/dashboard')).status).toBe(404); // exempt, no dashboard configured
     expect(asked).toBe(0);
     const r = await call(url, 'POST', '/retrieve', { profile: 'popular' });
     expect(asked).toBe(1);
     expect(r.status).toBe(503);
-    expect(r.body).toEqual({ code: 'TIDAL_SERVE_INFLIGHT', message: 'too many requests in flight', reason: 'inflight', retryAfterMs: 1235 });
+    expect(r.body).toEqual({
+      code: 'TIDAL_SERVE_INFLIGHT',
+      message: 'too many requests in flight',
+      reason: 'inflight',
+      retryAfterMs: 1235,
+    });
     expect(r.headers.get('retry-after')).toBe('2');
     expect(r.headers.get('x-retry-after-ms')).toBe('1235');
     expect(r.headers.get('x-stage')).toBe('inflight');
   });
 
   it('writes a 503 refusal without Date (optional for 5xx) and a 429 with it, each with its exact headers', async () => {
-    const quota: Refusal = { admitted: false, status: 429, code: 'TIDAL_SERVE_TENANT_RATE', reason: 'tenant', retryAfterMs: 10.2, message: 'tenant "a\\"b" is over its rate', headers: { 'x-ratelimit-state': 'over' } };
-    const { url } = await serve({ db: fakeDb({}), admission: { admit: (info) => (info.route === 'search' ? quota : REFUSE_ALL), stats: () => [] } });
+    const quota: Refusal = {
+      admitted: false,
+      status: 429,
+      code: 'TIDAL_SERVE_TENANT_RATE',
+      reason: 'tenant',
+      retryAfterMs: 10.2,
+      message: 'tenant "a\\"b" is over its rate',
+      headers: { 'x-ratelimit-state': 'over' },
+    };
+    const { url } = await serve({
+      db: fakeDb({}),
+      admission: { admit: (info) => (info.route === 'search' ? quota : REFUSE_ALL), stats: () => [] },
+    });
     const capacity = await call(url, 'POST', '/retrieve', { profile: 'popular' });
     expect(capacity.status).toBe(503);
     expect(capacity.headers.get('date')).toBeNull();
@@ -364,8 +401,17 @@ describe('the admission chain', () => {
     const over = await call(url, 'POST', '/search', { text: 'x' });
     expect(over.status).toBe(429);
     expect(over.headers.get('date')).not.toBeNull();
-    expect(over.body).toEqual({ code: 'TIDAL_SERVE_TENANT_RATE', message: 'tenant "a\\"b" is over its rate', reason: 'tenant', retryAfterMs: 11 });
-    expect([over.headers.get('retry-after'), over.headers.get('x-retry-after-ms'), over.headers.get('x-ratelimit-state')]).toEqual(['1', '11', 'over']);
+    expect(over.body).toEqual({
+      code: 'TIDAL_SERVE_TENANT_RATE',
+      message: 'tenant "a\\"b" is over its rate',
+      reason: 'tenant',
+      retryAfterMs: 11,
+    });
+    expect([over.headers.get('retry-after'), over.headers.get('x-retry-after-ms'), over.headers.get('x-ratelimit-state')]).toEqual([
+      '1',
+      '11',
+      'over',
+    ]);
     // Admitted answers keep their Date.
     expect((await call(url, 'GET', '/healthz')).headers.get('date')).not.toBeNull();
   });
@@ -380,7 +426,13 @@ describe('the admission chain', () => {
   it('answers /stats to a tenant over its quota, and without a key', async () => {
     const keys = new KeyRing({ 'k-0123456789abcdef': { tenant: 'acme', tier: 'free' } });
     const auth = { authorization: 'Bearer k-0123456789abcdef' };
-    const admission = { inFlightCap: 0, adaptive: false, tenants: { tiers: { free: { ratePerSecond: 1, burst: 1 } }, maxTenants: 10 }, permits: {}, period: false } as const;
+    const admission = {
+      inFlightCap: 0,
+      adaptive: false,
+      tenants: { tiers: { free: { ratePerSecond: 1, burst: 1 } }, maxTenants: 10 },
+      permits: {},
+      period: false,
+    } as const;
     const { url, server } = await serve({ db: fakeDb({ openSessions: () => [] }), admission, keys, clock: () => NOW });
     expect((await call(url, 'GET', '/sessions', undefined, auth)).status).toBe(200);
     const over = await call(url, 'GET', '/sessions', undefined, auth);
@@ -406,7 +458,10 @@ describe('the admission chain', () => {
 
   it('names the route and the tenant, and releases the ticket once with ok for a client error', async () => {
     const rec = recordingChain();
-    const { url } = await serve({ db: fakeDb({ retrieve: async () => Promise.reject(new InvalidInputError('limit', 'x', 0)) }), admission: rec.chain });
+    const { url } = await serve({
+      db: fakeDb({ retrieve: async () => Promise.reject(new InvalidInputError('limit', 'x', 0)) }),
+      admission: rec.chain,
+    });
     const r = await call(url, 'POST', '/retrieve', { profile: 'popular' });
     expect(r.status).toBe(400);
     expect(r.headers.get('x-quota-state')).toBe('allowed');
@@ -416,7 +471,7 @@ describe('the admission chain', () => {
     expect(rec.released).toHaveLength(1);
   });
 
-  it('reports a capacity failure (tidal\'s 503) as not ok', async () => {
+  it("reports a capacity failure (tidal's 503) as not ok", async () => {
     const rec = recordingChain();
     const { url } = await serve({ db: fakeDb({ search: async () => Promise.reject(new OverloadedError(1, 1, 5)) }), admission: rec.chain });
     await call(url, 'POST', '/search', { text: 'x' });
@@ -425,7 +480,10 @@ describe('the admission chain', () => {
 
   it('counts refusals by reason in /metrics and in the recorder', async () => {
     let now = 5_000;
-    const chain: AdmissionChain = { admit: () => REFUSE_ALL, stats: () => [{ name: 'inflight', limit: 3, inFlight: 0, admitted: 0, rejected: 2 }] };
+    const chain: AdmissionChain = {
+      admit: () => REFUSE_ALL,
+      stats: () => [{ name: 'inflight', limit: 3, inFlight: 0, admitted: 0, rejected: 2 }],
+    };
     const { url, server } = await serve({ db: fakeDb({}), admission: chain, clock: () => now });
     await call(url, 'POST', '/retrieve', {});
     await call(url, 'POST', '/retrieve', {});
@@ -439,7 +497,7 @@ describe('the admission chain', () => {
 });
 
 describe('deadlines and disconnects', () => {
-  it('passes x-tidal-timeout-ms as the query\'s timeoutMs, else the default, and refuses a bad header', async () => {
+  it("passes x-tidal-timeout-ms as the query's timeoutMs, else the default, and refuses a bad header", async () => {
     const seen: (number | undefined)[] = [];
     const db = fakeDb({
       retrieve: async (req: RetrieveRequest) => {
@@ -474,7 +532,13 @@ describe('deadlines and disconnects', () => {
     const { url, server } = await serve({ db, admission: rec.chain });
     const { port } = new URL(url);
     const body = JSON.stringify({ profile: 'popular' });
-    const req = httpRequest({ host: '127.0.0.1', port, method: 'POST', path: '/retrieve', headers: { 'content-type': 'application/json', 'content-length': body.length } });
+    const req = httpRequest({
+      host: '127.0.0.1',
+      port,
+      method: 'POST',
+      path: '/retrieve',
+      headers: { 'content-type': 'application/json', 'content-length': body.length },
+    });
     req.on('error', () => {});
     req.end(body);
     await started.promise;
@@ -483,7 +547,7 @@ describe('deadlines and disconnects', () => {
     const err = await ended.promise;
     expect(AbortedError.is(err) && err.name === 'AbortError').toBe(true);
     const outcome = await rec.releasedOnce;
-    expect(outcome.ok).toBe(true);   // a client going away says nothing about capacity
+    expect(outcome.ok).toBe(true); // a client going away says nothing about capacity
     expect(rec.released).toHaveLength(1);
     expect(server.inFlight).toBe(0);
   });
@@ -503,10 +567,13 @@ describe('deadlines and disconnects', () => {
     const post = () =>
       new Promise<number>((resolve, reject) => {
         const body = JSON.stringify({ profile: 'popular' });
-        const req = httpRequest({ host: '127.0.0.1', port, agent, method: 'POST', path: '/retrieve', headers: { 'content-length': body.length } }, (res) => {
-          res.resume();
-          res.on('end', () => resolve(res.statusCode!));
-        });
+        const req = httpRequest(
+          { host: '127.0.0.1', port, agent, method: 'POST', path: '/retrieve', headers: { 'content-length': body.length } },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode!));
+          },
+        );
         req.on('error', reject);
         req.end(body);
       });
@@ -552,7 +619,11 @@ describe('keys and limits', () => {
     const { url } = await serve({ db, bodyLimitBytes: 64 });
     const big = await call(url, 'POST', '/items', { id: 'a', text: 'x'.repeat(100) });
     expect(big.status).toBe(413);
-    expect(big.body).toEqual({ code: 'TIDAL_SERVE_BODY_TOO_LARGE', message: 'the request body is over the limit of 64 bytes', limitBytes: 64 });
+    expect(big.body).toEqual({
+      code: 'TIDAL_SERVE_BODY_TOO_LARGE',
+      message: 'the request body is over the limit of 64 bytes',
+      limitBytes: 64,
+    });
     expect((await call(url, 'POST', '/items', { id: 'a' })).status).toBe(200);
   });
 
@@ -562,22 +633,28 @@ describe('keys and limits', () => {
 
   // `ss` (iproute2) reads the listening socket's accept-queue limit; Linux only.
   const hasSs = existsSync('/usr/bin/ss') || existsSync('/bin/ss') || existsSync('/usr/sbin/ss') || existsSync('/sbin/ss');
-  it.skipIf(!hasSs)('listens with the backlog asked for, 4 096 by default (the kernel shows it as the listening socket\'s Send-Q)', async () => {
-    // `ss -ltn` reports a listening socket's accept-queue limit in its Send-Q column.
-    const sendQ = (url: string): number => {
-      const port = new URL(url).port;
-      const line = execFileSync('ss', ['-Hltn', `sport = :${port}`], { encoding: 'utf8' }).trim();
-      return Number(line.split(/\s+/)[2]);
-    };
-    const somaxconn = Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
-    for (const [asked, expected] of [[undefined, Math.min(4096, somaxconn)], [64, 64]] as const) {
-      const server = createServer({ db: fakeDb({}) });
-      onTestFinished(() => server.close({ drainMs: 0 }));
-      const url = await server.listen(0, '127.0.0.1', asked);
-      expect(sendQ(url), String(asked)).toBe(expected);
-    }
-    await expect(createServer({ db: fakeDb({}) }).listen(0, '127.0.0.1', 0)).rejects.toThrow(/options.backlog must be a whole number/);
-  });
+  it.skipIf(!hasSs)(
+    "listens with the backlog asked for, 4 096 by default (the kernel shows it as the listening socket's Send-Q)",
+    async () => {
+      // `ss -ltn` reports a listening socket's accept-queue limit in its Send-Q column.
+      const sendQ = (url: string): number => {
+        const port = new URL(url).port;
+        const line = execFileSync('ss', ['-Hltn', `sport = :${port}`], { encoding: 'utf8' }).trim();
+        return Number(line.split(/\s+/)[2]);
+      };
+      const somaxconn = Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
+      for (const [asked, expected] of [
+        [undefined, Math.min(4096, somaxconn)],
+        [64, 64],
+      ] as const) {
+        const server = createServer({ db: fakeDb({}) });
+        onTestFinished(() => server.close({ drainMs: 0 }));
+        const url = await server.listen(0, '127.0.0.1', asked);
+        expect(sendQ(url), String(asked)).toBe(expected);
+      }
+      await expect(createServer({ db: fakeDb({}) }).listen(0, '127.0.0.1', 0)).rejects.toThrow(/options.backlog must be a whole number/);
+    },
+  );
 });
 
 describe('draining', () => {

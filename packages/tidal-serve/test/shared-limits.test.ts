@@ -6,7 +6,12 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from 'tidal-core';
 import type { PeriodDecision, RateDecision } from 'tidal-load';
-import { batchSize, createSharedAdmissionChain, createSharedPeriodLimit, createSharedTenantLimiter } from '../src/admission/shared-limits.js';
+import {
+  batchSize,
+  createSharedAdmissionChain,
+  createSharedPeriodLimit,
+  createSharedTenantLimiter,
+} from '../src/admission/shared-limits.js';
 import type { AdmissionOptions, RequestInfo } from '../src/admission/types.js';
 
 const REQ: RequestInfo = { route: 'search', tenant: 'acme', tier: 'free' };
@@ -56,7 +61,12 @@ describe('shared tenant limiter', () => {
 
   it('asks at most its share of the burst, the size of the fallback bucket', () => {
     const { calls, source } = deferredRate(8);
-    const stage = createSharedTenantLimiter({ tiers: { free: { ratePerSecond: 10_000, burst: 8 } }, maxTenants: 10, source: () => source, replicas: () => 4 });
+    const stage = createSharedTenantLimiter({
+      tiers: { free: { ratePerSecond: 10_000, burst: 8 } },
+      maxTenants: 10,
+      source: () => source,
+      replicas: () => 4,
+    });
     stage.admit(REQ, 0);
     expect(calls[0]!.n).toBe(2);
   });
@@ -99,7 +109,13 @@ describe('shared period limit', () => {
     expect(third.admitted).toBe(true);
     await flush();
     const over = stage.admit(REQ, 500);
-    expect(over).toMatchObject({ admitted: false, status: 429, code: 'TIDAL_SERVE_PERIOD_QUOTA', retryAfterMs: 500, headers: { 'x-quota-state': 'over-quota', 'x-quota-reset-ms': '500' } });
+    expect(over).toMatchObject({
+      admitted: false,
+      status: 429,
+      code: 'TIDAL_SERVE_PERIOD_QUOTA',
+      retryAfterMs: 500,
+      headers: { 'x-quota-state': 'over-quota', 'x-quota-reset-ms': '500' },
+    });
     expect(stage.admit(REQ, 1_000).admitted).toBe(true);
     await flush();
     expect(keys.at(-1)).toBe('acme:1');
@@ -127,14 +143,24 @@ describe('createSharedAdmissionChain', () => {
   };
 
   it('puts the shared stages where the local ones sit', () => {
-    const chain = createSharedAdmissionChain(options, () => 0, { rate: () => deferredRate(100).source, period: { take: async () => ({ backend: 'redis', outcome: 'allowed' }) } });
+    const chain = createSharedAdmissionChain(options, () => 0, {
+      rate: () => deferredRate(100).source,
+      period: { take: async () => ({ backend: 'redis', outcome: 'allowed' }) },
+    });
     expect(chain.stages.map((s) => s.name)).toEqual(['inflight', 'tenant', 'permits', 'period']);
-    expect(chain.stats().filter((s) => 'shared' in s).map((s) => s.name)).toEqual(['tenant', 'period']);
+    expect(
+      chain
+        .stats()
+        .filter((s) => 'shared' in s)
+        .map((s) => s.name),
+    ).toEqual(['tenant', 'period']);
   });
 
   it('refuses a shared window counted by tenant and route', () => {
-    expect(() => createSharedAdmissionChain({ ...options, period: { quota: 5, periodMs: 1_000, align: true, key: 'tenant+route' } }, () => 0, { period: { take: async () => ({ backend: 'redis', outcome: 'allowed' }) } })).toThrow(
-      /options\.period\.key/,
-    );
+    expect(() =>
+      createSharedAdmissionChain({ ...options, period: { quota: 5, periodMs: 1_000, align: true, key: 'tenant+route' } }, () => 0, {
+        period: { take: async () => ({ backend: 'redis', outcome: 'allowed' }) },
+      }),
+    ).toThrow(/options\.period\.key/);
   });
 });

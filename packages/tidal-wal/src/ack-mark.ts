@@ -53,7 +53,10 @@ export class AckMark {
       writeSync(this.#fd, this.#buf, 0, SIZE, 0);
     } catch (err) {
       this.#failed = true;
-      this.#warn({ code: 'TIDAL_ACK_MARK_FAILED', message: `could not write the acknowledgement mark (${(err as Error).message}); tail-loss detection is off until the next open` });
+      this.#warn({
+        code: 'TIDAL_ACK_MARK_FAILED',
+        message: `could not write the acknowledgement mark (${(err as Error).message}); tail-loss detection is off until the next open`,
+      });
     }
   }
 

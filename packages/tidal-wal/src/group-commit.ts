@@ -51,7 +51,11 @@ export function resolveGroupCommitOptions(options: GroupCommitOptions = {}, fiel
     throw new InvalidInputError(`${field}.maxDelayMs`, 'a whole number of milliseconds from 0 to 10000', filled.maxDelayMs);
   }
   // At least one full batch must fit under the threshold, or batches could only close by delay.
-  if (!Number.isInteger(filled.maxQueueEvents) || filled.maxQueueEvents < filled.maxBatch || filled.maxQueueEvents > MAX_QUEUE_EVENTS_LIMIT) {
+  if (
+    !Number.isInteger(filled.maxQueueEvents) ||
+    filled.maxQueueEvents < filled.maxBatch ||
+    filled.maxQueueEvents > MAX_QUEUE_EVENTS_LIMIT
+  ) {
     throw new InvalidInputError(
       `${field}.maxQueueEvents`,
       `a whole number from ${field}.maxBatch (${filled.maxBatch}) to ${MAX_QUEUE_EVENTS_LIMIT}`,
@@ -144,7 +148,13 @@ export class GroupCommit<E> {
   #refusedBackpressure = 0;
   #refusedMemory = 0;
 
-  constructor(db: Database.Database, hooks: GroupCommitHooks<E>, lastSeq: number, options?: GroupCommitOptions, deps: GroupCommitDeps = {}) {
+  constructor(
+    db: Database.Database,
+    hooks: GroupCommitHooks<E>,
+    lastSeq: number,
+    options?: GroupCommitOptions,
+    deps: GroupCommitDeps = {},
+  ) {
     this.#hooks = hooks;
     this.#options = resolveGroupCommitOptions(options);
     this.#nextSeq = lastSeq + 1;

@@ -135,7 +135,11 @@ export class MemoryGuard {
     }
     const info = parseMeminfo(text);
     if (info === undefined) {
-      throw new InvalidInputError(`${field}.meminfoPath`, 'a meminfo file with MemTotal, MemAvailable and SwapFree lines in kB', options.meminfoPath);
+      throw new InvalidInputError(
+        `${field}.meminfoPath`,
+        'a meminfo file with MemTotal, MemAvailable and SwapFree lines in kB',
+        options.meminfoPath,
+      );
     }
     const floor = options.floorBytes === 'auto' ? autoFloorBytes(info.totalBytes) : options.floorBytes;
     return new MemoryGuard(floor, options.meminfoPath, info, nowMs, warn);
@@ -174,7 +178,10 @@ export class MemoryGuard {
       // Keep the last good sample: a transient read failure must not flip writes on or off.
       if (!this.#readFailed) {
         this.#readFailed = true;
-        this.#warn({ code: 'TIDAL_MEMORY_GUARD_STALE', message: `memory guard could not re-read ${this.#path}; it keeps its last sample until a read succeeds` });
+        this.#warn({
+          code: 'TIDAL_MEMORY_GUARD_STALE',
+          message: `memory guard could not re-read ${this.#path}; it keeps its last sample until a read succeeds`,
+        });
       }
       return;
     }

@@ -29,9 +29,7 @@ export class SignalLog {
 
   constructor(db: Database.Database) {
     this.#db = db;
-    this.#insert = db.prepare(
-      'INSERT INTO signal_log (seq, ordinal, kind, weight, at, session) VALUES (?, ?, ?, ?, ?, ?)',
-    );
+    this.#insert = db.prepare('INSERT INTO signal_log (seq, ordinal, kind, weight, at, session) VALUES (?, ?, ?, ?, ?, ?)');
     this.#meta = new Meta(db);
     this.#deleteRange = db.prepare('DELETE FROM signal_log WHERE seq > ? AND seq <= ?');
     this.#deadThrough = this.checkpointSeq();
@@ -83,9 +81,7 @@ export class SignalLog {
 
   /** The records after `afterSeq`, in sequence order. */
   *replay(afterSeq: number): IterableIterator<LogRecord> {
-    const stmt = this.#db.prepare(
-      'SELECT seq, ordinal, kind, weight, at, session FROM signal_log WHERE seq > ? ORDER BY seq',
-    );
+    const stmt = this.#db.prepare('SELECT seq, ordinal, kind, weight, at, session FROM signal_log WHERE seq > ? ORDER BY seq');
     yield* stmt.iterate(afterSeq) as IterableIterator<LogRecord>;
   }
 }

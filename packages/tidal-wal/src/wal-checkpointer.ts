@@ -36,7 +36,10 @@ export class WalCheckpointer {
     this.#worker.once('error', (err) => {
       if (this.#closed) return;
       this.#restoreAutocheckpoint();
-      warn({ code: 'TIDAL_WAL_CHECKPOINTER_FAILED', message: `the WAL checkpoint worker failed (${err.message}); SQLite's automatic checkpoint on the main thread is back on` });
+      warn({
+        code: 'TIDAL_WAL_CHECKPOINTER_FAILED',
+        message: `the WAL checkpoint worker failed (${err.message}); SQLite's automatic checkpoint on the main thread is back on`,
+      });
     });
     writer.pragma('wal_autocheckpoint = 0');
   }

@@ -68,7 +68,8 @@ describe('retryAfterMs', () => {
       let previous = 0;
       for (let depth = 1000; depth < 50_000; depth += 37) {
         const ms = retryAfterMs(depth, 1000, rate);
-        if (ms < previous || ms < RETRY_AFTER_MIN_MS || ms > RETRY_AFTER_MAX_MS) violations.push(`rate ${rate} depth ${depth}: ${ms} after ${previous}`);
+        if (ms < previous || ms < RETRY_AFTER_MIN_MS || ms > RETRY_AFTER_MAX_MS)
+          violations.push(`rate ${rate} depth ${depth}: ${ms} after ${previous}`);
         previous = ms;
       }
     }
@@ -200,7 +201,9 @@ describe('GroupCommit backpressure', () => {
     const db = openTestDb(join(dir, 'db.sqlite'));
     const make = (o: object) => () => new GroupCommit(db, { commit() {} }, 0, o);
     expect(make({ maxQueueEvents: 1.5 })).toThrow(InvalidInputError);
-    expect(make({ maxQueueEvents: 1.5 })).toThrow(/options\.maxQueueEvents must be a whole number from options\.maxBatch \(1024\) to 1000000, got 1\.5/);
+    expect(make({ maxQueueEvents: 1.5 })).toThrow(
+      /options\.maxQueueEvents must be a whole number from options\.maxBatch \(1024\) to 1000000, got 1\.5/,
+    );
     expect(make({ maxBatch: 64, maxQueueEvents: 63 })).toThrow(/options\.maxQueueEvents/);
     expect(make({ maxQueueEvents: 2_000_000 })).toThrow(/options\.maxQueueEvents/);
     expect(make({ maxQueueEvents: Number.NaN })).toThrow(/options\.maxQueueEvents/);

@@ -64,7 +64,9 @@ describe('MemoryGuard options', () => {
     for (const bad of [1.5, -1, Number.NaN, Number.POSITIVE_INFINITY, '32', '32MiB', null, true]) {
       expect(() => resolveMemoryGuardOptions({ floorBytes: bad as never })).toThrow(InvalidInputError);
     }
-    expect(() => resolveMemoryGuardOptions({ floorBytes: 1.5 })).toThrow(/memoryGuard\.floorBytes must be 'auto', 0 \(off\) or a whole number of bytes, got 1\.5 \(number\)/);
+    expect(() => resolveMemoryGuardOptions({ floorBytes: 1.5 })).toThrow(
+      /memoryGuard\.floorBytes must be 'auto', 0 \(off\) or a whole number of bytes, got 1\.5 \(number\)/,
+    );
     expect(() => resolveMemoryGuardOptions({ meminfoPath: '' })).toThrow(/memoryGuard\.meminfoPath/);
   });
 
@@ -79,7 +81,9 @@ describe('MemoryGuard options', () => {
   });
 
   it('refuses to open when an explicit floor cannot be enforced, or the file is not meminfo', () => {
-    expect(() => MemoryGuard.create({ floorBytes: 64 * MiB, meminfoPath: join(tempDir(), 'absent') }, () => {})).toThrow(/memoryGuard\.meminfoPath/);
+    expect(() => MemoryGuard.create({ floorBytes: 64 * MiB, meminfoPath: join(tempDir(), 'absent') }, () => {})).toThrow(
+      /memoryGuard\.meminfoPath/,
+    );
     const garbled = join(tempDir(), 'meminfo');
     writeFileSync(garbled, 'not a meminfo file\n');
     expect(() => MemoryGuard.create({ floorBytes: 'auto', meminfoPath: garbled }, () => {})).toThrow(InvalidInputError);
@@ -109,7 +113,11 @@ describe('MemoryGuard sampling', () => {
   it('reads the file at most once per interval, on the first write after the sample went stale', () => {
     const f = fixture(4096, 1000);
     const clock = { now: 0 };
-    const guard = MemoryGuard.create({ floorBytes: 128 * MiB, meminfoPath: f.path }, () => {}, () => clock.now)!;
+    const guard = MemoryGuard.create(
+      { floorBytes: 128 * MiB, meminfoPath: f.path },
+      () => {},
+      () => clock.now,
+    )!;
     guard.admit();
     f.set(10); // memory runs out
     clock.now = MEMORY_SAMPLE_INTERVAL_MS - 1;
@@ -127,7 +135,11 @@ describe('MemoryGuard sampling', () => {
     const f = fixture(4096, 1000);
     const clock = { now: 0 };
     const warnings: TidalWarning[] = [];
-    const guard = MemoryGuard.create({ floorBytes: 128 * MiB, meminfoPath: f.path }, (w) => warnings.push(w), () => clock.now)!;
+    const guard = MemoryGuard.create(
+      { floorBytes: 128 * MiB, meminfoPath: f.path },
+      (w) => warnings.push(w),
+      () => clock.now,
+    )!;
     writeFileSync(f.path, 'garbage');
     for (let i = 1; i <= 3; i++) {
       clock.now = i * MEMORY_SAMPLE_INTERVAL_MS;
@@ -144,7 +156,10 @@ describe('MemoryGuard sampling', () => {
     const log = new SignalLog(db);
     const gc = new GroupCommit<{ n: number }>(
       db,
-      { commit: (events, firstSeq) => events.forEach((_, i) => log.appendAt(firstSeq + i, { ordinal: 0, kind: 0, weight: 1, at: 0, session: null })) },
+      {
+        commit: (events, firstSeq) =>
+          events.forEach((_, i) => log.appendAt(firstSeq + i, { ordinal: 0, kind: 0, weight: 1, at: 0, session: null })),
+      },
       0,
       { maxDelayMs: 0 },
       { memoryGuard: guard },

@@ -60,7 +60,9 @@ export async function startEmbeddingServer(options: { dims?: number; latencyMs?:
         }
         if (failures.count > 0) {
           failures.count--;
-          res.writeHead(failures.status, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'injected failure' } }));
+          res
+            .writeHead(failures.status, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ error: { message: 'injected failure' } }));
           return;
         }
         const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { input: string | string[] };

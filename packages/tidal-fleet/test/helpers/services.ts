@@ -40,7 +40,9 @@ function postgresBinDir(): string | null {
   if (initdb !== null && which('postgres') !== null) return null;
   const base = '/usr/lib/postgresql';
   if (!existsSync(base)) throw missing('initdb and postgres (PostgreSQL)');
-  const majors = readdirSync(base).filter((d) => existsSync(join(base, d, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a));
+  const majors = readdirSync(base)
+    .filter((d) => existsSync(join(base, d, 'bin', 'initdb')))
+    .sort((a, b) => Number(b) - Number(a));
   if (majors.length === 0) throw missing('initdb and postgres (PostgreSQL)');
   return join(base, majors[0]!, 'bin');
 }
@@ -48,7 +50,7 @@ function postgresBinDir(): string | null {
 function missing(what: string): Error {
   return new Error(
     `${what} not found: the fleet tests run against real servers. Run \`node scripts/ensure-services.mjs\` as root ` +
-      '(installs Debian\'s redis-server and postgresql), install them yourself, or set TIDAL_SKIP_SERVICES=1 to skip these tests',
+      "(installs Debian's redis-server and postgresql), install them yourself, or set TIDAL_SKIP_SERVICES=1 to skip these tests",
   );
 }
 
@@ -73,12 +75,16 @@ function asRoot(): boolean {
 function waitForOutput(child: ChildProcess, pattern: RegExp, what: string): Promise<void> {
   return new Promise((resolve, reject) => {
     let seen = '';
-    const timer = setTimeout(() => done(new Error(`${what} not ready after ${READY_TIMEOUT_MS} ms:\n${seen.slice(-2000)}`)), READY_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => done(new Error(`${what} not ready after ${READY_TIMEOUT_MS} ms:\n${seen.slice(-2000)}`)),
+      READY_TIMEOUT_MS,
+    );
     const onData = (chunk: Buffer): void => {
       seen += chunk.toString('utf8');
       if (pattern.test(seen)) done();
     };
-    const onExit = (code: number | null, signal: string | null): void => done(new Error(`${what} exited (${code ?? signal}) before it was ready:\n${seen.slice(-2000)}`));
+    const onExit = (code: number | null, signal: string | null): void =>
+      done(new Error(`${what} exited (${code ?? signal}) before it was ready:\n${seen.slice(-2000)}`));
     function done(err?: Error): void {
       clearTimeout(timer);
       child.stdout?.off('data', onData);
@@ -125,9 +131,28 @@ export async function startRedis(): Promise<RedisServer> {
   const port = await freePort();
   let child: ChildProcess | null = null;
   const launch = async (): Promise<void> => {
-    const c = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--loglevel', 'warning', '--enable-debug-command', 'local'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const c = spawn(
+      bin,
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--protected-mode',
+        'no',
+        '--loglevel',
+        'warning',
+        '--enable-debug-command',
+        'local',
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     running.add(c);
     child = c;
     // With loglevel warning redis prints nothing when ready, so readiness is a successful PING.
@@ -171,7 +196,8 @@ async function waitForPing(port: number, child: ChildProcess): Promise<void> {
       socket.once('data', (d) => finish(d.toString().startsWith('+PONG')));
     });
     if (ok) return;
-    if (Date.now() - started > READY_TIMEOUT_MS) throw new Error(`redis-server on port ${port} did not answer PING within ${READY_TIMEOUT_MS} ms`);
+    if (Date.now() - started > READY_TIMEOUT_MS)
+      throw new Error(`redis-server on port ${port} did not answer PING within ${READY_TIMEOUT_MS} ms`);
     await new Promise((r) => setTimeout(r, 25));
   }
 }
@@ -213,7 +239,22 @@ export async function startPostgres(): Promise<PostgresServer> {
   const port = await freePort();
   const child = spawn(
     postgres,
-    ['-D', data, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dir}`, '-c', 'fsync=off', '-c', 'max_connections=50', '-c', 'shared_buffers=16MB'],
+    [
+      '-D',
+      data,
+      '-p',
+      String(port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      `unix_socket_directories=${dir}`,
+      '-c',
+      'fsync=off',
+      '-c',
+      'max_connections=50',
+      '-c',
+      'shared_buffers=16MB',
+    ],
     { ...ids, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' } },
   );
   running.add(child);

@@ -58,7 +58,6 @@ interface PopularSubset {
   sampled: number;
 }
 
-
 /**
  * Candidates around a context vector: the ANN's neighbours, and for `popular` where the plan says
  * so the popular subset's members inside Full's ANN ball in their place or beside them (see
@@ -205,7 +204,15 @@ export class ContextCandidates {
    * passes are int8 (≈ 0.1 ms for the sample, ≈ 0.2 ms for 8 192 members), against ≈ 0.8 ms for
    * an HNSW search of 200 on the bench corpus.
    */
-  #ballMembers(subset: PopularSubset, rows: number, vector: Float32Array, fullTopK: number, pass: Predicate, need: number, fill = false): { keys: number[]; sims: number[] } | null {
+  #ballMembers(
+    subset: PopularSubset,
+    rows: number,
+    vector: Float32Array,
+    fullTopK: number,
+    pass: Predicate,
+    need: number,
+    fill = false,
+  ): { keys: number[]; sims: number[] } | null {
     const dims = this.#ctx.schema.embeddingDims;
     const sampleRows = subset.sample.length / dims;
     if (subset.sampled <= 0) return null;

@@ -90,10 +90,21 @@ export function popularityWalk(
     const end: WalkEnd = { stop: () => counts.candidates >= max, early: false, capped: false };
     const ordinals: number[] = [];
     const values: number[] = [];
-    const ok = walkByDecay(ctx, kinds, admit, nowMs, seen, new Floor(want), counts, work, (o, v) => {
-      ordinals.push(o);
-      values.push(v);
-    }, end);
+    const ok = walkByDecay(
+      ctx,
+      kinds,
+      admit,
+      nowMs,
+      seen,
+      new Floor(want),
+      counts,
+      work,
+      (o, v) => {
+        ordinals.push(o);
+        values.push(v);
+      },
+      end,
+    );
     if (!ok || !order.stillValid()) continue;
     return { ordinals, values, visited: counts.candidates, end: end.early ? 'early' : end.capped ? 'capped' : 'exhausted' };
   }

@@ -74,7 +74,12 @@ function patchCreatorLists(cached: CreatorLists, catalog: Catalog, codes: Int32A
   }
   const drop = markOrdinals(changed, catalog.present.length);
   for (const [c, added] of adds) {
-    const merged = mergeCreated(cached.lists.get(c) ?? EMPTY, drop, sortCreated(Int32Array.from(added), catalog.createdAt), catalog.createdAt);
+    const merged = mergeCreated(
+      cached.lists.get(c) ?? EMPTY,
+      drop,
+      sortCreated(Int32Array.from(added), catalog.createdAt),
+      catalog.createdAt,
+    );
     if (merged.length === 0) cached.lists.delete(c);
     else cached.lists.set(c, merged);
   }

@@ -11,7 +11,16 @@ import { Budget, finish, type FeedRanking } from './feed-budget.js';
  * merged newest first; `newest` stops at the `want`-th item that passes, `popular` scores every
  * item of the followed creators without a budget, the newest `limit` of them with one.
  */
-export function following(ctx: QueryContext, task: RetrieveTask, want: number, pass: Predicate, nowMs: number, limit: number | null, explain: Explain, work: WorkCounter): FeedRanking {
+export function following(
+  ctx: QueryContext,
+  task: RetrieveTask,
+  want: number,
+  pass: Predicate,
+  nowMs: number,
+  limit: number | null,
+  explain: Explain,
+  work: WorkCounter,
+): FeedRanking {
   const field = ctx.schema.creatorField;
   const col = field === undefined ? undefined : ctx.catalog.columns.get(field);
   const followed = task.user?.following ?? [];

@@ -35,13 +35,16 @@ export function itemVectors(ctx: QueryContext): Int8Vectors {
       db: ctx.db,
       rows: new Int8Array(0),
       inverseNorms: new Float32Array(0),
-      all: ctx.db.prepare('SELECT ordinal, present, embedding FROM items WHERE version <= ? AND present = 1 AND embedding IS NOT NULL').raw(),
+      all: ctx.db
+        .prepare('SELECT ordinal, present, embedding FROM items WHERE version <= ? AND present = 1 AND embedding IS NOT NULL')
+        .raw(),
       changed: ctx.db.prepare('SELECT ordinal, present, embedding FROM items WHERE version > ? AND version <= ?').raw(),
     };
     int8Vectors.set(ctx.catalog, v);
     for (const row of v.all.iterate(v.version) as IterableIterator<[number, number, Buffer | null]>) setRow(v, dims, row);
   } else if (v.version < ctx.catalog.version) {
-    for (const row of v.changed.iterate(v.version, ctx.catalog.version) as IterableIterator<[number, number, Buffer | null]>) setRow(v, dims, row);
+    for (const row of v.changed.iterate(v.version, ctx.catalog.version) as IterableIterator<[number, number, Buffer | null]>)
+      setRow(v, dims, row);
     v.version = ctx.catalog.version;
   }
   return v;

@@ -135,7 +135,8 @@ export function forYou(
     top.push(i, score[i]!, -o);
   }
   const byScore = top.sorted().ordinals;
-  const order = cold || options.explore <= 0 ? byScore : interleave(ctx, user, options, candidates, byScore, affinity, places, task.limit, explain);
+  const order =
+    cold || options.explore <= 0 ? byScore : interleave(ctx, user, options, candidates, byScore, affinity, places, task.limit, explain);
   const ranked = new Array<number>(order.length);
   const scores = new Array<number>(order.length);
   const similarity = new Map<number, number>();
@@ -237,7 +238,8 @@ interface Affinity {
 function affinityOf(ctx: QueryContext, user: UserQueryState): Affinity {
   const field = ctx.schema.creatorField;
   const col = field === undefined ? undefined : ctx.catalog.columns.get(field);
-  if (!col || col.type !== 'string' || user.affinityCreators.length === 0) return { of: () => 0, positive: () => false, topCodes: () => [] };
+  if (!col || col.type !== 'string' || user.affinityCreators.length === 0)
+    return { of: () => 0, positive: () => false, topCodes: () => [] };
   let max = 0;
   for (const s of user.affinityScores) if (s > max) max = s;
   const byCode = new Map<number, number>();
@@ -249,7 +251,11 @@ function affinityOf(ctx: QueryContext, user: UserQueryState): Affinity {
   return {
     of: (o) => (max > 0 ? (byCode.get(col.codes[o]!) ?? 0) / max : 0),
     positive: (o) => byCode.has(col.codes[o]!),
-    topCodes: (n) => [...byCode].sort((a, b) => b[1] - a[1]).slice(0, n).map(([code]) => code),
+    topCodes: (n) =>
+      [...byCode]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, n)
+        .map(([code]) => code),
   };
 }
 

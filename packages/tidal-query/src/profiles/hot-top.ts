@@ -218,4 +218,3 @@ function countCreatedSince(order: Int32Array, created: Float64Array, start: numb
   }
   return lo;
 }
-

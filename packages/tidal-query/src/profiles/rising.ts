@@ -16,7 +16,16 @@ export const RISING_BASELINE: Readonly<Partial<Record<VelocityWindow, VelocityWi
  * at every level (the profile is their difference). Without a budget every active item; with
  * one the `limit` most recently active.
  */
-export function rising(ctx: QueryContext, want: number, pass: Predicate, window: VelocityWindow, nowMs: number, limit: number | null, explain: Explain, work: WorkCounter): FeedRanking {
+export function rising(
+  ctx: QueryContext,
+  want: number,
+  pass: Predicate,
+  window: VelocityWindow,
+  nowMs: number,
+  limit: number | null,
+  explain: Explain,
+  work: WorkCounter,
+): FeedRanking {
   const store = ctx.store;
   const specs = ctx.schema.kinds;
   const kinds: number[] = [];
@@ -52,7 +61,13 @@ export function rising(ctx: QueryContext, want: number, pass: Predicate, window:
  * dirty slots, then the recency orders' prefixes (most recently active first), at most `limit`.
  * A scan of every slot when the orders cannot be read.
  */
-function activeSince(ctx: QueryContext, kinds: readonly number[], start: number, limit: number | null, work: WorkCounter): { ordinals: number[]; exhausted: boolean } {
+function activeSince(
+  ctx: QueryContext,
+  kinds: readonly number[],
+  start: number,
+  limit: number | null,
+  work: WorkCounter,
+): { ordinals: number[]; exhausted: boolean } {
   const store = ctx.store;
   const order = store.order;
   const max = limit ?? Infinity;

@@ -117,8 +117,12 @@ export function checkArena(arena: SignalArena, kinds: number): SignalArena {
   }
   const orderCopy: OrderArena = Object.freeze({
     control: sab('control', order.control, orderControlInts(arena.kinds) * 4),
-    entries: Object.freeze([0, 1].map((b) => sab(`entries[${b}]`, order.entries[b], orderEntryBytes(arena.maxSlots)))) as unknown as OrderArena['entries'],
-    dirty: Object.freeze([0, 1].map((b) => sab(`dirty[${b}]`, order.dirty[b], orderDirtyBytes(arena.maxSlots)))) as unknown as OrderArena['dirty'],
+    entries: Object.freeze(
+      [0, 1].map((b) => sab(`entries[${b}]`, order.entries[b], orderEntryBytes(arena.maxSlots))),
+    ) as unknown as OrderArena['entries'],
+    dirty: Object.freeze(
+      [0, 1].map((b) => sab(`dirty[${b}]`, order.dirty[b], orderDirtyBytes(arena.maxSlots))),
+    ) as unknown as OrderArena['dirty'],
   });
   return Object.freeze({
     control: arena.control,

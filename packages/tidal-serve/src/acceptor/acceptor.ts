@@ -45,7 +45,8 @@ function proxy(adminPort: number, host: string, req: IncomingMessage, res: Serve
 
 async function loadRoutes(url: string): Promise<RoutesPlugin> {
   const mod = (await import(url)) as { default?: unknown };
-  if (typeof mod.default !== 'function') throw new TypeError(`the routes module ${url} has no default export that is a fastify plugin function`);
+  if (typeof mod.default !== 'function')
+    throw new TypeError(`the routes module ${url} has no default export that is a fastify plugin function`);
   return mod.default as RoutesPlugin;
 }
 
@@ -64,7 +65,16 @@ export async function start(db: ThreadDb, data: AcceptorData): Promise<void> {
   flushReport = () => {
     if (timer !== undefined) clearTimeout(timer);
     timer = undefined;
-    send({ op: 'report', index, threadId, records, inFlight: server?.inFlight ?? 0, queued: db.queued, local: db.counts.local, forwarded: db.counts.forwarded });
+    send({
+      op: 'report',
+      index,
+      threadId,
+      records,
+      inFlight: server?.inFlight ?? 0,
+      queued: db.queued,
+      local: db.counts.local,
+      forwarded: db.counts.forwarded,
+    });
     records = [];
   };
   const onResponse = (route: string, status: number, code: string | undefined, latencyMs: number, level: string | undefined) => {
@@ -78,7 +88,10 @@ export async function start(db: ThreadDb, data: AcceptorData): Promise<void> {
   const routes = data.routes === undefined ? undefined : await loadRoutes(data.routes);
   server = createServer({
     db,
-    admission: data.admission === false ? false : createAdmissionChain(data.admission, Date.now, data.admissionState === undefined ? {} : { shared: data.admissionState }),
+    admission:
+      data.admission === false
+        ? false
+        : createAdmissionChain(data.admission, Date.now, data.admissionState === undefined ? {} : { shared: data.admissionState }),
     ...(data.keysFile === undefined ? {} : { keys: KeyRing.fromFile(data.keysFile) }),
     timeoutMs: data.timeoutMs,
     bodyLimitBytes: data.bodyLimitBytes,

@@ -25,7 +25,8 @@ export type ReusePortSupport = { readonly ok: true } | { readonly ok: false; rea
  */
 export function reusePortSupport(version = process.versions.node, platform = process.platform): ReusePortSupport {
   const [major = 0, minor = 0] = version.split('.').map(Number);
-  if (major < 22 || (major === 22 && minor < 12)) return { ok: false, why: `Node ${version} has no reusePort for worker-thread listeners (it came in 22.12)` };
+  if (major < 22 || (major === 22 && minor < 12))
+    return { ok: false, why: `Node ${version} has no reusePort for worker-thread listeners (it came in 22.12)` };
   if (platform !== 'linux') return { ok: false, why: `reusePort spreads connections over listeners on Linux only (this is ${platform})` };
   return { ok: true };
 }
@@ -94,7 +95,10 @@ export function openChannels(data: AcceptorData): { up: BroadcastChannel; down: 
 }
 
 /** Tells the acceptors to listen; resolves once every one does (rejects with the first failure). */
-export async function startAcceptors(channels: { up: BroadcastChannel; down: BroadcastChannel }[], o: AcceptorsOptions): Promise<Acceptors> {
+export async function startAcceptors(
+  channels: { up: BroadcastChannel; down: BroadcastChannel }[],
+  o: AcceptorsOptions,
+): Promise<Acceptors> {
   Atomics.store(new Int32Array(o.data.control), CONTROL.adminPort, o.adminPort);
   const inFlight = new Map<number, number>();
   const counts = new Map<number, { threadId: number; local: number; forwarded: number; queued: number }>();
@@ -108,7 +112,8 @@ export async function startAcceptors(channels: { up: BroadcastChannel; down: Bro
           if (msg.op === 'listening') resolve(msg.threadId);
           else if (msg.op === 'failed') reject(new Error(`acceptor ${index} (thread ${msg.threadId}) could not listen: ${msg.message}`));
           else if (msg.op === 'report') {
-            for (const [route, status, code, latencyMs, level] of msg.records) o.admin.recordFrom(index, route, status, code ?? undefined, latencyMs, level ?? undefined);
+            for (const [route, status, code, latencyMs, level] of msg.records)
+              o.admin.recordFrom(index, route, status, code ?? undefined, latencyMs, level ?? undefined);
             inFlight.set(index, msg.inFlight);
             counts.set(index, { threadId: msg.threadId, local: msg.local, forwarded: msg.forwarded, queued: msg.queued });
           } else if (msg.op === 'drained') {

@@ -220,7 +220,8 @@ function resolveAdaptive(settings: AdaptiveLimitSettings): Required<AdaptiveLimi
     targetLatencyMs: checkPositive('options.adaptive.targetLatencyMs', s.targetLatencyMs),
     windowMs: checkPositive('options.adaptive.windowMs', s.windowMs),
     backoff: checkOpenFraction('options.adaptive.backoff', s.backoff),
-    slowFraction: s.slowFraction === undefined ? ADAPTIVE_DEFAULTS.slowFraction : checkOpenFraction('options.adaptive.slowFraction', s.slowFraction),
+    slowFraction:
+      s.slowFraction === undefined ? ADAPTIVE_DEFAULTS.slowFraction : checkOpenFraction('options.adaptive.slowFraction', s.slowFraction),
     minSamples: s.minSamples === undefined ? ADAPTIVE_DEFAULTS.minSamples : checkInteger('options.adaptive.minSamples', s.minSamples, 1),
     increase: s.increase === undefined ? ADAPTIVE_DEFAULTS.increase : checkPositive('options.adaptive.increase', s.increase),
     routes: s.routes === undefined ? ADAPTIVE_DEFAULTS.routes : checkRoutes(s.routes),
@@ -348,13 +349,20 @@ class SharedAdaptiveLimit implements AdaptiveLimitStage {
   stats(): StageStats {
     const c = this.#c;
     const at = this.#at;
-    return { name: 'adaptive', limit: Atomics.load(c, at + A.whole), inFlight: Atomics.load(c, at + A.inFlight), admitted: Atomics.load(c, at + A.admitted), rejected: Atomics.load(c, at + A.rejected) };
+    return {
+      name: 'adaptive',
+      limit: Atomics.load(c, at + A.whole),
+      inFlight: Atomics.load(c, at + A.inFlight),
+      admitted: Atomics.load(c, at + A.admitted),
+      rejected: Atomics.load(c, at + A.rejected),
+    };
   }
 }
 
 /** {@link createAdaptiveLimit} over a shared state's cells (built by the chain with `{ shared }`). */
 export function createAdaptiveLimitInSharedMemory(settings: AdaptiveLimitSettings, clock: Clock, view: SharedView): AdaptiveLimitStage {
   const s = resolveAdaptive(settings);
-  if (s.cap > SHARED_MAX_CAP) throw new InvalidInputError('options.inFlightCap', `a whole number up to ${SHARED_MAX_CAP} for a shared adaptive limit`, s.cap);
+  if (s.cap > SHARED_MAX_CAP)
+    throw new InvalidInputError('options.inFlightCap', `a whole number up to ${SHARED_MAX_CAP} for a shared adaptive limit`, s.cap);
   return new SharedAdaptiveLimit(s, clock, view);
 }

@@ -6,7 +6,17 @@ import { createPeriodLimit, createPeriodLimitInSharedMemory } from './period-lim
 import { createPermitPool, createPermitPoolInSharedMemory } from './permit-pool.js';
 import { makeSharedState, openSharedState, type SharedAdmissionState, type SharedView } from './shared-memory.js';
 import { createTenantLimiter, createTenantLimiterInSharedMemory } from './tenant-limiter.js';
-import type { AdmissionChain, AdmissionOptions, AdmissionStage, Clock, Outcome, Refusal, RequestInfo, StageStats, Ticket } from './types.js';
+import type {
+  AdmissionChain,
+  AdmissionOptions,
+  AdmissionStage,
+  Clock,
+  Outcome,
+  Refusal,
+  RequestInfo,
+  StageStats,
+  Ticket,
+} from './types.js';
 
 const ADMIT_ALL: Ticket = Object.freeze({ admitted: true as const, headers: undefined, release(): void {} });
 
@@ -97,7 +107,12 @@ export function createAdmissionChain(options: AdmissionOptions, clock: Clock, bu
   if (o.adaptive !== false) {
     if (o.adaptive === undefined) throw new InvalidInputError('options.adaptive', 'false or the adaptive settings', o.adaptive);
     // The cap is the adaptive limit's ceiling: without one, additive increase would never stop.
-    if (cap === 0) throw new InvalidInputError('options.inFlightCap', 'a whole number ≥ 1 when options.adaptive is on (it is the adaptive ceiling)', cap);
+    if (cap === 0)
+      throw new InvalidInputError(
+        'options.inFlightCap',
+        'a whole number ≥ 1 when options.adaptive is on (it is the adaptive ceiling)',
+        cap,
+      );
     const adaptive = { ...(checkObject('options.adaptive', o.adaptive) as Exclude<AdmissionOptions['adaptive'], false>), cap };
     stages.push(view === undefined ? createAdaptiveLimit(adaptive, clock) : createAdaptiveLimitInSharedMemory(adaptive, clock, view));
   }
@@ -107,7 +122,8 @@ export function createAdmissionChain(options: AdmissionOptions, clock: Clock, bu
     stages.push(view === undefined ? createTenantLimiter(tenants) : createTenantLimiterInSharedMemory(tenants, view));
   }
   const permits = checkObject('options.permits', o.permits) as AdmissionOptions['permits'];
-  if (Object.keys(permits).length > 0) stages.push(view === undefined ? createPermitPool(permits) : createPermitPoolInSharedMemory(view, permits));
+  if (Object.keys(permits).length > 0)
+    stages.push(view === undefined ? createPermitPool(permits) : createPermitPoolInSharedMemory(view, permits));
   if (o.period !== false) {
     if (o.period === undefined) throw new InvalidInputError('options.period', 'false or the period settings', o.period);
     const period = o.period as Exclude<AdmissionOptions['period'], false>;

@@ -49,7 +49,15 @@ export function refuse(
   message: string,
   headers: Readonly<Record<string, string>> | undefined = undefined,
 ): Refusal {
-  return { admitted: false, status: REFUSAL_STATUS[reason], code: REFUSAL_CODES[reason], reason, retryAfterMs: clampRetryAfterMs(retryAfterMs), message, headers };
+  return {
+    admitted: false,
+    status: REFUSAL_STATUS[reason],
+    code: REFUSAL_CODES[reason],
+    reason,
+    retryAfterMs: clampRetryAfterMs(retryAfterMs),
+    message,
+    headers,
+  };
 }
 
 /** Weight of a new latency sample in the running mean: about the last 16 responses count. */
@@ -115,7 +123,12 @@ export class OnceTicket implements Ticket {
   readonly epoch: number;
   #target: ReleaseTarget<OnceTicket> | null;
 
-  constructor(target: ReleaseTarget<OnceTicket>, admittedMs: number, epoch = 0, headers: Readonly<Record<string, string>> | undefined = undefined) {
+  constructor(
+    target: ReleaseTarget<OnceTicket>,
+    admittedMs: number,
+    epoch = 0,
+    headers: Readonly<Record<string, string>> | undefined = undefined,
+  ) {
     this.#target = target;
     this.admittedMs = admittedMs;
     this.epoch = epoch;

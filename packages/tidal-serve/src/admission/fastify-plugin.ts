@@ -47,7 +47,11 @@ function defaultRoute(req: FastifyRequest): string {
  *
  * @throws {@link InvalidInputError} (through `register`'s callback) for bad options or settings.
  */
-export const tidalAdmission: FastifyPluginCallback<TidalAdmissionOptions> = (app: FastifyInstance, options: TidalAdmissionOptions, done: (err?: Error) => void): void => {
+export const tidalAdmission: FastifyPluginCallback<TidalAdmissionOptions> = (
+  app: FastifyInstance,
+  options: TidalAdmissionOptions,
+  done: (err?: Error) => void,
+): void => {
   let chain: AdmissionChain;
   let clock: Clock;
   try {
@@ -55,10 +59,14 @@ export const tidalAdmission: FastifyPluginCallback<TidalAdmissionOptions> = (app
     clock = (o.clock as Clock | undefined) ?? Date.now;
     if (typeof clock !== 'function') throw new InvalidInputError('options.clock', 'a function returning milliseconds', clock);
     for (const fn of ['route', 'tenant', 'exempt'] as const) {
-      if (o[fn] !== undefined && typeof o[fn] !== 'function') throw new InvalidInputError(`options.${fn}`, 'a function of the request', o[fn]);
+      if (o[fn] !== undefined && typeof o[fn] !== 'function')
+        throw new InvalidInputError(`options.${fn}`, 'a function of the request', o[fn]);
     }
     const admission = checkObject('options.admission', o.admission) as unknown as AdmissionOptions | AdmissionChain;
-    chain = 'admit' in admission ? admission : createAdmissionChain(admission, clock, options.shared === undefined ? {} : { shared: options.shared });
+    chain =
+      'admit' in admission
+        ? admission
+        : createAdmissionChain(admission, clock, options.shared === undefined ? {} : { shared: options.shared });
   } catch (err) {
     done(err as Error);
     return;

@@ -108,7 +108,13 @@ class SharedInFlightCap implements InFlightCapStage {
   stats(): StageStats {
     const c = this.#cells;
     const at = this.#at;
-    return { name: 'inflight', limit: this.limit, inFlight: Atomics.load(c, at), admitted: Atomics.load(c, at + INFLIGHT_CELLS.admitted), rejected: Atomics.load(c, at + INFLIGHT_CELLS.rejected) };
+    return {
+      name: 'inflight',
+      limit: this.limit,
+      inFlight: Atomics.load(c, at),
+      admitted: Atomics.load(c, at + INFLIGHT_CELLS.admitted),
+      rejected: Atomics.load(c, at + INFLIGHT_CELLS.rejected),
+    };
   }
 }
 

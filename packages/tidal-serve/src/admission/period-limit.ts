@@ -188,7 +188,14 @@ class PeriodLimit implements PeriodLimitStage {
   }
 
   stats(): StageStats {
-    return { name: 'period', limit: this.#quota, inFlight: this.#inFlight, admitted: this.#admitted, rejected: this.#rejected, tracked: this.#size };
+    return {
+      name: 'period',
+      limit: this.#quota,
+      inFlight: this.#inFlight,
+      admitted: this.#admitted,
+      rejected: this.#rejected,
+      tracked: this.#size,
+    };
   }
 }
 
@@ -209,7 +216,8 @@ export function createPeriodLimit(settings: PeriodLimitSettings): PeriodLimitSta
 function resolvePeriod(settings: PeriodLimitSettings): Required<PeriodLimitSettings> {
   const s = checkObject('options.period', settings);
   if (typeof s.align !== 'boolean') throw new InvalidInputError('options.period.align', 'a boolean', s.align);
-  if (s.key !== 'tenant' && s.key !== 'tenant+route') throw new InvalidInputError('options.period.key', '"tenant" or "tenant+route"', s.key);
+  if (s.key !== 'tenant' && s.key !== 'tenant+route')
+    throw new InvalidInputError('options.period.key', '"tenant" or "tenant+route"', s.key);
   return {
     quota: checkInteger('options.period.quota', s.quota, 1),
     periodMs: checkInteger('options.period.periodMs', s.periodMs, 1),
@@ -407,7 +415,14 @@ class SharedPeriodLimit implements PeriodLimitStage {
   stats(): StageStats {
     const c = this.#c;
     const h = this.#t.header;
-    return { name: 'period', limit: this.#s.quota, inFlight: Atomics.load(c, h + TABLE.inFlight), admitted: Atomics.load(c, h + TABLE.admitted), rejected: Atomics.load(c, h + TABLE.rejected), tracked: Atomics.load(c, h + TABLE.size) };
+    return {
+      name: 'period',
+      limit: this.#s.quota,
+      inFlight: Atomics.load(c, h + TABLE.inFlight),
+      admitted: Atomics.load(c, h + TABLE.admitted),
+      rejected: Atomics.load(c, h + TABLE.rejected),
+      tracked: Atomics.load(c, h + TABLE.size),
+    };
   }
 }
 

@@ -131,7 +131,12 @@ class SharedRoutePool {
 
   stats(): RoutePermitStats {
     const c = this.cells;
-    return { limit: this.max, inFlight: Atomics.load(c, this.at), admitted: Atomics.load(c, this.at + PERMIT_CELLS.admitted), rejected: Atomics.load(c, this.at + PERMIT_CELLS.rejected) };
+    return {
+      limit: this.max,
+      inFlight: Atomics.load(c, this.at),
+      admitted: Atomics.load(c, this.at + PERMIT_CELLS.admitted),
+      rejected: Atomics.load(c, this.at + PERMIT_CELLS.rejected),
+    };
   }
 }
 
@@ -186,6 +191,7 @@ export function createPermitPoolInSharedMemory(view: SharedView, permits: Readon
   const o = checkObject('options.permits', permits);
   const pools = new Map<string, SharedRoutePool>();
   let i = 0;
-  for (const [route, n] of Object.entries(o)) pools.set(route, new SharedRoutePool(view, i++, route, checkInteger(`options.permits.${route}`, n, 1)));
+  for (const [route, n] of Object.entries(o))
+    pools.set(route, new SharedRoutePool(view, i++, route, checkInteger(`options.permits.${route}`, n, 1)));
   return new SharedPermitPool(pools);
 }

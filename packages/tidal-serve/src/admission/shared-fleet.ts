@@ -40,12 +40,14 @@ export async function openFleet(config: ServeConfig, log: (line: string) => void
     while (!r.ready && Date.now() - started < REDIS_START_WAIT_MS) await new Promise((resolve) => setTimeout(resolve, 20));
     if (r.ready) await r.beat();
     else log(`redis at ${config.redis} does not answer yet: the shared limits decide locally until it does`);
-    if (config.periodQuota !== undefined) period = new RedisPeriodSource(r, { periodMs: config.periodMs, quota: config.periodQuota, name: 'period:' });
+    if (config.periodQuota !== undefined)
+      period = new RedisPeriodSource(r, { periodMs: config.periodMs, quota: config.periodQuota, name: 'period:' });
     shared = {
       rate: (spec: RateSpec) => {
         const id = `${spec.ratePerSecond}:${spec.burst}`;
         let source = rates.get(id);
-        if (source === undefined) rates.set(id, (source = new RedisRateSource(r, { ratePerSecond: spec.ratePerSecond, burst: spec.burst, name: 'tenant:' })));
+        if (source === undefined)
+          rates.set(id, (source = new RedisRateSource(r, { ratePerSecond: spec.ratePerSecond, burst: spec.burst, name: 'tenant:' })));
         return source;
       },
       ...(period === undefined ? {} : { period }),
@@ -78,7 +80,8 @@ export async function openFleet(config: ServeConfig, log: (line: string) => void
         out.tenantBuckets = [...rates.values()].map((s) => ({ ratePerSecond: s.ratePerSecond, burst: s.burst, ...s.stats() }));
         if (period !== undefined) out.period = period.stats();
       }
-      if (embedder !== undefined) out.embedder = { ...embedder.stats(), slots: config.pg === undefined ? (slots === undefined ? 'none' : 'local') : 'postgres' };
+      if (embedder !== undefined)
+        out.embedder = { ...embedder.stats(), slots: config.pg === undefined ? (slots === undefined ? 'none' : 'local') : 'postgres' };
       return out;
     },
     close() {

@@ -23,7 +23,18 @@ import { composeAdmissionStages, createAdmissionChain, type BuiltAdmissionChain 
 import { OnceTicket, checkInteger, checkObject, refuse } from './errors.js';
 import { PERIOD_DEFAULTS } from './period-limit.js';
 import { resolveTenants, type TenantLimiterSettings } from './tenant-limiter.js';
-import type { AdmissionOptions, AdmissionStage, Clock, Outcome, RateSpec, Refusal, RequestInfo, StageStats, Ticket, Tier } from './types.js';
+import type {
+  AdmissionOptions,
+  AdmissionStage,
+  Clock,
+  Outcome,
+  RateSpec,
+  Refusal,
+  RequestInfo,
+  StageStats,
+  Ticket,
+  Tier,
+} from './types.js';
 
 /**
  * A shared token bucket per key (tidal-fleet's `RedisRateSource`), with the burst it was built with:
@@ -110,7 +121,14 @@ class SharedTenantLimiter implements AdmissionStage {
   #admitted = 0;
   #rejected = 0;
 
-  constructor(tiers: Readonly<Record<Tier, RateSpec>>, overrides: ReadonlyMap<string, RateSpec>, maxTenants: number, source: (spec: RateSpec) => SharedRateSource, onError: (err: unknown) => void, replicas: () => number) {
+  constructor(
+    tiers: Readonly<Record<Tier, RateSpec>>,
+    overrides: ReadonlyMap<string, RateSpec>,
+    maxTenants: number,
+    source: (spec: RateSpec) => SharedRateSource,
+    onError: (err: unknown) => void,
+    replicas: () => number,
+  ) {
     this.#replicas = replicas;
     this.#tiers = tiers;
     this.#overrides = overrides;
@@ -127,7 +145,15 @@ class SharedTenantLimiter implements AdmissionStage {
   }
 
   #newLease(spec: RateSpec, message: string): Lease {
-    return { source: this.#source(spec), batch: batchSize(spec), message, credit: 0, pending: false, blockedUntilMs: Number.NEGATIVE_INFINITY, backend: 'redis' };
+    return {
+      source: this.#source(spec),
+      batch: batchSize(spec),
+      message,
+      credit: 0,
+      pending: false,
+      blockedUntilMs: Number.NEGATIVE_INFINITY,
+      backend: 'redis',
+    };
   }
 
   #lease(request: RequestInfo): [string, Lease] {
@@ -137,12 +163,18 @@ class SharedTenantLimiter implements AdmissionStage {
     const override = this.#overrides.get(tenant);
     if (override !== undefined || this.#leases.size < this.#maxTenants) {
       const spec = override ?? this.#tiers[request.tier] ?? this.#tiers.free;
-      const lease = this.#newLease(spec, `tenant ${JSON.stringify(tenant)} is over its fleet-wide rate of ${spec.ratePerSecond}/s (burst ${spec.burst}); retry after x-retry-after-ms`);
+      const lease = this.#newLease(
+        spec,
+        `tenant ${JSON.stringify(tenant)} is over its fleet-wide rate of ${spec.ratePerSecond}/s (burst ${spec.burst}); retry after x-retry-after-ms`,
+      );
       this.#leases.set(tenant, lease);
       return [tenant, lease];
     }
     // Past maxTenants the new tenants share one bucket, shared by the fleet too.
-    this.#overflow ??= this.#newLease(this.#tiers.free, `more than ${this.#maxTenants} tenants are active; the ones past it share one bucket of ${this.#tiers.free.ratePerSecond}/s, now empty; retry after x-retry-after-ms`);
+    this.#overflow ??= this.#newLease(
+      this.#tiers.free,
+      `more than ${this.#maxTenants} tenants are active; the ones past it share one bucket of ${this.#tiers.free.ratePerSecond}/s, now empty; retry after x-retry-after-ms`,
+    );
     return ['(overflow)', this.#overflow];
   }
 
@@ -229,8 +261,16 @@ class SharedTenantTicket extends OnceTicket {
  */
 export function createSharedTenantLimiter(settings: SharedTenantSettings): AdmissionStage {
   const { tiers, overrides, maxTenants } = resolveTenants(settings);
-  if (typeof settings.source !== 'function') throw new InvalidInputError('options.tenants.source', 'a function returning the shared bucket of a rate', settings.source);
-  return new SharedTenantLimiter(tiers, overrides, maxTenants, settings.source, settings.onError ?? (() => {}), settings.replicas ?? (() => 1));
+  if (typeof settings.source !== 'function')
+    throw new InvalidInputError('options.tenants.source', 'a function returning the shared bucket of a rate', settings.source);
+  return new SharedTenantLimiter(
+    tiers,
+    overrides,
+    maxTenants,
+    settings.source,
+    settings.onError ?? (() => {}),
+    settings.replicas ?? (() => 1),
+  );
 }
 
 interface WindowState {
@@ -297,13 +337,23 @@ class SharedPeriodLimit implements AdmissionStage {
     // known here, so there is no x-quota-remaining.
     if (w.closed) {
       this.#rejected++;
-      return refuse('period', resetMs, this.#message, { 'x-quota-limit': this.#quotaText, 'x-quota-reset-ms': String(Math.ceil(resetMs)), 'x-quota-state': 'over-quota', 'x-tidal-limit-backend': this.#backend ?? 'redis' });
+      return refuse('period', resetMs, this.#message, {
+        'x-quota-limit': this.#quotaText,
+        'x-quota-reset-ms': String(Math.ceil(resetMs)),
+        'x-quota-state': 'over-quota',
+        'x-tidal-limit-backend': this.#backend ?? 'redis',
+      });
     }
     w.uncounted++;
     if (!w.pending) this.#flush(key, w, nowMs);
     this.#inFlight++;
     this.#admitted++;
-    return new OnceTicket(this, nowMs, 0, { 'x-quota-limit': this.#quotaText, 'x-quota-reset-ms': String(Math.ceil(resetMs)), 'x-quota-state': w.state, 'x-tidal-limit-backend': this.#backend ?? 'redis' });
+    return new OnceTicket(this, nowMs, 0, {
+      'x-quota-limit': this.#quotaText,
+      'x-quota-reset-ms': String(Math.ceil(resetMs)),
+      'x-quota-state': w.state,
+      'x-tidal-limit-backend': this.#backend ?? 'redis',
+    });
   }
 
   /** Counts what was admitted into the shared window, in the background; one call per key in flight. */
@@ -365,7 +415,8 @@ class SharedPeriodLimit implements AdmissionStage {
  */
 export function createSharedPeriodLimit(settings: SharedPeriodSettings): AdmissionStage {
   const s = checkObject('options.period', settings);
-  if (typeof (s.source as PeriodSource | undefined)?.take !== 'function') throw new InvalidInputError('options.period.source', 'a shared fixed window (take(key, n, nowMs))', s.source);
+  if (typeof (s.source as PeriodSource | undefined)?.take !== 'function')
+    throw new InvalidInputError('options.period.source', 'a shared fixed window (take(key, n, nowMs))', s.source);
   return new SharedPeriodLimit(
     checkInteger('options.period.quota', s.quota, 1),
     checkInteger('options.period.periodMs', s.periodMs, 1),
@@ -398,11 +449,19 @@ export function createSharedAdmissionChain(options: AdmissionOptions, clock: Clo
   const o = checkObject('options', options) as unknown as AdmissionOptions;
   const rate = shared.rate;
   const period = shared.period;
-  const local = createAdmissionChain({ ...o, tenants: rate === undefined ? o.tenants : false, period: period === undefined ? o.period : false }, clock);
+  const local = createAdmissionChain(
+    { ...o, tenants: rate === undefined ? o.tenants : false, period: period === undefined ? o.period : false },
+    clock,
+  );
   const stages = [...local.stages];
   const onError = shared.onError ?? (() => {});
   if (rate !== undefined && o.tenants !== false) {
-    const tenant = createSharedTenantLimiter({ ...(checkObject('options.tenants', o.tenants) as unknown as TenantLimiterSettings), source: rate, onError, replicas: shared.replicas ?? (() => 1) });
+    const tenant = createSharedTenantLimiter({
+      ...(checkObject('options.tenants', o.tenants) as unknown as TenantLimiterSettings),
+      source: rate,
+      onError,
+      replicas: shared.replicas ?? (() => 1),
+    });
     // Right after the cap and the adaptive limit, before the permit pools: where the local one sits.
     const at = stages.findIndex((s) => s.name !== 'inflight' && s.name !== 'adaptive');
     stages.splice(at === -1 ? stages.length : at, 0, tenant);

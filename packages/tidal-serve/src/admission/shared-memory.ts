@@ -196,7 +196,12 @@ export function makeSharedState(options: AdmissionOptions, check: (o: AdmissionO
   drain(layout.inflight + INFLIGHT_CELLS.drain);
   const a = options.adaptive;
   if (a !== false) {
-    if (options.inFlightCap > SHARED_MAX_CAP) throw new InvalidInputError('options.inFlightCap', `a whole number up to ${SHARED_MAX_CAP} for a shared adaptive limit`, options.inFlightCap);
+    if (options.inFlightCap > SHARED_MAX_CAP)
+      throw new InvalidInputError(
+        'options.inFlightCap',
+        `a whole number up to ${SHARED_MAX_CAP} for a shared adaptive limit`,
+        options.inFlightCap,
+      );
     const initial = a.initial ?? options.inFlightCap;
     cells[layout.adaptive + ADAPTIVE_CELLS.limitMilli] = initial * 1000;
     cells[layout.adaptive + ADAPTIVE_CELLS.whole] = initial;
@@ -227,7 +232,11 @@ export function openSharedState(state: SharedAdmissionState, options: AdmissionO
   const cells = new Int32Array(state.buffer);
   if (cells[0] !== MAGIC) throw new InvalidInputError('shared', 'a state made by createSharedAdmissionState', state);
   if (cells[1] !== fingerprintOf(options) || state.fingerprint !== cells[1]) {
-    throw new InvalidInputError('shared', 'a state made by createSharedAdmissionState from the same options as this chain', state.fingerprint);
+    throw new InvalidInputError(
+      'shared',
+      'a state made by createSharedAdmissionState from the same options as this chain',
+      state.fingerprint,
+    );
   }
   const layout = sharedLayout(options);
   const big = new BigInt64Array(state.buffer, 0, 2);
@@ -258,7 +267,8 @@ export class SharedDrainMeter {
   }
 
   admitted(nowMs: number): void {
-    if (Atomics.load(this.#cells, this.#at + 1) === UNSET_TIME) Atomics.compareExchange(this.#cells, this.#at + 1, UNSET_TIME, relMs(this.#view, nowMs));
+    if (Atomics.load(this.#cells, this.#at + 1) === UNSET_TIME)
+      Atomics.compareExchange(this.#cells, this.#at + 1, UNSET_TIME, relMs(this.#view, nowMs));
   }
 
   record(latencyMs: number): void {

@@ -34,7 +34,9 @@ export interface TenantLimiterStage extends AdmissionStage {
   /** Requests that drew on the shared overflow bucket. */
   readonly overflowed: number;
   /** The bucket `tenant` draws on now (`OVERFLOW_TENANT` for the shared one), or `null` before its first request. */
-  bucketFor(tenant: string): { readonly ratePerSecond: number; readonly burst: number; readonly shared: boolean; available(nowMs: number): number } | null;
+  bucketFor(
+    tenant: string,
+  ): { readonly ratePerSecond: number; readonly burst: number; readonly shared: boolean; available(nowMs: number): number } | null;
 }
 
 class TenantLimiter implements TenantLimiterStage {
@@ -111,11 +113,23 @@ class TenantLimiter implements TenantLimiterStage {
     const b = tenant === OVERFLOW_TENANT ? this.#overflow : this.#buckets.get(tenant);
     if (b === undefined || b === null) return null;
     const t = b.tokens;
-    return { ratePerSecond: t.ratePerSecond, burst: t.burst, shared: b === this.#overflow, available: (nowMs: number) => t.available(nowMs) };
+    return {
+      ratePerSecond: t.ratePerSecond,
+      burst: t.burst,
+      shared: b === this.#overflow,
+      available: (nowMs: number) => t.available(nowMs),
+    };
   }
 
   stats(): StageStats {
-    return { name: 'tenant', limit: this.#maxTenants, inFlight: this.#inFlight, admitted: this.#admitted, rejected: this.#rejected, tracked: this.#buckets.size };
+    return {
+      name: 'tenant',
+      limit: this.#maxTenants,
+      inFlight: this.#inFlight,
+      admitted: this.#admitted,
+      rejected: this.#rejected,
+      tracked: this.#buckets.size,
+    };
   }
 }
 
@@ -131,7 +145,10 @@ class TenantTicket extends OnceTicket {
 /** A tier's or tenant's rate, checked as tidal-load's `TokenBucket` checks its own. */
 function checkSpec(field: string, value: unknown): RateSpec {
   const o = checkObject(field, value);
-  return Object.freeze({ ratePerSecond: checkRate(`${field}.ratePerSecond`, o.ratePerSecond), burst: checkBurst(`${field}.burst`, o.burst) });
+  return Object.freeze({
+    ratePerSecond: checkRate(`${field}.ratePerSecond`, o.ratePerSecond),
+    burst: checkBurst(`${field}.burst`, o.burst),
+  });
 }
 
 /**
@@ -367,7 +384,14 @@ class SharedTenantLimiter implements TenantLimiterStage {
   stats(): StageStats {
     const c = this.#c;
     const h = this.#t.header;
-    return { name: 'tenant', limit: this.#r.maxTenants, inFlight: Atomics.load(c, h + TABLE.inFlight), admitted: Atomics.load(c, h + TABLE.admitted), rejected: Atomics.load(c, h + TABLE.rejected), tracked: Atomics.load(c, h + TABLE.size) };
+    return {
+      name: 'tenant',
+      limit: this.#r.maxTenants,
+      inFlight: Atomics.load(c, h + TABLE.inFlight),
+      admitted: Atomics.load(c, h + TABLE.admitted),
+      rejected: Atomics.load(c, h + TABLE.rejected),
+      tracked: Atomics.load(c, h + TABLE.size),
+    };
   }
 }
 

@@ -32,14 +32,19 @@ export interface Dashboard extends Disposable {
 
 // Everything the page loads comes from this server: no CDN, no inline script or style, no frames.
 const SECURITY_HEADERS: OutgoingHttpHeaders = Object.freeze({
-  'content-security-policy':
-    "default-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; object-src 'none'",
+  'content-security-policy': "default-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; object-src 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
 });
 
 /** Writes a refusal as the server writes every error: `{ code, message, ...fields }`, no stack. */
-function sendError(res: ServerResponse, status: number, err: TidalError, fields: Record<string, unknown>, extra: OutgoingHttpHeaders = {}): void {
+function sendError(
+  res: ServerResponse,
+  status: number,
+  err: TidalError,
+  fields: Record<string, unknown>,
+  extra: OutgoingHttpHeaders = {},
+): void {
   const text = JSON.stringify({ code: err.code, message: err.message, ...fields });
   res.writeHead(status, {
     ...SECURITY_HEADERS,

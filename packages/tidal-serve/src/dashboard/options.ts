@@ -87,11 +87,7 @@ export function resolveDashboardOptions(options: DashboardOptions): FilledDashbo
     throw new InvalidInputError('options.clock', 'a function returning milliseconds', options.clock);
   }
   const intervalMs = positiveInteger('options.intervalMs', options.intervalMs ?? DASHBOARD_DEFAULTS.intervalMs, 3_600_000);
-  const historySeconds = positiveInteger(
-    'options.historySeconds',
-    options.historySeconds ?? DASHBOARD_DEFAULTS.historySeconds,
-    86_400,
-  );
+  const historySeconds = positiveInteger('options.historySeconds', options.historySeconds ?? DASHBOARD_DEFAULTS.historySeconds, 86_400);
   return {
     sample: options.sample,
     intervalMs,
@@ -99,10 +95,6 @@ export function resolveDashboardOptions(options: DashboardOptions): FilledDashbo
     clock: options.clock ?? Date.now,
     maxClients: positiveInteger('options.maxClients', options.maxClients ?? DASHBOARD_DEFAULTS.maxClients, 10_000),
     heartbeatMs: positiveInteger('options.heartbeatMs', options.heartbeatMs ?? DASHBOARD_DEFAULTS.heartbeatMs, 3_600_000),
-    maxBufferedBytes: positiveInteger(
-      'options.maxBufferedBytes',
-      options.maxBufferedBytes ?? DASHBOARD_DEFAULTS.maxBufferedBytes,
-      1 << 30,
-    ),
+    maxBufferedBytes: positiveInteger('options.maxBufferedBytes', options.maxBufferedBytes ?? DASHBOARD_DEFAULTS.maxBufferedBytes, 1 << 30),
   };
 }

@@ -22,26 +22,21 @@ const CATEGORY_WORDS: Record<string, string> = {
     'stocks bonds dividend portfolio budget savings mortgage inflation interest investing crypto bitcoin etf retirement pension taxes credit debt loan equity broker trading hedge valuation earnings revenue venture banking currency forex recession bullish bearish fintech annuity liquidity insurance accounting payroll fiscal',
   fashion:
     'dress denim sneakers runway designer outfit couture tailoring fabric silk leather jacket handbag accessories jewelry necklace earrings makeup lipstick skincare hairstyle streetwear thrift boutique lookbook fragrance perfume heels boots scarf sweater knitwear wardrobe stylist capsule blazer sunglasses tote embroidery cardigan',
-  film:
-    'movie cinema director screenplay actor actress trailer premiere blockbuster documentary animation sequel franchise boxoffice oscar cinematography soundtrack thriller horror romcom western noir casting scene script storyboard projector popcorn critic remake villain superhero hollywood matinee subtitles cameo stuntman filmmaker dubbing biopic',
+  film: 'movie cinema director screenplay actor actress trailer premiere blockbuster documentary animation sequel franchise boxoffice oscar cinematography soundtrack thriller horror romcom western noir casting scene script storyboard projector popcorn critic remake villain superhero hollywood matinee subtitles cameo stuntman filmmaker dubbing biopic',
   books:
     'novel author poetry fiction nonfiction chapter paperback hardcover library bookshelf memoir biography publisher bestseller mystery fantasy scifi literature bookclub audiobook ebook prose narrator protagonist plot sonnet anthology essay literary paragraph bookstore typewriter quill dystopia fable saga haiku novella epilogue librarian',
   gardening:
     'garden seeds compost soil tomato seedling greenhouse mulch pruning watering perennial bulbs orchid succulent cactus herbs lettuce harvest fertilizer weeds shovel trowel hose sprout vine blossom tulip rose lavender hydrangea pollinator bees orchard lawn trellis planter raised hedgerow zucchini daffodil',
-  pets:
-    'dog cat puppy kitten leash collar grooming veterinarian aquarium hamster parrot rabbit fetch kibble treats litter shelter breed terrier retriever labrador poodle beagle tabby whiskers paw tail bark meow cage goldfish guineapig ferret turtle obedience crate chew catnip doghouse petsitter',
-  tech:
-    'software laptop smartphone processor javascript python database cloud kubernetes api browser algorithm compiler gadget chip semiconductor robotics android iphone linux keyboard monitor wifi bluetooth router encryption cybersecurity opensource github framework debugging backend frontend devops firmware smartwatch drone typescript startup programming',
-  art:
-    'painting canvas sculpture gallery watercolor acrylic sketch portrait easel brush charcoal mural exhibition curator abstract impressionism pottery ceramics clay collage etching lithograph palette pigment fresco mosaic calligraphy illustration graffiti installation artist masterpiece cubism surrealism gouache pastel printmaking origami museum renaissance',
+  pets: 'dog cat puppy kitten leash collar grooming veterinarian aquarium hamster parrot rabbit fetch kibble treats litter shelter breed terrier retriever labrador poodle beagle tabby whiskers paw tail bark meow cage goldfish guineapig ferret turtle obedience crate chew catnip doghouse petsitter',
+  tech: 'software laptop smartphone processor javascript python database cloud kubernetes api browser algorithm compiler gadget chip semiconductor robotics android iphone linux keyboard monitor wifi bluetooth router encryption cybersecurity opensource github framework debugging backend frontend devops firmware smartwatch drone typescript startup programming',
+  art: 'painting canvas sculpture gallery watercolor acrylic sketch portrait easel brush charcoal mural exhibition curator abstract impressionism pottery ceramics clay collage etching lithograph palette pigment fresco mosaic calligraphy illustration graffiti installation artist masterpiece cubism surrealism gouache pastel printmaking origami museum renaissance',
   sports:
     'football soccer basketball baseball tennis golf hockey rugby cricket playoffs championship stadium referee goalkeeper quarterback touchdown homerun slamdunk penalty league season coach athlete olympics medal scoreboard dribble tackle inning wicket offside halftime fans jersey rookie draft umpire tournament racket volleyball',
   history:
     'ancient medieval empire dynasty pharaoh castle knight revolution archaeology artifact civilization monarchy treaty battle colonial viking samurai rome egypt pyramid byzantine crusade feudal parliament chronicle archive heritage monument emperor kingdom siege relic industrial coldwar manuscript chivalry legion gladiator aztec sultan',
   parenting:
     'toddler newborn baby diaper stroller bedtime lullaby nursery preschool homework tantrum breastfeeding pacifier crib milestones siblings teenager playdate daycare babysitter naptime potty kindergarten sleepover allowance chores carseat highchair teething storytime grandparents screentime fatherhood motherhood twins playground adoption parenting pregnancy infant',
-  cars:
-    'engine sedan suv hatchback horsepower torque transmission turbo brakes tires electric gasoline mileage dealership roadster convertible pickup truck motorsport racing dashboard ignition exhaust radiator clutch gearbox chassis suspension headlights windshield garage mechanic oilchange coupe detailing carwash rally minivan odometer spoiler',
+  cars: 'engine sedan suv hatchback horsepower torque transmission turbo brakes tires electric gasoline mileage dealership roadster convertible pickup truck motorsport racing dashboard ignition exhaust radiator clutch gearbox chassis suspension headlights windshield garage mechanic oilchange coupe detailing carwash rally minivan odometer spoiler',
   photography:
     'lens aperture shutter exposure tripod dslr mirrorless landscape bokeh lightroom zoom flash iso focus composition darkroom negative polaroid telephoto macro wideangle histogram sensor megapixel viewfinder panorama timelapse selfie silhouette photographer snapshot filmroll headshot backlight lightbox monochrome photobook reflector gimbal vignette',
   comedy:

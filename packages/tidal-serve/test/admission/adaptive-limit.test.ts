@@ -238,15 +238,21 @@ describe('adaptive limit (AIMD)', () => {
     const writesToo = createAdaptiveLimit({ ...SETTINGS, cap: 1, floor: 1, routes: ['retrieve', 'signals'] }, () => 0);
     expect(writesToo.admit({ ...REQ, route: 'signals' }, 0).admitted).toBe(true);
     expect(writesToo.admit(REQ, 0).admitted).toBe(false);
-    expect(() => createAdaptiveLimit({ ...SETTINGS, routes: 'retrieve' as unknown as string[] }, () => 0)).toThrow(/options\.adaptive\.routes/);
+    expect(() => createAdaptiveLimit({ ...SETTINGS, routes: 'retrieve' as unknown as string[] }, () => 0)).toThrow(
+      /options\.adaptive\.routes/,
+    );
   });
 
   it('refuses bad settings, naming them', () => {
     const clock = () => 0;
     expect(() => createAdaptiveLimit({ ...SETTINGS, floor: 0 }, clock)).toThrow(/options\.adaptive\.floor/);
-    expect(() => createAdaptiveLimit({ ...SETTINGS, floor: 101 }, clock)).toThrow(/options\.adaptive\.floor must be a whole number from 1 to 100/);
+    expect(() => createAdaptiveLimit({ ...SETTINGS, floor: 101 }, clock)).toThrow(
+      /options\.adaptive\.floor must be a whole number from 1 to 100/,
+    );
     expect(() => createAdaptiveLimit({ ...SETTINGS, initial: 2 }, clock)).toThrow(/options\.adaptive\.initial/);
-    expect(() => createAdaptiveLimit({ ...SETTINGS, backoff: 1 }, clock)).toThrow(/options\.adaptive\.backoff must be a number strictly between 0 and 1, got 1/);
+    expect(() => createAdaptiveLimit({ ...SETTINGS, backoff: 1 }, clock)).toThrow(
+      /options\.adaptive\.backoff must be a number strictly between 0 and 1, got 1/,
+    );
     expect(() => createAdaptiveLimit({ ...SETTINGS, targetLatencyMs: -5 }, clock)).toThrow(InvalidInputError);
     expect(() => createAdaptiveLimit({ ...SETTINGS, windowMs: Number.POSITIVE_INFINITY }, clock)).toThrow(/options\.adaptive\.windowMs/);
     expect(() => createAdaptiveLimit({ ...SETTINGS, slowFraction: 0 }, clock)).toThrow(/options\.adaptive\.slowFraction/);

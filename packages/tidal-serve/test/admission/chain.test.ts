@@ -2,7 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from 'tidal-core';
 import { composeAdmissionStages, createAdmissionChain } from '../../src/admission/chain.js';
 import { NOT_SERVED } from '../../src/admission/errors.js';
-import type { AdmissionOptions, AdmissionStage, Outcome, Refusal, RefusalReason, RequestInfo, StageStats, Ticket } from '../../src/admission/types.js';
+import type {
+  AdmissionOptions,
+  AdmissionStage,
+  Outcome,
+  Refusal,
+  RefusalReason,
+  RequestInfo,
+  StageStats,
+  Ticket,
+} from '../../src/admission/types.js';
 
 const REQ: RequestInfo = { route: 'retrieve', tenant: 'acme', tier: 'free' };
 const OK: Outcome = { latencyMs: 5, ok: true };
@@ -48,7 +57,10 @@ describe('admission chain', () => {
       const r = chain.admit(REQ, 0);
       expect(r).toMatchObject({ admitted: false, code: `REFUSED_BY_${names[n]}` });
       const asked = names.slice(0, n + 1).map((s) => `admit ${s}`);
-      const givenBack = names.slice(0, n).reverse().map((s) => `release ${s} unserved`);
+      const givenBack = names
+        .slice(0, n)
+        .reverse()
+        .map((s) => `release ${s} unserved`);
       expect(log).toEqual([...asked, ...givenBack]);
       spies[n]!.state.refusing = false;
     }

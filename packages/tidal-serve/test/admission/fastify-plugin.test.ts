@@ -54,12 +54,20 @@ interface Answer {
 
 function send(url: string, path: string, body?: string): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(`${url}${path}`, { method: body === undefined ? 'GET' : 'POST', agent: false, headers: body === undefined ? {} : { 'content-type': 'application/json' } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
-    });
+    const req = httpRequest(
+      `${url}${path}`,
+      {
+        method: body === undefined ? 'GET' : 'POST',
+        agent: false,
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -80,9 +88,14 @@ async function start(build: (app: FastifyInstance) => void): Promise<string> {
 
 describe('tidalAdmission (fastify plugin)', () => {
   it('admits, adds the ticket headers, and releases each ticket once when its response closes', async () => {
-    const rec = recording(createAdmissionChain({ ...CAP_ONE, inFlightCap: 4, period: { quota: 10, periodMs: 60_000, align: true, key: 'tenant' } }, () => 0));
+    const rec = recording(
+      createAdmissionChain({ ...CAP_ONE, inFlightCap: 4, period: { quota: 10, periodMs: 60_000, align: true, key: 'tenant' } }, () => 0),
+    );
     const url = await start((a) => {
-      void a.register(tidalAdmission, { admission: rec.chain, tenant: (req) => ({ tenant: String(req.headers['x-tenant'] ?? 'anonymous'), tier: 'pro' }) });
+      void a.register(tidalAdmission, {
+        admission: rec.chain,
+        tenant: (req) => ({ tenant: String(req.headers['x-tenant'] ?? 'anonymous'), tier: 'pro' }),
+      });
       a.post('/retrieve', async (req) => ({ got: req.body }));
     });
     const released = rec.nextRelease();
@@ -98,8 +111,23 @@ describe('tidalAdmission (fastify plugin)', () => {
   });
 
   it('refuses at onRequest, before the body is read, with tidal serve’s status, headers and body', async () => {
-    const refusal: Refusal = { admitted: false, status: 503, code: 'TIDAL_SERVE_INFLIGHT', reason: 'inflight', retryAfterMs: 1234.2, message: 'too many "requests" in flight' };
-    const quota: Refusal = { admitted: false, status: 429, code: 'TIDAL_SERVE_PERIOD_QUOTA', reason: 'period', retryAfterMs: 10, message: 'quota', headers: { 'x-quota-state': 'over-quota' } };
+    const refusal: Refusal = {
+      admitted: false,
+      status: 503,
+      code: 'TIDAL_SERVE_INFLIGHT',
+      reason: 'inflight',
+      retryAfterMs: 1234.2,
+      message: 'too many "requests" in flight',
+    };
+    const quota: Refusal = {
+      admitted: false,
+      status: 429,
+      code: 'TIDAL_SERVE_PERIOD_QUOTA',
+      reason: 'period',
+      retryAfterMs: 10,
+      message: 'quota',
+      headers: { 'x-quota-state': 'over-quota' },
+    };
     let next: Refusal = refusal;
     let parsed = 0;
     let handled = 0;
@@ -117,8 +145,17 @@ describe('tidalAdmission (fastify plugin)', () => {
     const r = await send(url, '/signals', '{"big":"' + 'x'.repeat(100_000) + '"}');
     expect(r.status).toBe(503);
     expect(r.body).toBe(refusalBody(refusal));
-    expect(JSON.parse(r.body)).toEqual({ code: 'TIDAL_SERVE_INFLIGHT', message: 'too many "requests" in flight', reason: 'inflight', retryAfterMs: 1235 });
-    expect([r.headers['retry-after'], r.headers['x-retry-after-ms'], r.headers['content-type']]).toEqual(['2', '1235', 'application/json; charset=utf-8']);
+    expect(JSON.parse(r.body)).toEqual({
+      code: 'TIDAL_SERVE_INFLIGHT',
+      message: 'too many "requests" in flight',
+      reason: 'inflight',
+      retryAfterMs: 1235,
+    });
+    expect([r.headers['retry-after'], r.headers['x-retry-after-ms'], r.headers['content-type']]).toEqual([
+      '2',
+      '1235',
+      'application/json; charset=utf-8',
+    ]);
     expect(r.headers.date).toBeUndefined();
     expect([parsed, handled]).toEqual([0, 0]);
 

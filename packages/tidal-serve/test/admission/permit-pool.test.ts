@@ -39,7 +39,11 @@ describe('permit pool', () => {
   it('cannot be wedged or leaked: releases in any order, repeated, with any outcome, always return exactly the permits taken', () => {
     const action = fc.oneof(
       fc.record({ kind: fc.constant('acquire' as const) }),
-      fc.record({ kind: fc.constant('release' as const), which: fc.nat(), outcome: fc.constantFrom<Outcome>(OK, NOT_SERVED, { latencyMs: 0, ok: false }) }),
+      fc.record({
+        kind: fc.constant('release' as const),
+        which: fc.nat(),
+        outcome: fc.constantFrom<Outcome>(OK, NOT_SERVED, { latencyMs: 0, ok: false }),
+      }),
     );
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 5 }), fc.array(action, { maxLength: 60 }), (max, actions) => {

@@ -12,7 +12,11 @@ import type { AdmissionOptions, RequestInfo, Ticket, Tier } from '../../src/admi
 const OPTIONS: AdmissionOptions = {
   inFlightCap: 24,
   adaptive: { floor: 4, targetLatencyMs: 40, windowMs: 50, backoff: 0.5, minSamples: 5 },
-  tenants: { tiers: { free: { ratePerSecond: 200, burst: 6 }, pro: { ratePerSecond: 2000, burst: 20 } }, overrides: { vip: { ratePerSecond: 50, burst: 3 } }, maxTenants: 4 },
+  tenants: {
+    tiers: { free: { ratePerSecond: 200, burst: 6 }, pro: { ratePerSecond: 2000, burst: 20 } },
+    overrides: { vip: { ratePerSecond: 50, burst: 3 } },
+    maxTenants: 4,
+  },
   permits: { retrieve: 10, search: 7 },
   period: { quota: 60, periodMs: 400, align: true, key: 'tenant+route', maxKeys: 6 },
 };
@@ -83,7 +87,10 @@ describe('admission chain over shared memory', () => {
   it('decides as the thread-local chain does, refusal for refusal', () => {
     // With room for every key: past maxKeys the shared period table gives a new key an expired
     // entry on its probe path only, where one thread drops every expired window first.
-    const options: AdmissionOptions = { ...OPTIONS, period: { ...(OPTIONS.period as object as Exclude<AdmissionOptions['period'], false>), maxKeys: 1_000 } };
+    const options: AdmissionOptions = {
+      ...OPTIONS,
+      period: { ...(OPTIONS.period as object as Exclude<AdmissionOptions['period'], false>), maxKeys: 1_000 },
+    };
     const localClock = { t: 0 };
     const local = createAdmissionChain(options, () => localClock.t);
     const localLog = replay([local], localClock, 3_000);
@@ -94,14 +101,17 @@ describe('admission chain over shared memory', () => {
     // in shared memory, so those may differ in their last millisecond).
     const decision = (l: string): string => l.split(' ').slice(0, 4).join(' ');
     expect(sharedLog.map(decision)).toEqual(localLog.map(decision));
-    const counts = (c: BuiltAdmissionChain) => c.stats().map(({ name, admitted, rejected, inFlight }) => ({ name, admitted, rejected, inFlight }));
+    const counts = (c: BuiltAdmissionChain) =>
+      c.stats().map(({ name, admitted, rejected, inFlight }) => ({ name, admitted, rejected, inFlight }));
     expect(counts(shared)).toEqual(counts(local));
   });
 
   it('refuses a shared state made from other settings, and a thing that is not one', () => {
     const state = createSharedAdmissionState(OPTIONS);
     expect(() => createAdmissionChain({ ...OPTIONS, inFlightCap: 25 }, () => 0, { shared: state })).toThrow(InvalidInputError);
-    expect(() => createAdmissionChain(OPTIONS, () => 0, { shared: { buffer: new SharedArrayBuffer(64), fingerprint: 0 } })).toThrow(/shared/);
+    expect(() => createAdmissionChain(OPTIONS, () => 0, { shared: { buffer: new SharedArrayBuffer(64), fingerprint: 0 } })).toThrow(
+      /shared/,
+    );
     expect(() => createSharedAdmissionState({ ...OPTIONS, inFlightCap: -1 })).toThrow(/options\.inFlightCap/);
     // Plain data: it survives a structured clone (what postMessage and workerData do).
     const copy = structuredClone(state);
@@ -121,7 +131,9 @@ describe('admission chain over shared memory', () => {
     const ROUNDS = 40_000;
     const results = await Promise.all(
       Array.from({ length: THREADS }, (_, i) => {
-        const worker = new Worker(new URL('./shared-hammer.mjs', import.meta.url), { workerData: { options, state, probe, chainUrl, seed: 1 + i, rounds: ROUNDS } });
+        const worker = new Worker(new URL('./shared-hammer.mjs', import.meta.url), {
+          workerData: { options, state, probe, chainUrl, seed: 1 + i, rounds: ROUNDS },
+        });
         return new Promise<{ admitted: number; refused: number }>((resolve, reject) => {
           worker.once('message', (m: { admitted: number; refused: number }) => {
             resolve(m);

@@ -35,7 +35,10 @@ describe('tenant limiter', () => {
   });
 
   it('lets explicit overrides win over the tier, and they never count against maxTenants', () => {
-    const stage = createTenantLimiter({ maxTenants: 1, overrides: { vip: { ratePerSecond: 5, burst: 7 }, slow: { ratePerSecond: 1, burst: 1 } } });
+    const stage = createTenantLimiter({
+      maxTenants: 1,
+      overrides: { vip: { ratePerSecond: 5, burst: 7 }, slow: { ratePerSecond: 1, burst: 1 } },
+    });
     expect(burst(stage, req('vip', 'free'), 20, 0)).toBe(7);
     expect(burst(stage, req('slow', 'pro'), 20, 0)).toBe(1);
     // The one non-override slot is still free for an ordinary tenant.
@@ -79,8 +82,14 @@ describe('tenant limiter', () => {
   it('refuses bad settings, naming them', () => {
     expect(() => createTenantLimiter({ maxTenants: 0 })).toThrow(/options\.tenants\.maxTenants/);
     expect(() => createTenantLimiter({ maxTenants: 1.5 })).toThrow(InvalidInputError);
-    expect(() => createTenantLimiter({ maxTenants: 1, tiers: { pro: { ratePerSecond: 0, burst: 1 } } })).toThrow(/options\.tenants\.tiers\.pro\.ratePerSecond must be a positive finite number, got 0/);
-    expect(() => createTenantLimiter({ maxTenants: 1, overrides: { x: { ratePerSecond: 1, burst: 0.5 } } })).toThrow(/options\.tenants\.overrides\.x\.burst/);
-    expect(() => createTenantLimiter({ maxTenants: 1, tiers: { gold: { ratePerSecond: 1, burst: 1 } } as never })).toThrow(/options\.tenants\.tiers/);
+    expect(() => createTenantLimiter({ maxTenants: 1, tiers: { pro: { ratePerSecond: 0, burst: 1 } } })).toThrow(
+      /options\.tenants\.tiers\.pro\.ratePerSecond must be a positive finite number, got 0/,
+    );
+    expect(() => createTenantLimiter({ maxTenants: 1, overrides: { x: { ratePerSecond: 1, burst: 0.5 } } })).toThrow(
+      /options\.tenants\.overrides\.x\.burst/,
+    );
+    expect(() => createTenantLimiter({ maxTenants: 1, tiers: { gold: { ratePerSecond: 1, burst: 1 } } as never })).toThrow(
+      /options\.tenants\.tiers/,
+    );
   });
 });

@@ -115,4 +115,3 @@ export const TABLES = `
     partners BLOB NOT NULL
   );
 `;
-
