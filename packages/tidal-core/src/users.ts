@@ -462,11 +462,6 @@ export class UserRegistry {
     return out;
   }
 
-  /** Items with a co-engagement list. */
-  get coEngagedItems(): number {
-    return this.#co.size;
-  }
-
   /** The co-engagement list profile `related` ranks for the item `ordinal`. */
   relatedTask(ordinal: number): RelatedTask {
     return this.#co.task(ordinal);
