@@ -1,3 +1,4 @@
+/* eslint-disable no-sparse-arrays -- arrays with holes are the input these tests refuse */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -256,7 +257,6 @@ describe('validation', () => {
     const sig = { item: 'j1', kind: 'view', at: NOW };
 
     it('refuses a signals array with a hole, naming the entry', async () => {
-      // eslint-disable-next-line no-sparse-arrays
       await expectSignalsRefused(() => db.signals([, sig] as never), 'signals[0]', 'undefined');
       await expectSignalsRefused(() => db.signals(new Array(3)), 'signals[0]', 'undefined');
       const sparse = [sig, { ...sig }, { item: 'hole-late', kind: 'view', at: NOW }];
@@ -267,14 +267,12 @@ describe('validation', () => {
     });
 
     it('refuses an upsertItems array with a hole, naming the entry', async () => {
-      // eslint-disable-next-line no-sparse-arrays
       await expectInvalid(() => db.upsertItems([, { id: 'hole-item' }] as never), 'items[0]', 'undefined');
       await expectInvalid(() => db.upsertItems(new Array(2)), 'items[0]', 'undefined');
       expect(await db.get('hole-item')).toBeUndefined();
     });
 
     it('refuses a hole in a filter in-list', async () => {
-      // eslint-disable-next-line no-sparse-arrays
       await expectInvalid(
         () => db.retrieve({ profile: 'new', filter: { category: { in: [, 'jazz'] as never } } }),
         'filter.category.in[0]',
@@ -567,7 +565,6 @@ describe('validation: a refused call in a batch of good writes', () => {
         db.upsertItems([{ id: 'g1', text: 'good one' }]),
         db.signal({ item: 'g3', kind: 'view', at: NOW }),
       ];
-      // eslint-disable-next-line no-sparse-arrays
       const bad = [
         db.upsertItems([{ id: 'b1' }, , { id: 'b2' }] as never),
         db.signals([{ item: 'b3', kind: 'view' }, ,] as never),
@@ -771,7 +768,6 @@ describe('validation: options of the wrong type refuse to open', () => {
       'schema.signals[0].halfLife',
       '5 (number)',
     );
-    // eslint-disable-next-line no-sparse-arrays
     await expectInvalid(
       () =>
         b()
