@@ -46,6 +46,12 @@ export class Catalog {
   #logged = 0;
   #orderSorts = 0;
   #presentCount = 0;
+  /**
+   * Structures derived from this catalog built from scratch so far: the created order, the creator
+   * lists, the int8 item vectors and the popular subset (each builder counts its own). Patching one
+   * after a write is not a build. The worker reports a query's share as `explain.lazyBuilds`.
+   */
+  derivedBuilds = 0;
   readonly #db: Database.Database;
   readonly #select: Database.Statement;
 
@@ -142,7 +148,7 @@ export class Catalog {
             ),
             this.createdAt,
           )
-        : (this.#orderSorts++, this.sortByCreated());
+        : (this.#orderSorts++, this.derivedBuilds++, this.sortByCreated());
     this.#byCreatedVersion = this.version;
     return this.#byCreated;
   }

@@ -158,6 +158,16 @@ export interface WarmResult {
   annElected: boolean;
   /** Set on the elected worker only, so the main thread raises it once per warm. */
   annWarning?: AnnWarning;
+  /**
+   * Structures this warm built from scratch in this worker that a query would otherwise build on
+   * first use: the created order, the creator lists, the int8 item vectors, the popular subset (a
+   * warm with nothing new to build reports 0; see `explain.lazyBuilds`).
+   */
+  structuresBuilt: number;
+  /** Text terms whose block summaries this warm computed (a term's first search would have). */
+  termsSummarized: number;
+  /** Queries this warm ran once each and threw away (each profile at Full, the three searches), so V8 compiles them first. */
+  pathsRun: number;
   /** This worker thread's nice value, as the kernel reports it. */
   nice: number;
   /** Set when the thread could not take the nice value it was asked for. */

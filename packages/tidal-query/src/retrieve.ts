@@ -3,7 +3,9 @@ import { CandidateSources, type Ranking } from './candidates/sources.js';
 import { compileFilter, type Predicate } from './filter.js';
 import type { QueryContext, WorkCounter } from './context.js';
 import type { LevelPlan } from './plan.js';
+import { creatorListsOf } from './profiles/creator-lists.js';
 import { following } from './profiles/following.js';
+import { itemVectors } from './profiles/for-you-vectors.js';
 import { forYou } from './profiles/for-you.js';
 import { hot, top } from './profiles/hot-top.js';
 import { related } from './profiles/related.js';
@@ -56,17 +58,24 @@ export class RetrieveExecutor {
   }
 
   /**
-   * Builds what the candidate stage reads besides the shared state: the popular subset and its
-   * vectors (a few thousand rows of the items table on the first build). Called by the worker's
-   * warm, so the first query around a context vector after open does not pay for it.
+   * Builds what the profiles read besides the shared state, each of which a query would otherwise
+   * build on first use: the created order (new, hot, top, for_you's newest), each creator's items
+   * (following, for_you), every item's int8 vector (for_you; one pass over the items table) and the
+   * popular subset and its vectors (around a context vector). Called by the worker's warm, so the
+   * first query of a profile after open does not pay for them (see `explain.lazyBuilds`).
    */
   warm(nowMs: number): void {
+    const ctx = this.#ctx;
+    ctx.catalog.byCreatedDesc();
+    if (ctx.schema.creatorField !== undefined) creatorListsOf(ctx.catalog, ctx.schema.creatorField);
+    if (ctx.ann) itemVectors(ctx);
     this.#context.warm(nowMs);
   }
 
   /** Ranks `task` by `plan` as of `nowMs`; `picked`, when given, receives the returned items' ordinals in order. */
   run(task: RetrieveTask, plan: LevelPlan, nowMs: number, picked?: number[]): Omit<WorkerRetrieveResult, 'serviceMs'> {
     const ctx = this.#ctx;
+    const builds = ctx.catalog.derivedBuilds;
     const coarse = plan.windows.coarse;
     const velocityWindow = velocityWindowFor(task.window, coarse);
     const useDiversity = task.diversity !== null && plan.diversity.enabled;
@@ -122,6 +131,7 @@ export class RetrieveExecutor {
       return item;
     });
     explain.rowsHydrated = hydrated;
+    explain.lazyBuilds = ctx.catalog.derivedBuilds - builds;
     return { items, warnings, explain };
   }
 

@@ -46,6 +46,7 @@ export class SearchExecutor {
   /** Runs a search; the hits' ordinals are pushed onto `picked` when it is given. */
   run(task: SearchTask, plan: LevelPlan, nowMs: number, picked?: number[]): Omit<WorkerSearchResult, 'serviceMs'> {
     const ctx = this.#ctx;
+    const builds = ctx.catalog.derivedBuilds + ctx.catalog.text.summaries;
     const mode = task.text !== null && task.vector !== null ? 'hybrid' : task.text !== null ? 'text' : 'vector';
     const useDiversity = task.diversity !== null && plan.diversity.enabled;
     const filter = compileFilter(task.filter, ctx.catalog);
@@ -163,6 +164,7 @@ export class SearchExecutor {
       },
     );
     if (task.user) explain.userFiltered = userCount.dropped;
+    explain.lazyBuilds = ctx.catalog.derivedBuilds + ctx.catalog.text.summaries - builds;
     return { hits, warnings, explain, mode };
   }
 }

@@ -217,6 +217,13 @@ export interface Explain {
   candidateBudget?: number | null;
   /** following, hot, rising, top: the budget stopped the candidate walk (the ranking may differ from Full's). */
   budgetExhausted?: boolean;
+  /**
+   * Structures of the worker this query built from scratch before it could run: the created order,
+   * the creator lists, the int8 item vectors, the popular subset, and (search) the block summaries
+   * of a text term. warm() builds them in every worker, so a query after it, with no item written
+   * since, reports 0.
+   */
+  lazyBuilds?: number;
 }
 
 export interface RetrievedItem {

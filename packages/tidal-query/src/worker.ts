@@ -31,11 +31,13 @@ import { levelPlan } from './plan.js';
 import { RetrieveExecutor } from './retrieve.js';
 import { SearchExecutor } from './search.js';
 import { SignalStore } from './signals/store.js';
+import { exercisePaths } from './warm-paths.js';
 
 interface State {
   retrieve: RetrieveExecutor;
   search: SearchExecutor;
   items: AnnLifecycle;
+  ctx: AnnContext;
   cancel: Int32Array;
   /** This thread's nice value after init, and why it is not the one asked for, if it is not. */
   nice: number;
@@ -80,6 +82,7 @@ function init(): State {
     retrieve: new RetrieveExecutor(ctx),
     search: new SearchExecutor(ctx),
     items: new AnnLifecycle(db, catalog, ctx, dirname(file)),
+    ctx,
     cancel: new Int32Array(cancel),
     ...priority,
   };
@@ -172,8 +175,19 @@ export default function run(msg: WorkerTask): WorkerResult {
       return s.items.persist(msg.env, msg.budgetMs);
     case 'warm': {
       const warmed = s.items.warm(msg);
+      const catalog = s.ctx.catalog;
+      const builds = catalog.derivedBuilds;
       s.retrieve.warm(msg.env.nowMs);
-      return { ...warmed, nice: s.nice, ...(s.niceWarning ? { niceWarning: s.niceWarning } : {}) };
+      const termsSummarized = catalog.text.summarizeAll();
+      const pathsRun = exercisePaths(s.retrieve, s.search, s.ctx, msg.env.nowMs);
+      return {
+        ...warmed,
+        structuresBuilt: catalog.derivedBuilds - builds,
+        termsSummarized,
+        pathsRun,
+        nice: s.nice,
+        ...(s.niceWarning ? { niceWarning: s.niceWarning } : {}),
+      };
     }
     case 'fault':
       return fault(msg);

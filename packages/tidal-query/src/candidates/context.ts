@@ -273,8 +273,10 @@ export class ContextCandidates {
     if (old && old.ann === ctx.ann && old.catalogVersion === version && generation - old.generation < SUBSET_STALE_GENERATIONS) return old;
     this.#embedding ??= ctx.db.prepare('SELECT embedding FROM items WHERE ordinal = ? AND present = 1').pluck();
     this.#changedSince ??= ctx.db.prepare('SELECT ordinal FROM items WHERE version > ?').pluck();
-    if (!old || old.ann !== ctx.ann) this.#vectors.clear();
-    else if (old.catalogVersion !== version) {
+    if (!old || old.ann !== ctx.ann) {
+      this.#vectors.clear();
+      ctx.catalog.derivedBuilds++;
+    } else if (old.catalogVersion !== version) {
       for (const o of this.#changedSince.iterate(old.catalogVersion) as IterableIterator<number>) this.#vectors.delete(o);
     }
     const present = ctx.catalog.present;

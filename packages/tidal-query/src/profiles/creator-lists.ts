@@ -25,7 +25,7 @@ export function creatorListsOf(catalog: Catalog, field: string): Map<number, Int
   const next =
     cached && changed !== null && codes !== null && changed.length <= catalog.presentCount / INCREMENTAL_SHARE
       ? patchCreatorLists(cached, catalog, codes, changed)
-      : buildCreatorLists(catalog, field);
+      : (catalog.derivedBuilds++, buildCreatorLists(catalog, field));
   next.version = catalog.version;
   creatorLists.set(catalog, next);
   return next.lists;

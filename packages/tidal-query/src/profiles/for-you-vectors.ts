@@ -41,6 +41,7 @@ export function itemVectors(ctx: QueryContext): Int8Vectors {
       changed: ctx.db.prepare('SELECT ordinal, present, embedding FROM items WHERE version > ? AND version <= ?').raw(),
     };
     int8Vectors.set(ctx.catalog, v);
+    ctx.catalog.derivedBuilds++;
     for (const row of v.all.iterate(v.version) as IterableIterator<[number, number, Buffer | null]>) setRow(v, dims, row);
   } else if (v.version < ctx.catalog.version) {
     for (const row of v.changed.iterate(v.version, ctx.catalog.version) as IterableIterator<[number, number, Buffer | null]>)

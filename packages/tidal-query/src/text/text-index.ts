@@ -66,10 +66,13 @@ export class Postings {
     this.summaryAvgdl = Number.NaN;
   }
 
-  /** Brings the block summaries to `avgdl` (see the module comment for when that costs a pass). */
-  summarize(lengths: Int32Array, avgdl: number): void {
+  /**
+   * Brings the block summaries to `avgdl` (see the module comment for when that costs a pass);
+   * whether it computed them.
+   */
+  summarize(lengths: Int32Array, avgdl: number): boolean {
     const s = this.summaryAvgdl;
-    if (s === s && Math.abs(avgdl / s - 1) <= AVGDL_DRIFT) return;
+    if (s === s && Math.abs(avgdl / s - 1) <= AVGDL_DRIFT) return false;
     const n = this.length;
     const blocks = (n + BLOCK_SIZE - 1) >> BLOCK_SHIFT;
     if (this.blockLast.length < blocks || this.blockLast.length > 2 * blocks + 8) {
@@ -90,6 +93,7 @@ export class Postings {
     }
     this.maxImpact = all;
     this.summaryAvgdl = avgdl;
+    return true;
   }
 
   /** Bytes held by the typed arrays. */
@@ -131,6 +135,8 @@ export interface TextIndexStats {
 
 export class TextIndex {
   readonly #terms = new Map<string, Postings>();
+  /** Terms whose first block summaries a search computed (rather than a warm: see {@link summarizeAll}). */
+  summaries = 0;
   /** Per ordinal, the postings lists it is in (to take it out again); undefined when absent. */
   #docTerms: (Postings[] | undefined)[] = [];
   /** Per ordinal, its token count (FTS5's column size); 0 when absent. */
@@ -192,6 +198,31 @@ export class TextIndex {
   postings(term: string): Postings | undefined {
     const p = this.#terms.get(term);
     return p && p.length > 0 ? p : undefined;
+  }
+
+  /**
+   * Brings every term's block summaries to the current avgdl, as a search of each would: the
+   * worker's warm, so that no first search of a term after it pays for that term's pass. Returns
+   * the terms it summarized.
+   */
+  summarizeAll(): number {
+    const avgdl = this.avgdl;
+    let n = 0;
+    for (const p of this.#terms.values()) if (p.length > 0 && p.summarize(this.#lengths, avgdl)) n++;
+    return n;
+  }
+
+  /** The term with the longest postings list (undefined when there is no text): what warm searches once. */
+  commonestTerm(): string | undefined {
+    let best: string | undefined;
+    let length = 0;
+    for (const [term, p] of this.#terms) {
+      if (p.length > length) {
+        best = term;
+        length = p.length;
+      }
+    }
+    return best;
   }
 
   /** Token counts by ordinal (read-only for callers). */

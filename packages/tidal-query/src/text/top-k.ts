@@ -166,7 +166,9 @@ export function searchTopK(index: TextIndex, terms: readonly string[], k: number
   for (const term of terms) {
     const list = index.postings(term);
     if (!list) continue;
-    list.summarize(lengths, avgdl);
+    // A term never summarized before (a list written since only has its summaries brought up to date).
+    const fresh = list.blockLast.length === 0;
+    if (list.summarize(lengths, avgdl) && fresh) index.summaries++;
     byQuery.push(new Cursor(list, idf(rows, list.length), boundScale(list.summaryAvgdl, avgdl)));
     total += list.length;
   }

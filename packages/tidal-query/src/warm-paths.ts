@@ -1,0 +1,101 @@
+import { DegradationLevel } from 'tidal-load';
+import type { QueryContext } from './context.js';
+import { blobToVector } from './items-table.js';
+import { levelPlan } from './plan.js';
+import type { RetrieveExecutor } from './retrieve.js';
+import type { SearchExecutor } from './search.js';
+import type { Profile, RetrieveTask, SearchTask, UserQueryState } from './types.js';
+
+/**
+ * Runs each profile's query path once at Full (with and without diversity, in each window it
+ * reads), and the three searches, on this worker's items, and throws the answers away: the
+ * worker's warm, so that V8 has compiled a profile's code before its first real query does.
+ * Measured by bench/probes/first-query.ts (2 cores, Node 20.20, load average ≈ 3.5): with the
+ * worker's structures built but without this, the first trending, for_you and popular-around-a-
+ * vector query after warm took 12–16× the next ones' worker time at 5 000 items; these 29 queries
+ * cost the warm 140–210 ms per worker there, 180–240 ms at 50 000 items (the workers run them at
+ * once). Reads only; what it leaves behind is what a query leaves (the trending cache at this
+ * clock). Returns the queries that ran.
+ */
+export function exercisePaths(retrieve: RetrieveExecutor, search: SearchExecutor, ctx: QueryContext, nowMs: number): number {
+  const catalog = ctx.catalog;
+  const plan = levelPlan(DegradationLevel.Full);
+  const byCreated = catalog.byCreatedDesc();
+  if (byCreated.length === 0) return 0;
+  const field = ctx.schema.creatorField;
+  const creator = field === undefined ? undefined : catalog.fieldValue(field, byCreated[0]!);
+  const creators = typeof creator === 'string' ? [creator] : [];
+  const vector = ctx.ann ? someVector(ctx) : null;
+  const user = (preference: Float32Array | null, following: readonly string[] | null): UserQueryState => ({
+    hidden: new Int32Array(0),
+    blocked: [],
+    seen: null,
+    following,
+    preference,
+    affinityCreators: creators,
+    affinityScores: Float64Array.from(creators.map(() => 1)),
+    idHash: 0,
+  });
+  const base = (profile: Profile): RetrieveTask => ({
+    profile,
+    context: null,
+    filter: null,
+    diversity: creators.length > 0 ? { maxPer: { [field!]: 2 } } : null,
+    limit: 10,
+    window: '24h',
+    exclude: null,
+  });
+  const tasks: RetrieveTask[] = (['trending', 'popular', 'new', 'hot', 'rising', 'top'] as const).map(base);
+  // The same without diversity (the tail takes another path), in each velocity window for the
+  // profiles that read one.
+  for (let i = 0, n = tasks.length; i < n; i++) tasks.push({ ...tasks[i]!, diversity: null });
+  for (const window of ['1h', '7d'] as const) {
+    for (const profile of ['trending', 'top'] as const) tasks.push({ ...base(profile), diversity: null, window });
+  }
+  tasks.push({ ...base('rising'), diversity: null, window: '1h' });
+  tasks.push({ ...base('following'), user: user(null, creators), order: 'newest' });
+  // A co-engagement list of the newest few items (the main thread's lists have this shape).
+  const partners = byCreated.subarray(1, 9);
+  const entries = new Float64Array(partners.length * 3);
+  partners.forEach((o, i) => entries.set([o, partners.length - i, nowMs], 3 * i));
+  tasks.push({ ...base('related'), related: { item: byCreated[0]!, n: partners.length, entries, lambda: 0 } });
+  if (vector) {
+    tasks.push({ ...base('popular'), context: vector });
+    const forYou = { weights: { similarity: 1, velocity: 1, recency: 1, affinity: 1 }, explore: 0.1, seed: 0 };
+    for (const window of ['1h', '24h', '7d'] as const) {
+      tasks.push({ ...base('for_you'), window, user: user(vector, null), forYou });
+      tasks.push({ ...base('for_you'), window, user: user(null, null), forYou });
+    }
+  }
+  let ran = 0;
+  for (const task of tasks) if (attempt(() => retrieve.run(task, plan, nowMs))) ran++;
+  const searches: SearchTask[] = [];
+  const term = catalog.text.commonestTerm();
+  const query = { filter: null, diversity: null, limit: 10, boost: 0.1 };
+  if (term !== undefined) searches.push({ ...query, text: term, vector: null });
+  if (vector) searches.push({ ...query, text: null, vector });
+  if (term !== undefined && vector) searches.push({ ...query, text: term, vector });
+  for (const task of searches) if (attempt(() => search.run(task, plan, nowMs))) ran++;
+  return ran;
+}
+
+/**
+ * Runs `query`; false when it throws. A query this schema refuses (a window no kind keeps, say) is
+ * one the database never sends, so there is nothing to compile, and a warm must not fail for it.
+ */
+function attempt(query: () => unknown): boolean {
+  try {
+    query();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The embedding of one present item (any), or null when none has one. */
+function someVector(ctx: QueryContext): Float32Array | null {
+  const dims = ctx.schema.embeddingDims;
+  const blob = ctx.db.prepare('SELECT embedding FROM items WHERE present = 1 AND embedding IS NOT NULL LIMIT 1').pluck().get() as
+    Buffer | undefined;
+  return blob && blob.byteLength === dims * 4 ? blobToVector(blob) : null;
+}
