@@ -68,14 +68,22 @@ describe('query pool', () => {
   });
 
   it('a query that times out while it waits rejects at once and never runs', async () => {
-    const before = { served: served(), skipped: db.stats().cancelledBeforeRun };
+    const pool = internalsOf(db).pool;
+    const before = { served: served(), skipped: db.stats().cancelledBeforeRun, batches: pool.batches };
     const worker = holdWorker();
-    const timedOut = db.search({ text: 'alpha', timeoutMs: 1 });
-    await expect(timedOut).rejects.toBeInstanceOf(TimeoutError);
-    await expect(timedOut).rejects.toMatchObject({ code: 'TIDAL_TIMEOUT', timeoutMs: 1 });
-    // The worker still holds the task: it counts as load until the worker is done with it.
-    expect(db.load.inFlight).toBe(1);
-    await worker.release();
+    try {
+      const timedOut = db.search({ text: 'alpha', timeoutMs: 1_000 });
+      // The pool posts what a turn of the event loop started on the next one (setImmediate): wait
+      // for the search to be handed to the held worker, so the timer fires after it was posted
+      // (with a 1 ms timeout, a busy machine fired it first and the search was never posted).
+      while (pool.batches === before.batches) await new Promise((r) => setImmediate(r));
+      await expect(timedOut).rejects.toBeInstanceOf(TimeoutError);
+      await expect(timedOut).rejects.toMatchObject({ code: 'TIDAL_TIMEOUT', timeoutMs: 1_000 });
+      // The worker still holds the task: it counts as load until the worker is done with it.
+      expect(db.load.inFlight).toBe(1);
+    } finally {
+      await worker.release();
+    }
     expect(db.load.inFlight).toBe(0);
     expect(db.stats().cancelledBeforeRun).toBe(before.skipped + 1);
     expect(served()).toBe(before.served);
