@@ -70,9 +70,10 @@ async function main(): Promise<void> {
     const music = CATEGORIES.indexOf('music');
     const musicVector = corpus.contextVector(rand, music);
     const text = 'jazz piano';
-    // A few untimed rounds first, two of each call at a time so that every worker sees each one:
-    // a worker compiles its query paths on first use, and the timings below are meant to show a
-    // running service, not a cold start.
+    // A few untimed rounds first, two of each call at a time so that every worker sees each one.
+    // warm() already built each worker's structures and compiled its paths at Full; these rounds
+    // settle what a running service has besides (V8's later tiers, the caches of these queries),
+    // so the timings below show a running service, not a cold start.
     const calls = [
       () => db.retrieve({ profile: 'trending', limit: 10 }),
       () => db.retrieve({ profile: 'new', filter: { category: 'cooking' }, diversity: { maxPer: { creator: 2 } }, limit: 10 }),
