@@ -141,7 +141,7 @@ export interface FeedsPlan {
  * affinity with. Sixty-four neighbours plus these cheap sources find them for less than a wider ANN
  * search (whose cost grows with its breadth: 500 neighbours 1.4 ms, 200 0.5 ms).
  *
- * Chosen at 100 000 items and 10 000 users (`bench:personalization`, docs/BENCHMARKS.md), against
+ * Chosen at 100 000 items and 10 000 users (`bench:personalization`, the run that chose them), against
  * the exhaustive ranking (every item scored by the same mix, velocity over the largest of all
  * items): the depth per affinity creator weighs most (16 creators × 16 items: overlap@10 0.96;
  * × 8: 0.78; × 4: 0.53), the ANN's breadth little, and trending is what puts the largest velocity
