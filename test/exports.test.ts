@@ -223,6 +223,8 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'CapacityError',
     'ClosedError',
     'Criticality',
+    'CursorExpiredError',
+    'CursorGoneReason',
     'DEFAULT_THRESHOLDS',
     'DegradationLevel',
     'DegradationLevelName',
