@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import {
   CURSOR_DEFAULTS,
   CursorExpiredError,
@@ -211,6 +211,11 @@ describe('cursor chains pin their ranking', () => {
       fc.record({ op: fc.constant('write' as const), n: fc.integer({ min: 1, max: 30 }) }),
       fc.record({ op: fc.constant('tick' as const), ms: fc.integer({ min: 0, max: 120_000 }) }),
     );
+    // Its own database, with bounds no run reaches (25 ticks of at most 2 minutes): what is
+    // checked is the pinning, the bounds are tested below.
+    const d = await open({ ttlMs: CURSOR_DEFAULTS.maxTtlMs, maxBytes: 2 ** 30 });
+    onTestFinished(() => d.close());
+    await fill(d);
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 25 }), async (ops) => {
         interface Open {
@@ -224,17 +229,17 @@ describe('cursor chains pin their ranking', () => {
           if (o.op === 'start') {
             const req = { ...REQUESTS[o.q]!, level: LEVELS[o.level]! };
             clock.advance(2_000);
-            const want = (await db.retrieve({ ...req, limit: CURSOR_DEFAULTS.depth })).items;
-            const p = await db.retrieve({ ...req, limit: o.limit, paginate: true });
+            const want = (await d.retrieve({ ...req, limit: CURSOR_DEFAULTS.depth })).items;
+            const p = await d.retrieve({ ...req, limit: o.limit, paginate: true });
             chains.push({ req, want, got: [...p.items], cursor: p.nextCursor });
           } else if (o.op === 'page') {
             const c = chains[o.chain % Math.max(1, chains.length)];
             if (c === undefined || c.cursor === null) continue;
-            const p = await db.retrieve({ ...c.req, limit: o.limit, cursor: c.cursor });
+            const p = await d.retrieve({ ...c.req, limit: o.limit, cursor: c.cursor });
             c.got.push(...p.items);
             c.cursor = p.nextCursor;
           } else if (o.op === 'write') {
-            await db.signals(Array.from({ length: o.n }, (_, k) => ({ item: `i${(k * 29 + o.n) % N}`, kind: k % 3 ? 'view' : 'like' })));
+            await d.signals(Array.from({ length: o.n }, (_, k) => ({ item: `i${(k * 29 + o.n) % N}`, kind: k % 3 ? 'view' : 'like' })));
           } else clock.advance(o.ms);
         }
         for (const c of chains) {
@@ -245,6 +250,7 @@ describe('cursor chains pin their ranking', () => {
       }),
       { seed: SEED, numRuns: 30 },
     );
+    expect(d.stats().cursors.evicted + d.stats().cursors.expired).toBe(0);
   }, 120_000);
 
   it('the pages after the first drop what was deleted, hidden or blocked since, and keep the rest in order', async () => {
