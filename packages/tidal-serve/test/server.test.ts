@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import {
   AbortedError,
   BackpressureError,
+  CursorExpiredError,
   InvalidInputError,
   MemoryPressureError,
   OverloadedError,
@@ -331,7 +332,15 @@ describe('status mapping', () => {
     ['MemoryPressureError', () => new MemoryPressureError(10, 100), 503, 'TIDAL_MEMORY_PRESSURE', undefined],
     ['RateLimitedError', () => new RateLimitedError('agent', 'sess', 5, 200, 10), 429, 'TIDAL_RATE_LIMITED', '1'],
     ['InvalidInputError', () => new InvalidInputError('profile', 'one of the profiles', 'x'), 400, 'TIDAL_INVALID_INPUT', undefined],
+    ['CursorExpiredError', () => new CursorExpiredError('evicted', 'was evicted'), 410, 'TIDAL_CURSOR_EXPIRED', undefined],
   ];
+  it('CursorExpiredError → 410 naming the cursor and why its ranking is gone', async () => {
+    const err = new CursorExpiredError('expired', 'expired: it is kept 600000 ms after its last page (cursors.ttlMs)');
+    const { url } = await serve({ db: fakeDb({ search: async () => Promise.reject(err) }) });
+    const r = await call(url, 'POST', '/search', { text: 'jazz', cursor: 'x' });
+    expect(r.status).toBe(410);
+    expect(r.body).toEqual({ code: 'TIDAL_CURSOR_EXPIRED', message: err.message, field: 'cursor', reason: 'expired' });
+  });
   for (const [name, make, status, code, retryAfter] of cases) {
     it(`${name} → ${status} with its code, fields and retry figures`, async () => {
       const err = make();
