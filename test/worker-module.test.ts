@@ -5,7 +5,7 @@
  */
 import { BroadcastChannel } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DegradationLevel, TidalDb } from 'tidal-core';
+import { DegradationLevel, TidalDb, type CursorOptions } from 'tidal-core';
 import { SCHEMA } from './helpers.js';
 
 const MODULE = new URL('./fixtures/worker-module.mjs', import.meta.url);
@@ -25,6 +25,7 @@ afterEach(async () => {
 async function openWithModule(
   thresholds?: { reducedCandidates: number; coarseAggregates: number; noDiversity: number },
   workers = 2,
+  cursors?: CursorOptions,
 ): Promise<Opened> {
   const channel = `worker-module-test-${Math.random()}`;
   const gate = new Int32Array(new SharedArrayBuffer(8));
@@ -38,6 +39,7 @@ async function openWithModule(
   });
   let b = TidalDb.builder().ephemeral().schema(SCHEMA).workers(workers).workerModule(MODULE, { channel, gate: gate.buffer });
   if (thresholds) b = b.loadThresholds(thresholds);
+  if (cursors) b = b.cursors(cursors);
   const db = await b.open();
   open.push(db);
   await reported;
@@ -149,6 +151,16 @@ describe('worker modules', () => {
     const plain = await call(ports[0]!, 'retrieve', { profile: 'new', limit: 4 });
     expect(plain.counts).toEqual({ local: 1, forwarded: 1 });
     expect((plain.value as { nextCursor: string | null }).nextCursor).toBeNull();
+  });
+
+  it("a chain's ranking evicted on the database thread is refused in a worker thread with CursorExpiredError", async () => {
+    const { db, ports } = await openWithModule(undefined, 2, { maxRankings: 1 });
+    await db.upsertItems(ITEMS);
+    const a = await call(ports[0]!, 'retrieve', { profile: 'new', limit: 2, paginate: true });
+    await call(ports[1]!, 'retrieve', { profile: 'new', limit: 3, paginate: true });
+    const next = await call(ports[0]!, 'retrieve', { profile: 'new', limit: 2, cursor: (a.value as { nextCursor: string }).nextCursor });
+    expect(next).toMatchObject({ ok: false, name: 'CursorExpiredError', code: 'TIDAL_CURSOR_EXPIRED', field: 'cursor' });
+    expect(next.message).toMatch(/evicted/);
   });
 
   it('queries a thread took count in the one in-flight count: the database thread sees them and its level follows', async () => {
