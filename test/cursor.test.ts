@@ -285,6 +285,30 @@ describe('cursor chains pin their ranking', () => {
     }
   });
 
+  it("a later page has the first page's level, reason, warnings and explain, whatever level it asks for", async () => {
+    const first = await db.retrieve({ profile: 'popular', limit: 3, level: 'NoDiversity', paginate: true });
+    const next = await db.retrieve({ profile: 'popular', limit: 3, level: 'Full', cursor: first.nextCursor! });
+    expect(next.degradationLevel).toBe(first.degradationLevel);
+    expect(next.levelReason).toBe('requested');
+    expect(next.explain).toEqual(first.explain);
+    expect(next.warnings).toEqual(first.warnings);
+  });
+
+  it('a search chain drops the hits the user hid after its first page', async () => {
+    const d = await open();
+    try {
+      await fill(d);
+      const req = { text: 'tune', user: 'u' };
+      const all = ids((await d.search({ ...req, limit: CURSOR_DEFAULTS.depth })).hits);
+      const first = await d.search({ ...req, limit: 2, paginate: true });
+      await d.hide({ user: 'u', item: all[3]! });
+      const next = await d.search({ ...req, limit: 3, cursor: first.nextCursor! });
+      expect(ids(next.hits)).toEqual([all[2], all[4], all[5]]);
+    } finally {
+      await d.close();
+    }
+  });
+
   it('a chain ends at cursors.depth items; a first page as long as the depth has no cursor; no paginate, no cursor', async () => {
     const d = await open({ depth: 10 });
     try {
