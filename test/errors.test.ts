@@ -59,6 +59,8 @@ function sampleOf(cls: string): TidalError {
       return new load.UnexpectedReplyError('redis fixed window', '0, 1 or 2', 7);
     case 'DirectoryLockedError':
       return new load.DirectoryLockedError('/data', 4242, '2026-01-01T00:00:00.000Z');
+    case 'CursorExpiredError':
+      return new load.CursorExpiredError('evicted', 'was evicted');
     case 'DependencyUnavailableError':
       return new load.DependencyUnavailableError('embedder', 'shed', 0, 'bulkhead full');
     default:

@@ -5,7 +5,7 @@
  */
 import { BroadcastChannel } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DegradationLevel, TidalDb } from 'tidal-core';
+import { DegradationLevel, TidalDb, type CursorOptions } from 'tidal-core';
 import { SCHEMA } from './helpers.js';
 
 const MODULE = new URL('./fixtures/worker-module.mjs', import.meta.url);
@@ -25,6 +25,7 @@ afterEach(async () => {
 async function openWithModule(
   thresholds?: { reducedCandidates: number; coarseAggregates: number; noDiversity: number },
   workers = 2,
+  cursors?: CursorOptions,
 ): Promise<Opened> {
   const channel = `worker-module-test-${Math.random()}`;
   const gate = new Int32Array(new SharedArrayBuffer(8));
@@ -38,6 +39,7 @@ async function openWithModule(
   });
   let b = TidalDb.builder().ephemeral().schema(SCHEMA).workers(workers).workerModule(MODULE, { channel, gate: gate.buffer });
   if (thresholds) b = b.loadThresholds(thresholds);
+  if (cursors) b = b.cursors(cursors);
   const db = await b.open();
   open.push(db);
   await reported;
@@ -133,16 +135,32 @@ describe('worker modules', () => {
     expect((r.value as { items: { id: string }[] }).items.map((i) => i.id)).toEqual(['item-28', 'item-27', 'item-26']);
   });
 
-  it('a cursor made in a worker thread pages on in the database thread', async () => {
+  it('a cursor chain started in a worker thread is pinned in the database thread and pages on from any thread', async () => {
     const { db, ports } = await openWithModule();
     await db.upsertItems(ITEMS);
-    const first = await call(ports[0]!, 'retrieve', { profile: 'new', limit: 4 });
+    const first = await call(ports[0]!, 'retrieve', { profile: 'new', limit: 4, paginate: true });
     const page1 = first.value as { items: { id: string }[]; nextCursor: string };
     expect(page1.nextCursor).toEqual(expect.any(String));
+    expect(first.counts).toEqual({ local: 0, forwarded: 1 });
+    expect(db.stats().cursors.pinned).toBe(1);
     const page2 = await db.retrieve({ profile: 'new', limit: 4, cursor: page1.nextCursor });
     expect(page2.items.map((i) => i.id)).toEqual(['item-25', 'item-24', 'item-23', 'item-22']);
     const back = await call(ports[1]!, 'retrieve', { profile: 'new', limit: 4, cursor: page2.nextCursor });
     expect((back.value as { items: { id: string }[] }).items.map((i) => i.id)).toEqual(['item-21', 'item-20', 'item-19', 'item-18']);
+    // Without paginate, a thread answers the query itself and gives no cursor.
+    const plain = await call(ports[0]!, 'retrieve', { profile: 'new', limit: 4 });
+    expect(plain.counts).toEqual({ local: 1, forwarded: 1 });
+    expect((plain.value as { nextCursor: string | null }).nextCursor).toBeNull();
+  });
+
+  it("a chain's ranking evicted on the database thread is refused in a worker thread with CursorExpiredError", async () => {
+    const { db, ports } = await openWithModule(undefined, 2, { maxRankings: 1 });
+    await db.upsertItems(ITEMS);
+    const a = await call(ports[0]!, 'retrieve', { profile: 'new', limit: 2, paginate: true });
+    await call(ports[1]!, 'retrieve', { profile: 'new', limit: 3, paginate: true });
+    const next = await call(ports[0]!, 'retrieve', { profile: 'new', limit: 2, cursor: (a.value as { nextCursor: string }).nextCursor });
+    expect(next).toMatchObject({ ok: false, name: 'CursorExpiredError', code: 'TIDAL_CURSOR_EXPIRED', field: 'cursor' });
+    expect(next.message).toMatch(/evicted/);
   });
 
   it('queries a thread took count in the one in-flight count: the database thread sees them and its level follows', async () => {

@@ -38,6 +38,12 @@ export const SUITES: readonly Suite[] = Object.freeze([
     description: 'retrieve per profile and degradation level: ns/query, work counters, overlap@10',
   },
   {
+    name: 'cursor',
+    script: 'cursor-chains.js',
+    gc: false,
+    description: 'what a cursor chain costs: a page alone, the first page of a chain, a later page',
+  },
+  {
     name: 'admission',
     script: 'admission.js',
     gc: true,

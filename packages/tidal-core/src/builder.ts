@@ -4,6 +4,7 @@ import { attachEmbedder, checkEmbedder, type TextEmbedder } from './embedding.js
 import { mergeSessionOptions, type TidalOptions } from './options.js';
 import type { SessionOptions } from './session-options.js';
 import type { WorkSharingOptions } from './sharing.js';
+import type { CursorOptions } from './pinned-rankings.js';
 
 /** Fluent configuration; every setter validates in {@link TidalDbBuilder.open}. */
 export class TidalDbBuilder {
@@ -145,6 +146,15 @@ export class TidalDbBuilder {
    */
   workSharing(options: WorkSharingOptions): this {
     this.#o.workSharing = options;
+    return this;
+  }
+
+  /**
+   * Cursor chains: `{ ttlMs, depth, maxRankings, maxBytes }` (see {@link CursorOptions}), how long
+   * and how much of the rankings their pages are cut from is kept, and how many items a chain ranks.
+   */
+  cursors(options: CursorOptions): this {
+    this.#o.cursors = options;
     return this;
   }
 

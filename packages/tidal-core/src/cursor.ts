@@ -1,21 +1,17 @@
 import { createHmac, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { InvalidInputError } from 'tidal-load';
 import { META, type Meta } from 'tidal-wal/storage';
+import type { ChainRef } from './pinned-rankings.js';
 
 /**
- * Items a chain of cursors may have returned: past it, `nextCursor` is null. The cursor carries
- * their ordinals (4 bytes each, base64): 1 000 items make a cursor of about 5.4 KB.
+ * What a cursor carries: the query, the pinned ranking of its chain (see pinned-rankings.ts), how
+ * far the pages have read it, and when the page that returned it was served. About 110 bytes.
  */
-export const MAX_CURSOR_ITEMS = 1000;
-
-/** What a cursor pins: the query, the clock the first page ran at, and what the pages returned. */
-export interface CursorState {
+export interface CursorState extends ChainRef {
   /** The query's hash (see {@link queryHash}). */
   readonly query: string;
-  /** The database clock the first page was ranked at; later pages rank at the same time. */
-  readonly nowMs: number;
-  /** Ordinals of every item the earlier pages returned, left out of the next one. */
-  readonly returned: Int32Array;
+  /** Items of the pinned ranking the pages after the first have passed (returned or dropped). */
+  readonly offset: number;
 }
 
 const MAC_BYTES = 16;
@@ -51,8 +47,7 @@ export class Cursors {
   }
 
   encode(state: CursorState): string {
-    const ordinals = Buffer.from(state.returned.buffer, state.returned.byteOffset, state.returned.byteLength).toString('base64url');
-    const body = Buffer.from(JSON.stringify([1, state.query, state.nowMs, ordinals])).toString('base64url');
+    const body = Buffer.from(JSON.stringify([2, state.query, state.epoch, state.id, state.offset, state.issuedAtMs])).toString('base64url');
     return `${body}.${this.#mac(body).toString('base64url')}`;
   }
 
@@ -61,7 +56,7 @@ export class Cursors {
     const refuse = (why: string): never => {
       throw new InvalidInputError('cursor', why, value);
     };
-    if (typeof value !== 'string' || value.length > 16_384) return refuse('a nextCursor string this database returned');
+    if (typeof value !== 'string' || value.length > 1024) return refuse('a nextCursor string this database returned');
     const dot = value.indexOf('.');
     if (dot < 0) return refuse('a nextCursor string this database returned');
     const body = value.slice(0, dot);
@@ -78,20 +73,21 @@ export class Cursors {
     } catch {
       return refuse('a nextCursor this database returned');
     }
+    // Version 1 carried the clock and the ordinals returned, and its pages were ranked afresh:
+    // such a cursor is refused (its chain was never pinned).
     if (
       !Array.isArray(parsed) ||
-      parsed[0] !== 1 ||
+      parsed[0] !== 2 ||
       typeof parsed[1] !== 'string' ||
-      typeof parsed[2] !== 'number' ||
-      typeof parsed[3] !== 'string'
+      typeof parsed[2] !== 'string' ||
+      !Number.isSafeInteger(parsed[3]) ||
+      !Number.isSafeInteger(parsed[4]) ||
+      typeof parsed[5] !== 'number'
     ) {
       return refuse('a nextCursor this database returned');
     }
     if (parsed[1] !== query) return refuse('a nextCursor of the same query (it was returned for another request)');
-    const bytes = Buffer.from(parsed[3], 'base64url');
-    const returned = new Int32Array(bytes.length / 4);
-    new Uint8Array(returned.buffer).set(bytes);
-    return { query, nowMs: parsed[2], returned };
+    return { query, epoch: parsed[2], id: parsed[3] as number, offset: parsed[4] as number, issuedAtMs: parsed[5] };
   }
 }
 

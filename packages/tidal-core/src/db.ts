@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
 import { ClosedError, InFlightGuard, InternalError, type LoadView } from 'tidal-load';
 import { readItemSignals, type QuerySchema, type SignalStore, type SignalValues, type WarmResult } from 'tidal-query';
@@ -290,9 +291,21 @@ export class TidalDb implements AsyncDisposable {
 
   /** Runs a planned read on a worker (through work sharing and the scheduler) and builds its result. */
   async #inWorker<Op extends ReadOp>(q: PlannedRead<Op>): Promise<ReadTypes[Op]['results']> {
+    if (q.read.next !== null) return this.#fromPin(q);
     const kind = READS[q.op];
     const a = await this.#queries.run(q.op, q.read.task, q.plan, kind.shareable(q.read.task), kind.bytes);
     return this.#p.reads.finish(q, a.result, a.ageMs);
+  }
+
+  /** A later page of a cursor chain: cut from its pinned ranking on this thread, no worker runs. */
+  #fromPin<Op extends ReadOp>(q: PlannedRead<Op>): ReadTypes[Op]['results'] {
+    try {
+      const out = this.#p.reads.fromPin(q);
+      this.#queries.recorder.record(out.degradationLevel, performance.now() - q.started, null);
+      return out;
+    } finally {
+      q.plan.guard[Symbol.dispose]();
+    }
   }
 
   /**
@@ -313,11 +326,12 @@ export class TidalDb implements AsyncDisposable {
 
   /**
    * Load figures: queries in flight, the current level, queries served per level, refusals,
-   * latency percentiles (end to end, and worker service time per level), and the write queue.
+   * latency percentiles (end to end, and worker service time per level), the write queue, and the
+   * cursor chains' pinned rankings.
    */
   stats(): QueryStats {
     const gc = this.#writes.groupCommit;
-    return this.#queries.stats({ ...gc.stats, queueLimit: gc.options.maxQueueEvents });
+    return this.#queries.stats({ ...gc.stats, queueLimit: gc.options.maxQueueEvents }, this.#p.pins.stats(this.#o.clock()));
   }
 
   /** The in-flight count, the level a query entering now would get, and the limits (read-only). */

@@ -40,6 +40,7 @@ export {
   AbortedError,
   TimeoutError,
   DirectoryLockedError,
+  CursorExpiredError,
   ERROR_CODES,
   WARNING_CODES,
   DegradationLevel,
@@ -50,6 +51,7 @@ export {
 } from 'tidal-load';
 export type {
   ErrorCode,
+  CursorGoneReason,
   TidalWarning,
   WarningCode,
   WarningSink,
@@ -60,6 +62,8 @@ export type {
   Criticality,
 } from 'tidal-load';
 export { SESSION_DEFAULTS } from './session-options.js';
+export { CURSOR_DEFAULTS } from './pinned-rankings.js';
+export type { CursorOptions, PinnedRankingStats } from './pinned-rankings.js';
 export type { User, UserInput } from './users.js';
 export { USER_DEFAULTS } from './users.js';
 export type { UserCreatorInput, UserFilter, UserItemInput } from './user-requests.js';

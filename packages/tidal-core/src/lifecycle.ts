@@ -13,6 +13,7 @@ import { DegradationLevel, InternalError, InvalidInputError, TidalError, type Wa
 import { AckMark, MemoryGuard, SignalLog, SlotCheckpoint, WalCheckpointer, openWriterConnection } from 'tidal-wal';
 import { SignalStore, SLOT_BYTES, type TaskEnvelope, type WarmResult } from 'tidal-query';
 import { Cursors } from './cursor.js';
+import { PinnedRankings } from './pinned-rankings.js';
 import { lockDirectory } from './dir-lock.js';
 import type { FilledOptions } from './options.js';
 import { prepareDirectory } from './paths.js';
@@ -61,6 +62,8 @@ export interface DbParts {
   readonly queries: QueryFront;
   readonly sharing: WorkSharing;
   readonly reads: ReadPipeline;
+  /** The pinned rankings of cursor chains (see pinned-rankings.ts). */
+  readonly pins: PinnedRankings;
   /** What the worker threads are told when the database has a worker module; null without one. */
   readonly host: HostInit | null;
   /** The highest acknowledged sequence number, beside the database; null when nothing is promised. */
@@ -110,7 +113,9 @@ export function openParts(o: FilledOptions): DbParts {
     const sessions = new SessionRegistry(db, o.sessions, o.rateLimit, o.clock, o.onWarning);
     // The write path is made below; validation only asks it for ordinals once queries run.
     const ordinalOf = (id: string): number | undefined => writes.ordinalOf(id);
-    const readDeps = mainReadDeps({ schema: o.schema, cursors, sessions, users, clock: o.clock, ordinalOf });
+    const pins = new PinnedRankings(o.cursors);
+    const chains = { store: pins, now: o.clock, stored: (id: string) => writes.item(id) };
+    const readDeps = mainReadDeps({ schema: o.schema, cursors, sessions, users, clock: o.clock, ordinalOf, chains });
     const memoryGuard = MemoryGuard.create(o.memoryGuard, o.onWarning);
     walCheckpointer = WalCheckpointer.start(db, file, o.onWarning);
     /** The items version every acknowledged item write reached, for worker modules' threads (BigInt64). */
@@ -167,7 +172,7 @@ export function openParts(o: FilledOptions): DbParts {
       inFlight,
     });
     const reads = new ReadPipeline(readDeps, (req, op, guard) => queries.plan(req, op, guard), ordinalOf);
-    const parts = { dir, ephemeral, db, store, writes, sessions, users, pool, queries, sharing, reads, host: host ?? null };
+    const parts = { dir, ephemeral, db, store, writes, sessions, users, pool, queries, sharing, reads, pins, host: host ?? null };
     return { ...parts, ackMark, walCheckpointer, unlock };
   } catch (err) {
     ackMark?.close();

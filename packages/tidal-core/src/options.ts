@@ -25,6 +25,7 @@ import { resolveSchema, type SchemaDefinition } from './schema.js';
 import { checkWhole, isPlainObject } from './validate.js';
 import { resolveRateLimiterConfig, type RateLimit, type RateLimiterConfig } from 'tidal-load';
 import { resolveSessionOptions, type FilledSessionOptions, type SessionOptions } from './session-options.js';
+import { resolveCursorOptions, type CursorOptions, type FilledCursorOptions } from './pinned-rankings.js';
 import { resolveWorkSharing, type FilledWorkSharing, type WorkSharingOptions } from './sharing.js';
 
 export interface CapacityOptions {
@@ -147,6 +148,12 @@ export interface TidalOptions {
    * @default { maxStalenessMs: { coarseAggregates: 250, noDiversity: 1000 }, maxEntries: 1024, maxBytes: 16 MiB }
    */
   workSharing?: WorkSharingOptions;
+  /**
+   * Cursor chains (`paginate: true`): how long and how much of their pinned rankings is kept, and
+   * how deep a chain ranks (see {@link CursorOptions}).
+   * @default { ttlMs: 600_000, depth: 200, maxRankings: 10_000, maxBytes: 64 MiB }
+   */
+  cursors?: CursorOptions;
 }
 
 /** See {@link TidalOptions.workerModule}. */
@@ -179,6 +186,7 @@ export interface FilledOptions {
   /** `false`: no degradation by load or deadline, no admission cap. */
   loadManagement: boolean;
   workSharing: FilledWorkSharing;
+  cursors: FilledCursorOptions;
 }
 
 export const DEFAULTS = Object.freeze({
@@ -221,6 +229,7 @@ const OPTION_KEYS: readonly (keyof TidalOptions)[] = [
   'rateLimiter',
   'sessions',
   'workSharing',
+  'cursors',
 ];
 
 /** The keys each object-valued option takes; a new key of one of them must be added here. */
@@ -231,6 +240,7 @@ const NESTED_KEYS = {
   loadThresholds: ['reducedCandidates', 'coarseAggregates', 'noDiversity'],
   sessions: ['defaultTtlMs', 'sweepIntervalMs', 'maxOpen', 'onExpired'],
   workSharing: ['maxStalenessMs', 'maxEntries', 'maxBytes'],
+  cursors: ['ttlMs', 'depth', 'maxRankings', 'maxBytes'],
 } as const satisfies Partial<Record<keyof TidalOptions, readonly string[]>>;
 
 /**
@@ -335,6 +345,7 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
     rateLimit: resolveRateLimiterConfig(o.rateLimiter, 'rateLimiter'),
     sessions: resolveSessionOptions(o.sessions),
     workSharing: resolveWorkSharing(o.workSharing),
+    cursors: resolveCursorOptions(o.cursors),
   };
 }
 

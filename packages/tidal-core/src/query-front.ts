@@ -243,7 +243,7 @@ export class QueryFront {
   }
 
   /** The query side of `stats()`. */
-  stats(writes: QueryStats['writes']): QueryStats {
+  stats(writes: QueryStats['writes'], cursors: QueryStats['cursors']): QueryStats {
     const scheduler = this.#pool.scheduler;
     return this.#recorder.snapshot(
       this.#detector.inFlight,
@@ -252,6 +252,7 @@ export class QueryFront {
       this.#pool.skipped + scheduler.dropped,
       scheduler.waiting,
       writes,
+      cursors,
     );
   }
 }

@@ -6,20 +6,22 @@
  * thread-db.ts). What differs between the two ops is one entry of {@link READS}.
  */
 import { performance } from 'node:perf_hooks';
-import { InvalidInputError, type InFlightGuard } from 'tidal-load';
+import { InternalError, InvalidInputError, type InFlightGuard } from 'tidal-load';
 import type { RetrieveTask, SearchTask, UserQueryState, WorkerRetrieveResult, WorkerSearchResult } from 'tidal-query';
 import { LazyCursor, type Cursors } from './cursor.js';
 import { estimateBytes, type QueryPlan } from './query-front.js';
 import {
-  nextCursor,
+  cutPage,
   prepareRetrieve,
   prepareSearch,
   retrieveResults,
   searchResults,
+  type ChainDeps,
   type PreparedRead,
   type RanAs,
   type ReadDeps,
 } from './read-requests.js';
+import type { PinnedRow } from './pinned-rankings.js';
 import type { SessionRegistry } from './sessions.js';
 import type { QueryControl, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults } from './types.js';
 import { checkUserFilter } from './user-requests.js';
@@ -38,8 +40,10 @@ export type ReadOp = keyof ReadTypes;
 interface ReadKind<Op extends ReadOp> {
   /** Validate, hash and pin: the request made into its task. */
   prepare(req: ReadTypes[Op]['req'], deps: ReadDeps): PreparedRead<ReadTypes[Op]['task']>;
-  /** The rows of the page, as the cursor reads their ids. */
-  rows(r: ReadTypes[Op]['answer']): readonly { id: string }[];
+  /** The rows of the answer, best first. */
+  rows(r: ReadTypes[Op]['answer']): readonly PinnedRow[];
+  /** The answer with other rows (their ordinals), as objects or as JSON. */
+  withRows(r: ReadTypes[Op]['answer'], rows: readonly PinnedRow[], ordinals: Int32Array, asJson: boolean): ReadTypes[Op]['answer'];
   build(r: ReadTypes[Op]['answer'], ran: RanAs, next: LazyCursor, now: number): ReadTypes[Op]['results'];
   /** Whether callers asking the same may share one execution (see WorkSharing). */
   shareable(task: ReadTypes[Op]['task']): boolean;
@@ -51,6 +55,11 @@ export const READS: { readonly [Op in ReadOp]: ReadKind<Op> } = {
   retrieve: {
     prepare: prepareRetrieve,
     rows: (r) => r.items,
+    withRows: (r, rows, ordinals, asJson) => {
+      const items = rows as WorkerRetrieveResult['items'];
+      const { itemsJson: _json, ...rest } = r;
+      return asJson ? { ...rest, items: [], itemsJson: JSON.stringify(items), ordinals } : { ...rest, items, ordinals };
+    },
     build: retrieveResults,
     // A session's query excludes what that session has seen: it is its own, never shared.
     // A user's query is theirs too (their hidden items, blocks and seen set): never shared.
@@ -60,6 +69,11 @@ export const READS: { readonly [Op in ReadOp]: ReadKind<Op> } = {
   search: {
     prepare: prepareSearch,
     rows: (r) => r.hits,
+    withRows: (r, rows, ordinals, asJson) => {
+      const hits = rows as WorkerSearchResult['hits'];
+      const { hitsJson: _json, ...rest } = r;
+      return asJson ? { ...rest, hits: [], hitsJson: JSON.stringify(hits), ordinals } : { ...rest, hits, ordinals };
+    },
     build: searchResults,
     shareable: (task) => !task.user && !task.after,
     bytes: (r) => (r.hitsJson === undefined ? estimateBytes(r.hits) : 2 * r.hitsJson.length),
@@ -107,21 +121,60 @@ export class ReadPipeline {
     return { op, read, plan, started: performance.now() };
   }
 
-  /** The result of a read from its executor's answer; `nextCursor` is made when first read. */
+  /**
+   * The result of a read from its executor's answer. A chain's first page pins what follows the
+   * page (see pinned-rankings.ts); its `nextCursor` is made when first read.
+   */
   finish<Op extends ReadOp>(q: PlannedRead<Op>, r: ReadTypes[Op]['answer'], ageMs: number): ReadTypes[Op]['results'] {
     const kind: ReadKind<Op> = READS[q.op];
-    const next = new LazyCursor(() => this.nextCursor(q.read, r.nowMs, kind.rows(r), r.ordinals));
-    return kind.build(r, { level: q.plan.level, reason: q.plan.reason, ageMs, started: q.started }, next, performance.now());
+    const ran = { level: q.plan.level, reason: q.plan.reason, ageMs, started: q.started };
+    if (!q.read.pinning) return kind.build(r, ran, new LazyCursor(() => null), performance.now());
+    const { limit, asJson } = q.read;
+    const rows = kind.rows(r);
+    const ordinals = Int32Array.from(rows, (row, i) => r.ordinals?.[i] ?? this.#ordinalOf(row.id) ?? -1);
+    let next = new LazyCursor(() => null);
+    if (rows.length > limit && r.nowMs !== undefined) {
+      const chains = this.#chains();
+      const now = chains.now();
+      const query = q.read.hash();
+      const ranking = {
+        query,
+        nowMs: r.nowMs,
+        level: q.plan.level,
+        reason: q.plan.reason,
+        answer: kind.withRows(r, [], new Int32Array(0), false),
+        rows: rows.slice(limit),
+        ordinals: ordinals.subarray(limit),
+      };
+      const id = chains.store.add(ranking, now);
+      const { epoch } = chains.store;
+      next = new LazyCursor(() => this.#deps.cursors.encode({ query, epoch, id, offset: 0, issuedAtMs: now }));
+    }
+    return kind.build(kind.withRows(r, rows.slice(0, limit), ordinals.slice(0, limit), asJson), ran, next, performance.now());
   }
 
-  /** The cursor of the page after `rows`, or null when it was the last one (see {@link nextCursor}). */
-  nextCursor(
-    read: PreparedRead<RetrieveTask | SearchTask>,
-    nowMs: number | undefined,
-    rows: readonly { id: string }[],
-    ordinals?: ArrayLike<number>,
-  ): string | null {
-    return nextCursor(this.#deps.cursors, read, nowMs, rows, ordinals, this.#ordinalOf);
+  /**
+   * A later page of a cursor chain, cut from its pinned ranking (no executor runs): at the level,
+   * with the warnings and explain of the chain's first page, `ageMs` the time since it ranked.
+   */
+  fromPin<Op extends ReadOp>(q: PlannedRead<Op>): ReadTypes[Op]['results'] {
+    const kind: ReadKind<Op> = READS[q.op];
+    const { ranking, state } = q.read.next!;
+    const chains = this.#chains();
+    const { task } = q.read;
+    const cut = cutPage(ranking, state.offset, q.read.limit, task.user, this.#deps.schema.creatorField, (id) => chains.stored(id));
+    const now = chains.now();
+    const more = cut.offset < ranking.rows.length;
+    const next = new LazyCursor(() => (more ? this.#deps.cursors.encode({ ...state, offset: cut.offset, issuedAtMs: now }) : null));
+    const answer = kind.withRows(ranking.answer as ReadTypes[Op]['answer'], cut.rows, cut.ordinals, q.read.asJson);
+    const ran = { level: ranking.level, reason: ranking.reason, ageMs: Math.max(0, now - ranking.nowMs), started: q.started };
+    return kind.build(answer, ran, next, performance.now());
+  }
+
+  #chains(): ChainDeps {
+    const chains = this.#deps.chains;
+    if (chains === null) throw new InternalError('a cursor chain reached a thread that keeps none');
+    return chains;
   }
 }
 
@@ -133,6 +186,7 @@ export interface MainReadState {
   readonly users: UserRegistry;
   readonly clock: () => number;
   readonly ordinalOf: (id: string) => number | undefined;
+  readonly chains: ChainDeps;
 }
 
 /** The read dependencies of the database's thread: its sessions, its users, its co-engagement lists. */
@@ -141,6 +195,7 @@ export function mainReadDeps(s: MainReadState): ReadDeps {
     schema: s.schema,
     defaultWindow: defaultWindow(s.schema),
     cursors: s.cursors,
+    chains: s.chains,
     exclude: (session) => s.sessions.exclude(session, s.clock()),
     userState: (req) => userState(s, req),
     relatedTask: (id) => relatedTask(s, id),

@@ -4,7 +4,7 @@
  * (the facade sends the task to a worker) and an HTTP acceptor's worker thread (the task runs where
  * the request arrived, see thread-db.ts).
  */
-import { InvalidInputError } from 'tidal-load';
+import { InternalError, InvalidInputError } from 'tidal-load';
 import type { DegradationLevel } from 'tidal-load';
 import type {
   QuerySchema,
@@ -15,7 +15,8 @@ import type {
   WorkerRetrieveResult,
   WorkerSearchResult,
 } from 'tidal-query';
-import { type Cursors, type LazyCursor, MAX_CURSOR_ITEMS, lazyQueryHash, type CursorState } from './cursor.js';
+import { type Cursors, type LazyCursor, lazyQueryHash, type CursorState } from './cursor.js';
+import type { PinnedRanking, PinnedRankings, PinnedRow } from './pinned-rankings.js';
 import type { LevelReason } from './level-choice.js';
 import type { Item, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults } from './types.js';
 import { checkFeedOptions, checkForYou, checkUserFilter } from './user-requests.js';
@@ -32,7 +33,7 @@ import {
 } from './validate.js';
 
 /** Keys every query takes (QueryControl and UserQuery). */
-const CONTROL_KEYS = ['criticality', 'level', 'signal', 'timeoutMs', 'asJson', 'cursor', 'user', 'userFilter'];
+const CONTROL_KEYS = ['criticality', 'level', 'signal', 'timeoutMs', 'asJson', 'cursor', 'paginate', 'user', 'userFilter'];
 const RETRIEVE_KEYS: ReadonlySet<string> = new Set([
   ...CONTROL_KEYS,
   ...['profile', 'order', 'item', 'context', 'filter', 'diversity', 'limit', 'window', 'session', 'weights', 'explore', 'seed'],
@@ -56,11 +57,22 @@ function checkKeys(req: object, keys: ReadonlySet<string>, what: string): void {
   }
 }
 
+/** What a cursor chain needs of the database's thread, the one place its pinned rankings live. */
+export interface ChainDeps {
+  readonly store: PinnedRankings;
+  /** The database clock (a pinned ranking's TTL runs on it). */
+  now(): number;
+  /** The stored item, or undefined once it is deleted: a later page drops what is gone. */
+  stored(id: string): StoredItem | undefined;
+}
+
 /** What turning a request into a task needs of the thread it runs on. */
 export interface ReadDeps {
   readonly schema: QuerySchema;
   readonly defaultWindow: RetrieveTask['window'];
   readonly cursors: Cursors;
+  /** Cursor chains; null in a thread that sends every request with `paginate` or `cursor` to the database's. */
+  readonly chains: ChainDeps | null;
   /** The ordinals a session's query leaves out (null without a session). */
   exclude(session: RetrieveRequest['session']): Int32Array | null;
   /** The user state a query naming `user` ranks with (null without one); validates `userFilter`. */
@@ -69,23 +81,59 @@ export interface ReadDeps {
   relatedTask(id: string): RetrieveTask['related'];
 }
 
-/** A validated request: its task, its cursor's query hash (made on demand) and the cursor it continues. */
+/** A later page of a cursor chain: the ranking it is cut from, and where. */
+export interface ChainPage {
+  readonly ranking: PinnedRanking;
+  readonly state: CursorState;
+}
+
+/** A validated request: its task, its cursor's query hash (made on demand) and its place in a cursor chain. */
 export interface PreparedRead<T> {
   readonly task: T;
   readonly hash: () => string;
-  readonly pinned: CursorState | null;
+  /** The page size asked for (a chain's first page ranks `cursors.depth` items). */
+  readonly limit: number;
+  /** Whether the result is sent as JSON (the task's own flag is off when its rows are pinned). */
+  readonly asJson: boolean;
+  /** A chain's first page: its task ranks the chain's whole ranking, and what follows the page is pinned. */
+  readonly pinning: boolean;
+  /** A later page: cut from its chain's pinned ranking, no task runs. */
+  readonly next: ChainPage | null;
+}
+
+function chainsOf(deps: ReadDeps): ChainDeps {
+  if (deps.chains === null) throw new InternalError('a query with paginate or cursor reached a thread that keeps no cursor chains');
+  return deps.chains;
 }
 
 /**
- * Checks a request's cursor against its query and pins the task to it: the clock the first page
- * ranked at, and the items the earlier pages returned taken out of the ranking.
+ * The request's place in a cursor chain. Without `cursor`, `paginate: true` starts one: the task
+ * ranks `cursors.depth` items (at least the page) and the result is built from the head. With
+ * `cursor`, the cursor is checked against the query and its chain's ranking found (or refused).
  */
-function pin(cursors: Cursors, cursor: unknown, hash: () => string, task: RetrieveTask | SearchTask): CursorState | null {
-  if (cursor === undefined) return null;
-  const state = cursors.decode(cursor, hash());
-  task.atMs = state.nowMs;
-  task.after = state.returned;
-  return state;
+function chain<T extends RetrieveTask | SearchTask>(
+  deps: ReadDeps,
+  req: RetrieveRequest | SearchRequest,
+  task: T,
+  hash: () => string,
+): PreparedRead<T> {
+  const paginate = req.paginate;
+  if (paginate !== undefined && typeof paginate !== 'boolean') throw new InvalidInputError('paginate', 'a boolean', paginate);
+  const limit = task.limit;
+  const asJson = task.asJson === true;
+  if (req.cursor !== undefined) {
+    const chains = chainsOf(deps);
+    const state = deps.cursors.decode(req.cursor, hash());
+    return { task, hash, limit, asJson, pinning: false, next: { ranking: chains.store.get(state, chains.now()), state } };
+  }
+  if (paginate !== true) return { task, hash, limit, asJson, pinning: false, next: null };
+  const { depth } = chainsOf(deps).store.options;
+  // A page as long as the chain is the whole chain: nothing to pin.
+  if (limit >= depth) return { task, hash, limit, asJson, pinning: false, next: null };
+  task.limit = depth;
+  // The rows are cut into pages here: the worker sends objects, and the page is serialized after.
+  delete task.asJson;
+  return { task, hash, limit, asJson, pinning: true, next: null };
 }
 
 /** Validates a retrieve request into its task. @throws InvalidInputError naming the bad field. */
@@ -123,7 +171,7 @@ export function prepareRetrieve(req: RetrieveRequest, deps: ReadDeps): PreparedR
     userFilter: checkUserFilter(req.userFilter, req.user !== undefined, schema),
     forYou: task.forYou,
   });
-  return { task, hash, pinned: pin(deps.cursors, req.cursor, hash, task) };
+  return chain(deps, req, task, hash);
 }
 
 /** Validates a search request into its task. @throws InvalidInputError naming the bad field. */
@@ -155,30 +203,51 @@ export function prepareSearch(req: SearchRequest, deps: ReadDeps): PreparedRead<
     user: req.user ?? null,
     userFilter: checkUserFilter(req.userFilter, req.user !== undefined, schema),
   });
-  return { task, hash, pinned: pin(deps.cursors, req.cursor, hash, task) };
+  return chain(deps, req, task, hash);
+}
+
+/** A chain's later page: its rows, their ordinals and where the next page starts. */
+export interface CutPage {
+  readonly rows: PinnedRow[];
+  readonly ordinals: Int32Array;
+  /** The offset the next page starts at (the pinned ranking's length: none). */
+  readonly offset: number;
 }
 
 /**
- * The cursor of the page after `rows` (their ordinals in `ordinals` when known, else looked up
- * with `ordinalOf`), or null when it was the last one. Called when the result's `nextCursor` is
- * first read (see {@link LazyCursor}).
+ * The next `limit` rows of a pinned ranking from `offset`, without the items deleted since the
+ * ranking was made nor, for a query naming a user, the items they hid and their blocked creators'
+ * items (as `user` holds them now): hard negatives never come back, on any page.
  */
-export function nextCursor(
-  cursors: Cursors,
-  read: PreparedRead<RetrieveTask | SearchTask>,
-  nowMs: number | undefined,
-  rows: readonly { id: string }[],
-  ordinals: ArrayLike<number> | undefined,
-  ordinalOf: (id: string) => number | undefined,
-): string | null {
-  const { pinned } = read;
-  const before = pinned?.returned.length ?? 0;
-  const n = ordinals?.length ?? rows.length;
-  if (n < read.task.limit || nowMs === undefined || before + n >= MAX_CURSOR_ITEMS) return null;
-  const returned = new Int32Array(before + n);
-  if (pinned) returned.set(pinned.returned);
-  for (let i = 0; i < n; i++) returned[before + i] = ordinals?.[i] ?? ordinalOf(rows[i]!.id) ?? -1;
-  return cursors.encode({ query: read.hash(), nowMs: pinned?.nowMs ?? nowMs, returned });
+export function cutPage(
+  ranking: PinnedRanking,
+  offset: number,
+  limit: number,
+  user: UserQueryState | null | undefined,
+  creatorField: string | undefined,
+  stored: (id: string) => StoredItem | undefined,
+): CutPage {
+  const hidden = user && user.hidden.length > 0 ? new Set(user.hidden) : null;
+  const blocked = user && user.blocked.length > 0 && creatorField !== undefined ? new Set(user.blocked) : null;
+  const rows: PinnedRow[] = [];
+  const ordinals: number[] = [];
+  const all = ranking.rows;
+  let i = offset;
+  for (; i < all.length && rows.length < limit; i++) {
+    const row = all[i]!;
+    const ordinal = ranking.ordinals[i]!;
+    if (hidden?.has(ordinal)) continue;
+    const item = stored(row.id);
+    if (item === undefined) continue;
+    if (blocked) {
+      const creator = item.metadata[creatorField!];
+      if (typeof creator === 'string' && blocked.has(creator)) continue;
+    }
+    // A copy: a caller changing its page leaves the chain's ranking as it was.
+    rows.push({ ...row });
+    ordinals.push(ordinal);
+  }
+  return { rows, ordinals: Int32Array.from(ordinals), offset: i };
 }
 
 /** An item as `get` returns it, from its stored row (undefined without one). */

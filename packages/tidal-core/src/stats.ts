@@ -1,5 +1,6 @@
 import { DegradationLevel, levelName, type DegradationLevelName } from 'tidal-load';
 import type { GroupCommitStats } from 'tidal-wal';
+import type { PinnedRankingStats } from './pinned-rankings.js';
 
 /** Latency samples kept for percentiles: the most recent ones, so the figures follow the load. */
 const WINDOW = 8192;
@@ -45,6 +46,8 @@ export interface QueryStats {
   meanServiceMs: number;
   /** The write path: queue depth and its limit, refusals, the measured drain rate. */
   writes: GroupCommitStats & { queueLimit: number };
+  /** Cursor chains: the pinned rankings kept now and their estimated bytes, and those dropped since open. */
+  cursors: PinnedRankingStats;
 }
 
 class Ring {
@@ -116,6 +119,7 @@ export class QueryRecorder {
     cancelledBeforeRun: number,
     queued: number,
     writes: QueryStats['writes'],
+    cursors: PinnedRankingStats,
   ): QueryStats {
     const served = {} as Record<DegradationLevelName, number>;
     const serviceMs = {} as Record<DegradationLevelName, LatencySummary>;
@@ -138,6 +142,7 @@ export class QueryRecorder {
       serviceMs,
       meanServiceMs: this.meanServiceMs,
       writes,
+      cursors,
     };
   }
 }

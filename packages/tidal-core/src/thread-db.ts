@@ -80,12 +80,17 @@ const PRIORITY = { critical: 2, default: 1, sheddable: 0 } as const;
 /** One query this thread answered, for the database thread's recorder: level, latency, service time. */
 export type QueryRecord = readonly [op: 'retrieve' | 'search', level: DegradationLevel, latencyMs: number, serviceMs: number];
 
+/** A cursor chain's pinned rankings live on the database's thread: every page of one goes there. */
+function inChain(req: RetrieveRequest | SearchRequest): boolean {
+  return req.paginate === true || req.cursor !== undefined;
+}
+
 function needsMainRetrieve(req: RetrieveRequest): boolean {
-  return req.session !== undefined || req.user !== undefined || req.profile === 'related' || req.item !== undefined;
+  return req.session !== undefined || req.user !== undefined || req.profile === 'related' || req.item !== undefined || inChain(req);
 }
 
 function needsMainSearch(req: SearchRequest): boolean {
-  return req.user !== undefined || req.semantic !== undefined;
+  return req.user !== undefined || req.semantic !== undefined || inChain(req);
 }
 
 /** Runs a read's task in this thread, on its own catalog and indexes. */
@@ -142,6 +147,7 @@ export class ThreadDb {
       schema: init.schema,
       defaultWindow: init.defaultWindow,
       cursors: this.#cursors,
+      chains: null,
       exclude: (session: RetrieveRequest['session']) => (session === undefined ? null : none('a session')()),
       userState: () => null,
       relatedTask: none('co-engagement'),
@@ -155,7 +161,7 @@ export class ThreadDb {
 
   /**
    * As `TidalDb.retrieve`. Runs here unless it needs state the database's thread holds (a
-   * session, a user, profile `related`), which it then forwards there (its `signal` stays here:
+   * session, a user, profile `related`, a cursor chain), which it then forwards there (its `signal` stays here:
    * a forwarded query is not aborted with it).
    */
   retrieve(req: RetrieveRequest): Promise<RetrieveResults> {
@@ -164,7 +170,7 @@ export class ThreadDb {
     return this.#local('retrieve', req);
   }
 
-  /** As `TidalDb.search`; with `semantic` or a `user`, forwarded to the database's thread. */
+  /** As `TidalDb.search`; with `semantic`, a `user` or a cursor chain, forwarded to the database's thread. */
   search(req: SearchRequest): Promise<SearchResults> {
     if (typeof req === 'object' && req !== null && needsMainSearch(req)) return this.#forward<SearchResults>('search', [portable(req)]);
     return this.#local('search', req);

@@ -17,8 +17,15 @@ import type { UserFilter } from './user-requests.js';
 /** A user a query is for, and filters on their state (shared by retrieve and search). */
 export interface UserQuery {
   /**
-   * The `nextCursor` of the previous page of the same query: the next page, ranked at the clock
-   * the first page ran at, without the items earlier pages returned.
+   * Start a cursor chain: the query ranks `cursors.depth` items, returns the first page and keeps
+   * the rest, and `nextCursor` pages through it: every page of the chain comes from this ranking,
+   * whatever is written between them. Without it, `nextCursor` is null.
+   * @default false
+   */
+  paginate?: boolean;
+  /**
+   * The `nextCursor` of the previous page of the same query: the next page of its chain, cut from
+   * the ranking the chain's first page made (see `paginate`).
    */
   cursor?: string;
   /**
@@ -176,8 +183,8 @@ export interface RetrieveRequest extends QueryControl, UserQuery {
 
 export interface RetrieveResults {
   /**
-   * Pass it as `cursor` (with the same request) for the next page; null when this page was not
-   * full or the chain has returned 1 000 items.
+   * Pass it as `cursor` (with the same request) for the next page; null without `paginate`, and
+   * after the chain's last page.
    */
   nextCursor: string | null;
   items: RetrievedItem[];
@@ -228,8 +235,8 @@ export interface SearchRequest extends QueryControl, UserQuery {
 
 export interface SearchResults {
   /**
-   * Pass it as `cursor` (with the same request) for the next page; null when this page was not
-   * full or the chain has returned 1 000 items.
+   * Pass it as `cursor` (with the same request) for the next page; null without `paginate`, and
+   * after the chain's last page.
    */
   nextCursor: string | null;
   hits: SearchHit[];

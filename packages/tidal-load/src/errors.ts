@@ -23,6 +23,7 @@ export const ERROR_CODES = [
   'TIDAL_UNEXPECTED_REPLY',
   'TIDAL_DEPENDENCY_UNAVAILABLE',
   'TIDAL_DIRECTORY_LOCKED',
+  'TIDAL_CURSOR_EXPIRED',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -446,6 +447,32 @@ export class DirectoryLockedError extends TidalError {
     );
     this.path = path;
     this.pid = pid;
+  }
+}
+
+/** Why a cursor's pinned ranking is gone (see {@link CursorExpiredError}). */
+export type CursorGoneReason = 'expired' | 'evicted' | 'reopened';
+
+/**
+ * A cursor whose pinned ranking the database no longer keeps: past its time to live, evicted to
+ * keep the pinned rankings within their bound, or made before the database was last opened (they
+ * are kept in memory). Its next page would come from another ranking, so none is served: start
+ * the query again without a cursor.
+ */
+export class CursorExpiredError extends TidalError {
+  /** True for a `TIDAL_CURSOR_EXPIRED` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is CursorExpiredError {
+    return hasCode(value, 'TIDAL_CURSOR_EXPIRED');
+  }
+
+  /** The request field: always `'cursor'`. */
+  readonly field = 'cursor';
+  readonly reason: CursorGoneReason;
+
+  /** `why` completes "the cursor's pinned ranking …". */
+  constructor(reason: CursorGoneReason, why: string) {
+    super('TIDAL_CURSOR_EXPIRED', `cursor refused: its pinned ranking ${why}; start the query again without a cursor`);
+    this.reason = reason;
   }
 }
 

@@ -17,9 +17,10 @@ export {
   UnexpectedReplyError,
   DependencyUnavailableError,
   DirectoryLockedError,
+  CursorExpiredError,
   ERROR_CODES,
 } from './errors.js';
-export type { ErrorCode } from './errors.js';
+export type { ErrorCode, CursorGoneReason } from './errors.js';
 export { WARNING_CODES, emitProcessWarning } from './warnings.js';
 export type { TidalWarning, WarningCode, WarningSink } from './warnings.js';
 export { DegradationLevel, levelName, checkLevel } from './levels.js';

@@ -28,6 +28,7 @@ function samples(m: ErrorModule): Record<ErrorCode, TidalError> {
     TIDAL_UNEXPECTED_REPLY: new m.UnexpectedReplyError('redis fixed window', '0, 1 or 2', 7),
     TIDAL_DEPENDENCY_UNAVAILABLE: new m.DependencyUnavailableError('embedder', 'shed', 0, 'bulkhead full'),
     TIDAL_DIRECTORY_LOCKED: new m.DirectoryLockedError('/data', 4242, '2026-01-01T00:00:00.000Z'),
+    TIDAL_CURSOR_EXPIRED: new m.CursorExpiredError('expired', 'expired'),
   };
 }
 
@@ -138,8 +139,9 @@ describe('fields', () => {
       .filter(([, cls]) => cls.length > 1)
       .map(([f]) => f)
       .sort();
-    // The same quantity wherever they appear: a protected dependency's name, a wait in milliseconds, a session's id.
-    expect(shared).toEqual(['dependency', 'retryAfterMs', 'sessionId']);
+    // The same quantity wherever they appear: a protected dependency's name, the request field the
+    // refused value was given in, why the call could not be served, a wait in milliseconds, a session's id.
+    expect(shared).toEqual(['dependency', 'field', 'reason', 'retryAfterMs', 'sessionId']);
     // `limit` is a result count in requests; no error uses it for a cap, a depth or a rate.
     expect(owners.has('limit')).toBe(false);
   });

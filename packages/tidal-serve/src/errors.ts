@@ -8,6 +8,7 @@ import {
   BackpressureError,
   CapacityError,
   ClosedError,
+  CursorExpiredError,
   InvalidInputError,
   MemoryPressureError,
   OverloadedError,
@@ -82,6 +83,7 @@ function statusOf(err: TidalError): number {
   if (RateLimitedError.is(err)) return 429;
   if (InvalidInputError.is(err)) return 400;
   if (SessionClosedError.is(err)) return 409;
+  if (CursorExpiredError.is(err)) return 410;
   if (CapacityError.is(err)) return 507;
   if (TimeoutError.is(err)) return 504;
   if (AbortedError.is(err)) return CLIENT_CLOSED;

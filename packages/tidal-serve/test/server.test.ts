@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import {
   AbortedError,
   BackpressureError,
+  CursorExpiredError,
   InvalidInputError,
   MemoryPressureError,
   OverloadedError,
@@ -214,14 +215,19 @@ describe('routes against a real database', () => {
     ]);
     const asJson = (v: unknown): unknown => JSON.parse(JSON.stringify(v));
     for (const [path, req, list] of [
-      ['/retrieve', { profile: 'new', limit: 2 }, 'items'],
-      ['/search', { text: 'jazz', limit: 2 }, 'hits'],
+      ['/retrieve', { profile: 'new', limit: 2, paginate: true }, 'items'],
+      ['/search', { text: 'jazz', limit: 2, paginate: true }, 'hits'],
     ] as const) {
       const direct = path === '/retrieve' ? await db.retrieve({ ...req }) : await db.search({ ...req });
       const viaHttp = await call(url, 'POST', path, req);
       expect(viaHttp.status).toBe(200);
-      const want = asJson({ ...direct, degradationLevel: 'Full', explain: undefined, tookMs: 0 }) as Record<string, unknown>;
-      expect({ ...viaHttp.body, tookMs: 0 }).toEqual(want);
+      // Each chain pins its own ranking: the cursors differ, the pages do not.
+      const want = asJson({ ...direct, degradationLevel: 'Full', explain: undefined, tookMs: 0, nextCursor: 'chain' }) as Record<
+        string,
+        unknown
+      >;
+      expect(viaHttp.body.nextCursor).toEqual(expect.any(String));
+      expect({ ...viaHttp.body, tookMs: 0, nextCursor: 'chain' }).toEqual(want);
       expect((viaHttp.body[list] as unknown[]).length).toBe(2);
       // The second page through the cursor the first one returned: the rest, disjoint.
       const next = await call(url, 'POST', path, { ...req, cursor: viaHttp.body.nextCursor });
@@ -326,7 +332,15 @@ describe('status mapping', () => {
     ['MemoryPressureError', () => new MemoryPressureError(10, 100), 503, 'TIDAL_MEMORY_PRESSURE', undefined],
     ['RateLimitedError', () => new RateLimitedError('agent', 'sess', 5, 200, 10), 429, 'TIDAL_RATE_LIMITED', '1'],
     ['InvalidInputError', () => new InvalidInputError('profile', 'one of the profiles', 'x'), 400, 'TIDAL_INVALID_INPUT', undefined],
+    ['CursorExpiredError', () => new CursorExpiredError('evicted', 'was evicted'), 410, 'TIDAL_CURSOR_EXPIRED', undefined],
   ];
+  it('CursorExpiredError → 410 naming the cursor and why its ranking is gone', async () => {
+    const err = new CursorExpiredError('expired', 'expired: it is kept 600000 ms after its last page (cursors.ttlMs)');
+    const { url } = await serve({ db: fakeDb({ search: async () => Promise.reject(err) }) });
+    const r = await call(url, 'POST', '/search', { text: 'jazz', cursor: 'x' });
+    expect(r.status).toBe(410);
+    expect(r.body).toEqual({ code: 'TIDAL_CURSOR_EXPIRED', message: err.message, field: 'cursor', reason: 'expired' });
+  });
   for (const [name, make, status, code, retryAfter] of cases) {
     it(`${name} → ${status} with its code, fields and retry figures`, async () => {
       const err = make();
