@@ -12,6 +12,7 @@ import { RetrieveExecutor } from '../src/retrieve.js';
 import type { Profile } from '../src/types.js';
 import { SLOT_BYTES, SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import * as L from '../src/signals/layout.js';
+import { WINDOW_MS, windowStartMs } from '../src/windows.js';
 import { mulberry32 } from '../../../bench/src/random.js';
 import { LAYOUT1_KINDS, layout1Bytes, layout1Events, layout1Now } from './layout1-fixture.js';
 
@@ -140,6 +141,21 @@ describe('SignalStore windows', () => {
     expect(store.velocity(slot, '7d', T7 + 154 * HOUR)).toBe(2 / 604_800);
     expect(store.windowCount(slot, '7d', T7 + 168 * HOUR - 1)).toBe(2);
     expect(store.windowCount(slot, '7d', T7 + 168 * HOUR)).toBe(0);
+  });
+
+  it('starts each window where windowStartMs says: an event at its start counts, one a millisecond earlier does not', () => {
+    for (const now of [T0, T0 + 1, T0 + 4 * MIN + 59_999, T7 + 13 * HOUR + 7 * MIN, T7 + 3 * 24 * HOUR]) {
+      for (const w of ['1h', '24h', '7d'] as const) {
+        const store = newStore();
+        const start = windowStartMs(w, now);
+        store.apply(0, 0, 1, start);
+        store.apply(1, 0, 1, start - 1);
+        expect(store.windowCount(store.slotOf(0, 0), w, now), `${w} at ${now}`).toBe(1);
+        expect(store.windowCount(store.slotOf(1, 0), w, now), `${w} at ${now}`).toBe(0);
+        expect(now - start).toBeLessThanOrEqual(WINDOW_MS[w]);
+        expect(now - start).toBeGreaterThan(WINDOW_MS[w] * (11 / 12) - 1);
+      }
+    }
   });
 
   it('wraps the 1h ring and ignores events too old for it', () => {
