@@ -307,31 +307,38 @@ function resident(): void {
   }
   store.reserve(ordinals, kinds, RESIDENT);
   const reserved = memory();
+  const committedAtReserve = (store.arena.slots.byteLength + store.arena.index.byteLength) / MiB;
+  const ordersAtReserve = store.arena.order.entries.reduce((sum, b) => sum + b.byteLength, 0) / MiB;
   for (let i = 0; i < RESIDENT; i++) store.apply(ordinals[i]!, kinds[i]!, 1, BASE + i);
   const applied = memory();
   const perSlot = (m: MemoryReading) => ((m.vmRssMiB - before.vmRssMiB) * MiB) / RESIDENT;
+  const committed = () => (store.arena.slots.byteLength + store.arena.index.byteLength) / MiB;
+  const orders = () => store.arena.order.entries.reduce((sum, b) => sum + b.byteLength, 0) / MiB;
   log('## 2. Memory');
   log();
   log(
-    `${SLOT_BYTES} bytes per slot, plus 4 bytes per (ordinal, kind) index entry up to the highest ordinal with a slot. ` +
+    `${SLOT_BYTES} bytes per slot, plus 4 bytes per (ordinal, kind) index entry up to the highest ordinal with a slot, ` +
+      `and the slot orders' two entry buffers (32 bytes per slot each, written from the first event on). ` +
       `${fmtInt(RESIDENT)} slots over ${fmtInt(RESIDENT / KINDS.length)} items × ${KINDS.length} kinds:`,
   );
   log();
   log(
     report.markdown(
-      ['after', 'Δ VmRSS MiB', 'bytes per slot', 'committed buffer MiB (slots + index)'],
+      ['after', 'Δ VmRSS MiB', 'bytes per slot', 'committed buffer MiB (slots + index)', 'committed order buffers MiB'],
       [
         [
           'reserve()',
           fmtInt(reserved.vmRssMiB - before.vmRssMiB),
           fmtInt(perSlot(reserved)),
-          fmtInt((store.arena.slots.byteLength + store.arena.index.byteLength) / MiB),
+          fmtInt(committedAtReserve),
+          fmtInt(ordersAtReserve),
         ],
         [
           'first event on each',
           fmtInt(applied.vmRssMiB - before.vmRssMiB),
           fmtInt(perSlot(applied)),
-          fmtInt((store.arena.slots.byteLength + store.arena.index.byteLength) / MiB),
+          fmtInt(committed()),
+          fmtInt(orders()),
         ],
       ],
     ),
