@@ -14,7 +14,8 @@ import { SLOT_BYTES, SignalStore, type SignalKindSpec } from '../src/signals/sto
 import * as L from '../src/signals/layout.js';
 import { WINDOW_MS, windowStartMs } from '../src/windows.js';
 import { mulberry32 } from '../../../bench/src/random.js';
-import { LAYOUT1_KINDS, layout1Bytes, layout1Events, layout1Now } from './layout1-fixture.js';
+import { LAYOUT1_KINDS, LAYOUT1_T0, layout1Bytes, layout1Events, layout1Now, type Layout1Event } from './layout1-fixture.js';
+import { bumpRing } from '../src/signals/rings.js';
 
 const MIN = 60_000;
 const HOUR = 3_600_000;
@@ -1011,6 +1012,73 @@ describe('SignalStore layout-1 checkpoints', () => {
     }
     expect(dst.slotsUsed()).toBe(8);
     expect(dst.slotOf(5, 1)).toBe(-1);
+  });
+
+  /** Layout 1's writer, as it was (seqlock, header, score, 60 minute and 168 hour buckets), for slots the fixture does not hold. */
+  function layout1Encode(kinds: readonly SignalKindSpec[], list: readonly Layout1Event[]): Uint8Array {
+    const slotOf = new Map<number, number>();
+    for (const e of list) if (!slotOf.has(e.ordinal * 64 + e.kind)) slotOf.set(e.ordinal * 64 + e.kind, slotOf.size);
+    const buf = new ArrayBuffer(slotOf.size * 1024);
+    const i32 = new Int32Array(buf);
+    const f64 = new Float64Array(buf);
+    for (const e of list) {
+      const s = slotOf.get(e.ordinal * 64 + e.kind)!;
+      const b = s * 256;
+      const fb = s * 128;
+      i32[b + 3] = e.ordinal;
+      i32[b + 4] = e.kind;
+      i32[b]! += 1;
+      const count = f64[fb + 6]!;
+      const first = count === 0;
+      if (first) {
+        f64.set([e.weight, e.at, 0, e.at, e.at], fb + 4);
+      } else {
+        const lambda = Math.LN2 / kinds[e.kind]!.halfLifeMs;
+        const tRef = f64[fb + 5]!;
+        if (e.at >= tRef) {
+          f64[fb + 4] = f64[fb + 4]! * Math.exp(-lambda * (e.at - tRef)) + e.weight;
+          f64[fb + 5] = e.at;
+        } else {
+          f64[fb + 4] = f64[fb + 4]! + e.weight * Math.exp(-lambda * (tRef - e.at));
+        }
+        if (e.at > f64[fb + 7]!) f64[fb + 7] = e.at;
+        if (e.at < f64[fb + 8]!) f64[fb + 8] = e.at;
+      }
+      f64[fb + 6] = count + 1;
+      bumpRing(i32, b + 1, b + 20, 60, Math.floor(e.at / MIN), first);
+      bumpRing(i32, b + 2, b + 80, 168, Math.floor(e.at / HOUR), first);
+      i32[b]! += 1;
+    }
+    return new Uint8Array(buf);
+  }
+
+  it('converts exactly at the far edges, where the new rings need the oldest buckets layout 1 held', () => {
+    // The encoder writes what the layout-1 store wrote: the fixture, byte for byte.
+    expect(Buffer.from(layout1Encode(LAYOUT1_KINDS, events)).equals(Buffer.from(layout1Bytes()))).toBe(true);
+    // An hour H ≡ 13 (mod 14) and its last minute M ≡ 4 (mod 5): then the 1h window's oldest bucket
+    // starts at minute M - 59, the oldest minute layout 1 kept, and the 7d window's at hour H - 167,
+    // the oldest hour it kept.
+    let h = Math.ceil(LAYOUT1_T0 / HOUR);
+    while (h % 14 !== 13) h++;
+    const newest = (h * 60 + 59) * MIN + 10_000;
+    const edge: Layout1Event[] = [
+      { ordinal: 2, kind: 0, weight: 1, at: newest },
+      { ordinal: 2, kind: 0, weight: 2, at: h * 60 * MIN + 5_000 }, // minute M - 59
+      { ordinal: 2, kind: 0, weight: 3, at: h * 60 * MIN - 1 }, // minute M - 60: no ring of either layout
+      { ordinal: 2, kind: 0, weight: 4, at: (h - 167) * HOUR + 1 }, // hour H - 167
+      { ordinal: 2, kind: 0, weight: 5, at: (h - 168) * HOUR + 1 }, // hour H - 168
+      { ordinal: 3, kind: 1, weight: 1, at: newest - 20 * MIN },
+    ];
+    const converted = SignalStore.create({ kinds: LAYOUT1_KINDS, maxOrdinals: 16, maxSlots: 64 });
+    converted.importState(layout1Encode(LAYOUT1_KINDS, edge), undefined, 1);
+    const applied = SignalStore.create({ kinds: LAYOUT1_KINDS, maxOrdinals: 16, maxSlots: 64 });
+    for (const e of edge) applied.apply(e.ordinal, e.kind, e.weight, e.at);
+    expect(Buffer.from(stateBytes(converted)).equals(Buffer.from(stateBytes(applied)))).toBe(true);
+    const slot = converted.slotOf(2, 0);
+    expect(converted.windowCount(slot, '1h', newest)).toBe(2);
+    expect(converted.windowCount(slot, '24h', newest)).toBe(3);
+    expect(converted.windowCount(slot, '7d', newest)).toBe(4);
+    expect(converted.allTimeCount(slot)).toBe(5);
   });
 
   it('refuses an unknown layout and a length that is not whole slots of the layout, naming them', () => {
