@@ -10,12 +10,15 @@ import fs from 'node:fs';
  * - `shmem`: shared memory (tmpfs, `MAP_SHARED` anonymous, SysV): nothing of tidal's in-process
  *   state, kept apart so that is visible.
  * - `fileBacked`: the rest: pages of mapped files (the binary and its libraries, a mapped ANN index
- *   file, SQLite's memory-mapped pages), which the kernel can drop and read again.
+ *   file, SQLite's memory-mapped pages), which the kernel can drop and read again. Rss counts a page
+ *   once per mapping, so a file mapped n times counts up to n times; `fileBackedPss` (`Pss_File`)
+ *   counts each page once (divided among the mappings and processes that share it).
  */
 export interface ResidentMemory {
   rssMiB: number;
   anonymousMiB: number;
   fileBackedMiB: number;
+  fileBackedPssMiB: number;
   shmemMiB: number;
 }
 
@@ -41,14 +44,15 @@ export function residentMemory(): ResidentMemory {
     rssMiB: rss / 1024,
     anonymousMiB: anonymous / 1024,
     fileBackedMiB: (rss - anonymous - shmem) / 1024,
+    fileBackedPssMiB: kib(rollup, 'Pss_File') / 1024,
     shmemMiB: shmem / 1024,
   };
 }
 
-/** `RSS 707 MiB: anonymous 492, file-backed 215, shmem 0`. */
+/** `RSS 707 MiB: anonymous 492, file-backed 215 (PSS 60), shmem 0`. */
 export function fmtResident(m: ResidentMemory): string {
   const f = (x: number): string => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '?');
-  return `RSS ${f(m.rssMiB)} MiB: anonymous ${f(m.anonymousMiB)}, file-backed ${f(m.fileBackedMiB)}, shmem ${f(m.shmemMiB)}`;
+  return `RSS ${f(m.rssMiB)} MiB: anonymous ${f(m.anonymousMiB)}, file-backed ${f(m.fileBackedMiB)} (PSS ${f(m.fileBackedPssMiB)}), shmem ${f(m.shmemMiB)}`;
 }
 
 /** Prints `memory LABEL: RSS …` through `log` and returns the reading, for the JSON. */
