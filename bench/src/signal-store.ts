@@ -15,16 +15,20 @@
  *    reads through a length-tracking view over a growable buffer, which Node 20 runs far slower
  *    than a fixed-length one (the reason the store remakes fixed-length views as it grows).
  *
+ * With `--baseline DIR` (another built checkout), sections 2 and 3 also measure that tree's signal
+ * store in the same process: its resident memory per slot first, then this tree's, and apply, scan
+ * and read of the two trees' growable stores interleaved round by round (after ÷ before).
+ *
  * Linux only (it reads /proc). Flags: `--stores N` (default 4), `--slots N` (default 4194304),
  * `--ordinals N` (default 4194304), `--scan-slots N` (default 200000), `--events N` (default
- * 1000000), `--rounds N` (default 7), `--resident N` (default 262144).
+ * 1000000), `--rounds N` (default 7), `--resident N` (default 262144), `--baseline DIR`.
  */
 
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { SignalStore, SLOT_BYTES, type SignalKindSpec } from 'tidal-query';
 import { mulberry32 } from './random.js';
-import { Report, collectGarbage, fmtInt, fmtRatio, nowMs, parseOptions } from './harness/index.js';
+import { Report, collectGarbage, fmtInt, fmtRatio, loadBaseline, nowMs, parseOptions } from './harness/index.js';
 
 const opts = parseOptions('store', {
   stores: { type: 'int', default: 4, description: 'stores created for the reservation figures' },
@@ -34,7 +38,21 @@ const opts = parseOptions('store', {
   events: { type: 'int', default: 1_000_000, description: 'events applied per speed round' },
   rounds: { type: 'int', default: 7, description: 'interleaved speed rounds; medians reported' },
   resident: { type: 'int', default: 262_144, description: 'slots taken for the resident-memory figure' },
+  baseline: { type: 'string', description: "another built checkout: its signal store measured beside this one's" },
 });
+const baseline = loadBaseline(opts.baseline, ['tidal-query']);
+/** A signal store class: this tree's, or the baseline's (the same API). */
+type StoreClass = typeof SignalStore;
+interface Tree {
+  label: string;
+  Store: StoreClass;
+  slotBytes: number;
+}
+const trees: Tree[] = [{ label: 'this tree', Store: SignalStore, slotBytes: SLOT_BYTES }];
+if (baseline !== undefined) {
+  const other = await baseline.load<{ SignalStore: StoreClass; SLOT_BYTES: number }>('tidal-query');
+  trees.unshift({ label: `baseline ${baseline.commit}`, Store: other.SignalStore, slotBytes: other.SLOT_BYTES });
+}
 const STORES = opts.stores;
 const SLOTS = opts.slots;
 const ORDINALS = opts.ordinals;
@@ -194,8 +212,8 @@ function readAll(store: SignalStore, now: number): number {
   return acc;
 }
 
-function speedRound(mode: Reservation, events: Stream): SpeedSample {
-  const store = SignalStore.create({ kinds: KINDS.slice(0, 1), maxOrdinals: SCAN_SLOTS, maxSlots: SCAN_SLOTS, reservation: mode });
+function speedRound(mode: Reservation, events: Stream, Store: StoreClass = SignalStore): SpeedSample {
+  const store = Store.create({ kinds: KINDS.slice(0, 1), maxOrdinals: SCAN_SLOTS, maxSlots: SCAN_SLOTS, reservation: mode });
   const now = BASE + 48 * HOUR;
   const t0 = nowMs();
   applyAll(store, events);
@@ -285,6 +303,33 @@ function speed(): void {
   ]);
   log(report.markdown(['operation', 'growable ns', 'fixed ns', 'growable / fixed'], rows));
   log();
+  if (trees.length === 2) {
+    const [before, after] = trees as [Tree, Tree];
+    const byTree: SpeedSample[][] = [[], []];
+    for (const t of trees) speedRound('grow', events, t.Store);
+    for (let r = 0; r < ROUNDS; r++) {
+      const order = r % 2 === 0 ? [0, 1] : [1, 0];
+      for (const i of order) {
+        collectGarbage();
+        byTree[i]!.push(speedRound('grow', events, trees[i]!.Store));
+      }
+    }
+    const m = (i: number, key: keyof SpeedSample) => median(byTree[i]!.map((x) => x[key]));
+    log(
+      `The same rounds over growable buffers, ${before.label} (${before.slotBytes}-byte slots) against this tree (${after.slotBytes}), taking turns:`,
+    );
+    log();
+    const cmp = (
+      [
+        ['apply, per event (fresh store, growth included)', 'applyNs'],
+        ['trending scan, per slot', 'scanNs'],
+        ['read() of 1h, 24h, 7d, all and velocity, per slot', 'readNs'],
+      ] as const
+    ).map(([label, key]) => [label, m(0, key).toFixed(1), m(1, key).toFixed(1), fmtRatio(m(1, key) / m(0, key))]);
+    log(report.markdown(['operation', 'before ns', 'after ns', 'after / before'], cmp));
+    log();
+    report.set('baselineSpeed', { baseline: before.label, before: byTree[0], after: byTree[1] });
+  }
   log(`Reading ${fmtInt(1 << 24)} Int32 elements in a loop, ns per element (medians of ${ROUNDS}):`);
   log();
   log(report.markdown(['view', 'ns', 'vs fixed buffer'], views()));
@@ -295,9 +340,10 @@ function speed(): void {
 // 2. Memory per slot
 // ---------------------------------------------------------------------------------------------
 
-function resident(): void {
+/** The resident growth of `RESIDENT` slots of one tree's store: after reserve(), and after a first event on each. */
+function residentRows(tree: Tree): string[][] {
   collectGarbage();
-  const store = SignalStore.create({ kinds: KINDS, maxOrdinals: ORDINALS, maxSlots: SLOTS });
+  const store = tree.Store.create({ kinds: KINDS, maxOrdinals: ORDINALS, maxSlots: SLOTS });
   const before = memory();
   const ordinals = new Int32Array(RESIDENT);
   const kinds = new Int32Array(RESIDENT);
@@ -305,42 +351,47 @@ function resident(): void {
     ordinals[i] = Math.floor(i / KINDS.length);
     kinds[i] = i % KINDS.length;
   }
+  const committed = (s: SignalStore) => fmtInt((s.arena.slots.byteLength + s.arena.index.byteLength) / MiB);
+  const orders = (s: SignalStore) => fmtInt(s.arena.order.entries.reduce((sum, buf) => sum + buf.byteLength, 0) / MiB);
+  const row = (after: string, m: MemoryReading, s: SignalStore) => [
+    tree.label,
+    String(tree.slotBytes),
+    after,
+    fmtInt(m.vmRssMiB - before.vmRssMiB),
+    fmtInt(((m.vmRssMiB - before.vmRssMiB) * MiB) / RESIDENT),
+    committed(s),
+    orders(s),
+  ];
   store.reserve(ordinals, kinds, RESIDENT);
-  const reserved = memory();
-  const committedAtReserve = (store.arena.slots.byteLength + store.arena.index.byteLength) / MiB;
-  const ordersAtReserve = store.arena.order.entries.reduce((sum, b) => sum + b.byteLength, 0) / MiB;
+  const rows = [row('reserve()', memory(), store)];
   for (let i = 0; i < RESIDENT; i++) store.apply(ordinals[i]!, kinds[i]!, 1, BASE + i);
-  const applied = memory();
-  const perSlot = (m: MemoryReading) => ((m.vmRssMiB - before.vmRssMiB) * MiB) / RESIDENT;
-  const committed = () => (store.arena.slots.byteLength + store.arena.index.byteLength) / MiB;
-  const orders = () => store.arena.order.entries.reduce((sum, b) => sum + b.byteLength, 0) / MiB;
+  rows.push(row('first event on each', memory(), store));
+  // The store is garbage once this returns; the next tree's rows collect it before they start.
+  return rows;
+}
+
+function resident(): void {
   log('## 2. Memory');
   log();
   log(
-    `${SLOT_BYTES} bytes per slot, plus 4 bytes per (ordinal, kind) index entry up to the highest ordinal with a slot, ` +
+    `Each slot, plus 4 bytes per (ordinal, kind) index entry up to the highest ordinal with a slot, ` +
       `and the slot orders' two entry buffers (32 bytes per slot each, written from the first event on). ` +
       `${fmtInt(RESIDENT)} slots over ${fmtInt(RESIDENT / KINDS.length)} items × ${KINDS.length} kinds:`,
   );
   log();
+  const rows = trees.flatMap((t) => residentRows(t));
   log(
     report.markdown(
-      ['after', 'Δ VmRSS MiB', 'bytes per slot', 'committed buffer MiB (slots + index)', 'committed order buffers MiB'],
       [
-        [
-          'reserve()',
-          fmtInt(reserved.vmRssMiB - before.vmRssMiB),
-          fmtInt(perSlot(reserved)),
-          fmtInt(committedAtReserve),
-          fmtInt(ordersAtReserve),
-        ],
-        [
-          'first event on each',
-          fmtInt(applied.vmRssMiB - before.vmRssMiB),
-          fmtInt(perSlot(applied)),
-          fmtInt(committed()),
-          fmtInt(orders()),
-        ],
+        'tree',
+        'slot bytes',
+        'after',
+        'Δ VmRSS MiB',
+        'bytes per slot',
+        'committed buffer MiB (slots + index)',
+        'committed order buffers MiB',
       ],
+      rows,
     ),
   );
   log();
