@@ -220,8 +220,8 @@ interface Loops {
 
 /**
  * Copies of the measured loops compiled afresh, for the baseline's store: loops shared by two store
- * classes would see both at every call site and run polymorphic, slower for both (measured: a
- * shared scan 1.6× slower against 0.84× with a copy each).
+ * classes see both at every call site and run polymorphic (measured, after ÷ before: the scan 1.58×
+ * with shared loops, 0.92× with a copy each).
  */
 function ownLoops(): Loops {
   const copy = <F>(fn: F): F => {
