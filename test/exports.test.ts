@@ -332,6 +332,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'RetrieveTask',
     'RetrievedItem',
     'SLOT_BYTES',
+    'SLOT_LAYOUT',
     'SearchHit',
     'SearchMessage',
     'SearchTask',

@@ -65,9 +65,9 @@ function popularity(id: string): number {
   return s;
 }
 
-/** Views in the window as the rings count them: 1h from the minute 59 minutes back, 24h from the hour 23 hours back. */
+/** Views in the window as the rings count them: 1h from the 5-minute bucket 55 minutes back, 24h from the hour 23 hours back (NOW is on both boundaries). */
 function views(id: string, window: '1h' | '24h'): number {
-  const start = window === '1h' ? NOW - 59 * MINUTE : NOW - 23 * HOUR;
+  const start = window === '1h' ? NOW - 55 * MINUTE : NOW - 23 * HOUR;
   return EVENTS.filter((e) => e.item === id && e.kind === 'view' && e.at >= start).length;
 }
 

@@ -27,9 +27,9 @@ describe('retrieve: trending', () => {
       ...events('t-warm', 'view', 10, NOW - 3 * HOUR),
       // 20 views, all between two and five hours ago: plenty of engagement, none of it recent.
       ...Array.from({ length: 20 }, (_, i) => ({ item: 't-stale', kind: 'view', at: NOW - 2 * HOUR - i * 9 * MINUTE })),
-      // Just inside and just outside the hour.
-      { item: 't-edge-in', kind: 'view', at: NOW - 59 * MINUTE },
-      { item: 't-edge-out', kind: 'view', at: NOW - 61 * MINUTE },
+      // The 1h window at NOW is twelve 5-minute buckets, the oldest from NOW - 55 min: just inside and just outside it.
+      { item: 't-edge-in', kind: 'view', at: NOW - 55 * MINUTE },
+      { item: 't-edge-out', kind: 'view', at: NOW - 55 * MINUTE - 1 },
     ]);
   });
   afterAll(async () => {

@@ -39,6 +39,7 @@ import {
   summarize,
   type Summary,
 } from './harness/index.js';
+import { logMemory } from './harness/memory.js';
 
 const opts = parseOptions('query', {
   items: { type: 'int', default: 100_000, description: 'items of the bench corpus' },
@@ -183,6 +184,7 @@ async function main(): Promise<void> {
         `(ANN sizes ${warmed.map((w) => fmtInt(w.annSize)).join(', ')}, index ${warmed[0]?.annSource ?? '?'}); ` +
         `rss ${fmtInt(process.memoryUsage().rss / 2 ** 20)} MiB`,
     );
+    report.set('memoryAfterLoad', logMemory('after load (items, signals, warm)', log));
 
     // ------------------------------------------------------------------ queries
     log();

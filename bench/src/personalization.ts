@@ -33,6 +33,7 @@ import { AnnIndex, FOR_YOU_BUDGETS } from 'tidal-query';
 import { Corpus, personalizationSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
 import { Report, collectGarbage, fmtInt, fmtMs, fmtRatio, nowMs, parseOptions, summarize } from './harness/index.js';
+import { logMemory } from './harness/memory.js';
 
 const opts = parseOptions('personalization', {
   items: { type: 'int', default: 100_000, description: 'items of the bench corpus' },
@@ -198,6 +199,7 @@ async function main(): Promise<void> {
     `Main-thread heap grown by the users, their state and the co-engagement index: ${fmtInt(heapUsers / 1048576)} MiB (${fmtInt(heapUsers / USERS)} B per user).`,
   );
   log(`Users loaded in ${((nowMs() - t) / 1000) | 0} s in all.`);
+  report.set('memoryAfterLoad', logMemory('after load (items, users, signals, warm)', log));
   log(
     `\nWrite cost, interleaved batches of ${BATCH_USERS * HISTORY}: ${fmtInt(userSignals)} user signals ${fmtMs((userMs / userSignals) * 1000)} µs each, ` +
       `the same batches without a user ${fmtMs((plainMs / userSignals) * 1000)} µs each: ${fmtRatio(userMs / plainMs)}.`,

@@ -15,16 +15,20 @@
  *    reads through a length-tracking view over a growable buffer, which Node 20 runs far slower
  *    than a fixed-length one (the reason the store remakes fixed-length views as it grows).
  *
+ * With `--baseline DIR` (another built checkout), sections 2 and 3 also measure that tree's signal
+ * store in the same process: its resident memory per slot first, then this tree's, and apply, scan
+ * and read of the two trees' growable stores interleaved round by round (after ÷ before).
+ *
  * Linux only (it reads /proc). Flags: `--stores N` (default 4), `--slots N` (default 4194304),
  * `--ordinals N` (default 4194304), `--scan-slots N` (default 200000), `--events N` (default
- * 1000000), `--rounds N` (default 7), `--resident N` (default 262144).
+ * 1000000), `--rounds N` (default 7), `--resident N` (default 262144), `--baseline DIR`.
  */
 
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import { SignalStore, SLOT_BYTES, type SignalKindSpec } from 'tidal-query';
+import { SignalStore, SLOT_BYTES, type SignalKindSpec, type WindowName } from 'tidal-query';
 import { mulberry32 } from './random.js';
-import { Report, collectGarbage, fmtInt, fmtRatio, nowMs, parseOptions } from './harness/index.js';
+import { Report, collectGarbage, fmtInt, fmtRatio, loadBaseline, nowMs, parseOptions } from './harness/index.js';
 
 const opts = parseOptions('store', {
   stores: { type: 'int', default: 4, description: 'stores created for the reservation figures' },
@@ -34,7 +38,21 @@ const opts = parseOptions('store', {
   events: { type: 'int', default: 1_000_000, description: 'events applied per speed round' },
   rounds: { type: 'int', default: 7, description: 'interleaved speed rounds; medians reported' },
   resident: { type: 'int', default: 262_144, description: 'slots taken for the resident-memory figure' },
+  baseline: { type: 'string', description: "another built checkout: its signal store measured beside this one's" },
 });
+const baseline = loadBaseline(opts.baseline, ['tidal-query']);
+/** A signal store class: this tree's, or the baseline's (the same API). */
+type StoreClass = typeof SignalStore;
+interface Tree {
+  label: string;
+  Store: StoreClass;
+  slotBytes: number;
+}
+const trees: Tree[] = [{ label: 'this tree', Store: SignalStore, slotBytes: SLOT_BYTES }];
+if (baseline !== undefined) {
+  const other = await baseline.load<{ SignalStore: StoreClass; SLOT_BYTES: number }>('tidal-query');
+  trees.unshift({ label: `baseline ${baseline.commit}`, Store: other.SignalStore, slotBytes: other.SLOT_BYTES });
+}
 const STORES = opts.stores;
 const SLOTS = opts.slots;
 const ORDINALS = opts.ordinals;
@@ -167,13 +185,13 @@ interface SpeedSample {
 let sink = 0;
 
 // Each measured loop is its own function, so it is optimised as a whole and not by on-stack replacement.
-function applyAll(store: SignalStore, events: Stream): void {
-  for (let i = 0; i < EVENTS; i++) store.apply(events.ordinal[i]!, 0, 1, events.at[i]!);
+function applyAll(store: SignalStore, events: Stream, n: number): void {
+  for (let i = 0; i < n; i++) store.apply(events.ordinal[i]!, 0, 1, events.at[i]!);
 }
 
 /** What the one-kind trending scan in retrieve.ts calls per slot. */
-function scanAll(store: SignalStore, now: number): number {
-  const horizon = now - HOUR;
+function scanAll(store: SignalStore, now: number, hourMs: number): number {
+  const horizon = now - hourMs;
   const used = store.slotsUsed();
   let acc = 0;
   for (let s = 0; s < used; s++) {
@@ -186,23 +204,45 @@ function scanAll(store: SignalStore, now: number): number {
   return acc;
 }
 
-function readAll(store: SignalStore, now: number): number {
-  const windows = KINDS[0]!.windows;
+function readAll(store: SignalStore, now: number, windows: readonly WindowName[]): number {
   const used = store.slotsUsed();
   let acc = 0;
   for (let s = 0; s < used; s++) acc += store.read(s, now, false, windows, true).count;
   return acc;
 }
 
-function speedRound(mode: Reservation, events: Stream): SpeedSample {
-  const store = SignalStore.create({ kinds: KINDS.slice(0, 1), maxOrdinals: SCAN_SLOTS, maxSlots: SCAN_SLOTS, reservation: mode });
+/** The measured loops, self-contained so that a tree can have copies of its own. */
+interface Loops {
+  applyAll: typeof applyAll;
+  scanAll: typeof scanAll;
+  readAll: typeof readAll;
+}
+
+/**
+ * Copies of the measured loops compiled afresh, for the baseline's store: loops shared by two store
+ * classes see both at every call site and run polymorphic (measured, after ÷ before: the scan 1.58×
+ * with shared loops, 0.92× with a copy each).
+ */
+function ownLoops(): Loops {
+  const copy = <F>(fn: F): F => {
+    // eslint-disable-next-line @typescript-eslint/no-implied-eval -- a fresh copy of this file's own functions, not outside input
+    const make = new Function(`return (${String(fn)});`) as () => F;
+    return make();
+  };
+  return { applyAll: copy(applyAll), scanAll: copy(scanAll), readAll: copy(readAll) };
+}
+
+const LOOPS: Loops = { applyAll, scanAll, readAll };
+
+function speedRound(mode: Reservation, events: Stream, Store: StoreClass = SignalStore, loops: Loops = LOOPS): SpeedSample {
+  const store = Store.create({ kinds: KINDS.slice(0, 1), maxOrdinals: SCAN_SLOTS, maxSlots: SCAN_SLOTS, reservation: mode });
   const now = BASE + 48 * HOUR;
   const t0 = nowMs();
-  applyAll(store, events);
+  loops.applyAll(store, events, EVENTS);
   const t1 = nowMs();
-  sink += scanAll(store, now);
+  sink += loops.scanAll(store, now, HOUR);
   const t2 = nowMs();
-  sink += readAll(store, now);
+  sink += loops.readAll(store, now, KINDS[0]!.windows);
   const t3 = nowMs();
   const used = store.slotsUsed();
   return { applyNs: ((t1 - t0) * 1e6) / EVENTS, scanNs: ((t2 - t1) * 1e6) / used, readNs: ((t3 - t2) * 1e6) / used };
@@ -285,6 +325,34 @@ function speed(): void {
   ]);
   log(report.markdown(['operation', 'growable ns', 'fixed ns', 'growable / fixed'], rows));
   log();
+  if (trees.length === 2) {
+    const [before, after] = trees as [Tree, Tree];
+    const byTree: SpeedSample[][] = [[], []];
+    const loops = [ownLoops(), LOOPS];
+    trees.forEach((t, i) => speedRound('grow', events, t.Store, loops[i]));
+    for (let r = 0; r < ROUNDS; r++) {
+      const order = r % 2 === 0 ? [0, 1] : [1, 0];
+      for (const i of order) {
+        collectGarbage();
+        byTree[i]!.push(speedRound('grow', events, trees[i]!.Store, loops[i]));
+      }
+    }
+    const m = (i: number, key: keyof SpeedSample) => median(byTree[i]!.map((x) => x[key]));
+    log(
+      `The same rounds over growable buffers, ${before.label} (${before.slotBytes}-byte slots) against this tree (${after.slotBytes}), taking turns:`,
+    );
+    log();
+    const cmp = (
+      [
+        ['apply, per event (fresh store, growth included)', 'applyNs'],
+        ['trending scan, per slot', 'scanNs'],
+        ['read() of 1h, 24h, 7d, all and velocity, per slot', 'readNs'],
+      ] as const
+    ).map(([label, key]) => [label, m(0, key).toFixed(1), m(1, key).toFixed(1), fmtRatio(m(1, key) / m(0, key))]);
+    log(report.markdown(['operation', 'before ns', 'after ns', 'after / before'], cmp));
+    log();
+    report.set('baselineSpeed', { baseline: before.label, before: byTree[0], after: byTree[1] });
+  }
   log(`Reading ${fmtInt(1 << 24)} Int32 elements in a loop, ns per element (medians of ${ROUNDS}):`);
   log();
   log(report.markdown(['view', 'ns', 'vs fixed buffer'], views()));
@@ -295,9 +363,10 @@ function speed(): void {
 // 2. Memory per slot
 // ---------------------------------------------------------------------------------------------
 
-function resident(): void {
+/** The resident growth of `RESIDENT` slots of one tree's store: after reserve(), and after a first event on each. */
+function residentRows(tree: Tree): string[][] {
   collectGarbage();
-  const store = SignalStore.create({ kinds: KINDS, maxOrdinals: ORDINALS, maxSlots: SLOTS });
+  const store = tree.Store.create({ kinds: KINDS, maxOrdinals: ORDINALS, maxSlots: SLOTS });
   const before = memory();
   const ordinals = new Int32Array(RESIDENT);
   const kinds = new Int32Array(RESIDENT);
@@ -305,35 +374,47 @@ function resident(): void {
     ordinals[i] = Math.floor(i / KINDS.length);
     kinds[i] = i % KINDS.length;
   }
+  const committed = (s: SignalStore) => fmtInt((s.arena.slots.byteLength + s.arena.index.byteLength) / MiB);
+  const orders = (s: SignalStore) => fmtInt(s.arena.order.entries.reduce((sum, buf) => sum + buf.byteLength, 0) / MiB);
+  const row = (after: string, m: MemoryReading, s: SignalStore) => [
+    tree.label,
+    String(tree.slotBytes),
+    after,
+    fmtInt(m.vmRssMiB - before.vmRssMiB),
+    fmtInt(((m.vmRssMiB - before.vmRssMiB) * MiB) / RESIDENT),
+    committed(s),
+    orders(s),
+  ];
   store.reserve(ordinals, kinds, RESIDENT);
-  const reserved = memory();
+  const rows = [row('reserve()', memory(), store)];
   for (let i = 0; i < RESIDENT; i++) store.apply(ordinals[i]!, kinds[i]!, 1, BASE + i);
-  const applied = memory();
-  const perSlot = (m: MemoryReading) => ((m.vmRssMiB - before.vmRssMiB) * MiB) / RESIDENT;
+  rows.push(row('first event on each', memory(), store));
+  // The store is garbage once this returns; the next tree's rows collect it before they start.
+  return rows;
+}
+
+function resident(): void {
   log('## 2. Memory');
   log();
   log(
-    `${SLOT_BYTES} bytes per slot, plus 4 bytes per (ordinal, kind) index entry up to the highest ordinal with a slot. ` +
+    `Each slot, plus 4 bytes per (ordinal, kind) index entry up to the highest ordinal with a slot, ` +
+      `and the slot orders' two entry buffers (32 bytes per slot each, written from the first event on). ` +
       `${fmtInt(RESIDENT)} slots over ${fmtInt(RESIDENT / KINDS.length)} items × ${KINDS.length} kinds:`,
   );
   log();
+  const rows = trees.flatMap((t) => residentRows(t));
   log(
     report.markdown(
-      ['after', 'Δ VmRSS MiB', 'bytes per slot', 'committed buffer MiB (slots + index)'],
       [
-        [
-          'reserve()',
-          fmtInt(reserved.vmRssMiB - before.vmRssMiB),
-          fmtInt(perSlot(reserved)),
-          fmtInt((store.arena.slots.byteLength + store.arena.index.byteLength) / MiB),
-        ],
-        [
-          'first event on each',
-          fmtInt(applied.vmRssMiB - before.vmRssMiB),
-          fmtInt(perSlot(applied)),
-          fmtInt((store.arena.slots.byteLength + store.arena.index.byteLength) / MiB),
-        ],
+        'tree',
+        'slot bytes',
+        'after',
+        'Δ VmRSS MiB',
+        'bytes per slot',
+        'committed buffer MiB (slots + index)',
+        'committed order buffers MiB',
       ],
+      rows,
     ),
   );
   log();

@@ -215,7 +215,8 @@ function checkpointCost(slots: number, dirtyShare: number): { fullMs: number; in
     const arena = new SharedArrayBuffer(slots * slotBytes);
     const bytes = new Uint8Array(arena);
     for (let i = 0; i < bytes.length; i += 61) bytes[i] = i & 0xff;
-    const ck = new SlotCheckpoint(db, slotBytes, slots);
+    // Layout 1 is the layout of 1 024-byte slots, what this measures.
+    const ck = new SlotCheckpoint(db, slotBytes, slots, 1);
     const run = () => {
       const t = nowMs();
       const rows = db.transaction(() => ck.write(arena, slots, slotBytes))();

@@ -11,7 +11,7 @@ import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
 import { DegradationLevel, InternalError, InvalidInputError, TidalError, type WarningSink } from 'tidal-load';
 import { AckMark, MemoryGuard, SignalLog, SlotCheckpoint, WalCheckpointer, openWriterConnection } from 'tidal-wal';
-import { SignalStore, SLOT_BYTES, type TaskEnvelope, type WarmResult } from 'tidal-query';
+import { SignalStore, SLOT_BYTES, SLOT_LAYOUT, type TaskEnvelope, type WarmResult } from 'tidal-query';
 import { Cursors } from './cursor.js';
 import { PinnedRankings } from './pinned-rankings.js';
 import { lockDirectory } from './dir-lock.js';
@@ -105,7 +105,7 @@ export function openParts(o: FilledOptions): DbParts {
     const meta = new Meta(db);
     const cursors = new Cursors(meta);
     const log = new SignalLog(db);
-    const checkpointRows = new SlotCheckpoint(db, SLOT_BYTES, o.capacity.signalSlots);
+    const checkpointRows = new SlotCheckpoint(db, SLOT_BYTES, o.capacity.signalSlots, SLOT_LAYOUT);
     const store = SignalStore.create({ kinds: o.schema.kinds, maxOrdinals: o.capacity.items, maxSlots: o.capacity.signalSlots });
     ackMark = o.durability === 'none' ? null : AckMark.open(`${file}-ack`, o.onWarning);
     const start = recover({ db, meta, log, checkpointRows, store, ackMark, schema: o.schema, file, onWarning: o.onWarning });

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { InvalidInputError, type WarningSink } from 'tidal-load';
 import type { AckMark, SignalLog, SlotCheckpoint } from 'tidal-wal';
-import { ItemsWriter, SLOT_BYTES, type QuerySchema, type SignalStore } from 'tidal-query';
+import { ItemsWriter, SLOT_BYTES, SLOT_LAYOUT, type QuerySchema, type SignalStore } from 'tidal-query';
 import { META, type Meta } from 'tidal-wal/storage';
 import type { WritePathStart } from './write-path.js';
 import { UserRegistry } from './users.js';
@@ -60,7 +60,8 @@ function recoverSignals({ db, meta, log, checkpointRows, store, schema }: Recove
   const current = schema.kinds.map((k) => k.name);
   const remap = (storedKinds ?? current).map((name) => kindIndex.get(name) ?? -1);
   const saved = checkpointRows.load();
-  if (saved.length > 0) store.importState(saved, remap);
+  // Rows of an older slot layout are converted on import (and rewritten below).
+  if (saved.length > 0) store.importState(saved, remap, checkpointRows.storedLayout);
   let replayed = 0;
   for (const rec of log.replay(log.checkpointSeq())) {
     const kind = remap[rec.kind] ?? -1;
@@ -72,8 +73,10 @@ function recoverSignals({ db, meta, log, checkpointRows, store, schema }: Recove
   }
   const changed = storedKinds === null || storedKinds.join('\u0000') !== current.join('\u0000');
   // The log stores kind numbers: after a schema change, checkpoint at once so the log never mixes
-  // two numberings. Dropping a kind renumbers slots, so that checkpoint rewrites every row.
-  if (changed && (saved.length > 0 || replayed > 0)) {
+  // two numberings. Dropping a kind renumbers slots, so that checkpoint rewrites every row. Rows of
+  // an older slot layout are rewritten at once too, so they are converted only once.
+  const converted = saved.length > 0 && checkpointRows.storedLayout !== SLOT_LAYOUT;
+  if ((changed && (saved.length > 0 || replayed > 0)) || converted) {
     checkpointRows.markAllDirty();
     // The new kind names go in the same transaction: a crash must not leave a checkpoint in the
     // new numbering under the old names.

@@ -11,7 +11,7 @@ export { readItemSignals } from './item-signals.js';
 export { AnnIndex } from './ann.js';
 export { ItemsWriter, blobToVector } from './items-table.js';
 export type { StoredItem } from './items-table.js';
-export { SignalStore, SLOT_BYTES } from './signals/store.js';
+export { SignalStore, SLOT_BYTES, SLOT_LAYOUT } from './signals/store.js';
 export { MAX_EVENT_MS } from './signals/layout.js';
 export type { SignalKindSpec, SignalValues, WindowName } from './signals/store.js';
 export type { QueryContext } from './context.js';

@@ -9,6 +9,7 @@ import { ItemsWriter } from '../src/items-table.js';
 import { RetrieveExecutor } from '../src/retrieve.js';
 import { SLOT_BYTES, SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import type { Diversity, Filter, Profile, RetrieveTask, VelocityWindow } from '../src/types.js';
+import { windowStartMs } from '../src/windows.js';
 import { openStorage } from 'tidal-wal/storage';
 import { mulberry32 } from '../../../bench/src/random.js';
 
@@ -147,7 +148,7 @@ function coarseOneHour(w: World, t: RetrieveTask, nowMs: number): string[] {
   const { store, ctx } = w;
   const kinds = ctx.schema.kinds;
   const velocityKinds = kinds.flatMap((k, i) => (k.velocity ? [i] : []));
-  const start = (Math.floor(nowMs / MIN) - 59) * MIN;
+  const start = windowStartMs('1h', nowMs);
   const filterCategory = t.filter ? (t.filter['category'] as string) : null;
   const rows: [number, number, number][] = [];
   for (let o = 0; o < ITEMS; o++) {
@@ -168,7 +169,7 @@ function coarseOneHour(w: World, t: RetrieveTask, nowMs: number): string[] {
 
 /** Slots of a velocity kind whose newest event counts in `window` at `nowMs`, by brute force. */
 function activeSlots(store: SignalStore, kinds: readonly SignalKindSpec[], window: VelocityWindow, nowMs: number): number {
-  const start = window === '1h' ? (Math.floor(nowMs / MIN) - 59) * MIN : (Math.floor(nowMs / HOUR) - (window === '24h' ? 23 : 167)) * HOUR;
+  const start = windowStartMs(window, nowMs);
   let n = 0;
   for (let s = 0; s < store.slotsUsed(); s++) {
     if (kinds[store.slotKind(s)]!.velocity && store.hasEvents(s) && store.newestAt(s) >= start) n++;

@@ -12,12 +12,17 @@ import { RetrieveExecutor } from '../src/retrieve.js';
 import type { Profile } from '../src/types.js';
 import { SLOT_BYTES, SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import * as L from '../src/signals/layout.js';
+import { WINDOW_MS, windowStartMs } from '../src/windows.js';
 import { mulberry32 } from '../../../bench/src/random.js';
+import { LAYOUT1_KINDS, LAYOUT1_T0, layout1Bytes, layout1Events, layout1Now, type Layout1Event } from './layout1-fixture.js';
+import { bumpRing } from '../src/signals/rings.js';
 
 const MIN = 60_000;
 const HOUR = 3_600_000;
-// Monday 2025-01-06 12:00 UTC: on a whole hour, so minute and hour boundaries are easy to name.
+// Monday 2025-01-06 12:00 UTC: on a whole hour, so 5-minute and hour boundaries are easy to name.
 const T0 = Date.UTC(2025, 0, 6, 12, 0, 0);
+// The first start of a 14-hour bucket (the 7d ring's) after T0.
+const T7 = Math.ceil(T0 / L.UNIT_7D_MS) * L.UNIT_7D_MS;
 
 function kind(name: string, halfLifeMs: number): SignalKindSpec {
   return { name, halfLifeMs, windows: ['1h', '24h', '7d', 'all'], velocity: true };
@@ -92,87 +97,160 @@ describe('SignalStore decayed score', () => {
 });
 
 describe('SignalStore windows', () => {
-  it('counts the 1h window on minute boundaries', () => {
+  it('counts the 1h window in 5-minute buckets: an event counts for 55 to 60 minutes, never past 60', () => {
     const store = newStore();
-    store.apply(0, 0, 1, T0 - 1); // last millisecond of the previous minute
-    store.apply(0, 0, 1, T0);
+    store.apply(0, 0, 1, T0 - 1); // last millisecond of the 5-minute bucket before T0's
+    store.apply(0, 0, 1, T0); // first millisecond of T0's bucket
     const slot = store.slotOf(0, 0);
     expect(store.windowCount(slot, '1h', T0 - 1)).toBe(1);
     expect(store.windowCount(slot, '1h', T0)).toBe(2);
-    expect(store.windowCount(slot, '1h', T0 + 58 * MIN + 59_999)).toBe(2);
-    // From here the minute T0 - 1 falls in is more than 59 minutes back.
-    expect(store.windowCount(slot, '1h', T0 + 59 * MIN)).toBe(1);
-    expect(store.windowCount(slot, '1h', T0 + 60 * MIN - 1)).toBe(1);
+    store.apply(0, 0, 1, T0 + 2 * MIN + 30_000); // the middle of T0's bucket
+    expect(store.windowCount(slot, '1h', T0 + 55 * MIN - 1)).toBe(3);
+    // From T0 + 55 min the window is the 12 buckets from T0's on: the event at T0 - 1, 55 minutes
+    // and 1 ms old, has left it (the part of the window before its oldest bucket is dropped).
+    expect(store.windowCount(slot, '1h', T0 + 55 * MIN)).toBe(2);
+    expect(store.velocity(slot, '1h', T0 + 55 * MIN)).toBe(2 / 3600);
+    // The events of T0's bucket leave together, when the first of them is exactly 60 minutes old.
+    expect(store.windowCount(slot, '1h', T0 + 60 * MIN - 1)).toBe(2);
     expect(store.windowCount(slot, '1h', T0 + 60 * MIN)).toBe(0);
     expect(store.windowCount(slot, '1h', T0 + 1000 * HOUR)).toBe(0);
     expect(store.windowCount(slot, '1h', T0 - 2 * HOUR)).toBe(0);
-    expect(store.windowCount(slot, 'all', T0 + 1000 * HOUR)).toBe(2);
+    expect(store.windowCount(slot, 'all', T0 + 1000 * HOUR)).toBe(3);
   });
 
-  it('wraps the minute ring and ignores events too old for it', () => {
+  it('counts the 24h window in hours: an event counts for 23 to 24 hours', () => {
     const store = newStore();
-    for (let m = 0; m < 60; m++) store.apply(0, 0, 1, T0 + m * MIN);
+    store.apply(0, 1, 1, T0 - 1);
+    store.apply(0, 1, 1, T0);
+    const slot = store.slotOf(0, 1);
+    expect(store.windowCount(slot, '24h', T0 - 1)).toBe(1);
+    expect(store.windowCount(slot, '24h', T0 + 23 * HOUR - 1)).toBe(2);
+    expect(store.windowCount(slot, '24h', T0 + 23 * HOUR)).toBe(1);
+    expect(store.windowCount(slot, '24h', T0 + 24 * HOUR - 1)).toBe(1);
+    expect(store.windowCount(slot, '24h', T0 + 24 * HOUR)).toBe(0);
+  });
+
+  it('counts the 7d window in 14-hour buckets: an event counts for 154 to 168 hours', () => {
+    const store = newStore();
+    store.apply(0, 2, 1, T7 - 1);
+    store.apply(0, 2, 1, T7);
+    store.apply(0, 2, 1, T7 + 13 * HOUR);
+    const slot = store.slotOf(0, 2);
+    expect(store.windowCount(slot, '7d', T7 - 1)).toBe(1);
+    expect(store.windowCount(slot, '7d', T7 + 154 * HOUR - 1)).toBe(3);
+    expect(store.windowCount(slot, '7d', T7 + 154 * HOUR)).toBe(2);
+    expect(store.velocity(slot, '7d', T7 + 154 * HOUR)).toBe(2 / 604_800);
+    expect(store.windowCount(slot, '7d', T7 + 168 * HOUR - 1)).toBe(2);
+    expect(store.windowCount(slot, '7d', T7 + 168 * HOUR)).toBe(0);
+  });
+
+  it('starts each window where windowStartMs says: an event at its start counts, one a millisecond earlier does not', () => {
+    for (const now of [T0, T0 + 1, T0 + 4 * MIN + 59_999, T7 + 13 * HOUR + 7 * MIN, T7 + 3 * 24 * HOUR]) {
+      for (const w of ['1h', '24h', '7d'] as const) {
+        const store = newStore();
+        const start = windowStartMs(w, now);
+        store.apply(0, 0, 1, start);
+        store.apply(1, 0, 1, start - 1);
+        expect(store.windowCount(store.slotOf(0, 0), w, now), `${w} at ${now}`).toBe(1);
+        expect(store.windowCount(store.slotOf(1, 0), w, now), `${w} at ${now}`).toBe(0);
+        expect(now - start).toBeLessThanOrEqual(WINDOW_MS[w]);
+        expect(now - start).toBeGreaterThan(WINDOW_MS[w] * (11 / 12) - 1);
+      }
+    }
+  });
+
+  it('wraps the 1h ring and ignores events too old for it', () => {
+    const store = newStore();
+    for (let u = 0; u < 12; u++) store.apply(0, 0, 1, T0 + u * 5 * MIN);
     const slot = store.slotOf(0, 0);
-    expect(store.windowCount(slot, '1h', T0 + 59 * MIN)).toBe(60);
+    expect(store.windowCount(slot, '1h', T0 + 55 * MIN)).toBe(12);
 
-    // Minute 60 reuses minute 0's bucket.
+    // Bucket 12 reuses bucket 0's place.
     store.apply(0, 0, 1, T0 + 60 * MIN + 30_000);
-    expect(store.windowCount(slot, '1h', T0 + 60 * MIN)).toBe(60);
-    expect(store.allTimeCount(slot)).toBe(61);
+    expect(store.windowCount(slot, '1h', T0 + 60 * MIN)).toBe(12);
+    expect(store.allTimeCount(slot)).toBe(13);
 
-    // Jumping to minute 75 clears the buckets of minutes 1..15.
+    // Jumping to bucket 15 clears buckets 13 and 14 (and the places of 1..3): the ring holds 4..15.
     store.apply(0, 0, 1, T0 + 75 * MIN);
-    expect(store.windowCount(slot, '1h', T0 + 75 * MIN)).toBe(46);
-    // A reader whose clock is behind the newest event sees the ring only up to its own minute.
-    expect(store.windowCount(slot, '1h', T0 + 60 * MIN)).toBe(45);
+    expect(store.windowCount(slot, '1h', T0 + 75 * MIN)).toBe(10);
+    // A reader whose clock is behind the newest event sees the ring only up to its own bucket.
+    expect(store.windowCount(slot, '1h', T0 + 60 * MIN)).toBe(9);
 
-    // Late but still inside the ring [16, 75]: counted.
-    store.apply(0, 0, 1, T0 + 20 * MIN);
-    expect(store.windowCount(slot, '1h', T0 + 75 * MIN)).toBe(47);
-    // Minute 15 is head - 60: too old for the ring, counted all-time only.
-    store.apply(0, 0, 1, T0 + 15 * MIN + 59_999);
-    expect(store.windowCount(slot, '1h', T0 + 75 * MIN)).toBe(47);
-    expect(store.allTimeCount(slot)).toBe(64);
+    // Late but still inside the ring: counted.
+    store.apply(0, 0, 1, T0 + 25 * MIN);
+    expect(store.windowCount(slot, '1h', T0 + 75 * MIN)).toBe(11);
+    // Bucket 3 is head - 12: too old for the ring, counted all-time only.
+    store.apply(0, 0, 1, T0 + 20 * MIN - 1);
+    expect(store.windowCount(slot, '1h', T0 + 75 * MIN)).toBe(11);
+    expect(store.allTimeCount(slot)).toBe(16);
 
     // A gap of a full lap or more clears everything.
     store.apply(0, 0, 1, T0 + 500 * MIN);
     expect(store.windowCount(slot, '1h', T0 + 500 * MIN)).toBe(1);
     expect(store.windowCount(slot, '1h', T0 + 135 * MIN)).toBe(0);
-    expect(store.allTimeCount(slot)).toBe(65);
+    expect(store.allTimeCount(slot)).toBe(17);
   });
 
-  it('counts 24h and 7d from the hour ring, with wrap-around and too-old events', () => {
+  it('counts 24h and 7d from their own rings, with wrap-around and too-old events', () => {
     const store = newStore();
-    for (let h = 0; h < 200; h++) store.apply(2, 1, 1, T0 + h * HOUR + 17 * MIN);
+    for (let h = 0; h < 200; h++) store.apply(2, 1, 1, T7 + h * HOUR + 17 * MIN);
     const slot = store.slotOf(2, 1);
-    const now = T0 + 199 * HOUR + 59 * MIN;
-    expect(store.windowCount(slot, '7d', now)).toBe(168);
+    const now = T7 + 199 * HOUR + 59 * MIN;
     expect(store.windowCount(slot, '24h', now)).toBe(24);
+    // now is in 14-hour bucket 14 (hours 196..209): the 7d window is buckets 3..14, hours 42..199.
+    expect(store.windowCount(slot, '7d', now)).toBe(158);
     expect(store.windowCount(slot, 'all', now)).toBe(200);
     // Hour boundary: at hour 200 the 24h window starts at hour 177.
-    expect(store.windowCount(slot, '24h', T0 + 200 * HOUR - 1)).toBe(24);
-    expect(store.windowCount(slot, '24h', T0 + 200 * HOUR)).toBe(23);
+    expect(store.windowCount(slot, '24h', T7 + 200 * HOUR - 1)).toBe(24);
+    expect(store.windowCount(slot, '24h', T7 + 200 * HOUR)).toBe(23);
+    // Bucket boundary: at hour 210 the 7d window starts at hour 56.
+    expect(store.windowCount(slot, '7d', T7 + 210 * HOUR - 1)).toBe(158);
+    expect(store.windowCount(slot, '7d', T7 + 210 * HOUR)).toBe(144);
 
-    store.apply(2, 1, 1, T0 + 100 * HOUR); // inside the ring [32, 199]
-    expect(store.windowCount(slot, '7d', now)).toBe(169);
-    expect(store.windowCount(slot, '24h', now)).toBe(24);
-    store.apply(2, 1, 1, T0 + 31 * HOUR + 59 * MIN); // hour 31 = head - 168: too old
-    expect(store.windowCount(slot, '7d', now)).toBe(169);
-    expect(store.allTimeCount(slot)).toBe(202);
+    store.apply(2, 1, 1, T7 + 190 * HOUR); // inside the 24h ring [176, 199] and the 7d ring
+    expect(store.windowCount(slot, '24h', now)).toBe(25);
+    expect(store.windowCount(slot, '7d', now)).toBe(159);
+    store.apply(2, 1, 1, T7 + 175 * HOUR + 59 * MIN); // hour 175 = head - 24: too old for 24h, not for 7d
+    expect(store.windowCount(slot, '24h', now)).toBe(25);
+    expect(store.windowCount(slot, '7d', now)).toBe(160);
+    store.apply(2, 1, 1, T7 + 41 * HOUR); // 14-hour bucket 2 = head - 12: too old for 7d
+    expect(store.windowCount(slot, '7d', now)).toBe(160);
+    expect(store.allTimeCount(slot)).toBe(203);
 
-    expect(store.windowCount(slot, '24h', T0 + 209 * HOUR)).toBe(14);
-    expect(store.windowCount(slot, '7d', T0 + 1000 * HOUR)).toBe(0);
-    expect(store.newestAt(slot)).toBe(T0 + 199 * HOUR + 17 * MIN);
-    expect(oldestAt(store, slot)).toBe(T0 + 17 * MIN);
+    expect(store.windowCount(slot, '24h', T7 + 209 * HOUR)).toBe(15);
+    expect(store.windowCount(slot, '7d', T7 + 1000 * HOUR)).toBe(0);
+    expect(store.newestAt(slot)).toBe(T7 + 199 * HOUR + 17 * MIN);
+    expect(oldestAt(store, slot)).toBe(T7 + 17 * MIN);
+  });
+
+  it('saturates a bucket at its largest count instead of wrapping', () => {
+    const store = newStore();
+    store.apply(0, 0, 1, T0);
+    const slot = store.slotOf(0, 0);
+    const i32 = new Int32Array(store.arena.slots);
+    const b = slot * L.SLOT_INT32;
+    const rings = [
+      [L.I32_BUCKETS_1H, L.BUCKETS_1H, L.UNIT_1H_MS],
+      [L.I32_BUCKETS_24H, L.BUCKETS_24H, L.UNIT_24H_MS],
+      [L.I32_BUCKETS_7D, L.BUCKETS_7D, L.UNIT_7D_MS],
+    ] as const;
+    // As if 2^31 - 2 events had been counted in T0's buckets.
+    for (const [base, len, unit] of rings) i32[b + base + (Math.floor(T0 / unit) % len)] = L.BUCKET_MAX - 1;
+    for (let i = 1; i <= 3; i++) store.apply(0, 0, 1, T0 + i);
+    for (const w of ['1h', '24h', '7d'] as const) expect(store.windowCount(slot, w, T0)).toBe(L.BUCKET_MAX);
+    expect(store.velocity(slot, '1h', T0)).toBe(L.BUCKET_MAX / 3600);
+    // The all-time count (a Float64) goes on counting.
+    expect(store.allTimeCount(slot)).toBe(4);
   });
 
   it('matches a direct model of the rings on a seeded random event stream', () => {
     // Seeded, so a failure reproduces exactly.
     const rand = mulberry32(0x5eed);
     const store = newStore();
-    const events: { t: number; w: number; minuteOk: boolean; hourOk: boolean }[] = [];
-    let headMin = -Infinity;
-    let headHour = -Infinity;
+    const rings = { '1h': [L.UNIT_1H_MS, L.BUCKETS_1H], '24h': [HOUR, 24], '7d': [L.UNIT_7D_MS, 12] } as const;
+    type Ring = keyof typeof rings;
+    const heads: Record<Ring, number> = { '1h': -Infinity, '24h': -Infinity, '7d': -Infinity };
+    const events: { t: number; w: number; ok: Record<Ring, boolean> }[] = [];
     let clock = T0;
     for (let i = 0; i < 3000; i++) {
       clock += Math.floor(rand() * 4 * MIN);
@@ -180,26 +258,28 @@ describe('SignalStore windows', () => {
       const late = rand() < 1 / 6 ? Math.floor(rand() * 9 * 24 * HOUR) : 0;
       const t = Math.max(0, clock - late);
       const w = Math.round(rand() * 100) / 10;
-      const m = Math.floor(t / MIN);
-      const h = Math.floor(t / HOUR);
-      events.push({ t, w, minuteOk: m > headMin - 60, hourOk: h > headHour - 168 });
-      headMin = Math.max(headMin, m);
-      headHour = Math.max(headHour, h);
+      const ok = {} as Record<Ring, boolean>;
+      for (const r of Object.keys(rings) as Ring[]) {
+        const [unit, len] = rings[r];
+        const u = Math.floor(t / unit);
+        ok[r] = u > heads[r] - len;
+        heads[r] = Math.max(heads[r], u);
+      }
+      events.push({ t, w, ok });
       store.apply(9, 0, w, t);
     }
     const slot = store.slotOf(9, 0);
-    const expectWindow = (nowMs: number, unit: number, span: number, len: number, head: number, ok: 'minuteOk' | 'hourOk'): number => {
+    const expectWindow = (nowMs: number, r: Ring): number => {
+      const [unit, len] = rings[r];
       const now = Math.floor(nowMs / unit);
       return events.filter((e) => {
         const u = Math.floor(e.t / unit);
-        return e[ok] && u > head - len && u <= now && u > now - span;
+        return e.ok[r] && u > heads[r] - len && u <= now && u > now - len;
       }).length;
     };
     for (const offset of [-3 * HOUR, -61 * MIN, -MIN, 0, 1, 59 * MIN, 5 * HOUR, 30 * HOUR, 8 * 24 * HOUR]) {
       const now = clock + offset;
-      expect(store.windowCount(slot, '1h', now)).toBe(expectWindow(now, MIN, 60, 60, headMin, 'minuteOk'));
-      expect(store.windowCount(slot, '24h', now)).toBe(expectWindow(now, HOUR, 24, 168, headHour, 'hourOk'));
-      expect(store.windowCount(slot, '7d', now)).toBe(expectWindow(now, HOUR, 168, 168, headHour, 'hourOk'));
+      for (const r of Object.keys(rings) as Ring[]) expect(store.windowCount(slot, r, now)).toBe(expectWindow(now, r));
     }
     expect(store.allTimeCount(slot)).toBe(events.length);
     expect(store.newestAt(slot)).toBe(Math.max(...events.map((e) => e.t)));
@@ -873,5 +953,141 @@ describe('SignalStore reserved slots in queries', () => {
     expect(popularity(ctx, 3, T0)).toBe(0);
     expect(Object.keys(readItemSignals(ctx.store, ctx.schema, 1, T0, false))).toEqual(['view']);
     expect(popularity(ctx, 1, T0)).toBe(1);
+  });
+});
+
+describe('SignalStore layout-1 checkpoints', () => {
+  const events = layout1Events();
+  const now = layout1Now(events);
+  const layout2 = (): SignalStore => {
+    const store = SignalStore.create({ kinds: LAYOUT1_KINDS, maxOrdinals: 16, maxSlots: 64 });
+    for (const e of events) store.apply(e.ordinal, e.kind, e.weight, e.at);
+    return store;
+  };
+
+  it('converts a checkpoint written by the 1 024-byte layout to the slots the same events give now', () => {
+    const old = layout1Bytes();
+    expect(old.byteLength).toBe(12 * 1024);
+    const expected = layout2();
+    const imported = SignalStore.create({ kinds: LAYOUT1_KINDS, maxOrdinals: 16, maxSlots: 64 });
+    imported.importState(old, undefined, 1);
+    expect(imported.slotsUsed()).toBe(12);
+    // Byte for byte: headers, rings and sequences, so every window at every time agrees too.
+    expect(Buffer.from(stateBytes(imported)).equals(Buffer.from(stateBytes(expected)))).toBe(true);
+    const windows = ['1h', '24h', '7d', 'all'] as const;
+    for (let s = 0; s < 12; s++) {
+      for (const at of [now, now + 50 * MIN, now + 20 * HOUR, now + 6 * 24 * HOUR]) {
+        expect(imported.read(s, at, false, windows, true)).toEqual(expected.read(s, at, false, windows, true));
+      }
+    }
+    // The reading time has slots with events in the 1h window, so this compares more than empty rings.
+    const active = [...Array(12).keys()].filter((s) => imported.windowCount(s, '1h', now) > 0);
+    expect(active.length).toBeGreaterThan(0);
+    // It goes on like a store that counted the events itself.
+    imported.apply(1, 2, 1, now);
+    expected.apply(1, 2, 1, now);
+    expect(Buffer.from(stateBytes(imported)).equals(Buffer.from(stateBytes(expected)))).toBe(true);
+  });
+
+  it('converts with a kind remap and keeps an empty layout-1 reservation empty', () => {
+    const reserved = new Uint8Array(1024);
+    // What layout 1's reserve() wrote: the ordinal (Int32 3) and the kind (Int32 4), nothing else.
+    new Int32Array(reserved.buffer).set([5, 1], 3);
+    const bytes = new Uint8Array(13 * 1024);
+    bytes.set(layout1Bytes());
+    bytes.set(reserved, 12 * 1024);
+    const kinds = [LAYOUT1_KINDS[2]!, LAYOUT1_KINDS[0]!];
+    const dst = SignalStore.create({ kinds, maxOrdinals: 16, maxSlots: 64 });
+    dst.importState(bytes, [1, -1, 0], 1);
+    const src = layout2();
+    for (let o = 0; o < 4; o++) {
+      for (const [oldK, newK] of [
+        [0, 1],
+        [2, 0],
+      ] as const) {
+        expect(dst.read(dst.slotOf(o, newK), now, false, ['1h', '24h', '7d'], true)).toEqual(
+          src.read(src.slotOf(o, oldK), now, false, ['1h', '24h', '7d'], true),
+        );
+      }
+    }
+    expect(dst.slotsUsed()).toBe(8);
+    expect(dst.slotOf(5, 1)).toBe(-1);
+  });
+
+  /** Layout 1's writer, as it was (seqlock, header, score, 60 minute and 168 hour buckets), for slots the fixture does not hold. */
+  function layout1Encode(kinds: readonly SignalKindSpec[], list: readonly Layout1Event[]): Uint8Array {
+    const slotOf = new Map<number, number>();
+    for (const e of list) if (!slotOf.has(e.ordinal * 64 + e.kind)) slotOf.set(e.ordinal * 64 + e.kind, slotOf.size);
+    const buf = new ArrayBuffer(slotOf.size * 1024);
+    const i32 = new Int32Array(buf);
+    const f64 = new Float64Array(buf);
+    for (const e of list) {
+      const s = slotOf.get(e.ordinal * 64 + e.kind)!;
+      const b = s * 256;
+      const fb = s * 128;
+      i32[b + 3] = e.ordinal;
+      i32[b + 4] = e.kind;
+      i32[b]! += 1;
+      const count = f64[fb + 6]!;
+      const first = count === 0;
+      if (first) {
+        f64.set([e.weight, e.at, 0, e.at, e.at], fb + 4);
+      } else {
+        const lambda = Math.LN2 / kinds[e.kind]!.halfLifeMs;
+        const tRef = f64[fb + 5]!;
+        if (e.at >= tRef) {
+          f64[fb + 4] = f64[fb + 4]! * Math.exp(-lambda * (e.at - tRef)) + e.weight;
+          f64[fb + 5] = e.at;
+        } else {
+          f64[fb + 4] = f64[fb + 4]! + e.weight * Math.exp(-lambda * (tRef - e.at));
+        }
+        if (e.at > f64[fb + 7]!) f64[fb + 7] = e.at;
+        if (e.at < f64[fb + 8]!) f64[fb + 8] = e.at;
+      }
+      f64[fb + 6] = count + 1;
+      bumpRing(i32, b + 1, b + 20, 60, Math.floor(e.at / MIN), first);
+      bumpRing(i32, b + 2, b + 80, 168, Math.floor(e.at / HOUR), first);
+      i32[b]! += 1;
+    }
+    return new Uint8Array(buf);
+  }
+
+  it('converts exactly at the far edges, where the new rings need the oldest buckets layout 1 held', () => {
+    // The encoder writes what the layout-1 store wrote: the fixture, byte for byte.
+    expect(Buffer.from(layout1Encode(LAYOUT1_KINDS, events)).equals(Buffer.from(layout1Bytes()))).toBe(true);
+    // An hour H ≡ 13 (mod 14) and its last minute M ≡ 4 (mod 5): then the 1h window's oldest bucket
+    // starts at minute M - 59, the oldest minute layout 1 kept, and the 7d window's at hour H - 167,
+    // the oldest hour it kept.
+    let h = Math.ceil(LAYOUT1_T0 / HOUR);
+    while (h % 14 !== 13) h++;
+    const newest = (h * 60 + 59) * MIN + 10_000;
+    const edge: Layout1Event[] = [
+      { ordinal: 2, kind: 0, weight: 1, at: newest },
+      { ordinal: 2, kind: 0, weight: 2, at: h * 60 * MIN + 5_000 }, // minute M - 59
+      { ordinal: 2, kind: 0, weight: 3, at: h * 60 * MIN - 1 }, // minute M - 60: no ring of either layout
+      { ordinal: 2, kind: 0, weight: 4, at: (h - 167) * HOUR + 1 }, // hour H - 167
+      { ordinal: 2, kind: 0, weight: 5, at: (h - 168) * HOUR + 1 }, // hour H - 168
+      { ordinal: 3, kind: 1, weight: 1, at: newest - 20 * MIN },
+    ];
+    const converted = SignalStore.create({ kinds: LAYOUT1_KINDS, maxOrdinals: 16, maxSlots: 64 });
+    converted.importState(layout1Encode(LAYOUT1_KINDS, edge), undefined, 1);
+    const applied = SignalStore.create({ kinds: LAYOUT1_KINDS, maxOrdinals: 16, maxSlots: 64 });
+    for (const e of edge) applied.apply(e.ordinal, e.kind, e.weight, e.at);
+    expect(Buffer.from(stateBytes(converted)).equals(Buffer.from(stateBytes(applied)))).toBe(true);
+    const slot = converted.slotOf(2, 0);
+    expect(converted.windowCount(slot, '1h', newest)).toBe(2);
+    expect(converted.windowCount(slot, '24h', newest)).toBe(3);
+    expect(converted.windowCount(slot, '7d', newest)).toBe(4);
+    expect(converted.allTimeCount(slot)).toBe(5);
+  });
+
+  it('refuses an unknown layout and a length that is not whole slots of the layout, naming them', () => {
+    const store = SignalStore.create({ kinds: LAYOUT1_KINDS, maxOrdinals: 16, maxSlots: 64 });
+    const bad = catchError(() => store.importState(layout1Bytes(), undefined, 3));
+    expect(bad).toBeInstanceOf(InvalidInputError);
+    expect((bad as InvalidInputError).field).toBe('layout');
+    const short = catchError(() => store.importState(layout1Bytes().subarray(0, 1024 + 256), undefined, 1));
+    expect((short as InvalidInputError).field).toBe('signal state length');
+    expect(store.slotsUsed()).toBe(0);
   });
 });

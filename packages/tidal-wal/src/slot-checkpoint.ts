@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import { META, Meta } from './storage/meta.js';
 
 /**
- * Bytes per checkpoint row: 64 slots of 1 KiB. Small enough that a hot working set rewrites few
+ * Bytes per checkpoint row: 256 slots of 256 bytes. Small enough that a hot working set rewrites few
  * rows, large enough that a full checkpoint of 2 M slots is 32 k rows, not millions.
  */
 export const CHECKPOINT_CHUNK_BYTES = 64 * 1024;
@@ -12,8 +12,8 @@ export const CHECKPOINT_CHUNK_BYTES = 64 * 1024;
  * in `signal_checkpoint (chunk, data)`, rewritten incrementally: only the rows whose slots changed
  * since the last checkpoint are written again.
  *
- * Why incremental: a full checkpoint costs ~10 µs per 1 KiB slot on the main thread (measured:
- * 200 k slots, 200 MB, ~2 s), and the event loop stalls for all of it. With a skewed workload most
+ * Why incremental: a full checkpoint costs ~10 µs per KiB of slots on the main thread (measured
+ * with 1 KiB slots: 200 k slots, 200 MB, ~2 s), and the event loop stalls for all of it. With a skewed workload most
  * slots are cold, so the rows actually rewritten are a small share of the arena.
  *
  * Invariant that keeps the rows a byte-for-byte copy of the arena: slot indices only grow, so a row
@@ -24,7 +24,11 @@ export const CHECKPOINT_CHUNK_BYTES = 64 * 1024;
  * gives `used × slotBytes` bytes with every slot at its index. A reserved slot that never got an
  * event is copied like any other (all-time count 0); the store's import keeps it as an empty
  * reservation. Every method runs inside the caller's transaction, so a crash leaves the old
- * checkpoint or the new one, whole. Its tables are created by the file format (`storage/ddl.ts`), not here.
+ * checkpoint or the new one, whole.
+ *
+ * The rows carry the slot layout they were written in (`checkpoint_slot_layout`, an opaque number
+ * the store defines). Rows of another layout are the store's to convert on load
+ * ({@link storedLayout}); the first checkpoint after them rewrites every row in the current layout. Its tables are created by the file format (`storage/ddl.ts`), not here.
  */
 export class SlotCheckpoint {
   readonly #db: Database.Database;
@@ -37,8 +41,12 @@ export class SlotCheckpoint {
   #savedSlots = 0;
   /** Slots the last {@link write} covered, stored once it commits. */
   #writtenSlots = 0;
+  readonly #layout: number;
+  /** The slot layout the stored rows are in (1 when the file names none: rows older than the key). */
+  readonly storedLayout: number;
 
-  constructor(db: Database.Database, slotBytes: number, maxSlots: number) {
+  /** `layout` is the slot layout this process writes; `slotBytes` its slot size. */
+  constructor(db: Database.Database, slotBytes: number, maxSlots: number, layout: number) {
     this.#db = db;
     this.#slotsPerChunk = CHECKPOINT_CHUNK_BYTES / slotBytes;
     this.#dirty = new Uint8Array(Math.ceil(maxSlots / this.#slotsPerChunk));
@@ -46,10 +54,13 @@ export class SlotCheckpoint {
     // Rows written with another chunk size (or by an older version) are not at these indices:
     // the first checkpoint rewrites everything.
     this.#meta = new Meta(db);
-    this.#all = this.#meta.get(META.checkpointChunkBytes) !== CHECKPOINT_CHUNK_BYTES;
+    this.#layout = layout;
+    this.storedLayout = this.#meta.get(META.checkpointSlotLayout) ?? 1;
+    // Rows of another layout hold slots of another size: the same goes for them.
+    this.#all = this.#meta.get(META.checkpointChunkBytes) !== CHECKPOINT_CHUNK_BYTES || this.storedLayout !== layout;
     // length() reads a blob's size without its content.
     const bytes = db.prepare('SELECT COALESCE(SUM(length(data)), 0) FROM signal_checkpoint').pluck().get() as number;
-    this.#savedSlots = Math.floor(bytes / slotBytes);
+    this.#savedSlots = this.#all ? 0 : Math.floor(bytes / slotBytes);
   }
 
   /** The stored checkpoint: every row in order, concatenated (empty if there is none). */
@@ -78,6 +89,7 @@ export class SlotCheckpoint {
     if (this.#all) {
       this.#db.exec('DELETE FROM signal_checkpoint');
       this.#meta.set(META.checkpointChunkBytes, CHECKPOINT_CHUNK_BYTES);
+      this.#meta.set(META.checkpointSlotLayout, this.#layout);
     }
     // Rows from the one holding the first slot the stored rows lack, whether or not marked dirty.
     const firstNew = usedSlots > this.#savedSlots ? Math.floor(this.#savedSlots / this.#slotsPerChunk) : chunks;

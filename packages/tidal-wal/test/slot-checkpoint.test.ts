@@ -35,7 +35,7 @@ function setup(maxSlots = 1000) {
 describe('SlotCheckpoint', () => {
   it('rewrites only the rows whose slots changed, and the rows always concatenate to the arena', () => {
     const { db, bytes, touch, checkpoint, maxSlots } = setup();
-    const ck = new SlotCheckpoint(db, SLOT, maxSlots);
+    const ck = new SlotCheckpoint(db, SLOT, maxSlots, 2);
     for (let s = 0; s < 300; s++) touch(ck, s, 1 + (s % 200));
     // First checkpoint: everything (no rows yet, no chunk-size marker).
     expect(checkpoint(ck, 300)).toBe(Math.ceil(300 / PER_ROW));
@@ -51,7 +51,7 @@ describe('SlotCheckpoint', () => {
     // Nothing changed: nothing written.
     expect(checkpoint(ck, 301)).toBe(0);
     // A reopened checkpoint with the same chunk size starts incremental.
-    const again = new SlotCheckpoint(db, SLOT, maxSlots);
+    const again = new SlotCheckpoint(db, SLOT, maxSlots, 2);
     touch(again, 10, 3);
     expect(checkpoint(again, 301)).toBe(1);
     expect(again.load().equals(Buffer.from(bytes.subarray(0, 301 * SLOT)))).toBe(true);
@@ -60,7 +60,7 @@ describe('SlotCheckpoint', () => {
 
   it('rewrites the rows of slots allocated since the last checkpoint, even if never marked dirty', () => {
     const { db, bytes, touch, checkpoint, maxSlots } = setup();
-    const ck = new SlotCheckpoint(db, SLOT, maxSlots);
+    const ck = new SlotCheckpoint(db, SLOT, maxSlots, 2);
     for (let s = 0; s < 100; s++) touch(ck, s, 1);
     checkpoint(ck, 100);
     // Slots 100..129 are taken (their headers written) without an event, so nothing marks them;
@@ -72,7 +72,7 @@ describe('SlotCheckpoint', () => {
     expect(ck.load().equals(Buffer.from(bytes.subarray(0, 131 * SLOT)))).toBe(true);
     // The same holds across a reopen: the rows' slot count is read back from the table.
     bytes.fill(6, 131 * SLOT, 140 * SLOT);
-    const again = new SlotCheckpoint(db, SLOT, maxSlots);
+    const again = new SlotCheckpoint(db, SLOT, maxSlots, 2);
     expect(checkpoint(again, 140)).toBe(1);
     expect(again.load().equals(Buffer.from(bytes.subarray(0, 140 * SLOT)))).toBe(true);
     expect(checkpoint(again, 140)).toBe(0);
@@ -81,7 +81,7 @@ describe('SlotCheckpoint', () => {
 
   it('keeps rows dirty when the transaction rolls back', () => {
     const { db, arena, touch, checkpoint, maxSlots } = setup();
-    const ck = new SlotCheckpoint(db, SLOT, maxSlots);
+    const ck = new SlotCheckpoint(db, SLOT, maxSlots, 2);
     for (let s = 0; s < 10; s++) touch(ck, s, 1);
     checkpoint(ck, 10);
     touch(ck, 2, 5);
@@ -97,13 +97,33 @@ describe('SlotCheckpoint', () => {
 
   it('rewrites everything when told to, or when the rows were written with another chunk size', () => {
     const { db, touch, checkpoint, maxSlots } = setup();
-    const ck = new SlotCheckpoint(db, SLOT, maxSlots);
+    const ck = new SlotCheckpoint(db, SLOT, maxSlots, 2);
     for (let s = 0; s < 200; s++) touch(ck, s, 1);
     checkpoint(ck, 200);
     ck.markAllDirty();
     expect(checkpoint(ck, 200)).toBe(Math.ceil(200 / PER_ROW));
     db.prepare("UPDATE tidal_meta SET value = '8388608' WHERE key = 'checkpoint_chunk_bytes'").run();
-    expect(checkpoint(new SlotCheckpoint(db, SLOT, maxSlots), 200)).toBe(Math.ceil(200 / PER_ROW));
+    expect(checkpoint(new SlotCheckpoint(db, SLOT, maxSlots, 2), 200)).toBe(Math.ceil(200 / PER_ROW));
+    db.close();
+  });
+
+  it('rewrites everything after rows of another slot layout, and names the layout they are in', () => {
+    const { db, bytes, touch, checkpoint, maxSlots } = setup();
+    const old = new SlotCheckpoint(db, SLOT, maxSlots, 1);
+    for (let s = 0; s < 200; s++) touch(old, s, 1);
+    checkpoint(old, 200);
+    expect(new SlotCheckpoint(db, SLOT, maxSlots, 1).storedLayout).toBe(1);
+    // A file from before the key names no layout: its rows are layout 1.
+    db.prepare("DELETE FROM tidal_meta WHERE key = 'checkpoint_slot_layout'").run();
+    const ck = new SlotCheckpoint(db, SLOT, maxSlots, 2);
+    expect(ck.storedLayout).toBe(1);
+    // Half the slots, as if the new layout's slots were smaller: every row is rewritten, none kept.
+    touch(ck, 3, 9);
+    expect(checkpoint(ck, 100)).toBe(Math.ceil(100 / PER_ROW));
+    expect(ck.load().equals(Buffer.from(bytes.subarray(0, 100 * SLOT)))).toBe(true);
+    const again = new SlotCheckpoint(db, SLOT, maxSlots, 2);
+    expect(again.storedLayout).toBe(2);
+    expect(checkpoint(again, 100)).toBe(0);
     db.close();
   });
 });

@@ -14,6 +14,7 @@ describe('tidal_meta keys', () => {
     meta.set(META.lastSeq, 12_345_678_901);
     meta.set(META.checkpointSeq, 7);
     meta.set(META.checkpointChunkBytes, 65_536);
+    meta.set(META.checkpointSlotLayout, 2);
     const raw = Object.fromEntries(db.prepare('SELECT key, value FROM tidal_meta ORDER BY key').raw().all() as [string, string][]);
     expect(raw).toEqual({
       embeddingDims: '384',
@@ -22,6 +23,7 @@ describe('tidal_meta keys', () => {
       last_seq: '12345678901',
       checkpoint_seq: '7',
       checkpoint_chunk_bytes: '65536',
+      checkpoint_slot_layout: '2',
     });
     db.close();
   });

@@ -10,9 +10,9 @@ import { checkCount, type SignalArena } from './types.js';
  */
 
 /**
- * Growth steps. Slots come in whole checkpoint rows (64 slots = 64 KiB), starting at 16 rows
- * (1 MiB) and doubling, so a store that reaches 4 Mi slots grows 12 times; the index starts at
- * 64 KiB. Growing only commits pages (nothing is copied and views stay valid), and committed pages
+ * Growth steps. Slots come in steps of 64 (16 KiB; a 64 KiB checkpoint row holds 256), starting at
+ * 1 024 slots (256 KiB) and doubling, so a store that reaches 4 Mi slots grows 12 times; the index
+ * starts at 64 KiB. Growing only commits pages (nothing is copied and views stay valid), and committed pages
  * are resident only once written, so doubling costs no memory beyond the slots in use.
  */
 export const SLOT_STEP = 64;

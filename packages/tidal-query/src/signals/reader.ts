@@ -1,33 +1,34 @@
 import { InvalidInputError } from 'tidal-load';
 import { indexView } from './arena.js';
 import {
+  BUCKETS_1H,
+  BUCKETS_24H,
+  BUCKETS_7D,
   CONTROL_SLOTS_USED,
   F64_COUNT,
   F64_NEWEST,
   F64_SCORE,
   F64_TREF,
-  HOUR_BUCKETS,
-  I32_HOUR_BUCKETS,
-  I32_HOUR_HEAD,
+  I32_BUCKETS_1H,
+  I32_BUCKETS_24H,
+  I32_BUCKETS_7D,
+  I32_HEAD_1H,
+  I32_HEAD_24H,
+  I32_HEAD_7D,
   I32_KIND,
-  I32_MINUTE_BUCKETS,
-  I32_MINUTE_HEAD,
   I32_ORDINAL,
-  MINUTE_BUCKETS,
-  MS_PER_HOUR,
-  MS_PER_MINUTE,
   SLOT_BYTES,
   SLOT_F64,
   SLOT_INT32,
+  UNIT_1H_MS,
+  UNIT_24H_MS,
+  UNIT_7D_MS,
 } from './layout.js';
 import { SignalOrder } from './order.js';
 import { ringSum } from './rings.js';
 import { seqBegin, seqUnchanged } from './seqlock.js';
 import type { SignalArena, SignalValues, VelocityWindow, WindowName } from './types.js';
 
-const MINUTES_1H = 60;
-const HOURS_24H = 24;
-const HOURS_7D = 168;
 const SECONDS_1H = 3_600;
 const SECONDS_24H = 86_400;
 const SECONDS_7D = 604_800;
@@ -185,10 +186,11 @@ export class SlotReader {
   }
 
   /**
-   * Events in `window` ending at `nowMs`: `'1h'` is the 60 minutes up to and including `nowMs`'s
-   * minute, `'24h'` and `'7d'` the 24 or 168 hours up to and including its hour, `'all'` the
-   * all-time count. Only what the rings still hold counts. With `coarse` every window reads the
-   * all-time count (the cheap degraded mode).
+   * Events in `window` ending at `nowMs`: the window's ring buckets up to and including the one
+   * `nowMs` falls in: `'1h'` the twelve 5-minute buckets, `'24h'` the 24 hours, `'7d'` the twelve
+   * 14-hour buckets (so a window reaches between one bucket less than its length and its length
+   * back, see `layout.ts`); `'all'` the all-time count. Only what the rings still hold counts. With
+   * `coarse` every window reads the all-time count (the cheap degraded mode).
    */
   windowCount(slot: number, window: WindowName, nowMs: number, coarse = false): number {
     if (coarse || window === 'all') return this.allTimeCount(slot);
@@ -200,19 +202,26 @@ export class SlotReader {
     // One branch per window with the ring's constants written out: ringSum's modulo by a constant
     // compiles to a multiply, by a variable to a division.
     if (window === '1h') {
-      const now = Math.floor(nowMs / MS_PER_MINUTE);
+      const now = Math.floor(nowMs / UNIT_1H_MS);
       do {
         seq = seqBegin(i32, b);
-        sum = ringSum(i32, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, i32[b + I32_MINUTE_HEAD]!, now, MINUTES_1H);
+        sum = ringSum(i32, b + I32_BUCKETS_1H, BUCKETS_1H, i32[b + I32_HEAD_1H]!, now, BUCKETS_1H);
       } while (!seqUnchanged(i32, b, seq));
       return sum;
     }
-    const span = window === '24h' ? HOURS_24H : window === '7d' ? HOURS_7D : -1;
-    if (span < 0) throw new InvalidInputError('window', "one of '1h', '24h', '7d', 'all'", window);
-    const now = Math.floor(nowMs / MS_PER_HOUR);
+    if (window === '24h') {
+      const now = Math.floor(nowMs / UNIT_24H_MS);
+      do {
+        seq = seqBegin(i32, b);
+        sum = ringSum(i32, b + I32_BUCKETS_24H, BUCKETS_24H, i32[b + I32_HEAD_24H]!, now, BUCKETS_24H);
+      } while (!seqUnchanged(i32, b, seq));
+      return sum;
+    }
+    if (window !== '7d') throw new InvalidInputError('window', "one of '1h', '24h', '7d', 'all'", window);
+    const now = Math.floor(nowMs / UNIT_7D_MS);
     do {
       seq = seqBegin(i32, b);
-      sum = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, i32[b + I32_HOUR_HEAD]!, now, span);
+      sum = ringSum(i32, b + I32_BUCKETS_7D, BUCKETS_7D, i32[b + I32_HEAD_7D]!, now, BUCKETS_7D);
     } while (!seqUnchanged(i32, b, seq));
     return sum;
   }
@@ -258,8 +267,9 @@ export class SlotReader {
     const f64 = this.f64;
     const b = slot * SLOT_INT32;
     const fb = slot * SLOT_F64;
-    const nowMinute = Math.floor(nowMs / MS_PER_MINUTE);
-    const nowHour = Math.floor(nowMs / MS_PER_HOUR);
+    const now1h = Math.floor(nowMs / UNIT_1H_MS);
+    const now24h = Math.floor(nowMs / UNIT_24H_MS);
+    const now7d = Math.floor(nowMs / UNIT_7D_MS);
     const sum1h = !coarse && want1h;
     const sum7d = !coarse && want7d;
     let seq: number;
@@ -274,12 +284,9 @@ export class SlotReader {
       score = f64[fb + F64_SCORE]!;
       tRef = f64[fb + F64_TREF]!;
       count = f64[fb + F64_COUNT]!;
-      if (sum1h) c1h = ringSum(i32, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, i32[b + I32_MINUTE_HEAD]!, nowMinute, MINUTES_1H);
-      if (need24h || sum7d) {
-        const head = i32[b + I32_HOUR_HEAD]!;
-        if (need24h) c24h = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, head, nowHour, HOURS_24H);
-        if (sum7d) c7d = ringSum(i32, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, head, nowHour, HOURS_7D);
-      }
+      if (sum1h) c1h = ringSum(i32, b + I32_BUCKETS_1H, BUCKETS_1H, i32[b + I32_HEAD_1H]!, now1h, BUCKETS_1H);
+      if (need24h) c24h = ringSum(i32, b + I32_BUCKETS_24H, BUCKETS_24H, i32[b + I32_HEAD_24H]!, now24h, BUCKETS_24H);
+      if (sum7d) c7d = ringSum(i32, b + I32_BUCKETS_7D, BUCKETS_7D, i32[b + I32_HEAD_7D]!, now7d, BUCKETS_7D);
     } while (!seqUnchanged(i32, b, seq));
     const dt = nowMs - tRef;
     const lambda = this.lambdas[i32[b + I32_KIND]!]!;

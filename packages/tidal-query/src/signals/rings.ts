@@ -1,6 +1,8 @@
+import { BUCKET_MAX } from './layout.js';
+
 /*
- * The minute and hour rings of a slot (see `layout.ts`): counting an event into one, and summing a
- * window out of one. Plain functions over the slot's Int32 view; the caller holds the seqlock
+ * The window rings of a slot (see `layout.ts`): counting an event into one, and summing a window
+ * out of one. Plain functions over the slot's Int32 view; the caller holds the seqlock
  * (reads) or is the writer. Every index stays inside the slot's ring, so element reads take `!`.
  */
 
@@ -57,7 +59,9 @@ export function bumpRing(i32: Int32Array, headAt: number, base: number, len: num
     i32[headAt] = unit;
     i32[base + (unit % len)] = 1;
   } else if (unit > head - len) {
-    i32[base + (unit % len)]! += 1;
+    const at = base + (unit % len);
+    // Saturates: an Int32 past its maximum would wrap to a negative count.
+    if (i32[at]! < BUCKET_MAX) i32[at]! += 1;
   }
   // Older than the ring covers: counted in the all-time count and score only.
 }

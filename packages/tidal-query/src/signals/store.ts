@@ -14,34 +14,40 @@
 import { CapacityError, InternalError, InvalidInputError } from 'tidal-load';
 import { checkArena, createArena, INDEX_STEP, indexView, nextSize, SLOT_STEP } from './arena.js';
 import {
+  BUCKETS_1H,
+  BUCKETS_24H,
+  BUCKETS_7D,
   CONTROL_SLOTS_USED,
   F64_COUNT,
   F64_NEWEST,
   F64_OLDEST,
   F64_SCORE,
   F64_TREF,
-  HOUR_BUCKETS,
-  I32_HOUR_BUCKETS,
-  I32_HOUR_HEAD,
+  I32_BUCKETS_1H,
+  I32_BUCKETS_24H,
+  I32_BUCKETS_7D,
+  I32_HEAD_1H,
+  I32_HEAD_24H,
+  I32_HEAD_7D,
   I32_KIND,
-  I32_MINUTE_BUCKETS,
-  I32_MINUTE_HEAD,
   I32_ORDINAL,
   I32_SEQ,
   MAX_EVENT_MS,
-  MINUTE_BUCKETS,
-  MS_PER_HOUR,
-  MS_PER_MINUTE,
   SLOT_BYTES,
   SLOT_F64,
   SLOT_INT32,
+  SLOT_LAYOUT,
+  UNIT_1H_MS,
+  UNIT_24H_MS,
+  UNIT_7D_MS,
 } from './layout.js';
+import { LEGACY_SLOT_BYTES, LEGACY_SLOT_LAYOUT, convertLegacySlots } from './legacy.js';
 import { OrderWriter } from './order.js';
 import { SlotReader } from './reader.js';
 import { bumpRing } from './rings.js';
 import { checkCount, checkKinds, type SignalArena, type SignalKindSpec, type SignalStoreOptions } from './types.js';
 
-export { SLOT_BYTES } from './layout.js';
+export { SLOT_BYTES, SLOT_LAYOUT } from './layout.js';
 export { SignalOrder, type OrderArena } from './order.js';
 export type { SignalArena, SignalKindSpec, SignalStoreOptions, SignalValues, VelocityWindow, WindowName } from './types.js';
 
@@ -57,8 +63,8 @@ const CAPACITY_HINT = 'raise the capacity.signalSlots builder option';
 const ORDINAL_HINT = 'raise the capacity.items builder option';
 
 /**
- * Per-(ordinal, kind) engagement state in shared memory: decayed score, all-time count, minute and
- * hour rings for windowed counts. Create it with {@link SignalStore.create} on the writer thread
+ * Per-(ordinal, kind) engagement state in shared memory: decayed score, all-time count, one ring of
+ * buckets per window (5-minute buckets for 1h, hours for 24h, 14-hour buckets for 7d). Create it with {@link SignalStore.create} on the writer thread
  * and open it in workers with {@link SignalStore.attach}.
  *
  * The arena grows on demand up to its reservation. A slot can be taken ahead of its first event
@@ -285,8 +291,6 @@ export class SignalStore extends SlotReader {
     const f64 = this.f64;
     const b = slot * SLOT_INT32;
     const fb = slot * SLOT_F64;
-    const minute = Math.floor(atMs / MS_PER_MINUTE);
-    const hour = Math.floor(atMs / MS_PER_HOUR);
 
     Atomics.add(i32, b + I32_SEQ, 1);
     const count = f64[fb + F64_COUNT]!;
@@ -310,8 +314,9 @@ export class SignalStore extends SlotReader {
       if (atMs < f64[fb + F64_OLDEST]!) f64[fb + F64_OLDEST] = atMs;
     }
     f64[fb + F64_COUNT] = count + 1;
-    bumpRing(i32, b + I32_MINUTE_HEAD, b + I32_MINUTE_BUCKETS, MINUTE_BUCKETS, minute, first);
-    bumpRing(i32, b + I32_HOUR_HEAD, b + I32_HOUR_BUCKETS, HOUR_BUCKETS, hour, first);
+    bumpRing(i32, b + I32_HEAD_1H, b + I32_BUCKETS_1H, BUCKETS_1H, Math.floor(atMs / UNIT_1H_MS), first);
+    bumpRing(i32, b + I32_HEAD_24H, b + I32_BUCKETS_24H, BUCKETS_24H, Math.floor(atMs / UNIT_24H_MS), first);
+    bumpRing(i32, b + I32_HEAD_7D, b + I32_BUCKETS_7D, BUCKETS_7D, Math.floor(atMs / UNIT_7D_MS), first);
     Atomics.add(i32, b + I32_SEQ, 1);
   }
 
@@ -320,28 +325,36 @@ export class SignalStore extends SlotReader {
 
   /**
    * Loads a checkpoint (the first `slotsUsed() * SLOT_BYTES` bytes of an arena's `slots`, byte for
-   * byte) into this store, which must be freshly created and empty. `kindRemap[oldKind]` gives each
+   * byte) into this store, which must be freshly created and empty. `layout` is the slot layout the
+   * checkpoint was written in: {@link SLOT_LAYOUT} (the default) is copied as it is; layout 1 (1 024-byte
+   * slots, 60 minute and 168 hour buckets) is converted, exactly: each of its windows as this layout
+   * would have counted the same events (see `legacy.ts`). `kindRemap[oldKind]` gives each
    * old kind's new index, or -1 to drop that kind's slots (the remaining slots are compacted);
    * without it kinds keep their indices. A slot with no events (reserved, never written) is kept as
    * the same empty reservation. All checks run before anything is written.
    *
-   * @throws InvalidInputError if the store is not empty, the length is not a multiple of
-   *   {@link SLOT_BYTES}, a slot names an ordinal or kind out of range, or two slots end up on the
-   *   same (ordinal, kind).
+   * @throws InvalidInputError if the store is not empty, `layout` is not 1 or {@link SLOT_LAYOUT},
+   *   the length is not a multiple of that layout's slot size, a slot names an ordinal or kind out of
+   *   range, or two slots end up on the same (ordinal, kind).
    * @throws CapacityError if the kept slots do not fit in `maxSlots`.
    */
-  importState(bytes: Uint8Array, kindRemap?: ArrayLike<number>): void {
+  importState(bytes: Uint8Array, kindRemap?: ArrayLike<number>, layout: number = SLOT_LAYOUT): void {
     this.requireWriter('import signal state');
     if (!(bytes instanceof Uint8Array)) throw new InvalidInputError('bytes', 'a Uint8Array', bytes);
     const used = this.control[CONTROL_SLOTS_USED];
     if (used !== 0) throw new InvalidInputError('signal store', 'empty before importState', `${used} slots in use`);
-    if (bytes.byteLength % SLOT_BYTES !== 0) {
-      throw new InvalidInputError('signal state length', `a multiple of ${SLOT_BYTES} bytes`, bytes.byteLength);
+    if (layout !== SLOT_LAYOUT && layout !== LEGACY_SLOT_LAYOUT) {
+      throw new InvalidInputError('layout', `${LEGACY_SLOT_LAYOUT} or ${SLOT_LAYOUT} (the signal slot layouts this version reads)`, layout);
     }
-    const oldSlots = bytes.byteLength / SLOT_BYTES;
+    const slotBytes = layout === SLOT_LAYOUT ? SLOT_BYTES : LEGACY_SLOT_BYTES;
+    if (bytes.byteLength % slotBytes !== 0) {
+      throw new InvalidInputError('signal state length', `a multiple of ${slotBytes} bytes (slot layout ${layout})`, bytes.byteLength);
+    }
+    const oldSlots = bytes.byteLength / slotBytes;
     // Copy to an aligned buffer once so headers can be read as Int32 regardless of bytes' offset.
-    const src = new Int32Array(oldSlots * SLOT_INT32);
-    new Uint8Array(src.buffer).set(bytes);
+    const raw = new Int32Array(bytes.byteLength / 4);
+    new Uint8Array(raw.buffer).set(bytes);
+    const src = layout === SLOT_LAYOUT ? raw : convertLegacySlots(raw, oldSlots);
 
     const newKinds = new Int32Array(oldSlots);
     const seen = new Map<number, number>();

@@ -48,6 +48,11 @@ export const META = Object.freeze({
   checkpointSeq: numberKey('checkpoint_seq'),
   /** The chunk size, in bytes, the `signal_checkpoint` rows were written with. */
   checkpointChunkBytes: numberKey('checkpoint_chunk_bytes'),
+  /**
+   * The slot layout the `signal_checkpoint` rows were written in (the signal store's `SLOT_LAYOUT`);
+   * absent: layout 1, the only one written before the key.
+   */
+  checkpointSlotLayout: numberKey('checkpoint_slot_layout'),
 });
 
 /** The `tidal_meta` key/value table, read and written through the typed keys of {@link META}. */
