@@ -205,6 +205,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'PooledSessionError',
     'PostgresSlots',
     'PostgresSlotsOptions',
+    'RateGrant',
     'RedisPeriodOptions',
     'RedisPeriodSource',
     'RedisPeriodStats',

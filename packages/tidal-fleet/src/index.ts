@@ -3,7 +3,7 @@
 export { FleetRedis } from './redis.js';
 export type { FleetRedisOptions } from './redis.js';
 export { RedisRateSource } from './redis-rate.js';
-export type { RedisRateOptions, RedisRateStats } from './redis-rate.js';
+export type { RedisRateOptions, RedisRateStats, RateGrant } from './redis-rate.js';
 export { RedisPeriodSource } from './redis-period.js';
 export type { RedisPeriodOptions, RedisPeriodStats } from './redis-period.js';
 export { PostgresSlots, openSlotSource } from './pg-slots.js';
