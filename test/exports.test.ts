@@ -196,7 +196,9 @@ const MAIN_EXPORTS: Record<string, string[]> = {
   'tidal-fleet': [
     'DEFAULT_MAX_IN_FLIGHT',
     'DependencyUnavailableError',
+    'EMBEDDER_BREAKER_DEFAULTS',
     'EmbedOptions',
+    'EmbedderBreakerOptions',
     'EmbedderClient',
     'EmbedderOptions',
     'EmbedderStats',

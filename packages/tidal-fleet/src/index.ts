@@ -8,7 +8,7 @@ export { RedisPeriodSource } from './redis-period.js';
 export type { RedisPeriodOptions, RedisPeriodStats } from './redis-period.js';
 export { PostgresSlots, openSlotSource } from './pg-slots.js';
 export type { PostgresSlotsOptions } from './pg-slots.js';
-export { EmbedderClient, DEFAULT_MAX_IN_FLIGHT } from './embedder.js';
-export type { EmbedderOptions, EmbedOptions, EmbedderStats } from './embedder.js';
+export { EmbedderClient, DEFAULT_MAX_IN_FLIGHT, EMBEDDER_BREAKER_DEFAULTS } from './embedder.js';
+export type { EmbedderOptions, EmbedderBreakerOptions, EmbedOptions, EmbedderStats } from './embedder.js';
 // The errors these throw, and the bound of a slot limit (docs/errors.md).
 export { SlotTimeoutError, PooledSessionError, UnexpectedReplyError, DependencyUnavailableError, SLOT_CEILING } from 'tidal-load';
