@@ -132,10 +132,10 @@ export class SharedSlots implements SlotSource {
       return slots;
     }
     if ('error' in waited && PooledSessionError.is(waited.error)) throw waited.error;
-    slots.#lost('error' in waited ? waited.error : new Error(`no connection within ${startWaitMs} ms`));
-    // An attempt still under way when the wait ran out finishes in the background, as a re-connect.
+    // An attempt still under way when the wait ran out finishes in the background, as a re-connect
+    // (registered first, so the outage does not schedule a second one beside it).
     if ('late' in waited) slots.#attempt(first);
-    else slots.#schedule();
+    slots.#lost('error' in waited ? waited.error : new Error(`no connection within ${startWaitMs} ms`));
     return slots;
   }
 
@@ -186,6 +186,7 @@ export class SharedSlots implements SlotSource {
       await pg.close();
       return;
     }
+    this.#pg?.close().catch(() => {});
     this.#pg = pg;
     this.#retryMs = this.#retryMinMs;
     await this.#countSessions();

@@ -3,6 +3,7 @@
  * with a warning, and move to the database once it is started, and back when it goes away.
  * Waiting for the background re-connect is a bounded poll on a state, never a timed assertion.
  */
+import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { TidalWarning } from 'tidal-load';
 import { SharedSlots, SlotTimeoutError, openSlotSource } from '../src/index.js';
@@ -71,6 +72,35 @@ describe.skipIf(servicesSkipped)('SharedSlots with a PostgreSQL that comes late 
     await slots.close();
     await expect(slots.acquire('upstream', 4, { deadlineMs: Date.now() + 1_000 })).rejects.toThrow(/closed/);
   }, 120_000);
+
+  it('finishes a first connection slower than its start wait in the background, as the one session', async () => {
+    const db = await startPostgres();
+    try {
+      const warnings: TidalWarning[] = [];
+      const slots = await SharedSlots.open({
+        connectionString: db.url,
+        startWaitMs: 0,
+        retryMinMs: 20,
+        onWarning: (w) => warnings.push(w),
+      });
+      open.push(slots);
+      expect(slots.backend).toBe('local');
+      await until('the first connection lands', () => slots.backend === 'postgres');
+      // Long enough for a second attempt beside the first to have been made (20 ms after).
+      await new Promise((r) => setTimeout(r, 200));
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      const { rows } = await client.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'tidal-slots'",
+      );
+      await client.end();
+      expect(rows[0]!.n, 'one lock session').toBe(1);
+      expect(warnings.map((w) => w.code)).toEqual(['TIDAL_SHARED_SLOTS_LOCAL', 'TIDAL_SHARED_SLOTS_RESTORED']);
+      await slots.close();
+    } finally {
+      await db.stop();
+    }
+  }, 60_000);
 
   it('openSlotSource with a database URL is the shared slots; bad options name the field', async () => {
     const port = await freePort();
