@@ -73,10 +73,16 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
       // The clock is frozen (0.001 tokens/s): what each replica may take is its share of the burst.
       const [a, b, c] = await Promise.all(
         ['a', 'b', 'c'].map(
-          async (id) => new RedisRateSource(await connect({ prefix: 't2f:', replicaId: id }), { ratePerSecond: 0.001, burst: 12 }),
+          async (id) =>
+            new RedisRateSource(await connect({ prefix: 't2f:', replicaId: id, commandTimeoutMs: 10_000 }), {
+              ratePerSecond: 0.001,
+              burst: 12,
+            }),
         ),
       );
-      for (const r of [a!, b!, c!]) expect((await r.takeUpTo('k', 1, 0)).granted).toBe(1);
+      // A long command timeout: a decision made on the local fallback (a loaded machine) would not
+      // register its replica with the shared bucket, and the shares below would be of fewer replicas.
+      for (const r of [a!, b!, c!]) expect(await r.takeUpTo('k', 1, 0)).toMatchObject({ backend: 'redis', granted: 1 });
       // 9 left, more than half the burst: nobody is short, so A takes a whole batch beyond its share.
       expect((await a!.takeUpTo('k', 5, 0)).granted).toBe(5);
       // 4 left: short. A already took more than its third of the 12; it gets nothing more...
@@ -113,6 +119,26 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
       expect((await limit.take('k', 1, 60_002)).backend).toBe('redis');
       expect(warnings.map((w) => w.code)).toEqual(['TIDAL_SHARED_LIMIT_LOCAL', 'TIDAL_SHARED_LIMIT_RESTORED']);
       expect(limit.stats()).toMatchObject({ fallbacks: 1, localDecisions: 2, redisDecisions: 2 });
+    });
+
+    it('reads a reply that arrived while the event loop was busy before it counts the command as timed out', async () => {
+      const fleet = await connect({ prefix: 't3b:', commandTimeoutMs: 20, breaker: { failureThreshold: 100, openMs: 60_000 } });
+      const limit = new RedisRateSource(fleet, { ratePerSecond: 100, burst: 10, onWarning: () => {} });
+      expect((await limit.take('k', 1, 0)).backend).toBe('redis');
+      // Each time the command is written, then the event loop is held past the timeout while the
+      // reply lands: when the loop resumes the timer is overdue, and the reply is waiting to be read.
+      // Counting the timer first, every try is a timeout; reading first, a try is one only when the
+      // server itself (another process on a loaded machine) took longer than the hold to answer.
+      const backends: string[] = [];
+      for (let i = 0; i < 3 && !backends.includes('redis'); i++) {
+        const decision = limit.take('k', 1, 0);
+        // node-redis writes in a setImmediate queued before this one: after it, the command is sent.
+        await new Promise((r) => setImmediate(r));
+        const until = performance.now() + 500;
+        while (performance.now() < until);
+        backends.push((await decision).backend);
+      }
+      expect(backends, 'the reply was there when the timer fired').toContain('redis');
     });
 
     it('cut off from Redis, limits at the fleet quota ÷ the replicas last seen alive, and rejoins when Redis returns', async () => {
