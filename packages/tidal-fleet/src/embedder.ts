@@ -43,8 +43,10 @@ export interface EmbedderOptions {
    * The breaker in front of the upstream: after `failureThreshold` slow or failed calls in a row it
    * opens, and every call is refused at once (`embedder_open`, nothing sent) for `openMs`; then one
    * call probes, and a good answer closes it. A call is slow when it runs out of its deadline, or
-   * answers after more than `slowCallMs` (its vector is still used). Being shed by this replica's
-   * own bulkhead, or a caller that left, counts for nothing.
+   * answers after more than `slowCallMs` (its vector is still used); failed when it answers 429 or
+   * a 5xx, cannot be reached, or answers what is not embeddings. Being shed by this replica's own
+   * bulkhead, a caller that left, or a request the upstream refused as bad (another 4xx) counts for
+   * nothing.
    */
   breaker?: EmbedderBreakerOptions;
   /** The upstream's `max_concurrent_calls`, held across replicas by `slots.source`. */
@@ -125,9 +127,16 @@ class AttemptError extends Error {
     message: string,
     readonly transient: boolean,
     readonly deadline = false,
+    /** The upstream refused this request itself (a 4xx other than 429): no sign of its health. */
+    readonly requestFault = false,
   ) {
     super(message);
   }
+}
+
+/** A 4xx other than 429: this request was refused; 429 and 5xx say the upstream is struggling. */
+function requestFault(status: number): boolean {
+  return status >= 400 && status < 500 && status !== 429;
 }
 
 /**
@@ -227,11 +236,11 @@ export class EmbedderClient {
     const deadlineMs = options.deadlineMs ?? startMs + this.#timeoutMs;
     let attempts = 0;
     let verdict: 'good' | 'bad' | 'none' = 'none';
+    let last: AttemptError | undefined;
     try {
       for (;;) {
         if (options.signal?.aborted) throw new AbortedError('embed', options.signal.reason);
         attempts++;
-        let last: AttemptError;
         try {
           const vectors = await this.#attempt(texts, deadlineMs, options.signal);
           verdict = this.#now() - startMs > this.#slowCallMs ? 'bad' : 'good';
@@ -256,7 +265,9 @@ export class EmbedderClient {
       }
     } catch (err) {
       this.#stats.failures++;
-      if (DependencyUnavailableError.is(err)) verdict = 'bad';
+      // Out of time, failing, answering garbage: the upstream's health. A request it refused as bad
+      // (400, 413, 422) says nothing about that, and must not close the embedder to every search.
+      if (DependencyUnavailableError.is(err) && last?.requestFault !== true) verdict = 'bad';
       throw err;
     } finally {
       this.#inFlight--;
@@ -332,9 +343,15 @@ export class EmbedderClient {
       } catch {
         if (signal?.aborted) throw new AbortedError('embed', signal.reason);
         if (timeout.aborted) throw new AttemptError(`no answer within ${remaining} ms`, false, true);
-        throw new AttemptError(`HTTP ${response.status} with a body that is not JSON`, TRANSIENT_STATUS.has(response.status));
+        throw new AttemptError(
+          `HTTP ${response.status} with a body that is not JSON`,
+          TRANSIENT_STATUS.has(response.status),
+          false,
+          requestFault(response.status),
+        );
       }
-      if (!response.ok) throw new AttemptError(`HTTP ${response.status}`, TRANSIENT_STATUS.has(response.status));
+      if (!response.ok)
+        throw new AttemptError(`HTTP ${response.status}`, TRANSIENT_STATUS.has(response.status), false, requestFault(response.status));
       return decodeEmbeddings(body, texts.length);
     } finally {
       lease?.release();

@@ -138,7 +138,7 @@ describe('EmbedderClient', () => {
     };
     // A slow answer is still an answer: its vector is used, and it counts against the upstream.
     expect((await slowCall(1_500)).degradation).toBeNull();
-    server.failNext(1, 400);
+    server.failNext(1, 500);
     expect((await embedder.tryEmbed('x')).degradation).toBe('embedder_failed');
     expect(embedder.stats().breaker).toBe('closed');
     // A good call in between starts the count again.
@@ -169,17 +169,22 @@ describe('EmbedderClient', () => {
     // A failed probe opens it again for another cool-down.
     for (let i = 0; i < 3; i++) await slowCall(1_500);
     nowMs += 5_000;
-    server.failNext(1, 400);
+    server.failNext(1, 500);
     expect((await embedder.tryEmbed('probe')).degradation).toBe('embedder_failed');
     expect(embedder.stats()).toMatchObject({ breaker: 'open', breakerOpened: 3 });
     expect((await embedder.tryEmbed('x')).degradation).toBe('embedder_open');
   });
 
-  it('counts neither a call its bulkhead shed nor one its caller left against the upstream', async () => {
+  it('counts neither a call its bulkhead shed, nor one its caller left, nor a request refused as bad against the upstream', async () => {
     let nowMs = 0;
     const embedder = client({ now: () => nowMs, maxInFlight: 1, maxAttempts: 1, breaker: { failureThreshold: 1, openMs: 1_000 } });
+    // A request the upstream refused as bad says nothing of its health: the breaker stays closed.
     server.failNext(1, 400);
+    expect((await embedder.tryEmbed('x')).degradation).toBe('embedder_failed');
+    expect(embedder.stats().breaker).toBe('closed');
+    server.failNext(1, 500);
     await embedder.tryEmbed('x');
+    expect(embedder.stats().breaker).toBe('open');
     nowMs += 1_000;
     // The half-open probe is held; a call shed by the bulkhead meanwhile leaves the probe alone...
     server.hold();
