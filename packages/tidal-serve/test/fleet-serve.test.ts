@@ -131,7 +131,9 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
     // Every request sent is answered and counted before the window closes: a response still in
     // flight at the deadline cannot be missed (a loaded machine delays answers, not admissions).
     // The quota is the rate over the time requests were sent at most, and over the time they were
-    // being sent at least (the answers still in flight at the end were decided before they left).
+    // being sent at least (the answers still in flight at the end were decided before they left),
+    // less the half of the burst the bucket may still hold: while a stalled replica leaves its fair
+    // share unclaimed, the others take it only once the bucket is half full.
     const offeringMs = Date.now() - t0;
     running = false;
     await Promise.all(loaders);
@@ -139,7 +141,7 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
     const admitted = replicas.reduce((n, r) => n + r.admitted, 0);
     const offered = admitted + replicas.reduce((n, r) => n + r.refused, 0);
     const expected = BURST + (RATE * elapsedMs) / 1000;
-    const least = BURST + (RATE * offeringMs) / 1000;
+    const least = BURST / 2 + (RATE * offeringMs) / 1000;
     expect(offered, 'the replicas were offered far more than the quota').toBeGreaterThan(1.5 * expected);
     // A command that outlasts the 50 ms timeout on a loaded machine is decided on the replica's
     // local bucket (a third of the rate, for the breaker's 2 s): what it admits then comes on top of
