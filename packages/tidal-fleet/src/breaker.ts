@@ -17,7 +17,7 @@ export const BREAKER_DEFAULTS = Object.freeze({ failureThreshold: 3, openMs: 2_0
 export type BreakerState = 'closed' | 'open' | 'halfOpen';
 
 /**
- * A circuit breaker on the caller's clock: closed until `failureThreshold` failures in a row, then
+ * A circuit breaker on the caller's clock (Redis's connection and the embedder each hold one): closed until `failureThreshold` failures in a row, then
  * open for `openMs` (nothing is tried: a dead server is not waited on once per request), then one
  * probe at a time until a success closes it or a failure opens it again.
  */
@@ -54,6 +54,14 @@ export class Breaker {
     if (this.#probing) return false;
     this.#probing = true;
     return true;
+  }
+
+  /**
+   * The call `allow` let through ended with neither a success nor a failure of the server (its
+   * caller left, or it was refused before it was sent): a half-open breaker lets the next call probe.
+   */
+  cancel(): void {
+    this.#probing = false;
   }
 
   success(): void {

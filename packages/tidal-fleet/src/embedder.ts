@@ -7,6 +7,7 @@ import {
   type SlotLease,
   type SlotSource,
 } from 'tidal-load';
+import { Breaker, type BreakerState } from './breaker.js';
 
 /**
  * The bulkhead's default size, by Little's law: calls in flight = call rate × call latency. A replica
@@ -38,6 +39,16 @@ export interface EmbedderOptions {
   retryBudgetRatio?: number;
   /** The most retries saved up (also the budget at start). @default 10 */
   retryBudgetMax?: number;
+  /**
+   * The breaker in front of the upstream: after `failureThreshold` slow or failed calls in a row it
+   * opens, and every call is refused at once (`embedder_open`, nothing sent) for `openMs`; then one
+   * call probes, and a good answer closes it. A call is slow when it runs out of its deadline, or
+   * answers after more than `slowCallMs` (its vector is still used); failed when it answers 429 or
+   * a 5xx, cannot be reached, or answers what is not embeddings. Being shed by this replica's own
+   * bulkhead, a caller that left, or a request the upstream refused as bad (another 4xx) counts for
+   * nothing.
+   */
+  breaker?: EmbedderBreakerOptions;
   /** The upstream's `max_concurrent_calls`, held across replicas by `slots.source`. */
   slots?: { source: SlotSource; maxConcurrentCalls: number };
   /** @default globalThis.fetch */
@@ -47,6 +58,27 @@ export interface EmbedderOptions {
   /** @default Date.now */
   now?: () => number;
 }
+
+/** Options of {@link EmbedderOptions.breaker}. */
+export interface EmbedderBreakerOptions {
+  /** Slow or failed calls in a row that open the breaker, 1 to 1000. @default 3 */
+  failureThreshold?: number;
+  /**
+   * How long an open breaker refuses every call before one probes, in milliseconds. A probe into a
+   * slow upstream costs its caller one deadline: one such search per `openMs`, the others answered
+   * at once from BM25 alone.
+   * @default 5_000
+   */
+  openMs?: number;
+  /**
+   * A call answered after more than this many milliseconds counts as slow. 1 s is 25× the ≈ 40 ms
+   * p99 the bulkhead is sized for: far past a healthy call, and still short of a search's half deadline.
+   * @default 1_000
+   */
+  slowCallMs?: number;
+}
+
+export const EMBEDDER_BREAKER_DEFAULTS = Object.freeze({ failureThreshold: 3, openMs: 5_000, slowCallMs: 1_000 });
 
 export interface EmbedOptions {
   signal?: AbortSignal;
@@ -62,7 +94,7 @@ export type EmbedAttempt =
   | { readonly vector: Float32Array; readonly degradation: null }
   | {
       readonly vector: null;
-      readonly degradation: 'embedder_shed' | 'embedder_timeout' | 'embedder_failed';
+      readonly degradation: 'embedder_shed' | 'embedder_open' | 'embedder_timeout' | 'embedder_failed';
       readonly error: DependencyUnavailableError;
     };
 
@@ -76,7 +108,16 @@ export interface EmbedderStats {
   retriesDenied: number;
   failures: number;
   inFlight: number;
+  /** The breaker: `closed`, `open` (every call refused at once) or `halfOpen` (one call probing). */
+  breaker: BreakerState;
+  /** Times the breaker opened. */
+  breakerOpened: number;
+  /** Calls the open breaker refused (nothing sent). */
+  breakerRefused: number;
 }
+
+/** A call the open breaker refused: `shed` (nothing sent), told apart for `embedder_open`. */
+class BreakerOpenError extends DependencyUnavailableError {}
 
 /** Transient: worth another attempt. 429 is not: the upstream asked for less load, not more. */
 const TRANSIENT_STATUS = new Set([502, 503, 504]);
@@ -86,9 +127,16 @@ class AttemptError extends Error {
     message: string,
     readonly transient: boolean,
     readonly deadline = false,
+    /** The upstream refused this request itself (a 4xx other than 429): no sign of its health. */
+    readonly requestFault = false,
   ) {
     super(message);
   }
+}
+
+/** A 4xx other than 429: this request was refused; 429 and 5xx say the upstream is struggling. */
+function requestFault(status: number): boolean {
+  return status >= 400 && status < 500 && status !== 429;
 }
 
 /**
@@ -113,9 +161,11 @@ export class EmbedderClient {
   readonly #fetch: typeof fetch;
   readonly #random: () => number;
   readonly #now: () => number;
+  readonly #breaker: Breaker;
+  readonly #slowCallMs: number;
   #budget: number;
   #inFlight = 0;
-  readonly #stats = { calls: 0, shed: 0, retries: 0, retriesDenied: 0, failures: 0 };
+  readonly #stats = { calls: 0, shed: 0, retries: 0, retriesDenied: 0, failures: 0, breakerRefused: 0 };
 
   /** @throws {@link InvalidInputError} for a bad option. */
   constructor(options: EmbedderOptions) {
@@ -137,6 +187,19 @@ export class EmbedderClient {
     this.#budget = this.#budgetMax;
     if (options.slots !== undefined) checkSlotLimit('options.slots.maxConcurrentCalls', options.slots.maxConcurrentCalls);
     this.#slots = options.slots;
+    const breaker = options.breaker ?? {};
+    if (typeof breaker !== 'object' || breaker === null)
+      throw new InvalidInputError('options.breaker', 'an object ({ failureThreshold, openMs, slowCallMs })', breaker);
+    this.#breaker = new Breaker({
+      failureThreshold: int(
+        'options.breaker.failureThreshold',
+        breaker.failureThreshold ?? EMBEDDER_BREAKER_DEFAULTS.failureThreshold,
+        1,
+        1_000,
+      ),
+      openMs: int('options.breaker.openMs', breaker.openMs ?? EMBEDDER_BREAKER_DEFAULTS.openMs, 1, 3_600_000),
+    });
+    this.#slowCallMs = int('options.breaker.slowCallMs', breaker.slowCallMs ?? EMBEDDER_BREAKER_DEFAULTS.slowCallMs, 1, 600_000);
     this.#fetch = options.fetch ?? globalThis.fetch;
     this.#random = options.random ?? Math.random;
     this.#now = options.now ?? Date.now;
@@ -144,7 +207,7 @@ export class EmbedderClient {
 
   /**
    * Embeds `input` (one text or several), in order.
-   * @throws {@link DependencyUnavailableError} (`shed`, `deadline` or `failed`); {@link AbortedError}; {@link InvalidInputError} for empty input.
+   * @throws {@link DependencyUnavailableError} (`shed` by the bulkhead or the open breaker, `deadline` or `failed`); {@link AbortedError}; {@link InvalidInputError} for empty input.
    */
   async embed(input: string | readonly string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
     const texts = typeof input === 'string' ? [input] : input;
@@ -157,17 +220,31 @@ export class EmbedderClient {
       this.#stats.shed++;
       throw new DependencyUnavailableError(this.name, 'shed', 0, `${this.#inFlight} calls in flight, bulkhead of ${this.maxInFlight}`);
     }
+    const startMs = this.#now();
+    // After the bulkhead: a call it sheds never takes the half-open breaker's one probe.
+    if (!this.#breaker.allow(startMs)) {
+      this.#stats.breakerRefused++;
+      throw new BreakerOpenError(
+        this.name,
+        'shed',
+        0,
+        `the breaker is open after ${this.#breaker.failureThreshold} slow or failed calls in a row; one call probes ${this.#breaker.openMs} ms after it opened`,
+      );
+    }
     this.#inFlight++;
     this.#budget = Math.min(this.#budgetMax, this.#budget + this.#ratio);
-    const deadlineMs = options.deadlineMs ?? this.#now() + this.#timeoutMs;
+    const deadlineMs = options.deadlineMs ?? startMs + this.#timeoutMs;
     let attempts = 0;
+    let verdict: 'good' | 'bad' | 'none' = 'none';
+    let last: AttemptError | undefined;
     try {
       for (;;) {
         if (options.signal?.aborted) throw new AbortedError('embed', options.signal.reason);
         attempts++;
-        let last: AttemptError;
         try {
-          return await this.#attempt(texts, deadlineMs, options.signal);
+          const vectors = await this.#attempt(texts, deadlineMs, options.signal);
+          verdict = this.#now() - startMs > this.#slowCallMs ? 'bad' : 'good';
+          return vectors;
         } catch (err) {
           if (!(err instanceof AttemptError)) throw err;
           last = err;
@@ -188,9 +265,15 @@ export class EmbedderClient {
       }
     } catch (err) {
       this.#stats.failures++;
+      // Out of time, failing, answering garbage: the upstream's health. A request it refused as bad
+      // (400, 413, 422) says nothing about that, and must not close the embedder to every search.
+      if (DependencyUnavailableError.is(err) && last?.requestFault !== true) verdict = 'bad';
       throw err;
     } finally {
       this.#inFlight--;
+      if (verdict === 'good') this.#breaker.success();
+      else if (verdict === 'bad') this.#breaker.failure(this.#now());
+      else this.#breaker.cancel();
     }
   }
 
@@ -204,7 +287,14 @@ export class EmbedderClient {
       return { vector: vector!, degradation: null };
     } catch (err) {
       if (!DependencyUnavailableError.is(err)) throw err;
-      const degradation = err.reason === 'shed' ? 'embedder_shed' : err.reason === 'deadline' ? 'embedder_timeout' : 'embedder_failed';
+      const degradation =
+        err instanceof BreakerOpenError
+          ? 'embedder_open'
+          : err.reason === 'shed'
+            ? 'embedder_shed'
+            : err.reason === 'deadline'
+              ? 'embedder_timeout'
+              : 'embedder_failed';
       return { vector: null, degradation, error: err };
     }
   }
@@ -253,9 +343,15 @@ export class EmbedderClient {
       } catch {
         if (signal?.aborted) throw new AbortedError('embed', signal.reason);
         if (timeout.aborted) throw new AttemptError(`no answer within ${remaining} ms`, false, true);
-        throw new AttemptError(`HTTP ${response.status} with a body that is not JSON`, TRANSIENT_STATUS.has(response.status));
+        throw new AttemptError(
+          `HTTP ${response.status} with a body that is not JSON`,
+          TRANSIENT_STATUS.has(response.status),
+          false,
+          requestFault(response.status),
+        );
       }
-      if (!response.ok) throw new AttemptError(`HTTP ${response.status}`, TRANSIENT_STATUS.has(response.status));
+      if (!response.ok)
+        throw new AttemptError(`HTTP ${response.status}`, TRANSIENT_STATUS.has(response.status), false, requestFault(response.status));
       return decodeEmbeddings(body, texts.length);
     } finally {
       lease?.release();
@@ -263,7 +359,7 @@ export class EmbedderClient {
   }
 
   stats(): EmbedderStats {
-    return { ...this.#stats, inFlight: this.#inFlight };
+    return { ...this.#stats, inFlight: this.#inFlight, breaker: this.#breaker.state, breakerOpened: this.#breaker.opened };
   }
 }
 

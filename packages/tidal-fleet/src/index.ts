@@ -3,12 +3,14 @@
 export { FleetRedis } from './redis.js';
 export type { FleetRedisOptions } from './redis.js';
 export { RedisRateSource } from './redis-rate.js';
-export type { RedisRateOptions, RedisRateStats } from './redis-rate.js';
+export type { RedisRateOptions, RedisRateStats, RateGrant } from './redis-rate.js';
 export { RedisPeriodSource } from './redis-period.js';
 export type { RedisPeriodOptions, RedisPeriodStats } from './redis-period.js';
-export { PostgresSlots, openSlotSource } from './pg-slots.js';
+export { PostgresSlots } from './pg-slots.js';
+export { SharedSlots, openSlotSource } from './shared-slots.js';
+export type { SharedSlotsOptions, SharedSlotsStats } from './shared-slots.js';
 export type { PostgresSlotsOptions } from './pg-slots.js';
-export { EmbedderClient, DEFAULT_MAX_IN_FLIGHT } from './embedder.js';
-export type { EmbedderOptions, EmbedOptions, EmbedderStats } from './embedder.js';
+export { EmbedderClient, DEFAULT_MAX_IN_FLIGHT, EMBEDDER_BREAKER_DEFAULTS } from './embedder.js';
+export type { EmbedderOptions, EmbedderBreakerOptions, EmbedOptions, EmbedderStats } from './embedder.js';
 // The errors these throw, and the bound of a slot limit (docs/errors.md).
 export { SlotTimeoutError, PooledSessionError, UnexpectedReplyError, DependencyUnavailableError, SLOT_CEILING } from 'tidal-load';

@@ -5,7 +5,6 @@ import {
   ClosedError,
   InternalError,
   InvalidInputError,
-  LocalSlotSource,
   PooledSessionError,
   SlotTimeoutError,
   checkLimitKey,
@@ -76,6 +75,21 @@ export async function checkSessionPinned(query: QueryFn): Promise<void> {
   } finally {
     await query('SELECT pg_advisory_unlock($1::int, 0)', [probe]);
   }
+}
+
+/**
+ * Checks {@link PostgresSlotsOptions} before anything connects.
+ * @throws {@link InvalidInputError} naming the option.
+ */
+export function checkPostgresSlotsOptions(options: PostgresSlotsOptions): void {
+  if (typeof options?.connectionString !== 'string' || !/^postgres(ql)?:\/\//.test(options.connectionString)) {
+    throw new InvalidInputError('options.connectionString', 'a postgres:// URL', options?.connectionString);
+  }
+  const channel = options.channel ?? 'tidal_slots';
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(channel)) throw new InvalidInputError('options.channel', 'a lower-case SQL identifier', channel);
+  const pollMs = options.pollMs ?? 250;
+  if (!Number.isInteger(pollMs) || pollMs < 1 || pollMs > 60_000)
+    throw new InvalidInputError('options.pollMs', 'a whole number of milliseconds from 1 to 60000', pollMs);
 }
 
 interface Waiter {
@@ -159,14 +173,7 @@ export class PostgresSlots implements SlotSource {
    * @throws {@link PooledSessionError} behind a transaction-pooling proxy; {@link InternalError} when the database cannot be reached.
    */
   static async open(options: PostgresSlotsOptions): Promise<PostgresSlots> {
-    if (typeof options?.connectionString !== 'string' || !/^postgres(ql)?:\/\//.test(options.connectionString)) {
-      throw new InvalidInputError('options.connectionString', 'a postgres:// URL', options?.connectionString);
-    }
-    const channel = options.channel ?? 'tidal_slots';
-    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(channel)) throw new InvalidInputError('options.channel', 'a lower-case SQL identifier', channel);
-    const pollMs = options.pollMs ?? 250;
-    if (!Number.isInteger(pollMs) || pollMs < 1 || pollMs > 60_000)
-      throw new InvalidInputError('options.pollMs', 'a whole number of milliseconds from 1 to 60000', pollMs);
+    checkPostgresSlotsOptions(options);
     return new PostgresSlots(await PostgresSlots.#connect(options), options);
   }
 
@@ -202,6 +209,18 @@ export class PostgresSlots implements SlotSource {
   /** The backend pid of the lock session (for operators: `pg_locks.pid`). */
   async backendPid(): Promise<number> {
     return Number((await this.#client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
+  }
+
+  /**
+   * Lock sessions open on the server now, this one included: one per replica holding slots on this
+   * database (every one names itself `tidal-slots`). What a replica divides a limit by while the
+   * database is away.
+   */
+  async sessions(): Promise<number> {
+    const r = await this.#client.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'tidal-slots'",
+    );
+    return Math.max(1, Number(r.rows[0]?.n ?? 1));
   }
 
   /** Slots of `resource` this process holds now. */
@@ -334,19 +353,4 @@ export class PostgresSlots implements SlotSource {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
-}
-
-/**
- * The slot source a deployment should use: {@link PostgresSlots} when it has a database, and a
- * {@link LocalSlotSource} (the limit held in this process alone) when it has none.
- */
-export async function openSlotSource(
-  connectionString: string | undefined,
-  options: Omit<PostgresSlotsOptions, 'connectionString'> = {},
-): Promise<SlotSource & { close(): Promise<void> }> {
-  if (connectionString === undefined || connectionString === '') {
-    const local = new LocalSlotSource(options.now ? { now: options.now } : {});
-    return Object.assign(local, { close: () => Promise.resolve() });
-  }
-  return PostgresSlots.open({ ...options, connectionString });
 }

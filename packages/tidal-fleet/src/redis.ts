@@ -194,7 +194,10 @@ export class FleetRedis {
   #withTimeout<T>(work: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new RedisCommandTimeout(this.commandTimeoutMs)), this.commandTimeoutMs);
+      // The timer fires in the event loop's timers phase, before the I/O of the same turn is read: a
+      // replica whose loop was busy past the timeout would count a reply that had already arrived as
+      // a timeout. setImmediate runs after that I/O, so only a reply that really is late loses.
+      timer = setTimeout(() => setImmediate(() => reject(new RedisCommandTimeout(this.commandTimeoutMs))), this.commandTimeoutMs);
     });
     work.catch(() => {});
     return Promise.race([work, timeout]).finally(() => clearTimeout(timer));

@@ -84,7 +84,8 @@ describe('EmbedderClient', () => {
   });
 
   it('keeps retries to its budget, about a tenth of the calls, when everything fails', async () => {
-    const embedder = client({ retryBudgetRatio: 0.1, retryBudgetMax: 1 });
+    // The breaker would stop the calls after three failures: this is about the budget alone.
+    const embedder = client({ retryBudgetRatio: 0.1, retryBudgetMax: 1, breaker: { failureThreshold: 1_000 } });
     server.failNext(1_000, 503);
     for (let i = 0; i < 40; i++) await failure(embedder.embed('x'));
     const { retries, retriesDenied } = embedder.stats();
@@ -115,9 +116,99 @@ describe('EmbedderClient', () => {
     expect([failed.degradation, failed.vector]).toEqual(['embedder_failed', null]);
   });
 
+  it('opens its breaker after slow or failed calls in a row, refuses at once while open, and closes on a good probe', async () => {
+    let nowMs = 0;
+    const embedder = client({
+      now: () => nowMs,
+      maxAttempts: 1,
+      timeoutMs: 60_000,
+      breaker: { failureThreshold: 3, openMs: 5_000, slowCallMs: 1_000 },
+    });
+    const untilInFlight = async (n: number) => {
+      for (let i = 0; i < 1_000 && server.inFlight < n; i++) await new Promise((r) => setTimeout(r, 2));
+    };
+    /** A call the server holds while the client's clock moves `ms` on: slow by the clock, not by the machine. */
+    const slowCall = async (ms: number) => {
+      server.hold();
+      const call = embedder.tryEmbed('slow');
+      await untilInFlight(1);
+      nowMs += ms;
+      server.release();
+      return call;
+    };
+    // A slow answer is still an answer: its vector is used, and it counts against the upstream.
+    expect((await slowCall(1_500)).degradation).toBeNull();
+    server.failNext(1, 500);
+    expect((await embedder.tryEmbed('x')).degradation).toBe('embedder_failed');
+    expect(embedder.stats().breaker).toBe('closed');
+    // A good call in between starts the count again.
+    expect((await embedder.tryEmbed('x')).degradation).toBeNull();
+    for (let i = 0; i < 2; i++) await slowCall(1_500);
+    expect(embedder.stats().breaker).toBe('closed');
+    await slowCall(1_500);
+    expect(embedder.stats()).toMatchObject({ breaker: 'open', breakerOpened: 1 });
+    // Open: answered at once, nothing sent.
+    const sent = server.requests;
+    for (let i = 0; i < 5; i++) expect((await embedder.tryEmbed('x')).degradation).toBe('embedder_open');
+    nowMs += 4_999;
+    expect((await embedder.tryEmbed('x')).degradation).toBe('embedder_open');
+    expect(server.requests, 'the open breaker sends nothing').toBe(sent);
+    expect(embedder.stats().breakerRefused).toBe(6);
+    // The cool-down is over: one call probes, the others meanwhile are still refused at once.
+    nowMs += 1;
+    server.hold();
+    const probe = embedder.tryEmbed('probe');
+    await untilInFlight(1);
+    expect(embedder.stats().breaker).toBe('halfOpen');
+    expect((await embedder.tryEmbed('x')).degradation).toBe('embedder_open');
+    server.release();
+    expect((await probe).degradation).toBeNull();
+    expect(server.requests).toBe(sent + 1);
+    expect(embedder.stats()).toMatchObject({ breaker: 'closed', breakerOpened: 1 });
+    expect((await embedder.tryEmbed('x')).degradation).toBeNull();
+    // A failed probe opens it again for another cool-down.
+    for (let i = 0; i < 3; i++) await slowCall(1_500);
+    nowMs += 5_000;
+    server.failNext(1, 500);
+    expect((await embedder.tryEmbed('probe')).degradation).toBe('embedder_failed');
+    expect(embedder.stats()).toMatchObject({ breaker: 'open', breakerOpened: 3 });
+    expect((await embedder.tryEmbed('x')).degradation).toBe('embedder_open');
+  });
+
+  it('counts neither a call its bulkhead shed, nor one its caller left, nor a request refused as bad against the upstream', async () => {
+    let nowMs = 0;
+    const embedder = client({ now: () => nowMs, maxInFlight: 1, maxAttempts: 1, breaker: { failureThreshold: 1, openMs: 1_000 } });
+    // A request the upstream refused as bad says nothing of its health: the breaker stays closed.
+    server.failNext(1, 400);
+    expect((await embedder.tryEmbed('x')).degradation).toBe('embedder_failed');
+    expect(embedder.stats().breaker).toBe('closed');
+    server.failNext(1, 500);
+    await embedder.tryEmbed('x');
+    expect(embedder.stats().breaker).toBe('open');
+    nowMs += 1_000;
+    // The half-open probe is held; a call shed by the bulkhead meanwhile leaves the probe alone...
+    server.hold();
+    const left = new AbortController();
+    const probe = embedder.embed('probe', { signal: left.signal });
+    for (let i = 0; i < 1_000 && server.inFlight < 1; i++) await new Promise((r) => setTimeout(r, 2));
+    expect((await embedder.tryEmbed('y')).degradation).toBe('embedder_shed');
+    // ...and a probe whose caller left lets the next call probe, without opening it again.
+    left.abort();
+    await expect(probe).rejects.toThrow(/abort/i);
+    server.release();
+    expect(embedder.stats()).toMatchObject({ breaker: 'halfOpen', breakerOpened: 1 });
+    expect((await embedder.tryEmbed('z')).degradation).toBeNull();
+    expect(embedder.stats().breaker).toBe('closed');
+  });
+
   it('refuses bad options, a non-integer max_concurrent_calls included', () => {
     expect(() => new EmbedderClient({ url: 'ftp://x' })).toThrow(InvalidInputError);
     expect(() => client({ maxAttempts: 4 })).toThrow(/options.maxAttempts must be a whole number from 1 to 3, got 4/);
+    expect(() => client({ breaker: { failureThreshold: 0 } })).toThrow(
+      /options.breaker.failureThreshold must be a whole number from 1 to 1000, got 0/,
+    );
+    expect(() => client({ breaker: { slowCallMs: -1 } })).toThrow(/options.breaker.slowCallMs/);
+    expect(() => client({ breaker: 'on' as never })).toThrow(/options.breaker must be an object/);
     expect(() => client({ slots: { source: new LocalSlotSource(), maxConcurrentCalls: 1.5 } })).toThrow(
       /options.slots.maxConcurrentCalls must be a whole number from 1 to 32/,
     );

@@ -60,6 +60,42 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
       expect(await limit.take('k', 2, 0)).toMatchObject({ allowed: true, remaining: 0 });
     });
 
+    it('takes up to n tokens: what the bucket holds, at least one', async () => {
+      const limit = new RedisRateSource(await connect({ prefix: 't2p:' }), { ratePerSecond: 0.001, burst: 5 });
+      expect(await limit.takeUpTo('k', 3, 0)).toEqual({ backend: 'redis', granted: 3, retryAfterMs: 0, remaining: 2 });
+      expect(await limit.takeUpTo('k', 3, 0)).toEqual({ backend: 'redis', granted: 2, retryAfterMs: 0, remaining: 0 });
+      const refused = await limit.takeUpTo('k', 3, 0);
+      expect(refused).toMatchObject({ granted: 0, remaining: 0 });
+      expect(refused.retryAfterMs, 'all 3 at 0.001/s are 3000 s away').toBeGreaterThan(2_990_000);
+    });
+
+    it('gives each replica asking a short bucket its share of it, not whoever asks first', async () => {
+      // The clock is frozen (0.001 tokens/s): what each replica may take is its share of the burst.
+      const [a, b, c] = await Promise.all(
+        ['a', 'b', 'c'].map(
+          async (id) =>
+            new RedisRateSource(await connect({ prefix: 't2f:', replicaId: id, commandTimeoutMs: 10_000 }), {
+              ratePerSecond: 0.001,
+              burst: 12,
+            }),
+        ),
+      );
+      // A long command timeout: a decision made on the local fallback (a loaded machine) would not
+      // register its replica with the shared bucket, and the shares below would be of fewer replicas.
+      for (const r of [a!, b!, c!]) expect(await r.takeUpTo('k', 1, 0)).toMatchObject({ backend: 'redis', granted: 1 });
+      // 9 left, more than half the burst: nobody is short, so A takes a whole batch beyond its share.
+      expect((await a!.takeUpTo('k', 5, 0)).granted).toBe(5);
+      // 4 left: short. A already took more than its third of the 12; it gets nothing more...
+      expect(await a!.takeUpTo('k', 4, 0)).toMatchObject({ granted: 0 });
+      // ...and what is left goes to B and C, at most a third of the burst each.
+      expect((await b!.takeUpTo('k', 5, 0)).granted).toBe(4);
+      expect(await c!.takeUpTo('k', 5, 0)).toMatchObject({ granted: 0, remaining: 0 });
+      // The bucket keeps, per replica, when it last asked and what it is owed.
+      const client = await raw();
+      expect(Object.keys(await client.hGetAll('t2f:rate:k')).sort()).toEqual(['a:a', 'a:b', 'a:c', 'mt', 'ts', 'v:a', 'v:b', 'v:c']);
+      client.destroy();
+    });
+
     it('does not wait on a Redis that does not answer: the command timeout sends the decision to the local bucket', async () => {
       const fleet = await connect({ prefix: 't3:', commandTimeoutMs: 30, breaker: { failureThreshold: 1, openMs: 60_000 } });
       const warnings: TidalWarning[] = [];
@@ -72,7 +108,7 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
       await new Promise((r) => setTimeout(r, 50));
       const decision = await limit.take('k', 1, 1);
       expect(slept, 'the decision came while Redis was still asleep').toBe(false);
-      expect(decision).toMatchObject({ backend: 'local', allowed: true });
+      expect(decision.backend).toBe('local');
       expect(warnings.map((w) => w.code)).toEqual(['TIDAL_SHARED_LIMIT_LOCAL']);
       // The breaker is open now: the next decisions do not even try.
       expect(fleet.breaker.state).toBe('open');
@@ -83,6 +119,26 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
       expect((await limit.take('k', 1, 60_002)).backend).toBe('redis');
       expect(warnings.map((w) => w.code)).toEqual(['TIDAL_SHARED_LIMIT_LOCAL', 'TIDAL_SHARED_LIMIT_RESTORED']);
       expect(limit.stats()).toMatchObject({ fallbacks: 1, localDecisions: 2, redisDecisions: 2 });
+    });
+
+    it('reads a reply that arrived while the event loop was busy before it counts the command as timed out', async () => {
+      const fleet = await connect({ prefix: 't3b:', commandTimeoutMs: 20, breaker: { failureThreshold: 100, openMs: 60_000 } });
+      const limit = new RedisRateSource(fleet, { ratePerSecond: 100, burst: 10, onWarning: () => {} });
+      expect((await limit.take('k', 1, 0)).backend).toBe('redis');
+      // Each time the command is written, then the event loop is held past the timeout while the
+      // reply lands: when the loop resumes the timer is overdue, and the reply is waiting to be read.
+      // Counting the timer first, every try is a timeout; reading first, a try is one only when the
+      // server itself (another process on a loaded machine) took longer than the hold to answer.
+      const backends: string[] = [];
+      for (let i = 0; i < 3 && !backends.includes('redis'); i++) {
+        const decision = limit.take('k', 1, 0);
+        // node-redis writes in a setImmediate queued before this one: after it, the command is sent.
+        await new Promise((r) => setImmediate(r));
+        const until = performance.now() + 500;
+        while (performance.now() < until);
+        backends.push((await decision).backend);
+      }
+      expect(backends, 'the reply was there when the timer fired').toContain('redis');
     });
 
     it('cut off from Redis, limits at the fleet quota ÷ the replicas last seen alive, and rejoins when Redis returns', async () => {
@@ -96,25 +152,34 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
       const decisions = [];
       for (let i = 0; i < 5; i++) decisions.push(await limit.take('k', 1, 1_000));
       expect(decisions.map((d) => d.backend)).toEqual(['local', 'local', 'local', 'local', 'local']);
-      // A third of the burst (3) at once, then a token every 1000 / (30 / 3) = 100 ms.
-      expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, false, false]);
-      expect(decisions[3]!.retryAfterMs).toBe(100);
+      // A token every 1000 / (30 / 3) = 100 ms, from empty: what the local bucket gathered while
+      // the shared one decided was the shared bucket's to give.
+      expect(decisions.map((d) => d.allowed)).toEqual([false, false, false, false, false]);
+      expect(decisions[0]!.retryAfterMs).toBe(100);
+      const later = [];
+      for (let i = 0; i < 4; i++) later.push(await limit.take('k', 1, 1_300));
+      expect(
+        later.map((d) => d.allowed),
+        'then a third of the rate, up to a third of the burst (3)',
+      ).toEqual([true, true, true, false]);
       expect(limit.stats()).toMatchObject({ localRatePerSecond: 10, replicasLastSeen: 3 });
       expect(warnings[0]!.message).toMatch(/10 tokens\/s, the fleet's 30 ÷ 3 replicas/);
       await redis.restart();
-      let back = await limit.take('k', 1, 1_100);
+      let back = await limit.take('k', 1, 1_400);
       for (let i = 0; i < 300 && back.backend !== 'redis'; i++) {
         await new Promise((r) => setTimeout(r, 10));
-        back = await limit.take('k', 1, 1_100 + 10_000 * (i + 1));
+        back = await limit.take('k', 1, 1_400 + 10_000 * (i + 1));
       }
       expect(back.backend, 'decisions are shared again once Redis answers').toBe('redis');
       expect(warnings.map((w) => w.code)).toEqual(['TIDAL_SHARED_LIMIT_LOCAL', 'TIDAL_SHARED_LIMIT_RESTORED']);
     });
 
     it('raises on a reply the script cannot give', () => {
-      expect(decodeTokenReply([1, 0, 4])).toEqual({ backend: 'redis', allowed: true, retryAfterMs: 0, remaining: 4 });
-      for (const bad of [[2, 0, 0], [1, 5, 0], [0, 0, 0], 'OK', null, [1, 0]])
-        expect(() => decodeTokenReply(bad)).toThrow(UnexpectedReplyError);
+      expect(decodeTokenReply([1, 0, 4], 1, 1)).toEqual({ backend: 'redis', granted: 1, retryAfterMs: 0, remaining: 4 });
+      expect(decodeTokenReply([2, 0, 0], 3, 1)).toEqual({ backend: 'redis', granted: 2, retryAfterMs: 0, remaining: 0 });
+      for (const bad of [[2, 0, 0], [1, 5, 0], [0, 0, 0], 'OK', null, [1, 0], [1.5, 0, 0]])
+        expect(() => decodeTokenReply(bad, 1, 1)).toThrow(UnexpectedReplyError);
+      expect(() => decodeTokenReply([2, 0, 0], 3, 3), 'all or none: 2 of 3 is not an answer').toThrow(UnexpectedReplyError);
     });
   });
 

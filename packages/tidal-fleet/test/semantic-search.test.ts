@@ -81,6 +81,45 @@ describe('semantic search', () => {
     }
   });
 
+  it('pays a slow embedder one deadline, then answers from the text at once while its breaker is open', async () => {
+    const slowServer = await startEmbeddingServer({ dims: DIMS });
+    // The client's clock is the real one moved on by the test: the breaker's cool-down passes when
+    // the test says, and the search's deadlines (on Date.now) still read right until then.
+    let skipMs = 0;
+    const breaking = new EmbedderClient({
+      url: slowServer.url,
+      maxAttempts: 1,
+      now: () => Date.now() + skipMs,
+      breaker: { failureThreshold: 1, openMs: 5_000 },
+    });
+    const other = await openDb(breaking);
+    try {
+      slowServer.hold();
+      const first = await other.search({ text: 'meadow', semantic: true, timeoutMs: 1_000 });
+      expect(first.semanticFallback).toBe('embedder_timeout');
+      expect(breaking.stats().breaker).toBe('open');
+      // Every search after it, while the breaker is open, runs on the text without calling the embedder.
+      for (let i = 0; i < 5; i++) {
+        const r = await other.search({ text: 'meadow', semantic: true, timeoutMs: 1_000 });
+        expect([r.mode, r.semanticFallback]).toEqual(['text', 'embedder_open']);
+        expect(r.hits.map((h) => h.id)).toContain('i4');
+      }
+      expect(slowServer.requests, 'one call reached the slow embedder').toBe(1);
+      slowServer.release();
+      // The embedder is well again; after the cool-down one search probes it and closes the breaker.
+      skipMs = 5_000;
+      // Its deadline is read 5 s short on the moved clock: 30 s leaves the probe 10 s.
+      const probe = await other.search({ text: 'meadow', semantic: true, timeoutMs: 30_000 });
+      expect([probe.mode, probe.semanticFallback]).toEqual(['hybrid', null]);
+      expect(breaking.stats()).toMatchObject({ breaker: 'closed', breakerOpened: 1, breakerRefused: 5 });
+      expect(slowServer.requests).toBe(2);
+    } finally {
+      slowServer.release();
+      await other.close();
+      await slowServer.close();
+    }
+  });
+
   it('treats a vector of the wrong length as an embedder failure', async () => {
     const other = await openDb(new EmbedderClient({ url: short.url }));
     try {

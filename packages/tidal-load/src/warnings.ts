@@ -34,6 +34,10 @@ export const WARNING_CODES = [
   'TIDAL_SHARED_LIMIT_LOCAL',
   /** The shared rate limit's Redis answers again; decisions are shared again. */
   'TIDAL_SHARED_LIMIT_RESTORED',
+  /** The shared concurrency slots' PostgreSQL cannot be reached; this replica holds each limit ÷ replicas in process. */
+  'TIDAL_SHARED_SLOTS_LOCAL',
+  /** The shared concurrency slots' PostgreSQL answers again; slots are held on it again. */
+  'TIDAL_SHARED_SLOTS_RESTORED',
   /** The shared fixed-window limit's Redis cannot be reached; requests are admitted unchecked (fail-open). */
   'TIDAL_SHARED_LIMIT_OPEN',
   /** Items upserted without an embedding could not get one from the embedder; they were written without one. */

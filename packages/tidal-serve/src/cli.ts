@@ -114,7 +114,7 @@ async function serve(config: ServeConfig): Promise<void> {
   } else if (config.acceptors === 'auto') {
     log(`one acceptor, the main thread (${'why' in plan ? plan.why : ''})`);
   }
-  const fleet = await openFleet(config, log);
+  const fleet = await openFleet(config, log, registry);
   if (fleet.embedder !== undefined) builder = builder.embedder(fleet.embedder);
   let db: Awaited<ReturnType<typeof builder.open>>;
   try {

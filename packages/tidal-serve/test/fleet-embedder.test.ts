@@ -1,15 +1,34 @@
 /**
  * `tidal serve --embedder URL --embedder-max-concurrency N --pg URL` as a user runs it: semantic
  * search over HTTP runs hybrid through the embedder, and on the text alone with the reason once the
- * embedder is gone; the slots are held on the real PostgreSQL.
+ * embedder is gone; the slots are held on the real PostgreSQL. A PostgreSQL that is down at start
+ * does not stop it: the slots are held in process, with a warning, until the database answers.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmbeddingServer, type EmbeddingServer } from '../../tidal-fleet/test/helpers/embedding-server.js';
-import { servicesSkipped, startPostgres, type PostgresServer } from '../../tidal-fleet/test/helpers/services.js';
+import { freePort, servicesSkipped, startPostgres, type PostgresServer } from '../../tidal-fleet/test/helpers/services.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+
+function startServe(args: string[]): { child: ChildProcess; url: Promise<string>; stderr: () => string } {
+  let stderr = '';
+  const child = spawn(process.execPath, [CLI, 'serve', '--demo', '--demo-items', '300', '--port', '0', '--workers', '1', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
+  const url = new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString('utf8');
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) resolve(m[1]!);
+    });
+    child.once('exit', (code) => reject(new Error(`tidal serve exited (${code}):\n${stderr}`)));
+  });
+  return { child, url, stderr: () => stderr };
+}
 
 describe.skipIf(servicesSkipped)('tidal serve --embedder', () => {
   let postgres: PostgresServer;
@@ -80,4 +99,49 @@ describe.skipIf(servicesSkipped)('tidal serve --embedder', () => {
     const down = await search({ text: 'news', semantic: true, timeoutMs: 2_000 });
     expect(down).toMatchObject({ status: 200, body: { mode: 'text', semanticFallback: 'embedder_failed' } });
   }, 30_000);
+});
+
+describe.skipIf(servicesSkipped)('tidal serve --pg with the database down at start', () => {
+  let postgres: PostgresServer | undefined;
+  let embedder: EmbeddingServer;
+  let serve: ReturnType<typeof startServe> | undefined;
+
+  afterAll(async () => {
+    serve?.child.kill('SIGKILL');
+    await Promise.all([embedder?.close(), postgres?.stop()]);
+  });
+
+  it('starts, warns, runs hybrid on slots in process, and holds them on the database once it answers', async () => {
+    embedder = await startEmbeddingServer({ dims: 128 });
+    const port = await freePort();
+    serve = startServe([
+      '--embedder',
+      embedder.url,
+      '--embedder-max-concurrency',
+      '2',
+      '--pg',
+      `postgres://postgres@127.0.0.1:${port}/postgres`,
+    ]);
+    const url = await serve.url;
+    expect(serve.stderr()).toMatch(/TIDAL_SHARED_SLOTS_LOCAL/);
+    const stats = async () =>
+      ((await (await fetch(`${url}/stats`)).json()) as { fleet: { embedder: { slots: string; calls: number } } }).fleet.embedder;
+    const search = async () => {
+      const res = await fetch(`${url}/search`, { method: 'POST', body: JSON.stringify({ text: 'news', semantic: true }) });
+      return { status: res.status, body: (await res.json()) as { mode?: string; semanticFallback?: string | null } };
+    };
+    expect(await stats()).toMatchObject({ slots: 'local' });
+    expect(await search()).toMatchObject({ status: 200, body: { mode: 'hybrid', semanticFallback: null } });
+    expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/tidal_serve_embedder_slots\{backend="local"\} 1/);
+
+    postgres = await startPostgres({ port });
+    // The replica re-connects in the background (a doubling backoff, at most 5 s apart).
+    for (let i = 0; i < 600 && (await stats()).slots !== 'postgres'; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(await stats()).toMatchObject({ slots: 'postgres' });
+    expect(serve.stderr()).toMatch(/TIDAL_SHARED_SLOTS_RESTORED/);
+    expect(await search()).toMatchObject({ status: 200, body: { mode: 'hybrid', semanticFallback: null } });
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    expect(metrics).toMatch(/tidal_serve_embedder_slots\{backend="postgres"\} 1/);
+    expect(metrics).toMatch(/tidal_serve_embedder_breaker\{state="closed"\} 1/);
+  }, 120_000);
 });

@@ -11,14 +11,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { servicesSkipped, startRedis, type RedisServer } from '../../tidal-fleet/test/helpers/services.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
-const RATE = 150;
-const BURST = 15;
+// Batches of 2 (10 ms of the rate), as at any tenant rate above 100/s; low enough that 3 × 6
+// callers offer well over the quota on a loaded 2-core machine (≈ 200 answers/s were measured at a
+// load average of 14 with 3 × 4): the verdicts need the quota saturated.
+const RATE = 120;
+const BURST = 16;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Replica {
   child: ChildProcess;
   url: string;
   admitted: number;
+  /** Admitted on credit the replica's local fallback bucket granted (`x-tidal-limit-backend: local`). */
+  admittedLocal: number;
   refused: number;
   stderr: string;
 }
@@ -45,7 +50,7 @@ function startReplica(redisUrl: string): Promise<Replica> {
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
-  const replica: Replica = { child, url: '', admitted: 0, refused: 0, stderr: '' };
+  const replica: Replica = { child, url: '', admitted: 0, admittedLocal: 0, refused: 0, stderr: '' };
   child.stderr.on('data', (d: Buffer) => (replica.stderr += d.toString('utf8')));
   return new Promise((resolve, reject) => {
     let out = '';
@@ -99,17 +104,20 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
     await redis?.stop();
   });
 
-  /** Four callers per replica, each sending its next request as soon as the last is answered. */
+  /** Six callers per replica, each sending its next request as soon as the last is answered. */
   function load(): void {
     running = true;
-    for (const r of replicas) r.admitted = r.refused = 0;
+    for (const r of replicas) r.admitted = r.admittedLocal = r.refused = 0;
     loaders = replicas.flatMap((r) =>
-      [0, 1, 2, 3].map(async () => {
+      [0, 1, 2, 3, 4, 5].map(async () => {
         while (running) {
           const res = await request(`${r.url}/items/none`, { dispatcher: agent });
           const body = (await res.body.json()) as { code?: string };
           if (res.statusCode === 429 && body.code === 'TIDAL_SERVE_TENANT_RATE') r.refused++;
-          else r.admitted++;
+          else {
+            r.admitted++;
+            if (res.headers['x-tidal-limit-backend'] === 'local') r.admittedLocal++;
+          }
         }
       }),
     );
@@ -122,19 +130,32 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
     await sleep(5_000);
     // Every request sent is answered and counted before the window closes: a response still in
     // flight at the deadline cannot be missed (a loaded machine delays answers, not admissions).
+    // The quota is the rate over the time requests were sent at most, and over the time they were
+    // being sent at least (the answers still in flight at the end were decided before they left),
+    // less the half of the burst the bucket may still hold: while a stalled replica leaves its fair
+    // share unclaimed, the others take it only once the bucket is half full.
+    const offeringMs = Date.now() - t0;
     running = false;
     await Promise.all(loaders);
     const elapsedMs = Date.now() - t0;
     const admitted = replicas.reduce((n, r) => n + r.admitted, 0);
     const offered = admitted + replicas.reduce((n, r) => n + r.refused, 0);
     const expected = BURST + (RATE * elapsedMs) / 1000;
-    expect(offered, 'the replicas were offered far more than the quota').toBeGreaterThan(2 * expected);
-    expect(admitted / expected, `admitted ${admitted}, expected ${expected.toFixed(0)}`).toBeGreaterThan(0.95);
-    expect(admitted / expected, `admitted ${admitted}, expected ${expected.toFixed(0)}`).toBeLessThan(1.05);
-    expect(
-      replicas.every((r) => r.admitted > 0),
-      'every replica got a share of the one quota',
-    ).toBe(true);
+    const least = BURST / 2 + (RATE * offeringMs) / 1000;
+    expect(offered, 'the replicas were offered far more than the quota').toBeGreaterThan(1.5 * expected);
+    // A command that outlasts the 50 ms timeout on a loaded machine is decided on the replica's
+    // local bucket (a third of the rate, for the breaker's 2 s): what it admits then comes on top of
+    // the shared quota by design. The shared bucket's own grants are what must match the quota.
+    const local = replicas.reduce((n, r) => n + r.admittedLocal, 0);
+    const what = `admitted ${admitted} (${local} on local credit), expected ${least.toFixed(0)} to ${expected.toFixed(0)}`;
+    expect(admitted / least, what).toBeGreaterThan(0.95);
+    expect((admitted - local) / expected, what).toBeLessThan(1.05);
+    // Each replica's share of the one quota is within ±25% of an even share: none starves.
+    const split = replicas.map((r) => r.admitted);
+    for (const [i, n] of split.entries()) {
+      expect(n, `replica ${i} of ${JSON.stringify(split)}`).toBeGreaterThanOrEqual(0.75 * (admitted / 3));
+      expect(n, `replica ${i} of ${JSON.stringify(split)}`).toBeLessThanOrEqual(1.25 * (admitted / 3));
+    }
     const shared = await Promise.all(replicas.map(stats));
     for (const s of shared) {
       // On a busy machine a command can outlast the 50 ms timeout and be decided locally: rare, not never.
@@ -156,8 +177,10 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
       const share = ((RATE / 3) * (b[i]!.atMs - a[i]!.atMs)) / 1000;
       const got = b[i]!.admitted - a[i]!.admitted;
       expect(b[i]!.refused - a[i]!.refused, `replica ${i} kept limiting`).toBeGreaterThan(share);
-      // Its third of the rate, give or take its share of the burst and a batch of credit at each end.
-      expect(got, `replica ${i}`).toBeGreaterThanOrEqual(Math.floor(share * 0.85) - 2);
+      // At most its third of the rate, give or take its share of the burst and a batch of credit at
+      // each end. At least half of it: a replica the machine stalls offers less for a while, and
+      // what this bound proves is that it kept admitting, locally.
+      expect(got, `replica ${i}`).toBeGreaterThanOrEqual(Math.floor(share * 0.5));
       expect(got, `replica ${i}`).toBeLessThanOrEqual(Math.ceil(share + BURST / 3) + 2);
       const s = await stats(r);
       expect(s.chain.find((x) => x.name === 'tenant')?.backend).toBe('local');

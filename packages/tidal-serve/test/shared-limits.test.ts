@@ -5,12 +5,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from 'tidal-core';
-import type { PeriodDecision, RateDecision } from 'tidal-load';
+import type { PeriodDecision } from 'tidal-load';
 import {
   batchSize,
   createSharedAdmissionChain,
   createSharedPeriodLimit,
   createSharedTenantLimiter,
+  type SharedGrant,
 } from '../src/admission/shared-limits.js';
 import type { AdmissionOptions, RequestInfo } from '../src/admission/types.js';
 
@@ -18,10 +19,10 @@ const REQ: RequestInfo = { route: 'search', tenant: 'acme', tier: 'free' };
 const flush = () => new Promise((r) => setImmediate(r));
 
 function deferredRate(burst: number) {
-  const calls: { key: string; n: number; answer: (d: RateDecision) => void }[] = [];
+  const calls: { key: string; n: number; answer: (d: SharedGrant) => void }[] = [];
   return {
     calls,
-    source: { burst, take: (key: string, n: number) => new Promise<RateDecision>((answer) => calls.push({ key, n, answer })) },
+    source: { burst, takeUpTo: (key: string, n: number) => new Promise<SharedGrant>((answer) => calls.push({ key, n, answer })) },
   };
 }
 
@@ -38,12 +39,12 @@ describe('shared tenant limiter', () => {
     const refused = stage.admit(REQ, 0);
     expect(refused).toMatchObject({ admitted: false, status: 429, code: 'TIDAL_SERVE_TENANT_RATE', retryAfterMs: 1 });
     // The shared bucket grants the batch and the debt asked when the first was borrowed.
-    calls[0]!.answer({ backend: 'redis', allowed: true, retryAfterMs: 0, remaining: 90 });
+    calls[0]!.answer({ backend: 'redis', granted: 3, retryAfterMs: 0 });
     await flush();
     expect(stage.admit(REQ, 1).admitted).toBe(true);
     expect(calls).toHaveLength(2);
     // The shared bucket is empty for 40 ms: refused with that wait, nothing asked meanwhile.
-    calls[1]!.answer({ backend: 'redis', allowed: false, retryAfterMs: 40, remaining: 0 });
+    calls[1]!.answer({ backend: 'redis', granted: 0, retryAfterMs: 40 });
     await flush();
     let r = stage.admit(REQ, 1);
     while (r.admitted) r = stage.admit(REQ, 1);
@@ -52,11 +53,30 @@ describe('shared tenant limiter', () => {
     // Once the wait is over it borrows again, and asks for the batch and the debt.
     expect(stage.admit(REQ, 41).admitted).toBe(true);
     expect(calls.map((c) => c.n)).toEqual([3, 2, 3]);
-    calls[2]!.answer({ backend: 'local', allowed: true, retryAfterMs: 0, remaining: 40 });
+    calls[2]!.answer({ backend: 'local', granted: 3, retryAfterMs: 0 });
     await flush();
     const t = stage.admit(REQ, 42);
     expect(t).toMatchObject({ admitted: true, headers: { 'x-tidal-limit-backend': 'local' } });
     expect(stage.stats()).toMatchObject({ name: 'tenant', shared: true, backend: 'local', backends: { redis: 2, local: 1, none: 0 } });
+  });
+
+  it('takes a partial grant: the debt is paid first, and what is left is spent', async () => {
+    const { calls, source } = deferredRate(100);
+    const stage = createSharedTenantLimiter({ tiers: { free: { ratePerSecond: 200, burst: 100 } }, maxTenants: 10, source: () => source });
+    // Borrows the batch (2) and asks for it and the debt: 3.
+    expect(stage.admit(REQ, 0).admitted).toBe(true);
+    expect(stage.admit(REQ, 0).admitted).toBe(true);
+    expect(stage.admit(REQ, 0).admitted).toBe(false);
+    // The bucket holds 1 of the 3: it goes to the debt, still 1 short of even.
+    calls[0]!.answer({ backend: 'redis', granted: 1, retryAfterMs: 0 });
+    await flush();
+    expect(stage.admit(REQ, 1).admitted, 'owing 1, less than a batch: it may borrow one more').toBe(true);
+    expect(calls.map((c) => c.n)).toEqual([3, 4]);
+    expect(stage.admit(REQ, 1).admitted, 'owing a batch: refused until the bucket grants').toBe(false);
+    calls[1]!.answer({ backend: 'redis', granted: 4, retryAfterMs: 0 });
+    await flush();
+    expect(stage.admit(REQ, 2).admitted, 'even again: the grant paid the debt of 2, 2 left to spend').toBe(true);
+    expect(stage.admit(REQ, 2).admitted).toBe(true);
   });
 
   it('asks at most its share of the burst, the size of the fallback bucket', () => {

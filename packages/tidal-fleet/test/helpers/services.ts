@@ -209,8 +209,11 @@ export interface PostgresServer {
   stop(): Promise<void>;
 }
 
-/** initdb into a temporary directory and start postgres on 127.0.0.1 on a free port. */
-export async function startPostgres(): Promise<PostgresServer> {
+/**
+ * initdb into a temporary directory and start postgres on 127.0.0.1 on a free port, or on `port`
+ * (a URL handed out before the server is up, for tests of a database that comes late).
+ */
+export async function startPostgres(options: { port?: number } = {}): Promise<PostgresServer> {
   const binDir = postgresBinDir();
   const bin = (name: string): string => {
     const path = binDir === null ? which(name) : join(binDir, name);
@@ -236,7 +239,7 @@ export async function startPostgres(): Promise<PostgresServer> {
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`initdb failed (${init.status ?? init.signal ?? init.error?.message}): ${init.stderr}`);
   }
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const child = spawn(
     postgres,
     [

@@ -18,7 +18,7 @@
  * trip to Redis.
  */
 import { InvalidInputError } from 'tidal-core';
-import type { PeriodBackend, PeriodSource, RateBackend, RateSource } from 'tidal-load';
+import type { PeriodBackend, PeriodSource, RateBackend } from 'tidal-load';
 import { composeAdmissionStages, createAdmissionChain, type BuiltAdmissionChain } from './chain.js';
 import { OnceTicket, checkInteger, checkObject, refuse } from './errors.js';
 import { PERIOD_DEFAULTS } from './period-limit.js';
@@ -36,11 +36,24 @@ import type {
   Tier,
 } from './types.js';
 
+/** A partial grant of a shared bucket: the tokens taken (0 when refused) and the wait when none. */
+export interface SharedGrant {
+  readonly backend: RateBackend;
+  /** Tokens taken, from 1 to the n asked; 0 when the bucket held not one whole token. */
+  readonly granted: number;
+  /** `0` when granted; otherwise the milliseconds until all n asked would be there. */
+  readonly retryAfterMs: number;
+}
+
 /**
- * A shared token bucket per key (tidal-fleet's `RedisRateSource`), with the burst it was built with:
- * a replica asks it for at most its share of the burst.
+ * A shared token bucket per key (tidal-fleet's `RedisRateSource`), with the burst it was built with
+ * (a replica asks it for at most its share of the burst), taken from by partial grants.
  */
-export type SharedRateSource = RateSource & { readonly burst: number };
+export interface SharedRateSource {
+  readonly burst: number;
+  /** Takes as many of `n` tokens as the bucket holds, at least one, or none with the wait. */
+  takeUpTo(key: string, n: number, nowMs: number): Promise<SharedGrant>;
+}
 
 /** Decisions by the backend that made them, for `/stats` and `/metrics`. */
 export interface BackendCounts {
@@ -194,20 +207,25 @@ class SharedTenantLimiter implements AdmissionStage {
     return refuse('tenant', open ? 1 : lease.blockedUntilMs - nowMs, lease.message, BACKEND_HEADERS[lease.backend]);
   }
 
-  /** Asks the shared bucket for a batch plus what was borrowed, in the background. */
+  /**
+   * Asks the shared bucket for a batch plus what was borrowed, in the background, and takes what it
+   * holds of that (a partial grant pays the debt first). All or none would starve a replica under
+   * sustained overload: a bucket drained every few milliseconds by replicas asking for a batch
+   * never gathers a batch plus a debt, so the replica that borrowed would be refused every time.
+   */
   #refill(key: string, lease: Lease, nowMs: number): void {
     lease.pending = true;
     // At most this replica's share of the burst: the source's fallback bucket holds only that much,
     // and caps a larger ask itself, answering for fewer tokens than were asked.
     const max = Math.max(1, Math.floor(lease.source.burst / Math.max(1, this.#replicas())));
     const n = Math.min(max, lease.batch + Math.max(0, -lease.credit));
-    lease.source.take(key, n, nowMs).then(
+    lease.source.takeUpTo(key, n, nowMs).then(
       (d) => {
         lease.pending = false;
         lease.backend = d.backend;
         this.#backend = d.backend;
         this.#backends[d.backend]++;
-        if (d.allowed) lease.credit += n;
+        if (d.granted > 0) lease.credit += d.granted;
         else lease.blockedUntilMs = nowMs + Math.max(1, d.retryAfterMs);
       },
       (err: unknown) => {
