@@ -19,6 +19,7 @@ import type { QueryFront } from './query-front.js';
 import type { LinkServer } from './worker-link.js';
 import { threadHandlers } from './thread-handlers.js';
 import { envelope, openParts, raiseWarmWarnings, shutdown, startWorkerModule, type DbParts } from './lifecycle.js';
+import { replicaHost } from './replication.js';
 
 /** What the fault-injection tests reach behind the facade; not exported from the package. */
 export interface TidalDbInternals {
@@ -76,6 +77,10 @@ export class TidalDb implements AsyncDisposable {
     try {
       if (o.metricsRegistry) await db.#queries.exportMetrics(o.metricsRegistry);
       await db.warm();
+      // Last: the link publishes and applies from here on, on a database that is open and warm.
+      if (o.replication !== null && db.#p.replica !== null) {
+        o.replication.start(replicaHost(db.#p.replica, db.#writes, o.clock, o.onWarning));
+      }
     } catch (err) {
       await db.close().catch(() => {});
       throw err;
@@ -317,7 +322,10 @@ export class TidalDb implements AsyncDisposable {
    */
   stats(): QueryStats {
     const gc = this.#writes.groupCommit;
-    return this.#queries.stats({ ...gc.stats, queueLimit: gc.options.maxQueueEvents });
+    const stats = this.#queries.stats({ ...gc.stats, queueLimit: gc.options.maxQueueEvents });
+    const { replica } = this.#p;
+    if (replica !== null && this.#o.replication !== null) stats.replication = replica.stats(this.#o.replication.stats());
+    return stats;
   }
 
   /** The in-flight count, the level a query entering now would get, and the limits (read-only). */
@@ -373,7 +381,10 @@ export class TidalDb implements AsyncDisposable {
    * workers and closes SQLite. Idempotent: every call returns the same promise.
    */
   close(): Promise<void> {
-    this.#closing ??= shutdown(this.#p, this.#o, this.#link);
+    // The replication link stops first: nothing is applied or published while the rest closes.
+    this.#closing ??= (this.#o.replication?.close() ?? Promise.resolve())
+      .catch(() => {})
+      .then(() => shutdown(this.#p, this.#o, this.#link));
     return this.#closing;
   }
 

@@ -58,7 +58,11 @@ export type {
   LoadView,
   LimitedOptions,
   Criticality,
+  ReplicationLink,
+  ReplicationLinkStats,
+  OriginPosition,
 } from 'tidal-load';
+export type { ReplicaStats } from './replication.js';
 export { SESSION_DEFAULTS } from './session-options.js';
 export type { User, UserInput } from './users.js';
 export { USER_DEFAULTS } from './users.js';

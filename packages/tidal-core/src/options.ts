@@ -23,7 +23,7 @@ import type { MetricsRegistry } from './metrics.js';
 import { checkPath } from './paths.js';
 import { resolveSchema, type SchemaDefinition } from './schema.js';
 import { checkWhole, isPlainObject } from './validate.js';
-import { resolveRateLimiterConfig, type RateLimit, type RateLimiterConfig } from 'tidal-load';
+import { resolveRateLimiterConfig, type RateLimit, type RateLimiterConfig, type ReplicationLink } from 'tidal-load';
 import { resolveSessionOptions, type FilledSessionOptions, type SessionOptions } from './session-options.js';
 import { resolveWorkSharing, type FilledWorkSharing, type WorkSharingOptions } from './sharing.js';
 
@@ -147,6 +147,12 @@ export interface TidalOptions {
    * @default { maxStalenessMs: { coarseAggregates: 250, noDiversity: 1000 }, maxEntries: 1024, maxBytes: 16 MiB }
    */
   workSharing?: WorkSharingOptions;
+  /**
+   * Replicates this database's writes to other replicas and theirs to it through a log
+   * (tidal-fleet's `RedisStreamReplication`; see docs/scale-out.md#replication). The database
+   * starts it once open and closes it before it closes.
+   */
+  replication?: ReplicationLink;
 }
 
 /** See {@link TidalOptions.workerModule}. */
@@ -179,6 +185,7 @@ export interface FilledOptions {
   /** `false`: no degradation by load or deadline, no admission cap. */
   loadManagement: boolean;
   workSharing: FilledWorkSharing;
+  replication: ReplicationLink | null;
 }
 
 export const DEFAULTS = Object.freeze({
@@ -221,6 +228,7 @@ const OPTION_KEYS: readonly (keyof TidalOptions)[] = [
   'rateLimiter',
   'sessions',
   'workSharing',
+  'replication',
 ];
 
 /** The keys each object-valued option takes; a new key of one of them must be added here. */
@@ -335,7 +343,17 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
     rateLimit: resolveRateLimiterConfig(o.rateLimiter, 'rateLimiter'),
     sessions: resolveSessionOptions(o.sessions),
     workSharing: resolveWorkSharing(o.workSharing),
+    replication: checkReplication(o.replication),
   };
+}
+
+function checkReplication(link: unknown): ReplicationLink | null {
+  if (link === undefined) return null;
+  const l = (typeof link === 'object' && link !== null ? link : {}) as Record<string, unknown>;
+  if (typeof l.start !== 'function' || typeof l.close !== 'function' || typeof l.stats !== 'function') {
+    throw new InvalidInputError('replication', 'a replication link with start, stats and close (e.g. RedisStreamReplication)', link);
+  }
+  return link as ReplicationLink;
 }
 
 function resolveWorkerModule(m: unknown): FilledOptions['workerModule'] {

@@ -1,5 +1,6 @@
 import { DegradationLevel, levelName, type DegradationLevelName } from 'tidal-load';
 import type { GroupCommitStats } from 'tidal-wal';
+import type { ReplicaStats } from './replication.js';
 
 /** Latency samples kept for percentiles: the most recent ones, so the figures follow the load. */
 const WINDOW = 8192;
@@ -45,6 +46,8 @@ export interface QueryStats {
   meanServiceMs: number;
   /** The write path: queue depth and its limit, refusals, the measured drain rate. */
   writes: GroupCommitStats & { queueLimit: number };
+  /** Replication (a database opened with a replication link), else null. */
+  replication: ReplicaStats | null;
 }
 
 class Ring {
@@ -138,6 +141,7 @@ export class QueryRecorder {
       serviceMs,
       meanServiceMs: this.meanServiceMs,
       writes,
+      replication: null,
     };
   }
 }

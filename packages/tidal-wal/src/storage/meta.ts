@@ -48,6 +48,10 @@ export const META = Object.freeze({
   checkpointSeq: numberKey('checkpoint_seq'),
   /** The chunk size, in bytes, the `signal_checkpoint` rows were written with. */
   checkpointChunkBytes: numberKey('checkpoint_chunk_bytes'),
+  /** This database's replica id in the replication log, made on the first open with replication. */
+  replicaId: textKey('replica_id'),
+  /** The replication log position of the last foreign batch applied (absent: none yet). */
+  replicationPosition: textKey('replication_position'),
 });
 
 /** The `tidal_meta` key/value table, read and written through the typed keys of {@link META}. */
