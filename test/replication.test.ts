@@ -176,4 +176,56 @@ describe.skipIf(servicesSkipped)('replication: three replicas on one Redis Strea
       }
     }
   });
+  it('a replica SIGKILLed while it applies, then restarted, converges with nothing applied twice', async () => {
+    const all = await startAll();
+    await Promise.all(all.map((r) => ask(r, 'setup')));
+    const rounds = [0, 0, 0];
+    // Replica 1 writes and is acknowledged, then is killed while the other two keep writing.
+    for (let n = 0; n < 3; n++) await ask(all[1]!, 'round', { n });
+    rounds[1] = 3;
+    const writers = (async () => {
+      for (let n = 0; n < 12; n++) {
+        await Promise.all([ask(all[0]!, 'round', { n }), ask(all[2]!, 'round', { n })]);
+        rounds[0] = rounds[2] = n + 1;
+      }
+    })();
+    // Killed once it has applied some of the others' batches but (most likely) not all.
+    const deadline = Date.now() + CONVERGE_MS;
+    for (;;) {
+      const s = await ask<State>(all[1]!, 'state');
+      if (s.replication!.origins.some((o) => o.seq > 0) || Date.now() > deadline) break;
+      await sleep(20);
+    }
+    await all[1]!.kill();
+    await writers;
+    const restarted = await start(1);
+    await ask(restarted, 'round', { n: 3 });
+    rounds[1] = 4;
+    const final = await converged(expectedCounts(rounds));
+    expectSame(final);
+  });
+
+  it('Redis killed for a while: writes are acknowledged and served locally, and everything converges once it is back', async () => {
+    const all = await startAll();
+    await Promise.all(all.map((r) => ask(r, 'setup')));
+    const rounds = [0, 0, 0];
+    for (let n = 0; n < 2; n++) await Promise.all(all.map((r) => ask(r, 'round', { n })));
+    rounds.fill(2);
+    await converged(expectedCounts(rounds));
+    await redis.kill();
+    for (let n = 2; n < 5; n++) await Promise.all(all.map((r) => ask(r, 'round', { n })));
+    // Served locally while Redis is away: each replica already counts its own writes.
+    const away = await states();
+    for (let r = 0; r < 3; r++) {
+      const seen = [2, 2, 2];
+      seen[r] = 5;
+      expect(countsMatch(away[r]!, expectedCounts(seen))).toBe(true);
+      expect(away[r]!.replication!.unpublished).toBeGreaterThan(0);
+    }
+    await redis.restart();
+    rounds.fill(5);
+    const final = await converged(expectedCounts(rounds));
+    expectSame(final);
+    for (const s of final) expect(s.warnings).toEqual(expect.arrayContaining(['TIDAL_REPLICATION_AWAY', 'TIDAL_REPLICATION_RESTORED']));
+  });
 });
