@@ -20,6 +20,7 @@ import type { LinkServer } from './worker-link.js';
 import { threadHandlers } from './thread-handlers.js';
 import { envelope, openParts, raiseWarmWarnings, shutdown, startWorkerModule, type DbParts } from './lifecycle.js';
 import { replicaHost } from './replication.js';
+import { exportReplicationMetrics } from './metrics.js';
 
 /** What the fault-injection tests reach behind the facade; not exported from the package. */
 export interface TidalDbInternals {
@@ -79,6 +80,7 @@ export class TidalDb implements AsyncDisposable {
       await db.warm();
       // Last: the link publishes and applies from here on, on a database that is open and warm.
       if (o.replication !== null && db.#p.replica !== null) {
+        if (o.metricsRegistry) await exportReplicationMetrics(o.metricsRegistry, () => db.stats().replication);
         o.replication.start(replicaHost(db.#p.replica, db.#writes, o.clock, o.onWarning));
       }
     } catch (err) {
