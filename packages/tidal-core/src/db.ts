@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { ClosedError, InFlightGuard, InternalError, type LoadView } from 'tidal-load';
+import { ClosedError, InFlightGuard, InternalError, InvalidInputError, type LoadView } from 'tidal-load';
 import { readItemSignals, type QuerySchema, type SignalStore, type SignalValues, type WarmResult } from 'tidal-query';
 import type { QueryPool } from './query-pool.js';
 import type { WorkSharing } from './sharing.js';
@@ -19,7 +19,7 @@ import type { QueryFront } from './query-front.js';
 import type { LinkServer } from './worker-link.js';
 import { threadHandlers } from './thread-handlers.js';
 import { envelope, openParts, raiseWarmWarnings, shutdown, startWorkerModule, type DbParts } from './lifecycle.js';
-import { replicaHost } from './replication.js';
+import { installReplicaSnapshot, replicaHost, writeReplicaSnapshot } from './replication.js';
 import { exportReplicationMetrics } from './metrics.js';
 
 /** What the fault-injection tests reach behind the facade; not exported from the package. */
@@ -30,6 +30,13 @@ export interface TidalDbInternals {
   /** Service-time estimates per level (tests record samples to steer deadline-based levels). */
   readonly recorder: QueryRecorder;
   readonly sharing: WorkSharing;
+}
+
+/** A path argument: a non-empty string without NUL characters. */
+function checkFile(field: string, path: unknown): void {
+  if (typeof path !== 'string' || path.length === 0 || path.includes('\u0000')) {
+    throw new InvalidInputError(field, 'a non-empty path without NUL characters', path);
+  }
 }
 
 /** Each open database's internals, for {@link internalsOf}. */
@@ -69,6 +76,19 @@ export class TidalDb implements AsyncDisposable {
   /** Starts configuring a database. */
   static builder(): TidalDbBuilder {
     return new TidalDbBuilder();
+  }
+
+  /**
+   * Makes `dir` a new replica from `snapshot`, a peer's {@link TidalDb.replicaSnapshot}: open it
+   * afterwards with a replication link on the same stream, and it follows on from where the peer
+   * was, without replaying the stream from its start.
+   * @throws InvalidInputError (`dir`) when `dir` already holds a database; (`snapshot`) for a file
+   * that is not a replicating database's snapshot.
+   */
+  static bootstrapReplica(snapshot: string, dir: string): void {
+    checkFile('snapshot', snapshot);
+    checkFile('dir', dir);
+    installReplicaSnapshot(snapshot, dir, Date.now());
   }
 
   /** Opens a database from options (what the builder calls). */
@@ -361,6 +381,19 @@ export class TidalDb implements AsyncDisposable {
       await started;
     }
     return results;
+  }
+
+  /**
+   * Writes to `file` a copy of this replicating database as of its last commit, for a new replica
+   * to start from ({@link TidalDb.bootstrapReplica}); queued writes are committed first.
+   * @throws InvalidInputError (`replication`) when the database was opened without a replication link.
+   */
+  async replicaSnapshot(file: string): Promise<void> {
+    this.#check('write a replica snapshot');
+    if (this.#p.replica === null) throw new InvalidInputError('replication', 'a database opened with a replication link', null);
+    checkFile('file', file);
+    this.#writes.flush();
+    writeReplicaSnapshot(this.#p.db, file);
   }
 
   /** Commits every queued write now. */

@@ -10,9 +10,20 @@
  * the log has it, so a replica that was cut off from the log, or killed, publishes from the file.
  */
 import { randomUUID } from 'node:crypto';
+import { copyFileSync, existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type Database from 'better-sqlite3';
-import type { OriginPosition, ReplicaHost, ReplicatedBatch, ReplicatedEvent, ReplicationLinkStats, WarningSink } from 'tidal-load';
-import { META, type Meta } from 'tidal-wal/storage';
+import {
+  InvalidInputError,
+  type OriginPosition,
+  type ReplicaHost,
+  type ReplicatedBatch,
+  type ReplicatedEvent,
+  type ReplicationLinkStats,
+  type WarningSink,
+} from 'tidal-load';
+import { openWriterConnection } from 'tidal-wal';
+import { META, Meta, openStorage } from 'tidal-wal/storage';
 import type { WritePath } from './write-path.js';
 
 /** The first event of a foreign batch in the group commit: the `count` events after it are the batch's. */
@@ -212,4 +223,63 @@ export function replicaHost(state: ReplicaState, writes: WritePath, clock: () =>
     origins: () => state.origins(),
     onWarning,
   };
+}
+
+/**
+ * Writes a copy of the database a new replica starts from: the file as of the last commit (one
+ * `sqlite3_serialize`, so consistent with the batches committed so far; it holds the main thread
+ * for about the time it takes to copy the file in memory), to `file`, atomically (a temporary
+ * file renamed).
+ */
+export function writeReplicaSnapshot(db: Database.Database, file: string): void {
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, db.serialize());
+  renameSync(tmp, file);
+}
+
+/**
+ * Makes `dir` a new replica from a peer's snapshot (see {@link writeReplicaSnapshot}): the file
+ * goes in as `dir`'s database, without the peer's replica id (the next open makes one), with the
+ * peer recorded as applied through the last sequence number of the snapshot (so its batches up to
+ * there, which the snapshot holds, are dropped when the stream brings them), without the peer's
+ * outbox (the peer publishes it) and without its agent sessions (they stay on their replica). The
+ * peer's stream position stays: the new replica reads on from where the peer had applied.
+ * @throws InvalidInputError (`dir`) when `dir` already holds a database; (`snapshot`) when the file
+ * is not a replicating database's snapshot.
+ */
+export function installReplicaSnapshot(snapshot: string, dir: string, now: number): void {
+  const target = join(dir, 'tidal.db');
+  if (existsSync(target) && statSync(target).size > 0) {
+    throw new InvalidInputError('dir', 'a directory without a database (a replica is bootstrapped once, before its first open)', dir);
+  }
+  mkdirSync(dir, { recursive: true });
+  const tmp = `${target}.bootstrap`;
+  copyFileSync(snapshot, tmp);
+  const db = openWriterConnection(tmp, 'process');
+  try {
+    openStorage(db, snapshot);
+    const meta = new Meta(db);
+    const peer = meta.get(META.replicaId);
+    if (peer === undefined) {
+      throw new InvalidInputError('snapshot', 'a snapshot of a database opened with a replication link (it has no replica id)', snapshot);
+    }
+    const lastSeq = Math.max(
+      meta.get(META.lastSeq) ?? 0,
+      (db.prepare('SELECT MAX(seq) FROM signal_log').pluck().get() as number | null) ?? 0,
+    );
+    db.transaction(() => {
+      meta.delete(META.replicaId);
+      db.prepare('INSERT OR REPLACE INTO repl_origins (origin, seq, origin_at, applied_at) VALUES (?, ?, ?, ?)').run(
+        peer,
+        lastSeq,
+        now,
+        now,
+      );
+      db.exec('DELETE FROM repl_outbox; DELETE FROM session_items; DELETE FROM sessions');
+    })();
+    db.pragma('wal_checkpoint(TRUNCATE)');
+  } finally {
+    db.close();
+  }
+  renameSync(tmp, target);
 }

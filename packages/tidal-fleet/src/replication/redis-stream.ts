@@ -334,20 +334,32 @@ export class RedisStreamReplication implements ReplicationLink {
     }
   }
 
-  /** Warns when the stream's oldest entry is past `cursor`: entries this replica never applied were trimmed. */
+  /**
+   * Warns when the stream may no longer hold every entry after `cursor`: entries were trimmed
+   * (`entries-added` above `length`, Redis 7+) and the first one left is after `cursor` (or there
+   * is no position yet). When exactly the entries up to `cursor` were trimmed it warns too: the
+   * stream cannot tell those apart.
+   */
   async #checkGap(host: ReplicaHost, client: Client, cursor: string): Promise<void> {
-    if (cursor === '0') return;
-    const first: unknown = await client.sendCommand(['XRANGE', this.#o.stream, '-', '+', 'COUNT', '1']);
-    const entry: unknown = Array.isArray(first) ? first[0] : undefined;
-    const id: unknown = Array.isArray(entry) ? entry[0] : undefined;
-    if (typeof id === 'string' && idBefore(cursor, id)) {
-      this.#warn(
-        host,
-        'TIDAL_REPLICATION_GAP',
-        `${this.#o.stream} starts at ${id}, after this replica's position ${cursor}: the entries between were trimmed ` +
-          '(maxLen) and are not applied here; rebuild this replica from a peer',
-      );
+    let info: unknown;
+    try {
+      info = await client.sendCommand(['XINFO', 'STREAM', this.#o.stream]);
+    } catch {
+      return; // No stream yet: nothing was trimmed.
     }
+    const fields = new Map<string, unknown>();
+    if (Array.isArray(info)) for (let i = 0; i + 1 < info.length; i += 2) fields.set(String(info[i]), info[i + 1]);
+    const trimmed = Number(fields.get('entries-added') ?? 0) - Number(fields.get('length') ?? 0);
+    const first = fields.get('first-entry');
+    const firstId: unknown = Array.isArray(first) ? first[0] : undefined;
+    if (!(trimmed > 0) || typeof firstId !== 'string' || !(cursor === '0' || idBefore(cursor, firstId))) return;
+    this.#warn(
+      host,
+      'TIDAL_REPLICATION_GAP',
+      `${this.#o.stream} starts at ${firstId}, after this replica's position ${cursor === '0' ? '(none yet)' : cursor}, and ` +
+        `${trimmed} entries were trimmed (maxLen): those after the position are not applied here; bootstrap the replica ` +
+        'from a peer (TidalDb.bootstrapReplica)',
+    );
   }
 
   // ---- state ----------------------------------------------------------------------------------

@@ -58,10 +58,12 @@ export const META = Object.freeze({
 export class Meta {
   readonly #get: Database.Statement<[string], string>;
   readonly #set: Database.Statement<[string, string]>;
+  readonly #delete: Database.Statement<[string]>;
 
   constructor(db: Database.Database) {
     this.#get = db.prepare<[string], string>('SELECT value FROM tidal_meta WHERE key = ?').pluck();
     this.#set = db.prepare<[string, string]>('INSERT OR REPLACE INTO tidal_meta (key, value) VALUES (?, ?)');
+    this.#delete = db.prepare<[string]>('DELETE FROM tidal_meta WHERE key = ?');
   }
 
   /** The stored value of `key`, or undefined if it was never set. */
@@ -72,5 +74,10 @@ export class Meta {
 
   set<T>(key: MetaKey<T>, value: T): void {
     this.#set.run(key.name, key.encode(value));
+  }
+
+  /** Removes `key`, so {@link get} reads undefined again. */
+  delete<T>(key: MetaKey<T>): void {
+    this.#delete.run(key.name);
   }
 }
