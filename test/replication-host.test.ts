@@ -78,15 +78,16 @@ describe('replication: the host side', () => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  async function replica(name: string, log: MemoryLog): Promise<{ db: TidalDb; link: ManualLink }> {
+  async function replica(name: string, log: MemoryLog, items?: number): Promise<{ db: TidalDb; link: ManualLink }> {
     const link = new ManualLink(log);
-    const db = await TidalDb.builder()
+    const builder = TidalDb.builder()
       .path(join(root, name))
       .schema(SCHEMA)
       .workers(1)
       .clock(() => now)
-      .replication(link)
-      .open();
+      .replication(link);
+    if (items !== undefined) builder.capacity({ items });
+    const db = await builder.open();
     open.push(db);
     return { db, link };
   }
@@ -227,5 +228,18 @@ describe('replication: the host side', () => {
     const check = new Database(join(dir, 'tidal.db'), { readonly: true });
     expect(check.pragma('user_version', { simple: true })).toBe(5);
     check.close();
+  });
+  it('a foreign batch this replica cannot hold stops the batches after it: none of its origin is skipped', async () => {
+    const log = new MemoryLog();
+    const a = await replica('a', log);
+    const b = await replica('b', log, 3);
+    const first = await a.db.signal({ item: 'x', kind: 'view', at: T0 - 3 });
+    await a.db.signals(['p', 'q', 'r', 's'].map((item) => ({ item, kind: 'view' as const, at: T0 - 2 })));
+    await a.db.signal({ item: 'x', kind: 'view', at: T0 - 1 });
+    a.link.publish();
+    await expect(b.link.follow()).rejects.toMatchObject({ code: 'TIDAL_CAPACITY' });
+    // The first batch applied, the one after the refused batch not: the origin's position stays before the refusal.
+    expect(b.db.stats().replication!.origins.map((o) => o.seq)).toEqual([first]);
+    expect(b.db.itemSignals('x').view!.count).toBe(1);
   });
 });

@@ -431,8 +431,18 @@ export class WritePath {
       if (batch.origin === replica.replicaId) continue;
       const applied = seen.get(batch.origin) ?? replica.appliedSeq(batch.origin);
       if (batch.seq <= applied) continue;
+      let queued = false;
+      writes.push(
+        this.#gc.enqueue(() => {
+          const events = this.#foreignEvents(batch.origin, batch.seq, batch.at, position, batch.events);
+          queued = true;
+          return events;
+        }),
+      );
+      // A batch refused (backpressure, capacity) stops the call: a later batch of its origin
+      // committing would move the origin's position past the refused one, which would never be applied.
+      if (!queued) break;
       seen.set(batch.origin, batch.seq);
-      writes.push(this.#gc.enqueue(() => this.#foreignEvents(batch.origin, batch.seq, batch.at, position, batch.events)));
     }
     const settled = await Promise.allSettled(writes);
     const failed = settled.find((r) => r.status === 'rejected');
