@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TidalDb, type ReplicationLink, type ReplicationLinkStats } from 'tidal-core';
+import { internalsOf } from 'tidal-core/internal';
 import type { ReplicaHost, ReplicatedBatch } from 'tidal-load';
 
 interface Entry {
@@ -78,7 +79,7 @@ describe('replication: the host side', () => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  async function replica(name: string, log: MemoryLog, items?: number): Promise<{ db: TidalDb; link: ManualLink }> {
+  async function replica(name: string, log: MemoryLog, items?: number, maxBatch?: number): Promise<{ db: TidalDb; link: ManualLink }> {
     const link = new ManualLink(log);
     const builder = TidalDb.builder()
       .path(join(root, name))
@@ -87,6 +88,7 @@ describe('replication: the host side', () => {
       .clock(() => now)
       .replication(link);
     if (items !== undefined) builder.capacity({ items });
+    if (maxBatch !== undefined) builder.groupCommit({ maxBatch });
     const db = await builder.open();
     open.push(db);
     return { db, link };
@@ -241,5 +243,25 @@ describe('replication: the host side', () => {
     // The first batch applied, the one after the refused batch not: the origin's position stays before the refusal.
     expect(b.db.stats().replication!.origins.map((o) => o.seq)).toEqual([first]);
     expect(b.db.itemSignals('x').view!.count).toBe(1);
+  });
+  it('a foreign batch whose transaction fails drops the batches of its origin committed after it, and both apply on the next read', async () => {
+    const log = new MemoryLog();
+    const a = await replica('a', log);
+    // One write per transaction, so the batches commit apart.
+    const b = await replica('b', log, undefined, 1);
+    const seqs: number[] = [];
+    for (let i = 0; i < 3; i++) seqs.push(await a.db.signal({ item: 'x', kind: 'view', at: T0 - i }));
+    a.link.publish();
+    // The transaction that applies the second batch fails (as on a full disk).
+    const writer = internalsOf(b.db).writer;
+    writer.exec(
+      `CREATE TEMP TRIGGER fail_second BEFORE INSERT ON repl_origins WHEN NEW.seq = ${seqs[1]} BEGIN SELECT RAISE(ABORT, 'disk full'); END`,
+    );
+    await expect(b.link.follow()).rejects.toThrow(/disk full/);
+    expect(b.db.stats().replication!.origins.map((o) => o.seq)).toEqual([seqs[0]]);
+    expect(b.db.itemSignals('x').view!.count).toBe(1);
+    writer.exec('DROP TRIGGER fail_second');
+    expect(await b.link.follow()).toBe(2);
+    expect(b.db.itemSignals('x').view!.count).toBe(3);
   });
 });

@@ -34,6 +34,14 @@ export interface ReplMarkEvent {
   readonly at: number;
   readonly position: string;
   readonly count: number;
+  /**
+   * The origin's seq this batch was queued after (what was applied of the origin then). The commit
+   * drops the batch when that is no longer so: an earlier batch of the origin failed to commit, and
+   * the follower reads both again.
+   */
+  readonly after: number;
+  /** Set by the commit when it dropped the batch. */
+  dropped?: boolean;
 }
 
 /** A stamp of an item write: the origin's time (ms) and the origin's replica id. */

@@ -434,7 +434,7 @@ export class WritePath {
       let queued = false;
       writes.push(
         this.#gc.enqueue(() => {
-          const events = this.#foreignEvents(batch.origin, batch.seq, batch.at, position, batch.events);
+          const events = this.#foreignEvents(batch.origin, batch.seq, applied, batch.at, position, batch.events);
           queued = true;
           return events;
         }),
@@ -451,7 +451,14 @@ export class WritePath {
   }
 
   /** The events one foreign batch becomes here: ordinals and signal slots are this replica's own. */
-  #foreignEvents(origin: string, seq: number, at: number, position: string, events: readonly ReplicatedEvent[]): WriteEvent[] {
+  #foreignEvents(
+    origin: string,
+    seq: number,
+    after: number,
+    at: number,
+    position: string,
+    events: readonly ReplicatedEvent[],
+  ): WriteEvent[] {
     const out: WriteEvent[] = [];
     const signals: SignalEvent[] = [];
     const mark = this.#nextOrdinal;
@@ -521,7 +528,7 @@ export class WritePath {
       this.#forgetOrdinalsFrom(mark);
       throw err;
     }
-    return [{ type: 'repl-mark', origin, seq, at, position, count: out.length }, ...out];
+    return [{ type: 'repl-mark', origin, seq, at, position, count: out.length, after }, ...out];
   }
 
   // ---- commit -------------------------------------------------------------------------------
@@ -534,13 +541,28 @@ export class WritePath {
     const now = replica === null ? 0 : this.#o.clock();
     /** Events left of the foreign batch being committed (0: the event is this replica's own). */
     let foreign = 0;
+    /** Events left of a foreign batch being dropped. */
+    let drop = 0;
+    /** What this transaction's marks applied of each origin so far. */
+    let applied: Map<string, number> | null = null;
     const facts = (ordinal: number, id: string): ItemFacts => this.#facts(ordinal, id);
     users.begin();
     replica?.beginBatch();
     for (const e of events) {
+      if (drop > 0) {
+        drop--;
+        seq++;
+        continue;
+      }
       if (e.type === 'repl-mark') {
-        replica!.mark(e, now);
-        foreign = e.count;
+        if ((applied?.get(e.origin) ?? replica!.appliedSeq(e.origin)) !== e.after) {
+          e.dropped = true;
+          drop = e.count;
+        } else {
+          replica!.mark(e, now);
+          (applied ??= new Map()).set(e.origin, e.seq);
+          foreign = e.count;
+        }
         seq++;
         continue;
       }
@@ -612,7 +634,12 @@ export class WritePath {
     this.#deps.users.apply();
     let signals = 0;
     let marks: ReplMarkEvent[] | null = null;
+    let drop = 0;
     for (const e of events) {
+      if (drop > 0) {
+        drop--;
+        continue;
+      }
       if (e.type === 'signal') {
         store.apply(e.ordinal, e.kind, e.weight, e.at);
         rows.markDirty(store.slotOf(e.ordinal, e.kind));
@@ -625,7 +652,8 @@ export class WritePath {
       } else if (e.type === 'hide' || e.type === 'unhide') {
         this.#unpersisted.delete(e.ordinal);
       } else if (e.type === 'repl-mark') {
-        (marks ??= []).push(e);
+        if (e.dropped === true) drop = e.count;
+        else (marks ??= []).push(e);
       }
     }
     this.#deps.replica?.committed(marks ?? [], this.#o.clock());
