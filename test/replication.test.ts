@@ -17,6 +17,7 @@ import { servicesSkipped, startRedis, type RedisServer } from '../packages/tidal
 import { ITEMS_PER_REPLICA, itemId, signalsOf, userId, creatorOf } from './fixtures/replication-events.mjs';
 
 const REPLICA = fileURLToPath(new URL('./fixtures/replica.mjs', import.meta.url));
+const CLOSE_EXIT = fileURLToPath(new URL('./fixtures/replica-close-exit.mjs', import.meta.url));
 const CONVERGE_MS = 60_000;
 /** A test's bound: its phases each wait at most CONVERGE_MS, plus the replicas' starts. */
 const E2E_TIMEOUT_MS = 240_000;
@@ -273,6 +274,20 @@ describe.skipIf(servicesSkipped)('replication: three replicas on one Redis Strea
       const final = await converged(expectedCounts(rounds));
       expectSame(final);
       expect((await ask<State>(joined, 'state')).warnings).not.toContain('TIDAL_REPLICATION_GAP');
+    },
+    E2E_TIMEOUT_MS,
+  );
+  it(
+    'a process exits by itself once its replicating database is closed',
+    async () => {
+      stream = `test:replication:${++streamNo}`;
+      dirs = [mkdtempSync(join(tmpdir(), 'tidal-repl-'))];
+      const child = new Replica(CLOSE_EXIT, [dirs[0]!, redis.url, stream]);
+      expect(await child.next(60_000)).toBe('closed, published 1');
+      // Exits without being told: nothing the link opened is left holding the event loop.
+      for (let i = 0; i < 300 && child.alive; i++) await sleep(100);
+      expect(child.alive).toBe(false);
+      expect(child.child.exitCode).toBe(0);
     },
     E2E_TIMEOUT_MS,
   );
