@@ -81,6 +81,13 @@ export const SUITES: readonly Suite[] = Object.freeze([
     description: 'the newest-first and per-creator orders after item writes, patched against rebuilt',
   },
   {
+    name: 'replication',
+    script: 'replication.js',
+    gc: false,
+    before: ['scripts/ensure-services.mjs'],
+    description: 'replication through a Redis Stream: write throughput on against off, signals replicated per second, lag p50/p99',
+  },
+  {
     name: 'serve',
     script: 'serve/bench-serve.js',
     gc: false,

@@ -1,4 +1,4 @@
-import type { RateLimiterConfig } from 'tidal-load';
+import type { RateLimiterConfig, ReplicationLink } from 'tidal-load';
 import { TidalDb } from './db.js';
 import { attachEmbedder, checkEmbedder, type TextEmbedder } from './embedding.js';
 import { mergeSessionOptions, type TidalOptions } from './options.js';
@@ -164,6 +164,15 @@ export class TidalDbBuilder {
    */
   embedder(embedder: TextEmbedder): this {
     this.#embedder = embedder;
+    return this;
+  }
+
+  /**
+   * Replicates the database's writes to other replicas and theirs to it through `link`
+   * (tidal-fleet's `RedisStreamReplication`; see {@link TidalOptions.replication}).
+   */
+  replication(link: ReplicationLink): this {
+    this.#o.replication = link;
     return this;
   }
 

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
-import { ClosedError, InFlightGuard, InternalError, type LoadView } from 'tidal-load';
+import { ClosedError, InFlightGuard, InternalError, InvalidInputError, type LoadView } from 'tidal-load';
 import { readItemSignals, type QuerySchema, type SignalStore, type SignalValues, type WarmResult } from 'tidal-query';
 import type { QueryPool } from './query-pool.js';
 import type { WorkSharing } from './sharing.js';
@@ -20,6 +20,8 @@ import type { QueryFront } from './query-front.js';
 import type { LinkServer } from './worker-link.js';
 import { threadHandlers } from './thread-handlers.js';
 import { envelope, openParts, raiseWarmWarnings, shutdown, startWorkerModule, type DbParts } from './lifecycle.js';
+import { installReplicaSnapshot, replicaHost, writeReplicaSnapshot } from './replication.js';
+import { exportReplicationMetrics } from './metrics.js';
 
 /** What the fault-injection tests reach behind the facade; not exported from the package. */
 export interface TidalDbInternals {
@@ -29,6 +31,13 @@ export interface TidalDbInternals {
   /** Service-time estimates per level (tests record samples to steer deadline-based levels). */
   readonly recorder: QueryRecorder;
   readonly sharing: WorkSharing;
+}
+
+/** A path argument: a non-empty string without NUL characters. */
+function checkFile(field: string, path: unknown): void {
+  if (typeof path !== 'string' || path.length === 0 || path.includes('\u0000')) {
+    throw new InvalidInputError(field, 'a non-empty path without NUL characters', path);
+  }
 }
 
 /** Each open database's internals, for {@link internalsOf}. */
@@ -70,6 +79,19 @@ export class TidalDb implements AsyncDisposable {
     return new TidalDbBuilder();
   }
 
+  /**
+   * Makes `dir` a new replica from `snapshot`, a peer's {@link TidalDb.replicaSnapshot}: open it
+   * afterwards with a replication link on the same stream, and it follows on from where the peer
+   * was, without replaying the stream from its start.
+   * @throws InvalidInputError (`dir`) when `dir` already holds a database; (`snapshot`) for a file
+   * that is not a replicating database's snapshot.
+   */
+  static bootstrapReplica(snapshot: string, dir: string): void {
+    checkFile('snapshot', snapshot);
+    checkFile('dir', dir);
+    installReplicaSnapshot(snapshot, dir, Date.now());
+  }
+
   /** Opens a database from options (what the builder calls). */
   static async open(options: TidalOptions): Promise<TidalDb> {
     const o = resolveOptions(options);
@@ -77,6 +99,11 @@ export class TidalDb implements AsyncDisposable {
     try {
       if (o.metricsRegistry) await db.#queries.exportMetrics(o.metricsRegistry);
       await db.warm();
+      // Last: the link publishes and applies from here on, on a database that is open and warm.
+      if (o.replication !== null && db.#p.replica !== null) {
+        if (o.metricsRegistry) await exportReplicationMetrics(o.metricsRegistry, () => db.stats().replication);
+        o.replication.start(replicaHost(db.#p.replica, db.#writes, o.clock, o.onWarning));
+      }
     } catch (err) {
       await db.close().catch(() => {});
       throw err;
@@ -331,7 +358,10 @@ export class TidalDb implements AsyncDisposable {
    */
   stats(): QueryStats {
     const gc = this.#writes.groupCommit;
-    return this.#queries.stats({ ...gc.stats, queueLimit: gc.options.maxQueueEvents }, this.#p.pins.stats(this.#o.clock()));
+    const stats = this.#queries.stats({ ...gc.stats, queueLimit: gc.options.maxQueueEvents }, this.#p.pins.stats(this.#o.clock()));
+    const { replica } = this.#p;
+    if (replica !== null && this.#o.replication !== null) stats.replication = replica.stats(this.#o.replication.stats());
+    return stats;
   }
 
   /** The in-flight count, the level a query entering now would get, and the limits (read-only). */
@@ -367,6 +397,19 @@ export class TidalDb implements AsyncDisposable {
     return results;
   }
 
+  /**
+   * Writes to `file` a copy of this replicating database as of its last commit, for a new replica
+   * to start from ({@link TidalDb.bootstrapReplica}); queued writes are committed first.
+   * @throws InvalidInputError (`replication`) when the database was opened without a replication link.
+   */
+  async replicaSnapshot(file: string): Promise<void> {
+    this.#check('write a replica snapshot');
+    if (this.#p.replica === null) throw new InvalidInputError('replication', 'a database opened with a replication link', null);
+    checkFile('file', file);
+    this.#writes.flush();
+    writeReplicaSnapshot(this.#p.db, file);
+  }
+
   /** Commits every queued write now. */
   async flush(): Promise<void> {
     this.#check('flush');
@@ -387,7 +430,10 @@ export class TidalDb implements AsyncDisposable {
    * workers and closes SQLite. Idempotent: every call returns the same promise.
    */
   close(): Promise<void> {
-    this.#closing ??= shutdown(this.#p, this.#o, this.#link);
+    // The replication link stops first: nothing is applied or published while the rest closes.
+    this.#closing ??= (this.#o.replication?.close() ?? Promise.resolve())
+      .catch(() => {})
+      .then(() => shutdown(this.#p, this.#o, this.#link));
     return this.#closing;
   }
 

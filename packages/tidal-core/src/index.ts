@@ -60,7 +60,11 @@ export type {
   LoadView,
   LimitedOptions,
   Criticality,
+  ReplicationLink,
+  ReplicationLinkStats,
+  OriginPosition,
 } from 'tidal-load';
+export type { ReplicaStats } from './replication.js';
 export { SESSION_DEFAULTS } from './session-options.js';
 export { CURSOR_DEFAULTS } from './pinned-rankings.js';
 export type { CursorOptions, PinnedRankingStats } from './pinned-rankings.js';

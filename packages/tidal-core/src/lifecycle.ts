@@ -21,6 +21,7 @@ import { QueryFront } from './query-front.js';
 import { QueryPool } from './query-pool.js';
 import { mainReadDeps, ReadPipeline } from './read-pipeline.js';
 import { recover } from './recovery.js';
+import { ReplicaState } from './replication.js';
 import { SessionRegistry } from './sessions.js';
 import { WorkSharing } from './sharing.js';
 import { Meta, openStorage } from 'tidal-wal/storage';
@@ -72,6 +73,8 @@ export interface DbParts {
   readonly walCheckpointer: WalCheckpointer | null;
   /** Releases the directory's lock (see dir-lock.ts). */
   readonly unlock: () => void;
+  /** The replication state when the database replicates, else null. */
+  readonly replica: ReplicaState | null;
 }
 
 /**
@@ -120,6 +123,7 @@ export function openParts(o: FilledOptions): DbParts {
     walCheckpointer = WalCheckpointer.start(db, file, o.onWarning);
     /** The items version every acknowledged item write reached, for worker modules' threads (BigInt64). */
     const itemsVersionCell = new BigInt64Array(new SharedArrayBuffer(8));
+    const replica = o.replication === null ? null : new ReplicaState(db, meta);
     const writes = new WritePath(
       o,
       {
@@ -134,6 +138,7 @@ export function openParts(o: FilledOptions): DbParts {
         ackMark,
         onWarning: o.onWarning,
         itemsVersionCell,
+        replica,
       },
       start,
     );
@@ -172,7 +177,7 @@ export function openParts(o: FilledOptions): DbParts {
       inFlight,
     });
     const reads = new ReadPipeline(readDeps, (req, op, guard) => queries.plan(req, op, guard), ordinalOf);
-    const parts = { dir, ephemeral, db, store, writes, sessions, users, pool, queries, sharing, reads, pins, host: host ?? null };
+    const parts = { dir, ephemeral, db, store, writes, sessions, users, pool, queries, sharing, reads, pins, host: host ?? null, replica };
     return { ...parts, ackMark, walCheckpointer, unlock };
   } catch (err) {
     ackMark?.close();

@@ -1,4 +1,5 @@
 import { InvalidInputError, levelName, type DegradationLevel } from 'tidal-load';
+import type { ReplicaStats } from './replication.js';
 
 // prom-client is an optional peer dependency: it is loaded only when a registry is given, and no
 // type of it appears in tidal's declarations (an application without it must still type-check).
@@ -58,6 +59,39 @@ async function importPromClient(registry: unknown): Promise<PromClient> {
  */
 export async function createMetrics(registry: MetricsRegistry, source: MetricsSource, prefix = 'tidal_'): Promise<Metrics> {
   return new PromMetrics(await importPromClient(registry), registry, source, prefix);
+}
+
+/**
+ * The replication gauges, read at each scrape from `read` (`stats().replication`):
+ * `tidal_replication_unpublished` (own batches waiting for the log) and
+ * `tidal_replication_lag_ms{origin}` (per other replica, how long after its commit there its last
+ * batch applied here committed).
+ */
+export async function exportReplicationMetrics(
+  registry: MetricsRegistry,
+  read: () => ReplicaStats | null,
+  prefix = 'tidal_',
+): Promise<void> {
+  const { Gauge } = await importPromClient(registry);
+  const registers = [registry as InstanceType<PromClient['Registry']>];
+  new Gauge({
+    name: `${prefix}replication_unpublished`,
+    help: "This replica's committed batches not yet in the replication log",
+    registers,
+    collect() {
+      this.set(read()?.unpublished ?? 0);
+    },
+  });
+  new Gauge({
+    name: `${prefix}replication_lag_ms`,
+    help: 'Per other replica: milliseconds from its commit of the last batch applied here to the commit here',
+    labelNames: ['origin'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const o of read()?.origins ?? []) this.set({ origin: o.origin }, o.lagMs);
+    },
+  });
 }
 
 /** What the database reports per query; implemented over prom-client by {@link createMetrics}. */

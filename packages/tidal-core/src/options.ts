@@ -23,7 +23,7 @@ import type { MetricsRegistry } from './metrics.js';
 import { checkPath } from './paths.js';
 import { resolveSchema, type SchemaDefinition } from './schema.js';
 import { checkWhole, isPlainObject } from './validate.js';
-import { resolveRateLimiterConfig, type RateLimit, type RateLimiterConfig } from 'tidal-load';
+import { resolveRateLimiterConfig, type RateLimit, type RateLimiterConfig, type ReplicationLink } from 'tidal-load';
 import { resolveSessionOptions, type FilledSessionOptions, type SessionOptions } from './session-options.js';
 import { resolveCursorOptions, type CursorOptions, type FilledCursorOptions } from './pinned-rankings.js';
 import { resolveWorkSharing, type FilledWorkSharing, type WorkSharingOptions } from './sharing.js';
@@ -154,6 +154,12 @@ export interface TidalOptions {
    * @default { ttlMs: 600_000, depth: 200, maxRankings: 10_000, maxBytes: 64 MiB }
    */
   cursors?: CursorOptions;
+  /**
+   * Replicates this database's writes to other replicas and theirs to it through a log
+   * (tidal-fleet's `RedisStreamReplication`; see docs/scale-out.md#replication). The database
+   * starts it once open and closes it before it closes.
+   */
+  replication?: ReplicationLink;
 }
 
 /** See {@link TidalOptions.workerModule}. */
@@ -187,6 +193,7 @@ export interface FilledOptions {
   loadManagement: boolean;
   workSharing: FilledWorkSharing;
   cursors: FilledCursorOptions;
+  replication: ReplicationLink | null;
 }
 
 export const DEFAULTS = Object.freeze({
@@ -230,6 +237,7 @@ const OPTION_KEYS: readonly (keyof TidalOptions)[] = [
   'sessions',
   'workSharing',
   'cursors',
+  'replication',
 ];
 
 /** The keys each object-valued option takes; a new key of one of them must be added here. */
@@ -346,7 +354,17 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
     sessions: resolveSessionOptions(o.sessions),
     workSharing: resolveWorkSharing(o.workSharing),
     cursors: resolveCursorOptions(o.cursors),
+    replication: checkReplication(o.replication),
   };
+}
+
+function checkReplication(link: unknown): ReplicationLink | null {
+  if (link === undefined) return null;
+  const l = (typeof link === 'object' && link !== null ? link : {}) as Record<string, unknown>;
+  if (typeof l.start !== 'function' || typeof l.close !== 'function' || typeof l.stats !== 'function') {
+    throw new InvalidInputError('replication', 'a replication link with start, stats and close (e.g. RedisStreamReplication)', link);
+  }
+  return link as ReplicationLink;
 }
 
 function resolveWorkerModule(m: unknown): FilledOptions['workerModule'] {

@@ -1,6 +1,7 @@
 import { DegradationLevel, levelName, type DegradationLevelName } from 'tidal-load';
 import type { GroupCommitStats } from 'tidal-wal';
 import type { PinnedRankingStats } from './pinned-rankings.js';
+import type { ReplicaStats } from './replication.js';
 
 /** Latency samples kept for percentiles: the most recent ones, so the figures follow the load. */
 const WINDOW = 8192;
@@ -48,6 +49,8 @@ export interface QueryStats {
   writes: GroupCommitStats & { queueLimit: number };
   /** Cursor chains: the pinned rankings kept now and their estimated bytes, and those dropped since open. */
   cursors: PinnedRankingStats;
+  /** Replication (a database opened with a replication link), else null. */
+  replication: ReplicaStats | null;
 }
 
 class Ring {
@@ -143,6 +146,7 @@ export class QueryRecorder {
       meanServiceMs: this.meanServiceMs,
       writes,
       cursors,
+      replication: null,
     };
   }
 }

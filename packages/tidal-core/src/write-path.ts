@@ -1,5 +1,12 @@
 import type Database from 'better-sqlite3';
-import { CapacityError, InvalidInputError, type WarningSink, type WriterFailedError } from 'tidal-load';
+import {
+  CapacityError,
+  InvalidInputError,
+  type ForeignBatch,
+  type ReplicatedEvent,
+  type WarningSink,
+  type WriterFailedError,
+} from 'tidal-load';
 import { GroupCommit, type AckMark, type MemoryGuard, type SignalLog, type SlotCheckpoint } from 'tidal-wal';
 import { ItemsWriter, SLOT_BYTES, type QuerySchema, type SignalStore, type StoredItem } from 'tidal-query';
 import type { FilledOptions } from './options.js';
@@ -9,6 +16,7 @@ import { META, type Meta } from 'tidal-wal/storage';
 import type { ItemInput, SignalInput } from './types.js';
 import { checkId, checkMetadata, checkText, checkTime, checkVector, checkWeight, isValidId, isValidWeight } from './validate.js';
 import { MAX_EVENT_MS } from 'tidal-query';
+import type { ItemStamp, ReplicaState, ReplMarkEvent } from './replication.js';
 
 /** A signal to append to the log and apply to the signal store. */
 export interface SignalEvent {
@@ -26,20 +34,31 @@ export interface SignalEvent {
   readonly user: string | null;
 }
 
-/** An item inserted or replaced. `replacing`: the id already had an ordinal (its text row may exist). */
+/**
+ * An item inserted or replaced. `replacing`: the id already had an ordinal (its text row may exist).
+ * `stamp`: a foreign write's last-writer-wins stamp; `skipped` is set in the commit when it lost.
+ */
 export interface UpsertEvent {
   readonly type: 'upsert';
   readonly item: StoredItem;
   readonly replacing: boolean;
+  readonly stamp?: ItemStamp;
+  skipped?: boolean;
 }
 
-/** An item deleted: its row keeps the id and ordinal, loses its content. */
+/**
+ * An item deleted: its row keeps the id and ordinal, loses its content. A foreign delete of an id
+ * this replica never saw has ordinal −1: only its stamp (the tombstone) is written.
+ */
 export interface DeleteEvent {
   readonly type: 'delete';
   readonly ordinal: number;
+  readonly id: string;
+  readonly stamp?: ItemStamp;
+  skipped?: boolean;
 }
 
-export type WriteEvent = SignalEvent | UpsertEvent | DeleteEvent | UserEvent;
+export type WriteEvent = SignalEvent | UpsertEvent | DeleteEvent | UserEvent | ReplMarkEvent;
 
 /** The session a signal call was made through, and when. */
 export interface SessionCall {
@@ -72,6 +91,8 @@ export interface WritePathDeps {
   readonly onWarning: WarningSink;
   /** Where the items version is published for other threads, after each commit that moves it. */
   readonly itemsVersionCell?: BigInt64Array;
+  /** The replication state, when the database replicates (its own batches go to the outbox). */
+  readonly replica?: ReplicaState | null;
 }
 
 /**
@@ -177,7 +198,7 @@ export class WritePath {
   delete(id: string): Promise<number | undefined> {
     const ordinal = this.#ids.get(id);
     if (ordinal === undefined) return Promise.resolve(undefined);
-    return this.#gc.enqueue([{ type: 'delete', ordinal }]);
+    return this.#gc.enqueue([{ type: 'delete', ordinal, id }]);
   }
 
   /**
@@ -392,29 +413,188 @@ export class WritePath {
     };
   }
 
+  // ---- foreign batches ----------------------------------------------------------------------
+
+  /**
+   * Queues batches of other replicas, each as one write (its mark first, then its events), and
+   * resolves with how many were queued once all are durable. A batch not above what was applied of
+   * its origin is dropped here: batches of one origin arrive in its order, and the caller queues
+   * again only after the previous call settled, so the committed positions are the whole truth.
+   */
+  async applyForeign(batches: readonly ForeignBatch[]): Promise<number> {
+    const replica = this.#deps.replica;
+    if (replica === undefined || replica === null)
+      throw new InvalidInputError('replication', 'a database opened with a replication link', null);
+    const seen = new Map<string, number>();
+    const writes: Promise<number>[] = [];
+    for (const { batch, position } of batches) {
+      if (batch.origin === replica.replicaId) continue;
+      const applied = seen.get(batch.origin) ?? replica.appliedSeq(batch.origin);
+      if (batch.seq <= applied) continue;
+      let queued = false;
+      writes.push(
+        this.#gc.enqueue(() => {
+          const events = this.#foreignEvents(batch.origin, batch.seq, applied, batch.at, position, batch.events);
+          queued = true;
+          return events;
+        }),
+      );
+      // A batch refused (backpressure, capacity) stops the call: a later batch of its origin
+      // committing would move the origin's position past the refused one, which would never be applied.
+      if (!queued) break;
+      seen.set(batch.origin, batch.seq);
+    }
+    const settled = await Promise.allSettled(writes);
+    const failed = settled.find((r) => r.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
+    return writes.length;
+  }
+
+  /** The events one foreign batch becomes here: ordinals and signal slots are this replica's own. */
+  #foreignEvents(
+    origin: string,
+    seq: number,
+    after: number,
+    at: number,
+    position: string,
+    events: readonly ReplicatedEvent[],
+  ): WriteEvent[] {
+    const out: WriteEvent[] = [];
+    const signals: SignalEvent[] = [];
+    const mark = this.#nextOrdinal;
+    this.#fresh.length = 0;
+    try {
+      for (const e of events) {
+        switch (e.t) {
+          case 'signal': {
+            // A kind this replica's schema does not declare has no slot here: the signal is not applied.
+            const kind = this.#kindIndex.get(e.kind);
+            if (kind === undefined) break;
+            const s: SignalEvent = {
+              type: 'signal',
+              ordinal: this.#ids.get(e.item) ?? this.#ordinal(e.item).ordinal,
+              id: e.item,
+              kind,
+              weight: e.weight,
+              at: e.at,
+              session: null,
+              sessionAt: 0,
+              user: e.user,
+            };
+            signals.push(s);
+            out.push(s);
+            break;
+          }
+          case 'upsert': {
+            const { ordinal, known } = this.#ordinal(e.item.id);
+            const embedding = e.item.embedding === null ? null : Float32Array.from(e.item.embedding);
+            const item: StoredItem = { ...e.item, ordinal, embedding };
+            out.push({ type: 'upsert', item, replacing: known, stamp: { at: e.stamp, origin } });
+            break;
+          }
+          case 'delete':
+            out.push({ type: 'delete', ordinal: this.#ids.get(e.id) ?? -1, id: e.id, stamp: { at: e.stamp, origin } });
+            break;
+          case 'user-upsert':
+            this.#deps.users.declare([e.id], true);
+            out.push({
+              type: 'user-upsert',
+              id: e.id,
+              metadata: e.metadata,
+              embedding: e.embedding === null ? null : Float32Array.from(e.embedding),
+            });
+            break;
+          case 'user-delete':
+            this.#deps.users.declare([e.id], false);
+            out.push({ type: 'user-delete', id: e.id });
+            break;
+          case 'hide':
+          case 'unhide':
+            out.push({ type: e.t, user: e.user, ordinal: this.#ids.get(e.item) ?? this.#ordinal(e.item).ordinal, item: e.item });
+            break;
+          default:
+            out.push({ type: e.t, user: e.user, creator: e.creator });
+        }
+      }
+      if (signals.length > 0) {
+        const ordinals = Int32Array.from(signals, (x) => x.ordinal);
+        this.#deps.store.reserve(
+          ordinals,
+          Int32Array.from(signals, (x) => x.kind),
+          signals.length,
+        );
+      }
+    } catch (err) {
+      this.#forgetOrdinalsFrom(mark);
+      throw err;
+    }
+    return [{ type: 'repl-mark', origin, seq, at, position, count: out.length, after }, ...out];
+  }
+
   // ---- commit -------------------------------------------------------------------------------
 
   #commit(events: readonly WriteEvent[], firstSeq: number): void {
     let seq = firstSeq;
     let version = this.#itemsVersion;
     const users = this.#deps.users;
+    const replica = this.#deps.replica ?? null;
+    const now = replica === null ? 0 : this.#o.clock();
+    /** Events left of the foreign batch being committed (0: the event is this replica's own). */
+    let foreign = 0;
+    /** Events left of a foreign batch being dropped. */
+    let drop = 0;
+    /** What this transaction's marks applied of each origin so far. */
+    let applied: Map<string, number> | null = null;
     const facts = (ordinal: number, id: string): ItemFacts => this.#facts(ordinal, id);
     users.begin();
+    replica?.beginBatch();
     for (const e of events) {
+      if (drop > 0) {
+        drop--;
+        seq++;
+        continue;
+      }
+      if (e.type === 'repl-mark') {
+        if ((applied?.get(e.origin) ?? replica!.appliedSeq(e.origin)) !== e.after) {
+          e.dropped = true;
+          drop = e.count;
+        } else {
+          replica!.mark(e, now);
+          (applied ??= new Map()).set(e.origin, e.seq);
+          foreign = e.count;
+        }
+        seq++;
+        continue;
+      }
+      const own = foreign === 0;
+      if (!own) foreign--;
+      let stamp = now;
       if (e.type === 'signal') {
         if (this.#unpersisted.has(e.ordinal)) this.#items.ensureKey(e.ordinal, e.id);
         this.#deps.log.appendAt(seq, e);
         if (e.user !== null) users.persist(e, facts);
       } else if (e.type === 'upsert') {
-        this.#items.upsert(e.item, ++version, e.replacing);
+        const won = replica === null ? now : replica.itemWrite(e.item.id, now, e.stamp ?? null);
+        if (won === null) {
+          e.skipped = true;
+          if (this.#unpersisted.has(e.item.ordinal)) this.#items.ensureKey(e.item.ordinal, e.item.id);
+        } else {
+          stamp = won;
+          this.#items.upsert(e.item, ++version, e.replacing);
+        }
       } else if (e.type === 'delete') {
-        this.#items.delete(e.ordinal, ++version);
+        const won = replica === null ? now : replica.itemWrite(e.id, now, e.stamp ?? null);
+        if (won !== null) stamp = won;
+        if (won === null || e.ordinal < 0) e.skipped = true;
+        else this.#items.delete(e.ordinal, ++version);
       } else {
         if ((e.type === 'hide' || e.type === 'unhide') && this.#unpersisted.has(e.ordinal)) this.#items.ensureKey(e.ordinal, e.item);
         users.persist(e, facts);
       }
+      if (own && replica !== null) replica.record(this.#replicated(e, stamp));
       seq++;
     }
+    replica?.endBatch(firstSeq, now);
     users.finish();
     this.#deps.sessions.persistBatch(events);
     this.#deps.log.setLastSeq(seq - 1);
@@ -424,25 +604,59 @@ export class WritePath {
     this.#deps.log.reclaim(2 * events.length);
   }
 
+  /** An own event as it travels: ids and kind names instead of this replica's ordinals and numbers. */
+  #replicated(e: Exclude<WriteEvent, ReplMarkEvent>, stamp: number): ReplicatedEvent {
+    switch (e.type) {
+      case 'signal':
+        return { t: 'signal', item: e.id, kind: this.#schema.kinds[e.kind]!.name, weight: e.weight, at: e.at, user: e.user };
+      case 'upsert': {
+        const { ordinal: _ordinal, embedding, ...item } = e.item;
+        return { t: 'upsert', item: { ...item, embedding: embedding === null ? null : Array.from(embedding) }, stamp };
+      }
+      case 'delete':
+        return { t: 'delete', id: e.id, stamp };
+      case 'user-upsert':
+        return { t: 'user-upsert', id: e.id, metadata: e.metadata, embedding: e.embedding === null ? null : Array.from(e.embedding) };
+      case 'user-delete':
+        return { t: 'user-delete', id: e.id };
+      case 'hide':
+      case 'unhide':
+        return { t: e.type, user: e.user, item: e.item };
+      default:
+        return { t: e.type, user: e.user, creator: e.creator };
+    }
+  }
+
   #afterCommit(events: readonly WriteEvent[]): void {
     const store = this.#deps.store;
     const rows = this.#deps.checkpointRows;
     this.#deps.sessions.applyBatch(events);
     this.#deps.users.apply();
     let signals = 0;
+    let marks: ReplMarkEvent[] | null = null;
+    let drop = 0;
     for (const e of events) {
+      if (drop > 0) {
+        drop--;
+        continue;
+      }
       if (e.type === 'signal') {
         store.apply(e.ordinal, e.kind, e.weight, e.at);
         rows.markDirty(store.slotOf(e.ordinal, e.kind));
         signals++;
         this.#unpersisted.delete(e.ordinal);
       } else if (e.type === 'upsert' || e.type === 'delete') {
+        if (e.skipped === true) continue;
         this.#itemsVersion++;
         if (e.type === 'upsert') this.#unpersisted.delete(e.item.ordinal);
       } else if (e.type === 'hide' || e.type === 'unhide') {
         this.#unpersisted.delete(e.ordinal);
+      } else if (e.type === 'repl-mark') {
+        if (e.dropped === true) drop = e.count;
+        else (marks ??= []).push(e);
       }
     }
+    this.#deps.replica?.committed(marks ?? [], this.#o.clock());
     if (this.#deps.itemsVersionCell !== undefined) Atomics.store(this.#deps.itemsVersionCell, 0, BigInt(this.#itemsVersion));
     this.#eventsSinceCheckpoint += signals;
     // The group commit advances nextSeq before this hook runs, so nextSeq − 1 is this batch's last

@@ -14,3 +14,5 @@ export { EmbedderClient, DEFAULT_MAX_IN_FLIGHT, EMBEDDER_BREAKER_DEFAULTS } from
 export type { EmbedderOptions, EmbedderBreakerOptions, EmbedOptions, EmbedderStats } from './embedder.js';
 // The errors these throw, and the bound of a slot limit (docs/errors.md).
 export { SlotTimeoutError, PooledSessionError, UnexpectedReplyError, DependencyUnavailableError, SLOT_CEILING } from 'tidal-load';
+export { RedisStreamReplication } from './replication/redis-stream.js';
+export type { RedisStreamReplicationOptions } from './replication/redis-stream.js';

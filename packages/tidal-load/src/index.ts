@@ -43,3 +43,14 @@ export type {
   SlotSource,
   AcquireOptions,
 } from './shared-limits.js';
+// The contract between a replicating database and the log that carries its batches (tidal-fleet implements the log).
+export type {
+  ReplicatedItem,
+  ReplicatedEvent,
+  ReplicatedBatch,
+  ForeignBatch,
+  OriginPosition,
+  ReplicaHost,
+  ReplicationLinkStats,
+  ReplicationLink,
+} from './replication.js';

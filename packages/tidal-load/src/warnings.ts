@@ -44,6 +44,14 @@ export const WARNING_CODES = [
   'TIDAL_EMBEDDING_SKIPPED',
   /** A query worker could not set the nice value `workerNice` asked for (not Linux, or refused); it runs at the process's. */
   'TIDAL_WORKER_NICE_UNSET',
+  /** The replication log's Redis cannot be reached; writes are acknowledged and served locally and published when it returns. */
+  'TIDAL_REPLICATION_AWAY',
+  /** The replication log's Redis answers again; the outbox is published and the follower reads on. */
+  'TIDAL_REPLICATION_RESTORED',
+  /** Foreign batches could not be applied (capacity, or an entry that is not a batch); the follower retries or skips, as the message says. */
+  'TIDAL_REPLICATION_STALLED',
+  /** The replication log no longer holds the entries after this replica's stored position (trimmed by retention). */
+  'TIDAL_REPLICATION_GAP',
 ] as const;
 
 export type WarningCode = (typeof WARNING_CODES)[number];

@@ -28,6 +28,7 @@ import { createSharedAdmissionChain } from './admission/shared-limits.js';
 import { createAdmissionChain, createSharedAdmissionState } from './admission/chain.js';
 import { KeyRing } from './keys.js';
 import { openFleet } from './admission/shared-fleet.js';
+import { RedisStreamReplication } from 'tidal-fleet';
 import { createServer, type RoutesPlugin } from './server.js';
 import { handleShutdown } from './shutdown.js';
 
@@ -116,6 +117,7 @@ async function serve(config: ServeConfig): Promise<void> {
   }
   const fleet = await openFleet(config, log, registry);
   if (fleet.embedder !== undefined) builder = builder.embedder(fleet.embedder);
+  if (config.replicate) builder = builder.replication(RedisStreamReplication.connect(config.redis!));
   let db: Awaited<ReturnType<typeof builder.open>>;
   try {
     db = await builder.open();

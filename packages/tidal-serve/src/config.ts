@@ -36,6 +36,8 @@ export interface ServeConfig {
   readonly admission: boolean;
   /** `--redis URL`: the tenant limiter and the period limit decide through this Redis, shared by every replica. */
   readonly redis: string | undefined;
+  /** `--replicate` (with `--redis`): signals, items and user state replicate between replicas through a Redis Stream on it. */
+  readonly replicate: boolean;
   /** `--embedder URL`: the `/v1/embeddings` endpoint `search({ text, semantic: true })` embeds through. */
   readonly embedder: string | undefined;
   /** `--embedder-max-concurrency N`: the embedder's `max_concurrent_calls`, across replicas with `--pg`. */
@@ -127,6 +129,10 @@ const FLAGS = {
   redis: {
     type: 'string',
     help: 'URL        share the tenant and period limits with every replica through this Redis (redis://host:port)',
+  },
+  replicate: {
+    type: 'boolean',
+    help: "         with --redis: replicate signals, items and user state to every replica through the stream tidal:replication (each replica's --path is its own)",
   },
   embedder: { type: 'string', help: 'URL     an embedding endpoint (POST URL/v1/embeddings) for search with semantic: true' },
   'embedder-max-concurrency': { type: 'string', help: `N  the embedder's max_concurrent_calls (1 to 32), across replicas with --pg` },
@@ -265,6 +271,10 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
   const redis = str('redis');
   if (redis !== undefined && !/^rediss?:\/\/[^\s]+$/.test(redis))
     throw new InvalidInputError('--redis', 'a redis:// or rediss:// URL', redis);
+  if (bool('replicate') && redis === undefined)
+    throw new InvalidInputError('--replicate', 'given with --redis (the Redis its stream is on)', true);
+  if (bool('replicate') && demo)
+    throw new InvalidInputError('--replicate', 'given without --demo (every replica would load the demo corpus and replicate it)', true);
   const embedder = str('embedder');
   if (embedder !== undefined && !/^https?:\/\/[^\s]+$/.test(embedder))
     throw new InvalidInputError('--embedder', 'an http:// or https:// URL', embedder);
@@ -301,6 +311,7 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
       str('body-limit') === undefined ? CONFIG_DEFAULTS.bodyLimitBytes : whole('--body-limit', str('body-limit')!, 1, 2 ** 30),
     admission: !bool('no-admission'),
     redis,
+    replicate: bool('replicate'),
     embedder,
     embedderMaxConcurrency: maxConcurrency === undefined ? undefined : whole('--embedder-max-concurrency', maxConcurrency, 1, 32),
     pg,

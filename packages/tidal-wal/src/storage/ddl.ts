@@ -17,8 +17,10 @@
  * - 3: the co-engagement index of profile `related` (`item_related`). The step creates it empty:
  *   co-engagement counts from the first user signal after the upgrade.
  * - 4: no FTS5 table: the text index is built from `items` alone. The step drops `items_fts`.
+ * - 5: replication between replicas (`repl_outbox`, `repl_origins`, `repl_item_clock`). The step
+ *   creates them empty: nothing written before the upgrade is in the outbox.
  */
-export const STORAGE_VERSION = 4;
+export const STORAGE_VERSION = 5;
 
 /** Every table and index, as `CREATE ... IF NOT EXISTS`: running it on a current file changes nothing. */
 export const TABLES = `
@@ -114,4 +116,29 @@ export const TABLES = `
     ordinal INTEGER PRIMARY KEY,
     partners BLOB NOT NULL
   );
+
+  -- Replication (format 5), written only by a database opened with a replication link, in the
+  -- transaction of the batch concerned. The outbox: one row per committed batch of this replica's
+  -- own writes not yet appended to the replication log (seq: the batch's first sequence number,
+  -- at: the commit time in ms, body: the events as JSON); deleted once the log has them.
+  CREATE TABLE IF NOT EXISTS repl_outbox (
+    seq INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    body TEXT NOT NULL
+  );
+  -- Per other replica: the seq of its last batch applied here, that batch's commit time at the
+  -- origin and here. A batch at or below seq is already applied and is dropped.
+  CREATE TABLE IF NOT EXISTS repl_origins (
+    origin TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    origin_at REAL NOT NULL,
+    applied_at REAL NOT NULL
+  ) WITHOUT ROWID;
+  -- Per item id: the stamp (ms) and origin of its last write, upsert or delete (a deleted item's
+  -- row is its tombstone): a write wins when (at, origin) is above the stored pair.
+  CREATE TABLE IF NOT EXISTS repl_item_clock (
+    id TEXT PRIMARY KEY,
+    at REAL NOT NULL,
+    origin TEXT NOT NULL
+  ) WITHOUT ROWID;
 `;

@@ -53,16 +53,22 @@ export const META = Object.freeze({
    * absent: layout 1, the only one written before the key.
    */
   checkpointSlotLayout: numberKey('checkpoint_slot_layout'),
+  /** This database's replica id in the replication log, made on the first open with replication. */
+  replicaId: textKey('replica_id'),
+  /** The replication log position of the last foreign batch applied (absent: none yet). */
+  replicationPosition: textKey('replication_position'),
 });
 
 /** The `tidal_meta` key/value table, read and written through the typed keys of {@link META}. */
 export class Meta {
   readonly #get: Database.Statement<[string], string>;
   readonly #set: Database.Statement<[string, string]>;
+  readonly #delete: Database.Statement<[string]>;
 
   constructor(db: Database.Database) {
     this.#get = db.prepare<[string], string>('SELECT value FROM tidal_meta WHERE key = ?').pluck();
     this.#set = db.prepare<[string, string]>('INSERT OR REPLACE INTO tidal_meta (key, value) VALUES (?, ?)');
+    this.#delete = db.prepare<[string]>('DELETE FROM tidal_meta WHERE key = ?');
   }
 
   /** The stored value of `key`, or undefined if it was never set. */
@@ -73,5 +79,10 @@ export class Meta {
 
   set<T>(key: MetaKey<T>, value: T): void {
     this.#set.run(key.name, key.encode(value));
+  }
+
+  /** Removes `key`, so {@link get} reads undefined again. */
+  delete<T>(key: MetaKey<T>): void {
+    this.#delete.run(key.name);
   }
 }

@@ -19,6 +19,8 @@ const MIGRATIONS: readonly ((db: Database.Database) => void)[] = [
   () => {},
   // 3 → 4: items_fts is no longer written or read.
   (db) => db.exec('DROP TABLE IF EXISTS items_fts'),
+  // 4 → 5: the replication tables, created empty by TABLES (ddl.ts).
+  () => {},
 ];
 
 /**

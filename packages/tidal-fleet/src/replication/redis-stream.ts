@@ -1,0 +1,442 @@
+/**
+ * Replication through one Redis Stream (docs/scale-out.md#replication). Every replica appends its
+ * committed batches to the stream and reads everyone's from its own stored position; there is no
+ * consumer group, because every replica needs every entry.
+ *
+ * An entry is one batch: fields `o` (origin replica id), `s` (the origin's first sequence number
+ * of the batch), `t` (the origin's commit time, ms) and `b` (the events, JSON). Delivery is at
+ * least once: a batch appended whose outbox row was not yet deleted when its replica died is
+ * appended again, and followers drop every `(origin, seq)` not above what they applied of that
+ * origin.
+ *
+ * Two connections: the follower's `XREAD BLOCK` holds its connection for up to `blockMs`, so the
+ * appends go through another one. Neither queues commands while disconnected; both reconnect in
+ * the background, and the loops wait `retryMs` between attempts while Redis is away.
+ */
+import { createClient } from 'redis';
+import {
+  BackpressureError,
+  InvalidInputError,
+  TidalError,
+  emitProcessWarning,
+  type ForeignBatch,
+  type ReplicaHost,
+  type ReplicatedBatch,
+  type ReplicatedEvent,
+  type ReplicationLink,
+  type ReplicationLinkStats,
+  type WarningSink,
+} from 'tidal-load';
+
+/** Options of {@link RedisStreamReplication.connect}; every field optional. */
+export interface RedisStreamReplicationOptions {
+  /**
+   * The stream's key: every replica of one deployment names the same.
+   * @default 'tidal:replication'
+   */
+  stream?: string;
+  /**
+   * How long one `XREAD` waits for new entries, in milliseconds: the longest a close waits for the follower.
+   * @default 1_000
+   */
+  blockMs?: number;
+  /**
+   * Entries read per `XREAD`: each is one batch (≤ the origin's `groupCommit.maxBatch` events),
+   * so 64 entries are at most 64 k events queued into the group commit at once.
+   * @default 64
+   */
+  readCount?: number;
+  /**
+   * Outbox batches appended per `MULTI` (one round trip).
+   * @default 64
+   */
+  publishCount?: number;
+  /**
+   * Entries the stream keeps (`XADD … MAXLEN ~`): a replica away for longer than the fleet takes
+   * to write this many batches cannot catch up from the stream (`TIDAL_REPLICATION_GAP`). At the
+   * ≈ 200 bytes of a one-signal batch, a million entries are ≈ 200 MB of Redis memory.
+   * @default 1_000_000
+   */
+  maxLen?: number;
+  /**
+   * The wait after a failed attempt (Redis away, a write refused), in milliseconds.
+   * @default 250
+   */
+  retryMs?: number;
+  /** Receives the replication warnings. @default the database's `onWarning` */
+  onWarning?: WarningSink;
+}
+
+const DEFAULTS = Object.freeze({
+  stream: 'tidal:replication',
+  blockMs: 1_000,
+  readCount: 64,
+  publishCount: 64,
+  maxLen: 1_000_000,
+  retryMs: 250,
+});
+
+type Client = ReturnType<typeof createClient>;
+
+/** A loopback or LAN connection is made in well under a millisecond; a second is far past any healthy one. */
+const CONNECT_TIMEOUT_MS = 1_000;
+
+function openClient(url: string): Client {
+  const client = createClient({
+    url,
+    disableOfflineQueue: true,
+    socket: {
+      connectTimeout: CONNECT_TIMEOUT_MS,
+      // Quickly at first, then every second: a returning Redis is picked up within ≈ 1 s.
+      reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 5), 1_000),
+    },
+  });
+  // Failures surface on the commands that meet them; the event must be listened to or it would throw.
+  client.on('error', () => {});
+  client.connect().catch(() => {});
+  return client;
+}
+
+/**
+ * Resolves once `client` is ready, or after its connect timeout: a link that starts is not "away"
+ * for the round trip its first connection takes.
+ */
+function firstConnect(client: Client): Promise<void> {
+  if (client.isReady) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, CONNECT_TIMEOUT_MS);
+    client.once('ready', done);
+    function done(): void {
+      clearTimeout(timer);
+      client.off('ready', done);
+      resolve();
+    }
+  });
+}
+
+function checkWhole(field: string, v: unknown, min: number, max: number): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new InvalidInputError(`options.${field}`, `a whole number from ${min} to ${max}`, v);
+  }
+  return v;
+}
+
+/** `a` before `b` as stream ids (`<ms>-<seq>`). */
+function idBefore(a: string, b: string): boolean {
+  const [am = '0', as = '0'] = a.split('-');
+  const [bm = '0', bs = '0'] = b.split('-');
+  return BigInt(am) < BigInt(bm) || (am === bm && BigInt(as) < BigInt(bs));
+}
+
+/** One batch from an entry's fields, or null when the entry is not one. */
+export function parseEntry(fields: readonly unknown[]): ReplicatedBatch | null {
+  const f = new Map<string, string>();
+  for (let i = 0; i + 1 < fields.length; i += 2) f.set(String(fields[i]), String(fields[i + 1]));
+  const origin = f.get('o');
+  const seq = Number(f.get('s'));
+  const at = Number(f.get('t'));
+  const body = f.get('b');
+  if (origin === undefined || body === undefined || !Number.isSafeInteger(seq) || !Number.isFinite(at)) return null;
+  let events: unknown;
+  try {
+    events = JSON.parse(body);
+  } catch {
+    return null;
+  }
+  return Array.isArray(events) ? { origin, seq, at, events: events as ReplicatedEvent[] } : null;
+}
+
+/** The entries of an `XREAD` reply (RESP2: `[[key, [[id, [field, value, …]], …]]]`, or null). */
+function entriesOf(reply: unknown): [string, unknown[]][] {
+  if (!Array.isArray(reply) || reply.length === 0) return [];
+  const stream = reply[0] as unknown[];
+  const entries = Array.isArray(stream) ? stream[1] : undefined;
+  if (!Array.isArray(entries)) return [];
+  return entries.filter((e): e is [string, unknown[]] => Array.isArray(e) && typeof e[0] === 'string' && Array.isArray(e[1]));
+}
+
+/**
+ * A {@link ReplicationLink} over a Redis Stream: publishes the host's outbox in order and follows
+ * the other replicas' entries. Give it to `builder.replication(link)`; the database starts it once
+ * open and closes it first when it closes.
+ */
+export class RedisStreamReplication implements ReplicationLink {
+  readonly #o: Required<Omit<RedisStreamReplicationOptions, 'onWarning'>>;
+  readonly #sink: WarningSink | null;
+  readonly #url: string;
+  #writer: Client | null = null;
+  #reader: Client | null = null;
+  #host: ReplicaHost | null = null;
+  #loops: Promise<void>[] = [];
+  #closed: Promise<void> | null = null;
+  #wake: (() => void) | null = null;
+  #away = false;
+  #published = 0;
+  #read = 0;
+  #applied = 0;
+
+  private constructor(url: string, options: RedisStreamReplicationOptions) {
+    this.#url = url;
+    this.#sink = options.onWarning ?? null;
+    this.#o = {
+      stream: options.stream ?? DEFAULTS.stream,
+      blockMs: checkWhole('blockMs', options.blockMs ?? DEFAULTS.blockMs, 1, 60_000),
+      readCount: checkWhole('readCount', options.readCount ?? DEFAULTS.readCount, 1, 10_000),
+      publishCount: checkWhole('publishCount', options.publishCount ?? DEFAULTS.publishCount, 1, 10_000),
+      maxLen: checkWhole('maxLen', options.maxLen ?? DEFAULTS.maxLen, 1, 2 ** 40),
+      retryMs: checkWhole('retryMs', options.retryMs ?? DEFAULTS.retryMs, 1, 60_000),
+    };
+    if (typeof this.#o.stream !== 'string' || this.#o.stream === '') {
+      throw new InvalidInputError('options.stream', 'a non-empty key name', options.stream);
+    }
+  }
+
+  /**
+   * A link to the stream on `url` (`redis://host:port`). Connects when the database starts it; a
+   * Redis that cannot be reached then delays publishing, never a write.
+   * @throws {@link InvalidInputError} for a bad URL or option.
+   */
+  static connect(url: string, options: RedisStreamReplicationOptions = {}): RedisStreamReplication {
+    if (typeof url !== 'string' || !/^rediss?:\/\//.test(url)) throw new InvalidInputError('url', 'a redis:// or rediss:// URL', url);
+    return new RedisStreamReplication(url, options);
+  }
+
+  start(host: ReplicaHost): void {
+    if (this.#host !== null) throw new InvalidInputError('replication', 'a link started once (give each database its own)', host.replicaId);
+    if (this.#closed !== null) return;
+    this.#host = host;
+    this.#writer = openClient(this.#url);
+    this.#reader = openClient(this.#url);
+    host.onOutbox(() => this.#wakeUp());
+    this.#loops = [this.#publishLoop(host, this.#writer), this.#followLoop(host, this.#reader)];
+  }
+
+  stats(): ReplicationLinkStats {
+    return {
+      connected: (this.#writer?.isReady ?? false) && (this.#reader?.isReady ?? false) && !this.#away,
+      published: this.#published,
+      read: this.#read,
+      applied: this.#applied,
+    };
+  }
+
+  // ---- publishing -----------------------------------------------------------------------------
+
+  /** Appends the outbox, oldest first, one `MULTI` of up to `publishCount` batches at a time. */
+  async #publishLoop(host: ReplicaHost, client: Client): Promise<void> {
+    const o = this.#o;
+    await firstConnect(client);
+    while (this.#closed === null) {
+      if (host.unpublishedCount() === 0) {
+        await this.#sleep(o.retryMs * 4, true);
+        continue;
+      }
+      if (!client.isReady) {
+        this.#wentAway(host, 'not connected');
+        await this.#sleep(o.retryMs);
+        continue;
+      }
+      const batches = host.unpublished(o.publishCount);
+      try {
+        const multi = client.multi();
+        for (const b of batches) {
+          multi.addCommand([
+            'XADD',
+            o.stream,
+            'MAXLEN',
+            '~',
+            String(o.maxLen),
+            '*',
+            'o',
+            b.origin,
+            's',
+            String(b.seq),
+            't',
+            String(b.at),
+            'b',
+            JSON.stringify(b.events),
+          ]);
+        }
+        await multi.exec();
+      } catch (err) {
+        // Appended or not, the rows stay: appended twice is dropped by the followers, never lost.
+        if (this.#closed !== null) return;
+        this.#wentAway(host, (err as Error).message);
+        await this.#sleep(o.retryMs);
+        continue;
+      }
+      host.published(batches[batches.length - 1]!.seq);
+      this.#published += batches.length;
+      this.#cameBack(host);
+    }
+  }
+
+  // ---- following ------------------------------------------------------------------------------
+
+  /** Reads every entry after the stored position and applies the other replicas' batches. */
+  async #followLoop(host: ReplicaHost, client: Client): Promise<void> {
+    const o = this.#o;
+    await firstConnect(client);
+    let cursor = host.position() ?? '0';
+    let checkedGap = false;
+    while (this.#closed === null) {
+      if (!client.isReady) {
+        this.#wentAway(host, 'not connected');
+        checkedGap = false;
+        await this.#sleep(o.retryMs);
+        continue;
+      }
+      let reply: unknown;
+      try {
+        if (!checkedGap) {
+          await this.#checkGap(host, client, cursor);
+          checkedGap = true;
+        }
+        reply = await client.sendCommand(['XREAD', 'COUNT', String(o.readCount), 'BLOCK', String(o.blockMs), 'STREAMS', o.stream, cursor]);
+      } catch (err) {
+        if (this.#closed !== null) return;
+        this.#wentAway(host, (err as Error).message);
+        await this.#sleep(o.retryMs);
+        continue;
+      }
+      this.#cameBack(host);
+      const entries = entriesOf(reply);
+      if (entries.length === 0) continue;
+      this.#read += entries.length;
+      const foreign: ForeignBatch[] = [];
+      for (const [id, fields] of entries) {
+        const batch = parseEntry(fields);
+        if (batch === null) {
+          this.#warn(host, 'TIDAL_REPLICATION_STALLED', `replication entry ${id} of ${o.stream} is not a batch; it was skipped`);
+          continue;
+        }
+        if (batch.origin !== host.replicaId) foreign.push({ batch, position: id });
+      }
+      try {
+        this.#applied += await host.applyForeign(foreign);
+        cursor = entries[entries.length - 1]![0];
+      } catch (err) {
+        if (this.#closed !== null) return;
+        // Read again from what is durable: the batches that did commit are dropped as duplicates.
+        cursor = host.position() ?? '0';
+        if (err instanceof BackpressureError) {
+          await this.#sleep(Math.max(err.retryAfterMs, 1));
+          continue;
+        }
+        const code = TidalError.is(err) ? err.code : 'unknown';
+        this.#warn(
+          host,
+          'TIDAL_REPLICATION_STALLED',
+          `foreign batches could not be applied (${code}: ${(err as Error).message}); retrying in ${o.retryMs} ms`,
+        );
+        await this.#sleep(o.retryMs);
+      }
+    }
+  }
+
+  /**
+   * Warns when the stream may no longer hold every entry after `cursor`: entries were trimmed
+   * (`entries-added` above `length`, Redis 7+) and the first one left is after `cursor` (or there
+   * is no position yet). When exactly the entries up to `cursor` were trimmed it warns too: the
+   * stream cannot tell those apart.
+   */
+  async #checkGap(host: ReplicaHost, client: Client, cursor: string): Promise<void> {
+    let info: unknown;
+    try {
+      info = await client.sendCommand(['XINFO', 'STREAM', this.#o.stream]);
+    } catch {
+      return; // No stream yet: nothing was trimmed.
+    }
+    const fields = new Map<string, unknown>();
+    if (Array.isArray(info)) for (let i = 0; i + 1 < info.length; i += 2) fields.set(String(info[i]), info[i + 1]);
+    const trimmed = Number(fields.get('entries-added') ?? 0) - Number(fields.get('length') ?? 0);
+    const first = fields.get('first-entry');
+    const firstId: unknown = Array.isArray(first) ? first[0] : undefined;
+    if (!(trimmed > 0) || typeof firstId !== 'string' || !(cursor === '0' || idBefore(cursor, firstId))) return;
+    this.#warn(
+      host,
+      'TIDAL_REPLICATION_GAP',
+      `${this.#o.stream} starts at ${firstId}, after this replica's position ${cursor === '0' ? '(none yet)' : cursor}, and ` +
+        `${trimmed} entries were trimmed (maxLen): those after the position are not applied here; bootstrap the replica ` +
+        'from a peer (TidalDb.bootstrapReplica)',
+    );
+  }
+
+  // ---- state ----------------------------------------------------------------------------------
+
+  #wentAway(host: ReplicaHost, why: string): void {
+    if (this.#away) return;
+    this.#away = true;
+    this.#warn(
+      host,
+      'TIDAL_REPLICATION_AWAY',
+      `the replication stream's Redis (${this.#url}) cannot be reached (${why}); writes are acknowledged and served locally, ` +
+        `${host.unpublishedCount()} batches wait in the outbox, published when it returns`,
+    );
+  }
+
+  #cameBack(host: ReplicaHost): void {
+    if (!this.#away) return;
+    this.#away = false;
+    this.#warn(
+      host,
+      'TIDAL_REPLICATION_RESTORED',
+      `the replication stream's Redis (${this.#url}) answers again; publishing and following resume`,
+    );
+  }
+
+  #warn(
+    host: ReplicaHost,
+    code: 'TIDAL_REPLICATION_AWAY' | 'TIDAL_REPLICATION_RESTORED' | 'TIDAL_REPLICATION_STALLED' | 'TIDAL_REPLICATION_GAP',
+    message: string,
+  ): void {
+    try {
+      (this.#sink ?? host.onWarning ?? emitProcessWarning)({ code, message });
+    } catch {
+      // A failing sink must not stop replication.
+    }
+  }
+
+  #wakeUp(): void {
+    const w = this.#wake;
+    this.#wake = null;
+    w?.();
+  }
+
+  /** Waits `ms`; a `wakeable` wait (the publisher's) ends early when the outbox grows or the link closes. */
+  #sleep(ms: number, wakeable = false): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      if (wakeable) {
+        this.#wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      }
+    });
+  }
+
+  /** Stops both loops and closes the connections; idempotent. */
+  close(): Promise<void> {
+    this.#closed ??= (async () => {
+      this.#wakeUp();
+      // The reader may be blocked in XREAD: destroying its socket ends the call at once.
+      try {
+        this.#reader?.destroy();
+      } catch {
+        // Already closed.
+      }
+      try {
+        this.#writer?.destroy();
+      } catch {
+        // Already closed.
+      }
+      await Promise.allSettled(this.#loops);
+    })();
+    return this.#closed;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
