@@ -8,7 +8,9 @@
  * take turns, reporting after ÷ before (see compareTrees).
  *
  * Every latency is measured at the caller, one query at a time: it is the latency an application
- * sees, including the hop to a query worker, not a throughput figure.
+ * sees, including the hop to a query worker, not a throughput figure. Beside it, the worker's own
+ * time for the same queries (`explain.serviceMs`: from the task's start in the worker to its
+ * result, the catalog sync included), so the query's cost and the hop's are read apart.
  */
 
 import fs from 'node:fs';
@@ -77,6 +79,8 @@ interface QueryRow {
   key: string;
   label: string;
   tidal: Summary;
+  /** The same queries' time in the query worker (`explain.serviceMs`). */
+  worker: Summary;
   /** tidal's own `tookMs` (from the call to the result, inside the process), median. */
   tidalTookP50: number;
   sql: Summary;
@@ -486,6 +490,7 @@ async function compareTrees(before: typeof tidalCore): Promise<void> {
       const next = q.make(mulberry32(mixSeed(7, ++seed)));
       const queries = Array.from({ length: (blocks + 1) * BLOCK }, () => next());
       const ms: number[][] = [[], []];
+      const service: number[][] = [[], []];
       const ids: string[][][] = [[], []];
       const variants = dbs.map((db, k) => ({
         name: sides[k]!.name,
@@ -497,6 +502,8 @@ async function compareTrees(before: typeof tidalCore): Promise<void> {
             const took = nowMs() - t;
             if (round >= 0) {
               ms[k]!.push(took);
+              const serviceMs = outcomeOf(r).serviceMs;
+              if (!Number.isNaN(serviceMs)) service[k]!.push(serviceMs);
               ids[k]![i] = ('items' in r ? r.items : r.hits).map((x) => x.id);
             }
           }
@@ -505,6 +512,8 @@ async function compareTrees(before: typeof tidalCore): Promise<void> {
       const [b, a] = await interleave(variants, { rounds: blocks, warmup: 1 });
       const sb = summarize(ms[0]!);
       const sa = summarize(ms[1]!);
+      const wb = summarize(service[0]!);
+      const wa = summarize(service[1]!);
       let agree = 0;
       let n = 0;
       for (let i = BLOCK; i < queries.length; i++) {
@@ -519,11 +528,20 @@ async function compareTrees(before: typeof tidalCore): Promise<void> {
         fmtSpread(a!.ratio),
         fmtMs(sb.p99),
         fmtMs(sa.p99),
+        fmtMs(wb.p50),
+        fmtMs(wa.p50),
         `${((100 * agree) / n).toFixed(1)}%`,
       ];
       process.stderr.write(`${row.join(' | ')}\n`);
       rows.push(row);
-      results.push({ label: q.label, before: sb, after: sa, blocks: { before: b, after: a }, agreement: agree / n });
+      results.push({
+        label: q.label,
+        before: sb,
+        after: sa,
+        worker: { before: wb, after: wa },
+        blocks: { before: b, after: a },
+        agreement: agree / n,
+      });
     }
     report.table(
       `${fmtInt(ITEMS)} items; ${blocks * BLOCK} timed queries per type in blocks of ${BLOCK}, after one warm-up block`,
@@ -535,6 +553,8 @@ async function compareTrees(before: typeof tidalCore): Promise<void> {
         'after ÷ before per block (range)',
         'before p99 ms',
         'after p99 ms',
+        'before worker p50 ms',
+        'after worker p50 ms',
         'same top-k',
       ],
       rows,
@@ -629,12 +649,15 @@ interface Outcome {
   warnings: number;
   ids: string[];
   tookMs: number;
+  /** Worker time (`explain.serviceMs`); NaN when the answer did not come from a worker's execution. */
+  serviceMs: number;
 }
 
 /** Read after the clock stopped, so neither side's timing includes the bench's own bookkeeping. */
 function outcomeOf(r: RetrieveResults | SearchResults): Outcome {
   const list: { id: string }[] = 'items' in r ? r.items : r.hits;
-  return { level: r.degradationLevel, warnings: r.warnings.length, ids: list.map((x) => x.id), tookMs: r.tookMs };
+  const serviceMs = (r.explain as { serviceMs?: number }).serviceMs ?? Number.NaN;
+  return { level: r.degradationLevel, warnings: r.warnings.length, ids: list.map((x) => x.id), tookMs: r.tookMs, serviceMs };
 }
 
 /** The share of the SQL answer that tidal's answer also holds (1 when both are empty). */
@@ -667,6 +690,7 @@ async function compare<Q>(
   const tidalMs: number[] = [];
   const sqlMs: number[] = [];
   const took: number[] = [];
+  const service: number[] = [];
   const levels: Record<string, number> = {};
   let warnings = 0;
   let results = 0;
@@ -698,6 +722,7 @@ async function compare<Q>(
   for (let i = WARMUP; i < queries.length; i++) {
     const o = outcomeOf(tidalOut[i]!);
     took.push(o.tookMs);
+    if (!Number.isNaN(o.serviceMs)) service.push(o.serviceMs);
     const name = levelName(o.level);
     levels[name] = (levels[name] ?? 0) + 1;
     warnings += o.warnings;
@@ -714,6 +739,7 @@ async function compare<Q>(
     key,
     label,
     tidal,
+    worker: summarize(service),
     tidalTookP50: summarize(took).p50,
     sql,
     speedup: sql.p50 / tidal.p50,
@@ -723,7 +749,8 @@ async function compare<Q>(
     meanResults: results / QUERIES,
   };
   log(
-    `${label.padEnd(42)} tidal p50 ${fmtMs(tidal.p50).padStart(7)} p99 ${fmtMs(tidal.p99).padStart(7)} ms | ` +
+    `${label.padEnd(42)} tidal p50 ${fmtMs(tidal.p50).padStart(7)} p99 ${fmtMs(tidal.p99).padStart(7)} ms ` +
+      `(worker p50 ${fmtMs(row.worker.p50).padStart(7)} p99 ${fmtMs(row.worker.p99).padStart(7)}) | ` +
       `SQL p50 ${fmtMs(sql.p50).padStart(7)} p99 ${fmtMs(sql.p99).padStart(7)} ms | ${fmtRatio(row.speedup)} | ` +
       `same answer ${(100 * row.agreement).toFixed(1)}%`,
   );
@@ -945,6 +972,8 @@ function renderMarkdown(r: {
         'Query',
         'tidal p50 ms',
         'tidal p99 ms',
+        'worker p50 ms',
+        'worker p99 ms',
         'SQL p50 ms',
         'SQL p99 ms',
         'speed-up (SQL p50 / tidal p50)',
@@ -955,6 +984,8 @@ function renderMarkdown(r: {
         q.label,
         fmtMs(q.tidal.p50),
         fmtMs(q.tidal.p99),
+        fmtMs(q.worker.p50),
+        fmtMs(q.worker.p99),
         fmtMs(q.sql.p50),
         fmtMs(q.sql.p99),
         fmtRatio(q.speedup),

@@ -107,8 +107,10 @@ export interface ContextPlan {
  * recently active first (plus the slots written since the orders were last rebuilt); `Infinity`
  * scores them all. The items that lead a window are the ones with the most events in it, so they
  * are the ones most likely to have one in the last moments: the prefix of the recency order holds
- * them. ∞ → 256 → 128 → 64: 1h trending visits 1 828 → 499 → 371 → 307 slots, overlap@10 1.00 at
- * each; service time 0.27× / 0.17× / 0.10× Full's.
+ * them. ∞ → 256 → 128 → 64: 1h trending visited 1 828 → 499 → 371 → 307 slots, overlap@10 1.00 at
+ * each; service time 0.27× / 0.17× / 0.10× Full's. Full over 1h now walks the count order instead
+ * (candidates/trending.ts), exact, and reads 251 slots at 100 000 items: fewer than the budgets
+ * below it, which still walk the recency prefix.
  */
 export interface TrendingPlan {
   readonly slots: number;

@@ -86,8 +86,9 @@ function world(kinds: SignalKindSpec[], seed = 7, weights?: (rand: () => number)
     ctx,
     store,
     // Every active slot scored at every level, so each level's ranking is exact and the scan is its
-    // oracle; the levels' own trending budgets are tested on their own.
-    ordered: atLevels(new RetrieveExecutor(ctx), () => ({ trending: { slots: Infinity } })),
+    // oracle; the levels' own trending budgets are tested on their own. Full has no budget (the
+    // count walk over 1h), the levels below one larger than any window (the recency prefix).
+    ordered: atLevels(new RetrieveExecutor(ctx), (l) => ({ trending: { slots: l === DegradationLevel.Full ? Infinity : 1e9 } })),
     scan: atLevels(new RetrieveExecutor(ctx, { exhaustive: true })),
     more(n, s, w) {
       const r = mulberry32(s);

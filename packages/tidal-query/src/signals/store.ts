@@ -221,7 +221,7 @@ export class SignalStore extends SlotReader {
     const entry = ix < this.index.length ? this.index[ix]! : 0;
     if (entry !== 0) {
       this.record(entry - 1, kind, weight, atMs);
-      this.orderWriter!.touch(entry - 1, this.i32, this.f64);
+      this.orderWriter!.touch(entry - 1, atMs, this.i32, this.f64);
       return;
     }
 
@@ -235,7 +235,7 @@ export class SignalStore extends SlotReader {
     // The first event goes in before the slot is published: a slot allocated here is never seen empty.
     this.record(slot, kind, weight, atMs);
     this.publish(slot, ix);
-    this.orderWriter!.touch(slot, this.i32, this.f64);
+    this.orderWriter!.touch(slot, atMs, this.i32, this.f64);
   }
 
   /** Writes a new slot's header. The slot's memory is still zero: no events, seq 0. */
@@ -424,7 +424,7 @@ export class SignalStore extends SlotReader {
       const b = s * SLOT_INT32;
       Atomics.store(this.index, dst[b + I32_ORDINAL]! * this.kindCount + dst[b + I32_KIND]!, s + 1);
     }
-    this.orderWriter!.rebuildAll(kept, this.i32, this.f64);
+    this.orderWriter!.rebuildAll(kept, this.i32, this.f64, (s, atMs) => this.windowCount(s, '1h', atMs));
   }
 
   private requireWriter(operation: string): void {
