@@ -40,6 +40,12 @@ const opts = parseOptions('personalization', {
   history: { type: 'int', default: 20, description: 'signals per user' },
   queries: { type: 'int', default: 300, description: 'timed queries per side (the SQL for_you runs a tenth, at least 20)' },
   warmup: { type: 'int', default: 1000, description: 'untimed related calls (with their SQL) before anything is timed' },
+  dir: {
+    type: 'string',
+    default: '',
+    description:
+      'keep the database and its SQL copy in DIR; a later run with the same --items, --users and --history reopens them instead of loading',
+  },
 });
 const ITEMS = opts.items;
 const USERS = opts.users;
@@ -57,7 +63,16 @@ async function main(): Promise<void> {
   const corpus = new Corpus({ items: ITEMS, dims: DIMS });
   const now = corpus.now;
   const schema = personalizationSchema(DIMS);
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-bench-personal-'));
+  const dir = opts.dir === '' ? fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-bench-personal-')) : path.resolve(opts.dir);
+  fs.mkdirSync(dir, { recursive: true });
+  // What a kept directory was loaded with: a run that asks for the same reopens it (the ANN index
+  // from its snapshot) and skips every write; any other run starts the directory afresh.
+  const marker = path.join(dir, 'personalization-bench.json');
+  const loadedWith = JSON.stringify({ items: ITEMS, users: USERS, history: HISTORY, dims: DIMS });
+  const reuse = opts.dir !== '' && fs.existsSync(marker) && fs.readFileSync(marker, 'utf8') === loadedWith;
+  if (opts.dir !== '' && !reuse) {
+    for (const f of fs.readdirSync(dir)) fs.rmSync(path.join(dir, f), { recursive: true, force: true });
+  }
   // Work sharing off: the level table repeats identical queries, and each must run.
   // The clock stands still except in the trending A/B, where one side moves it a millisecond a query.
   let clockMs = now;
@@ -70,7 +85,8 @@ async function main(): Promise<void> {
     .open();
   const sql = new Database(path.join(dir, 'baseline.db'));
   sql.pragma('journal_mode = WAL');
-  sql.exec(`
+  if (!reuse)
+    sql.exec(`
     CREATE TABLE items(rowid INTEGER PRIMARY KEY, id TEXT, creator TEXT, created_at REAL, embedding BLOB);
     CREATE TABLE signals(item INTEGER, kind TEXT, at REAL);
     CREATE INDEX signals_kind_at ON signals(kind, at, item);
@@ -81,14 +97,15 @@ async function main(): Promise<void> {
 
   report = new Report('personalization', opts);
   log(`${fmtInt(ITEMS)} items, ${fmtInt(USERS)} users × ${HISTORY} signals, ${QUERIES} queries per side.\n`);
+  if (reuse) log(`Reopening ${dir} (loaded by an earlier run with the same flags): no write is timed.\n`);
 
   // ---- load ------------------------------------------------------------------------------------
   const t = nowMs();
   const byCategory = new Map<string, number[]>();
   const creatorOf: string[] = [];
-  const insertItem = sql.prepare('INSERT INTO items VALUES (?, ?, ?, ?, ?)');
+  const insertItem = sql.prepare('INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?)');
   for (const batch of corpus.items(1000)) {
-    await db.upsertItems(batch);
+    if (!reuse) await db.upsertItems(batch);
     sql.transaction(() => {
       for (const it of batch) {
         const i = corpus.indexOf(it.id);
@@ -96,18 +113,19 @@ async function main(): Promise<void> {
         let l = byCategory.get(it.metadata.category);
         if (!l) byCategory.set(it.metadata.category, (l = []));
         l.push(i);
-        insertItem.run(
-          i,
-          it.id,
-          it.metadata.creator,
-          it.createdAt,
-          Buffer.from(it.embedding.buffer, it.embedding.byteOffset, it.embedding.byteLength),
-        );
+        if (!reuse)
+          insertItem.run(
+            i,
+            it.id,
+            it.metadata.creator,
+            it.createdAt,
+            Buffer.from(it.embedding.buffer, it.embedding.byteOffset, it.embedding.byteLength),
+          );
       }
     })();
   }
   const insertSignal = sql.prepare('INSERT INTO signals VALUES (?, ?, ?)');
-  for (const batch of corpus.signalBatches(1000)) {
+  for (const batch of reuse ? [] : corpus.signalBatches(1000)) {
     await db.signals(batch);
     sql.transaction(() => {
       for (const s of batch) insertSignal.run(corpus.indexOf(s.item), s.kind, s.at);
@@ -127,7 +145,7 @@ async function main(): Promise<void> {
     log(`  ${what}: ${((nowMs() - stepAt) / 1000).toFixed(1)} s`);
     stepAt = nowMs();
   };
-  for (let i = 0; i < USERS; i += 1000) await db.upsertUsers(users.slice(i, i + 1000).map((id) => ({ id })));
+  for (let i = 0; i < USERS && !reuse; i += 1000) await db.upsertUsers(users.slice(i, i + 1000).map((id) => ({ id })));
   const insertHistory = sql.prepare('INSERT INTO history VALUES (?, ?, ?, ?)');
   const histories: number[][] = [];
   const events: SignalInput[][] = [];
@@ -153,7 +171,7 @@ async function main(): Promise<void> {
   let userMs = 0;
   let plainMs = 0;
   let userSignals = 0;
-  for (let u = 0; u < USERS; u += BATCH_USERS) {
+  for (let u = 0; u < USERS && !reuse; u += BATCH_USERS) {
     const batch = events.slice(u, u + BATCH_USERS).flat();
     // The same batch without users, to items with no state of their own: the plain cost.
     const plain = batch.map((s) => ({ item: `plain-${userSignals % 5000}`, kind: s.kind, at: s.at }));
@@ -166,12 +184,13 @@ async function main(): Promise<void> {
     userSignals += batch.length;
     if ((u / BATCH_USERS) % 40 === 39) log(`    signals: ${fmtInt(u + BATCH_USERS)} of ${fmtInt(USERS)} users`);
   }
-  step(`${fmtInt(userSignals)} user signals and as many plain ones written`);
-  sql.transaction(() => {
-    for (let u = 0; u < USERS; u++) histories[u]!.forEach((i, pos) => insertHistory.run(u, pos, i, events[u]![pos]!.at));
-  })();
+  if (!reuse) step(`${fmtInt(userSignals)} user signals and as many plain ones written`);
+  if (!reuse)
+    sql.transaction(() => {
+      for (let u = 0; u < USERS; u++) histories[u]!.forEach((i, pos) => insertHistory.run(u, pos, i, events[u]![pos]!.at));
+    })();
   // Follows a thousand at a time (the group commit batches them; one await each is one commit each).
-  for (let u = 0; u < USERS; u += 200) {
+  for (let u = 0; u < USERS && !reuse; u += 200) {
     const calls: Promise<void>[] = [];
     for (let v = u; v < Math.min(USERS, u + 200); v++) {
       const fav = byCategory.get(categories[v % categories.length]!)!;
@@ -179,29 +198,32 @@ async function main(): Promise<void> {
     }
     await Promise.all(calls);
   }
-  step(`the histories copied to SQL, ${fmtInt(USERS * 5)} follows written`);
+  if (!reuse) step(`the histories copied to SQL, ${fmtInt(USERS * 5)} follows written`);
   const insertAffinity = sql.prepare('INSERT INTO affinity VALUES (?, ?, ?)');
   const preference: Float32Array[] = [];
   for (let u = 0; u < USERS; u++) {
     const state = (await db.getUser(users[u]!))!;
     preference.push(state.preference ?? new Float32Array(DIMS));
-    sql.transaction(() => {
-      for (const [c, s] of Object.entries(state.affinity)) insertAffinity.run(u, c, s);
-    })();
+    if (!reuse)
+      sql.transaction(() => {
+        for (const [c, s] of Object.entries(state.affinity)) insertAffinity.run(u, c, s);
+      })();
   }
   step('every user read back (preference, affinity) and copied to SQL');
   await db.warm();
-  step('warm() (the ANN index built over the items, the workers caught up)');
+  step(reuse ? 'warm() (the ANN index mapped from its snapshot)' : 'warm() (the ANN index built over the items, the workers caught up)');
+  if (opts.dir !== '') fs.writeFileSync(marker, loadedWith);
   collectGarbage();
   const heapUsers = process.memoryUsage().heapUsed - heapBefore;
   log(
     `Main-thread heap grown by the users, their state and the co-engagement index: ${fmtInt(heapUsers / 1048576)} MiB (${fmtInt(heapUsers / USERS)} B per user).`,
   );
   log(`Users loaded in ${((nowMs() - t) / 1000) | 0} s in all.`);
-  log(
-    `\nWrite cost, interleaved batches of ${BATCH_USERS * HISTORY}: ${fmtInt(userSignals)} user signals ${fmtMs((userMs / userSignals) * 1000)} µs each, ` +
-      `the same batches without a user ${fmtMs((plainMs / userSignals) * 1000)} µs each: ${fmtRatio(userMs / plainMs)}.`,
-  );
+  if (!reuse)
+    log(
+      `\nWrite cost, interleaved batches of ${BATCH_USERS * HISTORY}: ${fmtInt(userSignals)} user signals ${fmtMs((userMs / userSignals) * 1000)} µs each, ` +
+        `the same batches without a user ${fmtMs((plainMs / userSignals) * 1000)} µs each: ${fmtRatio(userMs / plainMs)}.`,
+    );
 
   // ---- for_you and related against SQL ---------------------------------------------------------
   sql.function('cosine', { deterministic: true }, (blob: unknown, q: unknown) => {
@@ -622,7 +644,7 @@ async function main(): Promise<void> {
 
   await db.close();
   sql.close();
-  fs.rmSync(dir, { recursive: true, force: true });
+  if (opts.dir === '') fs.rmSync(dir, { recursive: true, force: true });
   report.finish();
 }
 
