@@ -28,10 +28,24 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { TidalDb, type DegradationLevelName, type RetrieveRequest, type SignalInput } from 'tidal-core';
-import { AnnIndex, FOR_YOU_BUDGETS } from 'tidal-query';
+import { DegradationLevel, TidalDb, type DegradationLevelName, type RetrieveRequest, type SignalInput } from 'tidal-core';
+import { AnnIndex, FOR_YOU_BUDGETS, levelPlan } from 'tidal-query';
 import { Corpus, personalizationSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
+import { internalsOf } from 'tidal-core/internal';
+import {
+  exhaustiveTop,
+  features,
+  forYouTask,
+  overlapAt10,
+  sourceRecall,
+  sweep,
+  sweepContext,
+  sweepSets,
+  sweepTable,
+  type ForYouData,
+  type SweepUser,
+} from './for-you-sweep.js';
 import { Report, collectGarbage, fmtInt, fmtMs, fmtRatio, nowMs, parseOptions, summarize } from './harness/index.js';
 
 const opts = parseOptions('personalization', {
@@ -40,6 +54,14 @@ const opts = parseOptions('personalization', {
   history: { type: 'int', default: 20, description: 'signals per user' },
   queries: { type: 'int', default: 300, description: 'timed queries per side (the SQL for_you runs a tenth, at least 20)' },
   warmup: { type: 'int', default: 1000, description: 'untimed related calls (with their SQL) before anything is timed' },
+  sweep: {
+    type: 'string',
+    default: '',
+    description:
+      "only for_you's quality: where the exhaustive top items lie in each source, then every level's plan and these budget sets (`[Level:]field=n,...` separated by `/`, or `plans`) side by side on this thread",
+  },
+  'sweep-users': { type: 'int', default: 100, description: 'users of the sweep' },
+  'sweep-reps': { type: 'int', default: 3, description: 'timed passes of the sweep over its users' },
   dir: {
     type: 'string',
     default: '',
@@ -103,6 +125,8 @@ async function main(): Promise<void> {
   const t = nowMs();
   const byCategory = new Map<string, number[]>();
   const creatorOf: string[] = [];
+  const created = new Float64Array(ITEMS);
+  const embeddings = new Float32Array(ITEMS * DIMS);
   const insertItem = sql.prepare('INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?)');
   for (const batch of corpus.items(1000)) {
     if (!reuse) await db.upsertItems(batch);
@@ -110,6 +134,8 @@ async function main(): Promise<void> {
       for (const it of batch) {
         const i = corpus.indexOf(it.id);
         creatorOf[i] = it.metadata.creator;
+        created[i] = it.createdAt;
+        embeddings.set(it.embedding, i * DIMS);
         let l = byCategory.get(it.metadata.category);
         if (!l) byCategory.set(it.metadata.category, (l = []));
         l.push(i);
@@ -219,6 +245,41 @@ async function main(): Promise<void> {
     `Main-thread heap grown by the users, their state and the co-engagement index: ${fmtInt(heapUsers / 1048576)} MiB (${fmtInt(heapUsers / USERS)} B per user).`,
   );
   log(`Users loaded in ${((nowMs() - t) / 1000) | 0} s in all.`);
+
+  // The corpus as the exhaustive ranking reads it, and the first users of the timed queries'
+  // sequence as the sweep sees them.
+  let data: ForYouData | undefined;
+  const forYouData = (): ForYouData => {
+    if (data) return data;
+    const velocity = new Float64Array(ITEMS);
+    let maxVelocity = 0;
+    for (let i = 0; i < ITEMS; i++) {
+      velocity[i] = db.itemSignals(corpus.id(i)).view?.velocity?.['1h'] ?? 0;
+      if (velocity[i]! > maxVelocity) maxVelocity = velocity[i]!;
+    }
+    return (data = { dims: DIMS, now, embeddings, created, velocity, maxVelocity, creatorOf });
+  };
+  const sweepUsers = async (n: number): Promise<SweepUser[]> => {
+    const r = mulberry32(0x51);
+    const out: SweepUser[] = [];
+    for (let q = 0; q < n; q++) {
+      const id = users[Math.floor(r() * USERS)]!;
+      const st = (await db.getUser(id))!;
+      if (!st.preference) continue;
+      const state = internalsOf(db).users.queryState('user', id, false, false);
+      out.push({ id, preference: st.preference, affinity: new Map(Object.entries(st.affinity).filter(([, a]) => a > 0)), state });
+    }
+    return out;
+  };
+  const snapshotFile = (): string | undefined => fs.readdirSync(dir).find((f) => /^ann-[0-9]+-[0-9a-f]+\.usearch$/.test(f));
+  if (opts.sweep !== '') {
+    await forYouSweepRun(db, dir, snapshotFile()!, forYouData(), await sweepUsers(opts['sweep-users']));
+    await db.close();
+    sql.close();
+    if (opts.dir === '') fs.rmSync(dir, { recursive: true, force: true });
+    report.finish();
+    return;
+  }
   if (!reuse)
     log(
       `\nWrite cost, interleaved batches of ${BATCH_USERS * HISTORY}: ${fmtInt(userSignals)} user signals ${fmtMs((userMs / userSignals) * 1000)} µs each, ` +
@@ -378,7 +439,7 @@ async function main(): Promise<void> {
   }
   const service = db.stats().serviceMs;
   // The ANN search alone, on this thread, over the snapshot the workers map (the same graph).
-  const snapshot = fs.readdirSync(dir).find((f) => /^ann-[0-9]+-[0-9a-f]+\.usearch$/.test(f));
+  const snapshot = snapshotFile();
   // k = 500 / 200 / 128 at the built breadth; for_you's Full with its own breadth (its view).
   const fullAnn = FOR_YOU_BUDGETS[0]!.ann;
   const annMs: Record<number, number[]> = { 500: [], 200: [], 128: [], [fullAnn]: [] };
@@ -559,64 +620,24 @@ async function main(): Promise<void> {
   // the snapshot the workers search (ordinals are the corpus indexes: items were written in order).
   if (snapshot) {
     const ann = AnnIndex.view(DIMS, path.join(dir, snapshot));
-    const emb = corpus.embeddingMatrix();
-    const created = new Float64Array(ITEMS);
-    const vel = new Float64Array(ITEMS);
-    let maxVel = 0;
-    for (let i = 0; i < ITEMS; i++) {
-      created[i] = corpus.item(i).createdAt;
-      vel[i] = db.itemSignals(corpus.id(i)).view?.velocity?.['1h'] ?? 0;
-      if (vel[i]! > maxVel) maxVel = vel[i]!;
-    }
-    const cosAt = (p: Float32Array, i: number): number => {
-      let d = 0;
-      let na = 0;
-      let nb = 0;
-      for (let k = 0; k < DIMS; k++) {
-        const x = p[k]!;
-        const y = emb[i * DIMS + k]!;
-        d += x * y;
-        na += x * x;
-        nb += y * y;
-      }
-      return na > 0 && nb > 0 ? d / Math.sqrt(na * nb) : 0;
-    };
+    const data = forYouData();
     const Q = Math.min(QUERIES, 100);
     const ovs = { exhaustive: new Map<string, number>(), oldFull: new Map<string, number>(), newFull: new Map<string, number>() };
     let oldVsExhaustive = 0;
     let checkedSim = 0;
+    const sweepers = await sweepUsers(Q);
     for (let q = 0; q < Q; q++) {
-      const u = forYouUsers[q]!;
-      const st = (await db.getUser(users[u]!))!;
-      if (!st.preference) continue;
-      const pref = st.preference;
-      const aff = new Map(Object.entries(st.affinity).filter(([, a]) => a > 0));
-      const maxA = Math.max(0, ...aff.values());
-      const score = (i: number, maxV: number): number =>
-        0.4 * Math.max(0, cosAt(pref, i)) +
-        0.3 * (maxV > 0 ? vel[i]! / maxV : 0) +
-        0.2 * 2 ** (-Math.max(0, now - created[i]!) / DAY) +
-        0.1 * (maxA > 0 ? (aff.get(creatorOf[i]!) ?? 0) / maxA : 0);
-      const top10 = (cands: ArrayLike<number>, maxV: number): string[] => {
-        const c = Array.from(cands);
-        const sc = c.map((i) => score(i, maxV));
-        return c
-          .map((_, i) => i)
-          .sort((a, b) => sc[b]! - sc[a]! || c[a]! - c[b]!)
-          .slice(0, 10)
-          .map((i) => corpus.id(c[i]!));
-      };
-      const all = Array.from({ length: ITEMS }, (_, i) => i);
-      const exhaustive = top10(all, maxVel);
-      const near = ann.search(pref, 500);
-      if (near.keys.length > 0 && Math.abs(near.similarity[0]! - cosAt(pref, near.keys[0]!)) < 1e-3) checkedSim++;
+      const u = sweepers[q]!;
+      const exhaustive = exhaustiveTop(data, u).map((i) => corpus.id(i));
+      const near = ann.search(u.preference, 500);
+      if (near.keys.length > 0 && Math.abs(near.similarity[0]! - features(data, u, near.keys[0]!).similarity) < 1e-3) checkedSim++;
       let maxV500 = 0;
-      for (const o of near.keys) if (vel[o]! > maxV500) maxV500 = vel[o]!;
-      const oldFull = top10(near.keys, maxV500);
+      for (const o of near.keys) if (data.velocity[o]! > maxV500) maxV500 = data.velocity[o]!;
+      const oldFull = exhaustiveTop({ ...data, maxVelocity: maxV500 }, u, 10, near.keys).map((i) => corpus.id(i));
       oldVsExhaustive += overlapAt10(oldFull, exhaustive);
       let newFull: string[] = [];
       for (const level of LEVELS) {
-        const ids = (await db.retrieve({ profile: 'for_you', user: users[u]!, explore: 0, level, limit: 10 })).items.map((i) => i.id);
+        const ids = (await db.retrieve({ profile: 'for_you', user: u.id, explore: 0, level, limit: 10 })).items.map((i) => i.id);
         if (level === 'Full') newFull = ids;
         ovs.exhaustive.set(level, (ovs.exhaustive.get(level) ?? 0) + overlapAt10(ids, exhaustive));
         ovs.oldFull.set(level, (ovs.oldFull.get(level) ?? 0) + overlapAt10(ids, oldFull));
@@ -652,13 +673,31 @@ function mean(xs: readonly number[]): number {
   return xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
 }
 
-/** |a[..10] ∩ b[..10]| / min(10, |b|), 1 when both are empty. */
-function overlapAt10(a: readonly string[], b: readonly string[]): number {
-  const want = new Set(b.slice(0, 10));
-  if (want.size === 0) return a.length === 0 ? 1 : 0;
-  let hit = 0;
-  for (const id of a.slice(0, 10)) if (want.has(id)) hit++;
-  return hit / want.size;
+/**
+ * The sweep (`--sweep`): where the exhaustive top items lie in each source, then each budget set's
+ * overlap@10 and time on this thread.
+ */
+async function forYouSweepRun(db: TidalDb, dir: string, snapshot: string, data: ForYouData, users: SweepUser[]): Promise<void> {
+  const sets = sweepSets(opts.sweep === 'plans' ? '' : opts.sweep);
+  const t = nowMs();
+  const { ctx, exec } = sweepContext(db, dir, snapshot);
+  const truth = users.map((u) => exhaustiveTop(data, u));
+  log(`\nThe exhaustive top 10 of ${users.length} users in ${((nowMs() - t) / 1000).toFixed(1)} s (context and velocities included).`);
+  // The sweep's context answers as the workers do: its Full against the database's.
+  let same = 0;
+  for (const u of users) {
+    const mine = exec.run(forYouTask(u), levelPlan(DegradationLevel.Full), data.now).items.map((i) => i.id);
+    const theirs = (await db.retrieve({ profile: 'for_you', user: u.id, explore: 0, level: 'Full', limit: 10 })).items.map((i) => i.id);
+    if (mine.join() === theirs.join()) same++;
+  }
+  log(`This thread's Full ranking is the workers' for ${same} of ${users.length} users.`);
+  const recall = sourceRecall(ctx, exec, data, users, truth, levelPlan(DegradationLevel.Full).forYou, data.now);
+  log(`\n## Where the exhaustive top 10 lie, per source (${users.length} users; share of the top items within each depth)\n`);
+  log(report!.markdown(['source', 'recall at depth'], recall.rows));
+  log(`\n${recall.missed}`);
+  log(`\n## for_you budget sweep (${users.length} users × ${opts['sweep-reps']} passes, sets interleaved; ms on this thread)\n`);
+  const rows = sweep(exec, sets, users, truth, data.now, opts['sweep-reps']);
+  log(report!.markdown(['budget set', 'overlap@10 with the exhaustive ranking', 'p50', 'mean', 'candidates'], sweepTable(rows)));
 }
 
 await main();
