@@ -349,6 +349,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'blobToVector',
     'buildCreatorLists',
     'creatorListsOf',
+    'forYouBudgetAt',
     'ftsQuery',
     'hashString',
     'levelPlan',

@@ -80,31 +80,55 @@ export function features(data: ForYouData, user: SweepUser, i: number): Features
 
 /**
  * The top `n` of every item by 0.4·similarity + 0.3·velocity + 0.2·recency + 0.1·affinity,
- * velocity over `data.maxVelocity` (the largest of all items), among every item or the indexes
- * `among` (ties: the earlier). The embeddings are unit vectors, so the cosine is the dot product
- * over |p|.
+ * velocity over `maxVelocity` (by default the largest of all items), among every item or the
+ * indexes `among` (ties: the earlier). The embeddings are unit vectors, so the cosine is the dot
+ * product over |p|.
  */
-export function exhaustiveTop(data: ForYouData, user: SweepUser, n = 10, among?: ArrayLike<number>): number[] {
-  const { dims, embeddings, created, velocity, maxVelocity, creatorOf, now } = data;
+export function exhaustiveTop(
+  data: ForYouData,
+  user: SweepUser,
+  n = 10,
+  among?: ArrayLike<number>,
+  maxVelocity = data.maxVelocity,
+): number[] {
+  const { dims, embeddings, created, velocity, creatorOf, now } = data;
+  const w = FOR_YOU_WEIGHTS;
+  const items = created.length;
+  const fixedPart = (i: number): number =>
+    w.velocity * (maxVelocity > 0 ? velocity[i]! / maxVelocity : 0) + w.recency * 2 ** (-Math.max(0, now - created[i]!) / DAY);
+  // Over every item, the features that do not depend on the user are computed once per data set.
+  let part: Float64Array | null = null;
+  if (!among) {
+    part = fixedScores.get(data) ?? null;
+    if (!part || maxVelocity !== data.maxVelocity) {
+      part = new Float64Array(items);
+      for (let i = 0; i < items; i++) part[i] = fixedPart(i);
+      if (maxVelocity === data.maxVelocity) fixedScores.set(data, part);
+    }
+  }
   const p = user.preference;
   let np = 0;
   for (let k = 0; k < dims; k++) np += p[k]! * p[k]!;
   const pScale = np > 0 ? 1 / Math.sqrt(np) : 0;
   let maxA = 0;
   for (const a of user.affinity.values()) if (a > maxA) maxA = a;
-  const w = FOR_YOU_WEIGHTS;
   const best: { i: number; s: number }[] = [];
-  const items = among ? among.length : created.length;
-  for (let j = 0; j < items; j++) {
+  const count = among ? among.length : items;
+  for (let j = 0; j < count; j++) {
     const i = among ? among[j]! : j;
-    let d = 0;
+    let d0 = 0;
+    let d1 = 0;
     const base = i * dims;
-    for (let k = 0; k < dims; k++) d += p[k]! * embeddings[base + k]!;
-    const s =
-      w.similarity * Math.max(0, d * pScale) +
-      w.velocity * (maxVelocity > 0 ? velocity[i]! / maxVelocity : 0) +
-      w.recency * 2 ** (-Math.max(0, now - created[i]!) / DAY) +
-      w.affinity * (maxA > 0 ? (user.affinity.get(creatorOf[i]!) ?? 0) / maxA : 0);
+    let k = 0;
+    for (; k + 1 < dims; k += 2) {
+      d0 += p[k]! * embeddings[base + k]!;
+      d1 += p[k + 1]! * embeddings[base + k + 1]!;
+    }
+    if (k < dims) d0 += p[k]! * embeddings[base + k]!;
+    // The affinity feature is at most w.affinity: an item that cannot pass the n-th without it is skipped before the lookup.
+    let s = w.similarity * Math.max(0, (d0 + d1) * pScale) + (part ? part[i]! : fixedPart(i));
+    if (best.length === n && s + w.affinity <= best[n - 1]!.s) continue;
+    if (maxA > 0) s += (w.affinity * (user.affinity.get(creatorOf[i]!) ?? 0)) / maxA;
     if (best.length === n && s <= best[n - 1]!.s) continue;
     let at = best.length;
     while (at > 0 && best[at - 1]!.s < s) at--;
@@ -113,6 +137,8 @@ export function exhaustiveTop(data: ForYouData, user: SweepUser, n = 10, among?:
   }
   return best.map((b) => b.i);
 }
+
+const fixedScores = new WeakMap<ForYouData, Float64Array>();
 
 /** The corpus indexes of retrieved items (`item-000123` is index 123). */
 export function indexesOf(items: readonly { id: string }[]): number[] {
@@ -165,7 +191,17 @@ const LEVEL_NAMES: Record<string, DegradationLevel> = {
   CoarseAggregates: DegradationLevel.CoarseAggregates,
   NoDiversity: DegradationLevel.NoDiversity,
 };
-const FIELDS = ['ann', 'creators', 'perCreator', 'newest', 'trending', 'trendingSlots'] as const;
+const FIELDS = [
+  'ann',
+  'creators',
+  'perCreator',
+  'creatorFloor',
+  'perCreatorGrowth',
+  'newest',
+  'newestGrowth',
+  'trending',
+  'trendingSlots',
+] as const;
 
 /**
  * `--sweep` sets, separated by `/`: `[Level:]field=n,field=n`, the level's plan (Full without one)
@@ -187,7 +223,7 @@ export function sweepSets(spec: string): SweepSet[] {
       const key = k!.trim();
       if (!(FIELDS as readonly string[]).includes(key)) throw new Error(`--sweep: ${key} is not one of ${FIELDS.join(', ')}`);
       const n = Number(v);
-      if (!Number.isInteger(n) || n < 0) throw new Error(`--sweep: ${key} must be a whole number, got ${v}`);
+      if (!Number.isFinite(n) || n < 0) throw new Error(`--sweep: ${key} must be a number ≥ 0, got ${v}`);
       forYou[key] = n;
     }
     sets.push({ name: `${levelName(level)} ${body!.trim()}`, level, plan: tunedPlan(levelPlan(level), { forYou }) });
@@ -199,7 +235,9 @@ export interface SweepRow {
   name: string;
   overlap: number;
   p50Ms: number;
-  meanMs: number;
+  /** CPU time of the process (this thread: the workers are idle meanwhile), which a busy machine's preemption does not inflate. */
+  cpuP50Ms: number;
+  cpuMeanMs: number;
   candidates: number;
 }
 
@@ -216,6 +254,7 @@ export function sweep(
   reps: number,
 ): SweepRow[] {
   const times = sets.map(() => [] as number[]);
+  const cpu = sets.map(() => [] as number[]);
   const overlap = sets.map(() => 0);
   const candidates = sets.map(() => 0);
   // One untimed pass: each set's first query builds what the executor keeps (the int8 vectors,
@@ -226,9 +265,12 @@ export function sweep(
       const task = forYouTask(u);
       for (let j = 0; j < sets.length; j++) {
         const k = (j + q + rep) % sets.length;
+        const c0 = process.cpuUsage();
         const t0 = process.hrtime.bigint();
         const r = exec.run(task, sets[k]!.plan, now);
         times[k]!.push(Number(process.hrtime.bigint() - t0) / 1e6);
+        const c = process.cpuUsage(c0);
+        cpu[k]!.push((c.user + c.system) / 1000);
         if (rep === 0) {
           overlap[k]! += overlapAt10(indexesOf(r.items), truth[q]!);
           candidates[k]! += r.explain.candidates;
@@ -238,12 +280,20 @@ export function sweep(
   }
   return sets.map((s, k) => {
     const sm = summarize(times[k]!);
-    return { name: s.name, overlap: overlap[k]! / users.length, p50Ms: sm.p50, meanMs: sm.mean, candidates: candidates[k]! / users.length };
+    const c = summarize(cpu[k]!);
+    return {
+      name: s.name,
+      overlap: overlap[k]! / users.length,
+      p50Ms: sm.p50,
+      cpuP50Ms: c.p50,
+      cpuMeanMs: c.mean,
+      candidates: candidates[k]! / users.length,
+    };
   });
 }
 
 export function sweepTable(rows: readonly SweepRow[]): string[][] {
-  return rows.map((r) => [r.name, r.overlap.toFixed(3), fmtMs(r.p50Ms), fmtMs(r.meanMs), fmtInt(r.candidates)]);
+  return rows.map((r) => [r.name, r.overlap.toFixed(3), fmtMs(r.cpuP50Ms), fmtMs(r.cpuMeanMs), fmtMs(r.p50Ms), fmtInt(r.candidates)]);
 }
 
 /** Depths at which each source's recall of the exhaustive top 10 is reported. */
@@ -264,7 +314,8 @@ export const SOURCE_DEPTHS = {
  * search 2 048 wide (its ANN rank), in the newest-first order, in trending over 1h (the first
  * 1 000), and its creator's rank among the user's affinities with its place in that creator's
  * newest-first list. Returns the recall of each source at each of {@link SOURCE_DEPTHS}, and the
- * mean features of the items no source at `budget` holds.
+ * mean features of the items no source at `budget` (a plan's for_you budget at this catalogue, see
+ * `forYouBudgetAt`) holds.
  */
 export function sourceRecall(
   ctx: QueryContext,
@@ -307,7 +358,9 @@ export function sourceRecall(
     const ann = ctx.ann!.search(u.preference, 2048, 2048);
     const annRank = new Map<number, number>();
     Array.from(ann.keys).forEach((o, r) => annRank.set(o, r));
-    const creators = [...u.affinity].sort((a, b) => b[1] - a[1]).map(([c]) => c);
+    const byAffinity = [...u.affinity].sort((a, b) => b[1] - a[1]);
+    const creators = byAffinity.map(([c]) => c);
+    const maxA = byAffinity[0]?.[1] ?? 0;
     for (const i of truth[q]!) {
       total++;
       const a = annRank.get(i) ?? Infinity;
@@ -327,7 +380,11 @@ export function sourceRecall(
         a < budget.ann ||
         n < budget.newest ||
         t < budget.trending ||
-        (cr >= 0 && cr < budget.creators && at >= 0 && at < budget.perCreator);
+        (cr >= 0 &&
+          cr < budget.creators &&
+          at >= 0 &&
+          at <
+            Math.max(1, Math.round(budget.perCreator * (budget.creatorFloor + (1 - budget.creatorFloor) * (byAffinity[cr]![1] / maxA)))));
       if (!held) {
         missedCount++;
         for (const k of Object.keys(missed) as (keyof Features)[]) missed[k] += f[k];

@@ -156,16 +156,49 @@ export interface ForYouPlan {
   readonly ann: number;
   /** The creators the user has the largest positive affinity with, whose newest items are taken. */
   readonly creators: number;
-  /** Newest items passing the query's predicate, per such creator. */
+  /**
+   * Newest items passing the query's predicate, per such creator, at {@link FOR_YOU_REFERENCE_ITEMS}
+   * items: the creator of the largest affinity gets this many, the others
+   * `perCreator × (creatorFloor + (1 − creatorFloor) × affinity ÷ largest)`.
+   */
   readonly perCreator: number;
-  /** The newest items passing the query's predicate. */
+  /** The share of `perCreator` every affinity creator gets whatever its affinity (1: all the same depth). */
+  readonly creatorFloor: number;
+  /** `perCreator` grows as (items ÷ {@link FOR_YOU_REFERENCE_ITEMS})^perCreatorGrowth above the reference. */
+  readonly perCreatorGrowth: number;
+  /** The newest items passing the query's predicate, at {@link FOR_YOU_REFERENCE_ITEMS} items. */
   readonly newest: number;
+  /** `newest` grows as (items ÷ {@link FOR_YOU_REFERENCE_ITEMS})^newestGrowth above the reference. */
+  readonly newestGrowth: number;
   /** The first items of `trending` over the query's window passing the predicate. */
   readonly trending: number;
   /** Active slots per velocity kind the trending source may read. */
   readonly trendingSlots: number;
   /** A user without a preference vector takes this many of `trending` and of `new`: the level's ANN breadth. */
   readonly coldStart: number;
+}
+
+/** The catalogue size a plan's `for_you` depths are given at; above it they grow ({@link forYouBudgetAt}). */
+export const FOR_YOU_REFERENCE_ITEMS = 100_000;
+
+/** The catalogue size past which the `for_you` depths stop growing: the largest they were measured at. */
+export const FOR_YOU_GROWTH_LIMIT_ITEMS = 1_000_000;
+
+/**
+ * `plan`'s budgets for a catalogue of `items` present items: `perCreator` and `newest` are walks of
+ * newest-first lists, and a list of a catalogue k times larger over the same days is k times longer,
+ * so the same depth reaches back 1/k as far. Each grows by its exponent from
+ * {@link FOR_YOU_REFERENCE_ITEMS} up to {@link FOR_YOU_GROWTH_LIMIT_ITEMS}; below the reference the
+ * plan's own values hold.
+ */
+export function forYouBudgetAt(plan: ForYouPlan, items: number): ForYouPlan {
+  const x = Math.min(FOR_YOU_GROWTH_LIMIT_ITEMS, Math.max(FOR_YOU_REFERENCE_ITEMS, items)) / FOR_YOU_REFERENCE_ITEMS;
+  if (x === 1) return plan;
+  return {
+    ...plan,
+    perCreator: Math.round(plan.perCreator * x ** plan.perCreatorGrowth),
+    newest: Math.round(plan.newest * x ** plan.newestGrowth),
+  };
 }
 
 /** The plan's type with every part optional, for {@link tunedPlan}. */
@@ -184,7 +217,18 @@ const FULL = freezePlan({
   windows: { coarse: false },
   diversity: { enabled: true },
   feeds: { candidateBudget: Number.POSITIVE_INFINITY },
-  forYou: { ann: 64, creators: 16, perCreator: 16, newest: 50, trending: 50, trendingSlots: 512, coldStart: 500 },
+  forYou: {
+    ann: 64,
+    creators: 16,
+    perCreator: 32,
+    creatorFloor: 0.25,
+    perCreatorGrowth: 0,
+    newest: 50,
+    newestGrowth: 0,
+    trending: 50,
+    trendingSlots: 512,
+    coldStart: 500,
+  },
 });
 
 const REDUCED_CANDIDATES = freezePlan({
@@ -195,7 +239,18 @@ const REDUCED_CANDIDATES = freezePlan({
   windows: { coarse: false },
   diversity: { enabled: true },
   feeds: { candidateBudget: 2000 },
-  forYou: { ann: 48, creators: 16, perCreator: 12, newest: 40, trending: 30, trendingSlots: 256, coldStart: 200 },
+  forYou: {
+    ann: 48,
+    creators: 16,
+    perCreator: 24,
+    creatorFloor: 0.25,
+    perCreatorGrowth: 0,
+    newest: 40,
+    newestGrowth: 0,
+    trending: 30,
+    trendingSlots: 256,
+    coldStart: 200,
+  },
 });
 
 const COARSE_AGGREGATES = freezePlan({
@@ -206,7 +261,18 @@ const COARSE_AGGREGATES = freezePlan({
   windows: { coarse: true },
   diversity: { enabled: true },
   feeds: { candidateBudget: 2000 },
-  forYou: { ann: 40, creators: 12, perCreator: 10, newest: 30, trending: 25, trendingSlots: 256, coldStart: 100 },
+  forYou: {
+    ann: 40,
+    creators: 12,
+    perCreator: 20,
+    creatorFloor: 0.25,
+    perCreatorGrowth: 0,
+    newest: 30,
+    newestGrowth: 0,
+    trending: 25,
+    trendingSlots: 256,
+    coldStart: 100,
+  },
 });
 
 const NO_DIVERSITY = freezePlan({
@@ -217,7 +283,18 @@ const NO_DIVERSITY = freezePlan({
   windows: { coarse: true },
   diversity: { enabled: false },
   feeds: { candidateBudget: 2000 },
-  forYou: { ann: 32, creators: 12, perCreator: 8, newest: 20, trending: 20, trendingSlots: 128, coldStart: 64 },
+  forYou: {
+    ann: 32,
+    creators: 12,
+    perCreator: 16,
+    creatorFloor: 0.25,
+    perCreatorGrowth: 0,
+    newest: 20,
+    newestGrowth: 0,
+    trending: 20,
+    trendingSlots: 128,
+    coldStart: 64,
+  },
 });
 
 /** Every level's plan, indexed by `DegradationLevel`. */
