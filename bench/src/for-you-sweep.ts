@@ -155,13 +155,57 @@ export function overlapAt10<T>(a: readonly T[], b: readonly T[]): number {
 }
 
 /** A query context on this thread over the open database `db` in `dir` (see the file's comment). */
-export function sweepContext(db: TidalDb, dir: string, snapshot: string): { ctx: QueryContext; exec: RetrieveExecutor } {
+export function sweepContext(db: TidalDb, dir: string, ann: string | ExactNeighbours): { ctx: QueryContext; exec: RetrieveExecutor } {
   const { store, schema } = internalsOf(db);
   const ro = new Database(path.join(dir, 'tidal.db'), { readonly: true, fileMustExist: true });
   const catalog = new Catalog(ro, schema);
   catalog.refresh();
-  const ctx: QueryContext = { schema, catalog, store, ann: AnnIndex.view(schema.embeddingDims, path.join(dir, snapshot)), db: ro };
+  const index = typeof ann === 'string' ? AnnIndex.view(schema.embeddingDims, path.join(dir, ann)) : (ann as unknown as AnnIndex);
+  const ctx: QueryContext = { schema, catalog, store, ann: index, db: ro };
   return { ctx, exec: new RetrieveExecutor(ctx) };
+}
+
+/**
+ * A stand-in for the ANN index (`--exact-ann`): each user's exact nearest neighbours, computed
+ * once, and a search of k is their first k. For a catalogue whose HNSW graph is not built yet: the
+ * sweep's quality is then that of exact neighbours (an HNSW search of the same k finds nearly the
+ * same), and its times leave the ANN search out.
+ */
+export class ExactNeighbours {
+  readonly #found = new WeakMap<Float32Array, { keys: Int32Array; similarity: Float32Array }>();
+  readonly size: number;
+
+  constructor(data: ForYouData, users: readonly SweepUser[], depth: number) {
+    const { dims, embeddings } = data;
+    const items = data.created.length;
+    this.size = items;
+    const sims = new Float32Array(items);
+    for (const u of users) {
+      const p = u.state.preference!;
+      let np = 0;
+      for (let k = 0; k < dims; k++) np += p[k]! * p[k]!;
+      const scale = np > 0 ? 1 / Math.sqrt(np) : 0;
+      for (let i = 0; i < items; i++) {
+        let d = 0;
+        for (let k = 0; k < dims; k++) d += p[k]! * embeddings[i * dims + k]!;
+        sims[i] = d * scale;
+      }
+      // The depth-th largest similarity by a sorted copy, then the items above it in order.
+      const sorted = Float32Array.from(sims).sort();
+      const floor = sorted[Math.max(0, items - depth)]!;
+      const keys: number[] = [];
+      for (let i = 0; i < items; i++) if (sims[i]! >= floor) keys.push(i);
+      keys.sort((a, b) => sims[b]! - sims[a]! || a - b);
+      keys.length = Math.min(keys.length, depth);
+      this.#found.set(p, { keys: Int32Array.from(keys), similarity: Float32Array.from(keys, (i) => sims[i]!) });
+    }
+  }
+
+  search(vector: Float32Array, k: number): { keys: Int32Array; similarity: Float32Array } {
+    const f = this.#found.get(vector);
+    if (!f) throw new Error('ExactNeighbours: a vector of no sweep user');
+    return { keys: f.keys.subarray(0, k), similarity: f.similarity.subarray(0, k) };
+  }
 }
 
 export function forYouTask(user: SweepUser, limit = 10): RetrieveTask {
@@ -355,7 +399,7 @@ export function sourceRecall(
   const missed: Features = { similarity: 0, velocity: 0, recency: 0, affinity: 0 };
   const all: Features = { similarity: 0, velocity: 0, recency: 0, affinity: 0 };
   users.forEach((u, q) => {
-    const ann = ctx.ann!.search(u.preference, 2048, 2048);
+    const ann = ctx.ann!.search(u.state.preference!, 2048, 2048);
     const annRank = new Map<number, number>();
     Array.from(ann.keys).forEach((o, r) => annRank.set(o, r));
     const byAffinity = [...u.affinity].sort((a, b) => b[1] - a[1]);

@@ -43,6 +43,7 @@ import {
   sweepContext,
   sweepSets,
   sweepTable,
+  ExactNeighbours,
   type ForYouData,
   type SweepUser,
 } from './for-you-sweep.js';
@@ -59,6 +60,11 @@ const opts = parseOptions('personalization', {
     default: '',
     description:
       "only for_you's quality: where the exhaustive top items lie in each source, then every level's plan and these budget sets (`[Level:]field=n,...` separated by `/`, or `plans`) side by side on this thread",
+  },
+  'exact-ann': {
+    type: 'boolean',
+    description:
+      "with --sweep: each user's exact nearest neighbours stand in for the ANN index, which is not built (quality of exact neighbours; times without the ANN search)",
   },
   'sweep-users': { type: 'int', default: 100, description: 'users of the sweep' },
   'sweep-reps': { type: 'int', default: 3, description: 'timed passes of the sweep over its users' },
@@ -236,8 +242,10 @@ async function main(): Promise<void> {
       })();
   }
   step('every user read back (preference, affinity) and copied to SQL');
-  await db.warm();
-  step(reuse ? 'warm() (the ANN index mapped from its snapshot)' : 'warm() (the ANN index built over the items, the workers caught up)');
+  const exactAnn = opts.sweep !== '' && opts['exact-ann'];
+  if (!exactAnn) await db.warm();
+  if (!exactAnn)
+    step(reuse ? 'warm() (the ANN index mapped from its snapshot)' : 'warm() (the ANN index built over the items, the workers caught up)');
   if (opts.dir !== '') fs.writeFileSync(marker, loadedWith);
   collectGarbage();
   const heapUsers = process.memoryUsage().heapUsed - heapBefore;
@@ -273,7 +281,9 @@ async function main(): Promise<void> {
   };
   const snapshotFile = (): string | undefined => fs.readdirSync(dir).find((f) => /^ann-[0-9]+-[0-9a-f]+\.usearch$/.test(f));
   if (opts.sweep !== '') {
-    await forYouSweepRun(db, dir, snapshotFile()!, forYouData(), await sweepUsers(opts['sweep-users']));
+    const data = forYouData();
+    const sweepers = await sweepUsers(opts['sweep-users']);
+    await forYouSweepRun(db, dir, exactAnn ? new ExactNeighbours(data, sweepers, 2048) : snapshotFile()!, data, sweepers);
     await db.close();
     sql.close();
     if (opts.dir === '') fs.rmSync(dir, { recursive: true, force: true });
@@ -677,10 +687,16 @@ function mean(xs: readonly number[]): number {
  * The sweep (`--sweep`): where the exhaustive top items lie in each source, then each budget set's
  * overlap@10 and time on this thread.
  */
-async function forYouSweepRun(db: TidalDb, dir: string, snapshot: string, data: ForYouData, users: SweepUser[]): Promise<void> {
+async function forYouSweepRun(
+  db: TidalDb,
+  dir: string,
+  ann: string | ExactNeighbours,
+  data: ForYouData,
+  users: SweepUser[],
+): Promise<void> {
   const sets = sweepSets(opts.sweep === 'plans' ? '' : opts.sweep);
   const t = nowMs();
-  const { ctx, exec } = sweepContext(db, dir, snapshot);
+  const { ctx, exec } = sweepContext(db, dir, ann);
   // The exhaustive ranking of a kept directory's users is kept beside it: a reopened database ranks at the same clock over the same state.
   const kept = path.join(dir, `for-you-exhaustive-${users.length}.json`);
   const truth: number[][] =
@@ -691,12 +707,14 @@ async function forYouSweepRun(db: TidalDb, dir: string, snapshot: string, data: 
   log(`\nThe exhaustive top 10 of ${users.length} users in ${((nowMs() - t) / 1000).toFixed(1)} s (context and velocities included).`);
   // The sweep's context answers as the workers do: its Full against the database's.
   let same = 0;
-  for (const u of users) {
+  if (typeof ann !== 'string')
+    log('Exact neighbours stand in for the ANN index: quality of exact neighbours, times without the ANN search.');
+  for (const u of typeof ann === 'string' ? users : []) {
     const mine = exec.run(forYouTask(u), levelPlan(DegradationLevel.Full), data.now).items.map((i) => i.id);
     const theirs = (await db.retrieve({ profile: 'for_you', user: u.id, explore: 0, level: 'Full', limit: 10 })).items.map((i) => i.id);
     if (mine.join() === theirs.join()) same++;
   }
-  log(`This thread's Full ranking is the workers' for ${same} of ${users.length} users.`);
+  if (typeof ann === 'string') log(`This thread's Full ranking is the workers' for ${same} of ${users.length} users.`);
   const full = forYouBudgetAt(levelPlan(DegradationLevel.Full).forYou, ctx.catalog.presentCount);
   const recall = sourceRecall(ctx, exec, data, users, truth, full, data.now);
   log(`\n## Where the exhaustive top 10 lie, per source (${users.length} users; share of the top items within each depth)\n`);
