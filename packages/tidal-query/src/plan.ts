@@ -141,15 +141,30 @@ export interface FeedsPlan {
  * affinity with. Sixty-four neighbours plus these cheap sources find them for less than a wider ANN
  * search (whose cost grows with its breadth: 500 neighbours 1.4 ms, 200 0.5 ms).
  *
- * Chosen at 100 000 items and 10 000 users (`bench:personalization`, the run that chose them), against
- * the exhaustive ranking (every item scored by the same mix, velocity over the largest of all
- * items): the depth per affinity creator weighs most (16 creators × 16 items: overlap@10 0.96;
- * × 8: 0.78; × 4: 0.53), the ANN's breadth little, and trending is what puts the largest velocity
- * among the candidates (without it 0.85). The ANN search is each level's largest cost and follows
- * its breadth (each breadth has a view of its own, see `NARROW_BREADTHS` in ann.ts): over 300
- * users, Full with 128 neighbours overlapped the exhaustive ranking 0.959 at 1.55 ms in the worker,
- * with 64 0.950 at 1.00 ms, with 48 0.947 and with 32 0.944 at 0.97 ms. So Full asks for 64, and
- * each level below for fewer.
+ * Chosen against the exhaustive ranking (every item scored by the same mix, velocity over the largest
+ * of all items) with `bench:personalization --sweep` (100 users, 10 000 users' histories; budget
+ * sets side by side on one thread, docs/BENCHMARKS.md#for_you-budget-sweep). Where the exhaustive
+ * top 10 lie: at 100 000 items 92 % among the newest 16 of the 16 strongest affinity creators
+ * (97 % among their newest 32), 4 % among the 64 nearest neighbours, 5 % among the 50 newest items,
+ * 3 % in trending (which still matters: it puts the largest velocity among the candidates, the
+ * velocity feature's divisor). So the creators' depth is what buys quality, and most of it at the
+ * strongest creators: an item's affinity feature is its creator's affinity over the largest, so a
+ * weak creator's older items cannot outrank the rest, and each creator's depth follows its
+ * affinity (`creatorFloor`). At 100 000 items, Full 16 × 32 with a floor of a quarter overlapped
+ * the exhaustive top 10 0.989 with 406 candidates, where 16 × 16 for every creator gave 0.948 with
+ * 388; the levels below 0.982 / 0.967 / 0.935 (0.891 / 0.832 / 0.755 before).
+ *
+ * A creator's list grows with the catalogue (the bench corpus has a creator per 50 items, their
+ * sizes Zipf-distributed, so the largest creators' lists are longer the more items there are), and
+ * the same depth reaches back less far: at 300 000 items the same budgets gave 0.971 / 0.930 /
+ * 0.883 / 0.807; 1.5× the depth 0.989 / 0.978 / 0.955 / 0.924 and 2× 0.991 / 0.989 / 0.977 /
+ * 0.964. √3 ≈ 1.7× is between, so `perCreator` grows as the square root of the catalogue over
+ * 100 000 items (`perCreatorGrowth` 0.5). The newest items hold few of the top items at any size
+ * (2 % among the newest 50 at 300 000), so they do not grow. The ANN search is each level's
+ * largest fixed cost and follows its breadth (each breadth has a view of its own, see
+ * `NARROW_BREADTHS` in ann.ts): at 100 000 items 128 neighbours overlapped 0.959 at 1.55 ms in
+ * the worker, 64 0.950 at 1.00 ms, 32 0.944 at 0.97 ms, so Full asks for 64 and each level below
+ * for fewer, at every catalogue size.
  */
 export interface ForYouPlan {
   /** ANN neighbours of the preference vector. */
@@ -222,7 +237,7 @@ const FULL = freezePlan({
     creators: 16,
     perCreator: 32,
     creatorFloor: 0.25,
-    perCreatorGrowth: 0,
+    perCreatorGrowth: 0.5,
     newest: 50,
     newestGrowth: 0,
     trending: 50,
@@ -244,7 +259,7 @@ const REDUCED_CANDIDATES = freezePlan({
     creators: 16,
     perCreator: 24,
     creatorFloor: 0.25,
-    perCreatorGrowth: 0,
+    perCreatorGrowth: 0.5,
     newest: 40,
     newestGrowth: 0,
     trending: 30,
@@ -266,7 +281,7 @@ const COARSE_AGGREGATES = freezePlan({
     creators: 12,
     perCreator: 20,
     creatorFloor: 0.25,
-    perCreatorGrowth: 0,
+    perCreatorGrowth: 0.5,
     newest: 30,
     newestGrowth: 0,
     trending: 25,
@@ -288,7 +303,7 @@ const NO_DIVERSITY = freezePlan({
     creators: 12,
     perCreator: 16,
     creatorFloor: 0.25,
-    perCreatorGrowth: 0,
+    perCreatorGrowth: 0.5,
     newest: 20,
     newestGrowth: 0,
     trending: 20,

@@ -118,6 +118,10 @@ describe('the level plan', () => {
         prev = next;
       }
     }
+    // Full's creator depth grows at a million items (the sweep that chose it: BENCHMARKS.md#personalization).
+    expect(forYouBudgetAt(levelPlan(DegradationLevel.Full).forYou, FOR_YOU_GROWTH_LIMIT_ITEMS).perCreator).toBeGreaterThan(
+      levelPlan(DegradationLevel.Full).forYou.perCreator,
+    );
   });
 
   it('cuts something at every level: no level is a copy of the one above', () => {
