@@ -142,8 +142,8 @@ export interface FeedsPlan {
  * search (whose cost grows with its breadth: 500 neighbours 1.4 ms, 200 0.5 ms).
  *
  * Chosen against the exhaustive ranking (every item scored by the same mix, velocity over the largest
- * of all items) with `bench:personalization --sweep` (100 users, 10 000 users' histories; budget
- * sets side by side on one thread, docs/BENCHMARKS.md#for_you-budget-sweep). Where the exhaustive
+ * of all items) with `bench:personalization --sweep` (100 of the bench's 10 000 users, budget sets
+ * side by side on one thread; docs/BENCHMARKS.md, "for_you budget sweep"). Where the exhaustive
  * top 10 lie: at 100 000 items 92 % among the newest 16 of the 16 strongest affinity creators
  * (97 % among their newest 32), 4 % among the 64 nearest neighbours, 5 % among the 50 newest items,
  * 3 % in trending (which still matters: it puts the largest velocity among the candidates, the
@@ -159,12 +159,13 @@ export interface FeedsPlan {
  * the same depth reaches back less far: at 300 000 items the same budgets gave 0.971 / 0.930 /
  * 0.883 / 0.807; 1.5× the depth 0.989 / 0.978 / 0.955 / 0.924 and 2× 0.991 / 0.989 / 0.977 /
  * 0.964. √3 ≈ 1.7× is between, so `perCreator` grows as the square root of the catalogue over
- * 100 000 items (`perCreatorGrowth` 0.5). The newest items hold few of the top items at any size
+ * 100 000 items (`perCreatorGrowth` 0.5): at 300 000 items 0.991 / 0.986 / 0.970 / 0.949 with
+ * 604 / 466 / 335 / 268 candidates. The newest items hold few of the top items at any size
  * (2 % among the newest 50 at 300 000), so they do not grow. The ANN search is each level's
  * largest fixed cost and follows its breadth (each breadth has a view of its own, see
- * `NARROW_BREADTHS` in ann.ts): at 100 000 items 128 neighbours overlapped 0.959 at 1.55 ms in
- * the worker, 64 0.950 at 1.00 ms, 32 0.944 at 0.97 ms, so Full asks for 64 and each level below
- * for fewer, at every catalogue size.
+ * `NARROW_BREADTHS` in ann.ts): at 100 000 items, with 16 × 16 for every creator, 128 neighbours
+ * overlapped 0.959 at 1.55 ms in the worker, 64 0.950 at 1.00 ms, 32 0.944 at 0.97 ms, so Full
+ * asks for 64 and each level below for fewer, at every catalogue size.
  */
 export interface ForYouPlan {
   /** ANN neighbours of the preference vector. */
@@ -196,7 +197,12 @@ export interface ForYouPlan {
 /** The catalogue size a plan's `for_you` depths are given at; above it they grow ({@link forYouBudgetAt}). */
 export const FOR_YOU_REFERENCE_ITEMS = 100_000;
 
-/** The catalogue size past which the `for_you` depths stop growing: the largest they were measured at. */
+/**
+ * The catalogue size past which the `for_you` depths stop growing, to bound their cost: there Full's
+ * strongest creator gets 101 items, about the 96 that took 867 candidates and 0.50 ms of CPU
+ * without the ANN search at 300 000 items (`bench:personalization --sweep`). Growth was measured
+ * up to 300 000 items.
+ */
 export const FOR_YOU_GROWTH_LIMIT_ITEMS = 1_000_000;
 
 /**
