@@ -379,6 +379,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'blobToVector',
     'buildCreatorLists',
     'creatorListsOf',
+    'forYouBudgetAt',
     'ftsQuery',
     'hashString',
     'levelPlan',

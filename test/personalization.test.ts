@@ -272,12 +272,15 @@ describe('for_you', () => {
  * Items only one source can find: without an embedding they are never ANN neighbours (and their
  * similarity is 0), so the ANN finds exactly the eight embedded items of CORPUS at every level.
  * - `ana-k`: by ana, the fan's strongest affinity, 31 + k hours old: the affinity creators' source;
+ * - `cy-k`: by cy, a weaker affinity, 50 + k hours old: the same source, to a depth that follows
+ *   cy's affinity over ana's;
  * - `new-k`: by zed (no affinity), k + 1 minutes old, the newest items: the newest source;
  * - `hot-k`: by yan (no affinity), ten days old, 41 + k views in the last hour (more than any
  *   CORPUS item): the trending source, and the largest velocity, which every velocity is divided by.
  */
 const SOURCED = [
-  ...Array.from({ length: 20 }, (_, k) => ({ id: `ana-${k}`, creator: 'ana', ageMs: (31 + k) * HOUR, views: 0 })),
+  ...Array.from({ length: 40 }, (_, k) => ({ id: `ana-${k}`, creator: 'ana', ageMs: (31 + k) * HOUR, views: 0 })),
+  ...Array.from({ length: 40 }, (_, k) => ({ id: `cy-${k}`, creator: 'cy', ageMs: (50 + k) * HOUR, views: 0 })),
   ...Array.from({ length: 60 }, (_, k) => ({ id: `new-${k}`, creator: 'zed', ageMs: (k + 1) * 60_000, views: 0 })),
   ...Array.from({ length: 30 }, (_, k) => ({ id: `hot-${k}`, creator: 'yan', ageMs: 240 * HOUR, views: 41 + k })),
 ];
@@ -314,14 +317,15 @@ async function sourcedOracle(
   const velocity = (id: string): number => db.itemSignals(id).view?.velocity?.[window] ?? 0;
   const sources: Record<string, string[]> = {
     ann: all.filter((c) => c.embedding !== null).map((c) => c.id),
+    // Each creator's depth: the floor's share of perCreator, the rest in proportion to its affinity over the largest.
     creators: Object.entries(u.affinity)
       .filter(([, a]) => a > 0)
       .sort((x, y) => y[1] - x[1])
       .slice(0, b.creators)
-      .flatMap(([creator]) =>
+      .flatMap(([creator, a], _, top) =>
         newestFirst
           .filter((c) => c.creator === creator)
-          .slice(0, b.perCreator)
+          .slice(0, Math.max(1, Math.round(b.perCreator * (b.creatorFloor + (1 - b.creatorFloor) * (a / top[0]![1])))))
           .map((c) => c.id),
       ),
     newest: newestFirst.slice(0, b.newest).map((c) => c.id),
@@ -373,13 +377,13 @@ describe('for_you candidate sources', () => {
       // Every source adds items only it finds, and each level takes fewer of them than the one above.
       expect((await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0, limit: 200 })).explain.forYouSources).toEqual({
         ann: 8,
-        creators: 14,
+        creators: 44,
         newest: 50,
         trending: 30,
       });
       expect(
         (await db.retrieve({ profile: 'for_you', user: 'fan', explore: 0, limit: 200, level: 'NoDiversity' })).explain.forYouSources,
-      ).toEqual({ ann: 8, creators: 6, newest: 20, trending: 20 });
+      ).toEqual({ ann: 8, creators: 20, newest: 20, trending: 20 });
       const budgets = USER_DEFAULTS.forYouBudgets;
       for (let l = 1; l < budgets.length; l++) {
         for (const k of ['ann', 'creators', 'newest', 'trending', 'trendingSlots'] as const)
@@ -395,7 +399,7 @@ describe('for_you candidate sources', () => {
         r.items.map((i) => ({ id: i.id, score: i.score })),
         want.ranking,
       );
-      expect(r.explain.forYouSources).toEqual({ ann: 8, creators: 14, newest: 50, trending: 30 });
+      expect(r.explain.forYouSources).toEqual({ ann: 8, creators: 44, newest: 50, trending: 30 });
     } finally {
       await db.close();
     }

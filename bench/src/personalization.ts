@@ -28,10 +28,25 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { TidalDb, type DegradationLevelName, type RetrieveRequest, type SignalInput } from 'tidal-core';
-import { AnnIndex, FOR_YOU_BUDGETS } from 'tidal-query';
+import { DegradationLevel, TidalDb, type DegradationLevelName, type RetrieveRequest, type SignalInput } from 'tidal-core';
+import { AnnIndex, FOR_YOU_BUDGETS, forYouBudgetAt, levelPlan } from 'tidal-query';
 import { Corpus, personalizationSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
+import { internalsOf } from 'tidal-core/internal';
+import {
+  exhaustiveTop,
+  features,
+  forYouTask,
+  overlapAt10,
+  sourceRecall,
+  sweep,
+  sweepContext,
+  sweepSets,
+  sweepTable,
+  ExactNeighbours,
+  type ForYouData,
+  type SweepUser,
+} from './for-you-sweep.js';
 import { Report, collectGarbage, fmtInt, fmtMs, fmtRatio, nowMs, parseOptions, summarize } from './harness/index.js';
 import { logMemory } from './harness/memory.js';
 
@@ -41,6 +56,25 @@ const opts = parseOptions('personalization', {
   history: { type: 'int', default: 20, description: 'signals per user' },
   queries: { type: 'int', default: 300, description: 'timed queries per side (the SQL for_you runs a tenth, at least 20)' },
   warmup: { type: 'int', default: 1000, description: 'untimed related calls (with their SQL) before anything is timed' },
+  sweep: {
+    type: 'string',
+    default: '',
+    description:
+      "only for_you's quality: where the exhaustive top items lie in each source, then every level's plan and these budget sets (`[Level:]field=n,...` separated by `/`, or `plans`) side by side on this thread",
+  },
+  'exact-ann': {
+    type: 'boolean',
+    description:
+      "with --sweep: each user's exact nearest neighbours stand in for the ANN index, which is not built (quality of exact neighbours; times without the ANN search)",
+  },
+  'sweep-users': { type: 'int', default: 100, description: 'users of the sweep' },
+  'sweep-reps': { type: 'int', default: 3, description: 'timed passes of the sweep over its users' },
+  dir: {
+    type: 'string',
+    default: '',
+    description:
+      'keep the database and its SQL copy in DIR; a later run with the same --items, --users and --history reopens them instead of loading',
+  },
 });
 const ITEMS = opts.items;
 const USERS = opts.users;
@@ -58,7 +92,16 @@ async function main(): Promise<void> {
   const corpus = new Corpus({ items: ITEMS, dims: DIMS });
   const now = corpus.now;
   const schema = personalizationSchema(DIMS);
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-bench-personal-'));
+  const dir = opts.dir === '' ? fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-bench-personal-')) : path.resolve(opts.dir);
+  fs.mkdirSync(dir, { recursive: true });
+  // What a kept directory was loaded with: a run that asks for the same reopens it (the ANN index
+  // from its snapshot) and skips every write; any other run starts the directory afresh.
+  const marker = path.join(dir, 'personalization-bench.json');
+  const loadedWith = JSON.stringify({ items: ITEMS, users: USERS, history: HISTORY, dims: DIMS });
+  const reuse = opts.dir !== '' && fs.existsSync(marker) && fs.readFileSync(marker, 'utf8') === loadedWith;
+  if (opts.dir !== '' && !reuse) {
+    for (const f of fs.readdirSync(dir)) fs.rmSync(path.join(dir, f), { recursive: true, force: true });
+  }
   // Work sharing off: the level table repeats identical queries, and each must run.
   // The clock stands still except in the trending A/B, where one side moves it a millisecond a query.
   let clockMs = now;
@@ -71,7 +114,8 @@ async function main(): Promise<void> {
     .open();
   const sql = new Database(path.join(dir, 'baseline.db'));
   sql.pragma('journal_mode = WAL');
-  sql.exec(`
+  if (!reuse)
+    sql.exec(`
     CREATE TABLE items(rowid INTEGER PRIMARY KEY, id TEXT, creator TEXT, created_at REAL, embedding BLOB);
     CREATE TABLE signals(item INTEGER, kind TEXT, at REAL);
     CREATE INDEX signals_kind_at ON signals(kind, at, item);
@@ -82,33 +126,39 @@ async function main(): Promise<void> {
 
   report = new Report('personalization', opts);
   log(`${fmtInt(ITEMS)} items, ${fmtInt(USERS)} users × ${HISTORY} signals, ${QUERIES} queries per side.\n`);
+  if (reuse) log(`Reopening ${dir} (loaded by an earlier run with the same flags): no write is timed.\n`);
 
   // ---- load ------------------------------------------------------------------------------------
   const t = nowMs();
   const byCategory = new Map<string, number[]>();
   const creatorOf: string[] = [];
-  const insertItem = sql.prepare('INSERT INTO items VALUES (?, ?, ?, ?, ?)');
+  const created = new Float64Array(ITEMS);
+  const embeddings = new Float32Array(ITEMS * DIMS);
+  const insertItem = sql.prepare('INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?)');
   for (const batch of corpus.items(1000)) {
-    await db.upsertItems(batch);
+    if (!reuse) await db.upsertItems(batch);
     sql.transaction(() => {
       for (const it of batch) {
         const i = corpus.indexOf(it.id);
         creatorOf[i] = it.metadata.creator;
+        created[i] = it.createdAt;
+        embeddings.set(it.embedding, i * DIMS);
         let l = byCategory.get(it.metadata.category);
         if (!l) byCategory.set(it.metadata.category, (l = []));
         l.push(i);
-        insertItem.run(
-          i,
-          it.id,
-          it.metadata.creator,
-          it.createdAt,
-          Buffer.from(it.embedding.buffer, it.embedding.byteOffset, it.embedding.byteLength),
-        );
+        if (!reuse)
+          insertItem.run(
+            i,
+            it.id,
+            it.metadata.creator,
+            it.createdAt,
+            Buffer.from(it.embedding.buffer, it.embedding.byteOffset, it.embedding.byteLength),
+          );
       }
     })();
   }
   const insertSignal = sql.prepare('INSERT INTO signals VALUES (?, ?, ?)');
-  for (const batch of corpus.signalBatches(1000)) {
+  for (const batch of reuse ? [] : corpus.signalBatches(1000)) {
     await db.signals(batch);
     sql.transaction(() => {
       for (const s of batch) insertSignal.run(corpus.indexOf(s.item), s.kind, s.at);
@@ -128,7 +178,7 @@ async function main(): Promise<void> {
     log(`  ${what}: ${((nowMs() - stepAt) / 1000).toFixed(1)} s`);
     stepAt = nowMs();
   };
-  for (let i = 0; i < USERS; i += 1000) await db.upsertUsers(users.slice(i, i + 1000).map((id) => ({ id })));
+  for (let i = 0; i < USERS && !reuse; i += 1000) await db.upsertUsers(users.slice(i, i + 1000).map((id) => ({ id })));
   const insertHistory = sql.prepare('INSERT INTO history VALUES (?, ?, ?, ?)');
   const histories: number[][] = [];
   const events: SignalInput[][] = [];
@@ -154,7 +204,7 @@ async function main(): Promise<void> {
   let userMs = 0;
   let plainMs = 0;
   let userSignals = 0;
-  for (let u = 0; u < USERS; u += BATCH_USERS) {
+  for (let u = 0; u < USERS && !reuse; u += BATCH_USERS) {
     const batch = events.slice(u, u + BATCH_USERS).flat();
     // The same batch without users, to items with no state of their own: the plain cost.
     const plain = batch.map((s) => ({ item: `plain-${userSignals % 5000}`, kind: s.kind, at: s.at }));
@@ -167,12 +217,13 @@ async function main(): Promise<void> {
     userSignals += batch.length;
     if ((u / BATCH_USERS) % 40 === 39) log(`    signals: ${fmtInt(u + BATCH_USERS)} of ${fmtInt(USERS)} users`);
   }
-  step(`${fmtInt(userSignals)} user signals and as many plain ones written`);
-  sql.transaction(() => {
-    for (let u = 0; u < USERS; u++) histories[u]!.forEach((i, pos) => insertHistory.run(u, pos, i, events[u]![pos]!.at));
-  })();
+  if (!reuse) step(`${fmtInt(userSignals)} user signals and as many plain ones written`);
+  if (!reuse)
+    sql.transaction(() => {
+      for (let u = 0; u < USERS; u++) histories[u]!.forEach((i, pos) => insertHistory.run(u, pos, i, events[u]![pos]!.at));
+    })();
   // Follows a thousand at a time (the group commit batches them; one await each is one commit each).
-  for (let u = 0; u < USERS; u += 200) {
+  for (let u = 0; u < USERS && !reuse; u += 200) {
     const calls: Promise<void>[] = [];
     for (let v = u; v < Math.min(USERS, u + 200); v++) {
       const fav = byCategory.get(categories[v % categories.length]!)!;
@@ -180,19 +231,23 @@ async function main(): Promise<void> {
     }
     await Promise.all(calls);
   }
-  step(`the histories copied to SQL, ${fmtInt(USERS * 5)} follows written`);
+  if (!reuse) step(`the histories copied to SQL, ${fmtInt(USERS * 5)} follows written`);
   const insertAffinity = sql.prepare('INSERT INTO affinity VALUES (?, ?, ?)');
   const preference: Float32Array[] = [];
   for (let u = 0; u < USERS; u++) {
     const state = (await db.getUser(users[u]!))!;
     preference.push(state.preference ?? new Float32Array(DIMS));
-    sql.transaction(() => {
-      for (const [c, s] of Object.entries(state.affinity)) insertAffinity.run(u, c, s);
-    })();
+    if (!reuse)
+      sql.transaction(() => {
+        for (const [c, s] of Object.entries(state.affinity)) insertAffinity.run(u, c, s);
+      })();
   }
   step('every user read back (preference, affinity) and copied to SQL');
-  await db.warm();
-  step('warm() (the ANN index built over the items, the workers caught up)');
+  const exactAnn = opts.sweep !== '' && opts['exact-ann'];
+  if (!exactAnn) await db.warm();
+  if (!exactAnn)
+    step(reuse ? 'warm() (the ANN index mapped from its snapshot)' : 'warm() (the ANN index built over the items, the workers caught up)');
+  if (opts.dir !== '') fs.writeFileSync(marker, loadedWith);
   collectGarbage();
   const heapUsers = process.memoryUsage().heapUsed - heapBefore;
   log(
@@ -200,10 +255,48 @@ async function main(): Promise<void> {
   );
   log(`Users loaded in ${((nowMs() - t) / 1000) | 0} s in all.`);
   report.set('memoryAfterLoad', logMemory('after load (items, users, signals, warm)', log));
-  log(
-    `\nWrite cost, interleaved batches of ${BATCH_USERS * HISTORY}: ${fmtInt(userSignals)} user signals ${fmtMs((userMs / userSignals) * 1000)} µs each, ` +
-      `the same batches without a user ${fmtMs((plainMs / userSignals) * 1000)} µs each: ${fmtRatio(userMs / plainMs)}.`,
-  );
+
+  // The corpus as the exhaustive ranking reads it, and the first users of the timed queries'
+  // sequence as the sweep sees them.
+  let data: ForYouData | undefined;
+  const forYouData = (): ForYouData => {
+    if (data) return data;
+    const velocity = new Float64Array(ITEMS);
+    let maxVelocity = 0;
+    for (let i = 0; i < ITEMS; i++) {
+      velocity[i] = db.itemSignals(corpus.id(i)).view?.velocity?.['1h'] ?? 0;
+      if (velocity[i]! > maxVelocity) maxVelocity = velocity[i]!;
+    }
+    return (data = { dims: DIMS, now, embeddings, created, velocity, maxVelocity, creatorOf });
+  };
+  const sweepUsers = async (n: number): Promise<SweepUser[]> => {
+    const r = mulberry32(0x51);
+    const out: SweepUser[] = [];
+    for (let q = 0; q < n; q++) {
+      const id = users[Math.floor(r() * USERS)]!;
+      const st = (await db.getUser(id))!;
+      if (!st.preference) continue;
+      const state = internalsOf(db).users.queryState('user', id, false, false);
+      out.push({ id, preference: st.preference, affinity: new Map(Object.entries(st.affinity).filter(([, a]) => a > 0)), state });
+    }
+    return out;
+  };
+  const snapshotFile = (): string | undefined => fs.readdirSync(dir).find((f) => /^ann-[0-9]+-[0-9a-f]+\.usearch$/.test(f));
+  if (opts.sweep !== '') {
+    const data = forYouData();
+    const sweepers = await sweepUsers(opts['sweep-users']);
+    await forYouSweepRun(db, dir, exactAnn ? new ExactNeighbours(data, sweepers, 2048) : snapshotFile()!, data, sweepers);
+    await db.close();
+    sql.close();
+    if (opts.dir === '') fs.rmSync(dir, { recursive: true, force: true });
+    report.finish();
+    return;
+  }
+  if (!reuse)
+    log(
+      `\nWrite cost, interleaved batches of ${BATCH_USERS * HISTORY}: ${fmtInt(userSignals)} user signals ${fmtMs((userMs / userSignals) * 1000)} µs each, ` +
+        `the same batches without a user ${fmtMs((plainMs / userSignals) * 1000)} µs each: ${fmtRatio(userMs / plainMs)}.`,
+    );
 
   // ---- for_you and related against SQL ---------------------------------------------------------
   sql.function('cosine', { deterministic: true }, (blob: unknown, q: unknown) => {
@@ -358,7 +451,7 @@ async function main(): Promise<void> {
   }
   const service = db.stats().serviceMs;
   // The ANN search alone, on this thread, over the snapshot the workers map (the same graph).
-  const snapshot = fs.readdirSync(dir).find((f) => /^ann-[0-9]+-[0-9a-f]+\.usearch$/.test(f));
+  const snapshot = snapshotFile();
   // k = 500 / 200 / 128 at the built breadth; for_you's Full with its own breadth (its view).
   const fullAnn = FOR_YOU_BUDGETS[0]!.ann;
   const annMs: Record<number, number[]> = { 500: [], 200: [], 128: [], [fullAnn]: [] };
@@ -539,64 +632,24 @@ async function main(): Promise<void> {
   // the snapshot the workers search (ordinals are the corpus indexes: items were written in order).
   if (snapshot) {
     const ann = AnnIndex.view(DIMS, path.join(dir, snapshot));
-    const emb = corpus.embeddingMatrix();
-    const created = new Float64Array(ITEMS);
-    const vel = new Float64Array(ITEMS);
-    let maxVel = 0;
-    for (let i = 0; i < ITEMS; i++) {
-      created[i] = corpus.item(i).createdAt;
-      vel[i] = db.itemSignals(corpus.id(i)).view?.velocity?.['1h'] ?? 0;
-      if (vel[i]! > maxVel) maxVel = vel[i]!;
-    }
-    const cosAt = (p: Float32Array, i: number): number => {
-      let d = 0;
-      let na = 0;
-      let nb = 0;
-      for (let k = 0; k < DIMS; k++) {
-        const x = p[k]!;
-        const y = emb[i * DIMS + k]!;
-        d += x * y;
-        na += x * x;
-        nb += y * y;
-      }
-      return na > 0 && nb > 0 ? d / Math.sqrt(na * nb) : 0;
-    };
+    const data = forYouData();
     const Q = Math.min(QUERIES, 100);
     const ovs = { exhaustive: new Map<string, number>(), oldFull: new Map<string, number>(), newFull: new Map<string, number>() };
     let oldVsExhaustive = 0;
     let checkedSim = 0;
+    const sweepers = await sweepUsers(Q);
     for (let q = 0; q < Q; q++) {
-      const u = forYouUsers[q]!;
-      const st = (await db.getUser(users[u]!))!;
-      if (!st.preference) continue;
-      const pref = st.preference;
-      const aff = new Map(Object.entries(st.affinity).filter(([, a]) => a > 0));
-      const maxA = Math.max(0, ...aff.values());
-      const score = (i: number, maxV: number): number =>
-        0.4 * Math.max(0, cosAt(pref, i)) +
-        0.3 * (maxV > 0 ? vel[i]! / maxV : 0) +
-        0.2 * 2 ** (-Math.max(0, now - created[i]!) / DAY) +
-        0.1 * (maxA > 0 ? (aff.get(creatorOf[i]!) ?? 0) / maxA : 0);
-      const top10 = (cands: ArrayLike<number>, maxV: number): string[] => {
-        const c = Array.from(cands);
-        const sc = c.map((i) => score(i, maxV));
-        return c
-          .map((_, i) => i)
-          .sort((a, b) => sc[b]! - sc[a]! || c[a]! - c[b]!)
-          .slice(0, 10)
-          .map((i) => corpus.id(c[i]!));
-      };
-      const all = Array.from({ length: ITEMS }, (_, i) => i);
-      const exhaustive = top10(all, maxVel);
-      const near = ann.search(pref, 500);
-      if (near.keys.length > 0 && Math.abs(near.similarity[0]! - cosAt(pref, near.keys[0]!)) < 1e-3) checkedSim++;
+      const u = sweepers[q]!;
+      const exhaustive = exhaustiveTop(data, u).map((i) => corpus.id(i));
+      const near = ann.search(u.preference, 500);
+      if (near.keys.length > 0 && Math.abs(near.similarity[0]! - features(data, u, near.keys[0]!).similarity) < 1e-3) checkedSim++;
       let maxV500 = 0;
-      for (const o of near.keys) if (vel[o]! > maxV500) maxV500 = vel[o]!;
-      const oldFull = top10(near.keys, maxV500);
+      for (const o of near.keys) if (data.velocity[o]! > maxV500) maxV500 = data.velocity[o]!;
+      const oldFull = exhaustiveTop(data, u, 10, near.keys, maxV500).map((i) => corpus.id(i));
       oldVsExhaustive += overlapAt10(oldFull, exhaustive);
       let newFull: string[] = [];
       for (const level of LEVELS) {
-        const ids = (await db.retrieve({ profile: 'for_you', user: users[u]!, explore: 0, level, limit: 10 })).items.map((i) => i.id);
+        const ids = (await db.retrieve({ profile: 'for_you', user: u.id, explore: 0, level, limit: 10 })).items.map((i) => i.id);
         if (level === 'Full') newFull = ids;
         ovs.exhaustive.set(level, (ovs.exhaustive.get(level) ?? 0) + overlapAt10(ids, exhaustive));
         ovs.oldFull.set(level, (ovs.oldFull.get(level) ?? 0) + overlapAt10(ids, oldFull));
@@ -624,7 +677,7 @@ async function main(): Promise<void> {
 
   await db.close();
   sql.close();
-  fs.rmSync(dir, { recursive: true, force: true });
+  if (opts.dir === '') fs.rmSync(dir, { recursive: true, force: true });
   report.finish();
 }
 
@@ -632,13 +685,53 @@ function mean(xs: readonly number[]): number {
   return xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
 }
 
-/** |a[..10] ∩ b[..10]| / min(10, |b|), 1 when both are empty. */
-function overlapAt10(a: readonly string[], b: readonly string[]): number {
-  const want = new Set(b.slice(0, 10));
-  if (want.size === 0) return a.length === 0 ? 1 : 0;
-  let hit = 0;
-  for (const id of a.slice(0, 10)) if (want.has(id)) hit++;
-  return hit / want.size;
+/**
+ * The sweep (`--sweep`): where the exhaustive top items lie in each source, then each budget set's
+ * overlap@10 and time on this thread.
+ */
+async function forYouSweepRun(
+  db: TidalDb,
+  dir: string,
+  ann: string | ExactNeighbours,
+  data: ForYouData,
+  users: SweepUser[],
+): Promise<void> {
+  const sets = sweepSets(opts.sweep === 'plans' ? '' : opts.sweep);
+  const t = nowMs();
+  const { ctx, exec } = sweepContext(db, dir, ann);
+  // The exhaustive ranking of a kept directory's users is kept beside it: a reopened database ranks at the same clock over the same state.
+  const kept = path.join(dir, `for-you-exhaustive-${users.length}.json`);
+  const truth: number[][] =
+    opts.dir !== '' && fs.existsSync(kept)
+      ? (JSON.parse(fs.readFileSync(kept, 'utf8')) as number[][])
+      : users.map((u) => exhaustiveTop(data, u));
+  if (opts.dir !== '') fs.writeFileSync(kept, JSON.stringify(truth));
+  log(`\nThe exhaustive top 10 of ${users.length} users in ${((nowMs() - t) / 1000).toFixed(1)} s (context and velocities included).`);
+  // The sweep's context answers as the workers do: its Full against the database's.
+  let same = 0;
+  if (typeof ann !== 'string')
+    log('Exact neighbours stand in for the ANN index: quality of exact neighbours, times without the ANN search.');
+  for (const u of typeof ann === 'string' ? users : []) {
+    const mine = exec.run(forYouTask(u), levelPlan(DegradationLevel.Full), data.now).items.map((i) => i.id);
+    const theirs = (await db.retrieve({ profile: 'for_you', user: u.id, explore: 0, level: 'Full', limit: 10 })).items.map((i) => i.id);
+    if (mine.join() === theirs.join()) same++;
+  }
+  if (typeof ann === 'string') log(`This thread's Full ranking is the workers' for ${same} of ${users.length} users.`);
+  const full = forYouBudgetAt(levelPlan(DegradationLevel.Full).forYou, ctx.catalog.presentCount);
+  const recall = sourceRecall(ctx, exec, data, users, truth, full, data.now);
+  log(`\n## Where the exhaustive top 10 lie, per source (${users.length} users; share of the top items within each depth)\n`);
+  log(report!.markdown(['source', 'recall at depth'], recall.rows));
+  log(`\n${recall.missed}`);
+  log(
+    `\n## for_you budget sweep (${users.length} users × ${opts['sweep-reps']} passes, sets interleaved; ms on this thread, CPU time and wall time)\n`,
+  );
+  const rows = sweep(exec, sets, users, truth, data.now, opts['sweep-reps']);
+  log(
+    report!.markdown(
+      ['budget set', 'overlap@10 with the exhaustive ranking', 'CPU p50', 'CPU mean', 'wall p50', 'candidates'],
+      sweepTable(rows),
+    ),
+  );
 }
 
 await main();

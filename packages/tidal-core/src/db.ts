@@ -31,6 +31,10 @@ export interface TidalDbInternals {
   /** Service-time estimates per level (tests record samples to steer deadline-based levels). */
   readonly recorder: QueryRecorder;
   readonly sharing: WorkSharing;
+  /** The signal state, the schema the workers query by and the users: what a query context on the database's thread needs (the bench's for_you sweep). */
+  readonly store: SignalStore;
+  readonly schema: QuerySchema;
+  readonly users: UserRegistry;
 }
 
 /** A path argument: a non-empty string without NUL characters. */
@@ -117,7 +121,15 @@ export class TidalDb implements AsyncDisposable {
     const p = openParts(o);
     this.#p = p;
     ({ store: this.#store, writes: this.#writes, queries: this.#queries, users: this.#users } = p);
-    internals.set(this, { writer: p.db, pool: p.pool, recorder: p.queries.recorder, sharing: p.sharing });
+    internals.set(this, {
+      writer: p.db,
+      pool: p.pool,
+      recorder: p.queries.recorder,
+      sharing: p.sharing,
+      store: p.store,
+      schema: o.schema,
+      users: p.users,
+    });
   }
 
   #check(operation: string): void {

@@ -1,5 +1,5 @@
 export { RetrieveExecutor } from './retrieve.js';
-export { FEED_CANDIDATE_BUDGET, FOR_YOU_BUDGETS, levelPlan, tunedPlan } from './plan.js';
+export { FEED_CANDIDATE_BUDGET, FOR_YOU_BUDGETS, forYouBudgetAt, levelPlan, tunedPlan } from './plan.js';
 export type { ForYouBudget, LevelPlan, PlanOverrides } from './plan.js';
 export { ftsQuery } from './search.js';
 export { TextIndex } from './text/text-index.js';

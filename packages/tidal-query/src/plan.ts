@@ -143,31 +143,85 @@ export interface FeedsPlan {
  * affinity with. Sixty-four neighbours plus these cheap sources find them for less than a wider ANN
  * search (whose cost grows with its breadth: 500 neighbours 1.4 ms, 200 0.5 ms).
  *
- * Chosen at 100 000 items and 10 000 users (`bench:personalization`, the run that chose them), against
- * the exhaustive ranking (every item scored by the same mix, velocity over the largest of all
- * items): the depth per affinity creator weighs most (16 creators × 16 items: overlap@10 0.96;
- * × 8: 0.78; × 4: 0.53), the ANN's breadth little, and trending is what puts the largest velocity
- * among the candidates (without it 0.85). The ANN search is each level's largest cost and follows
- * its breadth (each breadth has a view of its own, see `NARROW_BREADTHS` in ann.ts): over 300
- * users, Full with 128 neighbours overlapped the exhaustive ranking 0.959 at 1.55 ms in the worker,
- * with 64 0.950 at 1.00 ms, with 48 0.947 and with 32 0.944 at 0.97 ms. So Full asks for 64, and
- * each level below for fewer.
+ * Chosen against the exhaustive ranking (every item scored by the same mix, velocity over the largest
+ * of all items) with `bench:personalization --sweep` (100 of the bench's 10 000 users, budget sets
+ * side by side on one thread; docs/BENCHMARKS.md, "for_you budget sweep"). Where the exhaustive
+ * top 10 lie: at 100 000 items 92 % among the newest 16 of the 16 strongest affinity creators
+ * (97 % among their newest 32), 4 % among the 64 nearest neighbours, 5 % among the 50 newest items,
+ * 3 % in trending (which still matters: it puts the largest velocity among the candidates, the
+ * velocity feature's divisor). So the creators' depth is what buys quality, and most of it at the
+ * strongest creators: an item's affinity feature is its creator's affinity over the largest, so a
+ * weak creator's older items cannot outrank the rest, and each creator's depth follows its
+ * affinity (`creatorFloor`). At 100 000 items, Full 16 × 32 with a floor of a quarter overlapped
+ * the exhaustive top 10 0.989 with 406 candidates, where 16 × 16 for every creator gave 0.948 with
+ * 388; the levels below 0.982 / 0.967 / 0.935 (0.891 / 0.832 / 0.755 before).
+ *
+ * A creator's list grows with the catalogue (the bench corpus has a creator per 50 items, their
+ * sizes Zipf-distributed, so the largest creators' lists are longer the more items there are), and
+ * the same depth reaches back less far: at 300 000 items the same budgets gave 0.971 / 0.930 /
+ * 0.883 / 0.807; 1.5× the depth 0.989 / 0.978 / 0.955 / 0.924 and 2× 0.991 / 0.989 / 0.977 /
+ * 0.964. √3 ≈ 1.7× is between, so `perCreator` grows as the square root of the catalogue over
+ * 100 000 items (`perCreatorGrowth` 0.5): at 300 000 items 0.991 / 0.986 / 0.970 / 0.949 with
+ * 604 / 466 / 335 / 268 candidates. The newest items hold few of the top items at any size
+ * (2 % among the newest 50 at 300 000), so they do not grow. The ANN search is each level's
+ * largest fixed cost and follows its breadth (each breadth has a view of its own, see
+ * `NARROW_BREADTHS` in ann.ts): at 100 000 items, with 16 × 16 for every creator, 128 neighbours
+ * overlapped 0.959 at 1.55 ms in the worker, 64 0.950 at 1.00 ms, 32 0.944 at 0.97 ms, so Full
+ * asks for 64 and each level below for fewer, at every catalogue size.
  */
 export interface ForYouPlan {
   /** ANN neighbours of the preference vector. */
   readonly ann: number;
   /** The creators the user has the largest positive affinity with, whose newest items are taken. */
   readonly creators: number;
-  /** Newest items passing the query's predicate, per such creator. */
+  /**
+   * Newest items passing the query's predicate, per such creator, at {@link FOR_YOU_REFERENCE_ITEMS}
+   * items: the creator of the largest affinity gets this many, the others
+   * `perCreator × (creatorFloor + (1 − creatorFloor) × affinity ÷ largest)`.
+   */
   readonly perCreator: number;
-  /** The newest items passing the query's predicate. */
+  /** The share of `perCreator` every affinity creator gets whatever its affinity (1: all the same depth). */
+  readonly creatorFloor: number;
+  /** `perCreator` grows as (items ÷ {@link FOR_YOU_REFERENCE_ITEMS})^perCreatorGrowth above the reference. */
+  readonly perCreatorGrowth: number;
+  /** The newest items passing the query's predicate, at {@link FOR_YOU_REFERENCE_ITEMS} items. */
   readonly newest: number;
+  /** `newest` grows as (items ÷ {@link FOR_YOU_REFERENCE_ITEMS})^newestGrowth above the reference. */
+  readonly newestGrowth: number;
   /** The first items of `trending` over the query's window passing the predicate. */
   readonly trending: number;
   /** Active slots per velocity kind the trending source may read. */
   readonly trendingSlots: number;
   /** A user without a preference vector takes this many of `trending` and of `new`: the level's ANN breadth. */
   readonly coldStart: number;
+}
+
+/** The catalogue size a plan's `for_you` depths are given at; above it they grow ({@link forYouBudgetAt}). */
+export const FOR_YOU_REFERENCE_ITEMS = 100_000;
+
+/**
+ * The catalogue size past which the `for_you` depths stop growing, to bound their cost: there Full's
+ * strongest creator gets 101 items, about the 96 that took 867 candidates and 0.50 ms of CPU
+ * without the ANN search at 300 000 items (`bench:personalization --sweep`). Growth was measured
+ * up to 300 000 items.
+ */
+export const FOR_YOU_GROWTH_LIMIT_ITEMS = 1_000_000;
+
+/**
+ * `plan`'s budgets for a catalogue of `items` present items: `perCreator` and `newest` are walks of
+ * newest-first lists, and a list of a catalogue k times larger over the same days is k times longer,
+ * so the same depth reaches back 1/k as far. Each grows by its exponent from
+ * {@link FOR_YOU_REFERENCE_ITEMS} up to {@link FOR_YOU_GROWTH_LIMIT_ITEMS}; below the reference the
+ * plan's own values hold.
+ */
+export function forYouBudgetAt(plan: ForYouPlan, items: number): ForYouPlan {
+  const x = Math.min(FOR_YOU_GROWTH_LIMIT_ITEMS, Math.max(FOR_YOU_REFERENCE_ITEMS, items)) / FOR_YOU_REFERENCE_ITEMS;
+  if (x === 1) return plan;
+  return {
+    ...plan,
+    perCreator: Math.round(plan.perCreator * x ** plan.perCreatorGrowth),
+    newest: Math.round(plan.newest * x ** plan.newestGrowth),
+  };
 }
 
 /** The plan's type with every part optional, for {@link tunedPlan}. */
@@ -186,7 +240,18 @@ const FULL = freezePlan({
   windows: { coarse: false },
   diversity: { enabled: true },
   feeds: { candidateBudget: Number.POSITIVE_INFINITY },
-  forYou: { ann: 64, creators: 16, perCreator: 16, newest: 50, trending: 50, trendingSlots: 512, coldStart: 500 },
+  forYou: {
+    ann: 64,
+    creators: 16,
+    perCreator: 32,
+    creatorFloor: 0.25,
+    perCreatorGrowth: 0.5,
+    newest: 50,
+    newestGrowth: 0,
+    trending: 50,
+    trendingSlots: 512,
+    coldStart: 500,
+  },
 });
 
 const REDUCED_CANDIDATES = freezePlan({
@@ -197,7 +262,18 @@ const REDUCED_CANDIDATES = freezePlan({
   windows: { coarse: false },
   diversity: { enabled: true },
   feeds: { candidateBudget: 2000 },
-  forYou: { ann: 48, creators: 16, perCreator: 12, newest: 40, trending: 30, trendingSlots: 256, coldStart: 200 },
+  forYou: {
+    ann: 48,
+    creators: 16,
+    perCreator: 24,
+    creatorFloor: 0.25,
+    perCreatorGrowth: 0.5,
+    newest: 40,
+    newestGrowth: 0,
+    trending: 30,
+    trendingSlots: 256,
+    coldStart: 200,
+  },
 });
 
 const COARSE_AGGREGATES = freezePlan({
@@ -208,7 +284,18 @@ const COARSE_AGGREGATES = freezePlan({
   windows: { coarse: true },
   diversity: { enabled: true },
   feeds: { candidateBudget: 2000 },
-  forYou: { ann: 40, creators: 12, perCreator: 10, newest: 30, trending: 25, trendingSlots: 256, coldStart: 100 },
+  forYou: {
+    ann: 40,
+    creators: 12,
+    perCreator: 20,
+    creatorFloor: 0.25,
+    perCreatorGrowth: 0.5,
+    newest: 30,
+    newestGrowth: 0,
+    trending: 25,
+    trendingSlots: 256,
+    coldStart: 100,
+  },
 });
 
 const NO_DIVERSITY = freezePlan({
@@ -219,7 +306,18 @@ const NO_DIVERSITY = freezePlan({
   windows: { coarse: true },
   diversity: { enabled: false },
   feeds: { candidateBudget: 2000 },
-  forYou: { ann: 32, creators: 12, perCreator: 8, newest: 20, trending: 20, trendingSlots: 128, coldStart: 64 },
+  forYou: {
+    ann: 32,
+    creators: 12,
+    perCreator: 16,
+    creatorFloor: 0.25,
+    perCreatorGrowth: 0.5,
+    newest: 20,
+    newestGrowth: 0,
+    trending: 20,
+    trendingSlots: 128,
+    coldStart: 64,
+  },
 });
 
 /** Every level's plan, indexed by `DegradationLevel`. */

@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { DegradationLevel, levelName } from 'tidal-load';
-import { FOR_YOU_BUDGETS, LEVEL_PLANS, levelPlan, tunedPlan, type LevelPlan } from '../src/plan.js';
+import {
+  FOR_YOU_BUDGETS,
+  FOR_YOU_GROWTH_LIMIT_ITEMS,
+  FOR_YOU_REFERENCE_ITEMS,
+  LEVEL_PLANS,
+  forYouBudgetAt,
+  levelPlan,
+  tunedPlan,
+  type LevelPlan,
+} from '../src/plan.js';
 
 const LEVELS = [DegradationLevel.Full, DegradationLevel.ReducedCandidates, DegradationLevel.CoarseAggregates, DegradationLevel.NoDiversity];
 
@@ -67,6 +76,52 @@ describe('the level plan', () => {
         }
       }
     }
+  });
+
+  it("makes each level's for_you budgets, grown for the catalogue, cheaper than or as cheap as the one above at every size", () => {
+    for (const items of [0, 1_000, FOR_YOU_REFERENCE_ITEMS, 250_000, 500_000, FOR_YOU_GROWTH_LIMIT_ITEMS, 10_000_000]) {
+      for (let l = 1; l < LEVELS.length; l++) {
+        const above = forYouBudgetAt(levelPlan(LEVELS[l - 1]!).forYou, items);
+        const here = forYouBudgetAt(levelPlan(LEVELS[l]!).forYou, items);
+        for (const [field, value] of Object.entries(here)) {
+          expect(value, `${levelName(LEVELS[l]!)} forYou.${field} at ${items} items`).toBeLessThanOrEqual(
+            above[field as keyof typeof above],
+          );
+        }
+        // What the creators source may take at most: each creator's depth is at most perCreator.
+        expect(here.creators * here.perCreator, `${levelName(LEVELS[l]!)} at ${items} items`).toBeLessThan(
+          above.creators * above.perCreator,
+        );
+      }
+    }
+  });
+
+  it('grows the for_you depths with the catalogue between the reference and the limit, and holds them outside', () => {
+    for (const level of LEVELS) {
+      const plan = levelPlan(level).forYou;
+      const at = (items: number) => forYouBudgetAt(plan, items);
+      expect(at(1_000)).toEqual(plan);
+      expect(at(FOR_YOU_REFERENCE_ITEMS)).toEqual(plan);
+      expect(at(10_000_000)).toEqual(at(FOR_YOU_GROWTH_LIMIT_ITEMS));
+      const x = FOR_YOU_GROWTH_LIMIT_ITEMS / FOR_YOU_REFERENCE_ITEMS;
+      expect(at(FOR_YOU_GROWTH_LIMIT_ITEMS).perCreator).toBe(Math.round(plan.perCreator * x ** plan.perCreatorGrowth));
+      expect(at(FOR_YOU_GROWTH_LIMIT_ITEMS).newest).toBe(Math.round(plan.newest * x ** plan.newestGrowth));
+      // The sources whose depth does not reach back in time stay as the plan gives them.
+      for (const k of ['ann', 'creators', 'trending', 'trendingSlots', 'coldStart'] as const)
+        expect(at(FOR_YOU_GROWTH_LIMIT_ITEMS)[k]).toBe(plan[k]);
+      // Growth is monotone in the catalogue.
+      let prev = at(FOR_YOU_REFERENCE_ITEMS);
+      for (const items of [200_000, 400_000, 700_000, FOR_YOU_GROWTH_LIMIT_ITEMS]) {
+        const next = at(items);
+        expect(next.perCreator).toBeGreaterThanOrEqual(prev.perCreator);
+        expect(next.newest).toBeGreaterThanOrEqual(prev.newest);
+        prev = next;
+      }
+    }
+    // Full's creator depth grows at a million items (the sweep that chose it: BENCHMARKS.md#personalization).
+    expect(forYouBudgetAt(levelPlan(DegradationLevel.Full).forYou, FOR_YOU_GROWTH_LIMIT_ITEMS).perCreator).toBeGreaterThan(
+      levelPlan(DegradationLevel.Full).forYou.perCreator,
+    );
   });
 
   it('cuts something at every level: no level is a copy of the one above', () => {

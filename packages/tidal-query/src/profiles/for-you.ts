@@ -2,7 +2,7 @@ import type { CandidateSources } from '../candidates/sources.js';
 import type { Predicate } from '../filter.js';
 import { velocityOf, type QueryContext, type WorkCounter } from '../context.js';
 import { OrdinalSet } from '../ordinal-set.js';
-import type { ForYouPlan, LevelPlan } from '../plan.js';
+import { forYouBudgetAt, type ForYouPlan, type LevelPlan } from '../plan.js';
 import { TopK } from '../topk.js';
 import { hashString, mix3 } from '../user-state.js';
 import { creatorListsOf } from './creator-lists.js';
@@ -106,7 +106,8 @@ export function forYou(
   } else {
     const key = `${task.window}|${window}|${plan.trending.slots}|warm`;
     const trending = (want: number, slots: number): number[] => trendingOf(trendingCache, ctx, walk, key, nowMs, want, slots, pass);
-    candidates = warmCandidates(ctx, user, plan.forYou, pass, marks, sims, affinity, explain, newest, trending);
+    const budget = forYouBudgetAt(plan.forYou, ctx.catalog.presentCount);
+    candidates = warmCandidates(ctx, user, budget, pass, marks, sims, affinity, explain, newest, trending);
   }
   explain.afterFilter = candidates.length;
 
@@ -204,13 +205,17 @@ function warmCandidates(
   const field = ctx.schema.creatorField;
   if (field !== undefined && budget.creators > 0 && budget.perCreator > 0) {
     const lists = creatorListsOf(ctx.catalog, field);
-    const codes = affinity.topCodes(budget.creators);
-    for (const code of codes) {
+    const top = affinity.top(budget.creators);
+    for (const { code, share } of top) {
       const list = lists.get(code);
       if (!list) continue;
-      const visits = Math.min(list.length, budget.perCreator * CREATOR_SCAN_FACTOR);
+      // The floor's share of the depth for every creator, the rest in proportion to the affinity:
+      // an item's affinity feature is its creator's share, so a creator of small affinity adds
+      // little to its items' scores and its older items cannot outrank what the other sources hold.
+      const depth = Math.max(1, Math.round(budget.perCreator * (budget.creatorFloor + (1 - budget.creatorFloor) * share)));
+      const visits = Math.min(list.length, depth * CREATOR_SCAN_FACTOR);
       let taken = 0;
-      for (let i = 0; i < visits && taken < budget.perCreator; i++) {
+      for (let i = 0; i < visits && taken < depth; i++) {
         const o = list[i]!;
         if (!pass(o)) continue;
         taken++;
@@ -230,16 +235,15 @@ interface Affinity {
   of(o: number): number;
   /** Whether the user has a positive affinity to `o`'s creator. */
   positive(o: number): boolean;
-  /** The creator codes of the `n` largest positive affinities, largest first (ties: the user's order). */
-  topCodes(n: number): number[];
+  /** The creator codes of the `n` largest positive affinities, largest first (ties: the user's order), each with its share of the largest. */
+  top(n: number): { code: number; share: number }[];
 }
 
 /** The user's affinity to an item's creator, normalised by their largest (0 without a creator). */
 function affinityOf(ctx: QueryContext, user: UserQueryState): Affinity {
   const field = ctx.schema.creatorField;
   const col = field === undefined ? undefined : ctx.catalog.columns.get(field);
-  if (!col || col.type !== 'string' || user.affinityCreators.length === 0)
-    return { of: () => 0, positive: () => false, topCodes: () => [] };
+  if (!col || col.type !== 'string' || user.affinityCreators.length === 0) return { of: () => 0, positive: () => false, top: () => [] };
   let max = 0;
   for (const s of user.affinityScores) if (s > max) max = s;
   const byCode = new Map<number, number>();
@@ -251,11 +255,11 @@ function affinityOf(ctx: QueryContext, user: UserQueryState): Affinity {
   return {
     of: (o) => (max > 0 ? (byCode.get(col.codes[o]!) ?? 0) / max : 0),
     positive: (o) => byCode.has(col.codes[o]!),
-    topCodes: (n) =>
+    top: (n) =>
       [...byCode]
         .sort((a, b) => b[1] - a[1])
         .slice(0, n)
-        .map(([code]) => code),
+        .map(([code, s]) => ({ code, share: s / max })),
   };
 }
 
