@@ -14,57 +14,12 @@ import type { SessionRegistry } from './sessions.js';
 import type { ItemFacts, UserEvent, UserInput, UserRegistry } from './users.js';
 import { META, type Meta } from 'tidal-wal/storage';
 import type { ItemInput, SignalInput } from './types.js';
-import { checkId, checkMetadata, checkText, checkTime, checkVector, checkWeight, isValidId, isValidWeight } from './validate.js';
-import { MAX_EVENT_MS } from 'tidal-query';
-import type { ItemStamp, ReplicaState, ReplMarkEvent } from './replication.js';
+import { checkId, checkMetadata, checkVector } from './validate.js';
+import type { ReplicaState, ReplMarkEvent } from './replication.js';
+import { foreignWrite, toReplicated, type ForeignTarget } from './replicated-events.js';
+import { checkSignals, validateItem, type SessionCall, type SignalEvent, type WriteEvent } from './write-events.js';
 
-/** A signal to append to the log and apply to the signal store. */
-export interface SignalEvent {
-  readonly type: 'signal';
-  ordinal: number;
-  readonly id: string;
-  /** The kind's index in the schema. */
-  readonly kind: number;
-  readonly weight: number;
-  readonly at: number;
-  readonly session: string | null;
-  /** When the session call was made (its activity time once committed); 0 without a session. */
-  readonly sessionAt: number;
-  /** The user the signal is from: their seen set, preference and creator affinity move with it. */
-  readonly user: string | null;
-}
-
-/**
- * An item inserted or replaced. `replacing`: the id already had an ordinal (its text row may exist).
- * `stamp`: a foreign write's last-writer-wins stamp; `skipped` is set in the commit when it lost.
- */
-export interface UpsertEvent {
-  readonly type: 'upsert';
-  readonly item: StoredItem;
-  readonly replacing: boolean;
-  readonly stamp?: ItemStamp;
-  skipped?: boolean;
-}
-
-/**
- * An item deleted: its row keeps the id and ordinal, loses its content. A foreign delete of an id
- * this replica never saw has ordinal −1: only its stamp (the tombstone) is written.
- */
-export interface DeleteEvent {
-  readonly type: 'delete';
-  readonly ordinal: number;
-  readonly id: string;
-  readonly stamp?: ItemStamp;
-  skipped?: boolean;
-}
-
-export type WriteEvent = SignalEvent | UpsertEvent | DeleteEvent | UserEvent | ReplMarkEvent;
-
-/** The session a signal call was made through, and when. */
-export interface SessionCall {
-  readonly id: string;
-  readonly at: number;
-}
+export type { DeleteEvent, SessionCall, SignalEvent, UpsertEvent, WriteEvent } from './write-events.js';
 
 /** What {@link WritePath} starts from: the state recovery rebuilt. */
 export interface WritePathStart {
@@ -179,7 +134,7 @@ export class WritePath {
     // Validated and given ordinals only once the write is admitted (see signals()).
     return this.#gc.enqueue(() => {
       const now = this.#o.clock();
-      const valid = items.map((it, i) => this.#validateItem(it, `items[${i}]`, now));
+      const valid = items.map((it, i) => validateItem(it, `items[${i}]`, now, this.#schema));
       const mark = this.#nextOrdinal;
       this.#fresh.length = 0;
       try {
@@ -216,48 +171,7 @@ export class WritePath {
   }
 
   #signalEvents(batch: readonly SignalInput[], from: SessionCall | null): SignalEvent[] {
-    const now = this.#o.clock();
-    const session = from?.id ?? null;
-    const sessionAt = from?.at ?? 0;
-    const events = batch.map((s, i): SignalEvent => {
-      // Fast path for a well-formed signal, accepting exactly what the checks below accept but
-      // without building their field names (four strings per signal, ~15 % of ingest time).
-      // Anything it does not accept falls through to the checks, which name the bad field.
-      if (typeof s === 'object' && s !== null) {
-        const kind = this.#kindIndex.get(s.kind);
-        const { item, weight, at, user } = s as { item: unknown; weight: unknown; at: unknown; user: unknown };
-        if (
-          kind !== undefined &&
-          user === undefined &&
-          isValidId(item) &&
-          isValidWeight(weight) &&
-          (at === undefined || (typeof at === 'number' && at >= 0 && at < MAX_EVENT_MS))
-        ) {
-          return { type: 'signal', ordinal: -1, id: item, kind, weight: weight ?? 1, at: at ?? now, session, sessionAt, user: null };
-        }
-      }
-      const at = batch.length === 1 ? 'signal' : `signals[${i}]`;
-      if (typeof s !== 'object' || s === null) throw new InvalidInputError(at, 'a signal object', s);
-      const kind = this.#kindIndex.get(s.kind);
-      if (kind === undefined) {
-        throw new InvalidInputError(
-          `${at}.kind`,
-          `a signal kind declared in the schema (${[...this.#kindIndex.keys()].join(', ')})`,
-          s.kind,
-        );
-      }
-      return {
-        type: 'signal',
-        ordinal: -1,
-        id: checkId(`${at}.item`, s.item),
-        kind,
-        weight: checkWeight(`${at}.weight`, s.weight, 1),
-        at: s.at === undefined ? now : checkTime(`${at}.at`, s.at),
-        session,
-        sessionAt,
-        user: s.user === undefined ? null : this.#checkUser(`${at}.user`, s.user),
-      };
-    });
+    const events = checkSignals(batch, from, this.#o.clock(), this.#kindIndex, (field, user) => this.#checkUser(field, user));
     this.#reserve(events);
     return events;
   }
@@ -399,20 +313,6 @@ export class WritePath {
     fresh.length = 0;
   }
 
-  #validateItem(it: ItemInput, at: string, now: number): Omit<StoredItem, 'ordinal'> {
-    if (typeof it !== 'object' || it === null) throw new InvalidInputError(at, 'an item object', it);
-    return {
-      id: checkId(`${at}.id`, it.id),
-      text: checkText(`${at}.text`, it.text),
-      metadata: checkMetadata(`${at}.metadata`, it.metadata, this.#schema),
-      createdAt: it.createdAt === undefined ? now : checkTime(`${at}.createdAt`, it.createdAt),
-      embedding:
-        it.embedding === undefined || it.embedding === null
-          ? null
-          : checkVector(`${at}.embedding`, it.embedding, this.#schema.embeddingDims),
-    };
-  }
-
   // ---- foreign batches ----------------------------------------------------------------------
 
   /**
@@ -459,76 +359,15 @@ export class WritePath {
     position: string,
     events: readonly ReplicatedEvent[],
   ): WriteEvent[] {
-    const out: WriteEvent[] = [];
-    const signals: SignalEvent[] = [];
     const mark = this.#nextOrdinal;
     this.#fresh.length = 0;
     try {
-      for (const e of events) {
-        switch (e.t) {
-          case 'signal': {
-            // A kind this replica's schema does not declare has no slot here: the signal is not applied.
-            const kind = this.#kindIndex.get(e.kind);
-            if (kind === undefined) break;
-            const s: SignalEvent = {
-              type: 'signal',
-              ordinal: this.#ids.get(e.item) ?? this.#ordinal(e.item).ordinal,
-              id: e.item,
-              kind,
-              weight: e.weight,
-              at: e.at,
-              session: null,
-              sessionAt: 0,
-              user: e.user,
-            };
-            signals.push(s);
-            out.push(s);
-            break;
-          }
-          case 'upsert': {
-            const { ordinal, known } = this.#ordinal(e.item.id);
-            const embedding = e.item.embedding === null ? null : Float32Array.from(e.item.embedding);
-            const item: StoredItem = { ...e.item, ordinal, embedding };
-            out.push({ type: 'upsert', item, replacing: known, stamp: { at: e.stamp, origin } });
-            break;
-          }
-          case 'delete':
-            out.push({ type: 'delete', ordinal: this.#ids.get(e.id) ?? -1, id: e.id, stamp: { at: e.stamp, origin } });
-            break;
-          case 'user-upsert':
-            this.#deps.users.declare([e.id], true);
-            out.push({
-              type: 'user-upsert',
-              id: e.id,
-              metadata: e.metadata,
-              embedding: e.embedding === null ? null : Float32Array.from(e.embedding),
-            });
-            break;
-          case 'user-delete':
-            this.#deps.users.declare([e.id], false);
-            out.push({ type: 'user-delete', id: e.id });
-            break;
-          case 'hide':
-          case 'unhide':
-            out.push({ type: e.t, user: e.user, ordinal: this.#ids.get(e.item) ?? this.#ordinal(e.item).ordinal, item: e.item });
-            break;
-          default:
-            out.push({ type: e.t, user: e.user, creator: e.creator });
-        }
-      }
-      if (signals.length > 0) {
-        const ordinals = Int32Array.from(signals, (x) => x.ordinal);
-        this.#deps.store.reserve(
-          ordinals,
-          Int32Array.from(signals, (x) => x.kind),
-          signals.length,
-        );
-      }
+      const out = foreignWrite(origin, events, this.#foreignTarget(), this.#deps.store);
+      return [{ type: 'repl-mark', origin, seq, at, position, count: out.length, after }, ...out];
     } catch (err) {
       this.#forgetOrdinalsFrom(mark);
       throw err;
     }
-    return [{ type: 'repl-mark', origin, seq, at, position, count: out.length, after }, ...out];
   }
 
   // ---- commit -------------------------------------------------------------------------------
@@ -591,7 +430,7 @@ export class WritePath {
         if ((e.type === 'hide' || e.type === 'unhide') && this.#unpersisted.has(e.ordinal)) this.#items.ensureKey(e.ordinal, e.item);
         users.persist(e, facts);
       }
-      if (own && replica !== null) replica.record(this.#replicated(e, stamp));
+      if (own && replica !== null) replica.record(toReplicated(e, stamp, this.#schema.kinds));
       seq++;
     }
     replica?.endBatch(firstSeq, now);
@@ -604,27 +443,14 @@ export class WritePath {
     this.#deps.log.reclaim(2 * events.length);
   }
 
-  /** An own event as it travels: ids and kind names instead of this replica's ordinals and numbers. */
-  #replicated(e: Exclude<WriteEvent, ReplMarkEvent>, stamp: number): ReplicatedEvent {
-    switch (e.type) {
-      case 'signal':
-        return { t: 'signal', item: e.id, kind: this.#schema.kinds[e.kind]!.name, weight: e.weight, at: e.at, user: e.user };
-      case 'upsert': {
-        const { ordinal: _ordinal, embedding, ...item } = e.item;
-        return { t: 'upsert', item: { ...item, embedding: embedding === null ? null : Array.from(embedding) }, stamp };
-      }
-      case 'delete':
-        return { t: 'delete', id: e.id, stamp };
-      case 'user-upsert':
-        return { t: 'user-upsert', id: e.id, metadata: e.metadata, embedding: e.embedding === null ? null : Array.from(e.embedding) };
-      case 'user-delete':
-        return { t: 'user-delete', id: e.id };
-      case 'hide':
-      case 'unhide':
-        return { t: e.type, user: e.user, item: e.item };
-      default:
-        return { t: e.type, user: e.user, creator: e.creator };
-    }
+  /** The ordinals, kinds and users a foreign event is mapped onto (see replicated-events.ts). */
+  #foreignTarget(): ForeignTarget {
+    return {
+      kindIndex: this.#kindIndex,
+      existing: (id) => this.#ids.get(id),
+      ordinal: (id) => this.#ordinal(id),
+      declareUser: (id, present) => this.#deps.users.declare([id], present),
+    };
   }
 
   #afterCommit(events: readonly WriteEvent[]): void {
