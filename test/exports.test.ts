@@ -99,6 +99,9 @@ function mainExports(pkg: string): string[] {
 const MAIN_EXPORTS: Record<string, string[]> = {
   'tidal-core': [
     'AbortedError',
+    'AnnBuildStats',
+    'AnnOptions',
+    'WarmOptions',
     'AnnSource',
     'AnnWarning',
     'BackpressureError',
@@ -314,6 +317,12 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'takeWaitMs',
   ],
   'tidal-query': [
+    'ANN_BUILDER_FILENAME',
+    'AnnBuilderInit',
+    'AnnBuilderMessage',
+    'ExactVectors',
+    'VectorSearcher',
+    'WarmMessage',
     'AnnIndex',
     'AnnSource',
     'AnnWarning',

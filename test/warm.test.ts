@@ -83,8 +83,9 @@ describe('warm()', () => {
     const warmed = await db.warm();
     expect(warmed).toHaveLength(2);
     for (const w of warmed) {
-      // The created order, the creator lists, the int8 item vectors, the popular subset.
-      expect(w.structuresBuilt).toBe(4);
+      // The created order, the creator lists, the popular subset (the int8 item vectors are kept
+      // by the catalog sync as it reads the rows, so no pass of their own builds them).
+      expect(w.structuresBuilt).toBe(3);
       expect(w.termsSummarized).toBe(WORDS.length);
       expect(w.pathsRun).toBeGreaterThan(QUERIES.length);
     }

@@ -46,7 +46,7 @@ async function main(): Promise<void> {
       await db.upsertUsers([{ id: u, embedding: corpus.contextVector(mulberry32(k + 1), k) }]);
       await db.signals(Array.from({ length: 20 }, (_, i) => ({ item: corpus.id(k * 50 + i), kind: 'view', user: u })));
     }
-    await db.warm();
+    await db.warm({ waitForAnn: true });
     report.line(
       `${fmtInt(opts.items)} items loaded and warm in ${((nowMs() - t0) / 1000).toFixed(1)} s; page size ${opts.limit}, depth ${opts.depth}`,
     );

@@ -88,6 +88,12 @@ export const SUITES: readonly Suite[] = Object.freeze([
     description: 'replication through a Redis Stream: write throughput on against off, signals replicated per second, lag p50/p99',
   },
   {
+    name: 'open',
+    script: 'open-time.js',
+    gc: false,
+    description: 'open() to the first answered query, the first time (the ANN index built on its own thread) and on reopen',
+  },
+  {
     name: 'serve',
     script: 'serve/bench-serve.js',
     gc: false,

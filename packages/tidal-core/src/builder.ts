@@ -1,7 +1,7 @@
 import type { RateLimiterConfig, ReplicationLink } from 'tidal-load';
 import { TidalDb } from './db.js';
 import { attachEmbedder, checkEmbedder, type TextEmbedder } from './embedding.js';
-import { mergeSessionOptions, type TidalOptions } from './options.js';
+import { mergeSessionOptions, type AnnOptions, type TidalOptions } from './options.js';
 import type { SessionOptions } from './session-options.js';
 import type { WorkSharingOptions } from './sharing.js';
 import type { CursorOptions } from './pinned-rankings.js';
@@ -155,6 +155,15 @@ export class TidalDbBuilder {
    */
   cursors(options: CursorOptions): this {
     this.#o.cursors = options;
+    return this;
+  }
+
+  /**
+   * The ANN index's build: `{ backgroundRows }` (see {@link AnnOptions}), above how many rows to add
+   * a warm leaves it to a thread of its own and vector searches are exact meanwhile.
+   */
+  ann(options: AnnOptions): this {
+    this.#o.ann = options;
     return this;
   }
 

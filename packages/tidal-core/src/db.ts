@@ -2,9 +2,10 @@ import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
 import { ClosedError, InFlightGuard, InternalError, InvalidInputError, type LoadView } from 'tidal-load';
 import { readItemSignals, type QuerySchema, type SignalStore, type SignalValues, type WarmResult } from 'tidal-query';
+import type { AnnBuild } from './ann-build.js';
 import type { QueryPool } from './query-pool.js';
 import type { WorkSharing } from './sharing.js';
-import { resolveOptions, type FilledOptions, type TidalOptions } from './options.js';
+import { checkOptionObject, resolveOptions, type FilledOptions, type TidalOptions, type WarmOptions } from './options.js';
 import { TidalDbBuilder } from './builder.js';
 import type { QueryRecorder, QueryStats } from './stats.js';
 import type { OpenSessionOptions, SessionHandle, SessionInfo, SessionSummary } from './sessions.js';
@@ -35,6 +36,8 @@ export interface TidalDbInternals {
   readonly store: SignalStore;
   readonly schema: QuerySchema;
   readonly users: UserRegistry;
+  /** The ANN build on its own thread (tests hold it, or make it fail). */
+  readonly annBuild: AnnBuild;
 }
 
 /** A path argument: a non-empty string without NUL characters. */
@@ -76,6 +79,8 @@ export class TidalDb implements AsyncDisposable {
   #link: LinkServer | null = null;
   /** Whether `TIDAL_WORKER_NICE_UNSET` was raised (once per database, not once per warm). */
   #niceWarned = false;
+  /** The last warm round (see {@link #warmRound}), settled or not. */
+  #warming: Promise<unknown> = Promise.resolve();
   #closing: Promise<void> | undefined;
 
   /** Starts configuring a database. */
@@ -115,12 +120,33 @@ export class TidalDb implements AsyncDisposable {
     return db;
   }
 
+  /**
+   * One warm of every worker; rounds never overlap (the one run after a build ends and the caller's
+   * own), and one whose workers say `building` starts the build unless it runs.
+   */
+  #warmRound(): Promise<WarmResult[]> {
+    const round = this.#warming.then(async () => {
+      const { annBuild } = this.#p;
+      const annArgs = { backgroundRows: this.#o.annBackgroundRows, running: annBuild.running };
+      const results = await this.#p.pool.warm(envelope(this.#o, this.#writes), annArgs);
+      this.#niceWarned = raiseWarmWarnings(results, this.#o.onWarning, this.#niceWarned);
+      if (results.some((r) => r.annSource === 'building')) annBuild.start();
+      return results;
+    });
+    this.#warming = round.catch(() => {});
+    return round;
+  }
+
   private constructor(o: FilledOptions) {
     this.#o = o;
     this.#schema = o.schema;
     const p = openParts(o);
     this.#p = p;
     ({ store: this.#store, writes: this.#writes, queries: this.#queries, users: this.#users } = p);
+    // A finished build is adopted by a warm of its own, so no query pays for mapping it.
+    p.annBuild.onDone = () => {
+      if (!this.#closing) this.#warmRound().catch(() => {});
+    };
     internals.set(this, {
       writer: p.db,
       pool: p.pool,
@@ -129,6 +155,7 @@ export class TidalDb implements AsyncDisposable {
       store: p.store,
       schema: o.schema,
       users: p.users,
+      annBuild: p.annBuild,
     });
   }
 
@@ -373,6 +400,7 @@ export class TidalDb implements AsyncDisposable {
     const stats = this.#queries.stats({ ...gc.stats, queueLimit: gc.options.maxQueueEvents }, this.#p.pins.stats(this.#o.clock()));
     const { replica } = this.#p;
     if (replica !== null && this.#o.replication !== null) stats.replication = replica.stats(this.#o.replication.stats());
+    stats.annBuild = this.#p.annBuild.stats();
     return stats;
   }
 
@@ -391,11 +419,28 @@ export class TidalDb implements AsyncDisposable {
    * says where the index came from (`annSource`: 'built' or 'snapshot') and how many rows newer
    * than the stored snapshot were applied (`annRowsApplied`). An unusable snapshot is rebuilt, with
    * one `TIDAL_ANN_SNAPSHOT_REBUILT` process warning.
+   *
+   * When that would add more than `ann.backgroundRows` rows (20 000 by default), the warm does not
+   * wait: the index is built on a thread of its own (`annSource: 'building'`, one
+   * `TIDAL_ANN_BUILDING` warning, progress in `stats().annBuild`), vector searches are exact
+   * meanwhile (`explain.vectorSearch: 'exact'`), and a warm run by itself when the build ends makes
+   * every worker use it. With `waitForAnn: true` this call returns only once they do.
+   * @throws InvalidInputError for options that are not `{ waitForAnn?: boolean }`; InternalError
+   * (with `waitForAnn`) when the build failed.
    */
-  async warm(): Promise<WarmResult[]> {
+  async warm(options?: WarmOptions): Promise<WarmResult[]> {
     this.#check('warm');
-    const results = await this.#p.pool.warm(envelope(this.#o, this.#writes));
-    this.#niceWarned = raiseWarmWarnings(results, this.#o.onWarning, this.#niceWarned);
+    checkOptionObject('options', options, ['waitForAnn']);
+    const waitForAnn = options?.waitForAnn ?? false;
+    if (typeof waitForAnn !== 'boolean') throw new InvalidInputError('options.waitForAnn', 'a boolean', waitForAnn);
+    let results = await this.#warmRound();
+    while (waitForAnn && results.some((r) => r.annSource === 'building')) {
+      await this.#p.annBuild.settled();
+      this.#check('warm');
+      const build = this.#p.annBuild.stats();
+      if (build.state === 'failed') throw new InternalError(`the ANN index build failed: ${build.error ?? 'no reason given'}`);
+      results = await this.#warmRound();
+    }
     const { host } = this.#p;
     if (host !== null && this.#link === null) {
       const { link, started } = startWorkerModule(

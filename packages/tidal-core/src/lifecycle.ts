@@ -12,6 +12,7 @@ import type Database from 'better-sqlite3';
 import { DegradationLevel, InternalError, InvalidInputError, TidalError, type WarningSink } from 'tidal-load';
 import { AckMark, MemoryGuard, SignalLog, SlotCheckpoint, WalCheckpointer, openWriterConnection } from 'tidal-wal';
 import { SignalStore, SLOT_BYTES, SLOT_LAYOUT, type TaskEnvelope, type WarmResult } from 'tidal-query';
+import { AnnBuild } from './ann-build.js';
 import { Cursors } from './cursor.js';
 import { PinnedRankings } from './pinned-rankings.js';
 import { lockDirectory } from './dir-lock.js';
@@ -60,6 +61,8 @@ export interface DbParts {
   readonly sessions: SessionRegistry;
   readonly users: UserRegistry;
   readonly pool: QueryPool;
+  /** The ANN index build on a thread of its own, when a warm leaves it there. */
+  readonly annBuild: AnnBuild;
   readonly queries: QueryFront;
   readonly sharing: WorkSharing;
   readonly reads: ReadPipeline;
@@ -177,7 +180,24 @@ export function openParts(o: FilledOptions): DbParts {
       inFlight,
     });
     const reads = new ReadPipeline(readDeps, (req, op, guard) => queries.plan(req, op, guard), ordinalOf);
-    const parts = { dir, ephemeral, db, store, writes, sessions, users, pool, queries, sharing, reads, pins, host: host ?? null, replica };
+    const annBuild = new AnnBuild({ file, dir, dims: o.schema.embeddingDims, workerNice: o.workerNice, onWarning: o.onWarning });
+    const parts = {
+      dir,
+      ephemeral,
+      db,
+      store,
+      writes,
+      sessions,
+      users,
+      pool,
+      annBuild,
+      queries,
+      sharing,
+      reads,
+      pins,
+      host: host ?? null,
+      replica,
+    };
     return { ...parts, ackMark, walCheckpointer, unlock };
   } catch (err) {
     ackMark?.close();
@@ -258,6 +278,8 @@ export async function shutdown(p: DbParts, o: FilledOptions, link: LinkServer | 
     failure ??= err;
   }
   await p.pool.drain();
+  // A build still running is given up (nothing of it is saved): the next open starts it again.
+  await p.annBuild.stop();
   // Brings the ANN snapshot up to the committed items, so the next open maps it and applies
   // nothing (see QueryPool.persistAnn). An ephemeral database's directory is deleted below anyway.
   if (!p.ephemeral) await p.pool.persistAnn(envelope(o, p.writes));

@@ -154,12 +154,37 @@ export interface TidalOptions {
    * @default { ttlMs: 600_000, depth: 200, maxRankings: 10_000, maxBytes: 64 MiB }
    */
   cursors?: CursorOptions;
+  /** The ANN index's build (see {@link AnnOptions}). @default { backgroundRows: 20_000 } */
+  ann?: AnnOptions;
   /**
    * Replicates this database's writes to other replicas and theirs to it through a log
    * (tidal-fleet's `RedisStreamReplication`; see docs/scale-out.md#replication). The database
    * starts it once open and closes it before it closes.
    */
   replication?: ReplicationLink;
+}
+
+/** See {@link TidalOptions.ann}. */
+export interface AnnOptions {
+  /**
+   * A warm that would add more rows than this to the ANN index (no usable snapshot, or more rows
+   * written since it) leaves the build to a thread of its own and returns; vector searches are exact
+   * until the index is ready (`TIDAL_ANN_BUILDING`, `stats().annBuild`, `warm({ waitForAnn })`).
+   * About 20 000 rows is 1–2 s of build on two cores. `0`: always in the background;
+   * `Infinity`: a warm always builds it before it returns.
+   * @default 20_000
+   */
+  backgroundRows?: number;
+}
+
+/** What `db.warm()` takes. */
+export interface WarmOptions {
+  /**
+   * Return only once every worker uses the ANN index, when it is being built on its own thread
+   * (see {@link AnnOptions.backgroundRows}).
+   * @default false
+   */
+  waitForAnn?: boolean;
 }
 
 /** See {@link TidalOptions.workerModule}. */
@@ -193,6 +218,7 @@ export interface FilledOptions {
   loadManagement: boolean;
   workSharing: FilledWorkSharing;
   cursors: FilledCursorOptions;
+  annBackgroundRows: number;
   replication: ReplicationLink | null;
 }
 
@@ -237,6 +263,7 @@ const OPTION_KEYS: readonly (keyof TidalOptions)[] = [
   'sessions',
   'workSharing',
   'cursors',
+  'ann',
   'replication',
 ];
 
@@ -249,6 +276,7 @@ const NESTED_KEYS = {
   sessions: ['defaultTtlMs', 'sweepIntervalMs', 'maxOpen', 'onExpired'],
   workSharing: ['maxStalenessMs', 'maxEntries', 'maxBytes'],
   cursors: ['ttlMs', 'depth', 'maxRankings', 'maxBytes'],
+  ann: ['backgroundRows'],
 } as const satisfies Partial<Record<keyof TidalOptions, readonly string[]>>;
 
 /**
@@ -354,9 +382,19 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
     sessions: resolveSessionOptions(o.sessions),
     workSharing: resolveWorkSharing(o.workSharing),
     cursors: resolveCursorOptions(o.cursors),
+    annBackgroundRows: checkBackgroundRows(o.ann?.backgroundRows),
     replication: checkReplication(o.replication),
   };
 }
+
+function checkBackgroundRows(rows: unknown): number {
+  if (rows === undefined) return DEFAULT_ANN_BACKGROUND_ROWS;
+  if (rows === Number.POSITIVE_INFINITY || (typeof rows === 'number' && Number.isSafeInteger(rows) && rows >= 0)) return rows;
+  throw new InvalidInputError('ann.backgroundRows', 'a whole number ≥ 0, or Infinity', rows);
+}
+
+/** See {@link AnnOptions.backgroundRows}. */
+export const DEFAULT_ANN_BACKGROUND_ROWS = 20_000;
 
 function checkReplication(link: unknown): ReplicationLink | null {
   if (link === undefined) return null;

@@ -13,6 +13,7 @@ import {
   type SkippedResult,
   type TaskEnvelope,
   type TaskOf,
+  type WarmMessage,
   type WarmResult,
   type WorkerInit,
   type WorkerOp,
@@ -383,12 +384,12 @@ export class QueryPool {
    * round is cheap once the index is built; the bound only guards against a pool that never starts
    * a thread.
    */
-  async warm(env: TaskEnvelope): Promise<WarmResult[]> {
+  async warm(env: TaskEnvelope, annBuild: WarmMessage['annBuild']): Promise<WarmResult[]> {
     const barrier = new SharedArrayBuffer(WARM_SYNC_BYTES);
     const byThread = new Map<number, WarmResult>();
     for (let round = 0; round < 20 && byThread.size < this.#workers; round++) {
       const runs: Promise<WarmResult>[] = [];
-      for (let i = byThread.size; i < this.#workers; i++) runs.push(this.run({ op: 'warm', env, barrier }));
+      for (let i = byThread.size; i < this.#workers; i++) runs.push(this.run({ op: 'warm', env, barrier, annBuild }));
       for (const r of await Promise.all(runs)) {
         // A thread that ran two tasks keeps the one that reports the election, if either does.
         if (!byThread.has(r.threadId) || r.annElected) byThread.set(r.threadId, r);

@@ -1,5 +1,6 @@
 import { DegradationLevel, levelName, type DegradationLevelName } from 'tidal-load';
 import type { GroupCommitStats } from 'tidal-wal';
+import type { AnnBuildStats } from './ann-build.js';
 import type { PinnedRankingStats } from './pinned-rankings.js';
 import type { ReplicaStats } from './replication.js';
 
@@ -51,6 +52,8 @@ export interface QueryStats {
   cursors: PinnedRankingStats;
   /** Replication (a database opened with a replication link), else null. */
   replication: ReplicaStats | null;
+  /** The ANN index build on a thread of its own: its state and progress (see `warm()`). */
+  annBuild: AnnBuildStats;
 }
 
 class Ring {
@@ -147,6 +150,7 @@ export class QueryRecorder {
       writes,
       cursors,
       replication: null,
+      annBuild: { state: 'idle', rowsDone: 0, rowsTotal: 0, elapsedMs: 0, vectors: 0, builds: 0, error: null },
     };
   }
 }

@@ -22,6 +22,10 @@ export const WARNING_CODES = [
   'TIDAL_ANN_SNAPSHOT_REBUILT',
   /** The shared ANN index could not be built or saved; each query worker built its own. */
   'TIDAL_ANN_SNAPSHOT_UNSAVED',
+  /** The ANN index is being built on a thread of its own; vector searches are exact (and slower) until it is ready. */
+  'TIDAL_ANN_BUILDING',
+  /** The ANN index build on its own thread failed; vector searches stay exact, and the next `warm()` tries again. */
+  'TIDAL_ANN_BUILD_FAILED',
   /** An `onSessionExpired` callback threw or rejected; the session was closed all the same. */
   'TIDAL_SESSION_CALLBACK_FAILED',
   /** Closing expired sessions failed; a session whose row could not be removed is closed again by the next open. */

@@ -13,23 +13,19 @@ import { performance } from 'node:perf_hooks';
 import { threadId } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { AnnIndex } from './ann.js';
+import { annRowsStatement, applyAnnRows, flatten } from './ann-rows.js';
 import { discardSnapshot, readSnapshot, writeSnapshot, type AnnSnapshotMeta } from './ann-snapshot.js';
 import type { Catalog } from './catalog.js';
-import type { QueryContext } from './context.js';
+import type { QueryContext, VectorSearcher } from './context.js';
+import { ExactVectors } from './exact-vectors.js';
+import { feedVector, keptItemVectors, type Int8Vectors } from './profiles/for-you-vectors.js';
 import { WARM_SYNC_BYTES, type AnnSource, type AnnWarning, type PersistAnnResult, type WarmMessage, type WarmResult } from './protocol.js';
 import type { TaskEnvelope } from './types.js';
 
-/** The worker's query context, whose ANN index this module replaces as the lifecycle goes. */
-export type AnnContext = QueryContext & { ann: AnnIndex | null };
+/** The worker's query context, whose vector search this module replaces as the lifecycle goes. */
+export type AnnContext = QueryContext & { ann: VectorSearcher | null };
 
 type AnnOrigin = Pick<WarmResult, 'annSource' | 'annSnapshotVersion' | 'annRowsApplied'>;
-
-interface AnnRow {
-  ordinal: number;
-  present: number;
-  embedding: Buffer | null;
-  version: number;
-}
 
 /** Int32 slots of the warm task's buffer. */
 const ANN_STATE = 1;
@@ -45,6 +41,11 @@ const READY = 2;
 const EMPTY = 3;
 /** The elected worker could not produce a snapshot: each worker builds its own. */
 const FAILED = 4;
+/**
+ * The index needs more rows added than a warm waits for: it is built on a thread of its own
+ * (ann-builder.ts) and every worker answers vector searches exactly meanwhile.
+ */
+const DEFERRED = 5;
 
 const OUTCOME_BUILT = 1;
 const OUTCOME_SNAPSHOT = 2;
@@ -54,14 +55,12 @@ const OUTCOME_SNAPSHOT = 2;
  * row at 100 000 items × 128 dims) rather than the elected worker loading a copy, applying them with every
  * core and saving a new snapshot (~0.6 s of fixed cost at 100 000 items, then ~0.3 ms a row).
  */
-const CATCH_UP_ROWS = 256;
-/** Rows per usearch add when building: bounds the Float32 copy, and lets a budget be checked. */
-const BUILD_CHUNK = 8192;
+export const CATCH_UP_ROWS = 256;
 /** How long a worker waits for the elected one before building its own index. */
 const ELECTION_WAIT_MS = 20 * 60_000;
 
 interface Prepared {
-  state: typeof READY | typeof EMPTY;
+  state: typeof READY | typeof EMPTY | typeof DEFERRED;
   outcome: typeof OUTCOME_BUILT | typeof OUTCOME_SNAPSHOT;
   /** Rows after the stored snapshot folded into the new one (0 when there was none). */
   folded: number;
@@ -82,6 +81,17 @@ export class AnnLifecycle {
   readonly #ctx: AnnContext;
   /** The database directory, where snapshots live. */
   readonly #dir: string;
+  /** This worker's ANN index: null before the first embedding, and while it is built elsewhere. */
+  #index: AnnIndex | null = null;
+  /** Every item's vector as int8, kept by the sync (null when the schema has no embeddings). */
+  readonly #vectors: Int8Vectors | null;
+  /** The exact search over {@link #vectors}, the context's vector search while the index is deferred. */
+  readonly #exact: ExactVectors | null;
+  /**
+   * The index is being built on its own thread (a warm said {@link DEFERRED}): the sync leaves the
+   * ANN index alone and searches are exact, until a warm adopts the snapshot the build saves.
+   */
+  #deferred = false;
   /**
    * The items version the ANN index reflects. Equal to the catalog's version except right after a
    * snapshot was adopted, until the next sync brings both to the same version.
@@ -103,30 +113,33 @@ export class AnnLifecycle {
     this.#catalog = catalog;
     this.#ctx = ctx;
     this.#dir = dir;
-    this.#annRows = db.prepare(
-      'SELECT ordinal, present, embedding, version FROM items WHERE version > ? AND version <= ? ORDER BY version',
-    );
+    const dims = ctx.schema.embeddingDims;
+    this.#vectors = dims > 0 ? keptItemVectors(ctx) : null;
+    this.#exact = this.#vectors ? new ExactVectors(dims, this.#vectors) : null;
+    this.#annRows = annRowsStatement(db);
     this.#annPending = db.prepare('SELECT COUNT(*) FROM items WHERE version > ?').pluck();
     this.#maxVersion = db.prepare('SELECT COALESCE(MAX(version), 0) FROM items').pluck();
   }
 
   /** Pulls item changes up to at least `version`; returns the number of rows read. */
   sync(version: number): number {
-    if (this.#catalog.version >= version && this.#annVersion === this.#catalog.version) return 0;
-    if (this.#annVersion === this.#catalog.version) {
-      const rows = this.#refreshWithAnn();
-      this.#annVersion = this.#catalog.version;
+    const inStep = this.#deferred || this.#annVersion === this.#catalog.version;
+    if (this.#catalog.version >= version && inStep) return 0;
+    if (inStep) {
+      const rows = this.#refresh(!this.#deferred);
+      if (!this.#deferred) this.#annVersion = this.#catalog.version;
       return rows;
     }
     // The index and the catalog stand at different versions (a snapshot was just adopted): the
     // catalog reads its rows, the index the rows after its own version, in one read transaction so
     // both see the same commits.
     return this.#db.transaction(() => {
-      const rows = this.#catalog.refresh();
+      const rows = this.#refresh(false);
       if (this.#catalog.version > this.#annVersion) {
         this.#annCaughtUp = this.#applyAnnRows(this.#annVersion, this.#catalog.version, undefined, Number.POSITIVE_INFINITY);
         this.#annVersion = this.#catalog.version;
       }
+      this.#publish();
       return rows;
     })();
   }
@@ -136,20 +149,21 @@ export class AnnLifecycle {
    * report where this worker's index came from.
    */
   warm(msg: WarmMessage): Omit<WarmResult, 'nice' | 'niceWarning' | 'structuresBuilt' | 'termsSummarized' | 'pathsRun'> {
-    const annBefore = this.#ctx.ann;
+    const annBefore = this.#index;
     const fileBefore = this.#annFile;
     const ann = msg.barrier.byteLength >= WARM_SYNC_BYTES ? this.#warmAnn(msg) : null;
     this.#annCaughtUp = 0;
     const refreshed = this.sync(msg.env.itemsVersion);
     // A warm that left the worker's index as it was (same mapped file, nothing new) reports where
     // it came from the last time; one that replaced it records the new origin.
-    if (ann && (this.#ctx.ann !== annBefore || this.#annFile !== fileBefore)) {
+    if (ann && (this.#index !== annBefore || this.#annFile !== fileBefore)) {
       this.#annOrigin = { ...ann.origin, annRowsApplied: ann.origin.annRowsApplied + this.#annCaughtUp };
     }
+    if (this.#deferred) this.#annOrigin = { annSource: 'building', annSnapshotVersion: 0, annRowsApplied: 0 };
     return {
       threadId,
       threadItems: this.#catalog.presentCount,
-      annSize: this.#ctx.ann?.size ?? 0,
+      annSize: this.#index?.size ?? 0,
       refreshedRows: refreshed,
       ...this.#annOrigin,
       annElected: ann?.elected ?? false,
@@ -171,37 +185,36 @@ export class AnnLifecycle {
     const found = readSnapshot(this.#dir, dims, current, true);
     const snapshotVersion = found.kind === 'ok' ? found.meta.version : -1;
     if (found.kind === 'ok' && snapshotVersion >= current) return { savedVersion: null, reason: 'unchanged' };
-    const own = this.#ctx.ann;
+    const own = this.#index;
     if (own && !own.layered && this.#annVersion > snapshotVersion && own.size > 0) {
       writeSnapshot(this.#dir, own, this.#annVersion);
       return { savedVersion: this.#annVersion, reason: 'saved' };
     }
     if (found.kind !== 'ok') return { savedVersion: null, reason: 'no-index' };
-    const copy = AnnIndex.load(dims, found.path);
-    const previous = this.#ctx.ann;
-    this.#ctx.ann = copy;
-    let read: number;
-    try {
-      read = this.#applyAnnRows(snapshotVersion, current, 0, deadline);
-    } finally {
-      this.#ctx.ann = previous;
-    }
+    const copy = { index: AnnIndex.load(dims, found.path) };
+    const read = applyAnnRows(this.#annRows, copy, dims, snapshotVersion, current, 0, deadline);
     if (read < 0) return { savedVersion: null, reason: 'budget' };
-    if (copy.size === 0) {
+    if (copy.index.size === 0) {
       discardSnapshot(this.#dir);
       return { savedVersion: null, reason: 'no-index' };
     }
-    writeSnapshot(this.#dir, copy, current);
+    writeSnapshot(this.#dir, copy.index, current);
     return { savedVersion: current, reason: 'saved' };
   }
 
-  /** The catalog refresh, with each changed row applied to the ANN index as it goes by. */
-  #refreshWithAnn(): number {
+  /**
+   * The catalog refresh, each changed row kept in the int8 vectors and, `withAnn`, applied to the
+   * ANN index as it goes by.
+   */
+  #refresh(withAnn: boolean): number {
     const dims = this.#ctx.schema.embeddingDims;
+    const vectors = this.#vectors;
     const keys: number[] = [];
     const blobs: Buffer[] = [];
     const removed: number[] = [];
     const rows = this.#catalog.refresh((row) => {
+      if (vectors) feedVector(vectors, dims, row.ordinal, row.present, row.embedding);
+      if (!withAnn) return;
       if (row.present && row.embedding) {
         keys.push(row.ordinal);
         blobs.push(row.embedding);
@@ -209,47 +222,37 @@ export class AnnLifecycle {
         removed.push(row.ordinal);
       }
     });
+    if (vectors) vectors.version = this.#catalog.version;
     // The index exists from the first embedding on; a schema without embeddings never builds one.
-    if (removed.length > 0 && this.#ctx.ann) for (const o of removed) this.#ctx.ann.remove(o);
+    if (removed.length > 0 && this.#index) for (const o of removed) this.#index.remove(o);
     if (keys.length > 0) {
-      this.#ctx.ann ??= new AnnIndex(dims);
-      this.#ctx.ann.upsert(keys, flatten(blobs, dims));
+      this.#index ??= new AnnIndex(dims);
+      this.#index.upsert(keys, flatten(blobs, dims));
     }
+    this.#publish();
     return rows;
   }
 
   /**
-   * Applies the rows with `from < version <= to` to the context's index (created on the first
-   * embedding), in batches of {@link BUILD_CHUNK}. Returns the rows read, or -1 when `deadline`
-   * passed first.
+   * The context's vector search: the ANN index; while it is built elsewhere, the exact search over
+   * the int8 vectors (once any item has one); else none.
    */
+  #publish(): void {
+    const exact = this.#exact;
+    this.#ctx.ann = this.#index ?? (this.#deferred && exact && exact.size > 0 ? exact : null);
+  }
+
+  /** Makes `ann` this worker's index (null: none). */
+  #setIndex(ann: AnnIndex | null): void {
+    this.#index = ann;
+    this.#publish();
+  }
+
+  /** Applies rows `(from, to]` to this worker's index (created on the first embedding). */
   #applyAnnRows(from: number, to: number, threads: number | undefined, deadline: number): number {
-    const ctx = this.#ctx;
-    const dims = ctx.schema.embeddingDims;
-    let keys: number[] = [];
-    let blobs: Buffer[] = [];
-    let read = 0;
-    const flush = (): void => {
-      ctx.ann ??= new AnnIndex(dims);
-      ctx.ann.upsert(keys, flatten(blobs, dims), threads);
-      keys = [];
-      blobs = [];
-    };
-    for (const row of this.#annRows.iterate(from, to) as IterableIterator<AnnRow>) {
-      read++;
-      // One row per ordinal in one statement, so removals and additions commute.
-      if (row.present === 1 && row.embedding) {
-        keys.push(row.ordinal);
-        blobs.push(row.embedding);
-        if (keys.length >= BUILD_CHUNK) {
-          flush();
-          if (performance.now() > deadline) return -1;
-        }
-      } else {
-        ctx.ann?.remove(row.ordinal);
-      }
-    }
-    if (keys.length > 0) flush();
+    const holder = { index: this.#index };
+    const read = applyAnnRows(this.#annRows, holder, this.#ctx.schema.embeddingDims, from, to, threads, deadline);
+    this.#setIndex(holder.index);
     return read;
   }
 
@@ -262,9 +265,11 @@ export class AnnLifecycle {
    * committed, then map it. A sound snapshot with at most {@link CATCH_UP_ROWS} rows after it is used
    * as it is; one with more is loaded, brought up to date and saved again; without one (or when it is
    * damaged) the index is built from the items table and saved. Being the only worker building, the
-   * elected one adds with every core.
+   * elected one adds with every core. Where that would add more than `build.backgroundRows` rows, or
+   * while a build runs on its own thread (`build.running`: only it writes snapshots then), nothing
+   * is built here: {@link DEFERRED}.
    */
-  #prepareSnapshot(env: TaskEnvelope): Prepared {
+  #prepareSnapshot(env: TaskEnvelope, build: WarmMessage['annBuild']): Prepared {
     const dir = this.#dir;
     const dims = this.#ctx.schema.embeddingDims;
     // A schema without embeddings: nothing to build, and any snapshot is from another schema.
@@ -275,28 +280,32 @@ export class AnnLifecycle {
     const current = this.#itemsVersion(env);
     const found = readSnapshot(dir, dims, current, true);
     let warning: AnnWarning | undefined;
+    const background = (rows: number): boolean => build.running || rows > build.backgroundRows;
     const rebuilt = (reason: string): AnnWarning => ({
       code: 'TIDAL_ANN_SNAPSHOT_REBUILT',
-      message: `The ANN snapshot in ${dir} is unusable (${reason}); the index was rebuilt from the items table.`,
+      message: `The ANN snapshot in ${dir} is unusable (${reason}); the index is rebuilt from the items table.`,
     });
+    const deferred = (): Prepared => ({ state: DEFERRED, outcome: OUTCOME_BUILT, folded: 0, ...(warning ? { warning } : {}) });
     if (found.kind === 'unusable') warning = rebuilt(found.reason);
     if (found.kind === 'unusable' || found.kind === 'ignored') discardSnapshot(dir);
     const stored = found.kind === 'ok' ? found.meta.version : -1;
 
     // A re-warm after a bulk load: this worker's own index (built by queries) is newer than any
     // snapshot, so it is the cheapest start.
-    const own = this.#ctx.ann;
-    if (own && !own.layered && this.#annVersion === this.#catalog.version && this.#annVersion > stored) {
+    const own = this.#index;
+    if (!build.running && own && !own.layered && this.#annVersion === this.#catalog.version && this.#annVersion > stored) {
       return { ...this.#saveAndMap(own, this.#annVersion, current), outcome: OUTCOME_BUILT, folded: 0, ...(warning ? { warning } : {}) };
     }
 
     if (found.kind === 'ok') {
       try {
-        if ((this.#annPending.get(stored) as number) <= CATCH_UP_ROWS) {
+        const after = this.#annPending.get(stored) as number;
+        if (after <= CATCH_UP_ROWS) {
           // Mapped here already, so a file usearch rejects counts as damaged and is rebuilt.
           this.#adopt(found.meta, found.path);
           return { state: READY, outcome: OUTCOME_SNAPSHOT, folded: 0 };
         }
+        if (background(after)) return deferred();
         let copy: AnnIndex;
         try {
           copy = AnnIndex.load(dims, found.path);
@@ -311,6 +320,7 @@ export class AnnLifecycle {
         discardSnapshot(dir);
       }
     }
+    if (background(this.#annPending.get(0) as number)) return deferred();
     return { ...this.#saveAndMap(new AnnIndex(dims), 0, current), outcome: OUTCOME_BUILT, folded: 0, ...(warning ? { warning } : {}) };
   }
 
@@ -319,14 +329,7 @@ export class AnnLifecycle {
    * mapped file this worker's index in place of the private copy, like every other worker's.
    */
   #saveAndMap(ann: AnnIndex, from: number, to: number): { state: typeof READY | typeof EMPTY; read: number } {
-    const previous = this.#ctx.ann;
-    this.#ctx.ann = ann;
-    let read: number;
-    try {
-      read = this.#applyAnnRows(from, to, 0, Number.POSITIVE_INFINITY);
-    } finally {
-      this.#ctx.ann = previous;
-    }
+    const read = applyAnnRows(this.#annRows, { index: ann }, this.#ctx.schema.embeddingDims, from, to, 0, Number.POSITIVE_INFINITY);
     if (ann.size === 0) {
       discardSnapshot(this.#dir);
       return { state: EMPTY, read };
@@ -336,7 +339,8 @@ export class AnnLifecycle {
       meta = writeSnapshot(this.#dir, ann, to);
     } catch (err) {
       // Unsaved, but built: this worker keeps it, and only the others build their own.
-      this.#ctx.ann = ann;
+      this.#deferred = false;
+      this.#setIndex(ann);
       this.#annVersion = to;
       this.#annFile = null;
       throw err;
@@ -352,7 +356,7 @@ export class AnnLifecycle {
    * @throws SnapshotReadError when usearch cannot map the file or it does not hold what the sidecar says.
    */
   #adopt(meta: AnnSnapshotMeta, path: string): boolean {
-    if (this.#annFile === meta.file && this.#ctx.ann) return false;
+    if (this.#annFile === meta.file && this.#index) return false;
     let ann: AnnIndex;
     try {
       ann = AnnIndex.view(this.#ctx.schema.embeddingDims, path);
@@ -360,7 +364,8 @@ export class AnnLifecycle {
       throw new SnapshotReadError((err as Error).message, { cause: err });
     }
     if (ann.size !== meta.count) throw new SnapshotReadError(`${meta.file} holds ${ann.size} vectors, the sidecar says ${meta.count}`);
-    this.#ctx.ann = ann;
+    this.#deferred = false;
+    this.#setIndex(ann);
     this.#annVersion = meta.version;
     this.#annFile = meta.file;
     return true;
@@ -382,7 +387,7 @@ export class AnnLifecycle {
     if (elected) {
       let prepared: Prepared | null = null;
       try {
-        prepared = this.#prepareSnapshot(msg.env);
+        prepared = this.#prepareSnapshot(msg.env, msg.annBuild);
         warning = prepared.warning;
         Atomics.store(sync32, ANN_OUTCOME, prepared.outcome);
         Atomics.store(sync32, ANN_FOLDED, prepared.folded);
@@ -406,6 +411,14 @@ export class AnnLifecycle {
       return warning ? { elected, origin, warning } : { elected, origin };
     };
     if (outcome === EMPTY) return done('none', 0, 0);
+    if (outcome === DEFERRED) {
+      // Built on its own thread: this worker searches exactly until a warm adopts the result.
+      this.#deferred = true;
+      this.#annFile = null;
+      this.#annVersion = 0;
+      this.#setIndex(null);
+      return done('building', 0, 0);
+    }
     if (outcome === READY) {
       const found = readSnapshot(this.#dir, this.#ctx.schema.embeddingDims, Number.MAX_SAFE_INTEGER, false);
       try {
@@ -421,12 +434,4 @@ export class AnnLifecycle {
     // the sync that follows builds (or completes) this worker's own index from the items table.
     return done('fallback', 0, 0);
   }
-}
-
-function flatten(blobs: Buffer[], dims: number): Float32Array {
-  // Byte copies: a blob's offset in its Buffer need not be 4-byte aligned for a Float32Array view.
-  const flat = new Float32Array(blobs.length * dims);
-  const bytes = new Uint8Array(flat.buffer);
-  for (let i = 0; i < blobs.length; i++) bytes.set(blobs[i]!.subarray(0, dims * 4), i * dims * 4);
-  return flat;
 }

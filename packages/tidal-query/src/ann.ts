@@ -1,5 +1,6 @@
 import { InternalError } from 'tidal-load';
 import { Index, MetricKind, ScalarKind, exactSearch } from 'usearch';
+import type { VectorSearcher } from './context.js';
 import { LEVEL_PLANS } from './plan.js';
 
 /**
@@ -8,7 +9,7 @@ import { LEVEL_PLANS } from './plan.js';
  * millisecond per 500-candidate search. The search effort follows the `k` asked for: usearch
  * searches with `max(expansion_search, k)` candidates, so a level's ANN top-k (500 → 200) is its
  * search breadth too (`bench:retrieve`: 1.36 → 0.78 ms at 100 000 items); below 128 a layered
- * index searches through views opened with the smaller breadth (see `NARROW_BREADTHS`). A snapshot records this string and is rebuilt when it
+ * index's snapshot is mapped with the narrowest breadth (see `NARROWEST_BREADTH`). A snapshot records this string and is rebuilt when it
  * differs, because a graph built with other parameters would silently search differently.
  */
 export const ANN_PARAMS = 'hnsw-cos-f32-m16-ef128-128';
@@ -17,16 +18,14 @@ export const ANN_PARAMS = 'hnsw-cos-f32-m16-ef128-128';
 const EXPANSION_SEARCH = 128;
 
 /**
- * The narrower search breadths a layered index keeps a view for: every plan's ANN top-k (and
- * `for_you`'s) below {@link EXPANSION_SEARCH}. There a smaller k would not narrow the search at all (usearch
- * searches `max(expansion_search, k)` candidates), so the snapshot is also viewed with
- * `expansion_search = k` (one mapping more of the same file, nothing copied), opened with the base
- * so both map the same snapshot even if a newer one is renamed into place later. The ANN breadth
- * of every level of `for_you`'s budget has its view too: each level pays its own search effort.
+ * The narrowest search breadth any plan asks for: every plan's ANN top-k and `for_you`'s. usearch
+ * searches `max(expansion_search, k)` candidates, so a snapshot is mapped with this
+ * `expansion_search` and a search of breadth `b` asks for `max(k, b)` neighbours (keeping the
+ * nearest `k`): each level pays its own search effort down to this breadth, through one mapping of
+ * the file per worker (a view per breadth mapped it six times: 379 MiB file-backed RSS at 100 000
+ * items against 64 MiB).
  */
-const NARROW_BREADTHS: readonly number[] = [...new Set(LEVEL_PLANS.flatMap((p) => [p.ann.topK, p.forYou.ann]))]
-  .filter((k) => k < EXPANSION_SEARCH)
-  .sort((a, b) => a - b);
+const NARROWEST_BREADTH: number = Math.min(EXPANSION_SEARCH, ...LEVEL_PLANS.flatMap((p) => [p.ann.topK, p.forYou.ann]));
 
 /**
  * Batches at least this large may be added with every core (a bulk load); smaller ones always on
@@ -61,13 +60,13 @@ function newIndex(dims: number, expansionSearch = EXPANSION_SEARCH): Index {
  * replaced or deleted since are hidden by a tombstone set. A viewed usearch index refuses `add` and
  * `remove` ("immutable index"), hence the layering.
  */
-export class AnnIndex {
+export class AnnIndex implements VectorSearcher {
   readonly dims: number;
+  /** An approximate search (see {@link VectorSearcher.method}). */
+  readonly method = 'ann';
   /** The memory-mapped snapshot (read-only), or null for a plain index. */
   #base: Index | null = null;
   #baseSize = 0;
-  /** Views of the snapshot searching with the breadths of {@link NARROW_BREADTHS}, narrowest first. */
-  #narrow: { breadth: number; index: Index }[] = [];
   /** Keys of `#base` whose vector is stale: deleted or replaced since the snapshot. */
   readonly #dead = new Set<number>();
   /** Vectors added or replaced since the snapshot; for a plain index, every vector. */
@@ -92,17 +91,12 @@ export class AnnIndex {
    * @throws when usearch cannot map the file or it holds vectors of other dimensions.
    */
   static view(dims: number, file: string): AnnIndex {
-    const base = newIndex(dims);
+    const base = newIndex(dims, NARROWEST_BREADTH);
     base.view(file);
     checkDims(base, dims, file);
     const ann = new AnnIndex(dims);
     ann.#base = base;
     ann.#baseSize = Number(base.size());
-    for (const breadth of NARROW_BREADTHS) {
-      const index = newIndex(dims, breadth);
-      index.view(file);
-      ann.#narrow.push({ breadth, index });
-    }
     return ann;
   }
 
@@ -162,9 +156,9 @@ export class AnnIndex {
 
   /**
    * The `k` nearest keys to `vector`, closest first, with cosine similarity (1 − cosine distance).
-   * Searches run on this thread. `breadth` below 128 (a level's ANN top-k) narrows a layered
-   * index's search of its snapshot to the view of the narrowest breadth of {@link NARROW_BREADTHS}
-   * at least that large; a plain index, and the delta, always search with 128.
+   * Searches run on this thread. A layered index searches its snapshot with `breadth` candidates
+   * (a level's ANN top-k; at least {@link NARROWEST_BREADTH}, 128 when not given); a plain index,
+   * and the delta, always search with 128.
    */
   search(vector: Float32Array, k: number, breadth = EXPANSION_SEARCH): { keys: Int32Array; similarity: Float32Array } {
     const n = Math.min(k, this.size);
@@ -207,12 +201,16 @@ export class AnnIndex {
     const base = this.#base;
     if (!base || this.#baseSize - this.#dead.size <= 0) return { keys, distances };
     const dead = this.#dead;
-    const most = Math.min(this.#baseSize, n + dead.size);
-    let want = Math.min(most, n + Math.ceil((2 * n * dead.size) / this.#baseSize) + 16);
+    // The snapshot is mapped with the narrowest breadth: asking for `breadth` neighbours searches
+    // with that many candidates (and the nearest `n` live ones are kept). As a plain index searches
+    // with 128, a breadth above 128 searches with 128 unless `n` asks for more.
+    const beam = Math.min(breadth, EXPANSION_SEARCH);
+    const most = Math.min(this.#baseSize, Math.max(beam, n + dead.size));
+    let want = Math.min(most, Math.max(beam, n + Math.ceil((2 * n * dead.size) / this.#baseSize) + 16));
     for (;;) {
       keys.length = 0;
       distances.length = 0;
-      const m = this.#viewFor(breadth).search(vector, want, 1);
+      const m = base.search(vector, want, 1);
       for (let i = 0; i < m.keys.length && keys.length < n; i++) {
         const key = Number(m.keys[i]);
         if (dead.has(key)) continue;
@@ -223,16 +221,6 @@ export class AnnIndex {
       if (keys.length >= n || m.keys.length < want || want >= most) return { keys, distances };
       want = Math.min(most, want * 2);
     }
-  }
-
-  /**
-   * The snapshot's view that searches with the narrowest breadth ≥ `k`: below
-   * {@link EXPANSION_SEARCH} the search effort follows the k a level asks for too (docs/overload.md,
-   * "What each level skips"). The base (breadth 128) otherwise.
-   */
-  #viewFor(breadth: number): Index {
-    for (const v of this.#narrow) if (v.breadth >= breadth) return v.index;
-    return this.#base!;
   }
 
   /**

@@ -1,15 +1,31 @@
 import type Database from 'better-sqlite3';
-import type { AnnIndex } from './ann.js';
 import type { Catalog } from './catalog.js';
 import type { SignalStore } from './signals/store.js';
 import type { QuerySchema } from './types.js';
 
-/** What an executor reads: one worker's catalog, ANN index, connection and the shared signals. */
+/**
+ * A nearest-neighbour search over the items' embeddings: the ANN index (`AnnIndex`), or, while that
+ * is being built on its own thread, an exact search over every item's int8 vector (`ExactVectors`).
+ */
+export interface VectorSearcher {
+  readonly dims: number;
+  /** Live vectors searched. */
+  readonly size: number;
+  /** `ann`: approximate (HNSW); `exact`: every vector compared, as the index's answers are measured against. */
+  readonly method: 'ann' | 'exact';
+  /**
+   * The `k` nearest keys (ordinals) to `vector`, closest first, with their cosine similarity.
+   * `breadth`: the candidates an approximate search considers (ignored by an exact one).
+   */
+  search(vector: Float32Array, k: number, breadth?: number): { keys: Int32Array; similarity: Float32Array };
+}
+
+/** What an executor reads: one worker's catalog, vector search, connection and the shared signals. */
 export interface QueryContext {
   readonly schema: QuerySchema;
   readonly catalog: Catalog;
   readonly store: SignalStore;
-  readonly ann: AnnIndex | null;
+  readonly ann: VectorSearcher | null;
   readonly db: Database.Database;
 }
 

@@ -14,7 +14,7 @@ export type { StoredItem } from './items-table.js';
 export { SignalStore, SLOT_BYTES, SLOT_LAYOUT } from './signals/store.js';
 export { MAX_EVENT_MS } from './signals/layout.js';
 export type { SignalKindSpec, SignalValues, WindowName } from './signals/store.js';
-export type { QueryContext } from './context.js';
+export type { QueryContext, VectorSearcher } from './context.js';
 export { WARM_SYNC_BYTES, CANCEL_CELLS, CELL_CANCELLED, runTask } from './protocol.js';
 export type {
   AnnSource,
@@ -25,6 +25,7 @@ export type {
   SearchMessage,
   SkippedResult,
   TaskOf,
+  WarmMessage,
   WarmResult,
   WorkerInit,
   WorkerOp,
@@ -35,6 +36,10 @@ export type * from './types.js';
 
 /** The piscina worker entry, as a file URL string. */
 export const WORKER_FILENAME = new URL('./worker.js', import.meta.url).href;
+/** The ANN builder thread's entry (see ann-builder.ts), for `new Worker(new URL(...))`. */
+export const ANN_BUILDER_FILENAME = new URL('./ann-builder.js', import.meta.url).href;
+export type { AnnBuilderInit, AnnBuilderMessage } from './ann-builder.js';
+export { ExactVectors } from './exact-vectors.js';
 export { FOR_YOU_WEIGHTS, FOR_YOU_EXPLORE, RECENCY_HALF_LIFE_MS } from './profiles/for-you.js';
 export { hashString } from './user-state.js';
 export { HOT_GRAVITY } from './profiles/hot-top.js';

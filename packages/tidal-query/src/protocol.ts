@@ -91,6 +91,12 @@ export interface WarmMessage {
    * carry the ANN build election and its outcome.
    */
   barrier: SharedArrayBuffer;
+  /**
+   * When the elected worker builds the ANN index itself and when it leaves the build to a thread of
+   * its own (ann-builder.ts): above `backgroundRows` rows to add, or whenever such a build is
+   * `running` (then only that thread writes snapshots).
+   */
+  annBuild: { backgroundRows: number; running: boolean };
 }
 
 export interface PersistAnnMessage {
@@ -121,7 +127,12 @@ export type AnnSource =
   /** No item has an embedding. */
   | 'none'
   /** The elected worker failed or timed out, so each worker built its own from the items table. */
-  | 'fallback';
+  | 'fallback'
+  /**
+   * Being built on a thread of its own (too many rows to add for a warm to wait): vector searches
+   * are exact (`explain.vectorSearch: 'exact'`) until the next warm adopts it.
+   */
+  | 'building';
 
 /** A warning the main thread should raise (workers cannot reach its `process` listeners). */
 export interface AnnWarning {

@@ -106,8 +106,9 @@ export class SearchExecutor {
     if (task.vector !== null) {
       explain.annTopK = plan.ann.topK;
       if (ctx.ann) {
-        // The search breadth follows the level's top-k below 128 too (a narrower view of the snapshot).
+        // The search breadth follows the level's top-k below 128 too.
         const found = ctx.ann.search(task.vector, plan.ann.topK, plan.ann.topK);
+        explain.vectorSearch = ctx.ann.method;
         explain.candidates += found.keys.length;
         for (let i = 0; i < found.keys.length; i++) {
           const o = found.keys[i]!;

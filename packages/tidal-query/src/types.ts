@@ -187,6 +187,12 @@ export interface Explain {
   slotsVisited?: number;
   /** Keys the ANN search returned, as counted from its answer; null when no ANN search ran. */
   annCandidates?: number | null;
+  /**
+   * How the vector neighbours were found, when a vector search ran: `ann` by the ANN index,
+   * `exact` by comparing every item's int8 vector while the index is being built on its own thread
+   * (exact answers, at a cost that grows with the catalogue: see `stats().annBuild`).
+   */
+  vectorSearch?: 'ann' | 'exact';
   /** Result items whose signals were read to hydrate them. */
   rowsHydrated?: number;
   /**

@@ -5,8 +5,6 @@
  * write acknowledged before it started. The messages and their results are in protocol.ts; the
  * sync and the ANN index's election, snapshot and catch-up in ann-lifecycle.ts.
  */
-import { readlinkSync } from 'node:fs';
-import { getPriority, setPriority } from 'node:os';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData } from 'node:worker_threads';
@@ -15,8 +13,8 @@ import { AnnLifecycle, type AnnContext } from './ann-lifecycle.js';
 import { Catalog } from './catalog.js';
 import {
   CELL_CANCELLED,
-  type NiceWarning,
   type BatchEntryResult,
+  type NiceWarning,
   type BatchMessage,
   type FaultMessage,
   type ResultOf,
@@ -27,6 +25,7 @@ import {
   type WorkerResult,
   type WorkerTask,
 } from './protocol.js';
+import { applyNice } from './nice.js';
 import { levelPlan } from './plan.js';
 import { RetrieveExecutor } from './retrieve.js';
 import { SearchExecutor } from './search.js';
@@ -45,30 +44,6 @@ interface State {
 }
 
 let state: State | undefined;
-
-/**
- * Sets this thread's nice value. On Linux, setpriority(2) given a thread id changes that thread
- * alone (the main thread and the writer keep theirs), and /proc/thread-self names the calling
- * thread. Raising one's own nice value needs no privilege.
- */
-function applyNice(asked: number): { nice: number; niceWarning?: NiceWarning } {
-  let tid = 0;
-  try {
-    tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
-    if (asked !== 0) setPriority(tid, asked);
-    return { nice: getPriority(tid) };
-  } catch (err) {
-    const nice = tid > 0 ? getPriority(tid) : getPriority();
-    if (asked === 0) return { nice };
-    return {
-      nice,
-      niceWarning: {
-        code: 'TIDAL_WORKER_NICE_UNSET',
-        message: `a query worker could not set its nice value to ${asked} (${(err as Error).message}); it runs at ${nice}`,
-      },
-    };
-  }
-}
 
 function init(): State {
   const { file, schema, arena, cancel, nice = 0 } = workerData as WorkerInit;

@@ -181,7 +181,7 @@ describe('AnnIndex', () => {
     expectSearchesAsViews(11, breadths, 20);
   });
 
-  it('layered: a breadth of 128 or more searches as the default; a swept snapshot file keeps its narrow views', () => {
+  it('layered: a breadth of 128 or more searches as the default; a swept snapshot file keeps its mapping', () => {
     const { ann, file, dims, r } = viewedSnapshot(7);
     const narrow = levelPlan(DegradationLevel.NoDiversity).ann.topK;
     const qs = Array.from({ length: 40 }, () => Float32Array.from({ length: dims }, () => r() * 2 - 1));
@@ -189,11 +189,11 @@ describe('AnnIndex', () => {
     for (const v of qs) {
       const built = [...ann.search(v, narrow).keys];
       for (const breadth of [128, 500]) expect([...ann.search(v, narrow, breadth).keys]).toEqual(built);
-      // Below the narrowest view the narrowest one answers, and still fills k.
+      // Below the narrowest breadth the narrowest one answers, and still fills k.
       expect([...ann.search(v, 10, 4).keys]).toHaveLength(10);
     }
-    // A newer snapshot renamed into place sweeps this file: the views were opened with the base
-    // and answer as before, from the mappings they hold.
+    // A newer snapshot renamed into place sweeps this file: the index answers as before, from the
+    // mapping it holds.
     rmSync(file);
     expect(qs.map((v) => [...ann.search(v, narrow, narrow).keys])).toEqual(before);
   });

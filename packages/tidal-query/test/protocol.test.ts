@@ -60,7 +60,7 @@ describe('worker dispatch', () => {
   });
 
   it('answers each op with its own result', () => {
-    const warm = run({ op: 'warm', env: ENV, barrier: new SharedArrayBuffer(16) });
+    const warm = run({ op: 'warm', env: ENV, barrier: new SharedArrayBuffer(16), annBuild: { backgroundRows: 20_000, running: false } });
     expect(warm).toMatchObject({ threadItems: 3, refreshedRows: 3, annSource: 'none', annElected: true });
     const retrieve = run({
       op: 'retrieve',

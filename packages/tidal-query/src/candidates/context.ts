@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
-import { cosine, exactNearest, exactNearestWithSimilarity, toInt8, type AnnIndex } from '../ann.js';
+import { cosine, exactNearest, exactNearestWithSimilarity, toInt8 } from '../ann.js';
 import type { Predicate } from '../filter.js';
-import type { QueryContext, WorkCounter } from '../context.js';
+import type { QueryContext, VectorSearcher, WorkCounter } from '../context.js';
 import { blobToVector } from '../items-table.js';
 import { OrdinalSet } from '../ordinal-set.js';
 import type { ContextPlan } from '../plan.js';
@@ -44,7 +44,7 @@ const SUBSET_STALE_GENERATIONS = 16;
 interface PopularSubset {
   generation: number;
   catalogVersion: number;
-  ann: AnnIndex | null;
+  ann: VectorSearcher | null;
   ordinals: Int32Array;
   /** The members' vectors, row by row, as int8 (see `toInt8`). */
   matrix: Int8Array;
@@ -117,6 +117,7 @@ export class ContextCandidates {
       }
     }
     const found = ann.search(task.context!, topK, topK);
+    explain.vectorSearch = ann.method;
     explain.annCandidates = found.keys.length;
     // Popularity-aware candidates below Full: the ANN's neighbours plus the popular items that the
     // Full search (a wider ball) would have found. A popular item is in Full's ball about as often

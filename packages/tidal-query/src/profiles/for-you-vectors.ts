@@ -16,9 +16,14 @@ import { blobToVector } from '../items-table.js';
 export interface Int8Vectors {
   version: number;
   readonly db: Database.Database;
+  /** Row `o` is item `o`'s vector; zero for an item without one (absent, or no embedding). */
   rows: Int8Array;
   /** 1 / |row|, 0 for an item without a vector. */
   inverseNorms: Float32Array;
+  /** Rows with a vector (a non-zero inverse norm). */
+  live: number;
+  /** One past the highest ordinal that ever had a row. */
+  extent: number;
   readonly all: Database.Statement;
   readonly changed: Database.Statement;
 }
@@ -30,17 +35,7 @@ export function itemVectors(ctx: QueryContext): Int8Vectors {
   const dims = ctx.schema.embeddingDims;
   let v = int8Vectors.get(ctx.catalog);
   if (!v || v.db !== ctx.db) {
-    v = {
-      version: ctx.catalog.version,
-      db: ctx.db,
-      rows: new Int8Array(0),
-      inverseNorms: new Float32Array(0),
-      all: ctx.db
-        .prepare('SELECT ordinal, present, embedding FROM items WHERE version <= ? AND present = 1 AND embedding IS NOT NULL')
-        .raw(),
-      changed: ctx.db.prepare('SELECT ordinal, present, embedding FROM items WHERE version > ? AND version <= ?').raw(),
-    };
-    int8Vectors.set(ctx.catalog, v);
+    v = newVectors(ctx);
     ctx.catalog.derivedBuilds++;
     for (const row of v.all.iterate(v.version) as IterableIterator<[number, number, Buffer | null]>) setRow(v, dims, row);
   } else if (v.version < ctx.catalog.version) {
@@ -48,6 +43,37 @@ export function itemVectors(ctx: QueryContext): Int8Vectors {
       setRow(v, dims, row);
     v.version = ctx.catalog.version;
   }
+  return v;
+}
+
+/**
+ * The int8 vectors of `ctx`'s items, kept from now on by the catalog's refreshes: each row the
+ * catalog reads goes through {@link feedVector}, and the caller sets `version` after each refresh,
+ * so no query (and no warm) reads the table a second time for them. Call before the catalog's
+ * first refresh; at 1 000 000 items the separate pass cost as much as the catalog's own.
+ */
+export function keptItemVectors(ctx: QueryContext): Int8Vectors {
+  if (ctx.catalog.version !== 0) throw new Error('keptItemVectors: the catalog has been refreshed already');
+  return newVectors(ctx);
+}
+
+/** One row the catalog read, into `v` (see {@link keptItemVectors}). */
+export function feedVector(v: Int8Vectors, dims: number, ordinal: number, present: boolean, embedding: Buffer | null): void {
+  setRow(v, dims, [ordinal, present ? 1 : 0, embedding]);
+}
+
+function newVectors(ctx: QueryContext): Int8Vectors {
+  const v: Int8Vectors = {
+    version: ctx.catalog.version,
+    db: ctx.db,
+    rows: new Int8Array(0),
+    inverseNorms: new Float32Array(0),
+    live: 0,
+    extent: 0,
+    all: ctx.db.prepare('SELECT ordinal, present, embedding FROM items WHERE version <= ? AND present = 1 AND embedding IS NOT NULL').raw(),
+    changed: ctx.db.prepare('SELECT ordinal, present, embedding FROM items WHERE version > ? AND version <= ?').raw(),
+  };
+  int8Vectors.set(ctx.catalog, v);
   return v;
 }
 
@@ -62,14 +88,19 @@ function setRow(v: Int8Vectors, dims: number, [o, present, blob]: [number, numbe
     v.rows = rows;
     v.inverseNorms = norms;
   }
+  if (o >= v.extent) v.extent = o + 1;
+  const had = v.inverseNorms[o]! > 0;
   if (present !== 1 || !blob || blob.byteLength !== dims * 4) {
     v.inverseNorms[o] = 0;
+    v.rows.fill(0, o * dims, (o + 1) * dims);
+    if (had) v.live--;
     return;
   }
   toInt8(blobToVector(blob), v.rows, o * dims);
   let sq = 0;
   for (let k = 0; k < dims; k++) sq += v.rows[o * dims + k]! * v.rows[o * dims + k]!;
   v.inverseNorms[o] = sq > 0 ? 1 / Math.sqrt(sq) : 0;
+  v.live += (v.inverseNorms[o] > 0 ? 1 : 0) - (had ? 1 : 0);
 }
 
 /** cosine(p, row o) over the int8 copy, `pScale` = 1 / |p|; 0 for an item without a vector. */

@@ -177,6 +177,7 @@ function warmCandidates(
     // The search's expansion follows the budget too (usearch searches max(expansion, k)), so a
     // level asking for fewer neighbours searches less of the graph.
     const found = ann.search(user.preference!, budget.ann, budget.ann);
+    explain.vectorSearch = ann.method;
     annFound = found.keys.length;
     for (let i = 0; i < found.keys.length; i++) {
       const o = found.keys[i]!;

@@ -1,0 +1,164 @@
+/**
+ * `npm run bench:open`: how long a database of the bench corpus takes from `open()` to its first
+ * answered query, the first time (no saved ANN index: the index is built on its own thread while
+ * queries are answered, vector searches exactly) and again after close (the saved index is mapped).
+ *
+ * Phases, each timed from outside through the public API: the load (items and the bench's three
+ * signal kinds written into a directory, then closed; skipped when `--dir` already holds the
+ * corpus), the first open (the saved index removed first), its first queries (trending, text, a
+ * vector search, hybrid, popular around a context vector), the ANN build to the end (a progress line
+ * every `--progress-s` seconds from `stats().annBuild`) and the same queries with the index, the
+ * close, the reopen and its first queries. Memory is read after each open and once the index is used.
+ *
+ * Flags: `--items N` (default 100 000), `--dir PATH` (keep the loaded directory for later runs).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { TidalDb } from 'tidal-core';
+import { CATEGORIES, Corpus, tidalSchema } from './corpus.js';
+import { mulberry32 } from './random.js';
+import { Progress, Report, fmtDuration, fmtInt, fmtMs, loadAverage, nowMs, parseOptions } from './harness/index.js';
+import { logMemory, type ResidentMemory } from './harness/memory.js';
+
+const opts = parseOptions('open', {
+  items: { type: 'int', default: 100_000, description: 'items of the bench corpus' },
+  dir: { type: 'string', description: 'the database directory to load into, or reuse when it holds the corpus already' },
+  'progress-s': { type: 'int', default: 30, min: 1, description: 'seconds between progress lines of the ANN build' },
+});
+const DIMS = 128;
+const BATCH = 1000;
+/** Written after the load: the directory holds this corpus. */
+const MARKER = 'bench-open-corpus.json';
+
+interface FirstQuery {
+  name: string;
+  ms: number;
+  vectorSearch: string | null;
+}
+
+async function main(): Promise<void> {
+  const report = new Report('open', opts);
+  const log = (line = ''): void => report.line(line);
+  log(`${fmtInt(opts.items)} items, ${DIMS}-dim embeddings; load average ${loadAverage()} at the start`);
+  const corpus = new Corpus({ items: opts.items, dims: DIMS, seed: 42 });
+  const dir = opts.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-open-'));
+  const builder = () =>
+    TidalDb.builder()
+      .path(dir)
+      .schema(tidalSchema(DIMS))
+      .clock(() => corpus.now);
+
+  const marker = path.join(dir, MARKER);
+  const loaded = fs.existsSync(marker) && (JSON.parse(fs.readFileSync(marker, 'utf8')) as { items: number }).items === opts.items;
+  if (!loaded) {
+    const t = nowMs();
+    const db = await builder().open();
+    const p = new Progress('items', opts.items);
+    for (const batch of corpus.items(BATCH)) {
+      await db.upsertItems(batch);
+      p.tick(batch.length);
+    }
+    p.finish();
+    const chunks = [...corpus.signalChunks(BATCH)];
+    const s = new Progress(
+      'signals',
+      chunks.reduce((n, c) => n + c.length, 0),
+      'signals',
+    );
+    for (const chunk of chunks) {
+      const batch = corpus.toSignals(chunk);
+      await db.signals(batch);
+      s.tick(batch.length);
+    }
+    s.finish();
+    // Closed before any warm saw the items: the index has never been built.
+    await db.close();
+    fs.writeFileSync(marker, JSON.stringify({ items: opts.items }));
+    log(`load: ${fmtDuration(nowMs() - t)} (items and signals written, closed)`);
+    report.set('loadMs', nowMs() - t);
+  } else {
+    log(`load: reusing ${dir}`);
+  }
+  // The first open: no saved index.
+  for (const f of fs.readdirSync(dir)) if (f.startsWith('ann-')) fs.rmSync(path.join(dir, f), { force: true });
+
+  const rand = mulberry32(7);
+  const vector = Array.from(corpus.contextVector(rand, CATEGORIES.indexOf('music')));
+  const queries: [string, (db: TidalDb) => Promise<{ explain: { vectorSearch?: string } }>][] = [
+    ['trending', (db) => db.retrieve({ profile: 'trending', limit: 20 })],
+    ['search text', (db) => db.search({ text: 'jazz piano', limit: 10 })],
+    ['search vector', (db) => db.search({ vector, limit: 10 })],
+    ['search hybrid', (db) => db.search({ text: 'jazz piano', vector, limit: 10 })],
+    ['popular around a vector', (db) => db.retrieve({ profile: 'popular', context: vector, limit: 10 })],
+  ];
+  const firstQueries = async (db: TidalDb): Promise<FirstQuery[]> => {
+    const out: FirstQuery[] = [];
+    for (const [name, q] of queries) {
+      const t = nowMs();
+      const r = await q(db);
+      out.push({ name, ms: nowMs() - t, vectorSearch: r.explain.vectorSearch ?? null });
+    }
+    return out;
+  };
+  const fmtQueries = (qs: FirstQuery[]): string =>
+    qs.map((q) => `${q.name} ${fmtMs(q.ms)} ms${q.vectorSearch ? ` (${q.vectorSearch})` : ''}`).join(', ');
+  const memory: Record<string, ResidentMemory> = {};
+
+  // ------------------------------------------------------------------ first open
+  let t0 = nowMs();
+  const db = await builder().open();
+  const openMs = nowMs() - t0;
+  const first = await firstQueries(db);
+  const firstAnsweredMs = openMs + first[0]!.ms;
+  log(
+    `first open: open() ${fmtDuration(openMs)}, first answered query ${fmtDuration(firstAnsweredMs)} after open() began; ANN ${db.stats().annBuild.state}`,
+  );
+  log(`  first queries: ${fmtQueries(first)}`);
+  memory.afterFirstOpen = logMemory('after the first open', log);
+  const timer = setInterval(() => {
+    const b = db.stats().annBuild;
+    log(
+      `  ANN build: ${b.state}, ${fmtInt(b.rowsDone)} / ${fmtInt(b.rowsTotal)} rows, ${fmtDuration(b.elapsedMs)}; load average ${loadAverage()}`,
+    );
+  }, opts['progress-s'] * 1000);
+  await db.warm({ waitForAnn: true });
+  clearInterval(timer);
+  const annReadyMs = nowMs() - t0;
+  const build = db.stats().annBuild;
+  log(
+    `ANN index used by every worker ${fmtDuration(annReadyMs)} after open() began (build ${fmtDuration(build.elapsedMs)}, ${fmtInt(build.vectors)} vectors)`,
+  );
+  const withIndex = await firstQueries(db);
+  log(`  the same queries with the index: ${fmtQueries(withIndex)}`);
+  memory.withIndex = logMemory('with the index', log);
+  t0 = nowMs();
+  await db.close();
+  const closeMs = nowMs() - t0;
+  log(`close: ${fmtDuration(closeMs)}`);
+
+  // ------------------------------------------------------------------ reopen
+  t0 = nowMs();
+  const again = await builder().open();
+  const reopenMs = nowMs() - t0;
+  const reopened = await firstQueries(again);
+  log(
+    `reopen: open() ${fmtDuration(reopenMs)}, first answered query ${fmtDuration(reopenMs + reopened[0]!.ms)} after open() began; ANN ${again.stats().annBuild.state}`,
+  );
+  log(`  first queries: ${fmtQueries(reopened)}`);
+  memory.afterReopen = logMemory('after the reopen', log);
+  await again.close();
+  if (opts.dir === undefined) fs.rmSync(dir, { recursive: true, force: true });
+
+  report.set('items', opts.items);
+  report.set('firstOpen', { openMs, firstAnsweredMs, first, annReadyMs, annBuildMs: build.elapsedMs, withIndex, closeMs });
+  report.set('reopen', { openMs: reopenMs, firstAnsweredMs: reopenMs + reopened[0]!.ms, first: reopened });
+  report.set('memory', memory);
+  report.set('loadAverageAfter', loadAverage());
+  report.finish();
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,110 @@
+/**
+ * The ANN index build on a thread of its own (a worker_threads entry, started by the main thread
+ * after a warm that found no snapshot it could use as it is): the query workers answer vector
+ * searches by an exact search meanwhile (see ExactVectors), and adopt the snapshot this thread
+ * saves at their next warm.
+ *
+ * It opens its own read-only connection, starts from the stored snapshot when there is a sound one
+ * (a copy is loaded and the rows after it added) or from nothing, adds the rows with every core in
+ * batches of `BUILD_CHUNK` (posting progress after each), then adds what was written meanwhile,
+ * until at most `CATCH_UP_ROWS` are left for the workers to apply themselves, and saves the result
+ * as the snapshot (ann-snapshot.ts: a crash at any point leaves the previous snapshot or the new one).
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import Database from 'better-sqlite3';
+import { AnnIndex } from './ann.js';
+import { CATCH_UP_ROWS } from './ann-lifecycle.js';
+import { BUILD_CHUNK, annRowsStatement, applyAnnRows, type AnnHolder } from './ann-rows.js';
+import { discardSnapshot, readSnapshot, writeSnapshot } from './ann-snapshot.js';
+import { applyNice } from './nice.js';
+
+/** What the builder thread is started with. */
+export interface AnnBuilderInit {
+  /** The database file. */
+  file: string;
+  /** The database directory, where the snapshot is saved. */
+  dir: string;
+  dims: number;
+  /** The thread's nice value (usearch's threads inherit it). */
+  nice: number;
+  /**
+   * Int32 0: while 1, the build waits before reading anything (the main thread holds it so, for
+   * tests that must see queries answered during a build); 2 makes it fail there (tests of failure);
+   * 3 ends it there without a word (the database is closing).
+   */
+  gate: SharedArrayBuffer;
+}
+
+/** What the builder thread posts. */
+export type AnnBuilderMessage =
+  | { op: 'progress'; rowsDone: number; rowsTotal: number }
+  | { op: 'done'; version: number; vectors: number; rowsDone: number; rebuiltReason: string | null }
+  | { op: 'failed'; message: string };
+
+/** Rounds of adding what was written during the previous one, before saving regardless. */
+const CATCH_UP_ROUNDS = 4;
+
+function build(init: AnnBuilderInit, post: (m: AnnBuilderMessage) => void): void {
+  applyNice(init.nice);
+  const gate = new Int32Array(init.gate);
+  while (Atomics.load(gate, 0) === 1) Atomics.wait(gate, 0, 1, 1000);
+  if (Atomics.compareExchange(gate, 0, 2, 0) === 2) throw new Error('injected ANN build failure');
+  if (Atomics.load(gate, 0) === 3) return;
+  const db = new Database(init.file, { readonly: true, fileMustExist: true });
+  try {
+    db.pragma('busy_timeout = 5000');
+    const maxVersion = db.prepare('SELECT COALESCE(MAX(version), 0) FROM items').pluck();
+    const pending = db.prepare('SELECT COUNT(*) FROM items WHERE version > ?').pluck();
+    const rows = annRowsStatement(db);
+    const found = readSnapshot(init.dir, init.dims, maxVersion.get() as number, true);
+    const holder: AnnHolder = { index: null };
+    let from = 0;
+    let rebuiltReason: string | null = null;
+    if (found.kind === 'ok') {
+      try {
+        holder.index = AnnIndex.load(init.dims, found.path);
+        from = found.meta.version;
+      } catch (err) {
+        rebuiltReason = (err as Error).message;
+      }
+    } else if (found.kind === 'unusable') {
+      rebuiltReason = found.reason;
+    }
+    let done = 0;
+    let total = pending.get(from) as number;
+    post({ op: 'progress', rowsDone: 0, rowsTotal: total });
+    // In windows of BUILD_CHUNK rows, each its own read: a read held for the whole build would keep
+    // SQLite from checkpointing its WAL past it while writes go on.
+    const nth = db.prepare('SELECT version FROM items WHERE version > ? AND version <= ? ORDER BY version LIMIT 1 OFFSET ?').pluck();
+    for (let round = 0; round < CATCH_UP_ROUNDS; round++) {
+      const to = maxVersion.get() as number;
+      while (from < to) {
+        const upTo = (nth.get(from, to, BUILD_CHUNK - 1) as number | undefined) ?? to;
+        done += applyAnnRows(rows, holder, init.dims, from, upTo, 0, Number.POSITIVE_INFINITY);
+        from = upTo;
+        post({ op: 'progress', rowsDone: done, rowsTotal: Math.max(total, done) });
+      }
+      const left = pending.get(from) as number;
+      if (left <= CATCH_UP_ROWS) break;
+      total = done + left;
+    }
+    if (!holder.index || holder.index.size === 0) {
+      discardSnapshot(init.dir);
+      post({ op: 'done', version: from, vectors: 0, rowsDone: done, rebuiltReason });
+      return;
+    }
+    const meta = writeSnapshot(init.dir, holder.index, from);
+    post({ op: 'done', version: meta.version, vectors: meta.count, rowsDone: done, rebuiltReason });
+  } finally {
+    db.close();
+  }
+}
+
+if (parentPort) {
+  const port = parentPort;
+  try {
+    build(workerData as AnnBuilderInit, (m) => port.postMessage(m));
+  } catch (err) {
+    port.postMessage({ op: 'failed', message: (err as Error).message } satisfies AnnBuilderMessage);
+  }
+}

@@ -1,0 +1,206 @@
+/**
+ * The ANN index built on a thread of its own: a warm that would add more than `ann.backgroundRows`
+ * rows returns at once, queries are answered meanwhile by an exact search over the int8 vectors
+ * (and say so), the build reports its progress, takes in what was written during it, and ends in a
+ * snapshot every worker adopts; close() stops it; a failure is reported and retried by the next warm.
+ * The build is held at its start (a test hook) so what is seen during it does not depend on timing.
+ */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { InternalError, InvalidInputError, TidalDb, type ItemInput, type SchemaDefinition, type TidalWarning } from 'tidal-core';
+import { internalsOf } from 'tidal-core/internal';
+import { HOUR, NOW, cosine, mulberry32 } from './helpers.js';
+
+const DIMS = 8;
+const SCHEMA: SchemaDefinition = {
+  signals: [{ name: 'view', halfLifeMs: HOUR }],
+  embeddingDims: DIMS,
+  metadata: { creator: 'string' },
+  creatorField: 'creator',
+};
+
+function vector(rand: () => number): number[] {
+  return Array.from({ length: DIMS }, () => rand() * 2 - 1);
+}
+
+function makeItems(from: number, n: number, seed: number): ItemInput[] {
+  const rand = mulberry32(seed);
+  return Array.from({ length: n }, (_, i) => ({
+    id: `b${from + i}`,
+    embedding: vector(rand),
+    createdAt: NOW - (from + i) * 1000,
+    metadata: { creator: `c${(from + i) % 7}` },
+  }));
+}
+
+const dirs: string[] = [];
+const open: TidalDb[] = [];
+afterEach(async () => {
+  for (const db of open.splice(0)) await db.close().catch(() => {});
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+async function openDb(warnings: TidalWarning[], path?: string): Promise<TidalDb> {
+  const b = TidalDb.builder()
+    .schema(SCHEMA)
+    .workers(2)
+    .clock(() => NOW)
+    .ann({ backgroundRows: 0 })
+    .onWarning((w) => warnings.push(w));
+  const db = await (path ? b.path(path) : b.ephemeral()).open();
+  open.push(db);
+  return db;
+}
+
+/** Every returned hit is as near as the exact k-th nearest item, to int8 rounding. */
+function expectExactTopK(all: ItemInput[], q: number[], ids: readonly string[], k: number): void {
+  const ranked = all.map((it) => cosine(q, it.embedding as number[])).sort((a, b) => b - a);
+  const kth = ranked[k - 1]!;
+  const byId = new Map(all.map((it) => [it.id, it.embedding as number[]]));
+  expect(ids).toHaveLength(k);
+  for (const id of ids) expect(cosine(q, byId.get(id)!), id).toBeGreaterThan(kth - 0.02);
+}
+
+describe('the ANN index built on its own thread', () => {
+  it('answers vector searches exactly while it builds, takes in the writes made meanwhile, and every worker adopts it', async () => {
+    const warnings: TidalWarning[] = [];
+    const db = await openDb(warnings);
+    const build = internalsOf(db).annBuild;
+    build.hold();
+    const items = makeItems(0, 300, 1);
+    await db.upsertItems(items);
+    await db.upsertUsers([{ id: 'u', embedding: vector(mulberry32(9)) }]);
+
+    const warmed = await db.warm();
+    expect(warmed.map((w) => w.annSource)).toEqual(['building', 'building']);
+    expect(warnings.map((w) => w.code)).toContain('TIDAL_ANN_BUILDING');
+    expect(db.stats().annBuild).toMatchObject({ state: 'building', builds: 1 });
+
+    const rand = mulberry32(5);
+    for (let q = 0; q < 10; q++) {
+      const v = vector(rand);
+      const r = await db.search({ vector: v, limit: 10 });
+      expect(r.explain.vectorSearch).toBe('exact');
+      expectExactTopK(
+        items,
+        v,
+        r.hits.map((h) => h.id),
+        10,
+      );
+    }
+    // An item's own vector finds it first.
+    const own = await db.search({ vector: items[42]!.embedding as number[], limit: 1 });
+    expect(own.hits[0]!.id).toBe('b42');
+    const feed = await db.retrieve({ profile: 'for_you', user: 'u', limit: 10 });
+    expect(feed.items).toHaveLength(10);
+    expect(feed.explain.vectorSearch).toBe('exact');
+    const around = await db.retrieve({ profile: 'popular', context: vector(rand), limit: 5 });
+    expect(around.explain.vectorSearch).toBe('exact');
+
+    // Written during the build: in the index once it is adopted.
+    const later = makeItems(300, 40, 2);
+    await db.upsertItems(later);
+    await db.delete('b7');
+    const during = await db.search({ vector: later[3]!.embedding as number[], limit: 1 });
+    expect(during.hits[0]!.id).toBe('b303');
+
+    build.release();
+    const adopted = await db.warm({ waitForAnn: true });
+    expect(adopted.map((w) => w.annSource)).toEqual(['snapshot', 'snapshot']);
+    for (const w of adopted) expect(w.annSize).toBe(339);
+    expect(db.stats().annBuild).toMatchObject({ state: 'done', vectors: 339, builds: 1, error: null });
+    expect(db.stats().annBuild.rowsDone).toBeGreaterThanOrEqual(339);
+    for (const it of [later[3]!, items[42]!]) {
+      const r = await db.search({ vector: it.embedding as number[], limit: 1 });
+      expect(r.explain.vectorSearch).toBe('ann');
+      expect(r.hits[0]!.id).toBe(it.id);
+    }
+    const gone = await db.search({ vector: items[7]!.embedding as number[], limit: 20 });
+    expect(gone.hits.map((h) => h.id)).not.toContain('b7');
+  });
+
+  it('a finished build is adopted by a warm of its own, without waitForAnn', async () => {
+    const db = await openDb([]);
+    await db.upsertItems(makeItems(0, 200, 3));
+    expect((await db.warm()).map((w) => w.annSource)).toEqual(['building', 'building']);
+    await internalsOf(db).annBuild.settled();
+    // The warm the build's end started runs before this one (rounds never overlap): the index is there.
+    const again = await db.warm();
+    expect(again.map((w) => w.annSource)).toEqual(['snapshot', 'snapshot']);
+    expect((await db.search({ vector: vector(mulberry32(4)), limit: 3 })).explain.vectorSearch).toBe('ann');
+  });
+
+  it('close() stops a running build and saves nothing; the next open builds again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tidal-annbg-'));
+    dirs.push(dir);
+    const first = await openDb([], dir);
+    internalsOf(first).annBuild.hold();
+    await first.upsertItems(makeItems(0, 150, 6));
+    await first.warm();
+    expect(first.stats().annBuild.state).toBe('building');
+    await first.close();
+    open.splice(open.indexOf(first), 1);
+    expect(existsSync(join(dir, 'ann-snapshot.json'))).toBe(false);
+
+    const warnings: TidalWarning[] = [];
+    const second = await openDb(warnings, dir);
+    expect(warnings.map((w) => w.code)).toContain('TIDAL_ANN_BUILDING');
+    await second.warm({ waitForAnn: true });
+    expect(existsSync(join(dir, 'ann-snapshot.json'))).toBe(true);
+    await second.close();
+    open.splice(open.indexOf(second), 1);
+    // Saved: the third open maps it and builds nothing.
+    const third = await openDb([], dir);
+    expect(third.stats().annBuild.state).toBe('idle');
+    expect((await third.search({ vector: vector(mulberry32(8)), limit: 3 })).explain.vectorSearch).toBe('ann');
+  });
+
+  it('a failed build is reported, searches stay exact, waitForAnn rejects, and the next warm tries again', async () => {
+    const warnings: TidalWarning[] = [];
+    const db = await openDb(warnings);
+    const build = internalsOf(db).annBuild;
+    build.failNext();
+    await db.upsertItems(makeItems(0, 120, 7));
+    const err = await db.warm({ waitForAnn: true }).catch((e: unknown) => e);
+    expect(InternalError.is(err)).toBe(true);
+    expect(String((err as Error).message)).toMatch(/injected ANN build failure/);
+    expect(warnings.map((w) => w.code)).toContain('TIDAL_ANN_BUILD_FAILED');
+    expect(db.stats().annBuild).toMatchObject({ state: 'failed', builds: 1 });
+    expect((await db.search({ vector: vector(mulberry32(1)), limit: 3 })).explain.vectorSearch).toBe('exact');
+    await db.warm({ waitForAnn: true });
+    expect(db.stats().annBuild).toMatchObject({ state: 'done', builds: 2, vectors: 120 });
+  });
+
+  it('refuses bad options naming them', async () => {
+    const b = () => TidalDb.builder().ephemeral().schema(SCHEMA).workers(1);
+    for (const [ann, field] of [
+      [{ backgroundRows: -1 }, 'ann.backgroundRows'],
+      [{ backgroundRows: 1.5 }, 'ann.backgroundRows'],
+      [{ backgroundRows: Number.NaN }, 'ann.backgroundRows'],
+      [{ backgroundRow: 5 }, 'ann.backgroundRow'],
+    ] as const) {
+      const err = await b()
+        .ann(ann as never)
+        .open()
+        .catch((e: unknown) => e);
+      expect(InvalidInputError.is(err), JSON.stringify(ann)).toBe(true);
+      expect((err as InvalidInputError).field).toBe(field);
+    }
+    const db = await b().ann({ backgroundRows: Number.POSITIVE_INFINITY }).open();
+    open.push(db);
+    for (const [opts, field] of [
+      [{ waitForAnn: 'yes' }, 'options.waitForAnn'],
+      [{ wait: true }, 'options.wait'],
+      [5, 'options'],
+    ] as const) {
+      const err = await db.warm(opts as never).catch((e: unknown) => e);
+      expect(InvalidInputError.is(err), JSON.stringify(opts)).toBe(true);
+      expect((err as InvalidInputError).field).toBe(field);
+    }
+    // Infinity: a warm always builds the index itself.
+    await db.upsertItems(makeItems(0, 50, 2));
+    expect((await db.warm())[0]!.annSource).toBe('built');
+  });
+});
