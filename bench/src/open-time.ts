@@ -15,7 +15,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { TidalDb } from 'tidal-core';
+import { TidalDb, type WarmResult } from 'tidal-core';
+import { internalsOf } from 'tidal-core/internal';
 import { CATEGORIES, Corpus, tidalSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
 import { Progress, Report, fmtDuration, fmtInt, fmtMs, loadAverage, nowMs, parseOptions } from './harness/index.js';
@@ -35,6 +36,16 @@ interface FirstQuery {
   name: string;
   ms: number;
   vectorSearch: string | null;
+}
+
+/** Each worker's warm steps: `sync 3.1 s + structures 0.2 s + terms 0.1 s + paths 0.3 s`. */
+function fmtSteps(results: readonly WarmResult[]): string {
+  return results
+    .map((r) => {
+      const st = r.stepsMs;
+      return `sync ${fmtDuration(st.sync)} + structures ${fmtDuration(st.structures)} + terms ${fmtDuration(st.terms)} + paths ${fmtDuration(st.paths)}`;
+    })
+    .join('; ');
 }
 
 async function main(): Promise<void> {
@@ -115,6 +126,7 @@ async function main(): Promise<void> {
     `first open: open() ${fmtDuration(openMs)}, first answered query ${fmtDuration(firstAnsweredMs)} after open() began; ANN ${db.stats().annBuild.state}`,
   );
   log(`  first queries: ${fmtQueries(first)}`);
+  log(`  open()'s warm per worker: ${fmtSteps(internalsOf(db).lastWarm())}`);
   memory.afterFirstOpen = logMemory('after the first open', log);
   const timer = setInterval(() => {
     const b = db.stats().annBuild;
@@ -146,6 +158,7 @@ async function main(): Promise<void> {
     `reopen: open() ${fmtDuration(reopenMs)}, first answered query ${fmtDuration(reopenMs + reopened[0]!.ms)} after open() began; ANN ${again.stats().annBuild.state}`,
   );
   log(`  first queries: ${fmtQueries(reopened)}`);
+  log(`  open()'s warm per worker: ${fmtSteps(internalsOf(again).lastWarm())}`);
   memory.afterReopen = logMemory('after the reopen', log);
   await again.close();
   if (opts.dir === undefined) fs.rmSync(dir, { recursive: true, force: true });

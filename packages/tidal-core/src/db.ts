@@ -38,6 +38,8 @@ export interface TidalDbInternals {
   readonly users: UserRegistry;
   /** The ANN build on its own thread (tests hold it, or make it fail). */
   readonly annBuild: AnnBuild;
+  /** What the last warm round's workers reported (`open()`'s included), for the bench. */
+  lastWarm(): readonly WarmResult[];
 }
 
 /** A path argument: a non-empty string without NUL characters. */
@@ -81,6 +83,7 @@ export class TidalDb implements AsyncDisposable {
   #niceWarned = false;
   /** The last warm round (see {@link #warmRound}), settled or not. */
   #warming: Promise<unknown> = Promise.resolve();
+  #lastWarm: readonly WarmResult[] = [];
   #closing: Promise<void> | undefined;
 
   /** Starts configuring a database. */
@@ -131,6 +134,7 @@ export class TidalDb implements AsyncDisposable {
       const results = await this.#p.pool.warm(envelope(this.#o, this.#writes), annArgs);
       this.#niceWarned = raiseWarmWarnings(results, this.#o.onWarning, this.#niceWarned);
       if (results.some((r) => r.annSource === 'building')) annBuild.start();
+      this.#lastWarm = results;
       return results;
     });
     this.#warming = round.catch(() => {});
@@ -156,6 +160,7 @@ export class TidalDb implements AsyncDisposable {
       schema: o.schema,
       users: p.users,
       annBuild: p.annBuild,
+      lastWarm: () => this.#lastWarm,
     });
   }
 

@@ -148,7 +148,7 @@ export class AnnLifecycle {
    * A warm task: take part in the ANN election (when the task carries its buffer), then sync, and
    * report where this worker's index came from.
    */
-  warm(msg: WarmMessage): Omit<WarmResult, 'nice' | 'niceWarning' | 'structuresBuilt' | 'termsSummarized' | 'pathsRun'> {
+  warm(msg: WarmMessage): Omit<WarmResult, 'nice' | 'niceWarning' | 'structuresBuilt' | 'termsSummarized' | 'pathsRun' | 'stepsMs'> {
     const annBefore = this.#index;
     const fileBefore = this.#annFile;
     const ann = msg.barrier.byteLength >= WARM_SYNC_BYTES ? this.#warmAnn(msg) : null;

@@ -179,6 +179,13 @@ export interface WarmResult {
   termsSummarized: number;
   /** Queries this warm ran once each and threw away (each profile at Full, the three searches), so V8 compiles them first. */
   pathsRun: number;
+  /**
+   * Milliseconds this warm spent per step in this worker: `sync` (the ANN election and the catalog
+   * read: item rows, the text index, the int8 vectors, the index catch-up), `structures` (the
+   * orders, creator lists and popular subset), `terms` (text block summaries), `paths` (the
+   * compiling queries).
+   */
+  stepsMs: { sync: number; structures: number; terms: number; paths: number };
   /** This worker thread's nice value, as the kernel reports it. */
   nice: number;
   /** Set when the thread could not take the nice value it was asked for. */

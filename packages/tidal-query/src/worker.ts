@@ -152,14 +152,19 @@ export default function run(msg: WorkerTask): WorkerResult {
       const warmed = s.items.warm(msg);
       const catalog = s.ctx.catalog;
       const builds = catalog.derivedBuilds;
+      const t1 = performance.now();
       s.retrieve.warm(msg.env.nowMs);
+      const t2 = performance.now();
       const termsSummarized = catalog.text.summarizeAll();
+      const t3 = performance.now();
       const pathsRun = exercisePaths(s.retrieve, s.search, s.ctx, msg.env.nowMs);
+      const t4 = performance.now();
       return {
         ...warmed,
         structuresBuilt: catalog.derivedBuilds - builds,
         termsSummarized,
         pathsRun,
+        stepsMs: { sync: t1 - started, structures: t2 - t1, terms: t3 - t2, paths: t4 - t3 },
         nice: s.nice,
         ...(s.niceWarning ? { niceWarning: s.niceWarning } : {}),
       };

@@ -1,0 +1,16 @@
+import Database from 'better-sqlite3';
+import { Catalog } from '/work/main/packages/tidal-query/dist/catalog.js';
+import { performance } from 'node:perf_hooks';
+const db = new Database(process.argv[2], { readonly: true });
+const schema = { kinds: [], metadata: { category: 'string', creator: 'string' }, embeddingDims: 128, creatorField: 'creator' };
+let t = performance.now();
+let n = 0;
+for (const row of db.prepare('SELECT ordinal, id, present, text, metadata, created_at, embedding, version FROM items WHERE version > 0 ORDER BY version').iterate()) n++;
+console.log('sqlite read all cols', n, (performance.now() - t).toFixed(0), 'ms');
+t = performance.now();
+for (const row of db.prepare('SELECT ordinal, id, present, text, metadata, created_at, version FROM items WHERE version > 0 ORDER BY version').iterate()) n++;
+console.log('sqlite read w/o embedding', (performance.now() - t).toFixed(0), 'ms');
+const c = new Catalog(db, schema);
+t = performance.now();
+c.refresh();
+console.log('catalog refresh', (performance.now() - t).toFixed(0), 'ms');
