@@ -138,9 +138,9 @@ function sameEverywhere(warm: WarmResult[]): WarmResult {
   expect(warm).toHaveLength(2);
   expect(warm.filter((w) => w.annElected)).toHaveLength(1);
   expect(new Set(warm.map((w) => w.threadId)).size).toBe(2);
-  const { annElected: _, threadId: _t, ...first } = warm[0]!;
+  const { annElected: _, threadId: _t, stepsMs: _s, ...first } = warm[0]!;
   for (const w of warm) {
-    const { annElected: __, threadId: __t, ...rest } = w;
+    const { annElected: __, threadId: __t, stepsMs: __s, ...rest } = w;
     expect(rest).toEqual(first);
   }
   return warm[0]!;
@@ -166,7 +166,8 @@ describe('ANN index built once and shared', () => {
         const v = randomVector(rand, DIMS);
         const r = await searchEverywhere(db, v, 10);
         expectTop(live, v, r.hits);
-        expect(r.hits[0]!.semantic).toBeCloseTo(cosine(live.get(r.hits[0]!.id)!, v), 5);
+        // The index holds half-precision vectors: similarities within 1e-3 of the exact cosine.
+        expect(r.hits[0]!.semantic).toBeCloseTo(cosine(live.get(r.hits[0]!.id)!, v), 3);
       }
       expect(await annWarnings()).toEqual([]);
     } finally {
@@ -258,7 +259,7 @@ describe('ANN index built once and shared', () => {
       expect(atNew.hits[0]!.semantic).toBeCloseTo(1, 5);
       const atOld = await searchEverywhere(db, moved.embedding as number[], 1000);
       const hit = atOld.hits.find((h) => h.id === moved.id)!;
-      expect(hit.semantic).toBeCloseTo(cosine(movedTo, moved.embedding as number[]), 5);
+      expect(hit.semantic).toBeCloseTo(cosine(movedTo, moved.embedding as number[]), 3);
       expectTop(live, moved.embedding as number[], atOld.hits);
 
       const atAdded = await searchEverywhere(db, added.embedding as number[], 3);

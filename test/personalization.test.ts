@@ -154,7 +154,8 @@ async function feed(db: TidalDb, req: Omit<RetrieveRequest, 'profile'>): Promise
 
 function expectRanking(got: { id: string; score: number }[], want: { id: string; score: number }[]): void {
   expect(got.map((g) => g.id)).toEqual(want.map((w) => w.id));
-  for (let i = 0; i < want.length; i++) expect(got[i]!.score, want[i]!.id).toBeCloseTo(want[i]!.score, 5);
+  // The similarity of an ANN neighbour comes from half-precision vectors: within 1e-3, and so the score.
+  for (let i = 0; i < want.length; i++) expect(got[i]!.score, want[i]!.id).toBeCloseTo(want[i]!.score, 3);
 }
 
 describe('for_you', () => {

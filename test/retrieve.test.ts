@@ -288,7 +288,8 @@ describe('retrieve: new, filters, limit, explain', () => {
     expect(idsOf(r.items)).toEqual(byCreatedDesc(CORPUS));
     for (const item of r.items) {
       const c = CORPUS.find((x) => x.id === item.id)!;
-      expect(item.similarity).toBeCloseTo(cosine(context, c.embedding), 5);
+      // Half-precision index vectors: within 1e-3 of the exact cosine.
+      expect(item.similarity).toBeCloseTo(cosine(context, c.embedding), 3);
     }
   });
 });

@@ -10,7 +10,8 @@
  * every `--progress-s` seconds from `stats().annBuild`) and the same queries with the index, the
  * close, the reopen and its first queries. Memory is read after each open and once the index is used.
  *
- * Flags: `--items N` (default 100 000), `--dir PATH` (keep the loaded directory for later runs).
+ * Flags: `--items N` (default 100 000), `--dir PATH` (keep the loaded directory for later runs),
+ * `--load-only` (load into `--dir` and stop).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -26,6 +27,7 @@ const opts = parseOptions('open', {
   items: { type: 'int', default: 100_000, description: 'items of the bench corpus' },
   dir: { type: 'string', description: 'the database directory to load into, or reuse when it holds the corpus already' },
   'progress-s': { type: 'int', default: 30, min: 1, description: 'seconds between progress lines of the ANN build' },
+  'load-only': { type: 'boolean', default: false, description: 'load the corpus into --dir and stop (the timed phases run later)' },
 });
 const DIMS = 128;
 const BATCH = 1000;
@@ -90,6 +92,10 @@ async function main(): Promise<void> {
     report.set('loadMs', nowMs() - t);
   } else {
     log(`load: reusing ${dir}`);
+  }
+  if (opts['load-only']) {
+    report.finish();
+    return;
   }
   // The first open: no saved index.
   for (const f of fs.readdirSync(dir)) if (f.startsWith('ann-')) fs.rmSync(path.join(dir, f), { force: true });
