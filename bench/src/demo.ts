@@ -39,6 +39,8 @@ async function main(): Promise<void> {
     .ephemeral()
     .schema(tidalSchema(DIMS))
     .clock(() => corpus.now)
+    // The database's warnings as lines of the demo (the default sink is a Node.js process warning).
+    .onWarning((w) => log(`warning ${w.code}: ${w.message}`))
     .open();
 
   try {
@@ -68,7 +70,7 @@ async function main(): Promise<void> {
     if (warmed.some((w) => w.annSource === 'building')) {
       // Queries would be answered now, vector searches exactly; the timings below are of the index.
       await db.warm({ waitForAnn: true });
-      log(`ANN index built on its own thread and used by every worker ${fmtDuration(nowMs() - warmStart)} after the warm began`);
+      log(`ANN index built on its own thread, used by every worker ${fmtDuration(nowMs() - warmStart)} after the warm began`);
     }
 
     const rand = mulberry32(2024);
