@@ -173,6 +173,35 @@ describe('the ANN index built on its own thread', () => {
     expect(db.stats().annBuild).toMatchObject({ state: 'done', builds: 2, vectors: 120 });
   });
 
+  it('a worker that replaces a crashed one searches exactly while the build runs, and maps the saved index after it', async () => {
+    const db = await TidalDb.builder()
+      .ephemeral()
+      .schema(SCHEMA)
+      .workers(1)
+      .clock(() => NOW)
+      .ann({ backgroundRows: 0 })
+      .onWarning(() => {})
+      .open();
+    open.push(db);
+    const { annBuild, pool } = internalsOf(db);
+    annBuild.hold();
+    const items = makeItems(0, 120, 11);
+    await db.upsertItems(items);
+    await db.warm();
+    await expect(pool.run({ op: 'fault', mode: 'exit' })).rejects.toThrow();
+    // The replacement's first task is this query: no warm elected it, and it builds nothing.
+    const during = await db.search({ vector: items[5]!.embedding as number[], limit: 1 });
+    expect(during.explain.vectorSearch).toBe('exact');
+    expect(during.hits[0]!.id).toBe('b5');
+    annBuild.release();
+    await db.warm({ waitForAnn: true });
+    await expect(pool.run({ op: 'fault', mode: 'exit' })).rejects.toThrow();
+    const after = await db.search({ vector: items[9]!.embedding as number[], limit: 1 });
+    expect(after.explain.vectorSearch).toBe('ann');
+    expect(after.hits[0]!.id).toBe('b9');
+    expect((await db.warm())[0]!.annSource).toBe('snapshot');
+  });
+
   it('refuses bad options naming them', async () => {
     const b = () => TidalDb.builder().ephemeral().schema(SCHEMA).workers(1);
     for (const [ann, field] of [

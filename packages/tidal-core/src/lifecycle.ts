@@ -165,7 +165,7 @@ export function openParts(o: FilledOptions): DbParts {
             },
           };
     const pool = new QueryPool(
-      { file, schema: o.schema, arena: store.arena, nice: o.workerNice, ...(host ? { host } : {}) },
+      { file, schema: o.schema, arena: store.arena, nice: o.workerNice, annBackgroundRows: o.annBackgroundRows, ...(host ? { host } : {}) },
       o.workers,
       host ? { filename: WORKER_HOST_FILENAME, eventLoop: true } : {},
     );

@@ -92,6 +92,10 @@ export class AnnLifecycle {
    * ANN index alone and searches are exact, until a warm adopts the snapshot the build saves.
    */
   #deferred = false;
+  /** Whether this worker has had its first task (a warm, or a query in place of a worker that died). */
+  #started = false;
+  /** See `WorkerInit.annBackgroundRows`. */
+  readonly #backgroundRows: number;
   /**
    * The items version the ANN index reflects. Equal to the catalog's version except right after a
    * snapshot was adopted, until the next sync brings both to the same version.
@@ -108,7 +112,8 @@ export class AnnLifecycle {
   readonly #annPending: Database.Statement<[number]>;
   readonly #maxVersion: Database.Statement<[]>;
 
-  constructor(db: Database.Database, catalog: Catalog, ctx: AnnContext, dir: string) {
+  constructor(db: Database.Database, catalog: Catalog, ctx: AnnContext, dir: string, backgroundRows = Number.POSITIVE_INFINITY) {
+    this.#backgroundRows = backgroundRows;
     this.#db = db;
     this.#catalog = catalog;
     this.#ctx = ctx;
@@ -123,6 +128,7 @@ export class AnnLifecycle {
 
   /** Pulls item changes up to at least `version`; returns the number of rows read. */
   sync(version: number): number {
+    if (!this.#started) this.#firstTask();
     const inStep = this.#deferred || this.#annVersion === this.#catalog.version;
     if (this.#catalog.version >= version && inStep) return 0;
     if (inStep) {
@@ -149,6 +155,7 @@ export class AnnLifecycle {
    * report where this worker's index came from.
    */
   warm(msg: WarmMessage): Omit<WarmResult, 'nice' | 'niceWarning' | 'structuresBuilt' | 'termsSummarized' | 'pathsRun' | 'stepsMs'> {
+    this.#started = true;
     const annBefore = this.#index;
     const fileBefore = this.#annFile;
     const ann = msg.barrier.byteLength >= WARM_SYNC_BYTES ? this.#warmAnn(msg) : null;
@@ -200,6 +207,29 @@ export class AnnLifecycle {
     }
     writeSnapshot(this.#dir, copy.index, current);
     return { savedVersion: current, reason: 'saved' };
+  }
+
+  /**
+   * A first task that is not a warm: this worker replaces one that died, and no warm elected
+   * anyone for it. It maps the saved snapshot when the rows after it are few enough for a warm to
+   * apply; otherwise, when the index would take more than `backgroundRows` rows to build, it
+   * searches exactly (deferred) until the next warm, rather than build a whole index in a query.
+   */
+  #firstTask(): void {
+    this.#started = true;
+    const dims = this.#ctx.schema.embeddingDims;
+    if (dims === 0) return;
+    const found = readSnapshot(this.#dir, dims, Number.MAX_SAFE_INTEGER, false);
+    if (found.kind === 'ok' && (this.#annPending.get(found.meta.version) as number) <= this.#backgroundRows) {
+      try {
+        this.#adopt(found.meta, found.path);
+        this.#annOrigin = { annSource: 'snapshot', annSnapshotVersion: found.meta.version, annRowsApplied: 0 };
+        return;
+      } catch {
+        // Not mappable: as without one.
+      }
+    }
+    if ((this.#annPending.get(0) as number) > this.#backgroundRows) this.#deferred = true;
   }
 
   /**

@@ -25,6 +25,12 @@ export interface WorkerInit {
    */
   nice?: number;
   /**
+   * The database's `ann.backgroundRows`: a worker whose first task is not a warm (it replaces one
+   * that died) maps the saved index, or searches exactly rather than build one larger than this in
+   * a query. @default Infinity
+   */
+  annBackgroundRows?: number;
+  /**
    * Whatever the code that wraps this worker's entry needs (tidal-core's worker host: the database
    * link and the module to start); this package never reads it.
    */

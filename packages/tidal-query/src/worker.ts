@@ -46,7 +46,7 @@ interface State {
 let state: State | undefined;
 
 function init(): State {
-  const { file, schema, arena, cancel, nice = 0 } = workerData as WorkerInit;
+  const { file, schema, arena, cancel, nice = 0, annBackgroundRows } = workerData as WorkerInit;
   const priority = applyNice(nice);
   const db = new Database(file, { readonly: true, fileMustExist: true });
   db.pragma('busy_timeout = 5000');
@@ -56,7 +56,7 @@ function init(): State {
   return {
     retrieve: new RetrieveExecutor(ctx),
     search: new SearchExecutor(ctx),
-    items: new AnnLifecycle(db, catalog, ctx, dirname(file)),
+    items: new AnnLifecycle(db, catalog, ctx, dirname(file), annBackgroundRows),
     ctx,
     cancel: new Int32Array(cancel),
     ...priority,
