@@ -11,7 +11,8 @@
  * close, the reopen and its first queries. Memory is read after each open and once the index is used.
  *
  * Flags: `--items N` (default 100 000), `--dir PATH` (keep the loaded directory for later runs),
- * `--load-only` (load into `--dir` and stop).
+ * `--load-only` (load into `--dir` and stop), `--only first|reopen` (one phase: the first open closed
+ * without waiting for the ANN build, or a reopen of a directory whose index was saved).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -28,6 +29,11 @@ const opts = parseOptions('open', {
   dir: { type: 'string', description: 'the database directory to load into, or reuse when it holds the corpus already' },
   'progress-s': { type: 'int', default: 30, min: 1, description: 'seconds between progress lines of the ANN build' },
   'load-only': { type: 'boolean', default: false, description: 'load the corpus into --dir and stop (the timed phases run later)' },
+  only: {
+    type: 'string',
+    default: 'all',
+    description: 'all; first (the first open, closed without waiting for the build); reopen (with the saved index)',
+  },
 });
 const DIMS = 128;
 const BATCH = 1000;
@@ -97,8 +103,8 @@ async function main(): Promise<void> {
     report.finish();
     return;
   }
-  // The first open: no saved index.
-  for (const f of fs.readdirSync(dir)) if (f.startsWith('ann-')) fs.rmSync(path.join(dir, f), { force: true });
+  const only = opts.only;
+  if (only !== 'all' && only !== 'first' && only !== 'reopen') throw new Error(`--only must be all, first or reopen, got ${only}`);
 
   const rand = mulberry32(7);
   const vector = Array.from(corpus.contextVector(rand, CATEGORIES.indexOf('music')));
@@ -122,56 +128,61 @@ async function main(): Promise<void> {
     qs.map((q) => `${q.name} ${fmtMs(q.ms)} ms${q.vectorSearch ? ` (${q.vectorSearch})` : ''}`).join(', ');
   const memory: Record<string, ResidentMemory> = {};
 
-  // ------------------------------------------------------------------ first open
-  let t0 = nowMs();
-  const db = await builder().open();
-  const openMs = nowMs() - t0;
-  const first = await firstQueries(db);
-  const firstAnsweredMs = openMs + first[0]!.ms;
-  log(
-    `first open: open() ${fmtDuration(openMs)}, first answered query ${fmtDuration(firstAnsweredMs)} after open() began; ANN ${db.stats().annBuild.state}`,
-  );
-  log(`  first queries: ${fmtQueries(first)}`);
-  log(`  open()'s warm per worker: ${fmtSteps(internalsOf(db).lastWarm())}`);
-  memory.afterFirstOpen = logMemory('after the first open', log);
-  const timer = setInterval(() => {
-    const b = db.stats().annBuild;
+  /** Opens, answers the first queries, and reports both; the database stays open. */
+  const openAndAsk = async (
+    label: string,
+  ): Promise<{ db: TidalDb; openMs: number; firstAnsweredMs: number; first: FirstQuery[]; t0: number }> => {
+    const t0 = nowMs();
+    const db = await builder().open();
+    const openMs = nowMs() - t0;
+    const first = await firstQueries(db);
+    const firstAnsweredMs = openMs + first[0]!.ms;
     log(
-      `  ANN build: ${b.state}, ${fmtInt(b.rowsDone)} / ${fmtInt(b.rowsTotal)} rows, ${fmtDuration(b.elapsedMs)}; load average ${loadAverage()}`,
+      `${label}: open() ${fmtDuration(openMs)}, first answered query ${fmtDuration(firstAnsweredMs)} after open() began; ANN ${db.stats().annBuild.state}; load average ${loadAverage()}`,
     );
-  }, opts['progress-s'] * 1000);
-  await db.warm({ waitForAnn: true });
-  clearInterval(timer);
-  const annReadyMs = nowMs() - t0;
-  const build = db.stats().annBuild;
-  log(
-    `ANN index used by every worker ${fmtDuration(annReadyMs)} after open() began (build ${fmtDuration(build.elapsedMs)}, ${fmtInt(build.vectors)} vectors)`,
-  );
-  const withIndex = await firstQueries(db);
-  log(`  the same queries with the index: ${fmtQueries(withIndex)}`);
-  memory.withIndex = logMemory('with the index', log);
-  t0 = nowMs();
-  await db.close();
-  const closeMs = nowMs() - t0;
-  log(`close: ${fmtDuration(closeMs)}`);
+    log(`  first queries: ${fmtQueries(first)}`);
+    log(`  open()'s warm per worker: ${fmtSteps(internalsOf(db).lastWarm())}`);
+    memory[label] = logMemory(`after the ${label}`, log);
+    return { db, openMs, firstAnsweredMs, first, t0 };
+  };
 
-  // ------------------------------------------------------------------ reopen
-  t0 = nowMs();
-  const again = await builder().open();
-  const reopenMs = nowMs() - t0;
-  const reopened = await firstQueries(again);
-  log(
-    `reopen: open() ${fmtDuration(reopenMs)}, first answered query ${fmtDuration(reopenMs + reopened[0]!.ms)} after open() began; ANN ${again.stats().annBuild.state}`,
-  );
-  log(`  first queries: ${fmtQueries(reopened)}`);
-  log(`  open()'s warm per worker: ${fmtSteps(internalsOf(again).lastWarm())}`);
-  memory.afterReopen = logMemory('after the reopen', log);
-  await again.close();
+  if (only !== 'reopen') {
+    // The first open: no saved index.
+    for (const f of fs.readdirSync(dir)) if (f.startsWith('ann-')) fs.rmSync(path.join(dir, f), { force: true });
+    const { db, openMs, firstAnsweredMs, first, t0 } = await openAndAsk('first open');
+    const result: Record<string, unknown> = { openMs, firstAnsweredMs, first };
+    if (only === 'all') {
+      const timer = setInterval(() => {
+        const b = db.stats().annBuild;
+        log(
+          `  ANN build: ${b.state}, ${fmtInt(b.rowsDone)} / ${fmtInt(b.rowsTotal)} rows, ${fmtDuration(b.elapsedMs)}; load average ${loadAverage()}`,
+        );
+      }, opts['progress-s'] * 1000);
+      await db.warm({ waitForAnn: true });
+      clearInterval(timer);
+      const annReadyMs = nowMs() - t0;
+      const build = db.stats().annBuild;
+      log(
+        `ANN index used by every worker ${fmtDuration(annReadyMs)} after open() began (build ${fmtDuration(build.elapsedMs)}, ${fmtInt(build.vectors)} vectors)`,
+      );
+      const withIndex = await firstQueries(db);
+      log(`  the same queries with the index: ${fmtQueries(withIndex)}`);
+      memory.withIndex = logMemory('with the index', log);
+      Object.assign(result, { annReadyMs, annBuildMs: build.elapsedMs, withIndex });
+    }
+    const tc = nowMs();
+    await db.close();
+    result.closeMs = nowMs() - tc;
+    log(`close: ${fmtDuration(nowMs() - tc)}${only === 'first' ? ' (the ANN build stopped)' : ''}`);
+    report.set('firstOpen', result);
+  }
+  if (only !== 'first') {
+    const { db: again, openMs, firstAnsweredMs, first } = await openAndAsk('reopen');
+    await again.close();
+    report.set('reopen', { openMs, firstAnsweredMs, first });
+  }
   if (opts.dir === undefined) fs.rmSync(dir, { recursive: true, force: true });
-
   report.set('items', opts.items);
-  report.set('firstOpen', { openMs, firstAnsweredMs, first, annReadyMs, annBuildMs: build.elapsedMs, withIndex, closeMs });
-  report.set('reopen', { openMs: reopenMs, firstAnsweredMs: reopenMs + reopened[0]!.ms, first: reopened });
   report.set('memory', memory);
   report.set('loadAverageAfter', loadAverage());
   report.finish();
