@@ -63,7 +63,7 @@ export const READS: { readonly [Op in ReadOp]: ReadKind<Op> } = {
     build: retrieveResults,
     // A session's query excludes what that session has seen: it is its own, never shared.
     // A user's query is theirs too (their hidden items, blocks and seen set): never shared.
-    shareable: (task) => task.exclude === null && !task.user && !task.after,
+    shareable: (task) => task.exclude === null && !task.user,
     bytes: (r) => (r.itemsJson === undefined ? estimateBytes(r.items) : 2 * r.itemsJson.length),
   },
   search: {
@@ -75,7 +75,7 @@ export const READS: { readonly [Op in ReadOp]: ReadKind<Op> } = {
       return asJson ? { ...rest, hits: [], hitsJson: JSON.stringify(hits), ordinals } : { ...rest, hits, ordinals };
     },
     build: searchResults,
-    shareable: (task) => !task.user && !task.after,
+    shareable: (task) => !task.user,
     bytes: (r) => (r.hitsJson === undefined ? estimateBytes(r.hits) : 2 * r.hitsJson.length),
   },
 };

@@ -79,10 +79,7 @@ export class RetrieveExecutor {
     const coarse = plan.windows.coarse;
     const velocityWindow = velocityWindowFor(task.window, coarse);
     const useDiversity = task.diversity !== null && plan.diversity.enabled;
-    const after = task.after && task.after.length > 0 ? task.after : null;
-    // A cursor's earlier pages are ranked too (so the next page continues the unpaged order) and
-    // removed before the tail.
-    const want = (useDiversity ? task.limit * DIVERSITY_OVERFETCH : task.limit) + (after?.length ?? 0);
+    const want = useDiversity ? task.limit * DIVERSITY_OVERFETCH : task.limit;
     const userCount = { dropped: 0 };
     const userPass = compileUserPredicate(task.user, ctx.catalog, ctx.schema.creatorField, userCount);
     const pass = this.#admit(compileFilter(task.filter, ctx.catalog), task.exclude, userPass);
@@ -102,21 +99,9 @@ export class RetrieveExecutor {
     const work: WorkCounter = { slots: 0 };
 
     const rankedBy = this.#rank(task, plan, want, pass, nowMs, explain, work, warnings);
-    let { ranked, scores } = rankedBy;
+    const { ranked, scores } = rankedBy;
     const similarity = rankedBy.similarity ?? null;
     explain.slotsVisited = work.slots;
-    if (after) {
-      const skip = new Set(after);
-      const keptRanked: number[] = [];
-      const keptScores: number[] = [];
-      for (let i = 0; i < ranked.length; i++) {
-        if (skip.has(ranked[i]!)) continue;
-        keptRanked.push(ranked[i]!);
-        keptScores.push(scores[i]!);
-      }
-      ranked = keptRanked;
-      scores = keptScores;
-    }
     if (task.user) explain.userFiltered = userCount.dropped;
 
     const diversity = useDiversity ? task.diversity : null;

@@ -53,7 +53,6 @@ export class SearchExecutor {
     const present = ctx.catalog.present;
     const userCount = { dropped: 0 };
     const user = compileUserPredicate(task.user, ctx.catalog, ctx.schema.creatorField, userCount);
-    const after = task.after && task.after.length > 0 ? new Set(task.after) : null;
     const base: Predicate = task.filter ? (o) => present[o] === 1 && filter(o) : (o) => present[o] === 1;
     // A user's hidden items and blocked creators are dropped inside each candidate stage (the BM25
     // top-k takes it as its accept test), so the page is filled with items the user may see.
@@ -79,7 +78,7 @@ export class SearchExecutor {
       // returns are already the filtered top `limit`. Fetching the level's depth instead cost a
       // filtered query ~depth / selectivity documents tested before θ could rise (at a 5 % filter,
       // ~4 000 for depth 200), and no level could cut that.
-      const reordered = mode !== 'text' || after !== null || task.boost > 0 || useDiversity;
+      const reordered = mode !== 'text' || task.boost > 0 || useDiversity;
       const depth = Math.max(1, plan.text.bm25Depth);
       const limit = reordered ? depth : Math.min(depth, task.limit);
       explain.bm25Limit = limit;
@@ -141,11 +140,8 @@ export class SearchExecutor {
       entries.push([o, boosted]);
     }
     entries.sort((a, b) => b[1] - a[1] || a[0] - b[0]);
-    // A cursor's earlier pages leave the ranking only now, so the ranks fused above are the
-    // unpaged query's and the next page continues its order.
-    const kept = after ? entries.filter((e) => !after.has(e[0])) : entries;
-    const ranked = kept.map((e) => e[0]);
-    const scores = kept.map((e) => e[1]);
+    const ranked = entries.map((e) => e[0]);
+    const scores = entries.map((e) => e[1]);
 
     // Stage 7–8: diversity, limit.
     const diversity = useDiversity ? task.diversity : null;

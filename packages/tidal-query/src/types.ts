@@ -85,13 +85,6 @@ export interface RetrieveTask {
   order?: FollowingOrder | null;
   /** `related` only: the item and its co-engagement list. */
   related?: RelatedTask | null;
-  /** The clock to rank at instead of the envelope's (a cursor's pinned time). */
-  atMs?: number | null;
-  /**
-   * Ordinals earlier pages of a cursor returned: the ranking is computed as without them (ANN
-   * ranks, normalisations and fusion included) and they are removed from it before the tail.
-   */
-  after?: Int32Array | null;
   /** The worker serializes the results as one JSON string (`itemsJson` / `hitsJson`) and sends no objects. */
   asJson?: boolean;
 }
@@ -146,13 +139,6 @@ export interface SearchTask {
   boost: number;
   /** The user the search is for: their hidden items and blocked creators never come back. */
   user?: UserQueryState | null;
-  /** The clock to rank at instead of the envelope's (a cursor's pinned time). */
-  atMs?: number | null;
-  /**
-   * Ordinals earlier pages of a cursor returned: the ranking is computed as without them (ANN
-   * ranks, normalisations and fusion included) and they are removed from it before the tail.
-   */
-  after?: Int32Array | null;
   /** The worker serializes the results as one JSON string (`itemsJson` / `hitsJson`) and sends no objects. */
   asJson?: boolean;
 }

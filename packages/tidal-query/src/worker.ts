@@ -73,7 +73,7 @@ const SKIPPED: SkippedResult = Object.freeze({ skipped: true });
 function retrieve(s: State, msg: RetrieveMessage, started: number): ResultOf<'retrieve'> {
   if (cancelled(s, msg.cell)) return SKIPPED;
   s.items.sync(msg.env.itemsVersion);
-  const nowMs = msg.task.atMs ?? msg.env.nowMs;
+  const nowMs = msg.env.nowMs;
   // The ordinals go back with the items: the main thread's cursor records them, and looking each
   // id up there cost 2 % of its time under load.
   const picked: number[] = [];
@@ -89,7 +89,7 @@ function retrieve(s: State, msg: RetrieveMessage, started: number): ResultOf<'re
 function search(s: State, msg: SearchMessage, started: number): ResultOf<'search'> {
   if (cancelled(s, msg.cell)) return SKIPPED;
   s.items.sync(msg.env.itemsVersion);
-  const nowMs = msg.task.atMs ?? msg.env.nowMs;
+  const nowMs = msg.env.nowMs;
   const picked: number[] = [];
   const r = s.search.run(msg.task, levelPlan(msg.env.level), nowMs, picked);
   const ordinals = Int32Array.from(picked);

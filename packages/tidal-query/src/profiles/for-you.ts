@@ -123,7 +123,7 @@ export function forYou(
   const coldTotal = w.velocity + w.recency;
   // Only the places the tail can take are ranked (the limit, the diversity pass's room, a cursor's
   // earlier pages): bounded selections instead of a sort of every candidate.
-  const places = Math.max(1, Math.min((task.diversity ? task.limit * DIVERSITY_ROOM : task.limit) + (task.after?.length ?? 0), n));
+  const places = Math.max(1, Math.min(task.diversity ? task.limit * DIVERSITY_ROOM : task.limit, n));
   // Kept by candidate index, ties to the lower ordinal (the secondary key is the ordinal negated).
   const top = new TopK(places);
   const score = new Float64Array(n);
