@@ -121,6 +121,31 @@ describe('the ANN index built on its own thread', () => {
     expect(gone.hits.map((h) => h.id)).not.toContain('b7');
   });
 
+  it('exports the build as gauges', async () => {
+    const { Registry } = await import('prom-client');
+    const registry = new Registry();
+    const db = await TidalDb.builder()
+      .ephemeral()
+      .schema(SCHEMA)
+      .workers(1)
+      .clock(() => NOW)
+      .ann({ backgroundRows: 0 })
+      .metrics(registry)
+      .onWarning(() => {})
+      .open();
+    open.push(db);
+    internalsOf(db).annBuild.hold();
+    await db.upsertItems(makeItems(0, 60, 4));
+    await db.warm();
+    expect(await registry.metrics()).toMatch(/^tidal_ann_building 1$/m);
+    internalsOf(db).annBuild.release();
+    await db.warm({ waitForAnn: true });
+    const text = await registry.metrics();
+    expect(text).toMatch(/^tidal_ann_building 0$/m);
+    expect(text).toMatch(/^tidal_ann_build_rows_done 60$/m);
+    expect(text).toMatch(/^tidal_ann_build_rows_total 60$/m);
+  });
+
   it('a finished build is adopted by a warm of its own, without waitForAnn', async () => {
     const db = await openDb([]);
     await db.upsertItems(makeItems(0, 200, 3));

@@ -22,7 +22,7 @@ import type { LinkServer } from './worker-link.js';
 import { threadHandlers } from './thread-handlers.js';
 import { envelope, openParts, raiseWarmWarnings, shutdown, startWorkerModule, type DbParts } from './lifecycle.js';
 import { installReplicaSnapshot, replicaHost, writeReplicaSnapshot } from './replication.js';
-import { exportReplicationMetrics } from './metrics.js';
+import { exportAnnBuildMetrics, exportReplicationMetrics } from './metrics.js';
 
 /** What the fault-injection tests reach behind the facade; not exported from the package. */
 export interface TidalDbInternals {
@@ -109,7 +109,10 @@ export class TidalDb implements AsyncDisposable {
     const o = resolveOptions(options);
     const db = new TidalDb(o);
     try {
-      if (o.metricsRegistry) await db.#queries.exportMetrics(o.metricsRegistry);
+      if (o.metricsRegistry) {
+        await db.#queries.exportMetrics(o.metricsRegistry);
+        await exportAnnBuildMetrics(o.metricsRegistry, () => db.#p.annBuild.stats());
+      }
       await db.warm();
       // Last: the link publishes and applies from here on, on a database that is open and warm.
       if (o.replication !== null && db.#p.replica !== null) {

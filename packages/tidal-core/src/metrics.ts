@@ -1,4 +1,5 @@
 import { InvalidInputError, levelName, type DegradationLevel } from 'tidal-load';
+import type { AnnBuildStats } from './ann-build.js';
 import type { ReplicaStats } from './replication.js';
 
 // prom-client is an optional peer dependency: it is loaded only when a registry is given, and no
@@ -90,6 +91,39 @@ export async function exportReplicationMetrics(
     collect() {
       this.reset();
       for (const o of read()?.origins ?? []) this.set({ origin: o.origin }, o.lagMs);
+    },
+  });
+}
+
+/**
+ * The ANN index build on its own thread as gauges: `tidal_ann_building` (1 while a build runs and
+ * vector searches are exact), `tidal_ann_build_rows_done` and `tidal_ann_build_rows_total`.
+ */
+export async function exportAnnBuildMetrics(registry: MetricsRegistry, read: () => AnnBuildStats, prefix = 'tidal_'): Promise<void> {
+  const { Gauge } = await importPromClient(registry);
+  const registers = [registry as InstanceType<PromClient['Registry']>];
+  new Gauge({
+    name: `${prefix}ann_building`,
+    help: '1 while the ANN index is built on its own thread (vector searches are exact meanwhile), else 0',
+    registers,
+    collect() {
+      this.set(read().state === 'building' ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: `${prefix}ann_build_rows_done`,
+    help: 'Item rows the current (or last) ANN index build has read',
+    registers,
+    collect() {
+      this.set(read().rowsDone);
+    },
+  });
+  new Gauge({
+    name: `${prefix}ann_build_rows_total`,
+    help: 'Item rows the current (or last) ANN index build has to read, as known now',
+    registers,
+    collect() {
+      this.set(read().rowsTotal);
     },
   });
 }
