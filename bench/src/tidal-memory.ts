@@ -57,7 +57,16 @@ async function askWorkers(channelName: string, count: number): Promise<ThreadMem
   return [...got.values()].sort((a, b) => a.threadId - b.threadId);
 }
 
-async function child(items: number, workers: number | undefined, tree: string | undefined, snapshotDir: string | undefined): Promise<void> {
+interface ChildOptions {
+  items: number;
+  workers: number | undefined;
+  tree: string | undefined;
+  snapshotDir: string | undefined;
+  /** No worker module: the process's figures without it, and no per-worker report. */
+  bare: boolean;
+}
+
+async function child({ items, workers, tree, snapshotDir, bare }: ChildOptions): Promise<void> {
   const core: typeof tidalCore = tree
     ? ((await import(pathToFileURL(path.join(path.resolve(tree), 'packages', 'tidal-core', 'dist', 'index.js')).href)) as typeof tidalCore)
     : await import('tidal-core');
@@ -73,11 +82,13 @@ async function child(items: number, workers: number | undefined, tree: string | 
   const builder = core.TidalDb.builder()
     .path(dir)
     .schema(tidalSchema(DIMS))
-    .clock(() => corpus.now)
-    .workerModule(pathToFileURL(path.join(here, 'harness', 'memory-worker.js')), {
+    .clock(() => corpus.now);
+  if (!bare) {
+    builder.workerModule(pathToFileURL(path.join(here, 'harness', 'memory-worker.js')), {
       channel,
       ...(snapshotDir !== undefined ? { snapshotDir: path.resolve(snapshotDir) } : {}),
     });
+  }
   if (workers !== undefined) builder.workers(workers);
   const db = await builder.open();
   try {
@@ -87,7 +98,7 @@ async function child(items: number, workers: number | undefined, tree: string | 
     for (const chunk of corpus.signalChunks(BATCH)) await db.signals(corpus.toSignals(chunk));
     step('signals');
     const warmed = await db.warm();
-    const workerThreads = await askWorkers(channel, warmed.length);
+    const workerThreads = bare ? [] : await askWorkers(channel, warmed.length);
     step('warm');
     const reading: TidalMemoryReading = {
       items,
@@ -112,12 +123,13 @@ const opts = parseOptions('memory', {
   baseline: { type: 'string', description: 'another built checkout: its tidal-core measured beside this one, readings alternating' },
   tree: { type: 'string', description: '(child) the checkout whose tidal-core to load' },
   snapshot: { type: 'string', description: '(child) a directory where each worker writes a heap snapshot after its reading' },
+  bare: { type: 'boolean', description: '(child) no worker module, so no per-worker figures: what the module itself costs' },
   child: { type: 'boolean', description: '(internal) take one reading in this process' },
 });
 const WORKERS = opts.workers === 0 ? undefined : opts.workers;
 
 async function main(): Promise<void> {
-  if (opts.child) return child(opts.items, WORKERS, opts.tree, opts.snapshot);
+  if (opts.child) return child({ items: opts.items, workers: WORKERS, tree: opts.tree, snapshotDir: opts.snapshot, bare: opts.bare });
   const baseline = loadBaseline(opts.baseline, ['tidal-core']);
   const report = new Report('memory', opts);
   const trees: { label: string; tree?: string }[] = [{ label: 'this tree' }];
