@@ -64,15 +64,18 @@ interface ChildOptions {
   snapshotDir: string | undefined;
   /** No worker module: the process's figures without it, and no per-worker report. */
   bare: boolean;
+  /** No forced collection anywhere; `settleMs` of waiting after warm() instead. */
+  uncollected: boolean;
+  settleMs: number;
 }
 
-async function child({ items, workers, tree, snapshotDir, bare }: ChildOptions): Promise<void> {
+async function child({ items, workers, tree, snapshotDir, bare, uncollected, settleMs }: ChildOptions): Promise<void> {
   const core: typeof tidalCore = tree
     ? ((await import(pathToFileURL(path.join(path.resolve(tree), 'packages', 'tidal-core', 'dist', 'index.js')).href)) as typeof tidalCore)
     : await import('tidal-core');
   const steps: TidalMemoryReading['steps'] = [];
   const step = (name: string): void => {
-    collectGarbage();
+    if (!uncollected) collectGarbage();
     steps.push({ step: name, memory: residentMemory() });
   };
   const corpus = new Corpus({ items, dims: DIMS, seed: 42 });
@@ -86,6 +89,7 @@ async function child({ items, workers, tree, snapshotDir, bare }: ChildOptions):
   if (!bare) {
     builder.workerModule(pathToFileURL(path.join(here, 'harness', 'memory-worker.js')), {
       channel,
+      collect: !uncollected,
       ...(snapshotDir !== undefined ? { snapshotDir: path.resolve(snapshotDir) } : {}),
     });
   }
@@ -98,13 +102,14 @@ async function child({ items, workers, tree, snapshotDir, bare }: ChildOptions):
     for (const chunk of corpus.signalChunks(BATCH)) await db.signals(corpus.toSignals(chunk));
     step('signals');
     const warmed = await db.warm();
+    if (settleMs > 0) await new Promise((resolve) => setTimeout(resolve, settleMs));
     const workerThreads = bare ? [] : await askWorkers(channel, warmed.length);
     step('warm');
     const reading: TidalMemoryReading = {
       items,
       workers: warmed.length,
       steps,
-      main: threadMemory(),
+      main: threadMemory(!uncollected),
       workerThreads,
       mappings: mappingBreakdown(fs.realpathSync(dir)),
       loadAverage: loadAverage(),
@@ -124,12 +129,23 @@ const opts = parseOptions('memory', {
   tree: { type: 'string', description: '(child) the checkout whose tidal-core to load' },
   snapshot: { type: 'string', description: '(child) a directory where each worker writes a heap snapshot after its reading' },
   bare: { type: 'boolean', description: '(child) no worker module, so no per-worker figures: what the module itself costs' },
+  uncollected: { type: 'boolean', description: '(child) no forced collection in any thread' },
+  settle: { type: 'int', default: 0, min: 0, description: '(child) milliseconds to wait after warm() before the readings' },
   child: { type: 'boolean', description: '(internal) take one reading in this process' },
 });
 const WORKERS = opts.workers === 0 ? undefined : opts.workers;
 
 async function main(): Promise<void> {
-  if (opts.child) return child({ items: opts.items, workers: WORKERS, tree: opts.tree, snapshotDir: opts.snapshot, bare: opts.bare });
+  if (opts.child)
+    return child({
+      items: opts.items,
+      workers: WORKERS,
+      tree: opts.tree,
+      snapshotDir: opts.snapshot,
+      bare: opts.bare,
+      uncollected: opts.uncollected,
+      settleMs: opts.settle,
+    });
   const baseline = loadBaseline(opts.baseline, ['tidal-core']);
   const report = new Report('memory', opts);
   const trees: { label: string; tree?: string }[] = [{ label: 'this tree' }];

@@ -36,10 +36,10 @@ export interface ReportAnswer {
   readonly memory: ThreadMemory;
 }
 
-/** This thread's memory after a full collection (when `gc` is exposed). */
-export function threadMemory(): ThreadMemory {
+/** This thread's memory after a full collection (when `gc` is exposed and `collect`). */
+export function threadMemory(collect = true): ThreadMemory {
   const gc = (globalThis as { gc?: () => void }).gc;
-  if (typeof gc === 'function') gc();
+  if (collect && typeof gc === 'function') gc();
   const h = v8.getHeapStatistics();
   const m = process.memoryUsage();
   return {
@@ -56,12 +56,12 @@ export function threadMemory(): ThreadMemory {
 let channel: BroadcastChannel | undefined;
 
 export function start(_db: unknown, data: unknown): void {
-  const { channel: name, snapshotDir } = data as { channel: string; snapshotDir?: string };
+  const { channel: name, snapshotDir, collect = true } = data as { channel: string; snapshotDir?: string; collect?: boolean };
   channel = new BroadcastChannel(name);
   channel.onmessage = (e: { data: unknown }) => {
     const msg = e.data as ReportRequest;
     if (msg.op !== 'report') return;
-    const memory = threadMemory();
+    const memory = threadMemory(collect);
     // A heap snapshot, for attributing the heap to constructors: taken after the reading, as it grows the heap.
     if (snapshotDir !== undefined) v8.writeHeapSnapshot(`${snapshotDir}/worker-${threadId}.heapsnapshot`);
     const answer: ReportAnswer = { op: 'answer', id: msg.id, memory };
