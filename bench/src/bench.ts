@@ -42,6 +42,7 @@ import {
   type Summary,
 } from './harness/index.js';
 import { logMemory } from './harness/memory.js';
+import { describeReading, measureTidalAlone } from './harness/memory-alone.js';
 
 const opts = parseOptions('query', {
   items: { type: 'int', default: 100_000, description: 'items of the bench corpus' },
@@ -49,6 +50,7 @@ const opts = parseOptions('query', {
   workers: { type: 'int', default: 0, min: 0, description: "tidal's query workers (0: one per core)" },
   inflight: { type: 'int', default: 1, description: 'signal batches in flight during ingest' },
   baseline: { type: 'string', description: 'another built checkout: its tidal-core against this one instead of SQL' },
+  'skip-memory': { type: 'boolean', description: 'no second load of tidal alone in a child process for its memory after load' },
 });
 const argv = opts.argv;
 const ITEMS = opts.items;
@@ -191,7 +193,8 @@ async function main(): Promise<void> {
         `(ANN sizes ${warmed.map((w) => fmtInt(w.annSize)).join(', ')}, index ${warmed[0]?.annSource ?? '?'}); ` +
         `rss ${fmtInt(process.memoryUsage().rss / 2 ** 20)} MiB`,
     );
-    report.set('memoryAfterLoad', logMemory('after load (items, signals, warm)', log));
+    // This process holds the SQL side as well; tidal's own figure is the child's (below).
+    report.set('memoryAfterLoad', logMemory('after load, this process (tidal and the SQL side)', log));
 
     // ------------------------------------------------------------------ queries
     log();
@@ -313,6 +316,14 @@ async function main(): Promise<void> {
       ),
     ];
 
+    // tidal's memory after the same load with nothing else of the bench in the process.
+    let memoryAlone: ReturnType<typeof measureTidalAlone> | undefined;
+    if (!opts['skip-memory']) {
+      log('memory after load, tidal alone (the same items, signals and warm() in a process of its own):');
+      memoryAlone = measureTidalAlone({ items: ITEMS, ...(WORKERS !== undefined ? { workers: WORKERS } : {}) });
+      for (const l of describeReading(memoryAlone)) log(l);
+    }
+
     const loadAtEnd = loadAverage();
     log(`load average (1 min) at the end, the bench's own threads included: ${loadAtEnd}`);
     const command = `npm run bench -- --suite query${argv.length ? ` ${argv.join(' ')}` : ''}`;
@@ -361,6 +372,7 @@ async function main(): Promise<void> {
       },
       signalCountCheck: countCheck,
       warm: { ms: warmMs, returnedMs: warmReturnedMs, workers: warmed },
+      memoryTidalAlone: memoryAlone,
       tidalStats: db.stats(),
       queries: rows,
       baselineVariants: extras,

@@ -55,6 +55,69 @@ export function fmtResident(m: ResidentMemory): string {
   return `RSS ${f(m.rssMiB)} MiB: anonymous ${f(m.anonymousMiB)}, file-backed ${f(m.fileBackedMiB)} (PSS ${f(m.fileBackedPssMiB)}), shmem ${f(m.shmemMiB)}`;
 }
 
+/** Resident memory of a group of mappings of this process, in MiB. */
+export interface MappingGroup {
+  mappings: number;
+  rssMiB: number;
+  pssMiB: number;
+  anonymousMiB: number;
+}
+
+/**
+ * Where this process's resident pages are, from `/proc/self/smaps`, grouped by what backs them:
+ * `files` by the mapped file (a file under `dataDir` by its name there, the node binary, shared
+ * libraries and native addons, other files), `anonymous` by kind (`[heap]`: the main malloc arena,
+ * `[stack]`, `mappings`: every other anonymous mapping: V8 heaps, ArrayBuffers, other threads'
+ * malloc arenas). `largestAnonymousMiB`: the resident anonymous size of the 8 largest anonymous
+ * mappings. Empty off Linux.
+ */
+export interface MappingBreakdown {
+  files: Record<string, MappingGroup>;
+  anonymous: Record<string, MappingGroup>;
+  largestAnonymousMiB: number[];
+}
+
+export function mappingBreakdown(dataDir?: string): MappingBreakdown {
+  const out: MappingBreakdown = { files: {}, anonymous: {}, largestAnonymousMiB: [] };
+  const text = read('/proc/self/smaps');
+  const largest: number[] = [];
+  const add = (into: Record<string, MappingGroup>, key: string, rss: number, pss: number, anon: number): void => {
+    const g = (into[key] ??= { mappings: 0, rssMiB: 0, pssMiB: 0, anonymousMiB: 0 });
+    g.mappings++;
+    g.rssMiB += rss / 1024;
+    g.pssMiB += pss / 1024;
+    g.anonymousMiB += anon / 1024;
+  };
+  // One mapping: its header line (`start-end perms offset dev inode [path]`), then `Key: n kB` lines.
+  for (const block of text.split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/)) {
+    const header = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ (\d+)\s*(.*)$/m.exec(block);
+    if (!header) continue;
+    const inode = Number(header[1]);
+    const name = header[2]!.trim();
+    const rss = kib(block, 'Rss');
+    const pss = kib(block, 'Pss');
+    const anon = kib(block, 'Anonymous');
+    if (rss === 0) continue;
+    if (inode !== 0 && name.startsWith('/')) {
+      const file = name.replace(/ \(deleted\)$/, '');
+      const key =
+        dataDir !== undefined && file.startsWith(`${dataDir}/`)
+          ? `data: ${file.slice(dataDir.length + 1)}`
+          : file === process.execPath
+            ? 'node binary'
+            : /\.(so(\.[\d.]+)?|node)$/.test(file)
+              ? 'libraries and native addons'
+              : 'other files';
+      add(out.files, key, rss, pss, anon);
+    } else {
+      add(out.anonymous, name === '[heap]' || name === '[stack]' ? name : 'mappings', rss, pss, anon);
+      largest.push(anon / 1024);
+    }
+  }
+  out.largestAnonymousMiB = largest.sort((a, b) => b - a).slice(0, 8);
+  return out;
+}
+
 /** Prints `memory LABEL: RSS …` through `log` and returns the reading, for the JSON. */
 export function logMemory(label: string, log: (line: string) => void): ResidentMemory {
   const m = residentMemory();

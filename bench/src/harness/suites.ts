@@ -30,6 +30,12 @@ export const SUITES: readonly Suite[] = Object.freeze([
     gc: true,
     description: 'the shared-memory signal state: reservation, memory per slot, growable against fixed',
   },
+  {
+    name: 'memory',
+    script: 'tidal-memory.js',
+    gc: true,
+    description: "tidal's memory after the query suite's load, alone in a process: RSS split, per thread, per mapping",
+  },
   { name: 'text', script: 'text-index.js', gc: true, description: 'the text index top-k BM25 against SQLite FTS5 on the same rows' },
   {
     name: 'retrieve',

@@ -38,6 +38,8 @@ export class Postings {
   maxImpact = 0;
   /** The avgdl the block maxima were computed with; NaN when the postings changed since. */
   summaryAvgdl = Number.NaN;
+  /** The term's number in its index (what a document's term list holds). */
+  id = -1;
 
   add(ordinal: number, tf: number): void {
     const n = this.length;
@@ -96,6 +98,12 @@ export class Postings {
     return true;
   }
 
+  /** Gives back the arrays' room past the postings (the bulk load's doubling leaves up to half). */
+  trim(): void {
+    const cap = Math.max(4, this.length);
+    if (this.docs.length > cap) this.#grow(cap);
+  }
+
   /** Bytes held by the typed arrays. */
   get bytes(): number {
     return this.docs.byteLength + this.tfs.byteLength + this.blockLast.byteLength + this.blockMax.byteLength;
@@ -103,10 +111,10 @@ export class Postings {
 
   #grow(cap: number): void {
     const docs = new Int32Array(cap);
-    docs.set(this.docs);
+    docs.set(this.docs.subarray(0, this.length));
     this.docs = docs;
     const tfs = new Int32Array(cap);
-    tfs.set(this.tfs);
+    tfs.set(this.tfs.subarray(0, this.length));
     this.tfs = tfs;
   }
 }
@@ -135,10 +143,21 @@ export interface TextIndexStats {
 
 export class TextIndex {
   readonly #terms = new Map<string, Postings>();
+  /** Postings by term id (`Postings.id`), for the documents' term lists. */
+  readonly #byId: Postings[] = [];
   /** Terms whose first block summaries a search computed (rather than a warm: see {@link summarizeAll}). */
   summaries = 0;
-  /** Per ordinal, the postings lists it is in (to take it out again); undefined when absent. */
-  #docTerms: (Postings[] | undefined)[] = [];
+  /**
+   * Per ordinal, the terms it is in (to take it out again): the ids `#pool[#docStart[o], +n)`, where
+   * `#docCount[o]` is n + 1, and 0 when the ordinal is absent. One flat array rather than a JS array
+   * per document: 4 bytes a posting instead of an object and its slack on the heap.
+   */
+  #docStart = new Int32Array(1024);
+  #docCount = new Int32Array(1024);
+  #pool = new Int32Array(1024);
+  #poolUsed = 0;
+  /** Pool entries of replaced or removed documents, reclaimed by {@link compactPool}. */
+  #poolGarbage = 0;
   /** Per ordinal, its token count (FTS5's column size); 0 when absent. */
   #lengths = new Int32Array(1024);
   /** BM25's N: ordinals with a non-empty text (one of no words counts, with 0 tokens, as in FTS5). */
@@ -154,29 +173,35 @@ export class TextIndex {
     if (ordinal >= this.#lengths.length) {
       let cap = this.#lengths.length;
       while (cap <= ordinal) cap *= 2;
-      const grown = new Int32Array(cap);
-      grown.set(this.#lengths);
-      this.#lengths = grown;
+      this.#lengths = grown(this.#lengths, cap, this.#lengths.length);
+      this.#docStart = grown(this.#docStart, cap, this.#docStart.length);
+      this.#docCount = grown(this.#docCount, cap, this.#docCount.length);
     }
     const words = tokenize(text);
     // Term frequencies in first-seen order; most texts have a few dozen words, so a Map is cheap.
     const tf = new Map<string, number>();
     for (const w of words) tf.set(w, (tf.get(w) ?? 0) + 1);
-    const lists: Postings[] = [];
+    if (this.#poolUsed + tf.size > this.#pool.length) this.#reservePool(tf.size);
+    const start = this.#poolUsed;
+    let at = start;
     for (const [w, f] of tf) {
       let p = this.#terms.get(w);
       if (!p) {
         p = new Postings();
+        p.id = this.#byId.length;
+        this.#byId.push(p);
         this.#terms.set(w, p);
       }
       p.add(ordinal, f);
-      lists.push(p);
+      this.#pool[at++] = p.id;
     }
-    this.#docTerms[ordinal] = lists;
+    this.#poolUsed = at;
+    this.#docStart[ordinal] = start;
+    this.#docCount[ordinal] = tf.size + 1;
     this.#lengths[ordinal] = words.length;
     this.#documents++;
     this.#tokens += words.length;
-    this.#postings += lists.length;
+    this.#postings += tf.size;
   }
 
   /** Documents (ordinals with text) in the index: BM25's N. */
@@ -208,8 +233,45 @@ export class TextIndex {
   summarizeAll(): number {
     const avgdl = this.avgdl;
     let n = 0;
-    for (const p of this.#terms.values()) if (p.length > 0 && p.summarize(this.#lengths, avgdl)) n++;
+    for (const p of this.#terms.values()) {
+      // The warm follows the bulk load: the arrays give back the room its doubling left.
+      p.trim();
+      if (p.length > 0 && p.summarize(this.#lengths, avgdl)) n++;
+    }
+    this.compactPool();
     return n;
+  }
+
+  /**
+   * Rewrites the documents' term lists without the entries of replaced or removed documents, in
+   * an array of their size: each set() of a document that had text leaves its old list behind,
+   * and one is rewritten once they are as many as the live entries (or at a warm).
+   */
+  compactPool(): void {
+    const live = this.#poolUsed - this.#poolGarbage;
+    const pool = new Int32Array(Math.max(1024, live));
+    const start = this.#docStart;
+    const count = this.#docCount;
+    let at = 0;
+    for (let o = 0; o < count.length; o++) {
+      const n = count[o]! - 1;
+      if (n < 0) continue;
+      pool.set(this.#pool.subarray(start[o], start[o]! + n), at);
+      start[o] = at;
+      at += n;
+    }
+    this.#pool = pool;
+    this.#poolUsed = at;
+    this.#poolGarbage = 0;
+  }
+
+  /** Room for `n` more pool entries: a compaction when half the pool is garbage, else a doubling. */
+  #reservePool(n: number): void {
+    if (this.#poolGarbage >= this.#poolUsed - this.#poolGarbage) this.compactPool();
+    if (this.#poolUsed + n <= this.#pool.length) return;
+    let cap = this.#pool.length;
+    while (cap < this.#poolUsed + n) cap *= 2;
+    this.#pool = grown(this.#pool, cap, this.#poolUsed);
   }
 
   /** The term with the longest postings list (undefined when there is no text): what warm searches once. */
@@ -238,20 +300,29 @@ export class TextIndex {
       terms++;
       bytes += p.bytes;
     }
-    // The per-document lists of postings references: one pointer each (4 bytes with V8's
-    // compressed pointers) plus an array header.
-    bytes += this.#postings * 4 + this.#documents * 16;
+    // The per-document term lists.
+    bytes += this.#pool.byteLength + this.#docStart.byteLength + this.#docCount.byteLength;
     return { documents: this.#documents, terms, postings: this.#postings, arrayBytes: bytes };
   }
 
   #remove(ordinal: number): void {
-    const lists = this.#docTerms[ordinal];
-    if (!lists) return;
-    for (const p of lists) p.remove(ordinal);
-    this.#docTerms[ordinal] = undefined;
+    if (ordinal >= this.#docCount.length) return;
+    const n = this.#docCount[ordinal]! - 1;
+    if (n < 0) return;
+    const start = this.#docStart[ordinal]!;
+    for (let i = start; i < start + n; i++) this.#byId[this.#pool[i]!]!.remove(ordinal);
+    this.#docCount[ordinal] = 0;
+    this.#poolGarbage += n;
     this.#documents--;
     this.#tokens -= this.#lengths[ordinal]!;
-    this.#postings -= lists.length;
+    this.#postings -= n;
     this.#lengths[ordinal] = 0;
   }
+}
+
+/** A copy of `a[0, keep)` in an array of `cap`. */
+function grown(a: Int32Array, cap: number, keep: number): Int32Array<ArrayBuffer> {
+  const out = new Int32Array(cap);
+  out.set(a.subarray(0, keep));
+  return out;
 }
