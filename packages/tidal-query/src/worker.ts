@@ -50,6 +50,10 @@ function init(): State {
   const priority = applyNice(nice);
   const db = new Database(file, { readonly: true, fileMustExist: true });
   db.pragma('busy_timeout = 5000');
+  // The worker reads the items table only to sync its catalog (sequentially, by version): SQLite's
+  // page cache earns nothing there. 2 MiB instead of better-sqlite3's 16: about 30 MiB less RSS with
+  // two workers at 100 000 items (the memory suite).
+  db.pragma('cache_size = -2000');
   const catalog = new Catalog(db, schema);
   const store = SignalStore.attach(arena, [...schema.kinds]);
   const ctx: AnnContext = { schema, catalog, store, ann: null, db };
