@@ -18,16 +18,15 @@
  *
  * Flags: `--ms N` per timed round (default 1500), `--rounds N` (default 4), `--concurrency N` (default 32).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
-import { createServer as createNetServer, Socket, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { createClient } from 'redis';
 import { DependencyUnavailableError, EmbedderClient, FleetRedis, RedisPeriodSource, RedisRateSource } from 'tidal-fleet';
 import { LocalRateSource } from 'tidal-load';
 import { TidalDb, type TextEmbedder } from 'tidal-core';
 import { createSharedTenantLimiter, createTenantLimiter } from 'tidal-serve/internal';
-import { Report, fmtInt, fmtMs, fmtRatio, parseOptions, percentile } from './harness/index.js';
+import { Report, fmtInt, fmtMs, fmtRatio, parseOptions, percentile, startRedis } from './harness/index.js';
 
 const opts = parseOptions('fleet', {
   ms: { type: 'int', default: 1500, description: 'milliseconds per timed round' },
@@ -41,37 +40,6 @@ const CONCURRENCY = opts.concurrency;
 const report = new Report('fleet', opts);
 const log = (line = ''): void => report.line(line);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createNetServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function startRedis(): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  });
-  child.on('error', (err) => {
-    process.stderr.write(`redis-server could not start (${err.message}); run node scripts/ensure-services.mjs\n`);
-    process.exit(1);
-  });
-  for (let i = 0; i < 200; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = new Socket();
-      s.once('error', () => resolve(false));
-      s.connect(port, '127.0.0.1', () => (s.destroy(), resolve(true)));
-    });
-    if (ok) break;
-    await sleep(25);
-  }
-  return { url: `redis://127.0.0.1:${port}`, child };
-}
 
 interface Round {
   perSecond: number;

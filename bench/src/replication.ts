@@ -17,15 +17,13 @@
  * Flags: `--ms N` (default 2000), `--rounds N` (3), `--callers N` (4), `--batch N` (100),
  * `--rate N` (20000), `--items N` (10000).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer as createNetServer, Socket, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TidalDb, type ReplicationLink, type SignalInput } from 'tidal-core';
 import { RedisStreamReplication } from 'tidal-fleet';
 import type { ReplicaHost } from 'tidal-load';
-import { Report, fmtInt, fmtMs, fmtRatio, parseOptions, percentile } from './harness/index.js';
+import { Report, fmtInt, fmtMs, fmtRatio, parseOptions, percentile, startRedis } from './harness/index.js';
 
 const opts = parseOptions('replication', {
   ms: { type: 'int', default: 2000, description: 'milliseconds per timed round' },
@@ -41,37 +39,6 @@ const log = (line = ''): void => report.line(line);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const NOW = Date.UTC(2025, 5, 1);
 const SCHEMA = { signals: [{ name: 'view', halfLifeMs: 6 * 3_600_000, windows: ['1h' as const, 'all' as const] }] };
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createNetServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function startRedis(): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  });
-  child.on('error', (err) => {
-    process.stderr.write(`redis-server could not start (${err.message}); run node scripts/ensure-services.mjs\n`);
-    process.exit(1);
-  });
-  for (let i = 0; i < 200; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = new Socket();
-      s.once('error', () => resolve(false));
-      s.connect(port, '127.0.0.1', () => (s.destroy(), resolve(true)));
-    });
-    if (ok) break;
-    await sleep(25);
-  }
-  return { url: `redis://127.0.0.1:${port}`, child };
-}
 
 /** Wraps a link so each foreign batch's commit-to-applied time is recorded. */
 class TimedLink implements ReplicationLink {

@@ -125,6 +125,7 @@ function profiles(corpus: Corpus): Profile[] {
   const repeat = (t: RetrieveTask) => Array.from({ length: QUERIES }, () => t);
   return [
     { name: 'trending (1h)', tasks: repeat({ ...base, profile: 'trending' }), scan: true },
+    { name: 'trending (24h)', tasks: repeat({ ...base, profile: 'trending', window: '24h' }), scan: true },
     { name: 'trending (7d)', tasks: repeat({ ...base, profile: 'trending', window: '7d' }), scan: true },
     { name: 'popular', tasks: repeat({ ...base, profile: 'popular' }), scan: true },
     {

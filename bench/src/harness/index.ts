@@ -15,6 +15,7 @@ export {
 } from './machine.js';
 export { Report, type ReportTable } from './report.js';
 export { loadBaseline, type Baseline } from './baseline.js';
+export { freePort, startRedis } from './redis.js';
 export {
   Progress,
   collectGarbage,

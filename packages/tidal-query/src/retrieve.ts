@@ -161,7 +161,7 @@ export class RetrieveExecutor {
       return r;
     }
     if (task.profile === 'new') return sources.newest(want, pass, explain);
-    return sources.bySignals(task.profile, want, pass, window, task.window, plan.trending.slots, nowMs, explain, work);
+    return sources.bySignals(task.profile, want, pass, window, task.window, plan.trending.slots, nowMs, explain, work, true);
   }
 
   #admit(filter: Predicate, exclude: Int32Array | null, user: Predicate | null): Predicate {

@@ -116,29 +116,64 @@ const PROFILES: [Profile, VelocityWindow][] = [
 
 /**
  * The scan's answer, exactly; except trending over 1h at CoarseAggregates and below, which reads the
- * 24h velocity: exact when the 24h window holds no more slots than the 1h walk visits (or when the
- * 1h window holds so many that both levels scan), else it ranks the 1h walk's items by their 24h
- * velocity. There: the brute-force ranking of that rule, and
- * no more slots visited than at ReducedCandidates.
+ * 24h velocity: it takes the 1h walk down the count order (the budget here never stops it) and ranks
+ * the items it keeps, the exact 1h top, by their 24h velocity ({@link coarseOfHourTop}). Where that
+ * walk would visit more slots than the hour holds it is given up for the recency prefix: exact
+ * when the 24h window holds no more slots than the 1h one (or when the 1h window holds so many that
+ * both levels scan), else the 1h window's items by their 24h velocity ({@link coarseOneHour}).
+ * Either way no more slots visited than at ReducedCandidates.
  */
 function expectSameAsScan(w: World, t: RetrieveTask, level: DegradationLevel, nowMs = NOW): void {
   const a = w.ordered.run(t, level, nowMs);
+  const b = w.scan.run(t, level, nowMs);
   if (t.profile === 'trending' && t.window === '1h' && level >= DegradationLevel.CoarseAggregates) {
     const reduced = w.ordered.run(t, DegradationLevel.ReducedCandidates, nowMs);
     expect(a.explain.slotsVisited!).toBeLessThanOrEqual(reduced.explain.slotsVisited!);
-    const kinds = w.ctx.schema.kinds;
-    const oneHour = activeSlots(w.store, kinds, '1h', nowMs) + w.store.order.dirtyCount;
-    // Over a third of the slots active in 1h: both levels scan, and the scan is exact.
-    if (activeSlots(w.store, kinds, '24h', nowMs) > oneHour && 3 * oneHour <= w.store.slotsUsed()) {
-      if (t.diversity === null || level === DegradationLevel.NoDiversity) {
-        expect(a.items.map((i) => i.id)).toEqual(coarseOneHour(w, t, nowMs));
-      }
-      return;
+    if (t.diversity === null || level === DegradationLevel.NoDiversity) {
+      const kinds = w.ctx.schema.kinds;
+      const oneHour = activeSlots(w.store, kinds, '1h', nowMs) + w.store.order.dirtyCount;
+      const given = b.items.map((i) => i.id);
+      const prefix =
+        activeSlots(w.store, kinds, '24h', nowMs) > oneHour && 3 * oneHour <= w.store.slotsUsed() ? coarseOneHour(w, t, nowMs) : given;
+      expect([coarseOfHourTop(w, t, nowMs), prefix]).toContainEqual(a.items.map((i) => i.id));
     }
+    return;
   }
-  const b = w.scan.run(t, level, nowMs);
   expect(a.items.map((i) => [i.id, i.score])).toEqual(b.items.map((i) => [i.id, i.score]));
   expect(a.warnings).toEqual(b.warnings);
+}
+
+/** By brute force, per item with a velocity-kind slot: its 24h velocity, its secondary score, and whether it has an event in the last hour. */
+function coarseRows(w: World, nowMs: number): Map<number, { v24: number; sec: number; recent: boolean }> {
+  const { store, ctx } = w;
+  const kinds = ctx.schema.kinds;
+  const velocityKinds = kinds.flatMap((k, i) => (k.velocity ? [i] : []));
+  const start = windowStartMs('1h', nowMs);
+  const rows = new Map<number, { v24: number; sec: number; recent: boolean }>();
+  for (let o = 0; o < ITEMS; o++) {
+    const slots = velocityKinds.map((k) => store.slotOf(o, k)).filter((s) => s >= 0);
+    if (slots.length === 0) continue;
+    const recent = slots.some((s) => store.newestAt(s) >= start);
+    const v24 = slots.reduce((sum, s) => sum + store.velocity(s, '24h', nowMs), 0);
+    let sec = 0;
+    if (velocityKinds.length === 1) sec = store.decayedScore(slots[0]!, nowMs);
+    else for (let k = 0; k < kinds.length; k++) if (store.slotOf(o, k) >= 0) sec += store.decayedScore(store.slotOf(o, k), nowMs);
+    rows.set(o, { v24, sec, recent });
+  }
+  return rows;
+}
+
+/**
+ * The exact 1h top of the page (the scan's), its items moving in the hour re-ranked by 24h
+ * velocity ahead of the rest (then by the secondary score, then ordinal, as the top-k breaks ties).
+ */
+function coarseOfHourTop(w: World, t: RetrieveTask, nowMs: number): string[] {
+  const rows = coarseRows(w, nowMs);
+  const exact = w.scan.run({ ...t, diversity: null }, DegradationLevel.Full, nowMs).items;
+  const ord = (id: string) => Number(id.slice(1));
+  const moving = exact.filter((i) => i.score > 0).map((i) => ord(i.id));
+  moving.sort((x, y) => rows.get(y)!.v24 - rows.get(x)!.v24 || rows.get(y)!.sec - rows.get(x)!.sec || x - y);
+  return [...moving.map((o) => `i${o}`), ...exact.filter((i) => i.score <= 0).map((i) => i.id)];
 }
 
 /**
@@ -146,23 +181,12 @@ function expectSameAsScan(w: World, t: RetrieveTask, level: DegradationLevel, no
  * other item with a velocity-kind slot, by the secondary score (as the scan ranks them).
  */
 function coarseOneHour(w: World, t: RetrieveTask, nowMs: number): string[] {
-  const { store, ctx } = w;
-  const kinds = ctx.schema.kinds;
-  const velocityKinds = kinds.flatMap((k, i) => (k.velocity ? [i] : []));
-  const start = windowStartMs('1h', nowMs);
   const filterCategory = t.filter ? (t.filter['category'] as string) : null;
   const rows: [number, number, number][] = [];
-  for (let o = 0; o < ITEMS; o++) {
-    const slots = velocityKinds.map((k) => store.slotOf(o, k)).filter((s) => s >= 0);
-    if (slots.length === 0) continue;
+  for (const [o, r] of coarseRows(w, nowMs)) {
     if (filterCategory !== null && `c${o % CATEGORIES}` !== filterCategory) continue;
     if (t.exclude?.includes(o)) continue;
-    const recent = slots.some((s) => store.newestAt(s) >= start);
-    const v = recent ? slots.reduce((sum, s) => sum + store.velocity(s, '24h', nowMs), 0) : 0;
-    let sec = 0;
-    if (velocityKinds.length === 1) sec = store.decayedScore(slots[0]!, nowMs);
-    else for (let k = 0; k < kinds.length; k++) if (store.slotOf(o, k) >= 0) sec += store.decayedScore(store.slotOf(o, k), nowMs);
-    rows.push([o, v, sec]);
+    rows.push([o, r.recent ? r.v24 : 0, r.sec]);
   }
   rows.sort((x, y) => y[1] - x[1] || y[2] - x[2] || x[0] - y[0]);
   return rows.slice(0, t.limit).map(([o]) => `i${o}`);

@@ -6,22 +6,29 @@ import { openStorage } from 'tidal-wal/storage';
 import { Catalog } from '../src/catalog.js';
 import type { QueryContext } from '../src/context.js';
 import { ItemsWriter } from '../src/items-table.js';
-import { levelPlan } from '../src/plan.js';
+import { levelPlan, tunedPlan } from '../src/plan.js';
 import { RetrieveExecutor } from '../src/retrieve.js';
 import { SLOT_BYTES, SignalStore, type SignalKindSpec } from '../src/signals/store.js';
-import type { RetrieveTask } from '../src/types.js';
+import type { Diversity, RetrieveTask, VelocityWindow } from '../src/types.js';
 import { mulberry32 } from '../../../bench/src/random.js';
 
 /*
- * Full-level trending over 1h walks the count order (signals/order.ts, candidates/trending.ts):
- * its answer must be the scan's on any data, after any writes, and after an import; and it must
- * visit few slots where a few items lead the hour.
+ * Trending over 1h walks the count order (signals/order.ts, candidates/trending.ts). At Full its
+ * answer must be the scan's on any data, after any writes, and after an import, and it must visit
+ * few slots where a few items lead the hour. Below Full the level's budget cuts the same walk
+ * short: no level may read more slots than the one above it, over any window.
  */
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
 const NOW = Date.UTC(2025, 0, 6, 12, 30, 0);
 const FULL = levelPlan(DegradationLevel.Full);
+const LEVELS = [
+  DegradationLevel.Full,
+  DegradationLevel.ReducedCandidates,
+  DegradationLevel.CoarseAggregates,
+  DegradationLevel.NoDiversity,
+] as const;
 const SEED = Number(process.env['TIDAL_FUZZ_SEED'] ?? 20251202);
 
 const KINDS: Record<string, SignalKindSpec[]> = {
@@ -101,16 +108,17 @@ function zipfWorld(items: number, kinds: SignalKindSpec[], seed: number): World 
   return w;
 }
 
+const event = fc.record({
+  item: fc.nat({ max: 10_000 }),
+  kind: fc.nat({ max: 2 }),
+  // Minutes before NOW; some after it (a clock behind its events: the newest event is then
+  // hours ahead of the window, and the imported bound leans on its older events' share).
+  ageMin: fc.oneof(fc.integer({ min: -5, max: 90 }), fc.integer({ min: -180, max: 0 }), fc.integer({ min: 0, max: 60 * 24 * 8 })),
+  weight: fc.constantFrom(1, 1, 1, 2, 0.25, 0, -1),
+});
+
 describe('trending at Full over 1h: the walk down the count order', () => {
   it('returns the scan of every slot on random data, after more writes and at other clocks', () => {
-    const event = fc.record({
-      item: fc.nat({ max: 10_000 }),
-      kind: fc.nat({ max: 2 }),
-      // Minutes before NOW; some after it (a clock behind its events: the newest event is then
-      // hours ahead of the window, and the imported bound leans on its older events' share).
-      ageMin: fc.oneof(fc.integer({ min: -5, max: 90 }), fc.integer({ min: -180, max: 0 }), fc.integer({ min: 0, max: 60 * 24 * 8 })),
-      weight: fc.constantFrom(1, 1, 1, 2, 0.25, 0, -1),
-    });
     fc.assert(
       fc.property(
         fc.record({
@@ -223,5 +231,66 @@ describe('trending at Full over 1h: the walk down the count order', () => {
       for (let e = 0; e < 2_000; e++) copy.apply(1_900, 0, 1, NOW - 10_000);
       expect(imported.ordered.run(task({ limit: 1 }), FULL, NOW).items[0]!.id).toBe('i1900');
     }
+  });
+});
+
+describe('trending below Full: a prefix of the same walk', () => {
+  it('reads no more slots at each level than at the one above, over 1h, 24h and 7d', () => {
+    const diversity: Diversity = { maxPer: { category: 2 } };
+    for (const [name, kinds] of Object.entries(KINDS)) {
+      const w = zipfWorld(20_000, kinds, 13);
+      const rand = mulberry32(17);
+      const check = (when: string, nowMs: number) => {
+        for (const window of ['1h', '24h', '7d'] as VelocityWindow[]) {
+          for (const t of [task({ window }), task({ window, limit: 20, diversity }), task({ window, filter: { category: 'c2' } })]) {
+            const visited = LEVELS.map((level) => w.ordered.run(t, levelPlan(level), nowMs).explain.slotsVisited!);
+            const label = `${name}, ${when}, ${window}, limit ${t.limit}${t.diversity ? ', diversity' : ''}${t.filter ? ', filter' : ''}: ${visited.join(' ≥ ')}`;
+            for (let l = 1; l < LEVELS.length; l++) expect(visited[l]!, label).toBeLessThanOrEqual(visited[l - 1]!);
+          }
+        }
+      };
+      check('built', NOW);
+      // Written since the orders were built: on the dirty list, read whole at every level.
+      for (let e = 0; e < 150; e++) w.store.apply(Math.floor(rand() ** 3 * 20_000), 0, 1, NOW - Math.floor(rand() * 30 * MIN));
+      expect(w.store.order.dirtyCount).toBeGreaterThan(0);
+      check('dirty', NOW);
+      check('20 min later', NOW + 20 * MIN);
+    }
+  });
+});
+
+describe('trending below Full over 1h: the budget cuts the walk', () => {
+  it('scores exactly what it ranks, reads no more than Full, and is the scan where the budget does not stop the walk', () => {
+    const REDUCED = levelPlan(DegradationLevel.ReducedCandidates);
+    fc.assert(
+      fc.property(
+        fc.record({
+          items: fc.integer({ min: 20, max: 300 }),
+          kinds: fc.constantFrom('one', 'two', 'three'),
+          events: fc.array(event, { maxLength: 1_500 }),
+          later: fc.array(event, { maxLength: 200 }),
+          limit: fc.integer({ min: 1, max: 40 }),
+          category: fc.option(fc.nat({ max: 4 })),
+          budget: fc.oneof(fc.integer({ min: 1, max: 400 }), fc.constant(1e9)),
+        }),
+        (p) => {
+          const kinds = KINDS[p.kinds]!;
+          const w = world(p.items, kinds);
+          for (const e of [...p.events, ...p.later]) w.store.apply(e.item % p.items, e.kind % kinds.length, e.weight, NOW - e.ageMin * MIN);
+          const plan = tunedPlan(REDUCED, { trending: { slots: p.budget } });
+          const t = task({ limit: p.limit, filter: p.category === null ? null : { category: `c${p.category}` } });
+          const full = w.ordered.run(t, FULL, NOW);
+          const cut = w.ordered.run(t, plan, NOW);
+          expect(cut.explain.slotsVisited!).toBeLessThanOrEqual(full.explain.slotsVisited!);
+          // Every item ranked with its exact velocity (or 0 where the walk did not reach it), best first.
+          const exact = new Map(w.scan.run({ ...t, limit: p.items }, FULL, NOW).items.map((i) => [i.id, i.score]));
+          for (const i of cut.items) if (i.score > 0) expect(i.score).toBe(exact.get(i.id));
+          for (let j = 1; j < cut.items.length; j++) expect(cut.items[j]!.score).toBeLessThanOrEqual(cut.items[j - 1]!.score);
+          if (p.budget >= w.store.slotsUsed()) expect(cut.items).toEqual(full.items);
+          expect(full.items).toEqual(w.scan.run(t, FULL, NOW).items);
+        },
+      ),
+      { numRuns: 150, seed: SEED },
+    );
   });
 });

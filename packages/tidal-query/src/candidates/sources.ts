@@ -42,7 +42,9 @@ export class CandidateSources {
   /**
    * The `want` best by `profile` (popular or trending) passing `pass`: trending over the velocity
    * `window` (`requested` is the task's own, see {@link trendingOrdered}), reading at most
-   * `slotBudget` active slots per velocity kind.
+   * `slotBudget` active slots per velocity kind; with `cutWalk` a finite budget over 1h cuts the
+   * count walk short instead (retrieve's trending levels; `for_you`'s shared source keeps the
+   * recency prefix, see {@link trendingOrdered}).
    */
   bySignals(
     profile: 'popular' | 'trending',
@@ -54,6 +56,7 @@ export class CandidateSources {
     nowMs: number,
     counts: CandidateCounts,
     work: WorkCounter,
+    cutWalk = false,
   ): Ranking {
     if (!this.#exhaustive) {
       for (let attempt = 0; attempt < ORDER_ATTEMPTS; attempt++) {
@@ -61,7 +64,7 @@ export class CandidateSources {
         const top = new TopK(want);
         const ok =
           profile === 'trending'
-            ? trendingOrdered(this.#ctx, this.#seen, want, pass, window, requested, slotBudget, nowMs, top, stage, work)
+            ? trendingOrdered(this.#ctx, this.#seen, want, pass, window, requested, slotBudget, cutWalk, nowMs, top, stage, work)
             : popularOrdered(this.#ctx, this.#seen, want, pass, nowMs, top, stage, work);
         if (ok === null) break;
         if (!ok) continue;

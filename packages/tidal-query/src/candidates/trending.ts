@@ -1,37 +1,43 @@
 import type { Predicate } from '../filter.js';
 import { popularity, velocityOf, type QueryContext, type WorkCounter } from '../context.js';
 import type { OrdinalSet } from '../ordinal-set.js';
-import { Floor, type TopK } from '../topk.js';
+import { Floor, TopK } from '../topk.js';
 import type { VelocityWindow } from '../types.js';
 import { COUNT_RATE } from '../signals/order.js';
 import { WINDOW_MS, windowStartMs } from '../windows.js';
-import { hasSlotIn, walkByDecay, type StageCounts } from './walks.js';
+import { dirtySlots, hasSlotIn, threshold, walkByDecay, type StageCounts, type WalkEnd } from './walks.js';
 
 /**
  * trending: the items with the highest velocity in the window, scored exactly; then, if fewer
  * than `want` of them passed, the remaining places by the secondary score (velocity 0) from the
  * key orders. Two ways to find them:
  *
- * - over the 1h window with no slot budget (Full), a threshold walk down the count order (see
- *   `signals/order.ts`): after the dirty list, each velocity kind's slots by count key, until the
- *   `want`-th best velocity beats the sum of the lists' bounds strictly (no item not visited can
- *   then take a place), or the bounds say no item not visited has an event in the window. At
- *   1 000 000 items it visits a few hundred of the 13 433 slots active in the last hour. A walk
- *   that would visit more slots than the window holds (activity spread evenly) stops there and
+ * - over the 1h window, a threshold walk down the count order (see `signals/order.ts`): after the
+ *   dirty list, each velocity kind's slots by count key, until the `want`-th best velocity beats
+ *   the sum of the lists' bounds strictly (no item not visited can then take a place), or the
+ *   bounds say no item not visited has an event in the window, or (with `cutWalk`) `slotBudget`
+ *   slots have been walked (the plan's `trending.slots`, all velocity kinds together; `Infinity`
+ *   at Full). So a level's walk is the first `slotBudget` steps of Full's: it walks no more slots,
+ *   and answers as Full does wherever Full's walk ends within the budget. At 1 000 000 items Full
+ *   visits a few hundred of the 13 433 slots active in the last hour. A walk that would visit more slots than
+ *   the window holds (activity spread evenly), with no budget to stop it first, stops there and
  *   the query takes the other way.
- * - otherwise the slots with an event inside the window, every one (the dirty list, then the
- *   recency order's prefix).
+ * - otherwise (24h and 7d, or the 1h walk given up) the slots with an event inside the window: the
+ *   dirty list, then the recency order's prefix, at most `slotBudget` per velocity kind, the most
+ *   recently active first, so that below Full the cost follows the budget, not the window's
+ *   activity.
  *
  * CoarseAggregates reads the 24h velocity for a 1h query, and the 24h window holds more active
- * slots than the 1h one: walking it would make the cheap level the dear one. So a coarse 1h
- * query walks the 24h window only when it holds no more slots than the 1h walk would visit (two
- * binary searches tell); otherwise it ranks the 1h walk's slots by their 24h velocity. Either way
- * it visits no more slots than the 1h window holds, and when it does not walk the 24h window
- * it differs from the exact coarse ranking only in leaving out items quiet for the last hour.
+ * slots than the 1h one: walking it would make the cheap level the dear one. So a coarse 1h query
+ * takes the 1h walk, with its own budget, and ranks the `want` best it found by 1h velocity by
+ * their 24h velocity instead (read from the same slots). Where the walk is given up it ranks the
+ * 1h window's active slots by their 24h velocity, or walks the 24h window when that holds no more
+ * slots (two binary searches tell).
  *
- * Below Full it scores at most `slotBudget` active slots per velocity kind, the most recently
- * active first (the plan's `trending.slots`): the cost then follows the budget, not the
- * window's activity.
+ * The count walk's answer below Full depends on where the predicate lets it stop, and the coarse
+ * one on `want`, so neither is one order that every predicate can filter. `for_you`'s trending
+ * source keeps one list for many users' predicates (`profiles/trending-cache.ts`): it asks without
+ * `cutWalk`, and takes the count walk only unbudgeted (exact), the recency prefix otherwise.
  *
  * Null when the slots to visit are more than a third of all slots (a 7d window over a week of
  * events, scored in full): visiting them out of slot order would cost more than the scan
@@ -47,6 +53,7 @@ export function trendingOrdered(
   window: VelocityWindow,
   requested: VelocityWindow,
   slotBudget: number,
+  cutWalk: boolean,
   nowMs: number,
   top: TopK,
   counts: StageCounts,
@@ -62,6 +69,31 @@ export function trendingOrdered(
   const order = store.order;
   if (!order.begin()) return false;
   const used = store.slotsUsed();
+  const zeros: number[] = [];
+  let moving = 0;
+
+  if (requested === '1h' && (cutWalk || (window === '1h' && !Number.isFinite(slotBudget)))) {
+    const hourStart = windowStartMs('1h', nowMs);
+    let cap = order.dirtyCount;
+    for (const k of velocityKinds) cap += order.newerThan(k, hourStart);
+    const walk = { start: hourStart, cap, budget: slotBudget };
+    const walked = byCount(ctx, seen, want, pass, walk, nowMs, velocityKinds, only, isVelocity, counts, work);
+    if (walked === false) return false;
+    if (walked !== null) {
+      const kept = window === '1h' ? walked : byCoarseVelocity(ctx, walked, want, nowMs);
+      for (let i = 0; i < kept.ordinals.length; i++) {
+        const v = kept.values[i]!;
+        top.push(kept.ordinals[i]!, v, kept.secondary[i]);
+        if (v > 0) moving++;
+        else zeros.push(kept.secondary[i]!);
+      }
+      return fill(ctx, seen, want - moving, zeros, pass, velocityKinds, only, nowMs, top, counts, work) && order.stillValid();
+    }
+    counts.candidates = 0;
+    counts.afterFilter = 0;
+  }
+  seen.reset();
+
   let start = windowStartMs(window, nowMs);
   if (window !== requested && requested === '1h') {
     const requestedStart = windowStartMs(requested, nowMs);
@@ -73,27 +105,6 @@ export function trendingOrdered(
     }
     if (active > budget) start = requestedStart;
   }
-  const zeros: number[] = [];
-  let moving = 0;
-
-  if (window === '1h' && requested === '1h' && !Number.isFinite(slotBudget)) {
-    let cap = order.dirtyCount;
-    for (const k of velocityKinds) cap += order.newerThan(k, start);
-    const walked = byCount(ctx, seen, want, pass, start, nowMs, velocityKinds, only, isVelocity, cap, counts, work);
-    if (walked === false) return false;
-    if (walked !== null) {
-      for (let i = 0; i < walked.ordinals.length; i++) {
-        const v = walked.values[i]!;
-        top.push(walked.ordinals[i]!, v, walked.secondary[i]);
-        if (v > 0) moving++;
-        else zeros.push(walked.secondary[i]!);
-      }
-      return fill(ctx, seen, want - moving, zeros, pass, velocityKinds, only, nowMs, top, counts, work) && order.stillValid();
-    }
-    counts.candidates = 0;
-    counts.afterFilter = 0;
-  }
-  seen.reset();
 
   const visit = (s: number): void => {
     const o = store.slotOrdinal(s);
@@ -122,13 +133,10 @@ export function trendingOrdered(
   if (3 * (n + order.dirtyCount) > used) return null;
   const active = new Int32Array(n + order.dirtyCount);
   n = 0;
-  for (let j = 0; j < order.dirtyCount; j++) {
-    const s = order.dirtySlot(j);
-    if (!(s >>> 0 === s && s < used)) return false;
-    work.slots++;
-    if (!isVelocity[store.slotKind(s)] || !store.hasEvents(s) || store.newestAt(s) < start) continue;
+  const gather = (s: number): void => {
     active[n++] = s;
-  }
+  };
+  if (!dirtySlots(ctx, used, work, activeSince(ctx, isVelocity, start), gather)) return false;
   for (const k of velocityKinds) {
     const end = Math.min(order.end(k), order.start(k) + slotBudget);
     for (let i = order.start(k); i < end && order.newestAt(i) >= start; i++) {
@@ -144,6 +152,12 @@ export function trendingOrdered(
   }
 
   return fill(ctx, seen, want - moving, zeros, pass, velocityKinds, only, nowMs, top, counts, work) && order.stillValid();
+}
+
+/** Slots of a velocity kind with an event at or after `start`. */
+function activeSince(ctx: QueryContext, isVelocity: readonly boolean[], start: number): (slot: number) => boolean {
+  const store = ctx.store;
+  return (s) => isVelocity[store.slotKind(s)] === true && store.hasEvents(s) && store.newestAt(s) >= start;
 }
 
 /**
@@ -182,22 +196,53 @@ interface Walked {
 }
 
 /**
- * The threshold walk down the count order for the 1h window starting at `start` (see
+ * A coarse 1h query's ranking of a 1h walk: the `want` best of `walked` by 1h velocity, as the walk
+ * found them, those moving in the hour scored by their 24h velocity instead. The 24h rings are in
+ * the slots the walk has just read (and counted).
+ */
+function byCoarseVelocity(ctx: QueryContext, walked: Walked, want: number, nowMs: number): Walked {
+  const best = new TopK(want);
+  const at = new Map<number, number>();
+  for (let i = 0; i < walked.ordinals.length; i++) {
+    best.push(walked.ordinals[i]!, walked.values[i]!, walked.secondary[i]);
+    at.set(walked.ordinals[i]!, i);
+  }
+  const out: Walked = { ordinals: [], values: [], secondary: [] };
+  const { ordinals, primary } = best.sorted();
+  for (let j = 0; j < ordinals.length; j++) {
+    const o = ordinals[j]!;
+    out.ordinals.push(o);
+    out.values.push(primary[j]! > 0 ? velocityOf(ctx, o, '24h', nowMs, false) : 0);
+    out.secondary.push(walked.secondary[at.get(o)!]!);
+  }
+  return out;
+}
+
+/** Where a count walk starts (the 1h window's start) and how far it may go (see {@link byCount}). */
+interface CountWalk {
+  readonly start: number;
+  /** The slots the window holds (with the dirty list): a walk past them is given up. */
+  readonly cap: number;
+  /** The level's budget: the walk ends there with what it found. */
+  readonly budget: number;
+}
+
+/**
+ * The threshold walk down the count order for the 1h window starting at `walk.start` (see
  * {@link trendingOrdered}): every item that passes and may hold one of the `want` places by
- * velocity, with its velocity and secondary score. Null when it would visit more than `cap`
- * slots; false if an entry was torn.
+ * velocity, with its velocity and secondary score, among the first `walk.budget` slots walked.
+ * Null when it would walk more than `walk.cap` slots before its budget; false if an entry was torn.
  */
 function byCount(
   ctx: QueryContext,
   seen: OrdinalSet,
   want: number,
   pass: Predicate,
-  start: number,
+  walk: CountWalk,
   nowMs: number,
   velocityKinds: readonly number[],
   only: number,
   isVelocity: readonly boolean[],
-  cap: number,
   counts: StageCounts,
   work: WorkCounter,
 ): Walked | false | null {
@@ -222,53 +267,26 @@ function byCount(
   };
 
   // The slots written since the orders were built: their keys in the orders may be stale.
-  for (let j = 0; j < order.dirtyCount; j++) {
-    const s = order.dirtySlot(j);
-    if (!(s >>> 0 === s && s < used)) return false;
-    work.slots++;
-    if (!isVelocity[store.slotKind(s)] || !store.hasEvents(s) || store.newestAt(s) < start) continue;
-    visit(s);
-  }
+  if (!dirtySlots(ctx, used, work, activeSince(ctx, isVelocity, walk.start), visit)) return false;
 
   // A list's bound at position i: the velocity its slot (and every slot after it) can have in the
   // window, exp(ckey − μ·start) events over the window's seconds; 0 below one event. Rounding in
-  // ckey and μ·start (both large) is covered by a relative margin on the exponent.
-  const decay = COUNT_RATE * start;
+  // ckey and μ·start (both large) is covered by a relative margin on the exponent; velocities are
+  // summed over kinds in another order than the bounds, hence the rule's margin.
+  const decay = COUNT_RATE * walk.start;
   const boundAt = (i: number): number => {
     const key = order.countKeyAt(i);
     const events = Math.exp(key - decay + (Math.abs(key) + Math.abs(decay)) * 4e-16 + 1e-12);
     return events < 1 ? 0 : events / SECONDS_1H;
   };
-  const n = velocityKinds.length;
-  const cursor = new Int32Array(n);
-  const end = new Int32Array(n);
-  const bound = new Float64Array(n);
-  for (let li = 0; li < n; li++) {
-    cursor[li] = order.start(velocityKinds[li]!);
-    end[li] = order.end(velocityKinds[li]!);
-    bound[li] = cursor[li]! < end[li]! ? boundAt(cursor[li]!) : 0;
-  }
-  let visited = 0;
-  for (;;) {
-    let threshold = 0;
-    let best = -1;
-    for (let li = 0; li < n; li++) {
-      if (cursor[li]! >= end[li]!) continue;
-      threshold += bound[li]!;
-      if (best < 0 || bound[li]! > bound[best]!) best = li;
-    }
-    // Every item not visited has no event in the window (or there is none left): velocity 0.
-    if (best < 0 || threshold === 0) break;
-    // Velocities summed over kinds in another order than the bounds: a relative margin for rounding.
-    if (floor.full && floor.min > threshold * (1 + 1e-12)) break;
-    if (visited >= cap) return null;
-    const s = order.countSlotAt(cursor[best]!);
-    if (!(s >>> 0 === s && s < used)) return false;
-    cursor[best]!++;
-    bound[best] = cursor[best]! < end[best]! ? boundAt(cursor[best]!) : 0;
-    work.slots++;
-    visited++;
+  const limit = Math.min(walk.cap, walk.budget);
+  let walked = 0;
+  const end: WalkEnd = { stop: () => walked >= limit, early: false, capped: false };
+  const step = (s: number): void => {
+    walked++;
     visit(s);
-  }
-  return out;
+  };
+  const rule = { zeroStops: true, margin: 1e-12 };
+  if (!threshold(ctx, velocityKinds, boundAt, (i) => order.countSlotAt(i), floor, used, work, step, end, rule)) return false;
+  return end.capped && walk.budget > walk.cap ? null : out;
 }

@@ -112,11 +112,26 @@ export function popularityWalk(
 }
 
 /**
+ * How {@link threshold} reads its bounds. `zeroStops`: once the bounds sum to 0 no entry not taken
+ * is worth anything (trending's count bounds: no event in the window), so the walk ends there;
+ * without it entries bounded by 0 are still taken (`popular` visits its scores ≤ 0 while its floor
+ * is short). `margin`: the floor's minimum must beat the bounds' sum times 1 + margin, for values
+ * summed in another order than the bounds.
+ */
+export interface ThresholdRule {
+  readonly zeroStops: boolean;
+  readonly margin: number;
+}
+
+const EXACT: ThresholdRule = { zeroStops: false, margin: 0 };
+
+/**
  * The threshold algorithm's sorted-access loop over the orders of the kinds in `lists`: `boundAt(i)`
  * bounds what any slot at or after position `i` of its range is worth; each step advances the
  * list with the largest bound and hands its slot to `consider`, until `floor` is full and its
- * minimum beats the sum of the bounds strictly, or the lists are exhausted, or `walkEnd.stop()`
- * says so (recorded in `walkEnd`). False if an entry was torn (the orders were overwritten mid-read).
+ * minimum beats the sum of the bounds strictly (see `rule`), or the lists are exhausted, or
+ * `walkEnd.stop()` says so (recorded in `walkEnd`). False if an entry was torn (the orders were
+ * overwritten mid-read).
  */
 export function threshold(
   ctx: QueryContext,
@@ -128,6 +143,7 @@ export function threshold(
   work: WorkCounter,
   consider: (slot: number) => void,
   walkEnd?: WalkEnd,
+  rule: ThresholdRule = EXACT,
 ): boolean {
   const order = ctx.store.order;
   const n = lists.length;
@@ -147,8 +163,8 @@ export function threshold(
       threshold += bound[li]!;
       if (best < 0 || bound[li]! > bound[best]!) best = li;
     }
-    if (best < 0) break;
-    if (floor.full && floor.min > threshold) {
+    if (best < 0 || (rule.zeroStops && threshold === 0)) break;
+    if (floor.full && floor.min > threshold * (1 + rule.margin)) {
       if (walkEnd) walkEnd.early = true;
       break;
     }
@@ -162,6 +178,33 @@ export function threshold(
     bound[best] = cursor[best]! < end[best]! ? boundAt(cursor[best]!) : 0;
     work.slots++;
     consider(s);
+  }
+  return true;
+}
+
+/**
+ * The slots written since the orders were built (their places in the orders may be stale), each
+ * read and handed to `consider` when `wanted(slot)`. With `end`, `end.stop()` is asked before each
+ * and can stop it (recorded in `end.capped`). False if an entry was torn.
+ */
+export function dirtySlots(
+  ctx: QueryContext,
+  used: number,
+  work: WorkCounter,
+  wanted: (slot: number) => boolean,
+  consider: (slot: number) => void,
+  end?: WalkEnd,
+): boolean {
+  const order = ctx.store.order;
+  for (let j = 0; j < order.dirtyCount; j++) {
+    if (end?.stop()) {
+      end.capped = true;
+      return true;
+    }
+    const s = order.dirtySlot(j);
+    if (!(s >>> 0 === s && s < used)) return false;
+    work.slots++;
+    if (wanted(s)) consider(s);
   }
   return true;
 }
@@ -226,17 +269,8 @@ export function walkByDecay(
     floor.push(v);
   };
 
-  for (let j = 0; j < order.dirtyCount; j++) {
-    if (end?.stop()) {
-      end.capped = true;
-      return true;
-    }
-    const s = order.dirtySlot(j);
-    if (!(s >>> 0 === s && s < used)) return false;
-    work.slots++;
-    if (!inLists[store.slotKind(s)] || !store.hasEvents(s)) continue;
-    consider(s);
-  }
+  if (!dirtySlots(ctx, used, work, (s) => inLists[store.slotKind(s)] === 1 && store.hasEvents(s), consider, end)) return false;
+  if (end?.capped) return true;
 
   // Per list, the bound at position i: exp(key − λ·now), 0 for the scores ≤ 0. Rounding in `key`
   // and in `λ·now` (both large) is covered by a relative margin on the exponent, so the bound

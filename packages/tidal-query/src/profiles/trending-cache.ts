@@ -20,7 +20,8 @@ const TRENDING_CACHE_ROOM = 4;
  * list ranks a fixed set of items in a total order independent of any predicate, so the first
  * `want` of it passing a predicate are exactly what a walk with that predicate returns, as long
  * as the list is the whole set or holds `want` passing items; otherwise the query walks with its
- * own predicate.
+ * own predicate. (So the source reads the recency prefix wherever a budget would cut the 1h count
+ * walk short: where that walk stops depends on the predicate, see `candidates/trending.ts`.)
  * An event on a slot already dirty in the same generation at the same clock is not seen until
  * the clock moves: the staleness is the clock's resolution.
  */
