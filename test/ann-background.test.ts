@@ -227,6 +227,15 @@ describe('the ANN index built on its own thread', () => {
     expect((await db.warm())[0]!.annSource).toBe('snapshot');
   });
 
+  it('items without embeddings start no build', async () => {
+    const warnings: TidalWarning[] = [];
+    const db = await openDb(warnings);
+    await db.upsertItems(Array.from({ length: 50 }, (_, i) => ({ id: `t${i}`, text: 'plain words' })));
+    expect((await db.warm()).map((w) => w.annSource)).toEqual(['none', 'none']);
+    expect(warnings.map((w) => w.code)).not.toContain('TIDAL_ANN_BUILDING');
+    expect(db.stats().annBuild.builds).toBe(0);
+  });
+
   it('refuses bad options naming them', async () => {
     const b = () => TidalDb.builder().ephemeral().schema(SCHEMA).workers(1);
     for (const [ann, field] of [

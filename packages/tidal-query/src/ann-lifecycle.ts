@@ -110,6 +110,8 @@ export class AnnLifecycle {
   /** Item rows after a version, in version order, with what the ANN index needs. */
   readonly #annRows: Database.Statement<[number, number]>;
   readonly #annPending: Database.Statement<[number]>;
+  /** Items with an embedding: what a build from nothing adds. */
+  readonly #embedded: Database.Statement<[]>;
   readonly #maxVersion: Database.Statement<[]>;
 
   constructor(db: Database.Database, catalog: Catalog, ctx: AnnContext, dir: string, backgroundRows = Number.POSITIVE_INFINITY) {
@@ -123,6 +125,7 @@ export class AnnLifecycle {
     this.#exact = this.#vectors ? new ExactVectors(dims, this.#vectors) : null;
     this.#annRows = annRowsStatement(db);
     this.#annPending = db.prepare('SELECT COUNT(*) FROM items WHERE version > ?').pluck();
+    this.#embedded = db.prepare('SELECT COUNT(*) FROM items WHERE present = 1 AND embedding IS NOT NULL').pluck();
     this.#maxVersion = db.prepare('SELECT COALESCE(MAX(version), 0) FROM items').pluck();
   }
 
@@ -229,7 +232,7 @@ export class AnnLifecycle {
         // Not mappable: as without one.
       }
     }
-    if ((this.#annPending.get(0) as number) > this.#backgroundRows) this.#deferred = true;
+    if ((this.#embedded.get() as number) > this.#backgroundRows) this.#deferred = true;
   }
 
   /**
@@ -350,7 +353,7 @@ export class AnnLifecycle {
         discardSnapshot(dir);
       }
     }
-    if (background(this.#annPending.get(0) as number)) return deferred();
+    if (background(this.#embedded.get() as number)) return deferred();
     return { ...this.#saveAndMap(new AnnIndex(dims), 0, current), outcome: OUTCOME_BUILT, folded: 0, ...(warning ? { warning } : {}) };
   }
 
