@@ -170,7 +170,7 @@ export interface FeedsPlan {
  * items hold few of the top items at any size (1 % among the newest 50 at 1 000 000; Full with
  * `newestGrowth` 0.5 0.989 there, as without), so they do not grow. Through the workers at
  * 1 000 000 items Full takes 4.1 ms p50 at the caller and NoDiversity's 424 candidates 2.6 ms, so
- * no budget here meets 2 ms there: the ANN search alone at k = 64 takes 1.35 to 1.67 ms. The ANN search is each level's
+ * no level's budgets meet 2 ms there: the ANN search alone at k = 64 takes 1.35 to 1.67 ms. The ANN search is each level's
  * largest fixed cost and follows its breadth (each breadth has a view of its own, see
  * `NARROW_BREADTHS` in ann.ts): at 100 000 items, with 16 × 16 for every creator, 128 neighbours
  * overlapped 0.959 at 1.55 ms in the worker, 64 0.950 at 1.00 ms, 32 0.944 at 0.97 ms, so Full
