@@ -169,8 +169,15 @@ export interface FeedsPlan {
  * 0.883 / 0.807; 1.5× the depth 0.989 / 0.978 / 0.955 / 0.924 and 2× 0.991 / 0.989 / 0.977 /
  * 0.964. √3 ≈ 1.7× is between, so `perCreator` grows as the square root of the catalogue over
  * 100 000 items (`perCreatorGrowth` 0.5): at 300 000 items 0.991 / 0.986 / 0.970 / 0.949 with
- * 604 / 466 / 335 / 268 candidates. The newest items hold few of the top items at any size
- * (2 % among the newest 50 at 300 000), so they do not grow. The ANN search is each level's
+ * 604 / 466 / 335 / 268 candidates, at 1 000 000 items (101 / 76 / 63 / 51 for the strongest
+ * creator) 0.989 / 0.980 / 0.963 / 0.931 with 958 / 741 / 518 / 424. A smaller exponent costs
+ * quality fast there: 0.4 / 0.3 / 0.2 gave Full 0.981 / 0.975 / 0.940 and NoDiversity (0.3, 0.2)
+ * 0.792 / 0.719; a larger one buys little (NoDiversity 0.972 at 0.65, 0.983 at 0.8 and 1; Full
+ * 0.989 at 0.65 and 0.8 for 1 227 and 1 574 candidates), so 0.5 stays at every level. The newest
+ * items hold few of the top items at any size (1 % among the newest 50 at 1 000 000; Full with
+ * `newestGrowth` 0.5 0.989 there, as without), so they do not grow. Through the workers at
+ * 1 000 000 items Full takes 4.1 ms p50 at the caller and NoDiversity's 424 candidates 2.6 ms, so
+ * no level's budgets meet 2 ms there: the ANN search alone at k = 64 takes 1.35 to 1.67 ms. The ANN search is each level's
  * largest fixed cost and follows its breadth (each breadth has a view of its own, see
  * `NARROW_BREADTHS` in ann.ts): at 100 000 items, with 16 × 16 for every creator, 128 neighbours
  * overlapped 0.959 at 1.55 ms in the worker, 64 0.950 at 1.00 ms, 32 0.944 at 0.97 ms, so Full
@@ -208,9 +215,9 @@ export const FOR_YOU_REFERENCE_ITEMS = 100_000;
 
 /**
  * The catalogue size past which the `for_you` depths stop growing, to bound their cost: there Full's
- * strongest creator gets 101 items, about the 96 that took 867 candidates and 0.50 ms of CPU
- * without the ANN search at 300 000 items (`bench:personalization --sweep`). Growth was measured
- * up to 300 000 items.
+ * strongest creator gets 101 items, 958 candidates per query at 1 000 000 items, where Full
+ * overlapped the exhaustive top 10 0.989 (`bench:personalization --sweep`). Growth was measured at
+ * 100 000, 300 000 and 1 000 000 items; past the limit nothing is measured.
  */
 export const FOR_YOU_GROWTH_LIMIT_ITEMS = 1_000_000;
 
