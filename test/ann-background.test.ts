@@ -42,13 +42,20 @@ afterEach(async () => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-async function openDb(warnings: TidalWarning[], path?: string): Promise<TidalDb> {
+/** A database that builds every ANN index on its own thread; `configure` adds to the builder. */
+async function openDb(
+  warnings: TidalWarning[],
+  path?: string,
+  workers = 2,
+  configure: (b: ReturnType<typeof TidalDb.builder>) => void = () => {},
+): Promise<TidalDb> {
   const b = TidalDb.builder()
     .schema(SCHEMA)
-    .workers(2)
+    .workers(workers)
     .clock(() => NOW)
     .ann({ backgroundRows: 0 })
     .onWarning((w) => warnings.push(w));
+  configure(b);
   const db = await (path ? b.path(path) : b.ephemeral()).open();
   open.push(db);
   return db;
@@ -124,16 +131,7 @@ describe('the ANN index built on its own thread', () => {
   it('exports the build as gauges', async () => {
     const { Registry } = await import('prom-client');
     const registry = new Registry();
-    const db = await TidalDb.builder()
-      .ephemeral()
-      .schema(SCHEMA)
-      .workers(1)
-      .clock(() => NOW)
-      .ann({ backgroundRows: 0 })
-      .metrics(registry)
-      .onWarning(() => {})
-      .open();
-    open.push(db);
+    const db = await openDb([], undefined, 1, (b) => b.metrics(registry));
     internalsOf(db).annBuild.hold();
     await db.upsertItems(makeItems(0, 60, 4));
     await db.warm();
@@ -199,15 +197,7 @@ describe('the ANN index built on its own thread', () => {
   });
 
   it('a worker that replaces a crashed one searches exactly while the build runs, and maps the saved index after it', async () => {
-    const db = await TidalDb.builder()
-      .ephemeral()
-      .schema(SCHEMA)
-      .workers(1)
-      .clock(() => NOW)
-      .ann({ backgroundRows: 0 })
-      .onWarning(() => {})
-      .open();
-    open.push(db);
+    const db = await openDb([], undefined, 1);
     const { annBuild, pool } = internalsOf(db);
     annBuild.hold();
     const items = makeItems(0, 120, 11);
