@@ -40,6 +40,8 @@ export interface TidalDbInternals {
   readonly annBuild: AnnBuild;
   /** What the last warm round's workers reported (`open()`'s included), for the bench. */
   lastWarm(): readonly WarmResult[];
+  /** Settles once the warm rounds started so far (the one after a build's end included) have. */
+  warmed(): Promise<unknown>;
 }
 
 /** A path argument: a non-empty string without NUL characters. */
@@ -164,6 +166,7 @@ export class TidalDb implements AsyncDisposable {
       users: p.users,
       annBuild: p.annBuild,
       lastWarm: () => this.#lastWarm,
+      warmed: () => this.#warming,
     });
   }
 

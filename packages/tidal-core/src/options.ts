@@ -170,7 +170,7 @@ export interface AnnOptions {
    * A warm that would add more rows than this to the ANN index (no usable snapshot, or more rows
    * written since it) leaves the build to a thread of its own and returns; vector searches are exact
    * until the index is ready (`TIDAL_ANN_BUILDING`, `stats().annBuild`, `warm({ waitForAnn })`).
-   * About 20 000 rows is 1–2 s of build on two cores. `0`: always in the background;
+   * A build of 100 000 rows took 32.7 s on two cores (bench:open), so the default waits a few seconds at most. `0`: always in the background;
    * `Infinity`: a warm always builds it before it returns.
    * @default 20_000
    */
