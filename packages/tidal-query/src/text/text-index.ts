@@ -274,17 +274,21 @@ export class TextIndex {
     this.#pool = grown(this.#pool, cap, this.#poolUsed);
   }
 
-  /** The term with the longest postings list (undefined when there is no text): what warm searches once. */
-  commonestTerm(): string | undefined {
-    let best: string | undefined;
-    let length = 0;
+  /**
+   * The `n` terms with the longest postings lists, longest first (fewer when the index holds
+   * fewer): what warm searches, alone and together, so both the one-term and the several-term
+   * search are compiled before a query needs them.
+   */
+  commonestTerms(n: number): string[] {
+    const best: { term: string; length: number }[] = [];
     for (const [term, p] of this.#terms) {
-      if (p.length > length) {
-        best = term;
-        length = p.length;
-      }
+      if (p.length === 0 || (best.length === n && p.length <= best[n - 1]!.length)) continue;
+      if (best.length === n) best.pop();
+      let at = best.length;
+      while (at > 0 && best[at - 1]!.length < p.length) at--;
+      best.splice(at, 0, { term, length: p.length });
     }
-    return best;
+    return best.map((b) => b.term);
   }
 
   /** Token counts by ordinal (read-only for callers). */
