@@ -5,17 +5,18 @@
  * sync loads it instead of reading every item row, then reads the rows after that version as any
  * sync does, so what it holds is exactly what reading every row gives.
  *
- * The file: a 48-byte prefix (the magic `TIDALCAT`, the format number, the header's length, the
- * SHA-256 of everything after the prefix), a JSON header (the schema's metadata fields and
+ * The file: a 56-byte prefix (the magic `TIDALCAT`, the format number, the header's length, a
+ * checksum of everything after the prefix: CRC-32, or SHA-256 on a Node without `zlib.crc32`), a JSON header (the schema's metadata fields and
  * embedding dimensions, the version, the sizes, and where each section lies), then the sections,
  * each a flat typed array (or a string table: one blob and the offsets of its strings) at an
  * 8-byte boundary. Loading is one read of the file, one pass of the checksum, and typed-array views
  * into what was read: no per-row parsing. It is written to a temporary name, synced and renamed
  * into place (then the directory synced), so a crash leaves the old snapshot or the new one.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, type Hash } from 'node:crypto';
 import { closeSync, fsyncSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import * as zlib from 'node:zlib';
 import type { Catalog, CatalogState, Column } from './catalog.js';
 import type { Int8Vectors } from './profiles/for-you-vectors.js';
 import type { FieldType, QuerySchema } from './types.js';
@@ -25,8 +26,12 @@ export const CATALOG_SNAPSHOT = 'catalog-snapshot.bin';
 
 const MAGIC = 'TIDALCAT';
 const FORMAT = 1;
-/** Magic (8), format (4), header bytes (4), SHA-256 of the rest (32). */
-const PREFIX = 48;
+/** Magic (8), format (4), header bytes (4), checksum kind (4), 0 (4), checksum of the rest (32: a CRC-32 in its first 4). */
+const PREFIX = 56;
+/** The checksum's kinds: zlib's CRC-32 where Node has it (20.15 and later: about twice as fast), else SHA-256. */
+const CRC32 = 1;
+const SHA256 = 2;
+const crc32 = (zlib as unknown as { crc32?: (data: Uint8Array, value?: number) => number }).crc32;
 const TEMP = /^catalog-snapshot\.bin\.[0-9a-f]+\.tmp$/;
 /** Bytes gathered before a write: many small arrays (a term's postings) cost one write, not one each. */
 const STAGE = 8 << 20;
@@ -114,8 +119,14 @@ export function readCatalogSnapshot(dir: string, schema: QuerySchema, itemsVersi
   const headerBytes = buf.readUInt32LE(12);
   const bodyStart = align(PREFIX + headerBytes);
   if (bodyStart > buf.length) return { kind: 'unusable', reason: `${CATALOG_SNAPSHOT} is truncated (${buf.length} bytes)` };
-  const sha = createHash('sha256').update(buf.subarray(PREFIX)).digest();
-  if (!sha.equals(buf.subarray(16, PREFIX))) return { kind: 'unusable', reason: `${CATALOG_SNAPSHOT} does not match its checksum` };
+  const kind = buf.readUInt32LE(16);
+  if ((kind !== CRC32 && kind !== SHA256) || buf.readUInt32LE(20) !== 0)
+    return { kind: 'unusable', reason: `${CATALOG_SNAPSHOT} has no known checksum` };
+  if (kind === CRC32 && !crc32) return { kind: 'ignored', reason: 'its CRC-32 needs a Node with zlib.crc32' };
+  const sum = new Checksum(kind);
+  sum.update(buf.subarray(PREFIX));
+  if (!sum.digest().equals(buf.subarray(24, PREFIX)))
+    return { kind: 'unusable', reason: `${CATALOG_SNAPSHOT} does not match its checksum` };
   let h: Header;
   try {
     h = JSON.parse(buf.toString('utf8', PREFIX, PREFIX + headerBytes)) as Header;
@@ -138,10 +149,17 @@ export function readCatalogSnapshot(dir: string, schema: QuerySchema, itemsVersi
 
 /**
  * Saves `catalog` (and the int8 `vectors` kept beside it, null without embeddings) as the snapshot
- * of `dir`, replacing the previous one. Returns the bytes written.
+ * of `dir`, replacing the previous one, with a CRC-32 where Node has one (else, or when
+ * `checksum` says so, SHA-256). Returns the bytes written.
  * @throws when the file cannot be written; the previous snapshot is then left as it was.
  */
-export function writeCatalogSnapshot(dir: string, schema: QuerySchema, catalog: Catalog, vectors: Int8Vectors | null): number {
+export function writeCatalogSnapshot(
+  dir: string,
+  schema: QuerySchema,
+  catalog: Catalog,
+  vectors: Int8Vectors | null,
+  checksum: 'crc32' | 'sha256' = crc32 ? 'crc32' : 'sha256',
+): number {
   const state = catalog.exportState();
   const dims = schema.embeddingDims;
   const pieces: [string, ArrayBufferView[]][] = [];
@@ -154,7 +172,7 @@ export function writeCatalogSnapshot(dir: string, schema: QuerySchema, catalog: 
   strings('ids', state.ids);
   const defined = new Uint8Array(state.ids.length);
   for (let o = 0; o < state.ids.length; o++) defined[o] = state.ids[o] === undefined ? 0 : 1;
-  pieces.push(['ids.defined', [defined]], ['present', [state.present]], ['createdAt', [state.createdAt]]);
+  pieces.push(['ids.defined', [defined]], ['present', [state.present]], ['createdAt', [state.createdAt]], ['byCreated', [state.byCreated]]);
   for (const [field] of schemaFields(schema)) {
     const col = state.columns.get(field)!;
     if (col.type === 'string') {
@@ -203,7 +221,7 @@ export function writeCatalogSnapshot(dir: string, schema: QuerySchema, catalog: 
   const tmp = join(dir, `${CATALOG_SNAPSHOT}.${nonce}.tmp`);
   const fd = openSync(tmp, 'w');
   try {
-    const out = new Staged(fd, PREFIX);
+    const out = new Staged(fd, PREFIX, checksum === 'crc32' ? CRC32 : SHA256);
     out.put(headerJson);
     out.pad(align(PREFIX + headerJson.length) - PREFIX - headerJson.length);
     for (const [, views] of pieces) {
@@ -219,7 +237,8 @@ export function writeCatalogSnapshot(dir: string, schema: QuerySchema, catalog: 
     prefix.write(MAGIC, 0, 'latin1');
     prefix.writeUInt32LE(FORMAT, 8);
     prefix.writeUInt32LE(headerJson.length, 12);
-    out.hash.digest().copy(prefix, 16);
+    prefix.writeUInt32LE(out.sum.kind, 16);
+    out.sum.digest().copy(prefix, 24);
     writeSync(fd, prefix, 0, PREFIX, 0);
     fsyncSync(fd);
     closeSync(fd);
@@ -244,23 +263,50 @@ export function discardCatalogSnapshot(dir: string): void {
   sweep(dir);
 }
 
-/** Writes through a staging buffer, hashing every byte after the prefix. */
+/** A running checksum of either kind. */
+class Checksum {
+  readonly kind: typeof CRC32 | typeof SHA256;
+  #crc = 0;
+  readonly #hash: Hash | null;
+
+  constructor(kind: number) {
+    this.kind = kind === CRC32 ? CRC32 : SHA256;
+    this.#hash = this.kind === SHA256 ? createHash('sha256') : null;
+  }
+
+  update(bytes: Uint8Array): void {
+    if (this.#hash) this.#hash.update(bytes);
+    // Never an empty one: zlib's crc32 of no bytes at a null pointer is its initial value, 0, not the running one.
+    else if (bytes.length > 0) this.#crc = crc32!(bytes, this.#crc);
+  }
+
+  /** 32 bytes: the SHA-256, or the CRC-32 (little-endian) and zeros. */
+  digest(): Buffer {
+    if (this.#hash) return this.#hash.digest();
+    const out = Buffer.alloc(32);
+    out.writeUInt32LE(this.#crc >>> 0, 0);
+    return out;
+  }
+}
+
+/** Writes through a staging buffer, checksumming every byte after the prefix. */
 class Staged {
-  readonly hash = createHash('sha256');
+  readonly sum: Checksum;
   readonly #fd: number;
   readonly #stage = Buffer.allocUnsafe(STAGE);
   #used = 0;
   #position: number;
   written: number;
 
-  constructor(fd: number, position: number) {
+  constructor(fd: number, position: number, kind: number) {
+    this.sum = new Checksum(kind);
     this.#fd = fd;
     this.#position = position;
     this.written = position;
   }
 
   put(bytes: Uint8Array): void {
-    this.hash.update(bytes);
+    this.sum.update(bytes);
     this.written += bytes.length;
     if (bytes.length > STAGE / 2) {
       this.flush();
@@ -345,6 +391,7 @@ function decode(
     present: u8('present', cap),
     createdAt: f64('createdAt', cap),
     presentCount: h.presentCount,
+    byCreated: i32('byCreated', h.presentCount),
     columns,
     text: {
       terms: strings('text.terms', t.terms),

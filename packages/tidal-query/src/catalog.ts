@@ -36,6 +36,8 @@ export interface CatalogState {
   presentCount: number;
   columns: ReadonlyMap<string, Column>;
   text: TextIndexState;
+  /** The present ordinals newest first ({@link Catalog.byCreatedDesc}), `presentCount` of them. */
+  byCreated: Int32Array;
 }
 
 /**
@@ -111,6 +113,7 @@ export class Catalog {
       presentCount: this.#presentCount,
       columns: this.columns,
       text: this.text.exportState(),
+      byCreated: this.byCreatedDesc(),
     };
   }
 
@@ -122,7 +125,9 @@ export class Catalog {
   importState(state: CatalogState): void {
     if (this.version !== 0 || this.ids.length > 0) throw new Error('Catalog.importState: the catalog has been refreshed already');
     const cap = state.present.length;
-    if (cap < state.ids.length || state.createdAt.length !== cap) throw new Error('Catalog.importState: inconsistent array sizes');
+    if (cap < 1 || cap < state.ids.length || state.createdAt.length !== cap || state.byCreated.length !== state.presentCount) {
+      throw new Error('Catalog.importState: inconsistent array sizes');
+    }
     for (const [field, col] of this.columns) {
       const loaded = state.columns.get(field);
       if (!loaded || loaded.type !== col.type) throw new Error(`Catalog.importState: no ${col.type} column ${field}`);
@@ -138,6 +143,9 @@ export class Catalog {
     this.#presentCount = state.presentCount;
     this.#capacity = cap;
     this.version = state.version;
+    // The saved order is of this version: the next refresh's changes patch it (no sort).
+    this.#byCreated = state.byCreated;
+    this.#byCreatedVersion = state.version;
   }
 
   #record(from: number, ordinals: number[]): void {

@@ -119,6 +119,7 @@ function contents(catalog: Catalog, vectors: Int8Vectors): unknown {
     present: [...catalog.present.subarray(0, n)],
     presentCount: catalog.presentCount,
     createdAt: [...catalog.createdAt.subarray(0, n)],
+    byCreated: [...catalog.byCreatedDesc()],
     cat: ordinals.map((o) => catalog.fieldValue('cat', o) ?? null),
     n: ordinals.map((o) => catalog.fieldValue('n', o) ?? null),
     postings,
@@ -203,9 +204,14 @@ describe('the catalog snapshot', () => {
       return { dir, items, bytes: readFileSync(join(dir, CATALOG_SNAPSHOT)) };
     }
 
-    it('a byte of it is damaged, wherever it is', () => {
-      const { dir, items, bytes } = saved();
-      for (const at of [20, 60, Math.floor(bytes.length / 2), bytes.length - 1]) {
+    it.each(['crc32', 'sha256'] as const)('a byte of it is damaged, wherever it is (%s)', (checksum) => {
+      const { dir, items } = saved();
+      const w0 = worker(items.db);
+      w0.refresh();
+      writeCatalogSnapshot(dir, SCHEMA, w0.catalog, w0.vectors, checksum);
+      const bytes = readFileSync(join(dir, CATALOG_SNAPSHOT));
+      expect(readCatalogSnapshot(dir, SCHEMA, items.version).kind).toBe('ok');
+      for (const at of [13, 16, 20, 30, 60, Math.floor(bytes.length / 2), bytes.length - 1]) {
         const damaged = Buffer.from(bytes);
         damaged[at] = damaged[at]! ^ 0x10;
         writeFileSync(join(dir, CATALOG_SNAPSHOT), damaged);
