@@ -40,6 +40,11 @@ export interface TidalDbInternals {
   readonly annBuild: AnnBuild;
   /** What the last warm round's workers reported (`open()`'s included), for the bench. */
   lastWarm(): readonly WarmResult[];
+  /**
+   * `open()`'s two parts on this thread, for the bench: `parts` the synchronous opening (storage,
+   * signal recovery, the write path's item keys), `warm` the workers' first warm as awaited here.
+   */
+  openMs(): { parts: number; warm: number };
   /** Settles once the warm rounds started so far (the one after a build's end included) have. */
   warmed(): Promise<unknown>;
 }
@@ -86,6 +91,7 @@ export class TidalDb implements AsyncDisposable {
   /** The last warm round (see {@link #warmRound}), settled or not. */
   #warming: Promise<unknown> = Promise.resolve();
   #lastWarm: readonly WarmResult[] = [];
+  #openMs = { parts: 0, warm: 0 };
   #closing: Promise<void> | undefined;
 
   /** Starts configuring a database. */
@@ -109,13 +115,17 @@ export class TidalDb implements AsyncDisposable {
   /** Opens a database from options (what the builder calls). */
   static async open(options: TidalOptions): Promise<TidalDb> {
     const o = resolveOptions(options);
+    const t0 = performance.now();
     const db = new TidalDb(o);
+    db.#openMs.parts = performance.now() - t0;
     try {
       if (o.metricsRegistry) {
         await db.#queries.exportMetrics(o.metricsRegistry);
         await exportAnnBuildMetrics(o.metricsRegistry, () => db.#p.annBuild.stats());
       }
+      const t1 = performance.now();
       await db.warm();
+      db.#openMs.warm = performance.now() - t1;
       // Last: the link publishes and applies from here on, on a database that is open and warm.
       if (o.replication !== null && db.#p.replica !== null) {
         if (o.metricsRegistry) await exportReplicationMetrics(o.metricsRegistry, () => db.stats().replication);
@@ -166,6 +176,7 @@ export class TidalDb implements AsyncDisposable {
       users: p.users,
       annBuild: p.annBuild,
       lastWarm: () => this.#lastWarm,
+      openMs: () => ({ ...this.#openMs }),
       warmed: () => this.#warming,
     });
   }

@@ -216,13 +216,16 @@ export function envelope(o: FilledOptions, writes: WritePath, level: Degradation
 
 /**
  * Raises on this thread what a warm's workers reported: only the elected worker reports an ANN
- * warning, and a worker's process.emitWarning would not reach this thread's 'warning' listeners.
+ * warning, the catalog snapshot's goes once, and a worker's process.emitWarning would not reach this thread's 'warning' listeners.
  * The nice warning goes once per database: returns whether it has gone now or before.
  */
 export function raiseWarmWarnings(results: readonly WarmResult[], onWarning: WarningSink, niceWarned: boolean): boolean {
   for (const r of results) {
     if (r.annWarning) onWarning(r.annWarning);
   }
+  // Every worker whose first sync this warm was finds the same catalog snapshot: one warning.
+  const catalog = results.find((r) => r.catalogWarning !== undefined);
+  if (catalog?.catalogWarning) onWarning(catalog.catalogWarning);
   const unset = results.find((r) => r.niceWarning !== undefined);
   if (unset?.niceWarning && !niceWarned) {
     onWarning(unset.niceWarning);

@@ -28,8 +28,7 @@ export interface RecoveryDeps {
 export function recover(deps: RecoveryDeps): WritePathStart {
   checkStoredSchema(deps);
   const items = new ItemsWriter(deps.db);
-  const ids = new Map<string, number>();
-  for (const { ordinal, id } of items.keys()) ids.set(id, ordinal);
+  const ids = items.idMap();
   const eventsSinceCheckpoint = recoverSignals(deps);
   // Users' state is written in the batch that changed it (never behind the acknowledged writes):
   // loading the user tables is its whole recovery.

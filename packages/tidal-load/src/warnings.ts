@@ -22,6 +22,8 @@ export const WARNING_CODES = [
   'TIDAL_ANN_SNAPSHOT_REBUILT',
   /** The shared ANN index could not be built or saved; each query worker built its own. */
   'TIDAL_ANN_SNAPSHOT_UNSAVED',
+  /** The saved catalog snapshot was damaged or newer than the items table; the query workers read the items table instead. */
+  'TIDAL_CATALOG_SNAPSHOT_UNUSABLE',
   /** The ANN index is being built on a thread of its own; vector searches are exact (and slower) until it is ready. */
   'TIDAL_ANN_BUILDING',
   /** The ANN index build on its own thread failed; vector searches stay exact, and the next `warm()` tries again. */

@@ -16,10 +16,19 @@ import { AnnIndex } from './ann.js';
 import { annRowsStatement, applyAnnRows, flatten } from './ann-rows.js';
 import { discardSnapshot, readSnapshot, writeSnapshot, type AnnSnapshotMeta } from './ann-snapshot.js';
 import type { Catalog } from './catalog.js';
+import { loadCatalog, persistCatalog, type CatalogLoad } from './catalog-load.js';
 import type { QueryContext, VectorSearcher } from './context.js';
 import { ExactVectors } from './exact-vectors.js';
 import { feedVector, keptItemVectors, type Int8Vectors } from './profiles/for-you-vectors.js';
-import { WARM_SYNC_BYTES, type AnnSource, type AnnWarning, type PersistAnnResult, type WarmMessage, type WarmResult } from './protocol.js';
+import {
+  WARM_SYNC_BYTES,
+  type AnnSource,
+  type AnnWarning,
+  type CatalogWarning,
+  type PersistAnnResult,
+  type WarmMessage,
+  type WarmResult,
+} from './protocol.js';
 import type { TaskEnvelope } from './types.js';
 
 /** The worker's query context, whose vector search this module replaces as the lifecycle goes. */
@@ -94,6 +103,10 @@ export class AnnLifecycle {
   #deferred = false;
   /** Whether this worker has had its first task (a warm, or a query in place of a worker that died). */
   #started = false;
+  /** What the first sync took from the catalog snapshot (null before it). */
+  #catalogLoad: CatalogLoad | null = null;
+  /** The load's warning, until a warm reports it. */
+  #catalogWarning: CatalogWarning | undefined;
   /** See `WorkerInit.annBackgroundRows`. */
   readonly #backgroundRows: number;
   /**
@@ -132,6 +145,7 @@ export class AnnLifecycle {
   /** Pulls item changes up to at least `version`; returns the number of rows read. */
   sync(version: number): number {
     if (!this.#started) this.#firstTask();
+    if (!this.#catalogLoad) this.#loadCatalog();
     const inStep = this.#deferred || this.#annVersion === this.#catalog.version;
     if (this.#catalog.version >= version && inStep) return 0;
     if (inStep) {
@@ -170,11 +184,15 @@ export class AnnLifecycle {
       this.#annOrigin = { ...ann.origin, annRowsApplied: ann.origin.annRowsApplied + this.#annCaughtUp };
     }
     if (this.#deferred) this.#annOrigin = { annSource: 'building', annSnapshotVersion: 0, annRowsApplied: 0 };
+    const catalogWarning = this.#catalogWarning;
+    this.#catalogWarning = undefined;
     return {
       threadId,
       threadItems: this.#catalog.presentCount,
       annSize: this.#index?.size ?? 0,
       refreshedRows: refreshed,
+      catalogSnapshotVersion: this.#catalogLoad?.version ?? 0,
+      ...(catalogWarning ? { catalogWarning } : {}),
       ...this.#annOrigin,
       annElected: ann?.elected ?? false,
       ...(ann?.warning ? { annWarning: ann.warning } : {}),
@@ -186,9 +204,48 @@ export class AnnLifecycle {
    * applies nothing. Costs about what the changes since the last snapshot cost to apply (a copy of the
    * snapshot is loaded and they are added with every core); a worker holding a plain index of its
    * own (built by queries, no snapshot under it) saves that instead. Never builds from nothing: that
-   * is left to the next open's warm.
+   * is left to the next open's warm. Then the catalog snapshot (see {@link #persistCatalog}).
    */
   persist(env: TaskEnvelope, budgetMs: number): PersistAnnResult {
+    const ann = this.#persistAnn(env, budgetMs);
+    return { ...ann, catalogSavedVersion: this.#persistCatalog(env) };
+  }
+
+  /**
+   * The close-time save of the catalog snapshot (see catalog-load.ts), by a worker whose catalog
+   * has been synced: the rows after it are read (without the ANN index, which the next sync brings
+   * up to the catalog), then it is saved. A write that fails leaves the previous snapshot.
+   */
+  #persistCatalog(env: TaskEnvelope): number | null {
+    const load = this.#catalogLoad;
+    if (!load) return null;
+    const current = this.#itemsVersion(env);
+    const pending = this.#annPending.get(this.#catalog.version) as number;
+    try {
+      return persistCatalog(this.#dir, this.#ctx.schema, this.#catalog, this.#vectors, current, pending, load.stale, () => {
+        this.#refresh(false);
+      });
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * The first sync's load of the catalog snapshot. Where the ANN index has nothing to catch up
+   * from the table (no embeddings in the schema, or none in the items), it is put at the loaded
+   * version, so the sync does not read the rows before it for the index.
+   */
+  #loadCatalog(): void {
+    const schema = this.#ctx.schema;
+    const load = loadCatalog(this.#dir, schema, this.#catalog, this.#vectors, this.#maxVersion.get() as number);
+    this.#catalogLoad = load;
+    this.#catalogWarning = load.warning;
+    if (load.version === 0) return;
+    const noIndexYet = !this.#index && !this.#deferred && this.#annVersion === 0;
+    if (schema.embeddingDims === 0 || (noIndexYet && (this.#embedded.get() as number) === 0)) this.#annVersion = load.version;
+  }
+
+  #persistAnn(env: TaskEnvelope, budgetMs: number): Omit<PersistAnnResult, 'catalogSavedVersion'> {
     const deadline = performance.now() + budgetMs;
     const dims = this.#ctx.schema.embeddingDims;
     const current = this.#itemsVersion(env);

