@@ -124,3 +124,66 @@ export function cosineInt8(v: Int8Vectors, dims: number, p: Float32Array, pScale
   for (; k < dims; k++) d0 += p[k]! * rows[base + k]!;
   return (d0 + d1 + d2 + d3) * pScale * inv;
 }
+
+/** Whether this machine stores the low byte first: {@link cosinesInt8} reads four int8 lanes per 32-bit load then. */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** Where the touch pass of {@link cosinesInt8} leaves its sum. */
+let _touchSink = 0;
+
+/**
+ * {@link cosineInt8} of `p` with each of `ordinals[from..to)`, into `out` at the same indexes,
+ * bit for bit the same values. A first pass touches every row (its norm and each 64-byte line), so
+ * the rows' cache misses are in flight together rather than one row at a time (at 1 000 000 items
+ * the int8 copy is 128 MB and a candidate's row is in no cache); then the dot products read 4 int8
+ * lanes per 32-bit load (little-endian machines, `dims` a multiple of 4) with `p` widened to
+ * float64 once, in the same four sums, in the same order, as the one-row kernel.
+ */
+export function cosinesInt8(
+  v: Int8Vectors,
+  dims: number,
+  p: Float32Array,
+  pScale: number,
+  ordinals: ArrayLike<number>,
+  from: number,
+  to: number,
+  out: Float64Array,
+): void {
+  const rows = v.rows;
+  const norms = v.inverseNorms;
+  let touched = 0;
+  for (let i = from; i < to; i++) {
+    const o = ordinals[i]!;
+    if (o >= norms.length) continue;
+    touched += norms[o]!;
+    for (let at = o * dims, end = at + dims; at < end; at += 64) touched += rows[at]!;
+  }
+  _touchSink += touched;
+  if (!LITTLE_ENDIAN || dims % 4 !== 0) {
+    for (let i = from; i < to; i++) out[i] = cosineInt8(v, dims, p, pScale, ordinals[i]!);
+    return;
+  }
+  const p64 = Float64Array.from(p);
+  const words = new Int32Array(rows.buffer, rows.byteOffset, rows.length >> 2);
+  const quads = dims >> 2;
+  for (let i = from; i < to; i++) {
+    const o = ordinals[i]!;
+    const inv = o < norms.length ? norms[o]! : 0;
+    if (inv === 0) {
+      out[i] = 0;
+      continue;
+    }
+    let d0 = 0;
+    let d1 = 0;
+    let d2 = 0;
+    let d3 = 0;
+    for (let q = 0, w = o * quads, k = 0; q < quads; q++, w++, k += 4) {
+      const x = words[w]!;
+      d0 += p64[k]! * ((x << 24) >> 24);
+      d1 += p64[k + 1]! * ((x << 16) >> 24);
+      d2 += p64[k + 2]! * ((x << 8) >> 24);
+      d3 += p64[k + 3]! * (x >> 24);
+    }
+    out[i] = (d0 + d1 + d2 + d3) * pScale * inv;
+  }
+}

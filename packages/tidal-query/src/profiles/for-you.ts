@@ -1,12 +1,12 @@
 import type { CandidateSources } from '../candidates/sources.js';
 import type { Predicate } from '../filter.js';
-import { velocityOf, type QueryContext, type WorkCounter } from '../context.js';
+import type { QueryContext, WorkCounter } from '../context.js';
 import { OrdinalSet } from '../ordinal-set.js';
 import { forYouBudgetAt, type ForYouPlan, type LevelPlan } from '../plan.js';
 import { TopK } from '../topk.js';
 import { hashString, mix3 } from '../user-state.js';
 import { creatorListsOf } from './creator-lists.js';
-import { cosineInt8, itemVectors } from './for-you-vectors.js';
+import { cosinesInt8, itemVectors } from './for-you-vectors.js';
 import { trendingOf, type TrendingCache, type TrendingWalk } from './trending-cache.js';
 import type { Explain, ForYouOptions, RetrieveTask, UserQueryState, VelocityWindow } from '../types.js';
 
@@ -89,7 +89,7 @@ export function forYou(
   explain.explored = 0;
   let candidates: number[];
   // A warm user's candidates' similarity to the preference vector, index for index.
-  const sims: number[] = [];
+  let sims: Float64Array = NO_SIMS;
   if (cold) {
     const depth = plan.forYou.coldStart;
     candidates = [];
@@ -107,19 +107,23 @@ export function forYou(
     const key = `${task.window}|${window}|${plan.trending.slots}|warm`;
     const trending = (want: number, slots: number): number[] => trendingOf(trendingCache, ctx, walk, key, nowMs, want, slots, pass);
     const budget = forYouBudgetAt(plan.forYou, ctx.catalog.presentCount);
-    candidates = warmCandidates(ctx, user, budget, pass, marks, sims, affinity, explain, newest, trending);
+    ({ candidates, sims } = warmCandidates(ctx, user, budget, pass, marks, affinity, explain, newest, trending));
   }
   explain.afterFilter = candidates.length;
 
   const w = options.weights;
   const n = candidates.length;
+  // Each feature in a pass of its own over the candidates: their rows lie in no cache at a million
+  // items, and a tight pass has the loads of many candidates in flight at once.
   const velocity = new Float64Array(n);
+  work.slots += ctx.store.velocities(candidates, n, velocityKinds(ctx), window, nowMs, false, velocity);
   let maxVelocity = 0;
-  for (let i = 0; i < n; i++) {
-    velocity[i] = velocityOf(ctx, candidates[i]!, window, nowMs, false, work);
-    if (velocity[i]! > maxVelocity) maxVelocity = velocity[i]!;
-  }
+  for (let i = 0; i < n; i++) if (velocity[i]! > maxVelocity) maxVelocity = velocity[i]!;
   const created = ctx.catalog.createdAt;
+  const recency = new Float64Array(n);
+  for (let i = 0; i < n; i++) recency[i] = Math.exp(-Math.max(0, nowMs - created[candidates[i]!]!) * RECENCY_RATE);
+  const affinities = new Float64Array(n);
+  if (!cold) for (let i = 0; i < n; i++) affinities[i] = affinity.of(candidates[i]!);
   const coldTotal = w.velocity + w.recency;
   // Only the places the tail can take are ranked (the limit, the diversity pass's room, a cursor's
   // earlier pages): bounded selections instead of a sort of every candidate.
@@ -130,9 +134,9 @@ export function forYou(
   for (let i = 0; i < n; i++) {
     const o = candidates[i]!;
     const vel = maxVelocity > 0 ? velocity[i]! / maxVelocity : 0;
-    const rec = Math.exp(-Math.max(0, nowMs - created[o]!) * RECENCY_RATE);
+    const rec = recency[i]!;
     if (cold) score[i] = coldTotal > 0 ? (w.velocity * vel + w.recency * rec) / coldTotal : 0;
-    else score[i] = w.similarity * Math.max(0, sims[i]!) + w.velocity * vel + w.recency * rec + w.affinity * affinity.of(o);
+    else score[i] = w.similarity * Math.max(0, sims[i]!) + w.velocity * vel + w.recency * rec + w.affinity * affinities[i]!;
     top.push(i, score[i]!, -o);
   }
   const byScore = top.sorted().ordinals;
@@ -152,9 +156,10 @@ export function forYou(
 
 /**
  * A warm user's candidates from the four sources of `budget`, each passing `pass`, in source
- * order without repeats, marked in `marks`; `sims` receives each one's similarity (the ANN's for its
- * neighbours, from the items' int8 copy for the others, see {@link itemVectors}). Counted per source in
- * `explain.forYouSources` (the candidates each source added that no earlier one had).
+ * order without repeats, marked in `marks`, with each one's similarity, index for index (the ANN's
+ * for its neighbours, from the items' int8 copy for the others, see {@link itemVectors}, in one
+ * pass once every source has added its own). Counted per source in `explain.forYouSources` (the
+ * candidates each source added that no earlier one had).
  */
 function warmCandidates(
   ctx: QueryContext,
@@ -162,13 +167,13 @@ function warmCandidates(
   budget: ForYouPlan,
   pass: Predicate,
   marks: OrdinalSet,
-  sims: number[],
   affinity: Affinity,
   explain: Explain,
   newest: (want: number) => number[],
   trending: (want: number, slots: number) => number[],
-): number[] {
+): { candidates: number[]; sims: Float64Array } {
   const out: number[] = [];
+  const annSims: number[] = [];
   const counts = { ann: 0, creators: 0, newest: 0, trending: 0 };
   explain.annTopK = budget.ann;
   const ann = ctx.ann;
@@ -183,22 +188,15 @@ function warmCandidates(
       const o = found.keys[i]!;
       if (!pass(o) || marks.has(o)) continue;
       out.push(o);
-      sims.push(found.similarity[i]!);
+      annSims.push(found.similarity[i]!);
       marks.add(o);
     }
   }
   explain.annCandidates = ann ? annFound : 0;
   counts.ann = out.length;
-  const vectors = ctx.ann ? itemVectors(ctx) : null;
-  const p = user.preference!;
-  const dims = ctx.schema.embeddingDims;
-  let pNorm = 0;
-  for (let k = 0; k < p.length; k++) pNorm += p[k]! * p[k]!;
-  const pScale = pNorm > 0 ? 1 / Math.sqrt(pNorm) : 0;
   const add = (o: number, source: keyof typeof counts): void => {
     if (marks.has(o)) return;
     marks.add(o);
-    sims.push(vectors && p.length === dims ? cosineInt8(vectors, dims, p, pScale, o) : 0);
     out.push(o);
     counts[source]++;
   };
@@ -228,7 +226,28 @@ function warmCandidates(
   if (budget.trending > 0) for (const o of trending(budget.trending, budget.trendingSlots)) add(o, 'trending');
   explain.candidates = annFound + counts.creators + counts.newest + counts.trending;
   explain.forYouSources = counts;
-  return out;
+  const sims = new Float64Array(out.length);
+  for (let i = 0; i < annSims.length; i++) sims[i] = annSims[i]!;
+  const vectors = ctx.ann ? itemVectors(ctx) : null;
+  const p = user.preference!;
+  const dims = ctx.schema.embeddingDims;
+  if (vectors && p.length === dims) {
+    let pNorm = 0;
+    for (let k = 0; k < p.length; k++) pNorm += p[k]! * p[k]!;
+    const pScale = pNorm > 0 ? 1 / Math.sqrt(pNorm) : 0;
+    cosinesInt8(vectors, dims, p, pScale, out, annSims.length, out.length, sims);
+  }
+  return { candidates: out, sims };
+}
+
+const NO_SIMS = new Float64Array(0);
+
+/** The indexes of the schema's kinds that track velocity, in order (what `velocityOf` sums over). */
+function velocityKinds(ctx: QueryContext): number[] {
+  const kinds = ctx.schema.kinds;
+  const list: number[] = [];
+  for (let k = 0; k < kinds.length; k++) if (kinds[k]!.velocity) list.push(k);
+  return list;
 }
 
 interface Affinity {
