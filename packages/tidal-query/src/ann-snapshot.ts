@@ -220,8 +220,8 @@ function syncFile(path: string): void {
   }
 }
 
-/** Makes the renames durable. Not every platform can open a directory: best effort. */
-function syncDir(dir: string): void {
+/** Makes the renames in `dir` durable. Not every platform can open a directory: best effort. */
+export function syncDir(dir: string): void {
   try {
     const fd = openSync(dir, 'r');
     try {

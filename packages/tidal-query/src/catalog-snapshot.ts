@@ -20,6 +20,7 @@ import * as zlib from 'node:zlib';
 import type { Catalog, CatalogState, Column } from './catalog.js';
 import type { Int8Vectors } from './profiles/for-you-vectors.js';
 import type { FieldType, QuerySchema } from './types.js';
+import { syncDir } from './ann-snapshot.js';
 
 /** The snapshot's file name, in the database directory. */
 export const CATALOG_SNAPSHOT = 'catalog-snapshot.bin';
@@ -463,18 +464,4 @@ function sweep(dir: string): void {
     return;
   }
   for (const name of names) if (TEMP.test(name)) rmSync(join(dir, name), { force: true });
-}
-
-/** Makes the rename durable. Not every platform can open a directory: best effort. */
-function syncDir(dir: string): void {
-  try {
-    const fd = openSync(dir, 'r');
-    try {
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-  } catch {
-    // The snapshot is still whole; at worst a power loss brings back the previous one.
-  }
 }
