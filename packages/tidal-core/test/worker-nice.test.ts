@@ -4,6 +4,7 @@
  * against what the workers report.
  */
 import { readdirSync, readFileSync } from 'node:fs';
+import { getPriority } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InvalidInputError } from 'tidal-load';
 import { TidalDb } from '../src/db.js';
@@ -41,7 +42,7 @@ describe('workerNice', () => {
     const nices = threadNices();
     expect([...nices.values()].filter((n) => n === 7).length - before).toBe(2);
     // The calling thread (its thread id is the process id) keeps the process's own value.
-    expect(nices.get(process.pid)).toBe(0);
+    expect(nices.get(process.pid)).toBe(getPriority());
     // Queries still run on the lowered workers.
     await db.upsertItems([{ id: 'a', text: 'alpha' }]);
     expect((await db.search({ text: 'alpha' })).hits.map((h) => h.id)).toEqual(['a']);
@@ -50,7 +51,7 @@ describe('workerNice', () => {
   it("leaves the workers at the process's value by default", async () => {
     db = await TidalDb.builder().ephemeral().schema(SCHEMA).workers(1).open();
     const warmed = await db.warm();
-    expect(warmed.map((w) => w.nice)).toEqual([0]);
+    expect(warmed.map((w) => w.nice)).toEqual([getPriority()]);
   });
 
   it.each([20, -1, 2.5, '5' as unknown as number])('refuses workerNice %j, naming it', async (bad) => {

@@ -37,6 +37,19 @@ describe.skipIf(servicesSkipped)('test services', () => {
     expect(await listening(redis.port)).toBe(false);
   });
 
+  it('never hand out a redis-server that is not their own: a port another one holds is refused', async () => {
+    const first = await startRedis();
+    // A second server on the first one's port cannot bind; the first still answers PING there, and
+    // a test handed that port would share (and see the restarts of) another file's server.
+    await expect(startRedis({ port: first.port })).rejects.toThrow(/before it was ready|not ours/);
+    const client = createClient({ url: first.url });
+    client.on('error', () => {});
+    await client.connect();
+    expect(await client.ping(), 'the first server is untouched').toBe('PONG');
+    client.destroy();
+    await first.stop();
+  });
+
   it('start a throw-away PostgreSQL cluster, and remove it after stop', async () => {
     const server = await startPostgres();
     const client = new pg.Client({ connectionString: server.url });

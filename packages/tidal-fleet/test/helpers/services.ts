@@ -124,13 +124,15 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-/** Starts a redis-server on 127.0.0.1 on a free port, without persistence. */
-export async function startRedis(): Promise<RedisServer> {
+/**
+ * Starts a redis-server on 127.0.0.1 on a free port (or on `port`, then without retrying),
+ * without persistence.
+ */
+export async function startRedis(options: { port?: number } = {}): Promise<RedisServer> {
   const bin = which('redis-server');
   if (bin === null) throw missing('redis-server');
-  const port = await freePort();
   let child: ChildProcess | null = null;
-  const launch = async (): Promise<void> => {
+  const launch = async (port: number): Promise<void> => {
     const c = spawn(
       bin,
       [
@@ -155,12 +157,28 @@ export async function startRedis(): Promise<RedisServer> {
     );
     running.add(c);
     child = c;
-    // With loglevel warning redis prints nothing when ready, so readiness is a successful PING.
     c.stdout?.resume();
     c.stderr?.resume();
-    await waitForPing(port, c);
+    try {
+      await waitForOwnRedis(port, c);
+    } catch (err) {
+      await stopChild(c, 'SIGKILL');
+      child = null;
+      throw err;
+    }
   };
-  await launch();
+  // The port was free a moment ago; another test file's server may have taken it since. Ours then
+  // exits (it cannot bind), or the one answering is someone else's: try another port.
+  let port = 0;
+  for (let attempt = 1; ; attempt++) {
+    port = options.port ?? (await freePort());
+    try {
+      await launch(port);
+      break;
+    } catch (err) {
+      if (!(err instanceof PortTaken) || attempt === 5 || options.port !== undefined) throw err;
+    }
+  }
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
@@ -170,7 +188,7 @@ export async function startRedis(): Promise<RedisServer> {
     },
     async restart() {
       if (child) await stopChild(child, 'SIGKILL');
-      await launch();
+      await launch(port);
     },
     async stop() {
       if (child) await stopChild(child, 'SIGTERM');
@@ -179,25 +197,42 @@ export async function startRedis(): Promise<RedisServer> {
   };
 }
 
-async function waitForPing(port: number, child: ChildProcess): Promise<void> {
+/** The server on a port is not the child started for it (another process listens there). */
+class PortTaken extends Error {}
+
+/**
+ * Resolves once `child` answers on `port`. Readiness is a reply to INFO naming the child's own
+ * process id (with loglevel warning redis prints nothing when ready): a PONG alone could come from
+ * another test file's server that took the port first, and two files sharing one server see each
+ * other's restarts.
+ */
+async function waitForOwnRedis(port: number, child: ChildProcess): Promise<void> {
   const { Socket } = await import('node:net');
   const started = Date.now();
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode} before it was ready (port ${port})`);
-    const ok = await new Promise<boolean>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new PortTaken(`redis-server exited (${child.exitCode ?? child.signalCode}) before it was ready (port ${port})`);
+    const pid = await new Promise<number | null>((resolve) => {
       const socket = new Socket();
-      const finish = (value: boolean): void => {
+      let seen = '';
+      const finish = (value: number | null): void => {
         socket.destroy();
         resolve(value);
       };
-      socket.setTimeout(500, () => finish(false));
-      socket.once('error', () => finish(false));
-      socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
-      socket.once('data', (d) => finish(d.toString().startsWith('+PONG')));
+      socket.setTimeout(500, () => finish(null));
+      socket.once('error', () => finish(null));
+      socket.connect(port, '127.0.0.1', () => socket.write('INFO server\r\n'));
+      socket.on('data', (d) => {
+        seen += d.toString();
+        const m = /\r\nprocess_id:(\d+)\r\n/.exec(seen);
+        if (m) finish(Number(m[1]));
+        else if (seen.startsWith('-')) finish(null);
+      });
     });
-    if (ok) return;
+    if (pid !== null && pid === child.pid) return;
+    if (pid !== null) throw new PortTaken(`port ${port} is answered by redis-server pid ${pid}, not ours (${child.pid})`);
     if (Date.now() - started > READY_TIMEOUT_MS)
-      throw new Error(`redis-server on port ${port} did not answer PING within ${READY_TIMEOUT_MS} ms`);
+      throw new Error(`redis-server on port ${port} did not answer INFO within ${READY_TIMEOUT_MS} ms`);
     await new Promise((r) => setTimeout(r, 25));
   }
 }
