@@ -71,6 +71,22 @@ function expectExactTopK(all: ItemInput[], q: number[], ids: readonly string[], 
 }
 
 describe('the ANN index built on its own thread', () => {
+  it('builds in the warm at exactly backgroundRows embedded items, and on its own thread at one more', async () => {
+    // Only present items with an embedding count: items without one and deleted ones do not.
+    const outcome = async (embedded: number): Promise<string> => {
+      const warnings: TidalWarning[] = [];
+      const db = await openDb(warnings, undefined, 1, (b) => b.ann({ backgroundRows: 30 }));
+      internalsOf(db).annBuild.hold();
+      await db.upsertItems(makeItems(0, embedded, 3));
+      await db.upsertItems(Array.from({ length: 10 }, (_, i) => ({ id: `plain${i}`, createdAt: NOW - i })));
+      await db.upsertItems(makeItems(1000, 5, 4));
+      for (let i = 0; i < 5; i++) await db.delete(`b${1000 + i}`);
+      return (await db.warm())[0]!.annSource;
+    };
+    expect(await outcome(30)).toBe('built');
+    expect(await outcome(31)).toBe('building');
+  });
+
   it('answers vector searches exactly while it builds, takes in the writes made meanwhile, and every worker adopts it', async () => {
     const warnings: TidalWarning[] = [];
     const db = await openDb(warnings);

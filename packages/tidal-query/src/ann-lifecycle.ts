@@ -123,8 +123,8 @@ export class AnnLifecycle {
   /** Item rows after a version, in version order, with what the ANN index needs. */
   readonly #annRows: Database.Statement<[number, number]>;
   readonly #annPending: Database.Statement<[number]>;
-  /** Items with an embedding: what a build from nothing adds. */
-  readonly #embedded: Database.Statement<[]>;
+  /** Items with an embedding (what a build from nothing adds), counted up to a limit. */
+  readonly #embedded: Database.Statement<[number]>;
   readonly #maxVersion: Database.Statement<[]>;
 
   constructor(db: Database.Database, catalog: Catalog, ctx: AnnContext, dir: string, backgroundRows = Number.POSITIVE_INFINITY) {
@@ -138,8 +138,17 @@ export class AnnLifecycle {
     this.#exact = this.#vectors ? new ExactVectors(dims, this.#vectors) : null;
     this.#annRows = annRowsStatement(db);
     this.#annPending = db.prepare('SELECT COUNT(*) FROM items WHERE version > ?').pluck();
-    this.#embedded = db.prepare('SELECT COUNT(*) FROM items WHERE present = 1 AND embedding IS NOT NULL').pluck();
+    this.#embedded = db.prepare('SELECT COUNT(*) FROM (SELECT 1 FROM items WHERE present = 1 AND embedding IS NOT NULL LIMIT ?)').pluck();
     this.#maxVersion = db.prepare('SELECT COALESCE(MAX(version), 0) FROM items').pluck();
+  }
+
+  /**
+   * Whether at least `n` items have an embedding. The scan stops at the n-th: every question asked
+   * of the count is "more than a threshold", and counting all of 1 000 000 rows takes a second.
+   */
+  #embeddedAtLeast(n: number): boolean {
+    if (!Number.isFinite(n)) return false;
+    return (this.#embedded.get(Math.max(1, Math.ceil(n))) as number) >= n;
   }
 
   /** Pulls item changes up to at least `version`; returns the number of rows read. */
@@ -242,7 +251,7 @@ export class AnnLifecycle {
     this.#catalogWarning = load.warning;
     if (load.version === 0) return;
     const noIndexYet = !this.#index && !this.#deferred && this.#annVersion === 0;
-    if (schema.embeddingDims === 0 || (noIndexYet && (this.#embedded.get() as number) === 0)) this.#annVersion = load.version;
+    if (schema.embeddingDims === 0 || (noIndexYet && !this.#embeddedAtLeast(1))) this.#annVersion = load.version;
   }
 
   #persistAnn(env: TaskEnvelope, budgetMs: number): Omit<PersistAnnResult, 'catalogSavedVersion'> {
@@ -289,7 +298,7 @@ export class AnnLifecycle {
         // Not mappable: as without one.
       }
     }
-    if ((this.#embedded.get() as number) > this.#backgroundRows) this.#deferred = true;
+    if (this.#embeddedAtLeast(this.#backgroundRows + 1)) this.#deferred = true;
   }
 
   /**
@@ -371,6 +380,7 @@ export class AnnLifecycle {
     const found = readSnapshot(dir, dims, current, true);
     let warning: AnnWarning | undefined;
     const background = (rows: number): boolean => build.running || rows > build.backgroundRows;
+    const manyEmbedded = (): boolean => build.running || this.#embeddedAtLeast(build.backgroundRows + 1);
     const rebuilt = (reason: string): AnnWarning => ({
       code: 'TIDAL_ANN_SNAPSHOT_REBUILT',
       message: `The ANN snapshot in ${dir} is unusable (${reason}); the index is rebuilt from the items table.`,
@@ -410,7 +420,7 @@ export class AnnLifecycle {
         discardSnapshot(dir);
       }
     }
-    if (background(this.#embedded.get() as number)) return deferred();
+    if (manyEmbedded()) return deferred();
     return { ...this.#saveAndMap(new AnnIndex(dims), 0, current), outcome: OUTCOME_BUILT, folded: 0, ...(warning ? { warning } : {}) };
   }
 
