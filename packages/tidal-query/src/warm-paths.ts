@@ -1,10 +1,31 @@
 import { DegradationLevel } from 'tidal-load';
 import type { QueryContext } from './context.js';
 import { blobToVector } from './items-table.js';
-import { levelPlan } from './plan.js';
-import type { RetrieveExecutor } from './retrieve.js';
-import type { SearchExecutor } from './search.js';
-import type { Profile, RetrieveTask, SearchTask, UserQueryState } from './types.js';
+import type { RetrieveMessage, SearchMessage } from './protocol.js';
+import type { Profile, RetrieveTask, SearchTask, TaskEnvelope, UserQueryState } from './types.js';
+
+/**
+ * The keys of a retrieve task and of a search task, in the order the database's thread writes
+ * them (tidal-core's read-requests.ts; a test holds the two together): the warm's tasks have the
+ * same, so a deserialized warm task has the shape of a deserialized real one.
+ */
+export const RETRIEVE_TASK_KEYS = Object.freeze([
+  'profile',
+  'context',
+  'filter',
+  'diversity',
+  'limit',
+  'window',
+  'exclude',
+  'user',
+  'forYou',
+  'order',
+  'related',
+] as const);
+export const SEARCH_TASK_KEYS = Object.freeze(['text', 'vector', 'filter', 'diversity', 'limit', 'boost', 'user'] as const);
+
+/** Terms the warm's text searches draw from: the commonest this many, the first and the last of them. */
+const WARM_TERMS = 64;
 
 /**
  * Runs each profile's query path once at Full (with and without diversity, in each window it
@@ -14,12 +35,21 @@ import type { Profile, RetrieveTask, SearchTask, UserQueryState } from './types.
  * worker's structures built but without this, the first trending, for_you and popular-around-a-
  * vector query after warm took 12–16× the next ones' worker time at 5 000 items; these 29 queries
  * cost the warm 140–210 ms per worker there, 180–240 ms at 50 000 items (the workers run them at
- * once). Reads only; what it leaves behind is what a query leaves (the trending cache at this
- * clock). Returns the queries that ran.
+ * once).
+ *
+ * Each query goes to `run` as a real one arrives: a message of the protocol, structured-cloned
+ * (its task with every key a query's task has, in the order the database's thread writes them),
+ * so the code V8 optimizes here sees what a posted query brings: the deserializer's object
+ * shapes, strings that are not internalized. Tasks built here and run as they are left the first
+ * real queries to deoptimize that code (`--trace-deopt`: "wrong map", "wrong instance type") and
+ * run it again unoptimized: at 1 000 000 items the first `rising` took 42.6–48.9 ms of worker time
+ * after a warm of such tasks, 29.9–39.4 ms after this one (the next ones 10; bench/probes/README.md). Reads only; what it leaves behind is what a query leaves (the
+ * trending cache at this clock). Returns the queries that ran.
  */
-export function exercisePaths(retrieve: RetrieveExecutor, search: SearchExecutor, ctx: QueryContext, nowMs: number): number {
+export function exercisePaths(run: (msg: RetrieveMessage | SearchMessage) => unknown, ctx: QueryContext, env: TaskEnvelope): number {
+  const nowMs = env.nowMs;
+  const queryEnv: TaskEnvelope = { ...env, level: DegradationLevel.Full };
   const catalog = ctx.catalog;
-  const plan = levelPlan(DegradationLevel.Full);
   const byCreated = catalog.byCreatedDesc();
   if (byCreated.length === 0) return 0;
   const field = ctx.schema.creatorField;
@@ -44,6 +74,10 @@ export function exercisePaths(retrieve: RetrieveExecutor, search: SearchExecutor
     limit: 10,
     window: '24h',
     exclude: null,
+    user: null,
+    forYou: null,
+    order: null,
+    related: null,
   });
   const tasks: RetrieveTask[] = (['trending', 'popular', 'new', 'hot', 'rising', 'top'] as const).map(base);
   // The same without diversity (the tail takes another path), in each velocity window for the
@@ -59,27 +93,40 @@ export function exercisePaths(retrieve: RetrieveExecutor, search: SearchExecutor
   const entries = new Float64Array(partners.length * 3);
   partners.forEach((o, i) => entries.set([o, partners.length - i, nowMs], 3 * i));
   tasks.push({ ...base('related'), related: { item: byCreated[0]!, n: partners.length, entries, lambda: 0 } });
-  if (vector) {
-    tasks.push({ ...base('popular'), context: vector });
-    const forYou = { weights: { similarity: 1, velocity: 1, recency: 1, affinity: 1 }, explore: 0.1, seed: 0 };
-    for (const window of ['1h', '24h', '7d'] as const) {
-      tasks.push({ ...base('for_you'), window, user: user(vector, null), forYou });
-      tasks.push({ ...base('for_you'), window, user: user(null, null), forYou });
-    }
+  if (vector) tasks.push({ ...base('popular'), context: vector });
+  // for_you with a preference where items have vectors, and without one always (a catalogue
+  // without embeddings still ranks for_you by its other features).
+  const forYou = { weights: { similarity: 1, velocity: 1, recency: 1, affinity: 1 }, explore: 0.1, seed: 0 };
+  for (const window of ['1h', '24h', '7d'] as const) {
+    if (vector) tasks.push({ ...base('for_you'), window, user: user(vector, null), forYou });
+    tasks.push({ ...base('for_you'), window, user: user(null, null), forYou });
   }
   let ran = 0;
-  for (const task of tasks) if (attempt(() => retrieve.run(task, plan, nowMs))) ran++;
+  for (const task of tasks) if (attempt(() => run(structuredClone({ op: 'retrieve', env: queryEnv, task, cell: -1 })))) ran++;
   const searches: SearchTask[] = [];
-  // One term and two: a text search of several terms takes another loop (MaxScore). At 300 000
-  // demo items the first three-term search after a warm of one term alone took 8.0 ms (median of
-  // 8 processes, load average 12), 2.7 ms after a warm of two terms; the next ones 0.8–1.3 ms.
-  const terms = catalog.text.commonestTerms(2);
-  const texts = terms.length === 2 ? [terms[0]!, terms.join(' ')] : terms;
-  const query = { filter: null, diversity: null, limit: 10, boost: 0.1 };
-  for (const text of texts) searches.push({ ...query, text, vector: null });
-  if (vector) searches.push({ ...query, text: null, vector });
-  if (vector) for (const text of texts) searches.push({ ...query, text, vector });
-  for (const task of searches) if (attempt(() => search.run(task, plan, nowMs))) ran++;
+  // One term and several: a text search of several terms takes another loop (MaxScore), and
+  // which of its branches run depends on how the terms' bounds differ. At 300 000 demo items the
+  // first three-term search after a warm of one term alone took 8.0 ms (median of 8 processes,
+  // load average 12), 2.7 ms after a warm of two terms; the next ones 0.8–1.3 ms. The two
+  // commonest terms alone never skip a list's blocks: at 1 000 000 items the first real search
+  // then deoptimized the skip (`seek`, `--trace-deopt`). So the warm also pairs the commonest term
+  // with a rarer one and searches three.
+  const terms = catalog.text.commonestTerms(WARM_TERMS);
+  const texts = terms.length < 2 ? terms : [terms[0]!, terms.slice(0, 2).join(' '), `${terms[0]!} ${terms.at(-1)!}`];
+  if (terms.length >= 3) texts.push(`${terms[0]!} ${terms[terms.length >> 1]!} ${terms.at(-1)!}`);
+  const query = (text: string | null, v: Float32Array | null): SearchTask => ({
+    text,
+    vector: v,
+    filter: null,
+    diversity: null,
+    limit: 10,
+    boost: 0.1,
+    user: null,
+  });
+  for (const text of texts) searches.push(query(text, null));
+  if (vector) searches.push(query(null, vector));
+  if (vector) for (const text of texts) searches.push(query(text, vector));
+  for (const task of searches) if (attempt(() => run(structuredClone({ op: 'search', env: queryEnv, task, cell: -1 })))) ran++;
   return ran;
 }
 

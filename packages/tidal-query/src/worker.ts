@@ -161,7 +161,11 @@ export default function run(msg: WorkerTask): WorkerResult {
       const t2 = performance.now();
       const termsSummarized = catalog.text.summarizeAll();
       const t3 = performance.now();
-      const pathsRun = exercisePaths(s.retrieve, s.search, s.ctx, msg.env.nowMs);
+      const pathsRun = exercisePaths(
+        (m) => (m.op === 'retrieve' ? retrieve(s, m, performance.now()) : search(s, m, performance.now())),
+        s.ctx,
+        msg.env,
+      );
       const t4 = performance.now();
       return {
         ...warmed,
