@@ -11,6 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createClient } from 'redis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Replica } from '../packages/tidal-fleet/test/helpers/replicas.js';
 import { servicesSkipped, startRedis, type RedisServer } from '../packages/tidal-fleet/test/helpers/services.js';
@@ -120,8 +121,36 @@ describe.skipIf(servicesSkipped)('replication: three replicas on one Redis Strea
       if (same && last.every((s) => s.replication?.unpublished === 0 && countsMatch(s, expected))) return last;
       await sleep(100);
     }
-    const summary = last.map((s) => ({ unpublished: s.replication?.unpublished, origins: s.replication?.origins }));
-    throw new Error(`no convergence within ${CONVERGE_MS} ms: ${JSON.stringify(summary)}`);
+    const summary = last.map((s) => ({
+      replicaId: s.replication?.replicaId,
+      unpublished: s.replication?.unpublished,
+      counts: countsMatch(s, expected),
+      sameView: view(s) === view(last[0]!),
+      origins: s.replication?.origins,
+    }));
+    throw new Error(`no convergence within ${CONVERGE_MS} ms: ${JSON.stringify(summary)}; the stream holds ${await streamSummary()}`);
+  }
+
+  /** What the stream holds per origin (its entries' first seqs, the last few), for a failure's message. */
+  async function streamSummary(): Promise<string> {
+    const client = createClient({ url: redis.url });
+    try {
+      await client.connect();
+      const reply = await client.sendCommand<[string, string[]][]>(['XRANGE', stream, '-', '+']);
+      const byOrigin = new Map<string, string[]>();
+      for (const [id, fields] of reply) {
+        const f = new Map<string, string>();
+        for (let i = 0; i + 1 < fields.length; i += 2) f.set(fields[i]!, fields[i + 1]!);
+        const list = byOrigin.get(f.get('o') ?? '?') ?? [];
+        list.push(`${f.get('s')}@${id}`);
+        byOrigin.set(f.get('o') ?? '?', list);
+      }
+      return JSON.stringify([...byOrigin].map(([o, l]) => ({ origin: o, entries: l.length, last: l.slice(-4) })));
+    } catch (err) {
+      return `(unreadable: ${(err as Error).message})`;
+    } finally {
+      await client.quit().catch(() => {});
+    }
   }
 
   /** Every replica's state is the first one's: counts exactly, scores within float tolerance, rankings equal. */
