@@ -33,18 +33,18 @@ const WARM_TERMS = 64;
  * worker's warm, so that V8 has compiled a profile's code before its first real query does.
  * Measured by bench/probes/first-query.ts (2 cores, Node 20.20, load average ≈ 3.5): with the
  * worker's structures built but without this, the first trending, for_you and popular-around-a-
- * vector query after warm took 12–16× the next ones' worker time at 5 000 items; these 29 queries
- * cost the warm 140–210 ms per worker there, 180–240 ms at 50 000 items (the workers run them at
- * once).
+ * vector query after warm took 12–16× the next ones' worker time at 5 000 items. These queries
+ * cost a reopen's warm 0.52–0.66 s per worker at 1 000 000 items (the workers run them at once).
  *
  * Each query goes to `run` as a real one arrives: a message of the protocol, structured-cloned
  * (its task with every key a query's task has, in the order the database's thread writes them),
  * so the code V8 optimizes here sees what a posted query brings: the deserializer's object
  * shapes, strings that are not internalized. Tasks built here and run as they are left the first
  * real queries to deoptimize that code (`--trace-deopt`: "wrong map", "wrong instance type") and
- * run it again unoptimized: at 1 000 000 items the first `rising` took 42.6–48.9 ms of worker time
- * after a warm of such tasks, 29.9–39.4 ms after this one (the next ones 10; bench/probes/README.md). Reads only; what it leaves behind is what a query leaves (the
- * trending cache at this clock). Returns the queries that ran.
+ * run it again unoptimized: at 1 000 000 items the first `rising` took 42.6–48.9 ms of worker
+ * time after a warm of such tasks, 29.9–39.4 ms after this one (the next ones 10 ms;
+ * bench/probes/README.md). Reads only; what it leaves behind is what a query leaves (the trending
+ * cache at this clock). Returns the queries that ran.
  */
 export function exercisePaths(run: (msg: RetrieveMessage | SearchMessage) => unknown, ctx: QueryContext, env: TaskEnvelope): number {
   const nowMs = env.nowMs;
