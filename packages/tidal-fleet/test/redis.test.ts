@@ -82,16 +82,29 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
       );
       // A long command timeout: a decision made on the local fallback (a loaded machine) would not
       // register its replica with the shared bucket, and the shares below would be of fewer replicas.
-      for (const r of [a!, b!, c!]) expect(await r.takeUpTo('k', 1, 0)).toMatchObject({ backend: 'redis', granted: 1 });
-      // 9 left, more than half the burst: nobody is short, so A takes a whole batch beyond its share.
-      expect((await a!.takeUpTo('k', 5, 0)).granted).toBe(5);
-      // 4 left: short. A already took more than its third of the 12; it gets nothing more...
-      expect(await a!.takeUpTo('k', 4, 0)).toMatchObject({ granted: 0 });
-      // ...and what is left goes to B and C, at most a third of the burst each.
-      expect((await b!.takeUpTo('k', 5, 0)).granted).toBe(4);
-      expect(await c!.takeUpTo('k', 5, 0)).toMatchObject({ granted: 0, remaining: 0 });
-      // The bucket keeps, per replica, when it last asked and what it is owed.
+      // Every decision is the shared bucket's; a failure names the step and shows the bucket then.
       const client = await raw();
+      const steps: string[] = [];
+      const take = async (r: RedisRateSource, name: string, n: number) => {
+        const grant = await r.takeUpTo('k', n, 0);
+        steps.push(`${name} asked ${n}: ${JSON.stringify(grant)}, bucket ${JSON.stringify(await client.hGetAll('t2f:rate:k'))}`);
+        expect(grant.backend, steps.join('\n')).toBe('redis');
+        return grant;
+      };
+      for (const [r, name] of [
+        [a!, 'a'],
+        [b!, 'b'],
+        [c!, 'c'],
+      ] as const)
+        expect((await take(r, name, 1)).granted).toBe(1);
+      // 9 left, more than half the burst: nobody is short, so A takes a whole batch beyond its share.
+      expect((await take(a!, 'a', 5)).granted, steps.join('\n')).toBe(5);
+      // 4 left: short. A already took more than its third of the 12; it gets nothing more...
+      expect((await take(a!, 'a', 4)).granted, steps.join('\n')).toBe(0);
+      // ...and what is left goes to B and C, at most a third of the burst each.
+      expect((await take(b!, 'b', 5)).granted, steps.join('\n')).toBe(4);
+      expect(await take(c!, 'c', 5), steps.join('\n')).toMatchObject({ granted: 0, remaining: 0 });
+      // The bucket keeps, per replica, when it last asked and what it is owed.
       expect(Object.keys(await client.hGetAll('t2f:rate:k')).sort()).toEqual(['a:a', 'a:b', 'a:c', 'mt', 'ts', 'v:a', 'v:b', 'v:c']);
       client.destroy();
     });
