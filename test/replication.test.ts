@@ -126,9 +126,26 @@ describe.skipIf(servicesSkipped)('replication: three replicas on one Redis Strea
       unpublished: s.replication?.unpublished,
       counts: countsMatch(s, expected),
       sameView: view(s) === view(last[0]!),
+      differs: viewDiff(s, last[0]!),
       origins: s.replication?.origins,
     }));
     throw new Error(`no convergence within ${CONVERGE_MS} ms: ${JSON.stringify(summary)}; the stream holds ${await streamSummary()}`);
+  }
+
+  /** The parts of `s`'s view that differ from `base`'s (rankings by name, then items and users), for a failure's message. */
+  function viewDiff(s: State, base: State): string[] {
+    const out = Object.keys({ ...s.rankings, ...base.rankings }).filter(
+      (k) => JSON.stringify(s.rankings[k]) !== JSON.stringify(base.rankings[k]),
+    );
+    const part = (name: 'items' | 'users') => {
+      const keys = Object.keys({ ...s[name], ...base[name] });
+      return keys.filter((k) => JSON.stringify(s[name][k]) !== JSON.stringify(base[name][k])).map((k) => `${name}.${k}`);
+    };
+    return [
+      ...out.map((k) => `rankings.${k}: ${JSON.stringify(s.rankings[k])} against ${JSON.stringify(base.rankings[k])}`),
+      ...part('items'),
+      ...part('users'),
+    ].slice(0, 6);
   }
 
   /** What the stream holds per origin (its entries' first seqs, the last few), for a failure's message. */
