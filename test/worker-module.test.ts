@@ -4,11 +4,19 @@
  * (fixtures/worker-module.mjs) lets the test call the handle over loopback HTTP in each thread.
  */
 import { BroadcastChannel } from 'node:worker_threads';
+import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DegradationLevel, TidalDb, type CursorOptions } from 'tidal-core';
+import { DegradationLevel, TidalDb, type CursorOptions, type SchemaDefinition } from 'tidal-core';
 import { SCHEMA } from './helpers.js';
 
 const MODULE = new URL('./fixtures/worker-module.mjs', import.meta.url);
+
+/** SCHEMA with creators and a preference-moving `like`: what the personalized profiles read. */
+const PERSONAL: SchemaDefinition = {
+  ...SCHEMA,
+  signals: SCHEMA.signals.map((k) => (k.name === 'like' ? { ...k, preference: 0.5 } : k)),
+  creatorField: 'creator',
+};
 
 interface Opened {
   db: TidalDb;
@@ -26,6 +34,7 @@ async function openWithModule(
   thresholds?: { reducedCandidates: number; coarseAggregates: number; noDiversity: number },
   workers = 2,
   cursors?: CursorOptions,
+  schema: SchemaDefinition = SCHEMA,
 ): Promise<Opened> {
   const channel = `worker-module-test-${Math.random()}`;
   const gate = new Int32Array(new SharedArrayBuffer(8));
@@ -37,7 +46,7 @@ async function openWithModule(
       if (ports.length === workers) resolve();
     };
   });
-  let b = TidalDb.builder().ephemeral().schema(SCHEMA).workers(workers).workerModule(MODULE, { channel, gate: gate.buffer });
+  let b = TidalDb.builder().ephemeral().schema(schema).workers(workers).workerModule(MODULE, { channel, gate: gate.buffer });
   if (thresholds) b = b.loadThresholds(thresholds);
   if (cursors) b = b.cursors(cursors);
   const db = await b.open();
@@ -124,15 +133,133 @@ describe('worker modules', () => {
     expect(badWrite.counts.forwarded).toBe(1);
   });
 
-  it('queries needing a user or session go to the database thread; the rest stay', async () => {
+  it('personalized queries (for_you, following, related, unseen, a session) are answered in the thread, with no message to the database thread', async () => {
+    const { db, ports } = await openWithModule(undefined, 2, undefined, PERSONAL);
+    await db.upsertItems(ITEMS);
+    await db.upsertUsers([{ id: 'u1', embedding: [1, 0.5, 0, 0] }, { id: 'u2' }]);
+    await db.hide({ user: 'u1', item: 'item-29' });
+    await db.block({ user: 'u1', creator: 'c3' });
+    await db.follow({ user: 'u1', creator: 'c1' });
+    // u2 and u1 engage with the same items: co-engagement for 'related'.
+    for (const user of ['u1', 'u2']) {
+      await db.signals([
+        { item: 'item-10', kind: 'like', user },
+        { item: 'item-12', kind: 'like', user },
+        { item: 'item-14', kind: 'view', user },
+      ]);
+    }
+    const session = db.openSession({ agent: 'agent-1' });
+    await db.sessionSignal(session, { item: 'item-28', kind: 'view' });
+    const queries = [
+      { profile: 'for_you', user: 'u1', limit: 5 },
+      { profile: 'following', user: 'u1', limit: 5 },
+      { profile: 'related', item: 'item-10', limit: 5 },
+      { profile: 'new', user: 'u1', userFilter: { unseen: true }, limit: 5 },
+      { profile: 'new', session, limit: 5 },
+    ] as const;
+    for (const [i, q] of queries.entries()) {
+      const port = ports[i % 2]!;
+      // The thread's forwarded count so far (this call is one of them), then the query: none more.
+      const before = (await call(port, 'openSessions')).counts.forwarded;
+      const r = await call(port, 'retrieve', q);
+      expect(r.ok, JSON.stringify(r)).toBe(true);
+      expect(r.counts.forwarded, q.profile).toBe(before);
+      const here = await db.retrieve(q);
+      const ids = (r.value as { items: { id: string }[] }).items.map((x) => x.id);
+      expect(ids, JSON.stringify(q)).toEqual(here.items.map((x) => x.id));
+      expect(ids.length).toBeGreaterThan(0);
+      if ('user' in q) {
+        expect(ids).not.toContain('item-29');
+        expect(ids.some((id) => Number(id.slice(5)) % 5 === 3)).toBe(false);
+      }
+      if ('session' in q) expect(ids).not.toContain('item-28');
+    }
+    const s = await call(ports[0]!, 'search', { text: 'jazz', user: 'u1', limit: 5 });
+    expect(s.ok).toBe(true);
+    expect((s.value as { hits: { id: string }[] }).hits.map((h) => h.id)).toEqual(
+      (await db.search({ text: 'jazz', user: 'u1', limit: 5 })).hits.map((h) => h.id),
+    );
+  });
+
+  it('in a thread, a personalized query refuses what the database thread refuses, with the same code and field', async () => {
     const { db, ports } = await openWithModule();
     await db.upsertItems(ITEMS);
     await db.upsertUsers([{ id: 'u1' }]);
-    await db.hide({ user: 'u1', item: 'item-29' });
-    const r = await call(ports[0]!, 'retrieve', { profile: 'new', user: 'u1', limit: 3 });
-    expect(r.ok).toBe(true);
-    expect(r.counts).toEqual({ local: 0, forwarded: 1 });
-    expect((r.value as { items: { id: string }[] }).items.map((i) => i.id)).toEqual(['item-28', 'item-27', 'item-26']);
+    const unknown = await call(ports[0]!, 'retrieve', { profile: 'for_you', user: 'nobody', limit: 3 });
+    expect(unknown).toMatchObject({ ok: false, code: 'TIDAL_INVALID_INPUT', field: 'user' });
+    expect(unknown.counts.forwarded).toBe(0);
+    const session = db.openSession({ agent: 'agent-1' });
+    const wrongAgent = await call(ports[0]!, 'retrieve', { profile: 'new', session: { ...session, agentId: 'other' }, limit: 3 });
+    expect(wrongAgent).toMatchObject({ ok: false, code: 'TIDAL_INVALID_INPUT', field: 'session.agentId' });
+    await db.closeSession(session);
+    const closed = await call(ports[1]!, 'retrieve', { profile: 'new', session, limit: 3 });
+    expect(closed).toMatchObject({ ok: false, code: 'TIDAL_SESSION_CLOSED' });
+    expect(closed.counts.forwarded).toBe(0);
+    await db.deleteUser('u1');
+    const gone = await call(ports[1]!, 'retrieve', { profile: 'for_you', user: 'u1', limit: 3 });
+    expect(gone).toMatchObject({ ok: false, code: 'TIDAL_INVALID_INPUT', field: 'user' });
+    // An item nothing co-engaged with: the database thread answers (it knows whether the item exists).
+    const lonely = await call(ports[0]!, 'retrieve', { profile: 'related', item: 'item-01', limit: 3 });
+    expect(lonely).toMatchObject({ ok: true });
+    expect(lonely.counts.forwarded).toBe(1);
+    const missing = await call(ports[0]!, 'retrieve', { profile: 'related', item: 'no-such-item', limit: 3 });
+    expect(missing).toMatchObject({ ok: false, code: 'TIDAL_INVALID_INPUT', field: 'item' });
+  });
+
+  it('read-your-writes in every thread: a hide, block, follow or signal acknowledged anywhere is honoured by the next read in any thread', async () => {
+    const { db, ports } = await openWithModule(undefined, 2, undefined, PERSONAL);
+    await db.upsertItems(ITEMS);
+    await db.upsertUsers([
+      { id: 'u1', embedding: [1, 0.2, 0, 0] },
+      { id: 'u2', embedding: [0, 1, 0, 0] },
+    ]);
+    type Write =
+      | { op: 'hide' | 'unhide'; user: string; item: string }
+      | { op: 'block' | 'unblock' | 'follow' | 'unfollow'; user: string; creator: string }
+      | { op: 'signals'; user: string; item: string; kind: 'view' | 'like' };
+    const user = fc.constantFrom('u1', 'u2');
+    const item = fc.integer({ min: 0, max: 29 }).map((i) => `item-${String(i).padStart(2, '0')}`);
+    const creator = fc.integer({ min: 0, max: 4 }).map((c) => `c${c}`);
+    const write: fc.Arbitrary<Write> = fc.oneof(
+      fc.record({ op: fc.constantFrom('hide' as const, 'unhide' as const), user, item }),
+      fc.record({ op: fc.constantFrom('block' as const, 'unblock' as const, 'follow' as const, 'unfollow' as const), user, creator }),
+      fc.record({ op: fc.constant('signals' as const), user, item, kind: fc.constantFrom('view' as const, 'like' as const) }),
+    );
+    // Where the write is made (-1: the database's thread, else a worker thread) and where the read runs.
+    const step = fc.record({ write, via: fc.integer({ min: -1, max: 1 }), readIn: fc.integer({ min: 0, max: 1 }), q: fc.nat(3) });
+    const reads = (u: string) => [
+      { profile: 'for_you', user: u, limit: 8 },
+      { profile: 'following', user: u, limit: 8 },
+      { profile: 'new', user: u, userFilter: { unseen: true }, limit: 8 },
+      { profile: 'related', item: 'item-10', user: u, limit: 8 },
+    ];
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 8 }), async (steps) => {
+        for (const st of steps) {
+          const w = st.write;
+          const arg =
+            w.op === 'signals'
+              ? [
+                  [
+                    { item: w.item, kind: w.kind, user: w.user },
+                    { item: 'item-10', kind: 'like', user: w.user },
+                  ],
+                ]
+              : ['item' in w ? { user: w.user, item: w.item } : { user: w.user, creator: w.creator }];
+          if (st.via < 0) await (db[w.op] as (...a: unknown[]) => Promise<unknown>).apply(db, arg);
+          else expect((await call(ports[st.via]!, w.op, ...arg)).ok).toBe(true);
+          const q = reads(w.user)[st.q]!;
+          const there = await call(ports[st.readIn]!, 'retrieve', q);
+          const here = await db.retrieve(q as Parameters<TidalDb['retrieve']>[0]);
+          expect(there.ok, JSON.stringify(there)).toBe(true);
+          expect(
+            (there.value as { items: { id: string }[] }).items.map((x) => x.id),
+            JSON.stringify({ st, q }),
+          ).toEqual(here.items.map((x) => x.id));
+        }
+      }),
+      { numRuns: 15, seed: 20250101 },
+    );
   });
 
   it('a cursor chain started in a worker thread is pinned in the database thread and pages on from any thread', async () => {

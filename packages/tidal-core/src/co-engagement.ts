@@ -79,6 +79,7 @@ export class CoEngagementIndex {
   #size = 0;
   /** Copies of the lists the batch being committed changed. */
   #staged = new Map<number, PartnerList>();
+  #onPublish: ((item: number, task: RelatedTask) => void) | null = null;
   readonly #write: Database.Statement;
 
   constructor(db: Database.Database) {
@@ -101,6 +102,13 @@ export class CoEngagementIndex {
     while (lists.length < item) lists.push(undefined);
     if (lists[item] === undefined) this.#size++;
     lists[item] = l;
+    this.#onPublish?.(item, this.task(item));
+  }
+
+  /** Calls `onPublish` with every list now, and with each list a batch publishes from now on. */
+  share(onPublish: (item: number, task: RelatedTask) => void): void {
+    this.#onPublish = onPublish;
+    for (let item = 0; item < this.#lists.length; item++) if (this.#lists[item] !== undefined) onPublish(item, this.task(item));
   }
 
   /** Starts a batch: copies left by a batch that failed to commit are dropped. */

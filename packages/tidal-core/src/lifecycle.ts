@@ -31,6 +31,7 @@ import { defaultWindow } from './validate.js';
 import type { HostInit } from './worker-host.js';
 import { LinkServer, type LinkHandlers } from './worker-link.js';
 import { WritePath } from './write-path.js';
+import { SharedStateWriter } from './shared-state.js';
 
 /** The query workers' entry when the database has a worker module. */
 const WORKER_HOST_FILENAME = new URL('./worker-host.js', import.meta.url).href;
@@ -146,8 +147,24 @@ export function openParts(o: FilledOptions): DbParts {
       start,
     );
     const inFlight = new SharedArrayBuffer(4);
-    const host: HostInit | undefined =
+    // Threads that answer queries themselves (a worker module's) read users, sessions and
+    // co-engagement from shared memory; without one every read starts on this thread, which has them.
+    const shared =
       o.workerModule === null
+        ? null
+        : new SharedStateWriter(() => {
+            const st = shared!.stats;
+            o.onWarning({
+              code: 'TIDAL_SHARED_STATE_FULL',
+              message: `The shared state for other threads could not hold a record (${st.records} records, ${st.usedBytes} bytes); reads that miss it there go to the database's thread.`,
+            });
+          });
+    if (shared !== null) {
+      users.share(shared, (ordinal) => writes.idOf(ordinal));
+      sessions.share(shared);
+    }
+    const host: HostInit | undefined =
+      o.workerModule === null || shared === null
         ? undefined
         : {
             module: o.workerModule,
@@ -155,6 +172,7 @@ export function openParts(o: FilledOptions): DbParts {
               link: `tidal-link-${randomUUID()}`,
               inFlight,
               itemsVersion: itemsVersionCell.buffer,
+              records: shared.buffers,
               cursorSecret: cursors.secretHex,
               thresholds: o.loadThresholds,
               admissionLimit: o.admissionLimit,

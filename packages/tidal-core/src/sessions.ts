@@ -12,6 +12,7 @@ import {
   type WarningSink,
 } from 'tidal-load';
 import { CLOSED, CLOSING, OPEN, Session, type SessionRow } from './session.js';
+import type { SharedStateSink } from './shared-state.js';
 import { SESSION_DEFAULTS, type FilledSessionOptions } from './session-options.js';
 import { checkId, checkWhole } from './validate.js';
 
@@ -105,6 +106,8 @@ export class SessionRegistry {
   #timer: NodeJS.Timeout | undefined;
   readonly #onWarning: WarningSink;
   #closed = false;
+  /** Where open sessions are published for other threads, once `share` was called. */
+  #sink: SharedStateSink | null = null;
 
   constructor(
     db: Database.Database,
@@ -200,9 +203,24 @@ export class SessionRegistry {
     }
     const handle: SessionHandle = Object.freeze({ id: randomUUID(), agentId: agent });
     const key = Number(this.#insert.run(handle.id, agent, now, ttlMs, now).lastInsertRowid);
-    this.#byId.set(handle.id, new Session(handle, key, now, ttlMs, now, 0, 0));
+    const s = new Session(handle, key, now, ttlMs, now, 0, 0);
+    this.#byId.set(handle.id, s);
+    this.#share(s);
     this.#startTimer();
     return handle;
+  }
+
+  /** Publishes every open session into `sink` (see shared-state.ts), and from now on each change. */
+  share(sink: SharedStateSink): void {
+    this.#sink = sink;
+    for (const s of this.#byId.values()) this.#share(s);
+  }
+
+  /** What another thread's query reads of `s`: its agent, expiry and seen items; gone once it is not open. */
+  #share(s: Session): void {
+    if (this.#sink === null) return;
+    if (s.state !== OPEN) this.#sink.session(s.handle.id, null);
+    else this.#sink.session(s.handle.id, { agentId: s.handle.agentId, expiresAt: s.expiresAt, seen: Int32Array.from(s.seen ?? []) });
   }
 
   /**
@@ -285,10 +303,12 @@ export class SessionRegistry {
 
   /** Applies a committed batch to the sessions in memory (seen sets, counts). */
   applyBatch(events: readonly SessionWriteEvent[]): void {
+    let touched: Set<Session> | null = null;
     for (const e of events) {
       if (e.type !== 'signal' || e.session === null || e.session === undefined) continue;
       const s = this.#byId.get(e.session);
       if (s === undefined) continue;
+      if (this.#sink !== null) (touched ??= new Set()).add(s);
       s.signalsWritten++;
       if (e.sessionAt !== undefined && e.sessionAt > s.lastActiveAt) s.lastActiveAt = e.sessionAt;
       const seen = (s.seen ??= new Set());
@@ -297,6 +317,7 @@ export class SessionRegistry {
         s.exclude = null;
       }
     }
+    if (touched !== null) for (const s of touched) this.#share(s);
   }
 
   /**
@@ -320,6 +341,7 @@ export class SessionRegistry {
 
   async #end(s: Session, closedAt: number, autoClosed: boolean): Promise<SessionSummary> {
     s.state = CLOSING;
+    this.#share(s);
     s.closedAt = closedAt;
     s.autoClosed = autoClosed;
     this.#limiter.drop(s.handle.agentId, s.handle.id);

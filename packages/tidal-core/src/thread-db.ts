@@ -1,9 +1,9 @@
 /**
  * The database as code loaded into a query worker sees it (see `TidalDbBuilder.workerModule`):
- * reads run in the calling thread, on its own catalog, indexes and the shared signal state, with
- * no message to another thread; writes, and the reads that need state only the database's thread
- * holds, travel there through the worker's link (worker-link.ts), batched per turn of the event
- * loop.
+ * reads run in the calling thread, on its own catalog, indexes, the shared signal state and the
+ * shared user, session and co-engagement records (shared-state.ts), with no message to another
+ * thread; writes, and the few reads only the database's thread can answer (see `retrieve`), travel
+ * there through the worker's link (worker-link.ts), batched per turn of the event loop.
  *
  * Admission is shared: the in-flight count lives in the database's SharedArrayBuffer, so a query
  * admitted here counts for every thread, and its level is picked from the whole process's load.
@@ -14,17 +14,23 @@ import {
   type DegradationLevel,
   InFlightGuard,
   InternalError,
+  InvalidInputError,
   LoadDetector,
+  SessionClosedError,
   TidalError,
   TimeoutError,
   type LoadView,
   type Thresholds,
 } from 'tidal-load';
-import type { QuerySchema, RetrieveTask, SearchTask, SignalValues, TaskEnvelope } from 'tidal-query';
+import type { QuerySchema, RetrieveTask, SearchTask, SharedRecordsBuffers, SignalValues, TaskEnvelope } from 'tidal-query';
 import { runInThread } from 'tidal-query/worker';
 import { Cursors } from './cursor.js';
 import { planQuery } from './query-front.js';
 import { ReadPipeline, type PlannedRead, type ReadOp, type ReadTypes } from './read-pipeline.js';
+import type { ReadDeps } from './read-requests.js';
+import { SharedStateReader } from './shared-state.js';
+import { checkUserFilter } from './user-requests.js';
+import { checkId } from './validate.js';
 import type { OpenSessionOptions, SessionHandle, SessionInfo, SessionSummary } from './sessions.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
 import type {
@@ -49,6 +55,8 @@ export interface ThreadInit {
   readonly inFlight: SharedArrayBuffer;
   /** The items version every acknowledged item write reached (a BigInt64 cell). */
   readonly itemsVersion: SharedArrayBuffer;
+  /** Users, sessions and co-engagement lists, as the database's thread publishes them (see shared-state.ts). */
+  readonly records: SharedRecordsBuffers;
   /** The cursor secret, hex: a cursor made here pages on in any thread, and the other way round. */
   readonly cursorSecret: string;
   readonly thresholds: Readonly<Thresholds>;
@@ -85,12 +93,70 @@ function inChain(req: RetrieveRequest | SearchRequest): boolean {
   return req.paginate === true || req.cursor !== undefined;
 }
 
-function needsMainRetrieve(req: RetrieveRequest): boolean {
-  return req.session !== undefined || req.user !== undefined || req.profile === 'related' || req.item !== undefined || inChain(req);
+/** A search whose text the database's thread embeds (`semantic`) goes there, and so does every page of a chain. */
+function needsMainSearch(req: SearchRequest): boolean {
+  return req.semantic !== undefined || inChain(req);
 }
 
-function needsMainSearch(req: SearchRequest): boolean {
-  return req.user !== undefined || req.semantic !== undefined || inChain(req);
+/**
+ * Thrown by a read's dependency when only the database's thread can answer (a record the shared
+ * state does not hold: an item nothing co-engaged with, a session past its TTL that thread closes,
+ * a store that ran out of room): the read is forwarded there. One instance, made once: a throw
+ * captures no stack.
+ */
+class Elsewhere extends Error {}
+const ELSEWHERE = new Elsewhere('answered by the database thread');
+
+/** The read dependencies of a thread that is not the database's: users, sessions and co-engagement from shared memory. */
+function threadReadDeps(init: ThreadInit, cursors: Cursors, shared: SharedStateReader): ReadDeps {
+  const { schema } = init;
+  return {
+    schema,
+    defaultWindow: init.defaultWindow,
+    cursors,
+    chains: null,
+    exclude: (session) => {
+      if (session === undefined) return null;
+      if (typeof session !== 'object' || session === null || typeof session.id !== 'string') {
+        throw new InvalidInputError('session', 'a session handle returned by openSession()', session);
+      }
+      const s = shared.session(session.id);
+      if (s === undefined) {
+        if (shared.incomplete) throw ELSEWHERE;
+        throw new SessionClosedError(session.id, 'retrieve with a session');
+      }
+      if (session.agentId !== s.agentId) {
+        throw new InvalidInputError(
+          'session.agentId',
+          `the agent the session was opened for (${JSON.stringify(s.agentId)})`,
+          session.agentId,
+        );
+      }
+      // Past its TTL the database's thread closes it on the spot (and tells the application).
+      if (Date.now() >= s.expiresAt) throw ELSEWHERE;
+      return s.seen.length === 0 ? null : s.seen;
+    },
+    userState: (req) => {
+      const filter = checkUserFilter(req.userFilter, req.user !== undefined, schema);
+      if (req.user === undefined) return null;
+      const id = checkId('user', req.user);
+      const base = shared.user(id);
+      if (base === undefined) {
+        if (shared.incomplete) throw ELSEWHERE;
+        throw new InvalidInputError('user', 'the id of a user written with upsertUsers (and not deleted)', id);
+      }
+      // Profile `following` ranks the followed creators' items: the filter comes with it.
+      const following = filter.following || (req as RetrieveRequest).profile === 'following';
+      return { ...base, seen: filter.unseen ? base.seen : null, following: following ? base.following : null };
+    },
+    relatedTask: (id) => {
+      checkId('item', id);
+      // Only lists with partners are shared: an unknown item, or one nothing co-engaged with, is the database thread's to tell.
+      const task = shared.related(id);
+      if (task === undefined) throw ELSEWHERE;
+      return task;
+    },
+  };
 }
 
 /** Runs a read's task in this thread, on its own catalog and indexes. */
@@ -140,18 +206,7 @@ export class ThreadDb {
     this.load = this.#detector;
     this.#cursors = Cursors.fromSecret(init.cursorSecret);
     this.#itemsVersion = new BigInt64Array(init.itemsVersion);
-    const none = (what: string) => () => {
-      throw new InternalError(`a query needing ${what} reached a worker thread`);
-    };
-    const deps = {
-      schema: init.schema,
-      defaultWindow: init.defaultWindow,
-      cursors: this.#cursors,
-      chains: null,
-      exclude: (session: RetrieveRequest['session']) => (session === undefined ? null : none('a session')()),
-      userState: () => null,
-      relatedTask: none('co-engagement'),
-    };
+    const deps = threadReadDeps(init, this.#cursors, new SharedStateReader(init.records));
     const plan = (req: QueryControl, op: ReadOp, guard: InFlightGuard) =>
       planQuery(req, op, guard, this.#recorder, init.workers, init.loadManagement);
     this.#reads = new ReadPipeline(deps, plan, () => undefined);
@@ -160,20 +215,22 @@ export class ThreadDb {
   // ---- reads, in this thread ------------------------------------------------------------
 
   /**
-   * As `TidalDb.retrieve`. Runs here unless it needs state the database's thread holds (a
-   * session, a user, profile `related`, a cursor chain), which it then forwards there (its `signal` stays here:
-   * a forwarded query is not aborted with it).
+   * As `TidalDb.retrieve`. Runs here, personalized or not, unless only the database's thread can
+   * answer it (a cursor chain; `related` on an item nothing co-engaged with; a session past its
+   * TTL), which it then forwards there (its `signal` stays here: a forwarded query is not aborted
+   * with it).
    */
   retrieve(req: RetrieveRequest): Promise<RetrieveResults> {
-    if (typeof req === 'object' && req !== null && needsMainRetrieve(req))
-      return this.#forward<RetrieveResults>('retrieve', [portable(req)]);
-    return this.#local('retrieve', req);
+    const elsewhere = () => this.#forward<RetrieveResults>('retrieve', [portable(req)]);
+    if (typeof req === 'object' && req !== null && inChain(req)) return elsewhere();
+    return this.#local('retrieve', req, elsewhere);
   }
 
-  /** As `TidalDb.search`; with `semantic`, a `user` or a cursor chain, forwarded to the database's thread. */
+  /** As `TidalDb.search`; with `semantic` or a cursor chain, forwarded to the database's thread. */
   search(req: SearchRequest): Promise<SearchResults> {
-    if (typeof req === 'object' && req !== null && needsMainSearch(req)) return this.#forward<SearchResults>('search', [portable(req)]);
-    return this.#local('search', req);
+    const elsewhere = () => this.#forward<SearchResults>('search', [portable(req)]);
+    if (typeof req === 'object' && req !== null && needsMainSearch(req)) return elsewhere();
+    return this.#local('search', req, elsewhere);
   }
 
   /**
@@ -181,7 +238,11 @@ export class ThreadDb {
    * itself after this turn of the event loop, with the others this turn admitted, so the count
    * holds every request this thread has taken and not answered, and a burst sees its own load.
    */
-  #local<Op extends ReadOp>(operation: Op, req: ReadTypes[Op]['req']): Promise<ReadTypes[Op]['results']> {
+  #local<Op extends ReadOp>(
+    operation: Op,
+    req: ReadTypes[Op]['req'],
+    elsewhere: () => Promise<ReadTypes[Op]['results']>,
+  ): Promise<ReadTypes[Op]['results']> {
     const sheddable = typeof req === 'object' && req !== null && req.criticality === 'sheddable';
     const admitted = this.#detector.tryEnter(sheddable ? 'sheddable' : 'default');
     if (!(admitted instanceof InFlightGuard)) return Promise.reject(admitted);
@@ -190,7 +251,7 @@ export class ThreadDb {
     try {
       q = this.#reads.start(operation, req, guard);
     } catch (err) {
-      return Promise.reject(err);
+      return err === ELSEWHERE ? elsewhere() : Promise.reject(err);
     }
     const { plan, started } = q;
     return new Promise<ReadTypes[Op]['results']>((resolve, reject) => {

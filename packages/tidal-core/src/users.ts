@@ -14,6 +14,7 @@ import {
 } from 'tidal-query';
 import { AFFINITY_HALF_LIFE_MS } from './schema.js';
 import { CoEngagementIndex, RELATED_HALF_LIFE_MS, RELATED_PARTNERS, RELATED_WINDOW } from './co-engagement.js';
+import type { SharedStateSink } from './shared-state.js';
 import {
   BLOCKED,
   cloneState,
@@ -152,6 +153,8 @@ export class UserRegistry {
   readonly #creators = new Map<string, string>();
   /** Co-engagement between items, fed by the users' signals (profile `related`). */
   readonly #co: CoEngagementIndex;
+  /** Where each batch's changes are published for other threads, once `share` was called. */
+  #sink: SharedStateSink | null = null;
   readonly #stmt: {
     insert: Database.Statement;
     update: Database.Statement;
@@ -426,9 +429,11 @@ export class UserRegistry {
 
   /** Publishes the state the committed batch wrote. */
   apply(): void {
+    const sink = this.#sink;
     for (const [id, u] of this.#staged) {
       if (u === null) this.#byId.delete(id);
       else this.#byId.set(id, u);
+      sink?.user(id, u === null ? null : this.#queryBase(u));
     }
     this.#staged = new Map();
     this.#co.apply();
@@ -479,26 +484,43 @@ export class UserRegistry {
   queryState(field: string, id: string, unseen: boolean, following: boolean): UserQueryState {
     const u = this.#byId.get(id);
     if (u === undefined) throw new InvalidInputError(field, 'the id of a user written with upsertUsers (and not deleted)', id);
-    let base = u.query;
-    if (base === null) {
-      let ref = -Infinity;
-      for (const a of u.affinity.values()) if (a.at > ref) ref = a.at;
-      const creators = [...u.affinity.keys()];
-      const scores = Float64Array.from(creators, (c) => {
-        const a = u.affinity.get(c)!;
-        return a.score * Math.exp(-this.#lambda * (ref - a.at));
-      });
-      base = u.query = {
-        hidden: Int32Array.from(u.hidden),
-        blocked: [...u.blocked],
-        seen: u.seen.slice(0, u.seenCount),
-        following: [...u.following],
-        preference: u.preference,
-        affinityCreators: creators,
-        affinityScores: scores,
-        idHash: hashString(u.id),
-      };
-    }
+    const base = this.#queryBase(u);
     return { ...base, seen: unseen ? base.seen : null, following: following ? base.following : null };
+  }
+
+  /** A user's whole query state (seen set and followed creators included), cached until it changes. */
+  #queryBase(u: UserState): UserQueryState {
+    if (u.query !== null) return u.query;
+    let ref = -Infinity;
+    for (const a of u.affinity.values()) if (a.at > ref) ref = a.at;
+    const creators = [...u.affinity.keys()];
+    const scores = Float64Array.from(creators, (c) => {
+      const a = u.affinity.get(c)!;
+      return a.score * Math.exp(-this.#lambda * (ref - a.at));
+    });
+    return (u.query = {
+      hidden: Int32Array.from(u.hidden),
+      blocked: [...u.blocked],
+      seen: u.seen.slice(0, u.seenCount),
+      following: [...u.following],
+      preference: u.preference,
+      affinityCreators: creators,
+      affinityScores: scores,
+      idHash: hashString(u.id),
+    });
+  }
+
+  /**
+   * Publishes every user's query state and every co-engagement list into `sink` (the state other
+   * threads read, see shared-state.ts), and from now on what each batch changes, after its commit.
+   * `itemId` names an item by its ordinal.
+   */
+  share(sink: SharedStateSink, itemId: (ordinal: number) => string | undefined): void {
+    this.#sink = sink;
+    for (const u of this.#byId.values()) sink.user(u.id, this.#queryBase(u));
+    this.#co.share((ordinal, task) => {
+      const id = itemId(ordinal);
+      if (id !== undefined) sink.related(id, task);
+    });
   }
 }

@@ -69,6 +69,8 @@ export class WritePath {
   readonly #items: ItemsWriter;
   readonly #kindIndex: ReadonlyMap<string, number>;
   readonly #ids: Map<string, number>;
+  /** {@link #ids} the other way round: dense, ordinals are handed out in order. */
+  readonly #idByOrdinal: (string | undefined)[];
   readonly #gc: GroupCommit<WriteEvent>;
   /** The next ordinal to hand out: above every ordinal ever committed. */
   #nextOrdinal = 0;
@@ -93,6 +95,8 @@ export class WritePath {
     this.#kindIndex = new Map(o.schema.kinds.map((k, i) => [k.name, i]));
     this.#ids = start.ids;
     for (const ordinal of this.#ids.values()) if (ordinal >= this.#nextOrdinal) this.#nextOrdinal = ordinal + 1;
+    this.#idByOrdinal = new Array<string | undefined>(this.#nextOrdinal).fill(undefined);
+    for (const [id, ordinal] of this.#ids) this.#idByOrdinal[ordinal] = id;
     this.#itemsVersion = start.itemsVersion;
     if (deps.itemsVersionCell !== undefined) Atomics.store(deps.itemsVersionCell, 0, BigInt(start.itemsVersion));
     this.#eventsSinceCheckpoint = start.eventsSinceCheckpoint;
@@ -121,6 +125,11 @@ export class WritePath {
 
   ordinalOf(id: string): number | undefined {
     return this.#ids.get(id);
+  }
+
+  /** The id an ordinal was handed out to, or undefined. */
+  idOf(ordinal: number): string | undefined {
+    return this.#idByOrdinal[ordinal];
   }
 
   item(id: string): StoredItem | undefined {
@@ -291,6 +300,7 @@ export class WritePath {
     }
     this.#nextOrdinal++;
     this.#ids.set(id, ordinal);
+    this.#idByOrdinal[ordinal] = id;
     this.#unpersisted.add(ordinal);
     this.#fresh.push(id);
     return { ordinal, known: false };
@@ -307,6 +317,7 @@ export class WritePath {
       const id = fresh[i]!;
       const ordinal = this.#ids.get(id)!;
       this.#ids.delete(id);
+      this.#idByOrdinal[ordinal] = undefined;
       this.#unpersisted.delete(ordinal);
       this.#nextOrdinal--;
     }

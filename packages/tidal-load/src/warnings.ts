@@ -58,6 +58,8 @@ export const WARNING_CODES = [
   'TIDAL_REPLICATION_STALLED',
   /** The replication log no longer holds the entries after this replica's stored position (trimmed by retention). */
   'TIDAL_REPLICATION_GAP',
+  /** The shared memory holding user, session and co-engagement state for other threads is full; their personalized reads go to the database's thread. */
+  'TIDAL_SHARED_STATE_FULL',
 ] as const;
 
 export type WarningCode = (typeof WARNING_CODES)[number];

@@ -45,3 +45,7 @@ export { FOR_YOU_WEIGHTS, FOR_YOU_EXPLORE, RECENCY_HALF_LIFE_MS } from './profil
 export { hashString } from './user-state.js';
 export { HOT_GRAVITY } from './profiles/hot-top.js';
 export { RISING_BASELINE } from './profiles/rising.js';
+export { SharedRecordsReader, SharedRecordsWriter, sharedRecordRetries } from './shared/records.js';
+export type { FoundRecord, SharedRecordsBuffers, SharedRecordsStats } from './shared/records.js';
+export { decodeRelated, decodeSession, decodeUserState, encodeRelated, encodeSession, encodeUserState } from './shared/state-records.js';
+export type { SessionRecord } from './shared/state-records.js';

@@ -1,0 +1,133 @@
+/**
+ * The read state of users, sessions and co-engagement, once per process: the database's thread
+ * publishes it into shared records (tidal-query's `SharedRecordsWriter`) after each commit, before
+ * the commit's promises resolve; every other thread reads it without a message, so a query naming
+ * a user, a session or an item (`for_you`, `following`, `related`, `unseen`, a session's retrieve)
+ * is answered in the thread that took it. An acknowledged write is visible to the next read in any
+ * thread, as on the database's thread.
+ *
+ * Keys: `u:<user id>` (the user's query state), `s:<session id>` (agent, expiry, seen ordinals),
+ * `r:<item id>` (the item's co-engagement list). A reader caches what it decoded per key and
+ * reuses it while the key points at the same record.
+ */
+import {
+  SharedRecordsReader,
+  SharedRecordsWriter,
+  decodeRelated,
+  decodeSession,
+  decodeUserState,
+  encodeRelated,
+  encodeSession,
+  encodeUserState,
+  type FoundRecord,
+  type RelatedTask,
+  type SessionRecord,
+  type SharedRecordsBuffers,
+  type SharedRecordsStats,
+  type UserQueryState,
+} from 'tidal-query';
+
+/** What the registries publish into (the database's thread only). */
+export interface SharedStateSink {
+  user(id: string, state: UserQueryState | null): void;
+  session(id: string, record: SessionRecord | null): void;
+  related(itemId: string, task: RelatedTask | null): void;
+}
+
+/** The writer: the database's thread. */
+export class SharedStateWriter implements SharedStateSink {
+  readonly #records = new SharedRecordsWriter();
+  /** Called once when a record finds no room: reads of missing keys then go to the database's thread. */
+  #onFull: (() => void) | null;
+
+  constructor(onFull: () => void) {
+    this.#onFull = onFull;
+  }
+
+  get buffers(): SharedRecordsBuffers {
+    return this.#records.buffers;
+  }
+
+  get stats(): SharedRecordsStats {
+    return this.#records.stats;
+  }
+
+  #set(key: string, value: Uint8Array | null): void {
+    if (value === null) {
+      this.#records.delete(key);
+      return;
+    }
+    if (!this.#records.set(key, value) && this.#onFull !== null) {
+      const onFull = this.#onFull;
+      this.#onFull = null;
+      onFull();
+    }
+  }
+
+  user(id: string, state: UserQueryState | null): void {
+    this.#set(`u:${id}`, state === null ? null : encodeUserState(state));
+  }
+
+  session(id: string, record: SessionRecord | null): void {
+    this.#set(`s:${id}`, record === null ? null : encodeSession(record));
+  }
+
+  related(itemId: string, task: RelatedTask | null): void {
+    this.#set(`r:${itemId}`, task === null || task.n === 0 ? null : encodeRelated(task));
+  }
+
+  /** Runs `fn` so that what it publishes becomes visible to readers at once, all of it. */
+  batch(fn: () => void): void {
+    this.#records.batch(fn);
+  }
+}
+
+/** A decoded record kept beside the record it came from. */
+interface Cached<T> {
+  found: FoundRecord;
+  value: T;
+}
+
+/** Decoded records kept per reader thread; past this many the cache starts again. */
+const CACHE_LIMIT = 4096;
+
+/** A reader: any thread. */
+export class SharedStateReader {
+  readonly #records: SharedRecordsReader;
+  readonly #cache = new Map<string, Cached<unknown>>();
+
+  constructor(buffers: SharedRecordsBuffers) {
+    this.#records = new SharedRecordsReader(buffers);
+  }
+
+  /** Whether a record once found no room: a key missing here may exist on the database's thread. */
+  get incomplete(): boolean {
+    return this.#records.full;
+  }
+
+  #get<T>(key: string, decode: (b: Uint8Array) => T): T | undefined {
+    const cached = this.#cache.get(key) as Cached<T> | undefined;
+    const found = this.#records.get(key, cached?.found);
+    if (found === undefined) {
+      if (cached !== undefined) this.#cache.delete(key);
+      return undefined;
+    }
+    if (cached !== undefined && cached.found === found) return cached.value;
+    const value = decode(found.value);
+    if (this.#cache.size >= CACHE_LIMIT) this.#cache.clear();
+    this.#cache.set(key, { found, value });
+    return value;
+  }
+
+  user(id: string): UserQueryState | undefined {
+    return this.#get(`u:${id}`, decodeUserState);
+  }
+
+  session(id: string): SessionRecord | undefined {
+    return this.#get(`s:${id}`, decodeSession);
+  }
+
+  related(itemId: string): RelatedTask | undefined {
+    return this.#get(`r:${itemId}`, decodeRelated);
+  }
+}
