@@ -315,6 +315,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'resolveRateLimiterConfig',
     'resolveThresholds',
     'takeWaitMs',
+    'reviveError',
   ],
   'tidal-query': [
     'ANN_BUILDER_FILENAME',

@@ -64,6 +64,7 @@ interface CallAnswer {
   message?: string;
   counts: { local: number; forwarded: number };
   threadId: number;
+  isClass?: boolean;
 }
 
 async function call(port: number, method: string, ...args: unknown[]): Promise<CallAnswer> {
@@ -127,8 +128,13 @@ describe('worker modules', () => {
     const bad = await call(ports[0]!, 'retrieve', { profile: 'trending', limit: 0 });
     expect(bad).toMatchObject({ ok: false, code: 'TIDAL_INVALID_INPUT', field: 'limit' });
     expect(bad.counts.forwarded).toBe(0);
+    expect(bad.isClass).toBe(true);
     const badWrite = await call(ports[0]!, 'signals', [{ item: '', kind: 'view' }]);
-    expect(badWrite).toMatchObject({ ok: false, code: 'TIDAL_INVALID_INPUT' });
+    // Made again as its own class on this side of the link: instanceof InvalidInputError holds.
+    expect(badWrite).toMatchObject({ ok: false, code: 'TIDAL_INVALID_INPUT', name: 'InvalidInputError', isClass: true });
+    const closed = await call(ports[0]!, 'sessionSignal', { id: 'no-such-session', agentId: 'a' }, { item: 'x', kind: 'view' });
+    expect(closed).toMatchObject({ ok: false, code: 'TIDAL_SESSION_CLOSED', name: 'SessionClosedError', isClass: true });
+    expect(closed.value).toBeUndefined();
     expect(badWrite.field).toMatch(/item/);
     expect(badWrite.counts.forwarded).toBe(1);
   });

@@ -10,7 +10,7 @@
  * ids from them), then sends `start`. Nothing is posted before both ends exist, so nothing is lost.
  */
 import { BroadcastChannel } from 'node:worker_threads';
-import { InternalError, TidalError, type ErrorCode } from 'tidal-load';
+import { InternalError, TidalError, reviveError } from 'tidal-load';
 
 /** One call: `method(...args)` on the database's thread. */
 interface Call {
@@ -59,13 +59,10 @@ function toWire(err: unknown): WireError {
   return { name: e?.name ?? 'Error', message: e?.message ?? String(err), code: TidalError.is(err) ? err.code : null, fields };
 }
 
-/** The error a worker's caller sees: a `TidalError` with the same code, message and fields. */
+/** The error a worker's caller sees: the class of its code, with the same message and fields. */
 function fromWire(w: WireError): TidalError {
   if (w.code === null) return new InternalError(`the database thread failed: ${w.message}`);
-  const err = new TidalError(w.code as ErrorCode, w.message);
-  Object.assign(err, w.fields);
-  err.name = w.name;
-  return err;
+  return reviveError(w.code, w.message, w.fields);
 }
 
 /** The worker's end: `call` resolves with what the method returned there, or rejects with its error. */

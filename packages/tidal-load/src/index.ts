@@ -19,6 +19,7 @@ export {
   DirectoryLockedError,
   CursorExpiredError,
   ERROR_CODES,
+  reviveError,
 } from './errors.js';
 export type { ErrorCode, CursorGoneReason } from './errors.js';
 export { WARNING_CODES, emitProcessWarning } from './warnings.js';
