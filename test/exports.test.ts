@@ -180,6 +180,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'SignalValues',
     'TextEmbedder',
     'ThreadDb',
+    'DbCalls',
     'Thresholds',
     'TidalDb',
     'TidalDbBuilder',

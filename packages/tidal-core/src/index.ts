@@ -10,6 +10,7 @@ export type { TextEmbedder, EmbedAnswer, EmbedCallOptions, SemanticFallback } fr
 export type { TidalOptions, CapacityOptions, WorkerModule, AnnOptions, WarmOptions } from './options.js';
 export type { AnnBuildStats } from './ann-build.js';
 export type { ThreadDb } from './thread-db.js';
+export type { DbCalls } from './thread-methods.js';
 export type { WorkerModuleExports } from './worker-host.js';
 export type { WorkSharingOptions } from './sharing.js';
 export type { LevelReason } from './level-choice.js';

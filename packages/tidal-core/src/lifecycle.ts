@@ -29,7 +29,8 @@ import { Meta, openStorage } from 'tidal-wal/storage';
 import type { UserRegistry } from './users.js';
 import { defaultWindow } from './validate.js';
 import type { HostInit } from './worker-host.js';
-import { LinkServer, type LinkHandlers } from './worker-link.js';
+import { LinkServer } from './worker-link.js';
+import type { LinkHandlers } from './thread-methods.js';
 import { WritePath } from './write-path.js';
 import { SharedStateWriter } from './shared-state.js';
 
@@ -260,7 +261,7 @@ export function raiseWarmWarnings(results: readonly WarmResult[], onWarning: War
 export function startWorkerModule(
   host: HostInit,
   threadIds: readonly number[],
-  handlers: LinkHandlers,
+  handlers: Omit<LinkHandlers, 'moduleStarted'>,
 ): { link: LinkServer; started: Promise<void> } {
   const waiting = new Map<number, { resolve: () => void; reject: (e: unknown) => void }>();
   const started = threadIds.map((id) => new Promise<void>((resolve, reject) => waiting.set(id, { resolve, reject })));

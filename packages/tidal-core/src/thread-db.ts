@@ -22,7 +22,7 @@ import {
   type LoadView,
   type Thresholds,
 } from 'tidal-load';
-import type { QuerySchema, RetrieveTask, SearchTask, SharedRecordsBuffers, SignalValues, TaskEnvelope } from 'tidal-query';
+import type { QuerySchema, RetrieveTask, SearchTask, SharedRecordsBuffers, TaskEnvelope } from 'tidal-query';
 import { runInThread } from 'tidal-query/worker';
 import { Cursors } from './cursor.js';
 import { planQuery } from './query-front.js';
@@ -31,20 +31,9 @@ import type { ReadDeps } from './read-requests.js';
 import { SharedStateReader } from './shared-state.js';
 import { checkUserFilter } from './user-requests.js';
 import { checkId } from './validate.js';
-import type { OpenSessionOptions, SessionHandle, SessionInfo, SessionSummary } from './sessions.js';
-import { QueryRecorder, type QueryStats } from './stats.js';
-import type {
-  Item,
-  ItemInput,
-  QueryControl,
-  RetrieveRequest,
-  RetrieveResults,
-  SearchRequest,
-  SearchResults,
-  SignalInput,
-} from './types.js';
-import type { User, UserInput } from './users.js';
-import type { UserCreatorInput, UserItemInput } from './user-requests.js';
+import { QueryRecorder } from './stats.js';
+import type { QueryControl, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
+import { Forwarding, type LinkCalls, type LinkMethod } from './thread-methods.js';
 import type { LinkClient } from './worker-link.js';
 
 /** What a worker thread is told about the database it serves (part of its `workerData`). */
@@ -180,7 +169,7 @@ function portable<T extends QueryControl>(req: T): T {
  * The database as a worker thread's code uses it. Made by the query worker when the database was
  * opened with a worker module, and handed to the module's `start(db, data)`.
  */
-export class ThreadDb {
+export class ThreadDb extends Forwarding {
   readonly #link: LinkClient;
   readonly #detector: LoadDetector;
   readonly #recorder = new QueryRecorder();
@@ -196,6 +185,7 @@ export class ThreadDb {
   readonly load: LoadView;
 
   constructor(init: ThreadInit, link: LinkClient) {
+    super();
     this.#link = link;
     this.#detector = new LoadDetector({
       thresholds: init.thresholds,
@@ -221,14 +211,14 @@ export class ThreadDb {
    * with it).
    */
   retrieve(req: RetrieveRequest): Promise<RetrieveResults> {
-    const elsewhere = () => this.#forward<RetrieveResults>('retrieve', [portable(req)]);
+    const elsewhere = () => this.#forward('retrieve', [portable(req)]);
     if (typeof req === 'object' && req !== null && inChain(req)) return elsewhere();
     return this.#local('retrieve', req, elsewhere);
   }
 
   /** As `TidalDb.search`; with `semantic` or a cursor chain, forwarded to the database's thread. */
   search(req: SearchRequest): Promise<SearchResults> {
-    const elsewhere = () => this.#forward<SearchResults>('search', [portable(req)]);
+    const elsewhere = () => this.#forward('search', [portable(req)]);
     if (typeof req === 'object' && req !== null && needsMainSearch(req)) return elsewhere();
     return this.#local('search', req, elsewhere);
   }
@@ -326,94 +316,19 @@ export class ThreadDb {
     this.#reportTimer.unref();
   }
 
-  #forward<T>(method: string, args: readonly unknown[]): Promise<T> {
+  #forward<M extends LinkMethod>(method: M, args: LinkCalls[M]['args']): Promise<LinkCalls[M]['answer']> {
     this.counts.forwarded++;
-    return this.#link.call<T>(method, args);
+    return this.#link.call(method, args);
   }
 
-  // ---- through the database's thread -------------------------------------------------------
-
-  /** As `TidalDb.get` (forwarded: the stored row is read by the database's thread). */
-  get(id: string): Promise<Item | undefined> {
-    return this.#forward('get', [id]);
+  /** What each forwarded method of the one table calls (see `Forwarding`). */
+  forward<M extends LinkMethod>(method: M, args: LinkCalls[M]['args']): Promise<LinkCalls[M]['answer']> {
+    return this.#forward(method, args);
   }
 
-  /** As `TidalDb.itemSignals`, forwarded. */
-  itemSignals(id: string): Promise<Record<string, SignalValues>> {
-    return this.#forward('itemSignals', [id]);
-  }
-
-  upsertItems(items: readonly ItemInput[]): Promise<void> {
-    return this.#forward('upsertItems', [items]);
-  }
-
-  delete(id: string): Promise<void> {
-    return this.#forward('delete', [id]);
-  }
-
+  /** As `TidalDb.signal`: sent across as `signals([signal])`. */
   signal(signal: SignalInput): Promise<number> {
     return this.#forward('signals', [[signal]]);
-  }
-
-  signals(batch: readonly SignalInput[]): Promise<number> {
-    return this.#forward('signals', [batch]);
-  }
-
-  upsertUsers(users: readonly UserInput[]): Promise<void> {
-    return this.#forward('upsertUsers', [users]);
-  }
-
-  getUser(id: string): Promise<User | undefined> {
-    return this.#forward('getUser', [id]);
-  }
-
-  deleteUser(id: string): Promise<void> {
-    return this.#forward('deleteUser', [id]);
-  }
-
-  hide(edge: UserItemInput): Promise<void> {
-    return this.#forward('hide', [edge]);
-  }
-
-  unhide(edge: UserItemInput): Promise<void> {
-    return this.#forward('unhide', [edge]);
-  }
-
-  block(edge: UserCreatorInput): Promise<void> {
-    return this.#forward('block', [edge]);
-  }
-
-  unblock(edge: UserCreatorInput): Promise<void> {
-    return this.#forward('unblock', [edge]);
-  }
-
-  follow(edge: UserCreatorInput): Promise<void> {
-    return this.#forward('follow', [edge]);
-  }
-
-  unfollow(edge: UserCreatorInput): Promise<void> {
-    return this.#forward('unfollow', [edge]);
-  }
-
-  openSession(options: OpenSessionOptions): Promise<SessionHandle> {
-    return this.#forward('openSession', [options]);
-  }
-
-  sessionSignal(session: SessionHandle, signal: SignalInput): Promise<number> {
-    return this.#forward('sessionSignal', [session, signal]);
-  }
-
-  closeSession(session: SessionHandle): Promise<SessionSummary> {
-    return this.#forward('closeSession', [session]);
-  }
-
-  openSessions(): Promise<SessionInfo[]> {
-    return this.#forward('openSessions', []);
-  }
-
-  /** The database's `stats()`, from its thread. */
-  stats(): Promise<QueryStats> {
-    return this.#forward('stats', []);
   }
 
   /** A worker thread does not close the database: the thread that opened it does. */

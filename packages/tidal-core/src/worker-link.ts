@@ -11,11 +11,12 @@
  */
 import { BroadcastChannel } from 'node:worker_threads';
 import { InternalError, TidalError, reviveError } from 'tidal-load';
+import type { LinkCalls, LinkHandlers, LinkMethod } from './thread-methods.js';
 
 /** One call: `method(...args)` on the database's thread. */
 interface Call {
   readonly id: number;
-  readonly method: string;
+  readonly method: LinkMethod;
   readonly args: readonly unknown[];
 }
 
@@ -87,10 +88,10 @@ export class LinkClient {
     this.#onControl = handler;
   }
 
-  call<T>(method: string, args: readonly unknown[]): Promise<T> {
+  call<M extends LinkMethod>(method: M, args: LinkCalls[M]['args']): Promise<LinkCalls[M]['answer']> {
     if (this.#closed) return Promise.reject(new InternalError(`cannot call ${method}: the link to the database thread is closed`));
     const id = this.#next++;
-    return new Promise<T>((resolve, reject) => {
+    return new Promise<LinkCalls[M]['answer']>((resolve, reject) => {
       this.#waiting.set(id, { resolve: resolve as (v: unknown) => void, reject });
       this.#batch.push({ id, method, args });
       if (this.#flushQueued) return;
@@ -155,9 +156,6 @@ export class LinkClient {
   }
 }
 
-/** What the database's thread runs for a worker: a method name to a function of the call's arguments. */
-export type LinkHandlers = Readonly<Record<string, (...args: never[]) => unknown>>;
-
 /** The database thread's end: answers every worker's calls with `handlers`. */
 export class LinkServer {
   readonly #threads = new Map<number, { up: BroadcastChannel; down: BroadcastChannel; replies: Reply[]; flushQueued: boolean }>();
@@ -196,7 +194,7 @@ export class LinkServer {
       this.calls++;
       let value: unknown;
       try {
-        const fn = this.#handlers[c.method];
+        const fn = Object.hasOwn(this.#handlers, c.method) ? this.#handlers[c.method] : undefined;
         if (fn === undefined) throw new InternalError(`the database thread has no method ${JSON.stringify(c.method)} for a worker`);
         value = (fn as (...args: readonly unknown[]) => unknown)(...c.args);
       } catch (err) {

@@ -10,7 +10,7 @@ import { createServer as createHttpServer, type IncomingMessage, type Server, ty
 import type { AddressInfo, Socket } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Registry } from 'prom-client';
-import { levelName, type TidalDb } from 'tidal-core';
+import { levelName, type DbCalls, type TidalDb } from 'tidal-core';
 import { createAdmissionChain } from './admission/chain.js';
 import { JSON_TYPE, errorJson, refusalBody, refusalHeaders, refusalSendsDate } from './admission/refusal.js';
 import { isSharedStats } from './admission/shared-limits.js';
@@ -24,31 +24,18 @@ import { setReplyHandlers } from './replies.js';
 import { LEVEL_HEADER, registerRoutes, routeName } from './routes.js';
 
 /**
- * The calls of the database the server makes. A `TidalDb` is one, and so is the thread-local
- * `ThreadDb` an HTTP acceptor thread has (its reads and writes that cross to the database's
- * thread answer with a promise where `TidalDb` answers at once).
+ * The calls of the database the server makes: the methods a worker thread's handle has (tidal-core's
+ * one table, `DbCalls`), plus `signal`, the load view and the closed flag. A `TidalDb` is one, and
+ * so is the thread-local `ThreadDb` an HTTP acceptor thread has (its calls that cross to the
+ * database's thread answer with a promise where `TidalDb` may answer at once).
  */
-export interface ServeDb {
-  upsertItems: TidalDb['upsertItems'];
-  get: TidalDb['get'];
-  delete: TidalDb['delete'];
+export type ServeDb = DbCalls & {
   signal: TidalDb['signal'];
-  signals: TidalDb['signals'];
-  itemSignals(id: string): ReturnType<TidalDb['itemSignals']> | Promise<ReturnType<TidalDb['itemSignals']>>;
-  retrieve: TidalDb['retrieve'];
-  search: TidalDb['search'];
-  openSession(
-    options: Parameters<TidalDb['openSession']>[0],
-  ): ReturnType<TidalDb['openSession']> | Promise<ReturnType<TidalDb['openSession']>>;
-  sessionSignal: TidalDb['sessionSignal'];
-  closeSession: TidalDb['closeSession'];
-  openSessions(): ReturnType<TidalDb['openSessions']> | Promise<ReturnType<TidalDb['openSessions']>>;
-  stats(): ReturnType<TidalDb['stats']> | Promise<ReturnType<TidalDb['stats']>>;
   readonly load: TidalDb['load'];
   readonly closed: boolean;
   /** Absent on a handle that does not own the database (an acceptor thread's). */
   close?(): Promise<void>;
-}
+};
 
 /**
  * An application's own routes, loaded into the server beside tidal's: a fastify plugin,
