@@ -8,6 +8,7 @@ import {
   type RetrieveRequest,
   type SearchRequest,
   type SignalInput,
+  type User,
 } from 'tidal-core';
 import { ServeError } from './errors.js';
 import { contextOf } from './context.js';
@@ -46,9 +47,12 @@ export function routeName(method: string, path: string): string {
       return 'items';
     case '/sessions':
       return 'sessions';
+    case '/users':
+      return 'users';
   }
   if (path.startsWith('/items/')) return path.endsWith('/signals') && method === 'GET' ? 'item-signals' : 'items';
   if (path.startsWith('/sessions/')) return 'sessions';
+  if (path.startsWith('/users/')) return 'users';
   return 'other';
 }
 
@@ -90,6 +94,20 @@ function wantsExplain(body: Record<string, unknown>): boolean {
   if (typeof explain !== 'boolean') throw new InvalidInputError('explain', 'true or false', explain);
   delete body.explain;
   return explain;
+}
+
+/** A user as JSON: the vectors as plain arrays. */
+function userJson(user: User): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...user, preference: user.preference === null ? null : Array.from(user.preference) };
+  if (user.embedding !== undefined) out.embedding = Array.from(user.embedding);
+  return out;
+}
+
+/** The one string field `field` of a body (`item` of a hide, `creator` of a block), checked by the database itself after. */
+function edgeField(body: Record<string, unknown>, field: 'item' | 'creator'): string {
+  const keys = Object.keys(body).filter((k) => k !== field);
+  if (keys.length > 0) throw new InvalidInputError(keys[0]!, `absent: the body is { ${field} }`, body[keys[0]!]);
+  return body[field] as string;
 }
 
 /** An item as JSON: the embedding as a plain array (a Float32Array would serialise as an object). */
@@ -200,6 +218,45 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     '/search',
     query('hits', (r) => db.search(r as unknown as SearchRequest)),
   );
+
+  // Users and their hard negatives and follows: writes, answered once durable.
+  app.post('/users', async (req) => {
+    const users = Array.isArray(req.body) ? req.body : [objectBody(req.body)];
+    await db.upsertUsers(users);
+    return { upserted: users.length };
+  });
+  app.put<{ Params: { id: string } }>('/users/:id', async (req) => {
+    const body = objectBody(req.body);
+    const id = req.params.id;
+    if (body.id !== undefined && body.id !== id)
+      throw new InvalidInputError('id', `the id in the path (${JSON.stringify(id)}) or left out`, body.id);
+    await db.upsertUsers([{ ...body, id }]);
+    return { upserted: 1 };
+  });
+  app.get<{ Params: { id: string } }>('/users/:id', async (req) => {
+    const user = await db.getUser(req.params.id);
+    if (user === undefined)
+      throw new ServeError(404, 'TIDAL_SERVE_NOT_FOUND', `no user ${JSON.stringify(req.params.id)}`, { id: req.params.id });
+    return userJson(user);
+  });
+  app.delete<{ Params: { id: string } }>('/users/:id', async (req) => {
+    await db.deleteUser(req.params.id);
+    return { deleted: req.params.id };
+  });
+  for (const op of ['hide', 'unhide'] as const) {
+    app.post<{ Params: { id: string } }>(`/users/:id/${op}`, async (req) => {
+      const item = edgeField(objectBody(req.body), 'item');
+      await db[op]({ user: req.params.id, item });
+      return { user: req.params.id, item, [op === 'hide' ? 'hidden' : 'unhidden']: true };
+    });
+  }
+  for (const op of ['block', 'unblock', 'follow', 'unfollow'] as const) {
+    app.post<{ Params: { id: string } }>(`/users/:id/${op}`, async (req) => {
+      const creator = edgeField(objectBody(req.body), 'creator');
+      await db[op]({ user: req.params.id, creator });
+      return { user: req.params.id, creator, [`${op}ed`]: true };
+    });
+  }
 
   // Agent sessions.
   app.post('/sessions', async (req, reply) => {

@@ -703,3 +703,82 @@ describe('draining', () => {
     expect((await call(url, 'GET', '/healthz')).status).toBe(200);
   });
 });
+
+describe('user routes against a real database', () => {
+  let db: TidalDb;
+  let server: TidalServer;
+  let url: string;
+
+  beforeAll(async () => {
+    db = await TidalDb.builder()
+      .ephemeral()
+      .schema({ ...SCHEMA, metadata: { category: 'string', creator: 'string' }, creatorField: 'creator' })
+      .workers(1)
+      .clock(() => NOW)
+      .open();
+    server = await startServer({ db, port: 0, host: '127.0.0.1', registry: new Registry() });
+    url = server.url!;
+    await db.upsertItems(
+      ['a', 'b', 'c', 'd'].map((id, i) => ({
+        id,
+        text: `item ${id}`,
+        metadata: { category: 'jazz', creator: `c${i % 2}` },
+        createdAt: NOW - i,
+      })),
+    );
+  });
+  afterAll(async () => {
+    await server.close({ drainMs: 0 });
+    await db.close();
+  });
+
+  const newest = async (user: string): Promise<string[]> => {
+    const r = await call(url, 'POST', '/retrieve', { profile: 'new', user, limit: 10 });
+    expect(r.status).toBe(200);
+    return (r.body.items as { id: string }[]).map((i) => i.id);
+  };
+
+  it('upserts, reads and deletes a user; hides, blocks and follows change what the next query returns', async () => {
+    expect((await call(url, 'POST', '/users', { id: 'u1', embedding: [1, 0, 0] })).body).toEqual({ upserted: 1 });
+    expect((await call(url, 'POST', '/users', [{ id: 'u2' }, { id: 'u3' }])).body).toEqual({ upserted: 2 });
+    expect((await call(url, 'PUT', '/users/u4', { metadata: { plan: 'free' } })).body).toEqual({ upserted: 1 });
+    const got = await call(url, 'GET', '/users/u1');
+    expect(got.status).toBe(200);
+    expect(got.body).toMatchObject({ id: 'u1', embedding: [1, 0, 0], preference: [1, 0, 0], hidden: [], blocked: [], following: [] });
+    expect(await newest('u1')).toEqual(['a', 'b', 'c', 'd']);
+
+    expect((await call(url, 'POST', '/users/u1/hide', { item: 'a' })).body).toEqual({ user: 'u1', item: 'a', hidden: true });
+    expect(await newest('u1')).toEqual(['b', 'c', 'd']);
+    expect((await call(url, 'POST', '/users/u1/block', { creator: 'c1' })).body).toEqual({ user: 'u1', creator: 'c1', blocked: true });
+    expect(await newest('u1')).toEqual(['c']);
+    await call(url, 'POST', '/users/u1/unhide', { item: 'a' });
+    await call(url, 'POST', '/users/u1/unblock', { creator: 'c1' });
+    expect(await newest('u1')).toEqual(['a', 'b', 'c', 'd']);
+    expect((await call(url, 'POST', '/users/u1/follow', { creator: 'c0' })).body).toEqual({ user: 'u1', creator: 'c0', followed: true });
+    const following = await call(url, 'POST', '/retrieve', { profile: 'following', user: 'u1', limit: 10 });
+    expect((following.body.items as { id: string }[]).map((i) => i.id).sort()).toEqual(['a', 'c']);
+    expect((await call(url, 'POST', '/users/u1/unfollow', { creator: 'c0' })).body).toMatchObject({ unfollowed: true });
+    expect((await call(url, 'GET', '/users/u1')).body).toMatchObject({ hidden: [], blocked: [], following: [] });
+
+    expect((await call(url, 'DELETE', '/users/u2')).body).toEqual({ deleted: 'u2' });
+    const gone = await call(url, 'GET', '/users/u2');
+    expect(gone.status).toBe(404);
+    expect(gone.body).toMatchObject({ code: 'TIDAL_SERVE_NOT_FOUND', id: 'u2' });
+  });
+
+  it('refuses bad user calls with the database error as JSON, naming the field', async () => {
+    const unknown = await call(url, 'POST', '/users/nobody/hide', { item: 'a' });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'user' });
+    const extra = await call(url, 'POST', '/users/u1/hide', { item: 'a', creator: 'c0' });
+    expect(extra.status).toBe(400);
+    expect(extra.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'creator' });
+    const noCreator = await call(url, 'POST', '/users/u1/block', {});
+    expect(noCreator.status).toBe(400);
+    expect(noCreator.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'creator' });
+    const mismatch = await call(url, 'PUT', '/users/u1', { id: 'u9' });
+    expect(mismatch.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'id' });
+    const notObject = await call(url, 'POST', '/users/u1/follow', '[1]');
+    expect(notObject.body).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'body' });
+  });
+});
