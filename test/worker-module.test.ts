@@ -314,6 +314,22 @@ describe('worker modules', () => {
     expect(db.load.inFlight).toBe(0);
   });
 
+  it('a query whose deadline passed while its thread was busy is never run: TIDAL_TIMEOUT, and the in-flight count falls back', async () => {
+    const { db, ports, gate } = await openWithModule();
+    await db.upsertItems(ITEMS);
+    // Three queries with a 1 ms deadline are admitted, then the thread is held until the test has
+    // read the count over its own HTTP round trip: far past 1 ms when the thread runs again.
+    const held = fetch(`http://127.0.0.1:${ports[0]}/hold`, { method: 'POST', body: JSON.stringify({ k: 3, timeoutMs: 1 }) });
+    while (Atomics.load(gate, 1) === 0) await new Promise((r) => setTimeout(r, 5));
+    expect(db.load.inFlight).toBe(3);
+    Atomics.store(gate, 0, 1);
+    Atomics.notify(gate, 0);
+    const out = (await (await held).json()) as { codes: (string | null)[]; counts: { local: number } };
+    expect(out.codes).toEqual(['TIDAL_TIMEOUT', 'TIDAL_TIMEOUT', 'TIDAL_TIMEOUT']);
+    expect(out.counts.local).toBe(0);
+    expect(db.load.inFlight).toBe(0);
+  });
+
   it('the database thread records the queries the threads answered', async () => {
     const { db, ports } = await openWithModule();
     await db.upsertItems(ITEMS);

@@ -176,6 +176,7 @@ export function openParts(o: FilledOptions): DbParts {
               records: shared.buffers,
               cursorSecret: cursors.secretHex,
               thresholds: o.loadThresholds,
+              workSharing: o.workSharing,
               admissionLimit: o.admissionLimit,
               workers: o.workers,
               loadManagement: o.loadManagement,

@@ -12,10 +12,10 @@ import {
   type LoadView,
   type Thresholds,
 } from 'tidal-load';
-import type { TaskOf } from 'tidal-query';
+import type { TaskEnvelope, TaskOf } from 'tidal-query';
 import { chooseLevel, type LevelReason } from './level-choice.js';
 import { createMetrics, type Metrics, type MetricsRegistry } from './metrics.js';
-import { checkControl, type QueryPool, type QueryResult, type RunControl } from './query-pool.js';
+import { checkControl, type Executed, type QueryResult, type QueueControl, type RunControl } from './query-pool.js';
 import { PRIORITY } from './scheduler.js';
 import { canonicalKey, type Answer, type WorkSharing } from './sharing.js';
 import { QueryRecorder, type QueryStats } from './stats.js';
@@ -90,6 +90,27 @@ export function planQuery(
   return { control, criticality, level, reason, guard };
 }
 
+/**
+ * Where a front runs its admitted queries: the query pool on the database's thread (a scheduler in
+ * front of piscina), this very thread in a worker module's (thread-runner.ts).
+ */
+export interface QueryRunner {
+  /**
+   * Runs one execution: it waits by `control.priority`, then its envelope is stamped (`env()`) and it
+   * runs. Rejects with `Dropped` when it left unrun (`control.signal` aborted, or `expired()`).
+   */
+  runQuery<Op extends 'retrieve' | 'search'>(
+    op: Op,
+    task: TaskOf<Op>['task'],
+    env: () => TaskEnvelope,
+    control: QueueControl,
+  ): Promise<Executed<QueryResult<Op>>>;
+  /** Executions waiting to run. */
+  readonly waiting: number;
+  /** Executions that left unrun (dropped from the queue, or skipped by a worker). */
+  readonly dropped: number;
+}
+
 export interface QueryFrontOptions {
   readonly thresholds: Readonly<Thresholds>;
   readonly admissionLimit: number;
@@ -100,19 +121,22 @@ export interface QueryFrontOptions {
   readonly itemsVersion: () => number;
   /** The in-flight cell, when other threads count in it too (see LoadDetectorOptions.shared). */
   readonly inFlight?: SharedArrayBuffer;
+  /** Told of every query served (a worker module's thread reports them to the database's thread). */
+  readonly onServed?: (record: QueryRecord) => void;
 }
 
 /**
- * The query flow of a database between the facade and the workers: admission (the load detector),
- * the level a query runs at, work sharing, the scheduler and pool, and what is recorded of each
- * query (latency, level, service time, failures, metrics). The facade validates a request into a
- * task and hands it here.
+ * The query flow of a database between the facade and the executors, in whichever thread a read
+ * arrives: admission (the load detector), the level a query runs at, work sharing, the runner, and
+ * what is recorded of each query (latency, level, service time, failures, metrics). The facade (or
+ * a worker module thread's handle) validates a request into a task and hands it here.
  */
 export class QueryFront {
   readonly #detector: LoadDetector;
   readonly #recorder = new QueryRecorder();
-  readonly #pool: QueryPool;
+  readonly #runner: QueryRunner;
   readonly #sharing: WorkSharing;
+  readonly #onServed: ((record: QueryRecord) => void) | undefined;
   readonly #workers: number;
   readonly #loadManagement: boolean;
   readonly #clock: () => number;
@@ -120,9 +144,10 @@ export class QueryFront {
   readonly load: LoadView;
   #metrics: Metrics | null = null;
 
-  constructor(pool: QueryPool, sharing: WorkSharing, o: QueryFrontOptions) {
-    this.#pool = pool;
+  constructor(runner: QueryRunner, sharing: WorkSharing, o: QueryFrontOptions) {
+    this.#runner = runner;
     this.#sharing = sharing;
+    this.#onServed = o.onServed;
     this.#workers = o.workers;
     this.#loadManagement = o.loadManagement;
     this.#clock = o.clock;
@@ -197,7 +222,7 @@ export class QueryFront {
         itemsVersion,
         caller,
         (exec) =>
-          this.#pool.runQuery(op, task, () => ({ level, nowMs: this.#clock(), itemsVersion: this.#itemsVersion() }), {
+          this.#runner.runQuery(op, task, () => ({ level, nowMs: this.#clock(), itemsVersion: this.#itemsVersion() }), {
             priority: PRIORITY[plan.criticality],
             signal: exec.signal,
             expired: exec.expired,
@@ -215,7 +240,9 @@ export class QueryFront {
       throw err;
     }
     const latency = performance.now() - started;
-    this.#recorder.record(level, latency, answer.source === 'executed' ? answer.result.serviceMs : null);
+    const serviceMs = answer.source === 'executed' ? answer.result.serviceMs : null;
+    this.#recorder.record(level, latency, serviceMs);
+    this.#onServed?.([op, level, latency, serviceMs]);
     if (answer.source === 'shared') this.#recorder.shared++;
     else if (answer.source === 'cached') this.#recorder.fromCache++;
     this.#metrics?.served(op, level, latency);
@@ -244,13 +271,12 @@ export class QueryFront {
 
   /** The query side of `stats()`. */
   stats(writes: QueryStats['writes'], cursors: QueryStats['cursors']): QueryStats {
-    const scheduler = this.#pool.scheduler;
     return this.#recorder.snapshot(
       this.#detector.inFlight,
       this.#detector.level,
       this.#detector.rejected,
-      this.#pool.skipped + scheduler.dropped,
-      scheduler.waiting,
+      this.#runner.dropped,
+      this.#runner.waiting,
       writes,
       cursors,
     );

@@ -19,6 +19,7 @@ import {
   type WorkerOp,
 } from 'tidal-query';
 import { Dropped, PRIORITY, QueryScheduler } from './scheduler.js';
+import type { QueryRunner } from './query-front.js';
 
 /** Messages a query worker holds at once (one running, the rest waiting in its message queue). */
 const PIPELINE_DEPTH = 4;
@@ -138,7 +139,7 @@ export type QueryResult<Op extends QueryOp> = Exclude<ResultOf<Op>, SkippedResul
  * picks the task up later sees the cell and skips it; one already running finishes. A cell is
  * reused only after the worker is done with its task.
  */
-export class QueryPool {
+export class QueryPool implements QueryRunner {
   readonly #pool: Piscina;
   readonly #scheduler: QueryScheduler;
   readonly #cells: Int32Array;
@@ -202,6 +203,16 @@ export class QueryPool {
   /** Messages that carried queries to a worker (each one batch of up to `QUERY_BATCH`). */
   get batches(): number {
     return this.#batches;
+  }
+
+  /** Executions waiting in the scheduler for room in the pipeline. */
+  get waiting(): number {
+    return this.#scheduler.waiting;
+  }
+
+  /** Executions that left unrun: dropped from the scheduler, or skipped by a worker. */
+  get dropped(): number {
+    return this.#skipped + this.#scheduler.dropped;
   }
 
   /** The queue in front of the workers (its counters: waiting, running, dropped). */

@@ -9,29 +9,17 @@
  * admitted here counts for every thread, and its level is picked from the whole process's load.
  */
 import { performance } from 'node:perf_hooks';
-import {
-  AbortedError,
-  type DegradationLevel,
-  InFlightGuard,
-  InternalError,
-  InvalidInputError,
-  LoadDetector,
-  SessionClosedError,
-  TidalError,
-  TimeoutError,
-  type LoadView,
-  type Thresholds,
-} from 'tidal-load';
-import type { QuerySchema, RetrieveTask, SearchTask, SharedRecordsBuffers, TaskEnvelope } from 'tidal-query';
-import { runInThread } from 'tidal-query/worker';
+import { type DegradationLevel, InFlightGuard, InvalidInputError, SessionClosedError, type LoadView, type Thresholds } from 'tidal-load';
+import type { QuerySchema, RetrieveTask, SharedRecordsBuffers } from 'tidal-query';
 import { Cursors } from './cursor.js';
-import { planQuery } from './query-front.js';
-import { ReadPipeline, type PlannedRead, type ReadOp, type ReadTypes } from './read-pipeline.js';
+import { QueryFront } from './query-front.js';
+import { READS, ReadPipeline, type PlannedRead, type ReadOp, type ReadTypes } from './read-pipeline.js';
+import { WorkSharing, type FilledWorkSharing } from './sharing.js';
+import { ThreadRunner } from './thread-runner.js';
 import type { ReadDeps } from './read-requests.js';
 import { SharedStateReader } from './shared-state.js';
 import { checkUserFilter } from './user-requests.js';
 import { checkId } from './validate.js';
-import { QueryRecorder } from './stats.js';
 import type { QueryControl, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
 import { Forwarding, type LinkCalls, type LinkMethod } from './thread-methods.js';
 import type { LinkClient } from './worker-link.js';
@@ -49,6 +37,8 @@ export interface ThreadInit {
   /** The cursor secret, hex: a cursor made here pages on in any thread, and the other way round. */
   readonly cursorSecret: string;
   readonly thresholds: Readonly<Thresholds>;
+  /** The database's work sharing: identical queries one thread takes share an execution, as there. */
+  readonly workSharing: FilledWorkSharing;
   readonly admissionLimit: number;
   readonly workers: number;
   readonly loadManagement: boolean;
@@ -56,26 +46,11 @@ export interface ThreadInit {
   readonly defaultWindow: RetrieveTask['window'];
 }
 
-/**
- * How long the queries this thread has taken run back to back before it returns to its event loop
- * to read more requests (and refuse what the chain refuses). A query at the cheapest level takes
- * about 0.1–1 ms on the bench corpus; 4 ms keeps a refusal's wait behind queries to a few
- * milliseconds, and is long enough that a burst's queries run together.
- */
-const TURN_BUDGET_MS = 4;
-
 /** Query records sent to the database's thread at most this often (its stats, metrics and dashboard). */
 const REPORT_INTERVAL_MS = 100;
 
-interface Job {
-  readonly run: () => void;
-  readonly priority: number;
-}
-
-const PRIORITY = { critical: 2, default: 1, sheddable: 0 } as const;
-
 /** One query this thread answered, for the database thread's recorder: level, latency, service time. */
-export type QueryRecord = readonly [op: 'retrieve' | 'search', level: DegradationLevel, latencyMs: number, serviceMs: number];
+export type QueryRecord = readonly [op: 'retrieve' | 'search', level: DegradationLevel, latencyMs: number, serviceMs: number | null];
 
 /** A cursor chain's pinned rankings live on the database's thread: every page of one goes there. */
 function inChain(req: RetrieveRequest | SearchRequest): boolean {
@@ -148,16 +123,6 @@ function threadReadDeps(init: ThreadInit, cursors: Cursors, shared: SharedStateR
   };
 }
 
-/** Runs a read's task in this thread, on its own catalog and indexes. */
-function runHere<Op extends ReadOp>(op: Op, env: TaskEnvelope, task: ReadTypes[Op]['task']): ReadTypes[Op]['answer'] {
-  const r =
-    op === 'retrieve'
-      ? runInThread({ op: 'retrieve', env, task: task as RetrieveTask, cell: -1 })
-      : runInThread({ op: 'search', env, task: task as SearchTask, cell: -1 });
-  if ('skipped' in r) throw new InternalError(`${op} was skipped in its own thread`);
-  return r;
-}
-
 /** A request without what cannot cross a thread (its AbortSignal stays here). */
 function portable<T extends QueryControl>(req: T): T {
   if (req?.signal === undefined) return req;
@@ -171,13 +136,9 @@ function portable<T extends QueryControl>(req: T): T {
  */
 export class ThreadDb extends Forwarding {
   readonly #link: LinkClient;
-  readonly #detector: LoadDetector;
-  readonly #recorder = new QueryRecorder();
-  readonly #cursors: Cursors;
-  readonly #itemsVersion: BigInt64Array;
+  readonly #runner = new ThreadRunner();
+  readonly #queries: QueryFront;
   readonly #reads: ReadPipeline;
-  readonly #jobs: Job[] = [];
-  #drainQueued = false;
   #records: QueryRecord[] = [];
   #reportTimer: NodeJS.Timeout | undefined;
   /** Queries answered in this thread, and forwarded to the database's thread. */
@@ -187,19 +148,26 @@ export class ThreadDb extends Forwarding {
   constructor(init: ThreadInit, link: LinkClient) {
     super();
     this.#link = link;
-    this.#detector = new LoadDetector({
+    const itemsVersion = new BigInt64Array(init.itemsVersion);
+    // The one query front, as on the database's thread, with this thread's runner: its clock is
+    // the wall clock (Date.now), whatever builder.clock says there.
+    this.#queries = new QueryFront(this.#runner, new WorkSharing(init.workSharing, Date.now, () => performance.now()), {
       thresholds: init.thresholds,
       admissionLimit: init.admissionLimit,
-      shared: init.inFlight,
-      retryAfterMs: (inFlight) => Math.min(10_000, Math.max(1, Math.ceil((inFlight * this.#recorder.meanServiceMs) / init.workers))),
+      workers: init.workers,
+      loadManagement: init.loadManagement,
+      clock: Date.now,
+      itemsVersion: () => Number(Atomics.load(itemsVersion, 0)),
+      inFlight: init.inFlight,
+      onServed: (record) => this.#report(record),
     });
-    this.load = this.#detector;
-    this.#cursors = Cursors.fromSecret(init.cursorSecret);
-    this.#itemsVersion = new BigInt64Array(init.itemsVersion);
-    const deps = threadReadDeps(init, this.#cursors, new SharedStateReader(init.records));
-    const plan = (req: QueryControl, op: ReadOp, guard: InFlightGuard) =>
-      planQuery(req, op, guard, this.#recorder, init.workers, init.loadManagement);
-    this.#reads = new ReadPipeline(deps, plan, () => undefined);
+    this.load = this.#queries.load;
+    const deps = threadReadDeps(init, Cursors.fromSecret(init.cursorSecret), new SharedStateReader(init.records));
+    this.#reads = new ReadPipeline(
+      deps,
+      (req, op, guard) => this.#queries.plan(req, op, guard),
+      () => undefined,
+    );
   }
 
   // ---- reads, in this thread ------------------------------------------------------------
@@ -224,84 +192,37 @@ export class ThreadDb extends Forwarding {
   }
 
   /**
-   * Admission (one atomic add on the shared count), validation and the level now; the query
-   * itself after this turn of the event loop, with the others this turn admitted, so the count
-   * holds every request this thread has taken and not answered, and a burst sees its own load.
+   * Admission (one atomic add on the shared count), validation and the level now, as on the
+   * database's thread; the query itself runs in this thread after this turn of the event loop,
+   * with the others this turn admitted (thread-runner.ts), so the count holds every request this
+   * thread has taken and not answered, and a burst sees its own load.
    */
   #local<Op extends ReadOp>(
     operation: Op,
     req: ReadTypes[Op]['req'],
     elsewhere: () => Promise<ReadTypes[Op]['results']>,
   ): Promise<ReadTypes[Op]['results']> {
-    const sheddable = typeof req === 'object' && req !== null && req.criticality === 'sheddable';
-    const admitted = this.#detector.tryEnter(sheddable ? 'sheddable' : 'default');
+    const admitted = this.#queries.admit(req, operation, false);
     if (!(admitted instanceof InFlightGuard)) return Promise.reject(admitted);
-    const guard = admitted;
     let q: PlannedRead<Op>;
     try {
-      q = this.#reads.start(operation, req, guard);
+      q = this.#reads.start(operation, req, admitted);
     } catch (err) {
       return err === ELSEWHERE ? elsewhere() : Promise.reject(err);
     }
-    const { plan, started } = q;
-    return new Promise<ReadTypes[Op]['results']>((resolve, reject) => {
-      const run = () => {
-        try {
-          const { signal, timeoutMs } = plan.control;
-          if (signal?.aborted) throw new AbortedError(operation, signal.reason);
-          if (timeoutMs !== null && performance.now() - started >= timeoutMs) throw new TimeoutError(operation, timeoutMs);
-          const env = { level: plan.level, nowMs: Date.now(), itemsVersion: Number(Atomics.load(this.#itemsVersion, 0)) };
-          const out = this.#reads.finish(q, runHere(operation, env, q.read.task), 0);
-          const latency = performance.now() - started;
-          const serviceMs = out.explain.serviceMs ?? 0;
-          this.#recorder.record(plan.level, latency, serviceMs);
-          this.#report([operation, plan.level, latency, serviceMs]);
-          this.counts.local++;
-          resolve(out);
-        } catch (err) {
-          if (TidalError.is(err) && (err.code === 'TIDAL_ABORTED' || err.code === 'TIDAL_TIMEOUT')) this.#recorder.cancelled++;
-          else this.#recorder.failed++;
-          reject(
-            TidalError.is(err) ? err : new InternalError(`${operation} failed: ${(err as Error)?.message ?? String(err)}`, { cause: err }),
-          );
-        } finally {
-          guard[Symbol.dispose]();
-        }
-      };
-      this.#enqueue({ run, priority: PRIORITY[plan.criticality] });
-    });
+    return this.#run(q);
   }
 
-  #enqueue(job: Job): void {
-    // Highest priority first, in arrival order within one: insert after the last of its rank.
-    let i = this.#jobs.length;
-    while (i > 0 && this.#jobs[i - 1]!.priority < job.priority) i--;
-    this.#jobs.splice(i, 0, job);
-    if (this.#drainQueued) return;
-    this.#drainQueued = true;
-    setImmediate(() => void this.#drain());
-  }
-
-  async #drain(): Promise<void> {
-    this.#drainQueued = true;
-    const until = performance.now() + TURN_BUDGET_MS;
-    while (this.#jobs.length > 0) {
-      this.#jobs.shift()!.run();
-      // The job's caller (an HTTP handler) continues in the microtasks queued behind this one:
-      // its answer is written within the turn's budget, not after every job of the turn.
-      await Promise.resolve();
-      if (performance.now() >= until) break;
-    }
-    this.#drainQueued = false;
-    if (this.#jobs.length > 0) {
-      this.#drainQueued = true;
-      setImmediate(() => void this.#drain());
-    }
+  async #run<Op extends ReadOp>(q: PlannedRead<Op>): Promise<ReadTypes[Op]['results']> {
+    const kind = READS[q.op];
+    const a = await this.#queries.run(q.op, q.read.task, q.plan, kind.shareable(q.read.task), kind.bytes);
+    this.counts.local++;
+    return this.#reads.finish(q, a.result, a.ageMs);
   }
 
   /** Queries taken by this thread and not run yet. */
   get queued(): number {
-    return this.#jobs.length;
+    return this.#runner.waiting;
   }
 
   #report(record: QueryRecord): void {
