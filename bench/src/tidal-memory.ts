@@ -1,6 +1,7 @@
 /**
  * `npm run bench -- --suite memory`: tidal's resident memory after load (the query suite's items,
- * signals and `warm()`) with nothing else of the bench in the process. Each reading is taken in a
+ * signals, with `--users N` the personalization suite's users, each with 20 signals naming them and
+ * 5 follows, and `warm()`) with nothing else of the bench in the process. Each reading is taken in a
  * child process of its own that loads the corpus into tidal and nothing else (no SQL side; the
  * corpus is streamed in batches and not kept), then reports:
  *
@@ -22,7 +23,8 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { BroadcastChannel } from 'node:worker_threads';
 import type * as tidalCore from 'tidal-core';
-import { Corpus, tidalSchema } from './corpus.js';
+import { Corpus, personalizationSchema, tidalSchema } from './corpus.js';
+import { mulberry32 } from './random.js';
 import { collectGarbage, loadAverage, loadBaseline, parseOptions, Report } from './harness/index.js';
 import { mappingBreakdown, residentMemory } from './harness/memory.js';
 import { CHILD_MARK, describeReading, f0, measureTidalAlone, MiB, type TidalMemoryReading } from './harness/memory-alone.js';
@@ -59,6 +61,7 @@ async function askWorkers(channelName: string, count: number): Promise<ThreadMem
 
 interface ChildOptions {
   items: number;
+  users: number;
   workers: number | undefined;
   tree: string | undefined;
   snapshotDir: string | undefined;
@@ -69,7 +72,7 @@ interface ChildOptions {
   settleMs: number;
 }
 
-async function child({ items, workers, tree, snapshotDir, bare, uncollected, settleMs }: ChildOptions): Promise<void> {
+async function child({ items, users, workers, tree, snapshotDir, bare, uncollected, settleMs }: ChildOptions): Promise<void> {
   const core: typeof tidalCore = tree
     ? ((await import(pathToFileURL(path.join(path.resolve(tree), 'packages', 'tidal-core', 'dist', 'index.js')).href)) as typeof tidalCore)
     : await import('tidal-core');
@@ -84,7 +87,7 @@ async function child({ items, workers, tree, snapshotDir, bare, uncollected, set
   const channel = `tidal-memory-${process.pid}`;
   const builder = core.TidalDb.builder()
     .path(dir)
-    .schema(tidalSchema(DIMS))
+    .schema(users > 0 ? personalizationSchema(DIMS) : tidalSchema(DIMS))
     .clock(() => corpus.now);
   if (!bare) {
     builder.workerModule(pathToFileURL(path.join(here, 'harness', 'memory-worker.js')), {
@@ -101,6 +104,10 @@ async function child({ items, workers, tree, snapshotDir, bare, uncollected, set
     step('items');
     for (const chunk of corpus.signalChunks(BATCH)) await db.signals(corpus.toSignals(chunk));
     step('signals');
+    if (users > 0) {
+      await loadUsers(db, corpus, items, users);
+      step('users');
+    }
     // Until every worker uses the ANN index (built on its own thread above 20 000 rows; an older
     // tree's warm takes no options and builds it in the warm).
     const warmed = await db.warm({ waitForAnn: true });
@@ -123,8 +130,29 @@ async function child({ items, workers, tree, snapshotDir, bare, uncollected, set
   }
 }
 
+/** `users` users through the public API: 20 signals each on random items (a third likes), 5 follows. */
+async function loadUsers(db: tidalCore.TidalDb, corpus: Corpus, items: number, users: number): Promise<void> {
+  const rand = mulberry32(0x9e5);
+  for (let u = 0; u < users; u += BATCH) {
+    await db.upsertUsers(Array.from({ length: Math.min(BATCH, users - u) }, (_, i) => ({ id: `user-${u + i}` })));
+  }
+  for (let u = 0; u < users; u++) {
+    const user = `user-${u}`;
+    const evs = Array.from({ length: 20 }, () => ({
+      item: corpus.id(Math.floor(rand() * items)),
+      kind: rand() < 0.33 ? 'like' : 'view',
+      user,
+    }));
+    await db.signals(evs);
+    await Promise.all(
+      Array.from({ length: 5 }, () => db.follow({ user, creator: `creator-${String(Math.floor(rand() * 1000)).padStart(5, '0')}` })),
+    );
+  }
+}
+
 const opts = parseOptions('memory', {
   items: { type: 'int', default: 100_000, description: 'items of the bench corpus' },
+  users: { type: 'int', default: 0, min: 0, description: 'users (20 signals and 5 follows each), the personalization schema' },
   workers: { type: 'int', default: 0, min: 0, description: "tidal's query workers (0: one per core)" },
   runs: { type: 'int', default: 1, description: 'readings per tree (each a process of its own)' },
   baseline: { type: 'string', description: 'another built checkout: its tidal-core measured beside this one, readings alternating' },
@@ -141,6 +169,7 @@ async function main(): Promise<void> {
   if (opts.child)
     return child({
       items: opts.items,
+      users: opts.users,
       workers: WORKERS,
       tree: opts.tree,
       snapshotDir: opts.snapshot,
@@ -157,6 +186,7 @@ async function main(): Promise<void> {
     for (const t of run % 2 === 0 ? trees : [...trees].reverse()) {
       const reading = measureTidalAlone({
         items: opts.items,
+        users: opts.users,
         ...(WORKERS !== undefined ? { workers: WORKERS } : {}),
         ...(t.tree ? { tree: t.tree } : {}),
       });

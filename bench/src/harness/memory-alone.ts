@@ -32,8 +32,9 @@ export interface TidalMemoryReading {
  * Runs one child process that loads `items` into the tree at `tree` (this one when undefined) and
  * returns what it measured; throws when the child fails.
  */
-export function measureTidalAlone(o: { items: number; workers?: number; tree?: string }): TidalMemoryReading {
+export function measureTidalAlone(o: { items: number; users?: number; workers?: number; tree?: string }): TidalMemoryReading {
   const args = ['--expose-gc', path.join(here, '..', 'tidal-memory.js'), '--child', '--items', String(o.items)];
+  if (o.users !== undefined && o.users > 0) args.push('--users', String(o.users));
   if (o.workers !== undefined) args.push('--workers', String(o.workers));
   if (o.tree !== undefined) args.push('--tree', o.tree);
   const r = spawnSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 64 * 2 ** 20, stdio: ['ignore', 'pipe', 'inherit'] });
