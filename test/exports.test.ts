@@ -318,6 +318,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
   ],
   'tidal-query': [
     'ANN_BUILDER_FILENAME',
+    'AnnGate',
     'AnnBuilderInit',
     'AnnBuilderMessage',
     'ExactVectors',

@@ -150,7 +150,7 @@ export class QueryRecorder {
       writes,
       cursors,
       replication: null,
-      annBuild: { state: 'idle', rowsDone: 0, rowsTotal: 0, elapsedMs: 0, vectors: 0, builds: 0, error: null },
+      annBuild: { state: 'idle', rowsDone: 0, rowsTotal: 0, elapsedMs: 0, vectors: 0, builds: 0, error: null, partial: false, rowsLeft: 0 },
     };
   }
 }
