@@ -182,8 +182,9 @@ describe('the ANN index built on its own thread', () => {
     const warnings: TidalWarning[] = [];
     let waiting!: () => void;
     const closeWaits = new Promise<void>((resolve) => (waiting = resolve));
+    // A wait longer than any run: the build is released once the close has said it waits, so a slow machine cannot cut it short.
     const first = await openDb(warnings, dir, 2, (b) =>
-      b.onWarning((w) => {
+      b.ann({ backgroundRows: 0, closeWaitMs: 600_000 }).onWarning((w) => {
         warnings.push(w);
         if (w.code === 'TIDAL_ANN_CLOSE_WAIT') waiting();
       }),
@@ -196,7 +197,7 @@ describe('the ANN index built on its own thread', () => {
     // The close waits on the build (its progress line says so), which ends once released.
     const closed = first.close();
     await closeWaits;
-    expect(warnings.find((w) => w.code === 'TIDAL_ANN_CLOSE_WAIT')!.message).toMatch(/waits up to 10000 ms .*\(no rows added yet\)/);
+    expect(warnings.find((w) => w.code === 'TIDAL_ANN_CLOSE_WAIT')!.message).toMatch(/waits up to 600000 ms .*\(no rows added yet\)/);
     build.release();
     await closed;
     open.splice(open.indexOf(first), 1);
