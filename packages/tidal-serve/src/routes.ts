@@ -113,7 +113,11 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     const { vectorSearch, annBuild } = await db.stats();
     if (deps.readyRequiresAnn && vectorSearch === 'exact') {
       const progress =
-        annBuild.state === 'building' ? `${annBuild.rowsDone} of ${annBuild.rowsTotal} rows added` : `the build ${annBuild.state}`;
+        annBuild.state !== 'building'
+          ? `the build ${annBuild.state}`
+          : annBuild.rowsTotal === 0
+            ? 'no rows added yet'
+            : `${annBuild.rowsDone} of ${annBuild.rowsTotal} rows added`;
       return reply.code(503).send({
         code: 'TIDAL_SERVE_ANN_BUILDING',
         message: `not ready: vector searches are exact until the ANN index is in use (${progress})`,
