@@ -2,13 +2,14 @@
  * The ANN index built on a thread of its own: a warm that would add more than `ann.backgroundRows`
  * rows returns at once, queries are answered meanwhile by an exact search over the int8 vectors
  * (and say so), the build reports its progress, takes in what was written during it, and ends in a
- * snapshot every worker adopts; close() stops it; a failure is reported and retried by the next warm.
+ * snapshot every worker adopts; close() lets it finish or saves what it has for the next open to
+ * resume; a failure is reported and retried by the next warm.
  * The build is held at its start (a test hook) so what is seen during it does not depend on timing.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { InternalError, InvalidInputError, TidalDb, type ItemInput, type SchemaDefinition, type TidalWarning } from 'tidal-core';
 import { internalsOf } from 'tidal-core/internal';
 import { HOUR, NOW, cosine, mulberry32 } from './helpers.js';
@@ -175,29 +176,81 @@ describe('the ANN index built on its own thread', () => {
     expect((await db.search({ vector: vector(mulberry32(4)), limit: 3 })).explain.vectorSearch).toBe('ann');
   });
 
-  it('close() stops a running build and saves nothing; the next open builds again', async () => {
+  it('close() waits for a running build to finish and save the index; the next open builds nothing', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tidal-annbg-'));
     dirs.push(dir);
-    const first = await openDb([], dir);
-    internalsOf(first).annBuild.hold();
+    const warnings: TidalWarning[] = [];
+    let waiting!: () => void;
+    const closeWaits = new Promise<void>((resolve) => (waiting = resolve));
+    // A wait longer than any run: the build is released once the close has said it waits, so a slow machine cannot cut it short.
+    const first = await openDb(warnings, dir, 2, (b) =>
+      b.ann({ backgroundRows: 0, closeWaitMs: 600_000 }).onWarning((w) => {
+        warnings.push(w);
+        if (w.code === 'TIDAL_ANN_CLOSE_WAIT') waiting();
+      }),
+    );
+    const build = internalsOf(first).annBuild;
+    build.hold();
     await first.upsertItems(makeItems(0, 150, 6));
     await first.warm();
     expect(first.stats().annBuild.state).toBe('building');
+    // The close waits on the build (its progress line says so), which ends once released.
+    const closed = first.close();
+    await closeWaits;
+    expect(warnings.find((w) => w.code === 'TIDAL_ANN_CLOSE_WAIT')!.message).toMatch(/waits up to 600000 ms .*\(no rows added yet\)/);
+    build.release();
+    await closed;
+    open.splice(open.indexOf(first), 1);
+    expect(existsSync(join(dir, 'ann-snapshot.json'))).toBe(true);
+    expect(warnings.map((w) => w.code)).not.toContain('TIDAL_ANN_BUILD_RESUMABLE');
+
+    // Saved: the next open maps it and builds nothing.
+    const again: TidalWarning[] = [];
+    const second = await openDb(again, dir);
+    expect(again.map((w) => w.code)).not.toContain('TIDAL_ANN_BUILDING');
+    expect(second.stats().annBuild.state).toBe('idle');
+    expect((await second.search({ vector: vector(mulberry32(8)), limit: 3 })).explain.vectorSearch).toBe('ann');
+  });
+
+  it('past ann.closeWaitMs, close() saves what the build has added and the next open adds only the rest', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tidal-annbg-'));
+    dirs.push(dir);
+    // One window of 8 192 rows and 300 more.
+    const all = makeItems(0, 8_192 + 300, 21);
+    const warnings: TidalWarning[] = [];
+    const first = await openDb(warnings, dir, 1, (b) => b.ann({ backgroundRows: 0, closeWaitMs: 0 }));
+    const build = internalsOf(first).annBuild;
+    build.holdAfterWindow();
+    await first.upsertItems(all);
+    await first.warm();
+    // The build posts its progress after each window, then waits (the test hook).
+    await vi.waitFor(() => expect(first.stats().annBuild.rowsDone).toBe(8_192), { timeout: 60_000, interval: 10 });
     await first.close();
     open.splice(open.indexOf(first), 1);
-    expect(existsSync(join(dir, 'ann-snapshot.json'))).toBe(false);
+    const codes = warnings.map((w) => w.code);
+    expect(codes).toContain('TIDAL_ANN_CLOSE_WAIT');
+    expect(warnings.find((w) => w.code === 'TIDAL_ANN_BUILD_RESUMABLE')!.message).toMatch(/saved at 8192 rows added with 300 left/);
+    const saved = JSON.parse(readFileSync(join(dir, 'ann-snapshot.json'), 'utf8')) as { count: number };
+    expect(saved.count).toBe(8_192);
 
-    const warnings: TidalWarning[] = [];
-    const second = await openDb(warnings, dir);
-    expect(warnings.map((w) => w.code)).toContain('TIDAL_ANN_BUILDING');
+    // The next open resumes from it: its build adds the 300 rows left, not 8 492.
+    const again: TidalWarning[] = [];
+    const second = await openDb(again, dir);
+    expect(again.map((w) => w.code)).toContain('TIDAL_ANN_BUILDING');
     await second.warm({ waitForAnn: true });
-    expect(existsSync(join(dir, 'ann-snapshot.json'))).toBe(true);
-    await second.close();
-    open.splice(open.indexOf(second), 1);
-    // Saved: the third open maps it and builds nothing.
-    const third = await openDb([], dir);
-    expect(third.stats().annBuild.state).toBe('idle');
-    expect((await third.search({ vector: vector(mulberry32(8)), limit: 3 })).explain.vectorSearch).toBe('ann');
+    const resumed = second.stats().annBuild;
+    expect(resumed.state).toBe('done');
+    expect(resumed.rowsDone).toBe(300);
+    expect(resumed.vectors).toBe(8_192 + 300);
+    const q = vector(mulberry32(22));
+    const r = await second.search({ vector: q, limit: 10 });
+    expect(r.explain.vectorSearch).toBe('ann');
+    expectExactTopK(
+      all,
+      q,
+      r.hits.map((h) => h.id),
+      10,
+    );
   });
 
   it('a failed build is reported, searches stay exact, waitForAnn rejects, and the next warm tries again', async () => {
@@ -253,6 +306,8 @@ describe('the ANN index built on its own thread', () => {
       [{ backgroundRows: 1.5 }, 'ann.backgroundRows'],
       [{ backgroundRows: Number.NaN }, 'ann.backgroundRows'],
       [{ backgroundRow: 5 }, 'ann.backgroundRow'],
+      [{ closeWaitMs: -1 }, 'ann.closeWaitMs'],
+      [{ closeWaitMs: 2.5 }, 'ann.closeWaitMs'],
     ] as const) {
       const err = await b()
         .ann(ann as never)

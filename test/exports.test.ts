@@ -152,6 +152,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'Profile',
     'QueryControl',
     'QueryStats',
+    'VectorSearchMode',
     'RATE_LIMITER_DEFAULTS',
     'RETRY_AFTER_MAX_MS',
     'RETRY_AFTER_MIN_MS',
@@ -320,6 +321,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
   ],
   'tidal-query': [
     'ANN_BUILDER_FILENAME',
+    'AnnGate',
     'AnnBuilderInit',
     'AnnBuilderMessage',
     'ExactVectors',

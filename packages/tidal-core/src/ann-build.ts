@@ -2,13 +2,15 @@
  * The ANN index build on a thread of its own, seen from the database thread: started when a warm's
  * workers say the index is `building` (more rows to add than a warm waits for), reporting its
  * progress in `stats().annBuild`, and ending in a snapshot the next warm makes every worker adopt.
- * Vector searches are exact meanwhile (tidal-query's ExactVectors). Closing the database stops it:
- * nothing half-built is saved, and the next open starts again from the last snapshot.
+ * Vector searches are exact meanwhile (tidal-query's ExactVectors). Closing the database
+ * ({@link AnnBuild.finish}) waits for it up to `ann.closeWaitMs`, then has it save what it has
+ * built, which the next open's build resumes from; an ephemeral database's close stops it
+ * ({@link AnnBuild.stop}), its directory being deleted anyway.
  */
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { WarningSink } from 'tidal-load';
-import { ANN_BUILDER_FILENAME, type AnnBuilderInit, type AnnBuilderMessage } from 'tidal-query';
+import { ANN_BUILDER_FILENAME, AnnGate, type AnnBuilderInit, type AnnBuilderMessage } from 'tidal-query';
 
 /** What `stats().annBuild` reports. */
 export interface AnnBuildStats {
@@ -31,6 +33,13 @@ export interface AnnBuildStats {
   builds: number;
   /** Why the last build failed, when `state` is `failed`. */
   error: string | null;
+  /**
+   * The last finished build was stopped early by `close()` and saved what it had built: the rows
+   * newer than its snapshot (`rowsLeft`) are what the next open's build adds.
+   */
+  partial: boolean;
+  /** Rows newer than the last finished build's snapshot when it ended (0 before one finished). */
+  rowsLeft: number;
 }
 
 export interface AnnBuildOptions {
@@ -44,16 +53,23 @@ export interface AnnBuildOptions {
 
 export class AnnBuild {
   readonly #o: AnnBuildOptions;
-  /**
-   * Int32 0: 1 holds a starting build before it reads anything, 2 makes it fail (tests only; see
-   * {@link hold}), 3 ends it there (close).
-   */
+  /** Int32 0: tidal-query's `AnnGate` value the builder obeys. */
   readonly #gate = new SharedArrayBuffer(4);
   #worker: Worker | null = null;
   #settled: Promise<void> = Promise.resolve();
   #started = 0;
   #finished = 0;
-  #stats: AnnBuildStats = { state: 'idle', rowsDone: 0, rowsTotal: 0, elapsedMs: 0, vectors: 0, builds: 0, error: null };
+  #stats: AnnBuildStats = {
+    state: 'idle',
+    rowsDone: 0,
+    rowsTotal: 0,
+    elapsedMs: 0,
+    vectors: 0,
+    builds: 0,
+    error: null,
+    partial: false,
+    rowsLeft: 0,
+  };
   #stopped = false;
   /** Called once a build saved its snapshot (the database then warms, so the workers adopt it). */
   onDone: () => void = () => {};
@@ -100,7 +116,16 @@ export class AnnBuild {
         this.#finished = performance.now();
         const o = outcome ?? { op: 'failed' as const, message: this.#stopped ? 'stopped by close()' : 'the build thread exited' };
         if (o.op === 'done') {
-          this.#stats = { ...this.#stats, state: 'done', rowsDone: o.rowsDone, rowsTotal: o.rowsDone, vectors: o.vectors };
+          const rowsTotal = o.partial ? o.rowsDone + o.rowsLeft : o.rowsDone;
+          this.#stats = {
+            ...this.#stats,
+            state: 'done',
+            rowsDone: o.rowsDone,
+            rowsTotal,
+            vectors: o.vectors,
+            partial: o.partial,
+            rowsLeft: o.rowsLeft,
+          };
         } else {
           const message = o.op === 'failed' ? o.message : 'no outcome';
           this.#stats = { ...this.#stats, state: 'failed', error: message };
@@ -128,29 +153,68 @@ export class AnnBuild {
 
   /** Tests: a build started from now waits before reading anything, until {@link release}. */
   hold(): void {
-    Atomics.store(new Int32Array(this.#gate), 0, 1);
+    this.#setGate(AnnGate.HOLD);
+  }
+
+  /** Tests: a build started from now waits after its first window of rows, until {@link release}. */
+  holdAfterWindow(): void {
+    this.#setGate(AnnGate.HOLD_AFTER_WINDOW);
   }
 
   /** Tests: the next build to start fails at once, as one that cannot save its index would. */
   failNext(): void {
-    Atomics.store(new Int32Array(this.#gate), 0, 2);
+    this.#setGate(AnnGate.FAIL);
   }
 
   release(): void {
-    const gate = new Int32Array(this.#gate);
-    Atomics.store(gate, 0, 0);
-    Atomics.notify(gate, 0);
+    this.#setGate(AnnGate.RUN);
   }
 
-  /** Stops a running build (nothing of it is saved) and any later start. */
+  /**
+   * Stops any later start and lets a running build end within `waitMs`: past it the build saves
+   * what it has at the end of the window of rows it is adding (the next open's build resumes from
+   * that snapshot) and ends. Tells `onWarning` once (`TIDAL_ANN_CLOSE_WAIT`) when there is a build
+   * to wait for, and again (`TIDAL_ANN_BUILD_RESUMABLE`) when it was cut short.
+   */
+  async finish(waitMs: number): Promise<void> {
+    this.#stopped = true;
+    if (!this.#worker) return;
+    const { rowsDone, rowsTotal } = this.#stats;
+    const progress = rowsTotal === 0 ? 'no rows added yet' : `${rowsDone} of ${rowsTotal} rows added`;
+    this.#o.onWarning({
+      code: 'TIDAL_ANN_CLOSE_WAIT',
+      message: `close() waits up to ${waitMs} ms for the ANN index build of ${this.#o.dir} (${progress}); past that it saves what it has built and the next open resumes from there.`,
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, waitMs);
+    });
+    await Promise.race([this.#settled, waited]);
+    clearTimeout(timer);
+    // A build still running, or held by a test: save at the end of the window being added.
+    this.#setGate(AnnGate.SAVE);
+    await this.#settled;
+    const end = this.#stats;
+    if (end.state === 'done' && end.partial && end.rowsDone > 0)
+      this.#o.onWarning({
+        code: 'TIDAL_ANN_BUILD_RESUMABLE',
+        message: `The ANN index build of ${this.#o.dir} was saved at ${end.rowsDone} rows added with ${end.rowsLeft} left; the next open adds the rest on a thread of its own (vector searches are exact until then).`,
+      });
+  }
+
+  /** Stops a running build (nothing of it is saved) and any later start: an ephemeral database's close. */
   async stop(): Promise<void> {
     this.#stopped = true;
-    // A held build wakes to 3 and ends without reading anything; a running one is terminated.
-    const gate = new Int32Array(this.#gate);
-    Atomics.store(gate, 0, 3);
-    Atomics.notify(gate, 0);
+    // A held build wakes to END and ends without reading anything; a running one is terminated.
+    this.#setGate(AnnGate.END);
     const w = this.#worker;
     if (w) await w.terminate();
     await this.#settled;
+  }
+
+  #setGate(value: number): void {
+    const gate = new Int32Array(this.#gate);
+    Atomics.store(gate, 0, value);
+    Atomics.notify(gate, 0);
   }
 }

@@ -159,8 +159,9 @@ export class TidalDbBuilder {
   }
 
   /**
-   * The ANN index's build: `{ backgroundRows }` (see {@link AnnOptions}), above how many rows to add
-   * a warm leaves it to a thread of its own and vector searches are exact meanwhile.
+   * The ANN index's build: `{ backgroundRows, closeWaitMs }` (see {@link AnnOptions}): above how many
+   * rows to add a warm leaves it to a thread of its own (vector searches are exact meanwhile), and
+   * how long `close()` waits for such a build before it saves what it has for the next open.
    */
   ann(options: AnnOptions): this {
     this.#o.ann = options;

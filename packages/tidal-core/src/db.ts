@@ -7,7 +7,7 @@ import type { QueryPool } from './query-pool.js';
 import type { WorkSharing } from './sharing.js';
 import { checkOptionObject, resolveOptions, type FilledOptions, type TidalOptions, type WarmOptions } from './options.js';
 import { TidalDbBuilder } from './builder.js';
-import type { QueryRecorder, QueryStats } from './stats.js';
+import type { QueryRecorder, QueryStats, VectorSearchMode } from './stats.js';
 import type { OpenSessionOptions, SessionHandle, SessionInfo, SessionSummary } from './sessions.js';
 import type { Item, ItemInput, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
 import { checkBatch, checkId } from './validate.js';
@@ -423,6 +423,7 @@ export class TidalDb implements AsyncDisposable {
     const { replica } = this.#p;
     if (replica !== null && this.#o.replication !== null) stats.replication = replica.stats(this.#o.replication.stats());
     stats.annBuild = this.#p.annBuild.stats();
+    stats.vectorSearch = vectorSearchOf(this.#lastWarm);
     return stats;
   }
 
@@ -519,4 +520,10 @@ export class TidalDb implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
+}
+
+/** How the workers answer vector searches after `warms` (see `QueryStats.vectorSearch`). */
+function vectorSearchOf(warms: readonly WarmResult[]): VectorSearchMode {
+  if (warms.some((r) => r.annSource === 'building')) return 'exact';
+  return warms.length === 0 || warms.every((r) => r.annSource === 'none') ? 'none' : 'ann';
 }

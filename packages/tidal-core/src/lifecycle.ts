@@ -301,8 +301,10 @@ export async function shutdown(p: DbParts, o: FilledOptions, link: LinkServer | 
     failure ??= err;
   }
   await p.pool.drain();
-  // A build still running is given up (nothing of it is saved): the next open starts it again.
-  await p.annBuild.stop();
+  // A build still running ends within ann.closeWaitMs and saves what it has (the next open resumes
+  // it); an ephemeral database keeps nothing, so its build is just stopped.
+  if (p.ephemeral) await p.annBuild.stop();
+  else await p.annBuild.finish(o.annCloseWaitMs);
   // Brings the ANN snapshot up to the committed items, so the next open maps it and applies
   // nothing (see QueryPool.persistAnn). An ephemeral database's directory is deleted below anyway.
   if (!p.ephemeral) await p.pool.persistAnn(envelope(o, p.writes));

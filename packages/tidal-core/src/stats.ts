@@ -54,7 +54,17 @@ export interface QueryStats {
   replication: ReplicaStats | null;
   /** The ANN index build on a thread of its own: its state and progress (see `warm()`). */
   annBuild: AnnBuildStats;
+  /**
+   * How the query workers answer vector searches, as their last warm left them: `'ann'` by the ANN
+   * index, `'exact'` by comparing every item's int8 vector (the index is being built on a thread of
+   * its own, or that build failed: the warm that follows a build switches them to `'ann'`),
+   * `'none'` no item had an embedding.
+   */
+  vectorSearch: VectorSearchMode;
 }
+
+/** See {@link QueryStats.vectorSearch}. */
+export type VectorSearchMode = 'ann' | 'exact' | 'none';
 
 class Ring {
   readonly #data = new Float64Array(WINDOW);
@@ -150,7 +160,8 @@ export class QueryRecorder {
       writes,
       cursors,
       replication: null,
-      annBuild: { state: 'idle', rowsDone: 0, rowsTotal: 0, elapsedMs: 0, vectors: 0, builds: 0, error: null },
+      annBuild: { state: 'idle', rowsDone: 0, rowsTotal: 0, elapsedMs: 0, vectors: 0, builds: 0, error: null, partial: false, rowsLeft: 0 },
+      vectorSearch: 'none',
     };
   }
 }

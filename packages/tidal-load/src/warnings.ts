@@ -28,6 +28,10 @@ export const WARNING_CODES = [
   'TIDAL_ANN_BUILDING',
   /** The ANN index build on its own thread failed; vector searches stay exact, and the next `warm()` tries again. */
   'TIDAL_ANN_BUILD_FAILED',
+  /** `close()` waits (up to `ann.closeWaitMs`) for an ANN index build on its own thread; the progress so far. */
+  'TIDAL_ANN_CLOSE_WAIT',
+  /** `close()` cut an ANN index build short and saved what it had built; the next open adds the rest. */
+  'TIDAL_ANN_BUILD_RESUMABLE',
   /** An `onSessionExpired` callback threw or rejected; the session was closed all the same. */
   'TIDAL_SESSION_CALLBACK_FAILED',
   /** Closing expired sessions failed; a session whose row could not be removed is closed again by the next open. */

@@ -267,6 +267,10 @@ export class AnnLifecycle {
       return { savedVersion: this.#annVersion, reason: 'saved' };
     }
     if (found.kind !== 'ok') return { savedVersion: null, reason: 'no-index' };
+    // More rows than a warm adds is a build's work (a close cut one short and saved what it had):
+    // left to the next open's build on its own thread, rather than started here and given up at
+    // the budget.
+    if ((this.#annPending.get(snapshotVersion) as number) > this.#backgroundRows) return { savedVersion: null, reason: 'budget' };
     const copy = { index: AnnIndex.load(dims, found.path) };
     const read = applyAnnRows(this.#annRows, copy, dims, snapshotVersion, current, 0, deadline);
     if (read < 0) return { savedVersion: null, reason: 'budget' };

@@ -105,6 +105,7 @@ async function serve(config: ServeConfig): Promise<void> {
       ...(config.keys === undefined ? {} : { keysFile: resolvePath(config.keys) }),
       timeoutMs: config.timeoutMs,
       bodyLimitBytes: config.bodyLimitBytes,
+      readyRequiresAnn: config.waitForAnn,
       ...(config.routes === undefined ? {} : { routes: pathToFileURL(resolvePath(config.routes)).href }),
     });
     threaded = { data, channels: openChannels(data) };
@@ -159,6 +160,7 @@ async function serve(config: ServeConfig): Promise<void> {
       ...(keys === undefined ? {} : { keys }),
       timeoutMs: config.timeoutMs,
       bodyLimitBytes: config.bodyLimitBytes,
+      readyRequiresAnn: config.waitForAnn,
       registry,
       closeDb: true,
       dashboard: (deps) => createDashboard(deps),

@@ -54,6 +54,8 @@ export interface ServeConfig {
   readonly adminPort: number | undefined;
   /** `--routes FILE`: a module whose default export is a fastify plugin of the application's routes. */
   readonly routes: string | undefined;
+  /** `--wait-for-ann`: `/readyz` reports ready only once vector searches use the ANN index (not exact search during its build). */
+  readonly waitForAnn: boolean;
 }
 
 /** `--tenant-rate free=100,pro=1000,acme=50:100`: per tier, or per named tenant. */
@@ -150,6 +152,10 @@ const FLAGS = {
     help: 'FILE     a module whose default export is a fastify plugin of your own routes, loaded into every acceptor with { db }',
   },
   'no-admission': { type: 'boolean', help: "     no admission chain (tidal's own load management stays)" },
+  'wait-for-ann': {
+    type: 'boolean',
+    help: '     /readyz answers 503 TIDAL_SERVE_ANN_BUILDING while the ANN index is being built (vector searches exact), ready once it is in use',
+  },
   help: { type: 'boolean', short: 'h', help: '             this text' },
 } as const satisfies Record<string, NonNullable<ParseArgsConfig['options']>[string] & { readonly help: string }>;
 
@@ -318,6 +324,7 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
     acceptors: parseAcceptors(str('acceptors') ?? 'auto'),
     adminPort: str('admin-port') === undefined ? undefined : whole('--admin-port', str('admin-port')!, 0, 65_535),
     routes: str('routes'),
+    waitForAnn: bool('wait-for-ann'),
   };
 }
 

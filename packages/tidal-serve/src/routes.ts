@@ -20,6 +20,8 @@ export interface RouteDeps {
   /** A query's deadline without an `x-tidal-timeout-ms` header; 0 for none. */
   readonly defaultTimeoutMs: number;
   readonly ready: () => boolean;
+  /** `/readyz` answers 503 while vector searches are exact (`tidal serve --wait-for-ann`). */
+  readonly readyRequiresAnn: boolean;
   readonly stats: () => object | Promise<object>;
   readonly registry: Registry;
 }
@@ -122,10 +124,25 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
   // Probes, scrapes and /stats (exempt from the chain and from keys).
   app.get('/healthz', async () => ({ ok: true }));
   app.get('/readyz', async (_req, reply) => {
-    if (deps.ready()) return { ready: true };
-    return reply
-      .code(503)
-      .send({ code: 'TIDAL_SERVE_DRAINING', message: 'not ready: the server is shutting down or its database is closed' });
+    if (!deps.ready())
+      return reply
+        .code(503)
+        .send({ code: 'TIDAL_SERVE_DRAINING', message: 'not ready: the server is shutting down or its database is closed' });
+    const { vectorSearch, annBuild } = await db.stats();
+    if (deps.readyRequiresAnn && vectorSearch === 'exact') {
+      const progress =
+        annBuild.state !== 'building'
+          ? `the build ${annBuild.state}`
+          : annBuild.rowsTotal === 0
+            ? 'no rows added yet'
+            : `${annBuild.rowsDone} of ${annBuild.rowsTotal} rows added`;
+      return reply.code(503).send({
+        code: 'TIDAL_SERVE_ANN_BUILDING',
+        message: `not ready: vector searches are exact until the ANN index is in use (${progress})`,
+        vectorSearch,
+      });
+    }
+    return { ready: true, vectorSearch };
   });
   app.get('/metrics', async (_req, reply) => {
     const text = await deps.registry.metrics();

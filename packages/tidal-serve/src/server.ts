@@ -81,6 +81,12 @@ export interface ServerOptions {
   readonly dashboard?: DashboardFactory;
   /** Close the database when the server closes. @default false */
   readonly closeDb?: boolean;
+  /**
+   * `/readyz` answers 503 `TIDAL_SERVE_ANN_BUILDING` while the database answers vector searches
+   * exactly (its ANN index is being built, `stats().vectorSearch === 'exact'`), so a load balancer
+   * sends traffic only once the index is in use (`tidal serve --wait-for-ann`). @default false
+   */
+  readonly readyRequiresAnn?: boolean;
   /** Added to `/stats` as `fleet`: the shared limits' and the embedder's own counters. */
   readonly fleetStats?: () => Record<string, unknown>;
   /** Runs last when the server closes (the CLI closes its Redis and PostgreSQL connections here). */
@@ -360,6 +366,7 @@ export function createServer(options: ServerOptions): TidalServer {
     db,
     defaultTimeoutMs: timeoutMs,
     ready: () => !draining && !db.closed,
+    readyRequiresAnn: options.readyRequiresAnn ?? false,
     stats: async () => ({
       db: await db.stats(),
       chain: chain?.stats() ?? [],

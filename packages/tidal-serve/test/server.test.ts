@@ -315,7 +315,7 @@ describe('routes against a real database', () => {
 
   it("serves probes, /stats and /metrics with tidal-core's and the server's metrics", async () => {
     expect((await call(url, 'GET', '/healthz')).body).toEqual({ ok: true });
-    expect((await call(url, 'GET', '/readyz')).body).toEqual({ ready: true });
+    expect((await call(url, 'GET', '/readyz')).body).toEqual({ ready: true, vectorSearch: 'none' });
     const stats = await call(url, 'GET', '/stats');
     expect(stats.body).toMatchObject({ db: { level: 'Full' }, chain: [], sample: { level: 'Full' } });
     const metrics = await call(url, 'GET', '/metrics');

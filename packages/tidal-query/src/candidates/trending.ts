@@ -1,7 +1,7 @@
 import type { Predicate } from '../filter.js';
 import { popularity, velocityOf, type QueryContext, type WorkCounter } from '../context.js';
 import type { OrdinalSet } from '../ordinal-set.js';
-import { Floor, TopK } from '../topk.js';
+import { Floor, type TopK } from '../topk.js';
 import type { VelocityWindow } from '../types.js';
 import { COUNT_RATE } from '../signals/order.js';
 import { WINDOW_MS, windowStartMs } from '../windows.js';
@@ -27,15 +27,22 @@ import { dirtySlots, hasSlotIn, threshold, walkByDecay, type StageCounts, type W
  *   recently active first, so that below Full the cost follows the budget, not the window's
  *   activity.
  *
- * CoarseAggregates reads the 24h velocity for a 1h query, and the 24h window holds more active
- * slots than the 1h one: walking it would make the cheap level the dear one. So a coarse 1h query
- * takes the 1h walk, with its own budget, and ranks the `want` best it found by 1h velocity by
- * their 24h velocity instead (read from the same slots). Where the walk is given up it ranks the
- * 1h window's active slots by their 24h velocity, or walks the 24h window when that holds no more
- * slots (two binary searches tell).
+ * CoarseAggregates ranks a 1h query by the 24h velocity (the level's rule: velocity reads use the
+ * 24h window), at a cost no higher than ReducedCandidates'. The count key bounds the events after
+ * any start, so the same order serves the day, but its 24h bound (`exp(ckey − μ·start)` with start
+ * a day back) amplifies an event of the last hour e^23-fold and never stops a walk: walking the
+ * day made the cheap level the dear one (1.23× Full, before the budgets). So a coarse 1h query
+ * walks the 1h walk, with its own budget (a prefix of the walk of the level above), scores every
+ * item it finds by its 24h velocity, and fills the places left, as every trending query does, by
+ * popularity among the items quiet in the hour, each scored by its 24h velocity too: the item that
+ * led the day hours ago and is quiet now is the popular one, and outranks the hour's few movers.
+ * Its fill needs no more places than the level above's (an item moving in the hour moves in the
+ * day), so it walks no further. Where the walk is given up it ranks the 1h window's active slots
+ * by their 24h velocity, or the 24h window's when that holds no more slots (two binary searches
+ * tell).
  *
  * The count walk's answer below Full depends on where the predicate lets it stop, and the coarse
- * one on `want`, so neither is one order that every predicate can filter. `for_you`'s trending
+ * one's fill on `want`, so neither is one order that every predicate can filter. `for_you`'s trending
  * source keeps one list for many users' predicates (`profiles/trending-cache.ts`): it asks without
  * `cutWalk`, and takes the count walk only unbudgeted (exact), the recency prefix otherwise.
  *
@@ -71,23 +78,25 @@ export function trendingOrdered(
   const used = store.slotsUsed();
   const zeros: number[] = [];
   let moving = 0;
+  // A coarse 1h query: whatever finds the items, each is scored by its 24h velocity.
+  const coarseScore = window !== requested && requested === '1h' ? window : null;
 
   if (requested === '1h' && (cutWalk || (window === '1h' && !Number.isFinite(slotBudget)))) {
     const hourStart = windowStartMs('1h', nowMs);
     let cap = order.dirtyCount;
     for (const k of velocityKinds) cap += order.newerThan(k, hourStart);
-    const walk = { start: hourStart, cap, budget: slotBudget };
+    const walk: CountWalk = { start: hourStart, cap, budget: slotBudget, scoreBy: window };
     const walked = byCount(ctx, seen, want, pass, walk, nowMs, velocityKinds, only, isVelocity, counts, work);
     if (walked === false) return false;
     if (walked !== null) {
-      const kept = window === '1h' ? walked : byCoarseVelocity(ctx, walked, want, nowMs);
-      for (let i = 0; i < kept.ordinals.length; i++) {
-        const v = kept.values[i]!;
-        top.push(kept.ordinals[i]!, v, kept.secondary[i]);
+      for (let i = 0; i < walked.ordinals.length; i++) {
+        const v = walked.values[i]!;
+        top.push(walked.ordinals[i]!, v, walked.secondary[i]);
         if (v > 0) moving++;
-        else zeros.push(kept.secondary[i]!);
+        else zeros.push(walked.secondary[i]!);
       }
-      return fill(ctx, seen, want - moving, zeros, pass, velocityKinds, only, nowMs, top, counts, work) && order.stillValid();
+      const filled = fill(ctx, seen, want - moving, zeros, pass, velocityKinds, only, nowMs, top, counts, work, coarseScore);
+      return filled && order.stillValid();
     }
     counts.candidates = 0;
     counts.afterFilter = 0;
@@ -151,7 +160,7 @@ export function trendingOrdered(
     visit(inOrder[i]!);
   }
 
-  return fill(ctx, seen, want - moving, zeros, pass, velocityKinds, only, nowMs, top, counts, work) && order.stillValid();
+  return fill(ctx, seen, want - moving, zeros, pass, velocityKinds, only, nowMs, top, counts, work, coarseScore) && order.stillValid();
 }
 
 /** Slots of a velocity kind with an event at or after `start`. */
@@ -163,7 +172,9 @@ function activeSince(ctx: QueryContext, isVelocity: readonly boolean[], start: n
 /**
  * The places the items with a velocity left (`need`), by the secondary score among the items with
  * velocity 0: `zeros` (the secondary scores of those already visited), then the key orders' walk
- * over the items not in `seen`. False if the orders were overwritten mid-read.
+ * over the items not in `seen`. With `scoreBy` (a coarse 1h query) each item so found is scored
+ * by its velocity over that window instead of 0: an item quiet in the hour may lead the day.
+ * False if the orders were overwritten mid-read.
  */
 function fill(
   ctx: QueryContext,
@@ -177,6 +188,7 @@ function fill(
   top: TopK,
   counts: StageCounts,
   work: WorkCounter,
+  scoreBy: VelocityWindow | null,
 ): boolean {
   if (need <= 0) return true;
   const floor = new Floor(need);
@@ -185,7 +197,11 @@ function fill(
   // secondary score is that one kind's decayed score, or with several velocity kinds the popularity.
   const lists = only >= 0 ? [only] : ctx.schema.kinds.map((_, k) => k);
   const admit: Predicate = only >= 0 ? pass : (o) => pass(o) && hasSlotIn(ctx, o, velocityKinds, work);
-  return walkByDecay(ctx, lists, admit, nowMs, seen, floor, counts, work, (o, v) => top.push(o, 0, v));
+  // The velocity reads the slots the walk has just read (and counted) for the secondary score.
+  const push = scoreBy
+    ? (o: number, v: number) => top.push(o, velocityOf(ctx, o, scoreBy, nowMs, false), v)
+    : (o: number, v: number) => top.push(o, 0, v);
+  return walkByDecay(ctx, lists, admit, nowMs, seen, floor, counts, work, push);
 }
 
 /** Items a count walk visited and their scores, index for index. */
@@ -195,29 +211,6 @@ interface Walked {
   secondary: number[];
 }
 
-/**
- * A coarse 1h query's ranking of a 1h walk: the `want` best of `walked` by 1h velocity, as the walk
- * found them, those moving in the hour scored by their 24h velocity instead. The 24h rings are in
- * the slots the walk has just read (and counted).
- */
-function byCoarseVelocity(ctx: QueryContext, walked: Walked, want: number, nowMs: number): Walked {
-  const best = new TopK(want);
-  const at = new Map<number, number>();
-  for (let i = 0; i < walked.ordinals.length; i++) {
-    best.push(walked.ordinals[i]!, walked.values[i]!, walked.secondary[i]);
-    at.set(walked.ordinals[i]!, i);
-  }
-  const out: Walked = { ordinals: [], values: [], secondary: [] };
-  const { ordinals, primary } = best.sorted();
-  for (let j = 0; j < ordinals.length; j++) {
-    const o = ordinals[j]!;
-    out.ordinals.push(o);
-    out.values.push(primary[j]! > 0 ? velocityOf(ctx, o, '24h', nowMs, false) : 0);
-    out.secondary.push(walked.secondary[at.get(o)!]!);
-  }
-  return out;
-}
-
 /** Where a count walk starts (the 1h window's start) and how far it may go (see {@link byCount}). */
 interface CountWalk {
   readonly start: number;
@@ -225,12 +218,19 @@ interface CountWalk {
   readonly cap: number;
   /** The level's budget: the walk ends there with what it found. */
   readonly budget: number;
+  /**
+   * The velocity the items found are scored by: `'1h'`, or `'24h'` for a coarse 1h query. The walk
+   * itself (its bounds and its stop) is the 1h one either way, so a coarse walk is a prefix of the
+   * walk of the level above: never more slots.
+   */
+  readonly scoreBy: VelocityWindow;
 }
 
 /**
  * The threshold walk down the count order for the 1h window starting at `walk.start` (see
- * {@link trendingOrdered}): every item that passes and may hold one of the `want` places by
- * velocity, with its velocity and secondary score, among the first `walk.budget` slots walked.
+ * {@link trendingOrdered}): every item that passes and may hold one of the `want` places by 1h
+ * velocity, with its velocity over `walk.scoreBy` and its secondary score, among the first
+ * `walk.budget` slots walked.
  * Null when it would walk more than `walk.cap` slots before its budget; false if an entry was torn.
  */
 function byCount(
@@ -260,8 +260,15 @@ function byCount(
     counts.afterFilter++;
     const v = only >= 0 ? store.velocity(s, '1h', nowMs, false) : velocityOf(ctx, o, '1h', nowMs, false, work);
     const sec = only >= 0 ? store.decayedScore(s, nowMs) : popularity(ctx, o, nowMs, work);
+    // The 24h rings are in the slots just read (and counted).
+    const score =
+      walk.scoreBy === '1h'
+        ? v
+        : only >= 0
+          ? store.velocity(s, walk.scoreBy, nowMs, false)
+          : velocityOf(ctx, o, walk.scoreBy, nowMs, false);
     out.ordinals.push(o);
-    out.values.push(v);
+    out.values.push(score);
     out.secondary.push(sec);
     floor.push(v);
   };

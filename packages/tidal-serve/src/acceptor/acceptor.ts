@@ -95,6 +95,7 @@ export async function start(db: ThreadDb, data: AcceptorData): Promise<void> {
     ...(data.keysFile === undefined ? {} : { keys: KeyRing.fromFile(data.keysFile) }),
     timeoutMs: data.timeoutMs,
     bodyLimitBytes: data.bodyLimitBytes,
+    readyRequiresAnn: data.readyRequiresAnn,
     exempt: (req, res, path) => {
       if (path === '/healthz' || path === '/readyz') return false;
       proxy(Atomics.load(control, CONTROL.adminPort), data.host, req, res);

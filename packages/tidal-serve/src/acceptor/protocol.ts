@@ -34,6 +34,8 @@ export interface AcceptorData {
   readonly keysFile?: string;
   readonly timeoutMs: number;
   readonly bodyLimitBytes: number;
+  /** `--wait-for-ann`: `/readyz` answers 503 while vector searches are exact. */
+  readonly readyRequiresAnn: boolean;
   /** A module whose default export is a fastify plugin of the application's routes (`--routes`). */
   readonly routes?: string;
 }
