@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { InternalError } from 'tidal-load';
 import type { RelatedTask } from 'tidal-query';
 
 /** Partners kept per item: the `related` profile ranks at most this many. */
@@ -38,6 +39,9 @@ function copyList(l: PartnerList): PartnerList {
 }
 
 const NO_ENTRIES = new Float64Array(0);
+
+/** In place of a list that lives in the shared records (see `CoEngagementIndex.share`). */
+const IN_SHARED: PartnerList = Object.freeze({ n: -1, data: NO_ENTRIES });
 
 function grow(l: PartnerList): void {
   const d = new Float64Array(3 * Math.min(RELATED_PARTNERS, (l.data.length / 3) * 2));
@@ -79,7 +83,9 @@ export class CoEngagementIndex {
   #size = 0;
   /** Copies of the lists the batch being committed changed. */
   #staged = new Map<number, PartnerList>();
-  #onPublish: ((item: number, task: RelatedTask) => void) | null = null;
+  #onPublish: ((item: number, task: RelatedTask) => boolean) | null = null;
+  /** Where a list published to the shared records is read back from (see {@link share}). */
+  #sharedList: ((item: number) => RelatedTask | undefined) | null = null;
   readonly #write: Database.Statement;
 
   constructor(db: Database.Database) {
@@ -102,13 +108,32 @@ export class CoEngagementIndex {
     while (lists.length < item) lists.push(undefined);
     if (lists[item] === undefined) this.#size++;
     lists[item] = l;
-    this.#onPublish?.(item, this.task(item));
+    if (this.#onPublish?.(item, this.task(item)) === true) lists[item] = IN_SHARED;
   }
 
-  /** Calls `onPublish` with every list now, and with each list a batch publishes from now on. */
-  share(onPublish: (item: number, task: RelatedTask) => void): void {
+  /**
+   * From now on the lists live in the shared records (once per process): `onPublish` stores a list
+   * there (every list now, then each list a batch publishes) and says whether it did; a list it
+   * stored is dropped here and read back with `read` when a batch changes it or a query of this
+   * thread ranks it. A list it could not store stays here.
+   */
+  share(onPublish: (item: number, task: RelatedTask) => boolean, read: (item: number) => RelatedTask | undefined): void {
+    this.#sharedList = read;
     this.#onPublish = onPublish;
-    for (let item = 0; item < this.#lists.length; item++) if (this.#lists[item] !== undefined) onPublish(item, this.task(item));
+    const lists = this.#lists;
+    for (let item = 0; item < lists.length; item++) {
+      const l = lists[item];
+      if (l !== undefined && l !== IN_SHARED && onPublish(item, this.task(item))) lists[item] = IN_SHARED;
+    }
+  }
+
+  /** The published list of `item`, read back from the shared records when it lives there. */
+  #published(item: number): PartnerList | undefined {
+    const l = this.#lists[item];
+    if (l !== IN_SHARED) return l;
+    const t = this.#sharedList!(item);
+    if (t === undefined) throw new InternalError(`the co-engagement list of item ordinal ${item} is missing from the shared records`);
+    return { n: t.n, data: t.entries, task: t };
   }
 
   /** Starts a batch: copies left by a batch that failed to commit are dropped. */
@@ -126,7 +151,7 @@ export class CoEngagementIndex {
   #touch(item: number): PartnerList {
     let l = this.#staged.get(item);
     if (l !== undefined) return l;
-    const published = this.#lists[item];
+    const published = this.#published(item);
     l = published === undefined ? emptyList() : copyList(published);
     this.#staged.set(item, l);
     return l;
@@ -193,14 +218,14 @@ export class CoEngagementIndex {
    * shared by the queries until a batch replaces the list. Callers only read it.
    */
   task(item: number): RelatedTask {
-    const l = this.#lists[item];
+    const l = this.#published(item);
     if (l === undefined) return { item, n: 0, entries: NO_ENTRIES, lambda: this.#lambda };
     return (l.task ??= { item, n: l.n, entries: l.data, lambda: this.#lambda });
   }
 
   /** The item's partners and their counts decayed to `nowMs` (tests and tools). */
   partners(item: number, nowMs: number): Map<number, number> {
-    const l = this.#lists[item];
+    const l = this.#published(item);
     const out = new Map<number, number>();
     if (!l) return out;
     for (let i = 0; i < l.n; i++)

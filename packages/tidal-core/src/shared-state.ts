@@ -27,21 +27,26 @@ import {
   type UserQueryState,
 } from 'tidal-query';
 
-/** What the registries publish into (the database's thread only). */
+/** What the registries publish into (the database's thread only); each says whether the record was stored. */
 export interface SharedStateSink {
-  user(id: string, state: UserQueryState | null): void;
-  session(id: string, record: SessionRecord | null): void;
-  related(itemId: string, task: RelatedTask | null): void;
+  user(id: string, state: UserQueryState | null): boolean;
+  session(id: string, record: SessionRecord | null): boolean;
+  related(itemId: string, task: RelatedTask | null): boolean;
+  /** A list `related` stored, read back (the co-engagement index keeps no copy of what is stored). */
+  readRelated(itemId: string): RelatedTask | undefined;
 }
 
 /** The writer: the database's thread. */
 export class SharedStateWriter implements SharedStateSink {
   readonly #records = new SharedRecordsWriter();
+  /** This thread's own reads of what it stored (never inside a write: the writer holds no section open between calls). */
+  readonly #reader: SharedStateReader;
   /** Called once when a record finds no room: reads of missing keys then go to the database's thread. */
   #onFull: (() => void) | null;
 
   constructor(onFull: () => void) {
     this.#onFull = onFull;
+    this.#reader = new SharedStateReader(this.#records.buffers);
   }
 
   get buffers(): SharedRecordsBuffers {
@@ -52,33 +57,35 @@ export class SharedStateWriter implements SharedStateSink {
     return this.#records.stats;
   }
 
-  #set(key: string, value: Uint8Array | null): void {
+  /** Stores `value` under `key` (removes the key for null); false when it was not stored. */
+  #set(key: string, value: Uint8Array | null): boolean {
     if (value === null) {
       this.#records.delete(key);
-      return;
+      return false;
     }
-    if (!this.#records.set(key, value) && this.#onFull !== null) {
+    if (this.#records.set(key, value)) return true;
+    if (this.#onFull !== null) {
       const onFull = this.#onFull;
       this.#onFull = null;
       onFull();
     }
+    return false;
   }
 
-  user(id: string, state: UserQueryState | null): void {
-    this.#set(`u:${id}`, state === null ? null : encodeUserState(state));
+  user(id: string, state: UserQueryState | null): boolean {
+    return this.#set(`u:${id}`, state === null ? null : encodeUserState(state));
   }
 
-  session(id: string, record: SessionRecord | null): void {
-    this.#set(`s:${id}`, record === null ? null : encodeSession(record));
+  session(id: string, record: SessionRecord | null): boolean {
+    return this.#set(`s:${id}`, record === null ? null : encodeSession(record));
   }
 
-  related(itemId: string, task: RelatedTask | null): void {
-    this.#set(`r:${itemId}`, task === null || task.n === 0 ? null : encodeRelated(task));
+  related(itemId: string, task: RelatedTask | null): boolean {
+    return this.#set(`r:${itemId}`, task === null || task.n === 0 ? null : encodeRelated(task));
   }
 
-  /** Runs `fn` so that what it publishes becomes visible to readers at once, all of it. */
-  batch(fn: () => void): void {
-    this.#records.batch(fn);
+  readRelated(itemId: string): RelatedTask | undefined {
+    return this.#reader.related(itemId);
   }
 }
 

@@ -433,7 +433,7 @@ export class UserRegistry {
     for (const [id, u] of this.#staged) {
       if (u === null) this.#byId.delete(id);
       else this.#byId.set(id, u);
-      sink?.user(id, u === null ? null : this.#queryBase(u));
+      sink?.user(id, u === null ? null : (u.query ?? this.#queryStateOf(u)));
     }
     this.#staged = new Map();
     this.#co.apply();
@@ -490,7 +490,15 @@ export class UserRegistry {
 
   /** A user's whole query state (seen set and followed creators included), cached until it changes. */
   #queryBase(u: UserState): UserQueryState {
-    if (u.query !== null) return u.query;
+    return (u.query ??= this.#queryStateOf(u));
+  }
+
+  /**
+   * A user's whole query state, made anew. What is published for other threads is made this way
+   * and not kept: the shared record is the copy (this thread builds and caches its own only when it
+   * answers a query for the user).
+   */
+  #queryStateOf(u: UserState): UserQueryState {
     let ref = -Infinity;
     for (const a of u.affinity.values()) if (a.at > ref) ref = a.at;
     const creators = [...u.affinity.keys()];
@@ -498,7 +506,7 @@ export class UserRegistry {
       const a = u.affinity.get(c)!;
       return a.score * Math.exp(-this.#lambda * (ref - a.at));
     });
-    return (u.query = {
+    return {
       hidden: Int32Array.from(u.hidden),
       blocked: [...u.blocked],
       seen: u.seen.slice(0, u.seenCount),
@@ -507,7 +515,7 @@ export class UserRegistry {
       affinityCreators: creators,
       affinityScores: scores,
       idHash: hashString(u.id),
-    });
+    };
   }
 
   /**
@@ -517,10 +525,16 @@ export class UserRegistry {
    */
   share(sink: SharedStateSink, itemId: (ordinal: number) => string | undefined): void {
     this.#sink = sink;
-    for (const u of this.#byId.values()) sink.user(u.id, this.#queryBase(u));
-    this.#co.share((ordinal, task) => {
-      const id = itemId(ordinal);
-      if (id !== undefined) sink.related(id, task);
-    });
+    for (const u of this.#byId.values()) sink.user(u.id, u.query ?? this.#queryStateOf(u));
+    this.#co.share(
+      (ordinal, task) => {
+        const id = itemId(ordinal);
+        return id !== undefined && sink.related(id, task);
+      },
+      (ordinal) => {
+        const id = itemId(ordinal);
+        return id === undefined ? undefined : sink.readRelated(id);
+      },
+    );
   }
 }

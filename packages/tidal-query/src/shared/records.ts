@@ -8,45 +8,46 @@ import { hashString } from '../user-state.js';
  * here once per process (see tidal-core's shared-state.ts), so a query that names a user, a session
  * or an item runs in whichever thread it arrives at.
  *
- * Layout (all little-endian, in three kinds of SharedArrayBuffer):
+ * Layout (little-endian, in three SharedArrayBuffers):
  * - `control`, Int32 × CONTROL_INTS: SEQ (the seqlock: odd while the writer changes what a reader
- *   follows), ACTIVE (the arena records are read from, 0 or 1), INDEX_AT (the Int32 offset of the
- *   live index table), INDEX_CAP (its entries, a power of two), EPOCH (bumped by every compaction,
- *   so that a reader's cache of decoded records never mixes two arenas' offsets), FULL (1 once a
- *   record could not be stored: a reader that misses a key must then ask the writer's thread).
+ *   follows), INDEX_AT (the Int32 offset of the live index table), INDEX_CAP (its entries, a power
+ *   of two), FULL (1 once a record could not be stored: a reader that misses a key must then ask
+ *   the writer's thread).
  * - `index`, Int32, growable: two halves, each a table of (tag, offset) entries, open addressing
- *   with linear probing. tag 0 is empty, −1 a deleted entry, else `(hash & 0x7fffffff) | 1`.
- * - `arenas[0..1]`, bytes, growable: records appended one after another, each 8-byte aligned:
- *   u32 key bytes, u32 value bytes, the key's UTF-8, padding to 8, the value, padding to 8.
+ *   with linear probing. tag 0 is empty, −1 a deleted entry, else `(hash & 0x7fffffff) | 1`. A
+ *   table that fills is rebuilt, larger, in the other half, and switched to in one seqlock section.
+ * - `arena`, bytes, growable: records in blocks of size classes (64 bytes, then four classes per
+ *   power of two: at most a quarter of a block is padding). A record: u32 key bytes, u32 value
+ *   bytes, u32 generation (a number the writer never gives twice), u32 block bytes, the key's UTF-8,
+ *   padding to 8, the value.
  *
- * A record once written never changes: the writer appends a new one and points the key's entry at
- * it (entry changes happen inside the seqlock). When garbage outgrows the live bytes, the writer
- * copies the live records into the other arena and builds the other index half there, out of the
- * readers' sight, then switches ACTIVE, INDEX_AT and INDEX_CAP inside the seqlock. A reader copies
- * the value out and then checks the sequence: a read that overlapped a change is done again, so a
- * reader never keeps a torn record, and a compaction can reuse an arena only after every reader of
- * it has seen the sequence move.
+ * The writer never changes a record a key points at: it writes the new one into a free block (or
+ * past the used end), points the key at it inside the seqlock, and only then frees the old block
+ * for reuse. A reader copies the value out and checks the sequence, doing the read again if it
+ * moved. That is enough for reuse too: a reader can only be inside a freed block if it followed the
+ * key before the section that moved the key away, and that section moved the sequence. So a reader
+ * never keeps a torn record, and a freed block is written again without waiting for readers.
+ * Resident memory is the blocks in use plus the free ones (the high-water mark of the used end).
  */
 
 const SEQ = 0;
-const ACTIVE = 1;
-const INDEX_AT = 2;
-const INDEX_CAP = 3;
-const EPOCH = 4;
-const FULL = 5;
+const INDEX_AT = 1;
+const INDEX_CAP = 2;
+const FULL = 3;
 const CONTROL_INTS = 8;
 
 const EMPTY = 0;
 const DELETED = -1;
 /** Entries start at this many and double; a table is at most half full (deleted entries count). */
 const MIN_CAP = 1024;
-const HEADER = 8;
+const HEADER = 16;
+const MIN_BLOCK = 64;
 
 /** The buffers of a record store, posted to every thread that reads it. */
 export interface SharedRecordsBuffers {
   readonly control: SharedArrayBuffer;
   readonly index: SharedArrayBuffer;
-  readonly arenas: readonly [SharedArrayBuffer, SharedArrayBuffer];
+  readonly arena: SharedArrayBuffer;
   /** Index entries a half can hold at most. */
   readonly maxEntries: number;
 }
@@ -57,6 +58,13 @@ function tagOf(hash: number): number {
 
 function pad8(n: number): number {
   return (n + 7) & ~7;
+}
+
+/** The block a record of `bytes` takes: 64, then four sizes per power of two (a multiple of 8). */
+export function blockBytes(bytes: number): number {
+  if (bytes <= MIN_BLOCK) return MIN_BLOCK;
+  const step = 2 ** Math.floor(Math.log2(bytes - 1)) / 4;
+  return Math.ceil(bytes / step) * step;
 }
 
 function growable(initial: number, max: number): SharedArrayBuffer {
@@ -81,42 +89,46 @@ const encoder = new TextEncoder();
 /** What the writer knows of one live record. */
 interface Live {
   offset: number;
-  bytes: number;
-  key: Uint8Array;
+  block: number;
   hash: number;
 }
 
 /** Counters of a store, for `stats()` and tests. */
 export interface SharedRecordsStats {
   records: number;
+  /** Bytes of the blocks records take. */
   liveBytes: number;
-  /** Bytes of the active arena in use, garbage included. */
+  /** Bytes of the arena written so far: the blocks in use and the free ones. */
   usedBytes: number;
-  compactions: number;
+  /** Blocks written again after a record left them. */
+  reused: number;
   /** Whether a record could not be stored (reads of missing keys then go to the writer's thread). */
   full: boolean;
 }
 
 /**
  * The writer's side: the only thread that changes the records. `set` and `delete` take effect for
- * readers at once (each is one seqlock section); `batch` makes several take effect together.
+ * readers at once (each is one seqlock section).
  */
 export class SharedRecordsWriter {
   readonly buffers: SharedRecordsBuffers;
   readonly #control: Int32Array;
   readonly #live = new Map<string, Live>();
+  /** Free blocks by size. */
+  readonly #free = new Map<number, number[]>();
   #used = 0;
   #liveBytes = 0;
-  #compactions = 0;
+  #reused = 0;
+  #generation = 0;
   #depth = 0;
   #tombstones = 0;
 
   /**
-   * @param maxArenaBytes bytes an arena may grow to (each of two); address space is reserved, pages
-   *   are committed as records arrive.
+   * @param maxArenaBytes bytes the arena may grow to; address space is reserved, pages are
+   *   committed as records arrive.
    * @param maxEntries keys the store may hold at most.
    */
-  constructor(maxArenaBytes = 1 << 30, maxEntries = 1 << 22) {
+  constructor(maxArenaBytes = 2 ** 31 - 8, maxEntries = 1 << 22) {
     if (!Number.isInteger(maxArenaBytes) || maxArenaBytes < 4096 || maxArenaBytes > 2 ** 31 - 8) {
       throw new InvalidInputError('maxArenaBytes', 'an integer from 4096 to 2^31 - 8', maxArenaBytes);
     }
@@ -126,10 +138,7 @@ export class SharedRecordsWriter {
     this.buffers = Object.freeze({
       control: new SharedArrayBuffer(CONTROL_INTS * 4),
       index: growable(MIN_CAP * 2 * 4, 2 * cap * 2 * 4),
-      arenas: Object.freeze([growable(1 << 16, maxArenaBytes), growable(1 << 16, maxArenaBytes)]) as unknown as readonly [
-        SharedArrayBuffer,
-        SharedArrayBuffer,
-      ],
+      arena: growable(1 << 16, maxArenaBytes),
       maxEntries: cap,
     });
     this.#control = new Int32Array(this.buffers.control);
@@ -141,19 +150,9 @@ export class SharedRecordsWriter {
       records: this.#live.size,
       liveBytes: this.#liveBytes,
       usedBytes: this.#used,
-      compactions: this.#compactions,
+      reused: this.#reused,
       full: Atomics.load(this.#control, FULL) === 1,
     };
-  }
-
-  /** Runs `fn` with readers held off the changes it makes until it returns: they see all or none. */
-  batch(fn: () => void): void {
-    this.#enter();
-    try {
-      fn();
-    } finally {
-      this.#leave();
-    }
   }
 
   #enter(): void {
@@ -166,20 +165,14 @@ export class SharedRecordsWriter {
 
   /**
    * Stores `value` under `key`, replacing what it held. Returns false, with the key removed and the
-   * store marked full, when there is no room even after a compaction.
+   * store marked full, when there is no room.
    */
   set(key: string, value: Uint8Array): boolean {
     const k = encoder.encode(key);
-    const bytes = HEADER + pad8(k.length) + pad8(value.length);
-    if (!this.#room(bytes)) {
-      this.delete(key);
-      Atomics.store(this.#control, FULL, 1);
-      return false;
-    }
-    const arena = this.buffers.arenas[Atomics.load(this.#control, ACTIVE)]!;
-    const offset = this.#used;
-    writeRecord(arena, offset, k, value);
-    this.#used += bytes;
+    const block = blockBytes(HEADER + pad8(k.length) + value.length);
+    const offset = this.#allocate(block);
+    if (offset < 0) return this.#refuse(key);
+    writeRecord(this.buffers.arena, offset, k, value, ++this.#generation >>> 0, block);
     const hash = hashString(key);
     const before = this.#live.get(key);
     let put: boolean;
@@ -190,13 +183,39 @@ export class SharedRecordsWriter {
       this.#leave();
     }
     if (!put) {
-      Atomics.store(this.#control, FULL, 1);
-      return false;
+      this.#release(offset, block);
+      return this.#refuse(key);
     }
-    if (before !== undefined) this.#liveBytes -= before.bytes;
-    this.#live.set(key, { offset, bytes, key: k, hash });
-    this.#liveBytes += bytes;
+    if (before !== undefined) this.#release(before.offset, before.block);
+    this.#live.set(key, { offset, block, hash });
+    this.#liveBytes += block;
     return true;
+  }
+
+  #refuse(key: string): false {
+    this.delete(key);
+    Atomics.store(this.#control, FULL, 1);
+    return false;
+  }
+
+  /** A free block of `block` bytes, or one past the used end; −1 when the arena cannot grow to it. */
+  #allocate(block: number): number {
+    const free = this.#free.get(block);
+    if (free !== undefined && free.length > 0) {
+      this.#reused++;
+      return free.pop()!;
+    }
+    if (!ensureBytes(this.buffers.arena, this.#used + block)) return -1;
+    const offset = this.#used;
+    this.#used += block;
+    return offset;
+  }
+
+  /** Frees a block no key points at any more (after the section that moved its key away). */
+  #release(offset: number, block: number): void {
+    let free = this.#free.get(block);
+    if (free === undefined) this.#free.set(block, (free = []));
+    free.push(offset);
   }
 
   /** Removes `key`; false if it was not there. */
@@ -216,7 +235,8 @@ export class SharedRecordsWriter {
       this.#leave();
     }
     this.#live.delete(key);
-    this.#liveBytes -= live.bytes;
+    this.#liveBytes -= live.block;
+    this.#release(live.offset, live.block);
     return true;
   }
 
@@ -235,12 +255,12 @@ export class SharedRecordsWriter {
   #put(hash: number, key: Uint8Array, offset: number, fresh: boolean): boolean {
     let cap = Atomics.load(this.#control, INDEX_CAP);
     if (fresh && 2 * (this.#live.size + 1 + this.#tombstones) > cap) {
-      if (!this.#rebuild(Atomics.load(this.#control, ACTIVE), this.#live.size + 1)) return false;
+      if (!this.#rebuild(this.#live.size + 1)) return false;
       cap = Atomics.load(this.#control, INDEX_CAP);
     }
     const idx = new Int32Array(this.buffers.index);
     const at = Atomics.load(this.#control, INDEX_AT);
-    const arena = new Uint8Array(this.buffers.arenas[Atomics.load(this.#control, ACTIVE)]!);
+    const arena = new Uint8Array(this.buffers.arena);
     const tag = tagOf(hash);
     let free = -1;
     for (let i = hash & (cap - 1), n = 0; n < cap; i = (i + 1) & (cap - 1), n++) {
@@ -266,55 +286,12 @@ export class SharedRecordsWriter {
   }
 
   /**
-   * Makes room for `bytes` more: grows the active arena, or compacts the live records into the
-   * other one when garbage is at least half of what is used. False when neither makes room.
+   * Builds a table for the live records in the index half not in use and switches to it. Readers
+   * cannot be in the half written: they look at the other one until the switch, and a reader of an
+   * older switch sees the sequence move. Called inside the seqlock. False, with nothing changed,
+   * when the table would pass its reservation.
    */
-  #room(bytes: number): boolean {
-    const active = Atomics.load(this.#control, ACTIVE);
-    const garbage = this.#used - this.#liveBytes;
-    if (garbage > this.#liveBytes && garbage > 1 << 16) this.#compact();
-    const arena = this.buffers.arenas[Atomics.load(this.#control, ACTIVE)]!;
-    if (ensureBytes(arena, this.#used + bytes)) return true;
-    if (Atomics.load(this.#control, ACTIVE) === active && garbage > 0) {
-      this.#compact();
-      return ensureBytes(this.buffers.arenas[Atomics.load(this.#control, ACTIVE)]!, this.#used + bytes);
-    }
-    return false;
-  }
-
-  /** Copies the live records into the other arena, builds the other index half there, switches. */
-  #compact(): void {
-    const from = Atomics.load(this.#control, ACTIVE);
-    const to = 1 - from;
-    const src = new Uint8Array(this.buffers.arenas[from]!);
-    const dst = this.buffers.arenas[to]!;
-    if (!ensureBytes(dst, this.#liveBytes)) return;
-    const out = new Uint8Array(dst);
-    let used = 0;
-    for (const live of this.#live.values()) {
-      out.set(src.subarray(live.offset, live.offset + live.bytes), used);
-      live.offset = used;
-      used += live.bytes;
-    }
-    this.#used = used;
-    this.#compactions++;
-    this.#enter();
-    try {
-      // The same number of keys fits the table it had, so this rebuild cannot fail.
-      this.#rebuild(to, this.#live.size);
-      Atomics.add(this.#control, EPOCH, 1);
-    } finally {
-      this.#leave();
-    }
-  }
-
-  /**
-   * Builds a table for the live records (their offsets in arena `arena`) in the index half not in
-   * use and switches to it and to that arena. Readers cannot be in the half written: they look at
-   * the other one until the switch, and a reader of an older switch sees the sequence move.
-   * Called inside the seqlock. False, with nothing changed, when the table would pass its reservation.
-   */
-  #rebuild(arena: number, entries: number): boolean {
+  #rebuild(entries: number): boolean {
     let cap = Math.max(MIN_CAP, 2 ** Math.ceil(Math.log2(entries * 4)));
     if (cap > this.buffers.maxEntries) cap = this.buffers.maxEntries;
     if (2 * entries > cap) return false;
@@ -332,38 +309,49 @@ export class SharedRecordsWriter {
       }
     }
     this.#tombstones = 0;
-    Atomics.store(this.#control, ACTIVE, arena);
     Atomics.store(this.#control, INDEX_AT, at);
     Atomics.store(this.#control, INDEX_CAP, cap);
     return true;
   }
 }
 
-function writeRecord(arena: SharedArrayBuffer, offset: number, key: Uint8Array, value: Uint8Array): void {
+function writeRecord(
+  arena: SharedArrayBuffer,
+  offset: number,
+  key: Uint8Array,
+  value: Uint8Array,
+  generation: number,
+  block: number,
+): void {
   const dv = new DataView(arena);
   dv.setUint32(offset, key.length, true);
   dv.setUint32(offset + 4, value.length, true);
+  dv.setUint32(offset + 8, generation, true);
+  dv.setUint32(offset + 12, block, true);
   const bytes = new Uint8Array(arena);
   bytes.set(key, offset + HEADER);
   bytes.set(value, offset + HEADER + pad8(key.length));
 }
 
+function u32At(arena: Uint8Array, at: number): number {
+  return (arena[at]! | (arena[at + 1]! << 8) | (arena[at + 2]! << 16) | (arena[at + 3]! << 24)) >>> 0;
+}
+
 /** Whether the record at `offset` has key `key` (bounds-checked: a racing read may see garbage). */
 function keyAt(arena: Uint8Array, offset: number, key: Uint8Array): boolean {
   if (offset < 0 || offset + HEADER + key.length > arena.length) return false;
-  const n = arena[offset]! | (arena[offset + 1]! << 8) | (arena[offset + 2]! << 16) | (arena[offset + 3]! << 24);
-  if (n !== key.length) return false;
+  if (u32At(arena, offset) !== key.length) return false;
   const base = offset + HEADER;
   for (let i = 0; i < key.length; i++) if (arena[base + i] !== key[i]) return false;
   return true;
 }
 
-/** A record a reader found: its value (a private copy) and where it was, for caches. */
+/** A record a reader found: its value (a private copy) and which record it was, for caches. */
 export interface FoundRecord {
   readonly value: Uint8Array;
-  /** Epoch and offset: equal for two reads of the same record, different for any other. */
-  readonly epoch: number;
+  /** Offset and generation: equal for two reads of the same record, different for any other. */
   readonly offset: number;
+  readonly generation: number;
 }
 
 /** Reads done again on this thread because the writer changed the store meanwhile. */
@@ -385,8 +373,7 @@ export class SharedRecordsReader {
       buffers === null ||
       !(buffers.control instanceof SharedArrayBuffer) ||
       !(buffers.index instanceof SharedArrayBuffer) ||
-      !Array.isArray(buffers.arenas) ||
-      !buffers.arenas.every((a) => a instanceof SharedArrayBuffer)
+      !(buffers.arena instanceof SharedArrayBuffer)
     ) {
       throw new InvalidInputError('records', 'the buffers of a SharedRecordsWriter', buffers);
     }
@@ -411,12 +398,10 @@ export class SharedRecordsReader {
     for (;;) {
       const seq = Atomics.load(c, SEQ);
       if ((seq & 1) === 1) continue;
-      const epoch = Atomics.load(c, EPOCH);
-      const arenaBuf = this.#buffers.arenas[Atomics.load(c, ACTIVE) & 1]!;
       const at = Atomics.load(c, INDEX_AT);
       const cap = Atomics.load(c, INDEX_CAP);
       const idx = new Int32Array(this.#buffers.index, 0, Math.min(this.#buffers.index.byteLength >> 2, at + cap * 2));
-      const arena = new Uint8Array(arenaBuf);
+      const arena = new Uint8Array(this.#buffers.arena);
       let found: FoundRecord | undefined;
       let sane = cap > 0 && (cap & (cap - 1)) === 0 && at + cap * 2 <= idx.length;
       for (let i = hash & (cap - 1), n = 0; sane && n < cap; i = (i + 1) & (cap - 1), n++) {
@@ -425,17 +410,18 @@ export class SharedRecordsReader {
         if (t !== tag) continue;
         const offset = idx[at + 2 * i + 1]!;
         if (!keyAt(arena, offset, k)) continue;
-        if (cached !== undefined && cached.epoch === epoch && cached.offset === offset) {
+        const generation = u32At(arena, offset + 8);
+        if (cached !== undefined && cached.offset === offset && cached.generation === generation) {
           found = cached;
           break;
         }
-        const len = arena[offset + 4]! | (arena[offset + 5]! << 8) | (arena[offset + 6]! << 16) | (arena[offset + 7]! << 24);
+        const len = u32At(arena, offset + 4);
         const start = offset + HEADER + pad8(k.length);
-        if (len < 0 || start + len > arena.length) {
+        if (start + len > arena.length) {
           sane = false;
           break;
         }
-        found = { value: arena.slice(start, start + len), epoch, offset };
+        found = { value: arena.slice(start, start + len), offset, generation };
         break;
       }
       if (Atomics.load(c, SEQ) === seq && sane) return found;
