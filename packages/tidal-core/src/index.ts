@@ -42,6 +42,7 @@ export {
   TimeoutError,
   DirectoryLockedError,
   CursorExpiredError,
+  MissingPackageError,
   ERROR_CODES,
   WARNING_CODES,
   DegradationLevel,

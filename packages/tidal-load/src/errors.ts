@@ -24,6 +24,7 @@ export const ERROR_CODES = [
   'TIDAL_DEPENDENCY_UNAVAILABLE',
   'TIDAL_DIRECTORY_LOCKED',
   'TIDAL_CURSOR_EXPIRED',
+  'TIDAL_MISSING_PACKAGE',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -473,6 +474,33 @@ export class CursorExpiredError extends TidalError {
   constructor(reason: CursorGoneReason, why: string) {
     super('TIDAL_CURSOR_EXPIRED', `cursor refused: its pinned ranking ${why}; start the query again without a cursor`);
     this.reason = reason;
+  }
+}
+
+/**
+ * A package a feature needs is not installed, or its native binding was never built (an install
+ * with scripts turned off: pnpm's default, `npm install --ignore-scripts`). The message names the
+ * package, what needs it and the command that fixes it.
+ */
+export class MissingPackageError extends TidalError {
+  /** True for a `TIDAL_MISSING_PACKAGE` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is MissingPackageError {
+    return hasCode(value, 'TIDAL_MISSING_PACKAGE');
+  }
+
+  /** The npm package to install or rebuild. */
+  readonly packageName: string;
+  /** What needs it: `open()`, `--redis`, ... */
+  readonly neededBy: string;
+  /** The command that fixes it. */
+  readonly fix: string;
+
+  /** `problem` completes "<packageName> …": `is not installed`, `has no built native binding`. */
+  constructor(packageName: string, neededBy: string, problem: string, fix: string, options?: ErrorOptions) {
+    super('TIDAL_MISSING_PACKAGE', `${neededBy} needs the package ${packageName}, which ${problem}: run \`${fix}\``, options);
+    this.packageName = packageName;
+    this.neededBy = neededBy;
+    this.fix = fix;
   }
 }
 

@@ -18,6 +18,7 @@ export {
   DependencyUnavailableError,
   DirectoryLockedError,
   CursorExpiredError,
+  MissingPackageError,
   ERROR_CODES,
 } from './errors.js';
 export type { ErrorCode, CursorGoneReason } from './errors.js';
