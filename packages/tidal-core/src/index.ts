@@ -66,7 +66,7 @@ export type {
   ReplicationLinkStats,
   OriginPosition,
 } from 'tidal-load';
-export type { ReplicaStats } from './replication.js';
+export type { ReplicaStats } from './replica-stats.js';
 export { SESSION_DEFAULTS } from './session-options.js';
 export { CURSOR_DEFAULTS } from './pinned-rankings.js';
 export type { CursorOptions, PinnedRankingStats } from './pinned-rankings.js';
