@@ -164,6 +164,8 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'ReplicationLink',
     'ReplicationLinkStats',
     'RetrieveRequest',
+    'RetrieveFields',
+    'SearchFields',
     'RetrieveResults',
     'RetrievedItem',
     'SESSION_DEFAULTS',

@@ -21,6 +21,8 @@ export type {
   ItemInput,
   SignalInput,
   RetrieveRequest,
+  RetrieveFields,
+  SearchFields,
   RetrieveResults,
   SearchRequest,
   SearchResults,
