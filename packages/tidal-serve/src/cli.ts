@@ -179,7 +179,7 @@ async function serve(config: ServeConfig): Promise<void> {
     });
     if (threaded === undefined) {
       const url = await server.listen(config.port, config.host, config.backlog);
-      handleShutdown(server, { drainMs: config.drainMs });
+      handleShutdown(server, { drainMs: config.drainMs, ...(config.parentCheck ? {} : { parentCheckMs: 0 }) });
       process.stdout.write(`tidal serve listening on ${url}\n`);
       return;
     }
@@ -203,7 +203,7 @@ async function serve(config: ServeConfig): Promise<void> {
           await server.close({ drainMs: 0 });
         },
       },
-      { drainMs: config.drainMs },
+      { drainMs: config.drainMs, ...(config.parentCheck ? {} : { parentCheckMs: 0 }) },
     );
     process.stdout.write(
       `tidal serve listening on http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${threaded.data.port}\n`,

@@ -34,6 +34,8 @@ export interface ServeConfig {
   readonly drainMs: number;
   readonly bodyLimitBytes: number;
   readonly admission: boolean;
+  /** Off with `--no-parent-check`: the server keeps running when the process that started it exits (`nohup tidal serve &`). */
+  readonly parentCheck: boolean;
   /** `--redis URL`: the tenant limiter and the period limit decide through this Redis, shared by every replica. */
   readonly redis: string | undefined;
   /** `--replicate` (with `--redis`): signals, items and user state replicate between replicas through a Redis Stream on it. */
@@ -93,7 +95,7 @@ export const CONFIG_DEFAULTS = Object.freeze({
 
 /**
  * The flags, for `node:util.parseArgs` and the help text alike. `-h` is `--help`; `--no-adaptive`
- * and `--no-admission` are flags of their own (not negations parseArgs would read).
+ * `--no-admission` and `--no-parent-check` are flags of their own (not negations parseArgs would read).
  */
 const FLAGS = {
   path: { type: 'string', help: 'DIR        the database directory (created if missing); required unless --demo' },
@@ -150,6 +152,10 @@ const FLAGS = {
     help: 'FILE     a module whose default export is a fastify plugin of your own routes, loaded into every acceptor with { db }',
   },
   'no-admission': { type: 'boolean', help: "     no admission chain (tidal's own load management stays)" },
+  'no-parent-check': {
+    type: 'boolean',
+    help: '  keep running when the process that started it exits (by default it drains as on SIGTERM: npx does not pass SIGTERM on)',
+  },
   help: { type: 'boolean', short: 'h', help: '             this text' },
 } as const satisfies Record<string, NonNullable<ParseArgsConfig['options']>[string] & { readonly help: string }>;
 
@@ -310,6 +316,7 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
     bodyLimitBytes:
       str('body-limit') === undefined ? CONFIG_DEFAULTS.bodyLimitBytes : whole('--body-limit', str('body-limit')!, 1, 2 ** 30),
     admission: !bool('no-admission'),
+    parentCheck: !bool('no-parent-check'),
     redis,
     replicate: bool('replicate'),
     embedder,

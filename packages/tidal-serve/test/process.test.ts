@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { MissingPackageError } from 'tidal-core';
 import { handleShutdown } from '../src/shutdown.js';
 import { loadFleetModule } from '../src/fleet-loader.js';
+import { parseServeArgs } from '../src/config.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -66,6 +67,23 @@ describe('a server whose parent process goes away', () => {
     });
     remove();
     expect(exitCode).toBeUndefined();
+  });
+});
+
+describe('--no-parent-check', () => {
+  it('turns the check off: the parent is never read', () => {
+    let reads = 0;
+    const remove = handleShutdown(
+      { inFlight: 0, close: () => Promise.resolve() },
+      { drainMs: 1, parentCheckMs: 0, parentPid: () => ++reads, log: () => {}, exit: () => {} },
+    );
+    remove();
+    expect(reads).toBe(0);
+  });
+
+  it('is what the flag sets', () => {
+    expect(parseServeArgs(['--demo', '--no-parent-check']).parentCheck).toBe(false);
+    expect(parseServeArgs(['--demo']).parentCheck).toBe(true);
   });
 });
 
