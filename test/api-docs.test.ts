@@ -5,8 +5,10 @@
  *
  * The ```ts block right after a `<!-- setup -->` line opens the database (it must define `NOW`,
  * `HOUR`, `schema` and `db`); each block right after a `<!-- run -->` line is then run, in page
- * order, with those, every export of tidal-core and `assert` (node:assert/strict) in scope. A block
- * may import modules with `await import(...)`, which the transpiled code turns into `require`.
+ * order, with those and `assert` (node:assert/strict) in scope. Every block imports what it uses of
+ * tidal-core itself, as an application would: it is type-checked with nothing else of tidal-core in
+ * scope, so a missing import fails. A block may import other modules with `await import(...)`,
+ * which the transpiled code turns into `require`.
  */
 import { readFileSync } from 'node:fs';
 import assert from 'node:assert/strict';
@@ -58,23 +60,6 @@ const SETUP_NAMES = ['NOW', 'HOUR', 'schema', 'db'] as const;
 
 // ---- type-checking --------------------------------------------------------------------------
 
-/**
- * Every name tidal-core exports (values and types), read from its published index.d.ts, so that
- * every example sees exactly what an application importing from 'tidal-core' sees.
- */
-function exportedNames(): { values: string[]; types: string[] } {
-  const require = createRequire(import.meta.url);
-  const indexDts = require.resolve('tidal-core').replace(/\.js$/, '.d.ts');
-  const source = ts.createSourceFile(indexDts, readFileSync(indexDts, 'utf8'), ts.ScriptTarget.ES2022);
-  const values: string[] = [];
-  const types: string[] = [];
-  for (const s of source.statements) {
-    if (!ts.isExportDeclaration(s) || !s.exportClause || !ts.isNamedExports(s.exportClause)) continue;
-    for (const e of s.exportClause.elements) (s.isTypeOnly || e.isTypeOnly ? types : values).push(e.name.text);
-  }
-  return { values, types };
-}
-
 interface VirtualFile {
   path: string;
   text: string;
@@ -84,19 +69,18 @@ interface VirtualFile {
 }
 
 function virtualFiles(): VirtualFile[] {
-  const { values, types } = exportedNames();
-  const importAll = `import { ${[...values, ...types.map((t) => `type ${t}`)].join(', ')} } from 'tidal-core';\nimport assert from 'node:assert/strict';\n`;
+  const importAssert = `import assert from 'node:assert/strict';\n`;
   const files: VirtualFile[] = [];
   const setupPath = join(HERE, '__api_docs__', 'setup.ts');
   files.push({
     path: setupPath,
-    text: `${importAll}${setup[0]!.code}\nexport { ${SETUP_NAMES.join(', ')} };\n`,
-    prelude: 2,
+    text: `${importAssert}${setup[0]!.code}\nexport { ${SETUP_NAMES.join(', ')} };\n`,
+    prelude: 1,
     block: setup[0]!,
   });
   runs.forEach((b, i) => {
-    const prelude = `${importAll}import { ${SETUP_NAMES.join(', ')} } from './setup.js';\nexport {};\n`;
-    files.push({ path: join(HERE, '__api_docs__', `block-${i}.ts`), text: prelude + b.code + '\n', prelude: 4, block: b });
+    const prelude = `${importAssert}import { ${SETUP_NAMES.join(', ')} } from './setup.js';\nexport {};\n`;
+    files.push({ path: join(HERE, '__api_docs__', `block-${i}.ts`), text: prelude + b.code + '\n', prelude: 3, block: b });
   });
   return files;
 }
@@ -147,9 +131,12 @@ const AsyncFunction = (async () => {}).constructor as new (...args: string[]) =>
 const requireFromTests = createRequire(import.meta.url);
 const valueNames = Object.keys(tidal);
 
+/** A block's own import of tidal-core, whose names the function below takes as parameters instead. */
+const TIDAL_IMPORT = /^import (type )?\{[^}]*\} from 'tidal-core';$/gm;
+
 /** The block as the body of an async function, TypeScript removed, `import()` turned into `require`. */
 function compile(block: Block, trailer = ''): AsyncFn {
-  const js = ts.transpileModule(block.code, {
+  const js = ts.transpileModule(block.code.replace(TIDAL_IMPORT, ''), {
     compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.CommonJS, esModuleInterop: true },
     fileName: `api-md-line-${block.line}.ts`,
   }).outputText;

@@ -73,7 +73,8 @@ afterAll(async () => {
   await Promise.all([db?.close(), other?.close()]);
 });
 
-type Req = Omit<RetrieveRequest, 'limit' | 'cursor' | 'paginate'>;
+// Requests without limit, cursor or paginate, which each test adds.
+type Req = RetrieveRequest;
 const REQUESTS: Req[] = [
   { profile: 'popular' },
   { profile: 'trending' },
@@ -174,7 +175,7 @@ describe('cursor chains pin their ranking', () => {
   }, 120_000);
 
   it('search pages too (text, vector, hybrid, boosted), at every level', async () => {
-    const searches: Omit<SearchRequest, 'limit' | 'cursor' | 'paginate'>[] = [
+    const searches: SearchRequest[] = [
       { text: 'tune odd' },
       { vector: [0, 1, 0] },
       { text: 'tune odd', vector: [0, 1, 0] },

@@ -61,6 +61,8 @@ function sampleOf(cls: string): TidalError {
       return new load.DirectoryLockedError('/data', 4242, '2026-01-01T00:00:00.000Z');
     case 'CursorExpiredError':
       return new load.CursorExpiredError('evicted', 'was evicted');
+    case 'MissingPackageError':
+      return new load.MissingPackageError('tidal-fleet', '--redis', 'is not installed', 'npm install tidal-fleet');
     case 'DependencyUnavailableError':
       return new load.DependencyUnavailableError('embedder', 'shed', 0, 'bulkhead full');
     default:

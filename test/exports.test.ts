@@ -61,6 +61,7 @@ describe('tidal-core exports', () => {
         'DirectoryLockedError',
         'CURSOR_DEFAULTS',
         'CursorExpiredError',
+        'MissingPackageError',
         'TidalDb',
         'TidalDbBuilder',
         'TidalError',
@@ -113,6 +114,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'CursorExpiredError',
     'CursorGoneReason',
     'CursorOptions',
+    'MissingPackageError',
     'DEFAULTS',
     'DEFAULT_THRESHOLDS',
     'DegradationLevel',
@@ -163,6 +165,8 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'ReplicationLink',
     'ReplicationLinkStats',
     'RetrieveRequest',
+    'RetrieveFields',
+    'SearchFields',
     'RetrieveResults',
     'RetrievedItem',
     'SESSION_DEFAULTS',
@@ -241,6 +245,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'openSlotSource',
   ],
   'tidal-load': [
+    'MissingPackageError',
     'AbortedError',
     'AcquireOptions',
     'BackpressureError',
@@ -498,7 +503,14 @@ describe('package manifests', () => {
       'tidal-serve': ['./internal', './demo'],
       'tidal-wal': ['./storage'],
     };
-    for (const pkg of packages) expect(Object.keys(manifest(pkg).exports), pkg).toEqual(['.', ...(extra[pkg] ?? [])]);
+    // './package.json' lets tools (and `tidal --version`) read a package's version.
+    for (const pkg of packages) expect(Object.keys(manifest(pkg).exports), pkg).toEqual(['.', ...(extra[pkg] ?? []), './package.json']);
+  });
+
+  it("tidal-fleet is an optional peer of tidal-serve, so serve installs without Redis's and PostgreSQL's clients", () => {
+    const serve = manifest('tidal-serve');
+    expect(serve.dependencies?.['tidal-fleet']).toBeUndefined();
+    expect(serve.peerDependenciesMeta?.['tidal-fleet']?.optional).toBe(true);
   });
 
   it('prom-client is an optional peer of tidal-core, not a dependency', () => {

@@ -347,6 +347,7 @@ describe('top by popularity within its window', () => {
 describe('bad inputs', () => {
   const refused = (field: string) => (err: unknown) => InvalidInputError.is(err) && err.field === field;
   it('names the field', async () => {
+    // @ts-expect-error -- the types require `user` for following; an untyped caller gets the error.
     await expect(db.retrieve({ profile: 'following' })).rejects.toSatisfy(refused('user'));
     await expect(db.retrieve({ profile: 'following', user: 'u', order: 'oldest' as 'newest' })).rejects.toSatisfy(refused('order'));
     await expect(db.retrieve({ profile: 'hot', order: 'popular' })).rejects.toSatisfy(refused('order'));

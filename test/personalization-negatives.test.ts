@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { TidalDb, type DegradationLevelName } from 'tidal-core';
+import { TidalDb, type DegradationLevelName, type RetrieveRequest } from 'tidal-core';
 import { NOW, TestClock } from './helpers.js';
 import { USER_SCHEMA } from './user-helpers.js';
 
@@ -160,9 +160,8 @@ describe('hard negatives (property)', () => {
                 let ids: string[];
                 if (c.kind < PROFILES.length) {
                   const profile = PROFILES[c.kind]!;
-                  ids = (await db.retrieve({ ...base, profile, ...(profile === 'related' ? { item: ITEMS[0]! } : {}) })).items.map(
-                    (i) => i.id,
-                  );
+                  const req = { ...base, profile, ...(profile === 'related' ? { item: ITEMS[0]! } : {}) } as RetrieveRequest;
+                  ids = (await db.retrieve(req)).items.map((i) => i.id);
                 } else if (c.kind === PROFILES.length) {
                   ids = (await db.retrieve({ ...base, profile: 'popular', context: [1, 1, 1] })).items.map((i) => i.id);
                 } else {

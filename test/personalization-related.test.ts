@@ -319,6 +319,7 @@ describe('related', () => {
       .open();
     try {
       const refused = (err: unknown): boolean => InvalidInputError.is(err) && err.field === 'item';
+      // @ts-expect-error -- the types require `item` for related; an untyped caller gets the error.
       await expect(db.retrieve({ profile: 'related' })).rejects.toSatisfy(refused);
       await expect(db.retrieve({ profile: 'related', item: 'nothing' })).rejects.toSatisfy(refused);
       await expect(db.retrieve({ profile: 'related', item: 'x', context: [1, 0, 0] })).rejects.toSatisfy(

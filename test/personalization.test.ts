@@ -4,7 +4,7 @@
  * mix, its cold start, its exploration places and its per-call weights.
  */
 import { describe, expect, it } from 'vitest';
-import { TidalDb, USER_DEFAULTS, type RetrieveRequest } from 'tidal-core';
+import { TidalDb, USER_DEFAULTS, type RetrieveFields } from 'tidal-core';
 import { DAY, HOUR, NOW, TestClock } from './helpers.js';
 import { USER_SCHEMA } from './user-helpers.js';
 
@@ -147,7 +147,7 @@ async function oracle(
   return scored.map(({ id, score }) => ({ id, score }));
 }
 
-async function feed(db: TidalDb, req: Omit<RetrieveRequest, 'profile'>): Promise<{ id: string; score: number }[]> {
+async function feed(db: TidalDb, req: Omit<RetrieveFields, 'profile'> & { user: string }): Promise<{ id: string; score: number }[]> {
   const r = await db.retrieve({ profile: 'for_you', limit: CORPUS.length, ...req });
   return r.items.map((i) => ({ id: i.id, score: i.score }));
 }

@@ -88,6 +88,7 @@ describe('users', () => {
       await expect(db.retrieve({ profile: 'popular', user: 'ghost' })).rejects.toSatisfy(expectInvalid('user'));
       await expect(db.search({ text: 'x', user: 'ghost' })).rejects.toSatisfy(expectInvalid('user'));
       await expect(db.retrieve({ profile: 'popular', userFilter: { unseen: true } })).rejects.toSatisfy(expectInvalid('userFilter'));
+      // @ts-expect-error -- the types require `user` for for_you; an untyped caller gets the error.
       await expect(db.retrieve({ profile: 'for_you' })).rejects.toSatisfy(expectInvalid('user'));
       await db.upsertUsers([{ id: 'u' }]);
       await expect(db.retrieve({ profile: 'popular', user: 'u', userFilter: { unblocked: false } })).rejects.toSatisfy(

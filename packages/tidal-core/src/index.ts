@@ -22,6 +22,8 @@ export type {
   ItemInput,
   SignalInput,
   RetrieveRequest,
+  RetrieveFields,
+  SearchFields,
   RetrieveResults,
   SearchRequest,
   SearchResults,
@@ -43,6 +45,7 @@ export {
   TimeoutError,
   DirectoryLockedError,
   CursorExpiredError,
+  MissingPackageError,
   ERROR_CODES,
   WARNING_CODES,
   DegradationLevel,
@@ -66,7 +69,7 @@ export type {
   ReplicationLinkStats,
   OriginPosition,
 } from 'tidal-load';
-export type { ReplicaStats } from './replication.js';
+export type { ReplicaStats } from './replica-stats.js';
 export { SESSION_DEFAULTS } from './session-options.js';
 export { CURSOR_DEFAULTS } from './pinned-rankings.js';
 export type { CursorOptions, PinnedRankingStats } from './pinned-rankings.js';

@@ -4,8 +4,6 @@
  * order by {@link openParts} and taken down in the reverse one by {@link shutdown}.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
@@ -13,6 +11,7 @@ import { DegradationLevel, InternalError, InvalidInputError, TidalError, type Wa
 import { AckMark, MemoryGuard, SignalLog, SlotCheckpoint, WalCheckpointer, openWriterConnection } from 'tidal-wal';
 import { SignalStore, SLOT_BYTES, SLOT_LAYOUT, type TaskEnvelope, type WarmResult } from 'tidal-query';
 import { AnnBuild } from './ann-build.js';
+import { createEphemeralDir, removeEphemeralDir } from './ephemeral-dirs.js';
 import { Cursors } from './cursor.js';
 import { PinnedRankings } from './pinned-rankings.js';
 import { lockDirectory } from './dir-lock.js';
@@ -90,7 +89,7 @@ export function openParts(o: FilledOptions): DbParts {
   const ephemeral = o.dir === null;
   let dir: string;
   try {
-    dir = o.dir ?? mkdtempSync(join(tmpdir(), 'tidal-'));
+    dir = o.dir ?? createEphemeralDir();
   } catch (err) {
     throw new InternalError(`could not create a temporary directory for an ephemeral database: ${(err as Error).message}`, { cause: err });
   }
@@ -103,7 +102,7 @@ export function openParts(o: FilledOptions): DbParts {
     db = openWriterConnection(file, o.durability);
   } catch (err) {
     unlock?.();
-    if (ephemeral) rmSync(dir, { recursive: true, force: true });
+    if (ephemeral) removeEphemeralDir(dir);
     throw openFailure(err, dir, file);
   }
   let ackMark: AckMark | null = null;
@@ -224,7 +223,7 @@ export function openParts(o: FilledOptions): DbParts {
     void walCheckpointer?.close();
     db.close();
     unlock();
-    if (ephemeral) rmSync(dir, { recursive: true, force: true });
+    if (ephemeral) removeEphemeralDir(dir);
     throw openFailure(err, dir, file);
   }
 }
@@ -313,7 +312,7 @@ export async function shutdown(p: DbParts, o: FilledOptions, link: LinkServer | 
   p.db.close();
   p.ackMark?.close();
   p.unlock();
-  if (p.ephemeral) rmSync(p.dir, { recursive: true, force: true });
+  if (p.ephemeral) removeEphemeralDir(p.dir);
   if (!failure) return;
   throw TidalError.is(failure) ? failure : new InternalError(`close failed: ${messageOf(failure)}`, { cause: failure });
 }

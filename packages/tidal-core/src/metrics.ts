@@ -1,6 +1,6 @@
 import { InvalidInputError, levelName, type DegradationLevel } from 'tidal-load';
 import type { AnnBuildStats } from './ann-build.js';
-import type { ReplicaStats } from './replication.js';
+import type { ReplicaStats } from './replica-stats.js';
 
 // prom-client is an optional peer dependency: it is loaded only when a registry is given, and no
 // type of it appears in tidal's declarations (an application without it must still type-check).

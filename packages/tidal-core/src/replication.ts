@@ -25,6 +25,9 @@ import {
 import { openWriterConnection } from 'tidal-wal';
 import { META, Meta, openStorage } from 'tidal-wal/storage';
 import type { WritePath } from './write-path.js';
+import type { ReplicaStats } from './replica-stats.js';
+
+export type { ReplicaStats } from './replica-stats.js';
 
 /** The first event of a foreign batch in the group commit: the `count` events after it are the batch's. */
 export interface ReplMarkEvent {
@@ -53,20 +56,6 @@ export interface ItemStamp {
 /** Whether stamp `a` is after stamp `b`: later time, or the same time and a higher origin id. */
 export function stampAfter(a: ItemStamp, b: ItemStamp): boolean {
   return a.at > b.at || (a.at === b.at && a.origin > b.origin);
-}
-
-/** `stats().replication`: this replica's outbox and what it applied of the others. */
-export interface ReplicaStats {
-  /** This database's replica id. */
-  replicaId: string;
-  /** Own committed batches not yet in the log. */
-  unpublished: number;
-  /** The log position of the last foreign batch applied, or null. */
-  position: string | null;
-  /** Per other replica: the last batch applied, and how long after its commit there it committed here. */
-  origins: (OriginPosition & { lagMs: number })[];
-  /** What the link reports (connected, published, read, applied). */
-  link: ReplicationLinkStats;
 }
 
 /** Replication state of one database, on the writer connection. */

@@ -2,7 +2,7 @@ import { DegradationLevel, levelName, type DegradationLevelName } from 'tidal-lo
 import type { GroupCommitStats } from 'tidal-wal';
 import type { AnnBuildStats } from './ann-build.js';
 import type { PinnedRankingStats } from './pinned-rankings.js';
-import type { ReplicaStats } from './replication.js';
+import type { ReplicaStats } from './replica-stats.js';
 
 /** Latency samples kept for percentiles: the most recent ones, so the figures follow the load. */
 const WINDOW = 8192;
@@ -88,7 +88,7 @@ const LEVELS = [DegradationLevel.Full, DegradationLevel.ReducedCandidates, Degra
 
 /** Counters and latency windows behind `db.stats()` and the Prometheus metrics. */
 export class QueryRecorder {
-  readonly served = new Float64Array(LEVELS.length);
+  readonly served: Float64Array = new Float64Array(LEVELS.length);
   failed = 0;
   cancelled = 0;
   readonly #latency = new Ring();

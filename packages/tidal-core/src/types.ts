@@ -127,7 +127,18 @@ export interface QueryControl {
   asJson?: boolean;
 }
 
-export interface RetrieveRequest extends QueryControl, UserQuery {
+/**
+ * What `retrieve()` takes: {@link RetrieveFields}, with what a profile needs required, so a
+ * request that could only be refused does not compile: `user` for `for_you` and `following`, `item`
+ * for `related`.
+ */
+export type RetrieveRequest =
+  | (RetrieveFields & { profile: 'for_you' | 'following'; user: string })
+  | (RetrieveFields & { profile: 'related'; item: string })
+  | (RetrieveFields & { profile: Exclude<Profile, 'for_you' | 'following' | 'related'> });
+
+/** The fields of a {@link RetrieveRequest}, each profile's together. */
+export interface RetrieveFields extends QueryControl, UserQuery {
   /**
    * `trending` (velocity), `popular` (decayed score), `new` (creation time), `for_you` (a user's
    * feed; needs `user`), `following` (the followed creators' items; needs `user`), `hot` (popularity
@@ -207,7 +218,11 @@ export interface RetrieveResults {
   tookMs: number;
 }
 
-export interface SearchRequest extends QueryControl, UserQuery {
+/** What `search()` takes: {@link SearchFields} with `text`, `vector` or both (a search of neither does not compile). */
+export type SearchRequest = SearchFields & ({ text: string } | { vector: readonly number[] | Float32Array });
+
+/** The fields of a {@link SearchRequest}. */
+export interface SearchFields extends QueryControl, UserQuery {
   /** Free text, matched word by word (any word) and ranked by BM25. */
   text?: string;
   /** A query vector, matched by ANN (cosine). With `text` too, the two are fused by RRF. */

@@ -4,7 +4,7 @@
  * answers a vector of the wrong length. Slowness is a held request, never a race with the clock.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidInputError, TidalDb, type TextEmbedder } from 'tidal-core';
+import { InvalidInputError, TidalDb, type SearchRequest, type TextEmbedder } from 'tidal-core';
 import { EmbedderClient } from '../src/index.js';
 import { embeddingOf, startEmbeddingServer, type EmbeddingServer } from './helpers/embedding-server.js';
 
@@ -153,7 +153,8 @@ describe('semantic search', () => {
       { text: 'river', semantic: true, vector: embeddingOf('river', DIMS) },
       { text: 'river', semantic: 'yes' as unknown as boolean },
     ]) {
-      const err = await db.search(req).catch((e: unknown) => e);
+      // { semantic: true } alone does not compile (a search needs text or vector); an untyped caller gets the error.
+      const err = await db.search(req as SearchRequest).catch((e: unknown) => e);
       expect(InvalidInputError.is(err), JSON.stringify(req)).toBe(true);
       expect((err as InvalidInputError).field).toBe('semantic');
     }

@@ -24,6 +24,7 @@ export const ERROR_CODES = [
   'TIDAL_DEPENDENCY_UNAVAILABLE',
   'TIDAL_DIRECTORY_LOCKED',
   'TIDAL_CURSOR_EXPIRED',
+  'TIDAL_MISSING_PACKAGE',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -476,6 +477,33 @@ export class CursorExpiredError extends TidalError {
   }
 }
 
+/**
+ * A package a feature needs is not installed, or its native binding was never built (an install
+ * with scripts turned off: pnpm's default, `npm install --ignore-scripts`). The message names the
+ * package, what needs it and the command that fixes it.
+ */
+export class MissingPackageError extends TidalError {
+  /** True for a `TIDAL_MISSING_PACKAGE` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is MissingPackageError {
+    return hasCode(value, 'TIDAL_MISSING_PACKAGE');
+  }
+
+  /** The npm package to install or rebuild. */
+  readonly packageName: string;
+  /** What needs it: `open()`, `--redis`, ... */
+  readonly neededBy: string;
+  /** The command that fixes it. */
+  readonly fix: string;
+
+  /** `problem` completes "<packageName> …": `is not installed`, `has no built native binding`. */
+  constructor(packageName: string, neededBy: string, problem: string, fix: string, options?: ErrorOptions) {
+    super('TIDAL_MISSING_PACKAGE', `${neededBy} needs the package ${packageName}, which ${problem}: run \`${fix}\``, options);
+    this.packageName = packageName;
+    this.neededBy = neededBy;
+    this.fix = fix;
+  }
+}
+
 function describeCause(cause: unknown): string {
   return cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
 }
@@ -500,6 +528,7 @@ const CLASS_OF: { readonly [C in ErrorCode]: abstract new (...args: never[]) => 
   TIDAL_DEPENDENCY_UNAVAILABLE: DependencyUnavailableError,
   TIDAL_DIRECTORY_LOCKED: DirectoryLockedError,
   TIDAL_CURSOR_EXPIRED: CursorExpiredError,
+  TIDAL_MISSING_PACKAGE: MissingPackageError,
 };
 
 /**

@@ -18,6 +18,7 @@ export {
   DependencyUnavailableError,
   DirectoryLockedError,
   CursorExpiredError,
+  MissingPackageError,
   ERROR_CODES,
   reviveError,
 } from './errors.js';

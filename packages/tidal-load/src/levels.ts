@@ -5,14 +5,26 @@ import { InvalidInputError } from './errors.js';
  * comparing two levels is one integer compare and a level fits in a SharedArrayBuffer slot. Frozen:
  * every copy of the package must agree on the numbers, so no caller may reassign one.
  */
-export const DegradationLevel = Object.freeze({
+const NUMBERS = {
   Full: 0,
   ReducedCandidates: 1,
   CoarseAggregates: 2,
   NoDiversity: 3,
+} as const;
+
+/**
+ * The levels by name and, as a TypeScript numeric enum has, the names by level:
+ * `DegradationLevel[res.degradationLevel]` is `'Full'` (or {@link levelName}).
+ */
+export const DegradationLevel = Object.freeze({
+  ...NUMBERS,
+  0: 'Full',
+  1: 'ReducedCandidates',
+  2: 'CoarseAggregates',
+  3: 'NoDiversity',
 } as const);
 
-export type DegradationLevel = (typeof DegradationLevel)[keyof typeof DegradationLevel];
+export type DegradationLevel = (typeof NUMBERS)[keyof typeof NUMBERS];
 
 const NAMES = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const;
 export type DegradationLevelName = (typeof NAMES)[number];

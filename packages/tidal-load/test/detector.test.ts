@@ -7,6 +7,7 @@ import {
   OverloadedError,
   levelName,
   resolveAdmissionLimit,
+  type DegradationLevelName,
 } from '../src/index.js';
 
 describe('DegradationLevel', () => {
@@ -25,7 +26,7 @@ describe('DegradationLevel', () => {
 
   it('is frozen: a level cannot be reassigned, added or removed', () => {
     expect(Object.isFrozen(DegradationLevel)).toBe(true);
-    const levels = DegradationLevel as Record<string, number>;
+    const levels = DegradationLevel as Record<string, number | string>;
     // ESM modules run in strict mode, where writing to a frozen object throws.
     expect(() => {
       levels.Full = 3;
@@ -34,7 +35,23 @@ describe('DegradationLevel', () => {
       levels.Extra = 4;
     }).toThrow(TypeError);
     expect(() => delete levels.NoDiversity).toThrow(TypeError);
-    expect(DegradationLevel).toEqual({ Full: 0, ReducedCandidates: 1, CoarseAggregates: 2, NoDiversity: 3 });
+    expect(DegradationLevel).toEqual({
+      Full: 0,
+      ReducedCandidates: 1,
+      CoarseAggregates: 2,
+      NoDiversity: 3,
+      0: 'Full',
+      1: 'ReducedCandidates',
+      2: 'CoarseAggregates',
+      3: 'NoDiversity',
+    });
+  });
+
+  it('maps a level back to its name, as a numeric enum does, typed as the name', () => {
+    const level: DegradationLevel = [DegradationLevel.Full, DegradationLevel.NoDiversity][1]!;
+    const name: DegradationLevelName = DegradationLevel[level];
+    expect(name).toBe('NoDiversity');
+    for (const n of [0, 1, 2, 3] as const) expect(DegradationLevel[DegradationLevel[n]]).toBe(n);
   });
 });
 

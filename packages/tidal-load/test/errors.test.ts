@@ -29,6 +29,7 @@ function samples(m: ErrorModule): Record<ErrorCode, TidalError> {
     TIDAL_DEPENDENCY_UNAVAILABLE: new m.DependencyUnavailableError('embedder', 'shed', 0, 'bulkhead full'),
     TIDAL_DIRECTORY_LOCKED: new m.DirectoryLockedError('/data', 4242, '2026-01-01T00:00:00.000Z'),
     TIDAL_CURSOR_EXPIRED: new m.CursorExpiredError('expired', 'expired'),
+    TIDAL_MISSING_PACKAGE: new m.MissingPackageError('tidal-fleet', '--redis', 'is not installed', 'npm install tidal-fleet'),
   };
 }
 

@@ -1,7 +1,11 @@
 import { InternalError } from 'tidal-load';
+// Before usearch, which it protects from `node -e`'s global __dirname (see the module).
+import { restoreDirname } from './usearch-guard.js';
 import { Index, MetricKind, ScalarKind, exactSearch } from 'usearch';
 import type { VectorSearcher } from './context.js';
 import { LEVEL_PLANS } from './plan.js';
+
+restoreDirname();
 
 /**
  * The HNSW parameters every index is built with. connectivity 16 / expansion_add 128 /

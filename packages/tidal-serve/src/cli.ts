@@ -5,6 +5,7 @@
  */
 
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { resolve as resolvePath } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -27,8 +28,7 @@ import { tidalSchema } from './demo/corpus.js';
 import { createSharedAdmissionChain } from './admission/shared-limits.js';
 import { createAdmissionChain, createSharedAdmissionState } from './admission/chain.js';
 import { KeyRing } from './keys.js';
-import { openFleet } from './admission/shared-fleet.js';
-import { RedisStreamReplication } from 'tidal-fleet';
+import { loadFleetModule, openFleetParts } from './fleet-loader.js';
 import { createServer, type RoutesPlugin } from './server.js';
 import { handleShutdown } from './shutdown.js';
 
@@ -74,6 +74,8 @@ async function serve(config: ServeConfig): Promise<void> {
   const keys = config.keys === undefined ? undefined : KeyRing.fromFile(config.keys);
   const schema = config.demo ? tidalSchema(128) : readSchema(config.schema!);
   const routes = config.routes === undefined ? undefined : await loadRoutes(config.routes);
+  // Before anything opens: a missing tidal-fleet is a setup error, said at once.
+  const fleetModule = await loadFleetModule(config);
   const workers = config.workers ?? Math.min(64, availableParallelism());
   const plan = resolveAcceptors(config, workers, reusePortSupport());
   const registry = new Registry();
@@ -116,9 +118,9 @@ async function serve(config: ServeConfig): Promise<void> {
   } else if (config.acceptors === 'auto') {
     log(`one acceptor, the main thread (${'why' in plan ? plan.why : ''})`);
   }
-  const fleet = await openFleet(config, log, registry);
+  const { fleet, replication } = await openFleetParts(fleetModule, config, log, registry);
   if (fleet.embedder !== undefined) builder = builder.embedder(fleet.embedder);
-  if (config.replicate) builder = builder.replication(RedisStreamReplication.connect(config.redis!));
+  if (replication !== undefined) builder = builder.replication(replication);
   let db: Awaited<ReturnType<typeof builder.open>>;
   try {
     db = await builder.open();
@@ -179,7 +181,7 @@ async function serve(config: ServeConfig): Promise<void> {
     });
     if (threaded === undefined) {
       const url = await server.listen(config.port, config.host, config.backlog);
-      handleShutdown(server, { drainMs: config.drainMs });
+      handleShutdown(server, { drainMs: config.drainMs, ...(config.parentCheck ? {} : { parentCheckMs: 0 }) });
       process.stdout.write(`tidal serve listening on ${url}\n`);
       return;
     }
@@ -203,7 +205,7 @@ async function serve(config: ServeConfig): Promise<void> {
           await server.close({ drainMs: 0 });
         },
       },
-      { drainMs: config.drainMs },
+      { drainMs: config.drainMs, ...(config.parentCheck ? {} : { parentCheckMs: 0 }) },
     );
     process.stdout.write(
       `tidal serve listening on http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${threaded.data.port}\n`,
@@ -215,10 +217,22 @@ async function serve(config: ServeConfig): Promise<void> {
   }
 }
 
+/** `tidal --version`: this package's version, tidal-core's it runs on, and Node's. */
+function versionLine(): string {
+  const require = createRequire(import.meta.url);
+  const own = require('../package.json') as { version: string };
+  const core = require('tidal-core/package.json') as { version: string };
+  return `tidal-serve ${own.version} (tidal-core ${core.version}, Node ${process.version})`;
+}
+
 async function main(argv: readonly string[]): Promise<void> {
   const [command, ...rest] = argv;
+  if (command === '--version' || command === '-v' || command === 'version') {
+    process.stdout.write(`${versionLine()}\n`);
+    return;
+  }
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
-    process.stdout.write(`usage: tidal serve [flags]   (tidal serve --help lists them)\n`);
+    process.stdout.write(`usage: tidal serve [flags]   (tidal serve --help lists them); tidal --version\n`);
     if (command === undefined) process.exitCode = USAGE_EXIT;
     return;
   }

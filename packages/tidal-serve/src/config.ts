@@ -34,6 +34,8 @@ export interface ServeConfig {
   readonly drainMs: number;
   readonly bodyLimitBytes: number;
   readonly admission: boolean;
+  /** Off with `--no-parent-check`: the server keeps running when the process that started it exits (`nohup tidal serve &`). */
+  readonly parentCheck: boolean;
   /** `--redis URL`: the tenant limiter and the period limit decide through this Redis, shared by every replica. */
   readonly redis: string | undefined;
   /** `--replicate` (with `--redis`): signals, items and user state replicate between replicas through a Redis Stream on it. */
@@ -95,7 +97,7 @@ export const CONFIG_DEFAULTS = Object.freeze({
 
 /**
  * The flags, for `node:util.parseArgs` and the help text alike. `-h` is `--help`; `--no-adaptive`
- * and `--no-admission` are flags of their own (not negations parseArgs would read).
+ * `--no-admission` and `--no-parent-check` are flags of their own (not negations parseArgs would read).
  */
 const FLAGS = {
   path: { type: 'string', help: 'DIR        the database directory (created if missing); required unless --demo' },
@@ -155,6 +157,10 @@ const FLAGS = {
   'wait-for-ann': {
     type: 'boolean',
     help: '     /readyz answers 503 TIDAL_SERVE_ANN_BUILDING while the ANN index is being built (vector searches exact), ready once it is in use',
+  },
+  'no-parent-check': {
+    type: 'boolean',
+    help: '  keep running when the process that started it exits (by default it drains as on SIGTERM: npx does not pass SIGTERM on)',
   },
   help: { type: 'boolean', short: 'h', help: '             this text' },
 } as const satisfies Record<string, NonNullable<ParseArgsConfig['options']>[string] & { readonly help: string }>;
@@ -316,6 +322,7 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
     bodyLimitBytes:
       str('body-limit') === undefined ? CONFIG_DEFAULTS.bodyLimitBytes : whole('--body-limit', str('body-limit')!, 1, 2 ** 30),
     admission: !bool('no-admission'),
+    parentCheck: !bool('no-parent-check'),
     redis,
     replicate: bool('replicate'),
     embedder,

@@ -26,7 +26,10 @@ const BINS = 332;
 const LOG_GROWTH = Math.log(BIN_GROWTH);
 
 // A level's name (as an answer carries it) to its number, the index of its count in a second.
-const LEVEL_OF: ReadonlyMap<string, number> = new Map(Object.entries(DegradationLevel));
+// (DegradationLevel also maps each number back to its name, as an enum does: those entries are left out.)
+const LEVEL_OF: ReadonlyMap<string, number> = new Map(
+  Object.entries(DegradationLevel).filter((e): e is [string, DegradationLevel] => typeof e[1] === 'number'),
+);
 const LEVELS = LEVEL_OF.size;
 
 function binOf(latencyMs: number): number {

@@ -34,6 +34,7 @@ describe('parseServeArgs', () => {
       inFlightCap: 'auto',
       adaptive: true,
       admission: true,
+      parentCheck: true,
       timeoutMs: 10_000,
       drainMs: 10_000,
       bodyLimitBytes: 1_048_576,
@@ -70,6 +71,7 @@ describe('parseServeArgs', () => {
       '--body-limit',
       '2048',
       '--no-admission',
+      '--no-parent-check',
       '--backlog',
       '64',
       '--worker-nice',
@@ -92,6 +94,7 @@ describe('parseServeArgs', () => {
       drainMs: 500,
       bodyLimitBytes: 2048,
       admission: false,
+      parentCheck: false,
     });
     expect(c.tenantRates).toEqual({
       tiers: { free: { ratePerSecond: 10, burst: 10 }, pro: { ratePerSecond: 50, burst: 80 } },

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { InvalidInputError } from 'tidal-load';
+import { InvalidInputError, MissingPackageError } from 'tidal-load';
 
 /**
  * How much an acknowledged write survives. A write is acknowledged (its promise resolves) only
@@ -28,6 +28,32 @@ export function assertDurability(value: unknown, field = 'options.durability'): 
   return value as Durability;
 }
 
+// What better-sqlite3 (through `bindings`) throws when its native addon is missing, or was built for
+// another Node.js (`NODE_MODULE_VERSION` differs).
+const NO_BINDING = /Could not locate the bindings file|NODE_MODULE_VERSION|compiled against a different Node\.js version/;
+
+/**
+ * `new Database(file)`, where better-sqlite3 loads its native addon on first use: an install that
+ * skipped its install script (pnpm's default, `--ignore-scripts`) or one built for another Node
+ * fails here with a list of paths, so it becomes an error that names the package and the fix.
+ */
+export function openDatabase(file: string, options?: Database.Options): Database.Database {
+  try {
+    return new Database(file, options);
+  } catch (err) {
+    if (err instanceof Error && NO_BINDING.test(err.message)) {
+      throw new MissingPackageError(
+        'better-sqlite3',
+        'opening a database',
+        `has no native binding built for Node ${process.version} (its install script did not run, or ran under another Node; with pnpm, allow it with pnpm approve-builds)`,
+        'npm rebuild better-sqlite3',
+        { cause: err },
+      );
+    }
+    throw err;
+  }
+}
+
 const SYNCHRONOUS: Record<Durability, string> = { process: 'NORMAL', power: 'FULL', none: 'OFF' };
 
 /**
@@ -35,7 +61,7 @@ const SYNCHRONOUS: Record<Durability, string> = { process: 'NORMAL', power: 'FUL
  * commits; `synchronous` carries the durability promise (see {@link Durability}).
  */
 export function openWriterConnection(file: string, durability: Durability): Database.Database {
-  const db = new Database(file);
+  const db = openDatabase(file);
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${SYNCHRONOUS[durability]}`);
   db.pragma('busy_timeout = 5000');

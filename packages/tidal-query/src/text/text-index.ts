@@ -140,13 +140,13 @@ export function lowerBound(a: Int32Array, from: number, to: number, x: number): 
  */
 export interface TextIndexState {
   terms: string[];
-  postingLengths: Int32Array<ArrayBuffer>;
-  docs: Int32Array<ArrayBuffer>;
-  tfs: Int32Array<ArrayBuffer>;
-  docStart: Int32Array<ArrayBuffer>;
-  docCount: Int32Array<ArrayBuffer>;
-  pool: Int32Array<ArrayBuffer>;
-  lengths: Int32Array<ArrayBuffer>;
+  postingLengths: Int32Array;
+  docs: Int32Array;
+  tfs: Int32Array;
+  docStart: Int32Array;
+  docCount: Int32Array;
+  pool: Int32Array;
+  lengths: Int32Array;
   documents: number;
   tokens: number;
   postings: number;
@@ -394,12 +394,14 @@ export class TextIndex {
       this.#byId.push(p);
       this.#terms.set(state.terms[id]!, p);
     }
-    this.#docStart = state.docStart;
-    this.#docCount = state.docCount;
-    this.#pool = state.pool.length >= 1024 ? state.pool : grown(state.pool, 1024, state.pool.length);
+    // The state's arrays are declared over any buffer for TypeScript < 5.7 readers of the published
+    // declarations; exportState and the structured clone that carries them make ArrayBuffer ones.
+    this.#docStart = state.docStart as Int32Array<ArrayBuffer>;
+    this.#docCount = state.docCount as Int32Array<ArrayBuffer>;
+    this.#pool = state.pool.length >= 1024 ? (state.pool as Int32Array<ArrayBuffer>) : grown(state.pool, 1024, state.pool.length);
     this.#poolUsed = state.pool.length;
     this.#poolGarbage = 0;
-    this.#lengths = state.lengths;
+    this.#lengths = state.lengths as Int32Array<ArrayBuffer>;
     this.#documents = state.documents;
     this.#tokens = state.tokens;
     this.#postings = state.postings;

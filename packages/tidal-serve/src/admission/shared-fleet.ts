@@ -3,7 +3,16 @@
  * embedder, with its concurrency slots on PostgreSQL. Opened before the database, closed after it.
  */
 import { Gauge, type Registry } from 'prom-client';
-import { EmbedderClient, FleetRedis, RedisPeriodSource, RedisRateSource, SharedSlots, openSlotSource } from 'tidal-fleet';
+import type { ReplicationLink, TextEmbedder } from 'tidal-core';
+import {
+  EmbedderClient,
+  FleetRedis,
+  RedisPeriodSource,
+  RedisRateSource,
+  RedisStreamReplication,
+  SharedSlots,
+  openSlotSource,
+} from 'tidal-fleet';
 import type { ServeConfig } from '../config.js';
 import type { SharedSources } from './shared-limits.js';
 import type { RateSpec } from './types.js';
@@ -15,7 +24,8 @@ export const REDIS_START_WAIT_MS = 2_000;
 export interface Fleet {
   /** The sources the shared admission chain decides through; `undefined` without `--redis`. */
   readonly shared: SharedSources | undefined;
-  readonly embedder: EmbedderClient | undefined;
+  // As tidal-core's interface, not tidal-fleet's class: this declaration must not name the optional peer.
+  readonly embedder: TextEmbedder | undefined;
   /** For `/stats` (`fleet`). */
   stats(): Record<string, unknown>;
   /** Idempotent. */
@@ -103,6 +113,11 @@ export async function openFleet(config: ServeConfig, log: (line: string) => void
       return closing;
     },
   };
+}
+
+/** `--replicate`: the replication link through a Redis Stream on `url`. */
+export function connectReplication(url: string): ReplicationLink {
+  return RedisStreamReplication.connect(url);
 }
 
 /** Where the embedder's slots are held now: `postgres`, `local` (in process), or `none` (no limit). */
