@@ -50,6 +50,8 @@ export type {
   ReplicatedBatch,
   ForeignBatch,
   OriginPosition,
+  ReplicaHead,
+  ReplicationGap,
   ReplicaHost,
   ReplicationLinkStats,
   ReplicationLink,

@@ -134,16 +134,19 @@ export function parseEntry(fields: readonly unknown[]): ReplicatedBatch | null {
   for (let i = 0; i + 1 < fields.length; i += 2) f.set(String(fields[i]), String(fields[i + 1]));
   const origin = f.get('o');
   const seq = Number(f.get('s'));
+  // An entry of a version that did not number batches one by one has no `p`: nothing to wait for.
+  const prev = f.has('p') ? Number(f.get('p')) : -1;
   const at = Number(f.get('t'));
   const body = f.get('b');
-  if (origin === undefined || body === undefined || !Number.isSafeInteger(seq) || !Number.isFinite(at)) return null;
+  if (origin === undefined || body === undefined || !Number.isSafeInteger(seq) || !Number.isSafeInteger(prev) || !Number.isFinite(at))
+    return null;
   let events: unknown;
   try {
     events = JSON.parse(body);
   } catch {
     return null;
   }
-  return Array.isArray(events) ? { origin, seq, at, events: events as ReplicatedEvent[] } : null;
+  return Array.isArray(events) ? { origin, seq, prev, at, events: events as ReplicatedEvent[] } : null;
 }
 
 /** The entries of an `XREAD` reply (RESP2: `[[key, [[id, [field, value, …]], …]]]`, or null). */
@@ -251,6 +254,8 @@ export class RedisStreamReplication implements ReplicationLink {
             b.origin,
             's',
             String(b.seq),
+            'p',
+            String(b.prev),
             't',
             String(b.at),
             'b',
@@ -266,6 +271,7 @@ export class RedisStreamReplication implements ReplicationLink {
         continue;
       }
       host.published(batches[batches.length - 1]!.seq);
+      host.release(batches[batches.length - 1]!.seq);
       this.#published += batches.length;
       this.#cameBack(host);
     }
