@@ -9,8 +9,18 @@
  * appended again, and followers drop every `(origin, seq)` not above what they applied of that
  * origin.
  *
+ * An origin keeps a batch in its outbox until every live replica applied it, not until the stream
+ * has it: a stream that loses entries (Redis restarted without its data, or with the last second
+ * of its append-only file missing) is filled again from the outboxes. Every `ackIntervalMs` each
+ * replica writes to the hash `<stream>:replicas`, under its id, what it applied of every origin and
+ * its own latest batch number, and reads the others'. An origin then releases the batches every
+ * live replica applied, and appends again those after the position of a live replica whose
+ * position of it has not moved for `resendAfterMs` while it had more to read (a follower holds
+ * back a batch whose previous one it misses; the batches appended again fill the gap, in order).
+ * A replica silent for `peerTimeoutMs` while this one reached Redis is no longer waited for.
+ *
  * Two connections: the follower's `XREAD BLOCK` holds its connection for up to `blockMs`, so the
- * appends go through another one. Neither queues commands while disconnected; both reconnect in
+ * appends (and the hash) go through another one. Neither queues commands while disconnected; both reconnect in
  * the background, and the loops wait `retryMs` between attempts while Redis is away.
  */
 import { createClient } from 'redis';
@@ -63,6 +73,27 @@ export interface RedisStreamReplicationOptions {
    * @default 250
    */
   retryMs?: number;
+  /**
+   * How often this replica reports what it applied (and its latest batch) and reads the others'
+   * reports, in milliseconds: an outbox is released, and a lost batch appended again, at this pace.
+   * @default 500
+   */
+  ackIntervalMs?: number;
+  /**
+   * How long a live replica's position of this origin may stay below what this origin published
+   * before the batches after it are appended again, in milliseconds. Four report intervals: a
+   * follower that reads on reports a new position well within it.
+   * @default 2_000
+   */
+  resendAfterMs?: number;
+  /**
+   * How long a replica may stay silent (no report while this one reaches Redis) before this one
+   * stops holding its outbox for it, in milliseconds. A replica away longer than this may miss
+   * batches (`TIDAL_REPLICATION_GAP`) and is bootstrapped from a peer. At 60 batches/s of ≈ 200
+   * bytes, ten minutes hold ≈ 36 000 rows, ≈ 7 MB of the database file.
+   * @default 600_000
+   */
+  peerTimeoutMs?: number;
   /** Receives the replication warnings. @default the database's `onWarning` */
   onWarning?: WarningSink;
 }
@@ -74,7 +105,47 @@ const DEFAULTS = Object.freeze({
   publishCount: 64,
   maxLen: 1_000_000,
   retryMs: 250,
+  ackIntervalMs: 500,
+  resendAfterMs: 2_000,
+  peerTimeoutMs: 600_000,
 });
+
+/** What a replica reports in the `<stream>:replicas` hash (JSON), and what this one keeps of another's report. */
+interface Report {
+  /** The reporter's clock, ms: makes every report differ from the one before. */
+  readonly at: number;
+  /** Its latest own batch number (−1: none). */
+  readonly head: number;
+  /** The lowest own batch number its outbox holds. */
+  readonly from: number;
+  /** What it applied of every origin. */
+  readonly applied: Record<string, number>;
+}
+
+interface Peer {
+  report: Report;
+  /** This replica's clock when the peer's report last changed. */
+  seenAt: number;
+  /** When the peer's position of this origin last changed. */
+  movedAt: number;
+}
+
+function parseReport(text: string): Report | null {
+  try {
+    const r = JSON.parse(text) as Partial<Report>;
+    if (
+      typeof r.at !== 'number' ||
+      typeof r.head !== 'number' ||
+      typeof r.from !== 'number' ||
+      typeof r.applied !== 'object' ||
+      r.applied === null
+    )
+      return null;
+    return r as Report;
+  } catch {
+    return null;
+  }
+}
 
 type Client = ReturnType<typeof createClient>;
 
@@ -174,6 +245,19 @@ export class RedisStreamReplication implements ReplicationLink {
   #closed: Promise<void> | null = null;
   #wake: (() => void) | null = null;
   #away = false;
+  /** Other replicas as their reports were last read. */
+  readonly #peers = new Map<string, Peer>();
+  /** This replica's clock when the writer last (re)connected; null while away. */
+  #connectedAt: number | null = null;
+  /** Whether this link wrote its report since it connected (its absence then means Redis lost the hash). */
+  #reported = false;
+  #publishedThrough = -1;
+  /** When the writer was found away (this clock); the time away is added to every peer's last sign of life. */
+  #awaySince: number | null = null;
+  /** The last republish: from which batch, when, and the wait before the same one again (doubling). */
+  #resend = { from: -1, at: -Infinity, waitMs: 0 };
+  readonly #sleepers = new Set<() => void>();
+  readonly #gapsWarned = new Set<string>();
   #published = 0;
   #read = 0;
   #applied = 0;
@@ -188,6 +272,9 @@ export class RedisStreamReplication implements ReplicationLink {
       publishCount: checkWhole('publishCount', options.publishCount ?? DEFAULTS.publishCount, 1, 10_000),
       maxLen: checkWhole('maxLen', options.maxLen ?? DEFAULTS.maxLen, 1, 2 ** 40),
       retryMs: checkWhole('retryMs', options.retryMs ?? DEFAULTS.retryMs, 1, 60_000),
+      ackIntervalMs: checkWhole('ackIntervalMs', options.ackIntervalMs ?? DEFAULTS.ackIntervalMs, 1, 60_000),
+      resendAfterMs: checkWhole('resendAfterMs', options.resendAfterMs ?? DEFAULTS.resendAfterMs, 1, 3_600_000),
+      peerTimeoutMs: checkWhole('peerTimeoutMs', options.peerTimeoutMs ?? DEFAULTS.peerTimeoutMs, 1, 2 ** 40),
     };
     if (typeof this.#o.stream !== 'string' || this.#o.stream === '') {
       throw new InvalidInputError('options.stream', 'a non-empty key name', options.stream);
@@ -211,7 +298,7 @@ export class RedisStreamReplication implements ReplicationLink {
     this.#writer = openClient(this.#url);
     this.#reader = openClient(this.#url);
     host.onOutbox(() => this.#wakeUp());
-    this.#loops = [this.#publishLoop(host, this.#writer), this.#followLoop(host, this.#reader)];
+    this.#loops = [this.#publishLoop(host, this.#writer), this.#followLoop(host, this.#reader), this.#reportLoop(host, this.#writer)];
   }
 
   stats(): ReplicationLinkStats {
@@ -270,8 +357,9 @@ export class RedisStreamReplication implements ReplicationLink {
         await this.#sleep(o.retryMs);
         continue;
       }
-      host.published(batches[batches.length - 1]!.seq);
-      host.release(batches[batches.length - 1]!.seq);
+      const last = batches[batches.length - 1]!.seq;
+      host.published(last);
+      if (last > this.#publishedThrough) this.#publishedThrough = last;
       this.#published += batches.length;
       this.#cameBack(host);
     }
@@ -368,6 +456,126 @@ export class RedisStreamReplication implements ReplicationLink {
     );
   }
 
+  // ---- reports: what every replica applied -------------------------------------------------------
+
+  /** Every `ackIntervalMs`: reports this replica's positions, reads the others', releases and republishes. */
+  async #reportLoop(host: ReplicaHost, client: Client): Promise<void> {
+    const o = this.#o;
+    await firstConnect(client);
+    while (this.#closed === null) {
+      if (client.isReady) {
+        try {
+          await this.#exchange(host, client);
+        } catch {
+          // Redis went away between two commands: the publisher and the follower say so.
+          this.#disconnected(host);
+        }
+      } else {
+        this.#disconnected(host);
+      }
+      await this.#sleep(o.ackIntervalMs);
+    }
+  }
+
+  #disconnected(host: ReplicaHost): void {
+    this.#connectedAt = null;
+    this.#awaySince ??= host.now();
+  }
+
+  async #exchange(host: ReplicaHost, client: Client): Promise<void> {
+    const o = this.#o;
+    const key = `${o.stream}:replicas`;
+    const self = host.replicaId;
+    const now = host.now();
+    if (this.#connectedAt === null) {
+      // Back after an outage (or starting): the time away does not count against anyone.
+      const away = this.#awaySince === null ? 0 : now - this.#awaySince;
+      this.#connectedAt = now;
+      this.#awaySince = null;
+      this.#reported = false;
+      for (const p of this.#peers.values()) {
+        p.seenAt += away;
+        p.movedAt = now;
+      }
+    }
+    const head = host.head();
+    const applied: Record<string, number> = {};
+    for (const p of host.origins()) applied[p.origin] = p.seq;
+    const mine: Report = { at: now, head: head.seq, from: head.from, applied };
+    const replies = await client
+      .multi()
+      .addCommand(['HEXISTS', key, self])
+      .addCommand(['HSET', key, self, JSON.stringify(mine)])
+      .addCommand(['HGETALL', key])
+      .exec();
+    const lostHash = this.#reported && Number(replies[0]) === 0;
+    this.#reported = true;
+    const all = replies[2];
+    const fields: unknown[] = Array.isArray(all) ? all : all !== null && typeof all === 'object' ? Object.entries(all).flat() : [];
+    for (let i = 0; i + 1 < fields.length; i += 2) {
+      const id = String(fields[i]);
+      if (id === self) continue;
+      const report = parseReport(String(fields[i + 1]));
+      if (report === null) continue;
+      const known = this.#peers.get(id);
+      if (known === undefined) {
+        // First read: alive when it reported (its clock; skew is small next to peerTimeoutMs), so the
+        // report a replica gone for good left behind is not waited for.
+        this.#peers.set(id, { report, seenAt: Math.min(now, report.at), movedAt: now });
+      } else if (report.at !== known.report.at) {
+        if ((report.applied[self] ?? -1) !== (known.report.applied[self] ?? -1)) known.movedAt = now;
+        known.report = report;
+        known.seenAt = now;
+      }
+      host.learnHead(id, report.head);
+    }
+    this.#giveUpGaps(host);
+    // Until every live replica reported once since this link connected, an absent one is unknown, not gone.
+    if (now - this.#connectedAt < 2 * o.ackIntervalMs) return;
+    const live = [...this.#peers.values()].filter((p) => now - p.seenAt <= o.peerTimeoutMs);
+    let low = this.#publishedThrough;
+    for (const p of live) low = Math.min(low, p.report.applied[self] ?? -1);
+    if (low >= 0) host.release(low);
+    // Republish after the lowest position that is stuck below what was published (or at once when Redis lost the hash).
+    let from = Infinity;
+    for (const p of live) {
+      const at = p.report.applied[self] ?? -1;
+      if (at < this.#publishedThrough && (lostHash || now - p.movedAt >= o.resendAfterMs)) from = Math.min(from, at + 1);
+    }
+    if (from === Infinity) return;
+    from = Math.max(from, head.from);
+    // The same batches again only after twice the wait before (a replica that cannot apply them is
+    // not sent the outbox every resendAfterMs), up to a minute.
+    const r = this.#resend;
+    const waitMs = from === r.from ? Math.min(2 * r.waitMs, 60_000) : o.resendAfterMs;
+    if (!lostHash && now - r.at < (from === r.from ? r.waitMs : 0)) return;
+    this.#resend = { from, at: now, waitMs };
+    for (const p of live) p.movedAt = now;
+    host.republish(from);
+    this.#wakeUp();
+  }
+
+  /**
+   * A gap whose first batch its origin no longer holds cannot be filled: warn, and let the
+   * follower go on with the origin's next batch.
+   */
+  #giveUpGaps(host: ReplicaHost): void {
+    for (const gap of host.gaps()) {
+      const peer = this.#peers.get(gap.origin);
+      if (peer === undefined || peer.report.from <= gap.from) continue;
+      const key = `${gap.origin}/${gap.from}`;
+      if (this.#gapsWarned.has(key)) continue;
+      this.#gapsWarned.add(key);
+      host.skipGap(gap.origin);
+      this.#warn(
+        host,
+        'TIDAL_REPLICATION_GAP',
+        `batches ${gap.from}–${gap.to} of replica ${gap.origin} were not applied here and its outbox no longer holds them ` +
+          `(it keeps from ${peer.report.from}): they are missing here; bootstrap the replica from a peer (TidalDb.bootstrapReplica)`,
+      );
+    }
+  }
+
   // ---- state ----------------------------------------------------------------------------------
 
   #wentAway(host: ReplicaHost, why: string): void {
@@ -409,16 +617,17 @@ export class RedisStreamReplication implements ReplicationLink {
     w?.();
   }
 
-  /** Waits `ms`; a `wakeable` wait (the publisher's) ends early when the outbox grows or the link closes. */
+  /** Waits `ms`, or until the link closes; a `wakeable` wait (the publisher's) also ends when the outbox grows. */
   #sleep(ms: number, wakeable = false): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      if (wakeable) {
-        this.#wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      }
+      const done = (): void => {
+        clearTimeout(timer);
+        this.#sleepers.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#sleepers.add(done);
+      if (wakeable) this.#wake = done;
     });
   }
 
@@ -426,6 +635,7 @@ export class RedisStreamReplication implements ReplicationLink {
   close(): Promise<void> {
     this.#closed ??= (async () => {
       this.#wakeUp();
+      for (const wake of [...this.#sleepers]) wake();
       // The reader may be blocked in XREAD: destroying its socket ends the call at once.
       try {
         this.#reader?.destroy();
