@@ -94,6 +94,12 @@ export interface RedisStreamReplicationOptions {
    * @default 600_000
    */
   peerTimeoutMs?: number;
+  /**
+   * The clock the report, release and republish timings are measured on, milliseconds (not the
+   * database's, which a deployment or a test may fix).
+   * @default Date.now
+   */
+  clock?: () => number;
   /** Receives the replication warnings. @default the database's `onWarning` */
   onWarning?: WarningSink;
 }
@@ -112,7 +118,9 @@ const DEFAULTS = Object.freeze({
 
 /** What a replica reports in the `<stream>:replicas` hash (JSON), and what this one keeps of another's report. */
 interface Report {
-  /** The reporter's clock, ms: makes every report differ from the one before. */
+  /** The reporter's count of its reports: every report differs from the one before. */
+  readonly n: number;
+  /** The reporter's link clock when it reported, ms. */
   readonly at: number;
   /** Its latest own batch number (−1: none). */
   readonly head: number;
@@ -134,6 +142,7 @@ function parseReport(text: string): Report | null {
   try {
     const r = JSON.parse(text) as Partial<Report>;
     if (
+      typeof r.n !== 'number' ||
       typeof r.at !== 'number' ||
       typeof r.head !== 'number' ||
       typeof r.from !== 'number' ||
@@ -235,7 +244,8 @@ function entriesOf(reply: unknown): [string, unknown[]][] {
  * open and closes it first when it closes.
  */
 export class RedisStreamReplication implements ReplicationLink {
-  readonly #o: Required<Omit<RedisStreamReplicationOptions, 'onWarning'>>;
+  readonly #o: Required<Omit<RedisStreamReplicationOptions, 'onWarning' | 'clock'>>;
+  readonly #now: () => number;
   readonly #sink: WarningSink | null;
   readonly #url: string;
   #writer: Client | null = null;
@@ -249,8 +259,10 @@ export class RedisStreamReplication implements ReplicationLink {
   readonly #peers = new Map<string, Peer>();
   /** This replica's clock when the writer last (re)connected; null while away. */
   #connectedAt: number | null = null;
-  /** Whether this link wrote its report since it connected (its absence then means Redis lost the hash). */
-  #reported = false;
+  /** Reports written (an absent one after the first means Redis lost the hash). */
+  #reports = 0;
+  /** Redis lost the hash since the last republish: every live replica's missing batches go again at once. */
+  #lostHash = false;
   #publishedThrough = -1;
   /** When the writer was found away (this clock); the time away is added to every peer's last sign of life. */
   #awaySince: number | null = null;
@@ -265,6 +277,8 @@ export class RedisStreamReplication implements ReplicationLink {
   private constructor(url: string, options: RedisStreamReplicationOptions) {
     this.#url = url;
     this.#sink = options.onWarning ?? null;
+    this.#now = options.clock ?? Date.now;
+    if (typeof this.#now !== 'function') throw new InvalidInputError('options.clock', 'a function returning milliseconds', options.clock);
     this.#o = {
       stream: options.stream ?? DEFAULTS.stream,
       blockMs: checkWhole('blockMs', options.blockMs ?? DEFAULTS.blockMs, 1, 60_000),
@@ -468,31 +482,30 @@ export class RedisStreamReplication implements ReplicationLink {
           await this.#exchange(host, client);
         } catch {
           // Redis went away between two commands: the publisher and the follower say so.
-          this.#disconnected(host);
+          this.#disconnected();
         }
       } else {
-        this.#disconnected(host);
+        this.#disconnected();
       }
       await this.#sleep(o.ackIntervalMs);
     }
   }
 
-  #disconnected(host: ReplicaHost): void {
+  #disconnected(): void {
     this.#connectedAt = null;
-    this.#awaySince ??= host.now();
+    this.#awaySince ??= this.#now();
   }
 
   async #exchange(host: ReplicaHost, client: Client): Promise<void> {
     const o = this.#o;
     const key = `${o.stream}:replicas`;
     const self = host.replicaId;
-    const now = host.now();
+    const now = this.#now();
     if (this.#connectedAt === null) {
       // Back after an outage (or starting): the time away does not count against anyone.
       const away = this.#awaySince === null ? 0 : now - this.#awaySince;
       this.#connectedAt = now;
       this.#awaySince = null;
-      this.#reported = false;
       for (const p of this.#peers.values()) {
         p.seenAt += away;
         p.movedAt = now;
@@ -501,15 +514,15 @@ export class RedisStreamReplication implements ReplicationLink {
     const head = host.head();
     const applied: Record<string, number> = {};
     for (const p of host.origins()) applied[p.origin] = p.seq;
-    const mine: Report = { at: now, head: head.seq, from: head.from, applied };
+    const mine: Report = { n: ++this.#reports, at: now, head: head.seq, from: head.from, applied };
     const replies = await client
       .multi()
       .addCommand(['HEXISTS', key, self])
       .addCommand(['HSET', key, self, JSON.stringify(mine)])
       .addCommand(['HGETALL', key])
       .exec();
-    const lostHash = this.#reported && Number(replies[0]) === 0;
-    this.#reported = true;
+    // Written before, absent now: Redis lost its data (restarted without it), and with it entries of the stream.
+    if (this.#reports > 1 && Number(replies[0]) === 0) this.#lostHash = true;
     const all = replies[2];
     const fields: unknown[] = Array.isArray(all) ? all : all !== null && typeof all === 'object' ? Object.entries(all).flat() : [];
     for (let i = 0; i + 1 < fields.length; i += 2) {
@@ -522,7 +535,7 @@ export class RedisStreamReplication implements ReplicationLink {
         // First read: alive when it reported (its clock; skew is small next to peerTimeoutMs), so the
         // report a replica gone for good left behind is not waited for.
         this.#peers.set(id, { report, seenAt: Math.min(now, report.at), movedAt: now });
-      } else if (report.at !== known.report.at) {
+      } else if (report.n !== known.report.n || report.at !== known.report.at) {
         if ((report.applied[self] ?? -1) !== (known.report.applied[self] ?? -1)) known.movedAt = now;
         known.report = report;
         known.seenAt = now;
@@ -530,19 +543,24 @@ export class RedisStreamReplication implements ReplicationLink {
       host.learnHead(id, report.head);
     }
     this.#giveUpGaps(host);
-    // Until every live replica reported once since this link connected, an absent one is unknown, not gone.
-    if (now - this.#connectedAt < 2 * o.ackIntervalMs) return;
     const live = [...this.#peers.values()].filter((p) => now - p.seenAt <= o.peerTimeoutMs);
-    let low = this.#publishedThrough;
-    for (const p of live) low = Math.min(low, p.report.applied[self] ?? -1);
-    if (low >= 0) host.release(low);
+    // Until every live replica reported once since this link connected, an absent one is unknown, not gone.
+    if (now - this.#connectedAt >= 2 * o.ackIntervalMs) {
+      let low = this.#publishedThrough;
+      for (const p of live) low = Math.min(low, p.report.applied[self] ?? -1);
+      if (low >= 0) host.release(low);
+    }
     // Republish after the lowest position that is stuck below what was published (or at once when Redis lost the hash).
+    const lostHash = this.#lostHash;
     let from = Infinity;
     for (const p of live) {
       const at = p.report.applied[self] ?? -1;
       if (at < this.#publishedThrough && (lostHash || now - p.movedAt >= o.resendAfterMs)) from = Math.min(from, at + 1);
     }
-    if (from === Infinity) return;
+    if (from === Infinity) {
+      this.#lostHash = false;
+      return;
+    }
     from = Math.max(from, head.from);
     // The same batches again only after twice the wait before (a replica that cannot apply them is
     // not sent the outbox every resendAfterMs), up to a minute.
@@ -550,6 +568,7 @@ export class RedisStreamReplication implements ReplicationLink {
     const waitMs = from === r.from ? Math.min(2 * r.waitMs, 60_000) : o.resendAfterMs;
     if (!lostHash && now - r.at < (from === r.from ? r.waitMs : 0)) return;
     this.#resend = { from, at: now, waitMs };
+    this.#lostHash = false;
     for (const p of live) p.movedAt = now;
     host.republish(from);
     this.#wakeUp();
