@@ -7,7 +7,9 @@
  * {@link ReplicaHost} the write path builds over it.
  *
  * The outbox is a table, not memory: a batch is in it from the transaction that committed it until
- * the log has it, so a replica that was cut off from the log, or killed, publishes from the file.
+ * every live replica applied it (the link says when: {@link ReplicaState.release}), so a replica
+ * that was cut off from the log, or killed, publishes from the file, and a log that lost entries
+ * is filled again from it.
  */
 import { randomUUID } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';

@@ -3,11 +3,11 @@
  * committed batches to the stream and reads everyone's from its own stored position; there is no
  * consumer group, because every replica needs every entry.
  *
- * An entry is one batch: fields `o` (origin replica id), `s` (the origin's first sequence number
- * of the batch), `t` (the origin's commit time, ms) and `b` (the events, JSON). Delivery is at
- * least once: a batch appended whose outbox row was not yet deleted when its replica died is
- * appended again, and followers drop every `(origin, seq)` not above what they applied of that
- * origin.
+ * An entry is one batch: fields `o` (origin replica id), `s` (the origin's batch number, one
+ * above its previous batch's), `p` (the number of that previous batch, −1: none to wait for), `t`
+ * (the origin's commit time, ms) and `b` (the events, JSON). Delivery is at least once (an origin
+ * appends again what it holds after a restart, or what a follower misses), and followers drop
+ * every `(origin, seq)` not above what they applied of that origin.
  *
  * An origin keeps a batch in its outbox until every live replica applied it, not until the stream
  * has it: a stream that loses entries (Redis restarted without its data, or with the last second
@@ -90,7 +90,7 @@ export interface RedisStreamReplicationOptions {
    * How long a replica may stay silent (no report while this one reaches Redis) before this one
    * stops holding its outbox for it, in milliseconds. A replica away longer than this may miss
    * batches (`TIDAL_REPLICATION_GAP`) and is bootstrapped from a peer. At 60 batches/s of ≈ 200
-   * bytes, ten minutes hold ≈ 36 000 rows, ≈ 7 MB of the database file.
+   * bytes, ten minutes hold ≈ 36 000 rows, ≈ 9 MB of the database file.
    * @default 600_000
    */
   peerTimeoutMs?: number;
