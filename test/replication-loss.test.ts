@@ -71,15 +71,16 @@ describe.skipIf(servicesSkipped)('replication: Redis lost while batches are in f
     return answer;
   }
 
+  async function start(server: RedisServer, i: number): Promise<Replica> {
+    const replica = new Replica(REPLICA, [dirs[i]!, server.url, 'test:replication:loss', String(i), '', '', LINK]);
+    expect((JSON.parse(await replica.next(60_000)) as { ready: boolean }).ready).toBe(true);
+    replicas[i] = replica;
+    return replica;
+  }
+
   async function startAll(server: RedisServer): Promise<void> {
     dirs = [0, 1, 2].map(() => mkdtempSync(join(tmpdir(), 'tidal-repl-loss-')));
-    replicas = await Promise.all(
-      [0, 1, 2].map(async (i) => {
-        const replica = new Replica(REPLICA, [dirs[i]!, server.url, 'test:replication:loss', String(i), '', '', LINK]);
-        expect((JSON.parse(await replica.next(60_000)) as { ready: boolean }).ready).toBe(true);
-        return replica;
-      }),
-    );
+    await Promise.all([0, 1, 2].map((i) => start(server, i)));
   }
 
   /** Resolves once the stream holds at least `length` entries (or `done` settled first). */
@@ -94,15 +95,15 @@ describe.skipIf(servicesSkipped)('replication: Redis lost while batches are in f
     }
   }
 
-  const tracerIds = (tags: readonly number[]): string[] =>
-    tags.flatMap((tag) => [0, 1, 2].flatMap((r) => Array.from({ length: COUNT }, (_, i) => `tracer-${r}-${tag}-${i}`)));
+  const tracerIds = (tags: readonly number[], writers: readonly number[]): string[] =>
+    tags.flatMap((tag) => writers.flatMap((r) => Array.from({ length: COUNT }, (_, i) => `tracer-${r}-${tag}-${i}`)));
 
   /**
    * Polls until every replica counts each tracer of `tags` once, with nothing unpublished, no gap
    * and nothing behind; fails at once on a count above one (applied twice) or a gap given up on.
    */
-  async function everyTracerOnce(tags: readonly number[], context: string): Promise<void> {
-    const ids = tracerIds(tags);
+  async function everyTracerOnce(tags: readonly number[], context: string, writers: readonly number[] = [0, 1, 2]): Promise<void> {
+    const ids = tracerIds(tags, writers);
     const deadline = Date.now() + CONVERGE_MS;
     let last: Tracers[] = [];
     while (Date.now() < deadline) {
@@ -167,6 +168,27 @@ describe.skipIf(servicesSkipped)('replication: Redis lost while batches are in f
     redis = await startRedis();
     await killDuringBursts(redis, 20, Date.now() % 1_000_000);
   }, 600_000);
+
+  it('a follower SIGKILLed while it applies a burst, with Redis killed too: restarted, it counts every tracer once', async () => {
+    redis = await startRedis();
+    const server = redis;
+    const next = random(Date.now() % 1_000_000);
+    await startAll(server);
+    for (let run = 0; run < 5; run++) {
+      // Replicas 0 and 1 write; replica 2 only follows, and is killed once the stream reaches a random length.
+      const burst = { settled: false };
+      const bursts = Promise.all([0, 1].map((r) => ask(replicas[r]!, 'burst', { tag: run, count: COUNT }))).finally(() => {
+        burst.settled = true;
+      });
+      await streamReaches(server, 1 + Math.floor(next() * (2 * COUNT - 2)), burst);
+      await replicas[2]!.kill();
+      await server.kill();
+      await server.restart();
+      await bursts;
+      await start(server, 2);
+      await everyTracerOnce([run], `follower run ${run}`, [0, 1]);
+    }
+  }, 300_000);
 
   it('5 kills of a Redis with an append-only file (fsync every second) mid-burst: every acknowledged request exactly once', async () => {
     const aof = mkdtempSync(join(tmpdir(), 'tidal-repl-aof-'));
