@@ -506,6 +506,8 @@ export class RedisStreamReplication implements ReplicationLink {
       const away = this.#awaySince === null ? 0 : now - this.#awaySince;
       this.#connectedAt = now;
       this.#awaySince = null;
+      // What went again before the outage may be lost with Redis: the next republish does not wait for a doubled wait.
+      this.#resend = { from: -1, at: -Infinity, waitMs: 0 };
       for (const p of this.#peers.values()) {
         p.seenAt += away;
         p.movedAt = now;
