@@ -89,8 +89,8 @@ export interface RedisStreamReplicationOptions {
   /**
    * How long a replica may stay silent (no report while this one reaches Redis) before this one
    * stops holding its outbox for it, in milliseconds. A replica away longer than this may miss
-   * batches (`TIDAL_REPLICATION_GAP`) and is bootstrapped from a peer. At 60 batches/s of ≈ 200
-   * bytes, ten minutes hold ≈ 36 000 rows, ≈ 9 MB of the database file.
+   * batches (`TIDAL_REPLICATION_GAP`) and is bootstrapped from a peer. At 60 one-signal batches/s
+   * (≈ 130 bytes a row), ten minutes hold ≈ 36 000 rows, ≈ 5 MB of the database file.
    * @default 600_000
    */
   peerTimeoutMs?: number;
