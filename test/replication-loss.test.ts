@@ -78,9 +78,35 @@ describe.skipIf(servicesSkipped)('replication: Redis lost while batches are in f
     return replica;
   }
 
+  /**
+   * Starts the three replicas and resolves once each has read the others' reports: an origin holds
+   * its batches for the replicas it knows, from their first report on.
+   */
   async function startAll(server: RedisServer): Promise<void> {
     dirs = [0, 1, 2].map(() => mkdtempSync(join(tmpdir(), 'tidal-repl-loss-')));
     await Promise.all([0, 1, 2].map((i) => start(server, i)));
+    const client = createClient({ url: server.url });
+    client.on('error', () => {});
+    await client.connect();
+    try {
+      /** Each replica's count of reports, by its id. */
+      const counts = async (): Promise<Map<string, number>> => {
+        const all = await client.sendCommand<string[]>(['HGETALL', 'test:replication:loss:replicas']);
+        const out = new Map<string, number>();
+        for (let k = 0; k + 1 < all.length; k += 2) out.set(all[k]!, (JSON.parse(all[k + 1]!) as { n: number }).n);
+        return out;
+      };
+      let first = await counts();
+      while (first.size < 3) {
+        await sleep(5);
+        first = await counts();
+      }
+      // Two more reports from each after all three were there: each has read the other two.
+      const reportedTwice = (now: Map<string, number>): boolean => [...first].every(([id, n]) => (now.get(id) ?? 0) >= n + 2);
+      while (!reportedTwice(await counts())) await sleep(5);
+    } finally {
+      client.destroy();
+    }
   }
 
   /** Resolves once the stream holds at least `length` entries (or `done` settled first). */

@@ -255,8 +255,7 @@ export class ReplicaState {
     this.learnHead(origin, seq, false);
     if (prev <= applied) return true;
     if (this.#skip.has(origin)) {
-      this.#lost.push({ origin, from: applied + 1, to: seq - 1, since: this.#clock() });
-      this.#gaps.delete(origin);
+      this.#skip.delete(origin);
       return true;
     }
     const gap = this.#gaps.get(origin);
@@ -327,7 +326,13 @@ export class ReplicaState {
     return [...this.#gaps.values()];
   }
 
+  /** Gives up on `origin`'s gap: it is listed as lost now, and the origin's next batch applies whatever its `prev`. */
   skipGap(origin: string): void {
+    const gap = this.#gaps.get(origin);
+    if (gap !== undefined) {
+      this.#lost.push(gap);
+      this.#gaps.delete(origin);
+    }
     this.#skip.add(origin);
   }
 

@@ -17,7 +17,8 @@
  * live replica applied, and appends again those after the position of a live replica whose
  * position of it has not moved for `resendAfterMs` while it had more to read (a follower holds
  * back a batch whose previous one it misses; the batches appended again fill the gap, in order).
- * A replica silent for `peerTimeoutMs` while this one reached Redis is no longer waited for.
+ * A replica silent for `peerTimeoutMs` while this one reached Redis is no longer waited for; one
+ * that never reported (a replica starting) is not waited for until its first report.
  *
  * Two connections: the follower's `XREAD BLOCK` holds its connection for up to `blockMs`, so the
  * appends (and the hash) go through another one. Neither queues commands while disconnected; both reconnect in
