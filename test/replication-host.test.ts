@@ -186,6 +186,50 @@ describe('replication: the host side', () => {
     expect(b2.db.itemSignals('x').view!.count).toBe(2);
   });
 
+  it("a batch after a missing one waits: the gap shows, and the origin's batches apply in order once it appends them again", async () => {
+    const log = new MemoryLog();
+    const a = await replica('a', log);
+    const b = await replica('b', log);
+    const origin = a.db.stats().replication!.replicaId;
+    for (let i = 1; i <= 3; i++) await a.db.signals([{ item: 'x', kind: 'view', at: T0 - i }]);
+    expect(a.link.publish()).toBe(3);
+    // The log loses the second batch (a Redis restarted without it): the origin still holds all three.
+    log.entries.splice(1, 1);
+    expect(a.db.stats().replication).toMatchObject({ unpublished: 0, retained: 3 });
+    now = T0 + 10;
+    expect(await b.link.follow()).toBe(1);
+    expect(b.db.itemSignals('x').view!.count).toBe(1);
+    now = T0 + 25;
+    let stats = b.db.stats().replication!;
+    expect(stats.gaps).toEqual([{ origin, from: 2, to: 2, since: T0 + 10 }]);
+    expect(stats.origins).toEqual([expect.objectContaining({ origin, seq: 1, head: 3, behind: 2, behindMs: 15 })]);
+
+    a.link.host!.republish(2);
+    expect(a.link.publish()).toBe(2);
+    expect(await b.link.follow()).toBe(2);
+    expect(b.db.itemSignals('x').view!.count).toBe(3);
+    stats = b.db.stats().replication!;
+    expect(stats.gaps).toEqual([]);
+    expect(stats.origins).toEqual([expect.objectContaining({ origin, seq: 3, head: 3, behind: 0, behindMs: 0 })]);
+    // Every replica applied them: they leave the origin's outbox.
+    a.link.host!.release(3);
+    expect(a.db.stats().replication).toMatchObject({ unpublished: 0, retained: 0 });
+    expect(a.link.host!.head()).toMatchObject({ seq: 3, from: 4 });
+
+    // A gap the origin cannot fill any more is given up on when told: the next batch applies, the range is recorded lost.
+    await a.db.signals([{ item: 'x', kind: 'view', at: T0 - 4 }]);
+    await a.db.signals([{ item: 'x', kind: 'view', at: T0 - 5 }]);
+    a.link.publish();
+    log.entries.splice(log.entries.length - 2, 1);
+    expect(await b.link.follow()).toBe(0);
+    b.link.host!.skipGap(origin);
+    expect(await b.link.follow(log.entries[log.entries.length - 2]!.id)).toBe(1);
+    stats = b.db.stats().replication!;
+    expect(stats.gaps).toEqual([]);
+    expect(stats.lost).toEqual([expect.objectContaining({ origin, from: 4, to: 4 })]);
+    expect(b.db.itemSignals('x').view!.count).toBe(4);
+  });
+
   it('users travel: a hide and a block on one replica keep the item and the creator from that user on the other', async () => {
     const log = new MemoryLog();
     const a = await replica('a', log);

@@ -68,8 +68,9 @@ export type {
   ReplicationLink,
   ReplicationLinkStats,
   OriginPosition,
+  ReplicationGap,
 } from 'tidal-load';
-export type { ReplicaStats } from './replica-stats.js';
+export type { OriginStats, ReplicaStats } from './replica-stats.js';
 export { SESSION_DEFAULTS } from './session-options.js';
 export { CURSOR_DEFAULTS } from './pinned-rankings.js';
 export type { CursorOptions, PinnedRankingStats } from './pinned-rankings.js';

@@ -127,7 +127,7 @@ export function openParts(o: FilledOptions): DbParts {
     walCheckpointer = WalCheckpointer.start(db, file, o.onWarning);
     /** The items version every acknowledged item write reached, for worker modules' threads (BigInt64). */
     const itemsVersionCell = new BigInt64Array(new SharedArrayBuffer(8));
-    const replica = o.replication === null ? null : new ReplicaState(db, meta);
+    const replica = o.replication === null ? null : new ReplicaState(db, meta, o.clock);
     const writes = new WritePath(
       o,
       {

@@ -64,9 +64,13 @@ export async function createMetrics(registry: MetricsRegistry, source: MetricsSo
 
 /**
  * The replication gauges, read at each scrape from `read` (`stats().replication`):
- * `tidal_replication_unpublished` (own batches waiting for the log) and
+ * `tidal_replication_unpublished` (own batches waiting for the log),
+ * `tidal_replication_retained` (own batches held until every live replica applied them),
+ * `tidal_replication_gaps` (origins with a missing batch this replica waits for),
  * `tidal_replication_lag_ms{origin}` (per other replica, how long after its commit there its last
- * batch applied here committed).
+ * batch applied here committed), `tidal_replication_behind_batches{origin}` and
+ * `tidal_replication_behind_ms{origin}` (how many of its batches this replica has not applied, and
+ * for how long it has been behind it; 0 when caught up).
  */
 export async function exportReplicationMetrics(
   registry: MetricsRegistry,
@@ -81,6 +85,42 @@ export async function exportReplicationMetrics(
     registers,
     collect() {
       this.set(read()?.unpublished ?? 0);
+    },
+  });
+  new Gauge({
+    name: `${prefix}replication_retained`,
+    help: "This replica's batches held in its outbox until every live replica applied them",
+    registers,
+    collect() {
+      this.set(read()?.retained ?? 0);
+    },
+  });
+  new Gauge({
+    name: `${prefix}replication_gaps`,
+    help: 'Other replicas with a missing batch this replica waits for',
+    registers,
+    collect() {
+      this.set(read()?.gaps.length ?? 0);
+    },
+  });
+  new Gauge({
+    name: `${prefix}replication_behind_batches`,
+    help: 'Per other replica: its committed batches not yet applied here (0: caught up)',
+    labelNames: ['origin'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const o of read()?.origins ?? []) this.set({ origin: o.origin }, o.behind);
+    },
+  });
+  new Gauge({
+    name: `${prefix}replication_behind_ms`,
+    help: 'Per other replica: milliseconds since this replica learned of a batch of it not yet applied here (0: caught up)',
+    labelNames: ['origin'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const o of read()?.origins ?? []) this.set({ origin: o.origin }, o.behindMs);
     },
   });
   new Gauge({

@@ -7,7 +7,9 @@
  * {@link ReplicaHost} the write path builds over it.
  *
  * The outbox is a table, not memory: a batch is in it from the transaction that committed it until
- * the log has it, so a replica that was cut off from the log, or killed, publishes from the file.
+ * every live replica applied it (the link says when: {@link ReplicaState.release}), so a replica
+ * that was cut off from the log, or killed, publishes from the file, and a log that lost entries
+ * is filled again from it.
  */
 import { randomUUID } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
@@ -16,7 +18,9 @@ import type Database from 'better-sqlite3';
 import {
   InvalidInputError,
   type OriginPosition,
+  type ReplicaHead,
   type ReplicaHost,
+  type ReplicationGap,
   type ReplicatedBatch,
   type ReplicatedEvent,
   type ReplicationLinkStats,
@@ -25,9 +29,9 @@ import {
 import { openWriterConnection } from 'tidal-wal';
 import { META, Meta, openStorage } from 'tidal-wal/storage';
 import type { WritePath } from './write-path.js';
-import type { ReplicaStats } from './replica-stats.js';
+import type { OriginStats, ReplicaStats } from './replica-stats.js';
 
-export type { ReplicaStats } from './replica-stats.js';
+export type { OriginStats, ReplicaStats } from './replica-stats.js';
 
 /** The first event of a foreign batch in the group commit: the `count` events after it are the batch's. */
 export interface ReplMarkEvent {
@@ -63,8 +67,9 @@ export class ReplicaState {
   readonly replicaId: string;
   readonly #meta: Meta;
   readonly #insertOutbox: Database.Statement;
-  readonly #selectOutbox: Database.Statement<[number], { seq: number; at: number; body: string }>;
-  readonly #countOutbox: Database.Statement<[], number>;
+  readonly #selectOutbox: Database.Statement<[number, number], { seq: number; at: number; body: string }>;
+  readonly #countOutbox: Database.Statement<[number], number>;
+  readonly #firstOutbox: Database.Statement<[], number | null>;
   readonly #deleteOutbox: Database.Statement<[number]>;
   readonly #setOrigin: Database.Statement;
   readonly #getClock: Database.Statement<[string], ItemStamp>;
@@ -76,9 +81,24 @@ export class ReplicaState {
   #buffer: ReplicatedEvent[] = [];
   #outboxAdded = false;
   readonly #listeners: (() => void)[] = [];
+  /** The number of the last own batch; `#base`: the number own batches were first numbered above. */
+  #batch: number;
+  readonly #base: number;
+  #batchAt = 0;
+  /** The own batches through this number reached the log since this process opened the file. */
+  #publishedThrough = -1;
+  /** Per other replica: its latest batch number known here, and when its own report of it was read. */
+  readonly #heads = new Map<string, { seq: number; reportedAt: number | null }>();
+  /** Per other replica this one is behind: since when (this clock). */
+  readonly #behindSince = new Map<string, number>();
+  readonly #gaps = new Map<string, ReplicationGap>();
+  readonly #lost: ReplicationGap[] = [];
+  readonly #skip = new Set<string>();
+  readonly #clock: () => number;
 
-  constructor(db: Database.Database, meta: Meta) {
+  constructor(db: Database.Database, meta: Meta, clock: () => number) {
     this.#meta = meta;
+    this.#clock = clock;
     let id = meta.get(META.replicaId);
     if (id === undefined) {
       id = randomUUID();
@@ -87,8 +107,9 @@ export class ReplicaState {
     this.replicaId = id;
     this.#position = meta.get(META.replicationPosition) ?? null;
     this.#insertOutbox = db.prepare('INSERT INTO repl_outbox (seq, at, body) VALUES (?, ?, ?)');
-    this.#selectOutbox = db.prepare('SELECT seq, at, body FROM repl_outbox ORDER BY seq LIMIT ?');
-    this.#countOutbox = db.prepare<[], number>('SELECT COUNT(*) FROM repl_outbox').pluck();
+    this.#selectOutbox = db.prepare('SELECT seq, at, body FROM repl_outbox WHERE seq > ? ORDER BY seq LIMIT ?');
+    this.#countOutbox = db.prepare<[number], number>('SELECT COUNT(*) FROM repl_outbox WHERE seq > ?').pluck();
+    this.#firstOutbox = db.prepare<[], number | null>('SELECT MIN(seq) FROM repl_outbox').pluck();
     this.#deleteOutbox = db.prepare('DELETE FROM repl_outbox WHERE seq <= ?');
     this.#setOrigin = db.prepare('INSERT OR REPLACE INTO repl_origins (origin, seq, origin_at, applied_at) VALUES (?, ?, ?, ?)');
     this.#getClock = db.prepare('SELECT at, origin FROM repl_item_clock WHERE id = ?');
@@ -97,6 +118,16 @@ export class ReplicaState {
       .prepare('SELECT origin, seq, origin_at AS originAt, applied_at AS appliedAt FROM repl_origins')
       .all() as OriginPosition[];
     for (const r of rows) this.#origins.set(r.origin, r);
+    let base = meta.get(META.replicationBatchBase);
+    if (base === undefined) {
+      const maxRow = (db.prepare('SELECT MAX(seq) FROM repl_outbox').pluck().get() as number | null) ?? 0;
+      base = Math.max(meta.get(META.lastSeq) ?? 0, maxRow);
+      meta.set(META.replicationBatchBase, base);
+    }
+    this.#base = base;
+    this.#batch = meta.get(META.replicationBatch) ?? base;
+    const last = db.prepare('SELECT at FROM repl_outbox WHERE seq = ?').pluck().get(this.#batch) as number | undefined;
+    this.#batchAt = last ?? 0;
   }
 
   // ---- inside a batch's transaction -------------------------------------------------------------
@@ -105,6 +136,7 @@ export class ReplicaState {
   beginBatch(): void {
     this.#buffer = [];
     this.#outboxAdded = false;
+    this.#pendingBatch = null;
   }
 
   /** An own write of the batch, for the outbox. */
@@ -135,13 +167,23 @@ export class ReplicaState {
     this.#meta.set(META.replicationPosition, m.position);
   }
 
-  /** Ends a batch: its own writes become one outbox row, numbered by the batch's first sequence number. */
-  endBatch(firstSeq: number, now: number): void {
+  /**
+   * Ends a batch: its own writes become one outbox row, numbered one above the previous own batch
+   * (the number is stored in the same transaction). A batch that fails to commit rolls the row and
+   * the number back; {@link beginBatch} of the next one re-reads neither, so the number is taken
+   * from the file again here.
+   */
+  endBatch(now: number): void {
     if (this.#buffer.length === 0) return;
-    this.#insertOutbox.run(firstSeq, now, JSON.stringify(this.#buffer));
+    const n = (this.#meta.get(META.replicationBatch) ?? this.#base) + 1;
+    this.#insertOutbox.run(n, now, JSON.stringify(this.#buffer));
+    this.#meta.set(META.replicationBatch, n);
     this.#buffer = [];
     this.#outboxAdded = true;
+    this.#pendingBatch = { seq: n, at: now };
   }
+
+  #pendingBatch: { seq: number; at: number } | null = null;
 
   // ---- after the commit -------------------------------------------------------------------------
 
@@ -150,6 +192,18 @@ export class ReplicaState {
     for (const m of marks) {
       this.#origins.set(m.origin, { origin: m.origin, seq: m.seq, originAt: m.at, appliedAt: now });
       this.#position = m.position;
+      this.#skip.delete(m.origin);
+      const gap = this.#gaps.get(m.origin);
+      if (gap !== undefined) {
+        if (m.seq >= gap.to) this.#gaps.delete(m.origin);
+        else if (m.seq >= gap.from) this.#gaps.set(m.origin, { ...gap, from: m.seq + 1 });
+      }
+      if (m.seq >= (this.#heads.get(m.origin)?.seq ?? -1)) this.#behindSince.delete(m.origin);
+    }
+    if (this.#pendingBatch !== null) {
+      this.#batch = this.#pendingBatch.seq;
+      this.#batchAt = this.#pendingBatch.at;
+      this.#pendingBatch = null;
     }
     if (this.#outboxAdded) {
       this.#outboxAdded = false;
@@ -162,24 +216,93 @@ export class ReplicaState {
     return this.#origins.get(origin)?.seq ?? -1;
   }
 
+  /**
+   * Whether a foreign batch `(origin, seq, prev)` queued after `applied` of its origin is to be
+   * applied now: `prev` was applied (or the gap was given up on). Otherwise the gap is recorded.
+   */
+  inOrder(origin: string, seq: number, prev: number, applied: number): boolean {
+    this.learnHead(origin, seq, false);
+    if (prev <= applied) return true;
+    if (this.#skip.has(origin)) {
+      this.#skip.delete(origin);
+      return true;
+    }
+    const gap = this.#gaps.get(origin);
+    if (gap === undefined || gap.from !== applied + 1) {
+      this.#gaps.set(origin, { origin, from: applied + 1, to: seq - 1, since: gap?.since ?? this.#clock() });
+    } else if (seq - 1 < gap.to) {
+      this.#gaps.set(origin, { ...gap, to: seq - 1 });
+    }
+    return false;
+  }
+
   // ---- for the link -----------------------------------------------------------------------------
 
   unpublished(limit: number): ReplicatedBatch[] {
-    return this.#selectOutbox.all(limit).map((r) => ({
+    return this.#selectOutbox.all(this.#publishedThrough, limit).map((r) => ({
       origin: this.replicaId,
       seq: r.seq,
+      prev: r.seq - 1 > this.#base ? r.seq - 1 : -1,
       at: r.at,
       events: JSON.parse(r.body) as ReplicatedEvent[],
     }));
   }
 
   unpublishedCount(): number {
-    return this.#countOutbox.get() ?? 0;
+    return this.#countOutbox.get(this.#publishedThrough) ?? 0;
+  }
+
+  /** Own batches the outbox holds. */
+  retainedCount(): number {
+    return this.#countOutbox.get(-1) ?? 0;
+  }
+
+  /** The batches through `seq` are in the log: the publisher goes on after them. */
+  published(throughSeq: number): void {
+    if (throughSeq > this.#publishedThrough) this.#publishedThrough = throughSeq;
   }
 
   /** Deletes the outbox rows through `seq`; a small transaction of its own, between batches. */
-  published(throughSeq: number): void {
+  release(throughSeq: number): void {
     this.#deleteOutbox.run(throughSeq);
+  }
+
+  /** The publisher appends again from `fromSeq`. */
+  republish(fromSeq: number): void {
+    if (fromSeq - 1 < this.#publishedThrough) this.#publishedThrough = fromSeq - 1;
+  }
+
+  head(): ReplicaHead {
+    const first = this.#firstOutbox.get() ?? null;
+    const last = this.#batch > this.#base ? this.#batch : -1;
+    return { seq: last, at: last === -1 ? 0 : this.#batchAt, from: first ?? last + 1 };
+  }
+
+  /** `origin`'s latest batch number is at least `seq`; `reported`: the origin's own report of it. */
+  learnHead(origin: string, seq: number, reported: boolean): void {
+    const now = this.#clock();
+    const known = this.#heads.get(origin);
+    if (known === undefined || seq > known.seq) {
+      const applied = this.appliedSeq(origin);
+      if (seq > applied && !this.#behindSince.has(origin)) this.#behindSince.set(origin, now);
+      this.#heads.set(origin, { seq, reportedAt: reported ? now : (known?.reportedAt ?? null) });
+    } else if (reported) {
+      this.#heads.set(origin, { seq: known.seq, reportedAt: now });
+    }
+  }
+
+  gaps(): ReplicationGap[] {
+    return [...this.#gaps.values()];
+  }
+
+  /** Gives up on `origin`'s gap: it is listed as lost now, and the origin's next batch applies whatever its `prev`. */
+  skipGap(origin: string): void {
+    const gap = this.#gaps.get(origin);
+    if (gap !== undefined) {
+      this.#lost.push(gap);
+      this.#gaps.delete(origin);
+    }
+    this.#skip.add(origin);
   }
 
   onOutbox(listener: () => void): void {
@@ -195,12 +318,32 @@ export class ReplicaState {
   }
 
   stats(link: ReplicationLinkStats): ReplicaStats {
+    const now = this.#clock();
+    const ids = new Set([...this.#origins.keys(), ...this.#heads.keys()]);
+    const origins: OriginStats[] = [];
+    for (const origin of ids) {
+      const o = this.#origins.get(origin) ?? { origin, seq: -1, originAt: 0, appliedAt: 0 };
+      const head = this.#heads.get(origin);
+      const behind = Math.max(0, (head?.seq ?? o.seq) - o.seq);
+      const since = this.#behindSince.get(origin);
+      origins.push({
+        ...o,
+        // Across two clocks: skew between the hosts adds to (or hides) the lag.
+        lagMs: Math.max(0, o.appliedAt - o.originAt),
+        head: Math.max(head?.seq ?? -1, o.seq),
+        behind,
+        behindMs: behind === 0 || since === undefined ? 0 : Math.max(0, now - since),
+        headAgeMs: head?.reportedAt == null ? null : Math.max(0, now - head.reportedAt),
+      });
+    }
     return {
       replicaId: this.replicaId,
       unpublished: this.unpublishedCount(),
+      retained: this.retainedCount(),
       position: this.#position,
-      // Across two clocks: skew between the hosts adds to (or hides) the lag.
-      origins: this.origins().map((o) => ({ ...o, lagMs: Math.max(0, o.appliedAt - o.originAt) })),
+      origins,
+      gaps: this.gaps(),
+      lost: [...this.#lost],
       link,
     };
   }
@@ -214,6 +357,12 @@ export function replicaHost(state: ReplicaState, writes: WritePath, clock: () =>
     unpublished: (limit) => state.unpublished(limit),
     unpublishedCount: () => state.unpublishedCount(),
     published: (seq) => state.published(seq),
+    release: (seq) => state.release(seq),
+    republish: (seq) => state.republish(seq),
+    head: () => state.head(),
+    learnHead: (origin, seq) => state.learnHead(origin, seq, true),
+    gaps: () => state.gaps(),
+    skipGap: (origin) => state.skipGap(origin),
     onOutbox: (listener) => state.onOutbox(listener),
     position: () => state.position(),
     applyForeign: (batches) => writes.applyForeign(batches),
@@ -260,12 +409,15 @@ export function installReplicaSnapshot(snapshot: string, dir: string, now: numbe
     if (peer === undefined) {
       throw new InvalidInputError('snapshot', 'a snapshot of a database opened with a replication link (it has no replica id)', snapshot);
     }
-    const lastSeq = Math.max(
-      meta.get(META.lastSeq) ?? 0,
-      (db.prepare('SELECT MAX(seq) FROM signal_log').pluck().get() as number | null) ?? 0,
-    );
+    // The peer's own batches the snapshot holds: through its batch number (a peer that never
+    // numbered a batch: through its last signal sequence number, as format 5 numbered them).
+    const lastSeq =
+      meta.get(META.replicationBatch) ??
+      Math.max(meta.get(META.lastSeq) ?? 0, (db.prepare('SELECT MAX(seq) FROM signal_log').pluck().get() as number | null) ?? 0);
     db.transaction(() => {
       meta.delete(META.replicaId);
+      meta.delete(META.replicationBatch);
+      meta.delete(META.replicationBatchBase);
       db.prepare('INSERT OR REPLACE INTO repl_origins (origin, seq, origin_at, applied_at) VALUES (?, ?, ?, ?)').run(
         peer,
         lastSeq,

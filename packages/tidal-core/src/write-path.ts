@@ -329,8 +329,9 @@ export class WritePath {
   /**
    * Queues batches of other replicas, each as one write (its mark first, then its events), and
    * resolves with how many were queued once all are durable. A batch not above what was applied of
-   * its origin is dropped here: batches of one origin arrive in its order, and the caller queues
-   * again only after the previous call settled, so the committed positions are the whole truth.
+   * its origin is dropped here, and one whose `prev` was not applied is held back (a gap the
+   * origin fills by appending its batches again): the caller queues again only after the previous
+   * call settled, so the committed positions are the whole truth.
    */
   async applyForeign(batches: readonly ForeignBatch[]): Promise<number> {
     const replica = this.#deps.replica;
@@ -342,6 +343,7 @@ export class WritePath {
       if (batch.origin === replica.replicaId) continue;
       const applied = seen.get(batch.origin) ?? replica.appliedSeq(batch.origin);
       if (batch.seq <= applied) continue;
+      if (!replica.inOrder(batch.origin, batch.seq, batch.prev, applied)) continue;
       let queued = false;
       writes.push(
         this.#gc.enqueue(() => {
@@ -444,7 +446,7 @@ export class WritePath {
       if (own && replica !== null) replica.record(toReplicated(e, stamp, this.#schema.kinds));
       seq++;
     }
-    replica?.endBatch(firstSeq, now);
+    replica?.endBatch(now);
     users.finish();
     this.#deps.sessions.persistBatch(events);
     this.#deps.log.setLastSeq(seq - 1);

@@ -52,6 +52,8 @@ export type {
   ReplicatedBatch,
   ForeignBatch,
   OriginPosition,
+  ReplicaHead,
+  ReplicationGap,
   ReplicaHost,
   ReplicationLinkStats,
   ReplicationLink,

@@ -47,8 +47,14 @@ export type ReplicatedEvent =
 export interface ReplicatedBatch {
   /** The replica that took the writes. */
   readonly origin: string;
-  /** The origin's sequence number of the batch's first event: increasing along the origin's batches. */
+  /** The origin's batch number: one above its previous batch's, so a follower sees a batch it misses. */
   readonly seq: number;
+  /**
+   * The number of the origin's batch before this one, or −1 when none is to be waited for (the
+   * origin's first numbered batch, or an entry written before batches carried it). A follower
+   * applies the batch only once it applied `prev`.
+   */
+  readonly prev: number;
   /** The origin's clock when the batch committed, in milliseconds (replication lag is measured from it). */
   readonly at: number;
   readonly events: readonly ReplicatedEvent[];
@@ -59,6 +65,27 @@ export interface ForeignBatch {
   readonly batch: ReplicatedBatch;
   /** The log's position of this batch; stored with it, so a restart reads on after it. */
   readonly position: string;
+}
+
+/** Batches of one origin this replica has not applied while it holds or has seen a later one. */
+export interface ReplicationGap {
+  readonly origin: string;
+  /** The first batch number missing. */
+  readonly from: number;
+  /** The last batch number missing (the batch after it was seen). */
+  readonly to: number;
+  /** When this replica first saw the gap, its clock (ms). */
+  readonly since: number;
+}
+
+/** This replica's latest own batch and what of its outbox it still holds. */
+export interface ReplicaHead {
+  /** The number of the last own batch committed (−1: none yet). */
+  readonly seq: number;
+  /** Its commit time, ms (0: none yet). */
+  readonly at: number;
+  /** The lowest own batch number still held in the outbox (`seq + 1` when it holds none). */
+  readonly from: number;
 }
 
 /** What the host applied of one origin, as stored. */
@@ -78,12 +105,30 @@ export interface ReplicaHost {
   readonly replicaId: string;
   /** The host's clock, milliseconds. */
   now(): number;
-  /** Own committed batches not yet published, oldest first, at most `limit` (read from the file, not memory). */
+  /**
+   * Own committed batches not yet published, oldest first, at most `limit` (read from the file, not
+   * memory). After a restart every batch the outbox holds counts as not yet published.
+   */
   unpublished(limit: number): ReplicatedBatch[];
   /** Own batches not yet published. */
   unpublishedCount(): number;
-  /** The batches through `seq` reached the log: they leave the outbox. */
+  /** The batches through `seq` reached the log; they stay in the outbox until {@link release}d. */
   published(throughSeq: number): void;
+  /** Every live replica applied the own batches through `seq`: they leave the outbox. */
+  release(throughSeq: number): void;
+  /** The own batches from `fromSeq` on that the outbox holds are to be appended again (the log lost them). */
+  republish(fromSeq: number): void;
+  /** This replica's latest own batch and the lowest one its outbox holds. */
+  head(): ReplicaHead;
+  /** Another replica's latest batch number as it reported it, for how far behind it this replica is. */
+  learnHead(origin: string, seq: number): void;
+  /** The gaps this replica waits on, per origin. */
+  gaps(): readonly ReplicationGap[];
+  /**
+   * The origin cannot fill its gap here (its outbox no longer holds the batches): the next batch of
+   * `origin` is applied whatever its `prev`, and the gap is recorded as lost.
+   */
+  skipGap(origin: string): void;
   /** Calls `listener` after every commit that added an own batch to the outbox. */
   onOutbox(listener: () => void): void;
   /** The log position stored with the last foreign batch applied; null before the first. */
@@ -91,7 +136,7 @@ export interface ReplicaHost {
   /**
    * Applies foreign batches through the group commit, each with its position in the same
    * transaction; a batch whose `(origin, seq)` is not above what was applied of its origin is
-   * dropped. Resolves with the batches applied once they are durable; rejects as a write does
+   * dropped, and one whose `prev` is above it is held back as a gap ({@link gaps}). Resolves with the batches applied once they are durable; rejects as a write does
    * (`BackpressureError`, `CapacityError`, `ClosedError`), in which case the link reads again
    * from {@link position}.
    */

@@ -118,5 +118,9 @@ describe.skipIf(servicesSkipped)('two tidal serve --redis --replicate servers', 
     const metrics = await (await fetch(`${b.url}/metrics`)).text();
     expect(metrics).toMatch(new RegExp(`^tidal_replication_lag_ms\\{origin="${idA}"\\} \\d+`, 'm'));
     expect(metrics).toMatch(/^tidal_replication_unpublished 0$/m);
+    // Caught up with A: nothing of it behind, no gap.
+    expect(metrics).toMatch(new RegExp(`^tidal_replication_behind_batches\\{origin="${idA}"\\} 0$`, 'm'));
+    expect(metrics).toMatch(new RegExp(`^tidal_replication_behind_ms\\{origin="${idA}"\\} 0$`, 'm'));
+    expect(metrics).toMatch(/^tidal_replication_gaps 0$/m);
   });
 });

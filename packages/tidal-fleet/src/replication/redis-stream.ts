@@ -3,14 +3,25 @@
  * committed batches to the stream and reads everyone's from its own stored position; there is no
  * consumer group, because every replica needs every entry.
  *
- * An entry is one batch: fields `o` (origin replica id), `s` (the origin's first sequence number
- * of the batch), `t` (the origin's commit time, ms) and `b` (the events, JSON). Delivery is at
- * least once: a batch appended whose outbox row was not yet deleted when its replica died is
- * appended again, and followers drop every `(origin, seq)` not above what they applied of that
- * origin.
+ * An entry is one batch: fields `o` (origin replica id), `s` (the origin's batch number, one
+ * above its previous batch's), `p` (the number of that previous batch, −1: none to wait for), `t`
+ * (the origin's commit time, ms) and `b` (the events, JSON). Delivery is at least once (an origin
+ * appends again what it holds after a restart, or what a follower misses), and followers drop
+ * every `(origin, seq)` not above what they applied of that origin.
+ *
+ * An origin keeps a batch in its outbox until every live replica applied it, not until the stream
+ * has it: a stream that loses entries (Redis restarted without its data, or with the last second
+ * of its append-only file missing) is filled again from the outboxes. Every `ackIntervalMs` each
+ * replica writes to the hash `<stream>:replicas`, under its id, what it applied of every origin and
+ * its own latest batch number, and reads the others'. An origin then releases the batches every
+ * live replica applied, and appends again those after the position of a live replica whose
+ * position of it has not moved for `resendAfterMs` while it had more to read (a follower holds
+ * back a batch whose previous one it misses; the batches appended again fill the gap, in order).
+ * A replica silent for `peerTimeoutMs` while this one reached Redis is no longer waited for; one
+ * that never reported (a replica starting) is not waited for until its first report.
  *
  * Two connections: the follower's `XREAD BLOCK` holds its connection for up to `blockMs`, so the
- * appends go through another one. Neither queues commands while disconnected; both reconnect in
+ * appends (and the hash) go through another one. Neither queues commands while disconnected; both reconnect in
  * the background, and the loops wait `retryMs` between attempts while Redis is away.
  */
 import { createClient } from 'redis';
@@ -63,6 +74,33 @@ export interface RedisStreamReplicationOptions {
    * @default 250
    */
   retryMs?: number;
+  /**
+   * How often this replica reports what it applied (and its latest batch) and reads the others'
+   * reports, in milliseconds: an outbox is released, and a lost batch appended again, at this pace.
+   * @default 500
+   */
+  ackIntervalMs?: number;
+  /**
+   * How long a live replica's position of this origin may stay below what this origin published
+   * before the batches after it are appended again, in milliseconds. Four report intervals: a
+   * follower that reads on reports a new position well within it.
+   * @default 2_000
+   */
+  resendAfterMs?: number;
+  /**
+   * How long a replica may stay silent (no report while this one reaches Redis) before this one
+   * stops holding its outbox for it, in milliseconds. A replica away longer than this may miss
+   * batches (`TIDAL_REPLICATION_GAP`) and is bootstrapped from a peer. At 60 one-signal batches/s
+   * (≈ 130 bytes a row), ten minutes hold ≈ 36 000 rows, ≈ 5 MB of the database file.
+   * @default 600_000
+   */
+  peerTimeoutMs?: number;
+  /**
+   * The clock the report, release and republish timings are measured on, milliseconds (not the
+   * database's, which a deployment or a test may fix).
+   * @default Date.now
+   */
+  clock?: () => number;
   /** Receives the replication warnings. @default the database's `onWarning` */
   onWarning?: WarningSink;
 }
@@ -74,7 +112,50 @@ const DEFAULTS = Object.freeze({
   publishCount: 64,
   maxLen: 1_000_000,
   retryMs: 250,
+  ackIntervalMs: 500,
+  resendAfterMs: 2_000,
+  peerTimeoutMs: 600_000,
 });
+
+/** What a replica reports in the `<stream>:replicas` hash (JSON), and what this one keeps of another's report. */
+interface Report {
+  /** The reporter's count of its reports: every report differs from the one before. */
+  readonly n: number;
+  /** The reporter's link clock when it reported, ms. */
+  readonly at: number;
+  /** Its latest own batch number (−1: none). */
+  readonly head: number;
+  /** The lowest own batch number its outbox holds. */
+  readonly from: number;
+  /** What it applied of every origin. */
+  readonly applied: Record<string, number>;
+}
+
+interface Peer {
+  report: Report;
+  /** This replica's clock when the peer's report last changed. */
+  seenAt: number;
+  /** When the peer's position of this origin last changed. */
+  movedAt: number;
+}
+
+function parseReport(text: string): Report | null {
+  try {
+    const r = JSON.parse(text) as Partial<Report>;
+    if (
+      typeof r.n !== 'number' ||
+      typeof r.at !== 'number' ||
+      typeof r.head !== 'number' ||
+      typeof r.from !== 'number' ||
+      typeof r.applied !== 'object' ||
+      r.applied === null
+    )
+      return null;
+    return r as Report;
+  } catch {
+    return null;
+  }
+}
 
 type Client = ReturnType<typeof createClient>;
 
@@ -134,16 +215,19 @@ export function parseEntry(fields: readonly unknown[]): ReplicatedBatch | null {
   for (let i = 0; i + 1 < fields.length; i += 2) f.set(String(fields[i]), String(fields[i + 1]));
   const origin = f.get('o');
   const seq = Number(f.get('s'));
+  // An entry of a version that did not number batches one by one has no `p`: nothing to wait for.
+  const prev = f.has('p') ? Number(f.get('p')) : -1;
   const at = Number(f.get('t'));
   const body = f.get('b');
-  if (origin === undefined || body === undefined || !Number.isSafeInteger(seq) || !Number.isFinite(at)) return null;
+  if (origin === undefined || body === undefined || !Number.isSafeInteger(seq) || !Number.isSafeInteger(prev) || !Number.isFinite(at))
+    return null;
   let events: unknown;
   try {
     events = JSON.parse(body);
   } catch {
     return null;
   }
-  return Array.isArray(events) ? { origin, seq, at, events: events as ReplicatedEvent[] } : null;
+  return Array.isArray(events) ? { origin, seq, prev, at, events: events as ReplicatedEvent[] } : null;
 }
 
 /** The entries of an `XREAD` reply (RESP2: `[[key, [[id, [field, value, …]], …]]]`, or null). */
@@ -161,7 +245,8 @@ function entriesOf(reply: unknown): [string, unknown[]][] {
  * open and closes it first when it closes.
  */
 export class RedisStreamReplication implements ReplicationLink {
-  readonly #o: Required<Omit<RedisStreamReplicationOptions, 'onWarning'>>;
+  readonly #o: Required<Omit<RedisStreamReplicationOptions, 'onWarning' | 'clock'>>;
+  readonly #now: () => number;
   readonly #sink: WarningSink | null;
   readonly #url: string;
   #writer: Client | null = null;
@@ -171,6 +256,21 @@ export class RedisStreamReplication implements ReplicationLink {
   #closed: Promise<void> | null = null;
   #wake: (() => void) | null = null;
   #away = false;
+  /** Other replicas as their reports were last read. */
+  readonly #peers = new Map<string, Peer>();
+  /** This replica's clock when the writer last (re)connected; null while away. */
+  #connectedAt: number | null = null;
+  /** Reports written (an absent one after the first means Redis lost the hash). */
+  #reports = 0;
+  /** Redis lost the hash since the last republish: every live replica's missing batches go again at once. */
+  #lostHash = false;
+  #publishedThrough = -1;
+  /** When the writer was found away (this clock); the time away is added to every peer's last sign of life. */
+  #awaySince: number | null = null;
+  /** The last republish: from which batch, when, and the wait before the same one again (doubling). */
+  #resend = { from: -1, at: -Infinity, waitMs: 0 };
+  readonly #sleepers = new Set<() => void>();
+  readonly #gapsWarned = new Set<string>();
   #published = 0;
   #read = 0;
   #applied = 0;
@@ -178,6 +278,8 @@ export class RedisStreamReplication implements ReplicationLink {
   private constructor(url: string, options: RedisStreamReplicationOptions) {
     this.#url = url;
     this.#sink = options.onWarning ?? null;
+    this.#now = options.clock ?? Date.now;
+    if (typeof this.#now !== 'function') throw new InvalidInputError('options.clock', 'a function returning milliseconds', options.clock);
     this.#o = {
       stream: options.stream ?? DEFAULTS.stream,
       blockMs: checkWhole('blockMs', options.blockMs ?? DEFAULTS.blockMs, 1, 60_000),
@@ -185,6 +287,9 @@ export class RedisStreamReplication implements ReplicationLink {
       publishCount: checkWhole('publishCount', options.publishCount ?? DEFAULTS.publishCount, 1, 10_000),
       maxLen: checkWhole('maxLen', options.maxLen ?? DEFAULTS.maxLen, 1, 2 ** 40),
       retryMs: checkWhole('retryMs', options.retryMs ?? DEFAULTS.retryMs, 1, 60_000),
+      ackIntervalMs: checkWhole('ackIntervalMs', options.ackIntervalMs ?? DEFAULTS.ackIntervalMs, 1, 60_000),
+      resendAfterMs: checkWhole('resendAfterMs', options.resendAfterMs ?? DEFAULTS.resendAfterMs, 1, 3_600_000),
+      peerTimeoutMs: checkWhole('peerTimeoutMs', options.peerTimeoutMs ?? DEFAULTS.peerTimeoutMs, 1, 2 ** 40),
     };
     if (typeof this.#o.stream !== 'string' || this.#o.stream === '') {
       throw new InvalidInputError('options.stream', 'a non-empty key name', options.stream);
@@ -208,7 +313,7 @@ export class RedisStreamReplication implements ReplicationLink {
     this.#writer = openClient(this.#url);
     this.#reader = openClient(this.#url);
     host.onOutbox(() => this.#wakeUp());
-    this.#loops = [this.#publishLoop(host, this.#writer), this.#followLoop(host, this.#reader)];
+    this.#loops = [this.#publishLoop(host, this.#writer), this.#followLoop(host, this.#reader), this.#reportLoop(host, this.#writer)];
   }
 
   stats(): ReplicationLinkStats {
@@ -251,6 +356,8 @@ export class RedisStreamReplication implements ReplicationLink {
             b.origin,
             's',
             String(b.seq),
+            'p',
+            String(b.prev),
             't',
             String(b.at),
             'b',
@@ -265,7 +372,9 @@ export class RedisStreamReplication implements ReplicationLink {
         await this.#sleep(o.retryMs);
         continue;
       }
-      host.published(batches[batches.length - 1]!.seq);
+      const last = batches[batches.length - 1]!.seq;
+      host.published(last);
+      if (last > this.#publishedThrough) this.#publishedThrough = last;
       this.#published += batches.length;
       this.#cameBack(host);
     }
@@ -362,6 +471,133 @@ export class RedisStreamReplication implements ReplicationLink {
     );
   }
 
+  // ---- reports: what every replica applied -------------------------------------------------------
+
+  /** Every `ackIntervalMs`: reports this replica's positions, reads the others', releases and republishes. */
+  async #reportLoop(host: ReplicaHost, client: Client): Promise<void> {
+    const o = this.#o;
+    await firstConnect(client);
+    while (this.#closed === null) {
+      if (client.isReady) {
+        try {
+          await this.#exchange(host, client);
+        } catch {
+          // Redis went away between two commands: the publisher and the follower say so.
+          this.#disconnected();
+        }
+      } else {
+        this.#disconnected();
+      }
+      await this.#sleep(o.ackIntervalMs);
+    }
+  }
+
+  #disconnected(): void {
+    this.#connectedAt = null;
+    this.#awaySince ??= this.#now();
+  }
+
+  async #exchange(host: ReplicaHost, client: Client): Promise<void> {
+    const o = this.#o;
+    const key = `${o.stream}:replicas`;
+    const self = host.replicaId;
+    const now = this.#now();
+    if (this.#connectedAt === null) {
+      // Back after an outage (or starting): the time away does not count against anyone.
+      const away = this.#awaySince === null ? 0 : now - this.#awaySince;
+      this.#connectedAt = now;
+      this.#awaySince = null;
+      // What went again before the outage may be lost with Redis: the next republish does not wait for a doubled wait.
+      this.#resend = { from: -1, at: -Infinity, waitMs: 0 };
+      for (const p of this.#peers.values()) {
+        p.seenAt += away;
+        p.movedAt = now;
+      }
+    }
+    const head = host.head();
+    const applied: Record<string, number> = {};
+    for (const p of host.origins()) applied[p.origin] = p.seq;
+    const mine: Report = { n: ++this.#reports, at: now, head: head.seq, from: head.from, applied };
+    const replies = await client
+      .multi()
+      .addCommand(['HEXISTS', key, self])
+      .addCommand(['HSET', key, self, JSON.stringify(mine)])
+      .addCommand(['HGETALL', key])
+      .exec();
+    // Written before, absent now: Redis lost its data (restarted without it), and with it entries of the stream.
+    if (this.#reports > 1 && Number(replies[0]) === 0) this.#lostHash = true;
+    const all = replies[2];
+    const fields: unknown[] = Array.isArray(all) ? all : all !== null && typeof all === 'object' ? Object.entries(all).flat() : [];
+    for (let i = 0; i + 1 < fields.length; i += 2) {
+      const id = String(fields[i]);
+      if (id === self) continue;
+      const report = parseReport(String(fields[i + 1]));
+      if (report === null) continue;
+      const known = this.#peers.get(id);
+      if (known === undefined) {
+        // First read: alive when it reported (its clock; skew is small next to peerTimeoutMs), so the
+        // report a replica gone for good left behind is not waited for.
+        this.#peers.set(id, { report, seenAt: Math.min(now, report.at), movedAt: now });
+      } else if (report.n !== known.report.n || report.at !== known.report.at) {
+        if ((report.applied[self] ?? -1) !== (known.report.applied[self] ?? -1)) known.movedAt = now;
+        known.report = report;
+        known.seenAt = now;
+      }
+      host.learnHead(id, report.head);
+    }
+    this.#giveUpGaps(host);
+    const live = [...this.#peers.values()].filter((p) => now - p.seenAt <= o.peerTimeoutMs);
+    // Until every live replica reported once since this link connected, an absent one is unknown, not gone.
+    if (now - this.#connectedAt >= 2 * o.ackIntervalMs) {
+      let low = this.#publishedThrough;
+      for (const p of live) low = Math.min(low, p.report.applied[self] ?? -1);
+      if (low >= 0) host.release(low);
+    }
+    // Republish after the lowest position that is stuck below what was published (or at once when Redis lost the hash).
+    const lostHash = this.#lostHash;
+    let from = Infinity;
+    for (const p of live) {
+      const at = p.report.applied[self] ?? -1;
+      if (at < this.#publishedThrough && (lostHash || now - p.movedAt >= o.resendAfterMs)) from = Math.min(from, at + 1);
+    }
+    if (from === Infinity) {
+      this.#lostHash = false;
+      return;
+    }
+    from = Math.max(from, head.from);
+    // The same batches again only after twice the wait before (a replica that cannot apply them is
+    // not sent the outbox every resendAfterMs), up to a minute.
+    const r = this.#resend;
+    const waitMs = from === r.from ? Math.min(2 * r.waitMs, 60_000) : o.resendAfterMs;
+    if (!lostHash && now - r.at < (from === r.from ? r.waitMs : 0)) return;
+    this.#resend = { from, at: now, waitMs };
+    this.#lostHash = false;
+    for (const p of live) p.movedAt = now;
+    host.republish(from);
+    this.#wakeUp();
+  }
+
+  /**
+   * A gap whose first batch its origin no longer holds cannot be filled: warn, and let the
+   * follower go on with the origin's next batch.
+   */
+  #giveUpGaps(host: ReplicaHost): void {
+    for (const gap of host.gaps()) {
+      const peer = this.#peers.get(gap.origin);
+      if (peer === undefined || peer.report.from <= gap.from) continue;
+      const key = `${gap.origin}/${gap.from}`;
+      if (this.#gapsWarned.has(key)) continue;
+      this.#gapsWarned.add(key);
+      host.skipGap(gap.origin);
+      this.#warn(
+        host,
+        'TIDAL_REPLICATION_GAP',
+        `batches ${gap.from}–${gap.to} of replica ${gap.origin} were not applied here and its outbox no longer holds them ` +
+          `(it keeps from ${peer.report.from}): they are missing here; bootstrap the replica from a peer (TidalDb.bootstrapReplica)`,
+      );
+    }
+  }
+
   // ---- state ----------------------------------------------------------------------------------
 
   #wentAway(host: ReplicaHost, why: string): void {
@@ -403,16 +639,17 @@ export class RedisStreamReplication implements ReplicationLink {
     w?.();
   }
 
-  /** Waits `ms`; a `wakeable` wait (the publisher's) ends early when the outbox grows or the link closes. */
+  /** Waits `ms`, or until the link closes; a `wakeable` wait (the publisher's) also ends when the outbox grows. */
   #sleep(ms: number, wakeable = false): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      if (wakeable) {
-        this.#wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      }
+      const done = (): void => {
+        clearTimeout(timer);
+        this.#sleepers.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#sleepers.add(done);
+      if (wakeable) this.#wake = done;
     });
   }
 
@@ -420,6 +657,7 @@ export class RedisStreamReplication implements ReplicationLink {
   close(): Promise<void> {
     this.#closed ??= (async () => {
       this.#wakeUp();
+      for (const wake of [...this.#sleepers]) wake();
       // The reader may be blocked in XREAD: destroying its socket ends the call at once.
       try {
         this.#reader?.destroy();

@@ -119,16 +119,17 @@ export interface RedisServer {
   readonly url: string;
   /** Kills the server at once (SIGKILL): what a crash looks like to the clients. */
   kill(): Promise<void>;
-  /** Starts it again on the same port, empty (no persistence). */
+  /** Starts it again on the same port: empty, or with what its append-only file holds (`appendOnlyDir`). */
   restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
 /**
  * Starts a redis-server on 127.0.0.1 on a free port (or on `port`, then without retrying),
- * without persistence.
+ * without persistence, or with an append-only file in `appendOnlyDir` synced every second (Redis's
+ * default `appendfsync everysec`: a SIGKILL may lose about the last second of writes).
  */
-export async function startRedis(options: { port?: number } = {}): Promise<RedisServer> {
+export async function startRedis(options: { port?: number; appendOnlyDir?: string } = {}): Promise<RedisServer> {
   const bin = which('redis-server');
   if (bin === null) throw missing('redis-server');
   let child: ChildProcess | null = null;
@@ -142,8 +143,9 @@ export async function startRedis(options: { port?: number } = {}): Promise<Redis
         '127.0.0.1',
         '--save',
         '',
-        '--appendonly',
-        'no',
+        ...(options.appendOnlyDir === undefined
+          ? ['--appendonly', 'no']
+          : ['--appendonly', 'yes', '--appendfsync', 'everysec', '--dir', options.appendOnlyDir]),
         '--protected-mode',
         'no',
         '--loglevel',

@@ -119,14 +119,15 @@ export const TABLES = `
 
   -- Replication (format 5), written only by a database opened with a replication link, in the
   -- transaction of the batch concerned. The outbox: one row per committed batch of this replica's
-  -- own writes not yet appended to the replication log (seq: the batch's first sequence number,
-  -- at: the commit time in ms, body: the events as JSON); deleted once the log has them.
+  -- own writes (seq: the batch's number, one above the previous batch's, counted in tidal_meta
+  -- replication_batch; at: the commit time in ms; body: the events as JSON); deleted once every
+  -- live replica applied it.
   CREATE TABLE IF NOT EXISTS repl_outbox (
     seq INTEGER PRIMARY KEY,
     at REAL NOT NULL,
     body TEXT NOT NULL
   );
-  -- Per other replica: the seq of its last batch applied here, that batch's commit time at the
+  -- Per other replica: the number of its last batch applied here, that batch's commit time at the
   -- origin and here. A batch at or below seq is already applied and is dropped.
   CREATE TABLE IF NOT EXISTS repl_origins (
     origin TEXT PRIMARY KEY,

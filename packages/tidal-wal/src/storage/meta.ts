@@ -57,6 +57,14 @@ export const META = Object.freeze({
   replicaId: textKey('replica_id'),
   /** The replication log position of the last foreign batch applied (absent: none yet). */
   replicationPosition: textKey('replication_position'),
+  /** The number of this replica's last own batch (absent: none numbered yet; see `replicationBatchBase`). */
+  replicationBatch: numberKey('replication_batch'),
+  /**
+   * The number own batches were first numbered above: the first batch after it has no `prev` to
+   * wait for (files of format 5 numbered batches by their first signal sequence number, so the
+   * count starts above `last_seq` and stays above every number a follower stored for this replica).
+   */
+  replicationBatchBase: numberKey('replication_batch_base'),
 });
 
 /** The `tidal_meta` key/value table, read and written through the typed keys of {@link META}. */

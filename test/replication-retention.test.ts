@@ -1,0 +1,100 @@
+/**
+ * How long an origin holds its batches: two databases in this process on one real redis-server,
+ * each link on a clock the test moves. A batch stays in the origin's outbox until the other
+ * replica applied it, while that replica is silent for less than `peerTimeoutMs`; one silent longer
+ * is no longer waited for. Every wait is for a state the stats show, never for a duration.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { TidalDb } from 'tidal-core';
+import { RedisStreamReplication } from 'tidal-fleet';
+import { servicesSkipped, startRedis, type RedisServer } from '../packages/tidal-fleet/test/helpers/services.js';
+
+const SCHEMA = {
+  signals: [{ name: 'view', halfLifeMs: 3_600_000, windows: ['all' as const] }],
+  metadata: { creator: 'string' as const },
+};
+const T0 = Date.UTC(2025, 5, 1);
+const PEER_TIMEOUT_MS = 60_000;
+const RESEND_AFTER_MS = 1_000;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls `check` until it holds (every 5 ms, at most 30 s): the state is waited for, not a duration. */
+async function until(what: string, check: () => boolean): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`not within 30 s: ${what}`);
+    await sleep(5);
+  }
+}
+
+describe.skipIf(servicesSkipped)('replication: an origin holds its batches for the live replicas', () => {
+  let redis: RedisServer;
+  let root: string;
+  const open: TidalDb[] = [];
+  /** The links' clock (ms), moved by the test. */
+  let now = 0;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((db) => db.close()));
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  async function replica(name: string): Promise<TidalDb> {
+    const link = RedisStreamReplication.connect(redis.url, {
+      stream: 'test:retention',
+      blockMs: 50,
+      retryMs: 10,
+      ackIntervalMs: 5,
+      resendAfterMs: RESEND_AFTER_MS,
+      peerTimeoutMs: PEER_TIMEOUT_MS,
+      clock: () => now,
+    });
+    const db = await TidalDb.builder()
+      .path(join(root, name))
+      .schema(SCHEMA)
+      .workers(1)
+      .clock(() => T0)
+      .onWarning(() => {})
+      .replication(link)
+      .open();
+    open.push(db);
+    return db;
+  }
+
+  it('keeps a batch until the other replica applied it, and stops waiting for one silent past peerTimeoutMs', async () => {
+    root = mkdtempSync(join(tmpdir(), 'tidal-repl-retention-'));
+    now = 1_000_000;
+    const a = await replica('a');
+    const b = await replica('b');
+    for (let i = 0; i < 3; i++) await a.signal({ item: `x${i}`, kind: 'view', at: T0 - i });
+    await until('b applied a’s three batches', () => b.itemSignals('x2').view?.count === 1);
+    // Past the links' first reports: a releases what b reported applied.
+    now += 100;
+    await until('a released them', () => a.stats().replication!.retained === 0);
+
+    await b.close();
+    open.splice(open.indexOf(b), 1);
+    await a.signal({ item: 'y0', kind: 'view', at: T0 });
+    await a.signal({ item: 'y1', kind: 'view', at: T0 });
+    await until('a published them', () => a.stats().replication!.unpublished === 0);
+    const published = a.stats().replication!.link.published;
+    // b is silent for less than peerTimeoutMs, its position below what a published: a appends them again, and holds them.
+    now += RESEND_AFTER_MS + 1;
+    await until('a appended them again for b', () => a.stats().replication!.link.published >= published + 2);
+    expect(a.stats().replication!.retained).toBe(2);
+
+    // Silent for longer than peerTimeoutMs: b is no longer waited for.
+    now += PEER_TIMEOUT_MS;
+    await until('a stopped holding them for b', () => a.stats().replication!.retained === 0);
+  });
+});
