@@ -2,7 +2,8 @@
  * Three real `tidal serve --redis` processes against one real redis-server share one tenant quota;
  * with Redis killed each limits at the quota ÷ 3. The counts are compared with the rate × the time
  * that actually passed around them (each process's clock is the loader's), so a slow machine changes
- * the numbers, not the verdict.
+ * the numbers, not the verdict. No step waits a fixed time: each waits for the counts it needs (an
+ * answer counted wakes the waits), with a bound only against a hang.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -16,7 +17,7 @@ const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 // load average of 14 with 3 × 4): the verdicts need the quota saturated.
 const RATE = 120;
 const BURST = 16;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Replica {
   child: ChildProcess;
@@ -84,6 +85,27 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
   const agent = new Agent({ connections: 8 });
   let running = false;
   let loaders: Promise<void>[] = [];
+  /** Checks woken after every answer the loaders count. */
+  const waits = new Set<() => void>();
+
+  /** Resolves once `done` holds after an answer; fails saying what it waited for after `timeoutMs`. */
+  function until(what: string, done: () => boolean, timeoutMs = 60_000): Promise<void> {
+    if (done()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const check = (): void => {
+        if (!done()) return;
+        waits.delete(check);
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        waits.delete(check);
+        const counts = replicas.map((r) => ({ admitted: r.admitted, local: r.admittedLocal, refused: r.refused }));
+        reject(new Error(`${what}: not within ${timeoutMs} ms; counts ${JSON.stringify(counts)}`));
+      }, timeoutMs);
+      waits.add(check);
+    });
+  }
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -92,7 +114,7 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
     for (let i = 0; i < 100; i++) {
       const seen = await Promise.all(replicas.map(async (r) => (await stats(r)).fleet.redis.replicasLastSeen));
       if (seen.every((n) => n === 3)) break;
-      await sleep(100);
+      await pause(100);
     }
   }, 60_000);
 
@@ -118,6 +140,7 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
             r.admitted++;
             if (res.headers['x-tidal-limit-backend'] === 'local') r.admittedLocal++;
           }
+          for (const check of [...waits]) check();
         }
       }),
     );
@@ -127,7 +150,9 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
     expect(await Promise.all(replicas.map(async (r) => (await stats(r)).fleet.redis.replicasLastSeen))).toEqual([3, 3, 3]);
     const t0 = Date.now();
     load();
-    await sleep(5_000);
+    // Until about four seconds of the quota were granted, however long the machine takes for it.
+    const target = BURST + RATE * 4;
+    await until(`${target} admitted`, () => replicas.reduce((n, r) => n + r.admitted, 0) >= target);
     // Every request sent is answered and counted before the window closes: a response still in
     // flight at the deadline cannot be missed (a loaded machine delays answers, not admissions).
     // The quota is the rate over the time requests were sent at most, and over the time they were
@@ -167,9 +192,15 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
 
     await redis.kill();
     load();
-    await sleep(500);
+    // Every replica decides on its local bucket: it admitted on local credit.
+    await until('every replica admits on local credit', () => replicas.every((r) => r.admittedLocal > 0));
     const a = replicas.map((r) => ({ admitted: r.admitted, refused: r.refused, atMs: Date.now() }));
-    await sleep(1_500);
+    // Until each replica was granted about a second of its share (40 at 120/s ÷ 3) and refused more
+    // than its share meanwhile (its bucket saturated): the window the bounds below are measured over.
+    const shareSoFar = (i: number): number => ((RATE / 3) * (Date.now() - a[i]!.atMs)) / 1000;
+    await until('every replica kept admitting and limiting, locally', () =>
+      replicas.every((r, i) => r.admitted - a[i]!.admitted >= RATE / 3 && r.refused - a[i]!.refused > shareSoFar(i)),
+    );
     const b = replicas.map((r) => ({ admitted: r.admitted, refused: r.refused, atMs: Date.now() }));
     running = false;
     await Promise.all(loaders);
@@ -188,5 +219,5 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
       expect(s.fleet.tenantBuckets[0]!.localDecisions).toBeGreaterThan(0);
       expect(r.stderr).toMatch(/TIDAL_SHARED_LIMIT_LOCAL/);
     }
-  }, 30_000);
+  }, 120_000);
 });
