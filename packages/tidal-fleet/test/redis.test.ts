@@ -22,7 +22,7 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
   async function connect(options: FleetRedisOptions = {}): Promise<FleetRedis> {
     const fleet = FleetRedis.connect(redis.url, { heartbeatIntervalMs: 0, commandTimeoutMs: 500, ...options });
     open.push(fleet);
-    for (let i = 0; i < 200 && !fleet.ready; i++) await new Promise((r) => setTimeout(r, 10));
+    for (const end = Date.now() + 30_000; !fleet.ready && Date.now() < end;) await new Promise((r) => setTimeout(r, 10));
     expect(fleet.ready).toBe(true);
     return fleet;
   }
@@ -114,11 +114,12 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
       const warnings: TidalWarning[] = [];
       const limit = new RedisRateSource(fleet, { ratePerSecond: 100, burst: 10, onWarning: (w) => warnings.push(w) });
       expect((await limit.take('k', 1, 0)).backend).toBe('redis');
-      const blocker = await raw();
+      const [blocker, watcher] = [await raw(), await raw()];
       let slept = false;
-      // The server stops answering anyone for 1.5 s.
-      const sleeping = blocker.sendCommand(['DEBUG', 'SLEEP', '1.5']).then(() => (slept = true));
-      await new Promise((r) => setTimeout(r, 50));
+      // The server stops answering anyone else for 3 s: paused once the reply is read. A PING sent
+      // after it is answered when the pause ends.
+      await blocker.sendCommand(['CLIENT', 'PAUSE', '3000', 'ALL']);
+      const sleeping = watcher.ping().then(() => (slept = true));
       const decision = await limit.take('k', 1, 1);
       expect(slept, 'the decision came while Redis was still asleep').toBe(false);
       expect(decision.backend).toBe('local');
@@ -128,6 +129,7 @@ describe.skipIf(servicesSkipped)('on a real redis-server', () => {
       expect((await limit.take('k', 1, 2)).backend).toBe('local');
       await sleeping;
       blocker.destroy();
+      watcher.destroy();
       // Once the breaker's open time has passed on the caller's clock, one probe finds Redis again.
       expect((await limit.take('k', 1, 60_002)).backend).toBe('redis');
       expect(warnings.map((w) => w.code)).toEqual(['TIDAL_SHARED_LIMIT_LOCAL', 'TIDAL_SHARED_LIMIT_RESTORED']);
