@@ -2,8 +2,8 @@ import { configDefaults, defineConfig } from 'vitest/config';
 
 // The tests that start several processes (replicas, `tidal serve`s, redis-server, PostgreSQL) and
 // compare what they did with the time that passed. They run as a project of their own, after the
-// rest (a higher groupOrder), two files at a time, so the single-process tests do not share the
-// cores with them, and with a time budget of their own.
+// rest (a higher groupOrder), one file at a time, so they share the cores with neither the
+// single-process tests nor each other, and with a time budget of their own.
 const FLEET = [
   'packages/tidal-fleet/test/**/*.test.ts',
   'packages/tidal-serve/test/fleet-*.test.ts',
@@ -33,7 +33,7 @@ export default defineConfig({
           include: FLEET,
           testTimeout: 180_000,
           hookTimeout: 120_000,
-          maxWorkers: 2,
+          maxWorkers: 1,
           sequence: { groupOrder: 1 },
         },
       },
