@@ -44,6 +44,12 @@ export const SHARED_SLOTS_DEFAULTS = Object.freeze({ startWaitMs: 2_000, retryMi
 
 export type SlotBackend = 'postgres' | 'local';
 
+/** What {@link SharedSlots} uses of a {@link PostgresSlots}. */
+export type SlotConnection = Pick<PostgresSlots, 'acquire' | 'sessions' | 'close'>;
+
+/** Opens one lock connection: {@link PostgresSlots.open}, or a stand-in in the tests. */
+export type SlotConnector = (options: PostgresSlotsOptions) => Promise<SlotConnection>;
+
 export interface SharedSlotsStats {
   /** Where slots are taken now. */
   backend: SlotBackend;
@@ -67,6 +73,16 @@ function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+let openWith: (options: SharedSlotsOptions, connect: SlotConnector) => Promise<SharedSlots>;
+
+/**
+ * {@link SharedSlots.open} over another connector. Not exported by the package (its index leaves it
+ * out): the tests open the slots over a stand-in connection whose answers they hold.
+ */
+export function openSharedSlotsWith(options: SharedSlotsOptions, connect: SlotConnector): Promise<SharedSlots> {
+  return openWith(options, connect);
+}
+
 /**
  * Concurrency slots on PostgreSQL ({@link PostgresSlots}) while it answers, and in this process
  * while it does not, as the shared rate limit does with Redis: a replica whose database is down at
@@ -76,17 +92,23 @@ function message(err: unknown): string {
  * (`TIDAL_SHARED_SLOTS_RESTORED`). A call never waits on a database that is down: it is refused at
  * once (connection refused) and the call goes to the local slots.
  *
+ * The warnings come with the switches, in the same step: `backend` reads `postgres` from the moment
+ * `TIDAL_SHARED_SLOTS_RESTORED` is raised (the replicas on the database are counted before, not
+ * after), and `local` from the moment `TIDAL_SHARED_SLOTS_LOCAL` is, so whoever sees the new backend
+ * has had its warning.
+ *
  * While it switches, calls holding slots of one side and calls holding slots of the other can be
  * in flight together, so the upstream may briefly see up to the limit plus the local share.
  */
 export class SharedSlots implements SlotSource {
   readonly #options: SharedSlotsOptions;
+  readonly #connect: SlotConnector;
   readonly #warn: WarningSink;
   readonly #now: () => number;
   readonly #local: LocalSlotSource;
   readonly #retryMinMs: number;
   readonly #retryMaxMs: number;
-  #pg: PostgresSlots | null = null;
+  #pg: SlotConnection | null = null;
   #outageSinceMs: number | null = null;
   #retryMs: number;
   #timer: NodeJS.Timeout | null = null;
@@ -96,8 +118,9 @@ export class SharedSlots implements SlotSource {
   #closed: Promise<void> | null = null;
   readonly #stats = { postgresAcquired: 0, localAcquired: 0, fallbacks: 0, reconnectsFailed: 0 };
 
-  private constructor(options: SharedSlotsOptions) {
+  private constructor(options: SharedSlotsOptions, connect: SlotConnector) {
     this.#options = options;
+    this.#connect = connect;
     this.#warn = options.onWarning ?? emitProcessWarning;
     this.#now = options.now ?? Date.now;
     this.#local = new LocalSlotSource({ now: this.#now });
@@ -112,13 +135,21 @@ export class SharedSlots implements SlotSource {
    * @throws {@link PooledSessionError} when the database answers through a transaction-pooling
    *   proxy (a configuration to fix, not an outage to wait out); {@link InvalidInputError} for a bad option.
    */
-  static async open(options: SharedSlotsOptions): Promise<SharedSlots> {
+  static open(options: SharedSlotsOptions): Promise<SharedSlots> {
+    return SharedSlots.#open(options, (o) => PostgresSlots.open(o));
+  }
+
+  static {
+    openWith = (options, connect) => SharedSlots.#open(options, connect);
+  }
+
+  static async #open(options: SharedSlotsOptions, connect: SlotConnector): Promise<SharedSlots> {
     checkPostgresSlotsOptions(options);
     const startWaitMs = int('options.startWaitMs', options.startWaitMs ?? SHARED_SLOTS_DEFAULTS.startWaitMs, 0, 600_000);
     if (options.replicas !== undefined && typeof options.replicas !== 'function')
       throw new InvalidInputError('options.replicas', 'a function returning the replicas alive', options.replicas);
-    const slots = new SharedSlots(options);
-    const first = PostgresSlots.open(options);
+    const slots = new SharedSlots(options, connect);
+    const first = connect(options);
     let timer: NodeJS.Timeout | undefined;
     const waited = await Promise.race([
       first.then(
@@ -181,15 +212,21 @@ export class SharedSlots implements SlotSource {
     return lease;
   }
 
-  async #use(pg: PostgresSlots): Promise<void> {
+  async #use(pg: SlotConnection): Promise<void> {
     if (this.#closed !== null) {
       await pg.close();
       return;
     }
+    // Counted before the switch, so that the switch and its warning are one synchronous step.
+    const sessions = await pg.sessions().catch(() => null);
+    if (this.#closed !== null) {
+      await pg.close();
+      return;
+    }
+    if (sessions !== null) this.#sessions = sessions;
     this.#pg?.close().catch(() => {});
     this.#pg = pg;
     this.#retryMs = this.#retryMinMs;
-    await this.#countSessions();
     this.#sessionsTimer ??= setInterval(() => void this.#countSessions(), SHARED_SLOTS_DEFAULTS.sessionsEveryMs);
     this.#sessionsTimer.unref();
     if (this.#outageSinceMs !== null) {
@@ -234,12 +271,12 @@ export class SharedSlots implements SlotSource {
     this.#retryMs = Math.min(this.#retryMaxMs, this.#retryMs * 2);
     this.#timer = setTimeout(() => {
       this.#timer = null;
-      this.#attempt(PostgresSlots.open(this.#options));
+      this.#attempt(this.#connect(this.#options));
     }, delay);
     this.#timer.unref();
   }
 
-  #attempt(connecting: Promise<PostgresSlots>): void {
+  #attempt(connecting: Promise<SlotConnection>): void {
     this.#connecting = connecting.then(
       async (pg) => {
         this.#connecting = null;

@@ -41,6 +41,21 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
     return (rows[0] as { n: number }).n;
   }
 
+  /** Asks the database until `done` answers true (one client, bounded only against a hang). */
+  async function untilDb(what: string, done: (c: pg.Client) => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+    const c = new pg.Client({ connectionString: server.url });
+    await c.connect();
+    try {
+      const started = Date.now();
+      while (!(await done(c))) {
+        if (Date.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    } finally {
+      await c.end();
+    }
+  }
+
   it("holds a limit across replicas: slot n is an advisory lock on each replica's own session", async () => {
     const [a, b] = [await replica(), await replica()];
     expect(await a.backendPid()).not.toBe(await b.backendPid());
@@ -58,7 +73,9 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
     expect(again.slot).toBe(0);
     second.release();
     again.release();
-    for (let i = 0; i < 100 && (await advisoryLocksHeld('embedder')) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    // A release sends its unlock on the replica's session at once: a round trip on each session
+    // after it is one the unlocks came before.
+    await Promise.all([a.backendPid(), b.backendPid()]);
     expect(await advisoryLocksHeld('embedder')).toBe(0);
   });
 
@@ -66,11 +83,18 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
     // A poll far longer than the test: only the NOTIFY can wake the waiter in time.
     const [a, b] = [await replica(), await replica(60_000)];
     const held = await a.acquire('one-at-a-time', 1, { deadlineMs: Date.now() + 5_000 });
+    const waiterPid = await b.backendPid();
     const started = Date.now();
     const waiting = b.acquire('one-at-a-time', 1, { deadlineMs: started + 30_000 });
     let got = false;
     void waiting.then(() => (got = true));
-    await new Promise((r) => setTimeout(r, 100));
+    // The waiter has tried once and found the slot taken: its session is idle after the try.
+    await untilDb('the waiter tried and waits', async (c) => {
+      const { rows } = await c.query<{ state: string; query: string }>('SELECT state, query FROM pg_stat_activity WHERE pid = $1', [
+        waiterPid,
+      ]);
+      return rows[0]?.state === 'idle' && rows[0].query.includes('pg_try_advisory_lock');
+    });
     expect(got).toBe(false);
     held.release();
     const lease = await waiting;
@@ -133,7 +157,8 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
     expect(lease?.backend).toBe('postgres');
     expect(await a.backendPid()).not.toBe(oldPid);
     old.release();
-    await new Promise((r) => setTimeout(r, 50));
+    // A round trip on the new session: an unlock the old lease sent on it would have come before.
+    await a.backendPid();
     expect(await b.tryAcquire('reborn', 1), 'the old lease released nothing of the new session').toBeNull();
     if (lease === null) throw new Error('the new session holds no lease');
     lease.release();

@@ -2,7 +2,8 @@
  * Three real replicas (child processes) against one real Redis and one real PostgreSQL. The
  * durations are the server's (Redis `TIME`) or each replica's own clock, read around the counts: the
  * assertions compare counts with the rate × the time that actually passed, so a slow machine changes
- * the numbers, not the verdict.
+ * the numbers, not the verdict. No step waits a fixed time: each waits for the counts or the state it
+ * needs (a heartbeat seen, a decision made, a fallback taken), with a bound only against a hang.
  */
 import { fileURLToPath } from 'node:url';
 import { createClient } from 'redis';
@@ -22,7 +23,9 @@ interface Snapshot {
   stats: { localRatePerSecond: number; replicasLastSeen: number; fallbacks: number };
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// Between two looks at the replicas' counts; how long the test waits is decided by the counts.
+const POLL_MS = 20;
+const pause = () => new Promise((r) => setTimeout(r, POLL_MS));
 
 describe.skipIf(servicesSkipped)('three replicas', () => {
   let redis: RedisServer;
@@ -49,15 +52,25 @@ describe.skipIf(servicesSkipped)('three replicas', () => {
     return Number(s) * 1000 + Math.floor(Number(us) / 1000);
   }
 
+  const snapshots = async (command: 'mark' | 'stop'): Promise<Snapshot[]> =>
+    Promise.all(replicas.map(async (r) => JSON.parse(await r.ask(command)) as Snapshot));
+
+  /** Snapshots taken until `done` holds for them; fails saying what it waited for after `timeoutMs`. */
+  async function until(what: string, done: (s: Snapshot[]) => boolean, timeoutMs = 60_000): Promise<Snapshot[]> {
+    const started = Date.now();
+    for (;;) {
+      const s = await snapshots('mark');
+      if (done(s)) return s;
+      if (Date.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms; last seen ${JSON.stringify(s)}`);
+      await pause();
+    }
+  }
+
   async function startRateReplicas(rate: number, burst: number): Promise<void> {
     replicas = [0, 1, 2].map(() => new Replica(rateReplica, [redis.url, String(rate), String(burst)]));
     for (const r of replicas) expect(await r.next()).toMatch(/^ready /);
-    // Let every heartbeat land, so each replica has seen the other two.
-    await sleep(300);
+    await until('every replica has seen the other two', (s) => s.every((x) => x.stats.replicasLastSeen === 3));
   }
-
-  const snapshots = async (command: 'mark' | 'stop'): Promise<Snapshot[]> =>
-    Promise.all(replicas.map(async (r) => JSON.parse(await r.ask(command)) as Snapshot));
 
   it('hold one shared Redis quota within ±5% over the run', async () => {
     const rate = 150;
@@ -65,7 +78,9 @@ describe.skipIf(servicesSkipped)('three replicas', () => {
     await startRateReplicas(rate, burst);
     const t0 = await serverMs();
     for (const r of replicas) r.send('go');
-    await sleep(3_000);
+    // Until about three seconds of the quota were granted, however long the machine takes for it.
+    const target = burst + rate * 3;
+    await until(`${target} granted`, (s) => s.reduce((sum, x) => sum + x.redis.allowed + x.local.allowed, 0) >= target);
     const end = await snapshots('stop');
     const elapsedMs = (await serverMs()) - t0;
     const allowed = end.reduce((sum, s) => sum + s.redis.allowed + s.local.allowed, 0);
@@ -85,12 +100,20 @@ describe.skipIf(servicesSkipped)('three replicas', () => {
     const burst = 9;
     await startRateReplicas(rate, burst);
     for (const r of replicas) r.send('go');
-    await sleep(800);
+    await until('every replica decides on the shared bucket', (s) => s.every((x) => x.redis.allowed > 0 && x.redis.total > 20));
     await redis.kill();
-    await sleep(300);
-    const a = await snapshots('mark');
-    await sleep(1_500);
-    const b = await snapshots('mark');
+    const a = await until('every replica fell back to its local bucket', (s) =>
+      s.every((x) => x.stats.fallbacks === 1 && x.local.total > 0),
+    );
+    // Until each replica was granted about a second of its share locally (30 at 90/s ÷ 3) and
+    // offered more than twice its share meanwhile (the bucket saturated): a window the bounds below
+    // measure by each replica's own clock, however long the machine takes to fill it.
+    const b = await until('every replica kept deciding locally', (s) =>
+      s.every((x, i) => {
+        const share = ((rate / 3) * (x.atMs - a[i]!.atMs)) / 1000;
+        return x.local.allowed - a[i]!.local.allowed >= rate / 3 && x.local.total - a[i]!.local.total > 2 * share;
+      }),
+    );
     for (const [i, s] of b.entries()) {
       expect(s.stats).toMatchObject({ localRatePerSecond: rate / 3, replicasLastSeen: 3, fallbacks: 1 });
       const localAllowed = s.local.allowed - a[i]!.local.allowed;
@@ -106,40 +129,24 @@ describe.skipIf(servicesSkipped)('three replicas', () => {
       expect(localAllowed, `replica ${i}`).toBeLessThanOrEqual(Math.ceil(share) + Math.floor(burst / 3) + 1);
     }
     await redis.restart();
-    let c = await snapshots('mark');
-    for (let i = 0; i < 100 && !c.every((s, j) => s.redis.total > b[j]!.redis.total + 20); i++) {
-      await sleep(50);
-      c = await snapshots('mark');
-    }
-    expect(
-      c.map((s, j) => s.redis.total > b[j]!.redis.total + 20),
-      'every replica decides on the shared bucket again',
-    ).toEqual([true, true, true]);
+    await until('every replica decides on the shared bucket again', (c) => c.every((s, j) => s.redis.total > b[j]!.redis.total + 20));
     const end = await snapshots('stop');
     expect(end.every((s) => s.stats.fallbacks === 1)).toBe(true);
   });
 
   it('kill -9 of a replica holding a slot frees it for the replica waiting', async () => {
-    // Limit 2, one slot each: two replicas hold, the third waits.
+    // Limit 2, one slot each: two replicas hold, the third finds both taken and waits.
     replicas = [0, 1, 2].map(() => new Replica(slotHolder, [postgres.url, 'upstream', '2', '1']));
-    const lines = replicas.map((r) => r.next(30_000).then((line) => ({ r, line })));
-    const firstTwo = await Promise.race([
-      Promise.all([lines[0]!, lines[1]!]),
-      Promise.all([lines[0]!, lines[2]!]),
-      Promise.all([lines[1]!, lines[2]!]),
-    ]);
-    const holders = firstTwo.map((x) => x.r);
-    const waiter = replicas.find((r) => !holders.includes(r))!;
-    expect(firstTwo.map((x) => x.line.split(' ')[1]).sort()).toEqual(['0', '1']);
-    await sleep(300);
-    let waiterHeld = false;
-    void lines[replicas.indexOf(waiter)]!.then(() => (waiterHeld = true));
-    expect(waiterHeld, 'the limit holds across the three').toBe(false);
+    const first = await Promise.all(replicas.map(async (r) => ({ r, line: await r.next(30_000) })));
+    const holders = first.filter((x) => x.line.startsWith('held '));
+    const waiters = first.filter((x) => x.line === 'waiting');
+    expect(holders.map((x) => x.line.split(' ')[1]).sort(), 'the limit holds across the three').toEqual(['0', '1']);
+    expect(waiters).toHaveLength(1);
+    const waiter = waiters[0]!.r;
     const victim = holders[0]!;
-    const freed = firstTwo[0].line.split(' ')[1];
-    await victim.kill();
-    const { line } = await lines[replicas.indexOf(waiter)]!;
-    expect(line.split(' ')[1], "the waiter got the dead replica's slot").toBe(freed);
+    await victim.r.kill();
+    const line = await waiter.next(30_000);
+    expect(line.split(' ')[1], "the waiter got the dead replica's slot").toBe(victim.line.split(' ')[1]);
   });
 
   it('× many concurrent embedder calls never exceed max_concurrent_calls at the embedding server', async () => {

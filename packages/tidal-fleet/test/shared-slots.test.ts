@@ -4,9 +4,10 @@
  * Waiting for the background re-connect is a bounded poll on a state, never a timed assertion.
  */
 import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
-import type { TidalWarning } from 'tidal-load';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import type { SlotLease, TidalWarning } from 'tidal-load';
 import { SharedSlots, SlotTimeoutError, openSlotSource } from '../src/index.js';
+import { openSharedSlotsWith, type SlotConnection } from '../src/shared-slots.js';
 import { freePort, servicesSkipped, startPostgres, type PostgresServer } from './helpers/services.js';
 
 async function until(what: string, done: () => boolean, timeoutMs = 60_000): Promise<void> {
@@ -16,6 +17,113 @@ async function until(what: string, done: () => boolean, timeoutMs = 60_000): Pro
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+describe('SharedSlots: a warning comes with its switch', () => {
+  it('reads postgres only once TIDAL_SHARED_SLOTS_RESTORED is raised, and local once TIDAL_SHARED_SLOTS_LOCAL is', async () => {
+    // A stand-in lock connection whose session count the test answers: the window between the
+    // connection and the switch is held open for as long as the test likes.
+    const sessions = deferred<number>();
+    const asked = deferred<void>();
+    const connected = deferred<void>();
+    let fail = true;
+    const connection: SlotConnection = {
+      sessions: () => {
+        asked.resolve();
+        return sessions.promise;
+      },
+      acquire: (resource: string): Promise<SlotLease> =>
+        fail ? Promise.reject(new Error('reset')) : Promise.resolve({ backend: 'postgres', resource, slot: 0, release: () => {} }),
+      close: () => Promise.resolve(),
+    };
+    let calls = 0;
+    const seen: { code: string; backend: string }[] = [];
+    const restored = deferred<void>();
+    const opened: { slots?: SharedSlots } = {};
+    const slots = await openSharedSlotsWith(
+      {
+        connectionString: 'postgres://127.0.0.1:1/x',
+        retryMinMs: 1,
+        retryMaxMs: 1,
+        onWarning: (w) => {
+          // What a reader of `backend` sees when the warning is raised (before open returns: opening).
+          seen.push({ code: w.code, backend: opened.slots?.backend ?? 'opening' });
+          if (w.code === 'TIDAL_SHARED_SLOTS_RESTORED') restored.resolve();
+        },
+      },
+      () => {
+        // The first connection is refused, the re-connect answers.
+        if (++calls === 1) return Promise.reject(new Error('connect ECONNREFUSED'));
+        connected.resolve();
+        return Promise.resolve(connection);
+      },
+    );
+    opened.slots = slots;
+    expect(seen).toEqual([{ code: 'TIDAL_SHARED_SLOTS_LOCAL', backend: 'opening' }]);
+    expect(slots.backend).toBe('local');
+    await connected.promise;
+    await asked.promise;
+    // Connected, the replicas on it not yet counted: still in process, and no word of a switch.
+    expect(slots.backend).toBe('local');
+    expect(seen.map((w) => w.code)).toEqual(['TIDAL_SHARED_SLOTS_LOCAL']);
+    const before = await slots.acquire('upstream', 4, { deadlineMs: Date.now() + 1_000 });
+    expect(before.backend).toBe('local');
+    before.release();
+    sessions.resolve(3);
+    await restored.promise;
+    expect(seen).toEqual([
+      { code: 'TIDAL_SHARED_SLOTS_LOCAL', backend: 'opening' },
+      { code: 'TIDAL_SHARED_SLOTS_RESTORED', backend: 'postgres' },
+    ]);
+    expect(slots.stats()).toMatchObject({ backend: 'postgres', replicasLastSeen: 3 });
+    // The session fails under a call: the call is served in process, the warning raised with the switch.
+    const during = await slots.acquire('upstream', 4, { deadlineMs: Date.now() + 1_000 });
+    expect(during.backend).toBe('local');
+    expect(seen.at(-1)).toEqual({ code: 'TIDAL_SHARED_SLOTS_LOCAL', backend: 'local' });
+    fail = false;
+    await slots.close();
+  });
+});
+
+describe('SharedSlots: a first connection slower than the start wait', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('is finished in the background as the one attempt, however long it takes', async () => {
+    vi.useFakeTimers();
+    const first = deferred<SlotConnection>();
+    let calls = 0;
+    const codes: string[] = [];
+    const opening = openSharedSlotsWith(
+      { connectionString: 'postgres://127.0.0.1:1/x', startWaitMs: 0, retryMinMs: 20, onWarning: (w) => codes.push(w.code) },
+      () => {
+        calls++;
+        return first.promise;
+      },
+    );
+    await vi.advanceTimersByTimeAsync(0);
+    const slots = await opening;
+    expect(slots.backend).toBe('local');
+    // Every re-connect timer there could be has fired: still the one attempt, under way.
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(calls).toBe(1);
+    first.resolve({
+      sessions: () => Promise.resolve(1),
+      acquire: () => Promise.reject(new Error('unused')),
+      close: () => Promise.resolve(),
+    });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(slots.backend).toBe('postgres');
+    expect(codes).toEqual(['TIDAL_SHARED_SLOTS_LOCAL', 'TIDAL_SHARED_SLOTS_RESTORED']);
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(calls).toBe(1);
+    await slots.close();
+  });
+});
 
 describe.skipIf(servicesSkipped)('SharedSlots with a PostgreSQL that comes late and goes away', () => {
   let server: PostgresServer | undefined;
@@ -86,8 +194,7 @@ describe.skipIf(servicesSkipped)('SharedSlots with a PostgreSQL that comes late 
       open.push(slots);
       expect(slots.backend).toBe('local');
       await until('the first connection lands', () => slots.backend === 'postgres');
-      // Long enough for a second attempt beside the first to have been made (20 ms after).
-      await new Promise((r) => setTimeout(r, 200));
+      // No second attempt beside the first: the unit test above proves it on a clock it moves.
       const client = new pg.Client({ connectionString: db.url });
       await client.connect();
       const { rows } = await client.query<{ n: number }>(

@@ -18,7 +18,7 @@ import { Index, MetricKind, ScalarKind } from 'usearch';
 import { AnnIndex } from '../src/ann.js';
 import { FOR_YOU_BUDGETS, levelPlan } from '../src/plan.js';
 import { SNAPSHOT_SIDECAR, discardSnapshot, readSnapshot, writeSnapshot, type AnnSnapshotMeta } from '../src/ann-snapshot.js';
-import { mulberry32 } from '../../../bench/src/random.js';
+import { mulberry32 } from './helpers/random.js';
 
 const DIMS = 8;
 

@@ -11,7 +11,7 @@ import { ItemsWriter } from '../src/items-table.js';
 import { creatorListsOf } from '../src/profiles/creator-lists.js';
 import type { QuerySchema } from '../src/types.js';
 import { openStorage } from 'tidal-wal/storage';
-import { mulberry32 } from '../../../bench/src/random.js';
+import { mulberry32 } from './helpers/random.js';
 
 const HOUR = 3_600_000;
 const NOW = Date.UTC(2025, 0, 6, 12, 0, 0);

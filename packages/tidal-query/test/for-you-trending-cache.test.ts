@@ -15,7 +15,7 @@ import { RetrieveExecutor } from '../src/retrieve.js';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import type { Filter, RetrieveTask, UserQueryState } from '../src/types.js';
 import { openStorage } from 'tidal-wal/storage';
-import { mulberry32 } from '../../../bench/src/random.js';
+import { mulberry32 } from './helpers/random.js';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;

@@ -12,7 +12,7 @@ import { ItemsWriter } from '../src/items-table.js';
 import { cosineInt8, cosinesInt8, itemVectors } from '../src/profiles/for-you-vectors.js';
 import type { QuerySchema } from '../src/types.js';
 import { openStorage } from 'tidal-wal/storage';
-import { mulberry32 } from '../../../bench/src/random.js';
+import { mulberry32 } from './helpers/random.js';
 
 const DIMS = 64;
 const SCHEMA: QuerySchema = { kinds: [], metadata: {}, embeddingDims: DIMS };

@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { mulberry32 } from '../../../bench/src/random.js';
+import { mulberry32 } from './helpers/random.js';
 import type { SignalKindSpec } from '../src/signals/store.js';
 
 /*

@@ -11,7 +11,7 @@ import { SearchExecutor } from '../src/search.js';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import type { RetrieveTask } from '../src/types.js';
 import { openStorage } from 'tidal-wal/storage';
-import { mulberry32 } from '../../../bench/src/random.js';
+import { mulberry32 } from './helpers/random.js';
 
 const HOUR = 3_600_000;
 const NOW = Date.UTC(2025, 0, 6, 12, 0, 0);

@@ -11,7 +11,7 @@ import { SLOT_BYTES, SignalStore, type SignalKindSpec } from '../src/signals/sto
 import type { Diversity, Filter, Profile, RetrieveTask, VelocityWindow } from '../src/types.js';
 import { windowStartMs } from '../src/windows.js';
 import { openStorage } from 'tidal-wal/storage';
-import { mulberry32 } from '../../../bench/src/random.js';
+import { mulberry32 } from './helpers/random.js';
 
 const MIN = 60_000;
 const HOUR = 3_600_000;

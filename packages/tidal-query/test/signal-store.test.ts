@@ -13,7 +13,7 @@ import type { Profile } from '../src/types.js';
 import { SLOT_BYTES, SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import * as L from '../src/signals/layout.js';
 import { WINDOW_MS, windowStartMs } from '../src/windows.js';
-import { mulberry32 } from '../../../bench/src/random.js';
+import { mulberry32 } from './helpers/random.js';
 import { LAYOUT1_KINDS, LAYOUT1_T0, layout1Bytes, layout1Events, layout1Now, type Layout1Event } from './layout1-fixture.js';
 import { bumpRing } from '../src/signals/rings.js';
 

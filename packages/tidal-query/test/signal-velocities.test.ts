@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from 'tidal-load';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import type { VelocityWindow } from '../src/signals/types.js';
-import { mulberry32 } from '../../../bench/src/random.js';
+import { mulberry32 } from './helpers/random.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.UTC(2025, 0, 6, 12, 0, 0);

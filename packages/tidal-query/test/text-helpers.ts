@@ -1,7 +1,7 @@
 import { afterEach } from 'vitest';
 import Database from 'better-sqlite3';
 import { openStorage } from 'tidal-wal/storage';
-import { mulberry32 } from '../../../bench/src/random.js';
+import { mulberry32 } from './helpers/random.js';
 import { Catalog } from '../src/catalog.js';
 import { ItemsWriter } from '../src/items-table.js';
 import type { QuerySchema } from '../src/types.js';

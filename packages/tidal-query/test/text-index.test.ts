@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { TextIndex } from '../src/text/text-index.js';
 import { searchTopK } from '../src/text/top-k.js';
 import { tokenize } from '../src/text/tokenizer.js';
-import { mulberry32 } from '../../../bench/src/random.js';
+import { mulberry32 } from './helpers/random.js';
 
 const WORDS = ['alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta', 'eta', 'theta', 'iota', 'kappa', 'lambda', 'mu'];
 

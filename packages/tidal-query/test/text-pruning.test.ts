@@ -8,7 +8,7 @@ import { AVGDL_DRIFT } from '../src/text/text-index.js';
 import { queryTerms } from '../src/text/tokenizer.js';
 import { boundScale, searchTopK, type TextSearchOptions } from '../src/text/top-k.js';
 import { impact } from '../src/text/bm25.js';
-import { mulberry32 } from '../../../bench/src/random.js';
+import { mulberry32 } from './helpers/random.js';
 import type { SearchTask } from '../src/types.js';
 import { SCHEMA, fixtures, randomText, randomWords, type TextFixture } from './text-helpers.js';
 

@@ -10,7 +10,7 @@ import { levelPlan, tunedPlan } from '../src/plan.js';
 import { RetrieveExecutor } from '../src/retrieve.js';
 import { SLOT_BYTES, SignalStore, type SignalKindSpec } from '../src/signals/store.js';
 import type { Diversity, RetrieveTask, VelocityWindow } from '../src/types.js';
-import { mulberry32 } from '../../../bench/src/random.js';
+import { mulberry32 } from './helpers/random.js';
 
 /*
  * Trending over 1h walks the count order (signals/order.ts, candidates/trending.ts). At Full its

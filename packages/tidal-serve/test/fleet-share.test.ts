@@ -32,7 +32,7 @@ describe.skipIf(servicesSkipped)('three shared tenant limiters on one saturated 
       [0, 1, 2].map(async () => {
         const fleet = FleetRedis.connect(redis.url, { prefix: 'share:', heartbeatIntervalMs: 0, commandTimeoutMs: 1_000 });
         conns.push(fleet);
-        for (let i = 0; i < 500 && !fleet.ready; i++) await new Promise((r) => setTimeout(r, 10));
+        for (const end = Date.now() + 30_000; !fleet.ready && Date.now() < end;) await new Promise((r) => setTimeout(r, 10));
         const source = new RedisRateSource(fleet, { ...SPEC, name: 'tenant:', onWarning: () => {} });
         const stage = createSharedTenantLimiter({ tiers: { free: SPEC }, maxTenants: 10, source: () => source, replicas: () => 3 });
         return { fleet, stage, admitted: 0, refused: 0 };

@@ -274,7 +274,9 @@ export async function startPostgres(options: { port?: number } = {}): Promise<Po
   });
   if (init.status !== 0) {
     rmSync(dir, { recursive: true, force: true });
-    throw new Error(`initdb failed (${init.status ?? init.signal ?? init.error?.message}): ${init.stderr}`);
+    // initdb reports some failures (a bootstrap backend that could not start) on stdout.
+    const said = `${init.stderr ?? ''}\n${init.stdout ?? ''}`.trim().slice(-2000);
+    throw new Error(`initdb failed (${init.status ?? init.signal ?? init.error?.message}): ${said}`);
   }
   const port = options.port ?? (await freePort());
   const child = spawn(

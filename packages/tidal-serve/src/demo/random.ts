@@ -1,7 +1,8 @@
 /**
  * mulberry32: tiny, fast, and good enough for synthetic data; returns floats in [0, 1). The bench
- * and the tests use this same generator (through `bench/src/random.ts`), so the demo corpus is the
- * bench corpus item for item and every random test input reproduces from its seed.
+ * uses this same generator (through `bench/src/random.ts`), so the demo corpus is the bench corpus
+ * item for item; tidal-query's tests hold a copy below this package (its `test/helpers/random.ts`,
+ * tied to this one by test/seeded-random.test.ts), so every random test input reproduces from its seed.
  */
 export function mulberry32(seed: number): () => number {
   let a = seed >>> 0;

@@ -5,11 +5,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from 'tidal-core';
-import { checkThresholds, judgePhase, VALIDITY_DEFAULTS } from '../../../bench/src/serve/validity.js';
-import type { GeneratorHealth } from '../../../bench/src/serve/validity.js';
-import { DEFAULT_VARIANTS, parseVariants, resolveRuntime } from '../../../bench/src/serve/variants.js';
-import { chooseCpus, parseCpuList, pinnedCommand } from '../../../bench/src/serve/pinning.js';
-import { describeThreads, threadShares } from '../../../bench/src/serve/threads.js';
+import { checkThresholds, judgePhase, VALIDITY_DEFAULTS } from '../bench/src/serve/validity.js';
+import type { GeneratorHealth } from '../bench/src/serve/validity.js';
+import { DEFAULT_VARIANTS, parseVariants, resolveRuntime } from '../bench/src/serve/variants.js';
+import { chooseCpus, parseCpuList, pinnedCommand } from '../bench/src/serve/pinning.js';
+import { describeThreads, threadShares } from '../bench/src/serve/threads.js';
 
 const healthy: GeneratorHealth = {
   generator: { loopLagP99Ms: 2 },

@@ -5,8 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TidalDb, type TidalWarning } from 'tidal-core';
-import { EmbedderClient } from '../src/index.js';
-import { embeddingOf, startEmbeddingServer, type EmbeddingServer } from './helpers/embedding-server.js';
+import { EmbedderClient } from 'tidal-fleet';
+import { embeddingOf, startEmbeddingServer, type EmbeddingServer } from '../packages/tidal-fleet/test/helpers/embedding-server.js';
 
 const DIMS = 8;
 const SCHEMA = { signals: [{ name: 'view', halfLifeMs: 3_600_000 }], embeddingDims: DIMS };

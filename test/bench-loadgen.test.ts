@@ -9,10 +9,10 @@ import { createServer as createNetServer } from 'node:net';
 import type { AddressInfo, Server as NetServer, Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InvalidInputError } from 'tidal-core';
-import { checkRequests, parseLoadgenArgs, runLoad } from '../../../bench/src/serve/loadgen.js';
-import type { LoadgenConfig, RequestSpec } from '../../../bench/src/serve/loadgen.js';
-import { serializeRequest } from '../../../bench/src/serve/raw-client.js';
-import { parseObject } from '../../../test/helpers.js';
+import { checkRequests, parseLoadgenArgs, runLoad } from '../bench/src/serve/loadgen.js';
+import type { LoadgenConfig, RequestSpec } from '../bench/src/serve/loadgen.js';
+import { serializeRequest } from '../bench/src/serve/raw-client.js';
+import { parseObject } from './helpers.js';
 
 const servers: Server[] = [];
 const netServers: { server: NetServer; sockets: Set<Socket> }[] = [];
