@@ -20,5 +20,7 @@ execFileSync(
     stdio: 'inherit',
   },
 );
-execFileSync(npm, ['pack', '--workspaces', '--pack-destination', out, '--silent'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
+// The published packages only: the bench is a private workspace beside them.
+const packages = readdirSync(join(root, 'packages')).map((p) => `--workspace=packages/${p}`);
+execFileSync(npm, ['pack', ...packages, '--pack-destination', out, '--silent'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
 for (const f of readdirSync(out).sort()) if (f.endsWith('.tgz')) process.stdout.write(`${join(out, f)}\n`);
