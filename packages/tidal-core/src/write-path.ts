@@ -1,14 +1,8 @@
 import type Database from 'better-sqlite3';
-import {
-  CapacityError,
-  InvalidInputError,
-  type ForeignBatch,
-  type ReplicatedEvent,
-  type WarningSink,
-  type WriterFailedError,
-} from 'tidal-load';
+import { InvalidInputError, type ForeignBatch, type ReplicatedEvent, type WarningSink, type WriterFailedError } from 'tidal-load';
 import { GroupCommit, type AckMark, type MemoryGuard, type SignalLog, type SlotCheckpoint } from 'tidal-wal';
 import { ItemsWriter, SLOT_BYTES, type QuerySchema, type SignalStore, type StoredItem } from 'tidal-query';
+import { ItemOrdinals } from './item-ordinals.js';
 import type { FilledOptions } from './options.js';
 import type { SessionRegistry } from './sessions.js';
 import type { ItemFacts, UserEvent, UserInput, UserRegistry } from './users.js';
@@ -68,21 +62,10 @@ export class WritePath {
   readonly #deps: WritePathDeps;
   readonly #items: ItemsWriter;
   readonly #kindIndex: ReadonlyMap<string, number>;
-  readonly #ids: Map<string, number>;
-  /** {@link #ids} the other way round: dense, ordinals are handed out in order. */
-  readonly #idByOrdinal: (string | undefined)[];
+  readonly #ordinals: ItemOrdinals;
   readonly #gc: GroupCommit<WriteEvent>;
-  /** The next ordinal to hand out: above every ordinal ever committed. */
-  #nextOrdinal = 0;
-  /**
-   * Ordinals handed out whose `items` row is not committed yet. A batch that fails to commit leaves
-   * them here, so the next write of the same id still inserts the row.
-   */
-  readonly #unpersisted = new Set<number>();
   #itemsVersion: number;
   #eventsSinceCheckpoint: number;
-  /** The ids given an ordinal by the call being built (see #forgetOrdinalsFrom). */
-  readonly #fresh: string[] = [];
   /** Scratch arrays for the pairs of one call's slot reservation. */
   #reserveOrdinals = new Int32Array(1024);
   #reserveKinds = new Int32Array(1024);
@@ -93,10 +76,7 @@ export class WritePath {
     this.#deps = deps;
     this.#items = new ItemsWriter(deps.db);
     this.#kindIndex = new Map(o.schema.kinds.map((k, i) => [k.name, i]));
-    this.#ids = start.ids;
-    for (const ordinal of this.#ids.values()) if (ordinal >= this.#nextOrdinal) this.#nextOrdinal = ordinal + 1;
-    this.#idByOrdinal = new Array<string | undefined>(this.#nextOrdinal).fill(undefined);
-    for (const [id, ordinal] of this.#ids) this.#idByOrdinal[ordinal] = id;
+    this.#ordinals = new ItemOrdinals(start.ids, o.capacity.items);
     this.#itemsVersion = start.itemsVersion;
     if (deps.itemsVersionCell !== undefined) Atomics.store(deps.itemsVersionCell, 0, BigInt(start.itemsVersion));
     this.#eventsSinceCheckpoint = start.eventsSinceCheckpoint;
@@ -124,12 +104,12 @@ export class WritePath {
   }
 
   ordinalOf(id: string): number | undefined {
-    return this.#ids.get(id);
+    return this.#ordinals.of(id);
   }
 
   /** The id an ordinal was handed out to, or undefined. */
   idOf(ordinal: number): string | undefined {
-    return this.#idByOrdinal[ordinal];
+    return this.#ordinals.idOf(ordinal);
   }
 
   item(id: string): StoredItem | undefined {
@@ -144,15 +124,14 @@ export class WritePath {
     return this.#gc.enqueue(() => {
       const now = this.#o.clock();
       const valid = items.map((it, i) => validateItem(it, `items[${i}]`, now, this.#schema));
-      const mark = this.#nextOrdinal;
-      this.#fresh.length = 0;
+      const mark = this.#ordinals.begin();
       try {
         return valid.map((v): WriteEvent => {
-          const { ordinal, known } = this.#ordinal(v.id);
+          const { ordinal, known } = this.#ordinals.take(v.id);
           return { type: 'upsert', item: { ...v, ordinal }, replacing: known };
         });
       } catch (err) {
-        this.#forgetOrdinalsFrom(mark);
+        this.#ordinals.rollback(mark);
         throw err;
       }
     });
@@ -160,7 +139,7 @@ export class WritePath {
 
   /** Deletes an item by id; resolves at once when the id was never seen. */
   delete(id: string): Promise<number | undefined> {
-    const ordinal = this.#ids.get(id);
+    const ordinal = this.#ordinals.of(id);
     if (ordinal === undefined) return Promise.resolve(undefined);
     return this.#gc.enqueue([{ type: 'delete', ordinal, id }]);
   }
@@ -197,19 +176,19 @@ export class WritePath {
     }
     const ordinals = this.#reserveOrdinals;
     const kinds = this.#reserveKinds;
-    const mark = this.#nextOrdinal;
-    this.#fresh.length = 0;
+    const ids = this.#ordinals;
+    const mark = ids.begin();
     try {
       // Filled in place: this runs for every signal on the hottest path.
       for (let i = 0; i < n; i++) {
         const e = events[i]!;
-        e.ordinal = this.#ids.get(e.id) ?? this.#ordinal(e.id).ordinal;
+        e.ordinal = ids.of(e.id) ?? ids.take(e.id).ordinal;
         ordinals[i] = e.ordinal;
         kinds[i] = e.kind;
       }
       this.#deps.store.reserve(ordinals, kinds, n);
     } catch (err) {
-      this.#forgetOrdinalsFrom(mark);
+      ids.rollback(mark);
       throw err;
     }
   }
@@ -262,8 +241,8 @@ export class WritePath {
       const u = this.#checkUser('user', user);
       const id = checkId('item', item);
       if (op === 'hide') this.#deps.users.checkRoom(u, 'hidden');
-      this.#fresh.length = 0;
-      const ordinal = this.#ids.get(id) ?? this.#ordinal(id).ordinal;
+      this.#ordinals.begin();
+      const ordinal = this.#ordinals.take(id).ordinal;
       return [{ type: op, user: u, ordinal, item: id }];
     });
   }
@@ -289,39 +268,6 @@ export class WritePath {
     const field = this.#schema.creatorField;
     const creator = field === undefined ? undefined : row.metadata[field];
     return { embedding: row.embedding, creator: typeof creator === 'string' ? creator : null };
-  }
-
-  #ordinal(id: string): { ordinal: number; known: boolean } {
-    const known = this.#ids.get(id);
-    if (known !== undefined) return { ordinal: known, known: true };
-    const ordinal = this.#nextOrdinal;
-    if (ordinal >= this.#o.capacity.items) {
-      throw new CapacityError('item ids', this.#o.capacity.items, 'raise the capacity.items builder option');
-    }
-    this.#nextOrdinal++;
-    this.#ids.set(id, ordinal);
-    this.#idByOrdinal[ordinal] = id;
-    this.#unpersisted.add(ordinal);
-    this.#fresh.push(id);
-    return { ordinal, known: false };
-  }
-
-  /**
-   * Takes back the ordinals handed out from `mark` on, for a call that was refused after all. The
-   * ids are the last `nextOrdinal − mark` handed out (they are contiguous): only those are looked
-   * at, so a refusal costs the size of the call, not of the id map.
-   */
-  #forgetOrdinalsFrom(mark: number): void {
-    const fresh = this.#fresh;
-    for (let i = fresh.length - 1; i >= 0 && this.#nextOrdinal > mark; i--) {
-      const id = fresh[i]!;
-      const ordinal = this.#ids.get(id)!;
-      this.#ids.delete(id);
-      this.#idByOrdinal[ordinal] = undefined;
-      this.#unpersisted.delete(ordinal);
-      this.#nextOrdinal--;
-    }
-    fresh.length = 0;
   }
 
   // ---- foreign batches ----------------------------------------------------------------------
@@ -372,13 +318,12 @@ export class WritePath {
     position: string,
     events: readonly ReplicatedEvent[],
   ): WriteEvent[] {
-    const mark = this.#nextOrdinal;
-    this.#fresh.length = 0;
+    const mark = this.#ordinals.begin();
     try {
       const out = foreignWrite(origin, events, this.#foreignTarget(), this.#deps.store);
       return [{ type: 'repl-mark', origin, seq, at, position, count: out.length, after }, ...out];
     } catch (err) {
-      this.#forgetOrdinalsFrom(mark);
+      this.#ordinals.rollback(mark);
       throw err;
     }
   }
@@ -422,14 +367,14 @@ export class WritePath {
       if (!own) foreign--;
       let stamp = now;
       if (e.type === 'signal') {
-        if (this.#unpersisted.has(e.ordinal)) this.#items.ensureKey(e.ordinal, e.id);
+        if (this.#ordinals.unpersisted.has(e.ordinal)) this.#items.ensureKey(e.ordinal, e.id);
         this.#deps.log.appendAt(seq, e);
         if (e.user !== null) users.persist(e, facts);
       } else if (e.type === 'upsert') {
         const won = replica === null ? now : replica.itemWrite(e.item.id, now, e.stamp ?? null);
         if (won === null) {
           e.skipped = true;
-          if (this.#unpersisted.has(e.item.ordinal)) this.#items.ensureKey(e.item.ordinal, e.item.id);
+          if (this.#ordinals.unpersisted.has(e.item.ordinal)) this.#items.ensureKey(e.item.ordinal, e.item.id);
         } else {
           stamp = won;
           this.#items.upsert(e.item, ++version, e.replacing);
@@ -440,7 +385,8 @@ export class WritePath {
         if (won === null || e.ordinal < 0) e.skipped = true;
         else this.#items.delete(e.ordinal, ++version);
       } else {
-        if ((e.type === 'hide' || e.type === 'unhide') && this.#unpersisted.has(e.ordinal)) this.#items.ensureKey(e.ordinal, e.item);
+        if ((e.type === 'hide' || e.type === 'unhide') && this.#ordinals.unpersisted.has(e.ordinal))
+          this.#items.ensureKey(e.ordinal, e.item);
         users.persist(e, facts);
       }
       if (own && replica !== null) replica.record(toReplicated(e, stamp, this.#schema.kinds));
@@ -460,8 +406,8 @@ export class WritePath {
   #foreignTarget(): ForeignTarget {
     return {
       kindIndex: this.#kindIndex,
-      existing: (id) => this.#ids.get(id),
-      ordinal: (id) => this.#ordinal(id),
+      existing: (id) => this.#ordinals.of(id),
+      ordinal: (id) => this.#ordinals.take(id),
       declareUser: (id, present) => this.#deps.users.declare([id], present),
     };
   }
@@ -483,13 +429,13 @@ export class WritePath {
         store.apply(e.ordinal, e.kind, e.weight, e.at);
         rows.markDirty(store.slotOf(e.ordinal, e.kind));
         signals++;
-        this.#unpersisted.delete(e.ordinal);
+        this.#ordinals.unpersisted.delete(e.ordinal);
       } else if (e.type === 'upsert' || e.type === 'delete') {
         if (e.skipped === true) continue;
         this.#itemsVersion++;
-        if (e.type === 'upsert') this.#unpersisted.delete(e.item.ordinal);
+        if (e.type === 'upsert') this.#ordinals.unpersisted.delete(e.item.ordinal);
       } else if (e.type === 'hide' || e.type === 'unhide') {
-        this.#unpersisted.delete(e.ordinal);
+        this.#ordinals.unpersisted.delete(e.ordinal);
       } else if (e.type === 'repl-mark') {
         if (e.dropped === true) drop = e.count;
         else (marks ??= []).push(e);
