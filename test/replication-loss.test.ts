@@ -18,6 +18,8 @@ import { createClient } from 'redis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Replica } from '../packages/tidal-fleet/test/helpers/replicas.js';
 import { servicesSkipped, startRedis, type RedisServer } from '../packages/tidal-fleet/test/helpers/services.js';
+// Seeded: the kill points of a run can be replayed from its seed.
+import { mulberry32 } from 'tidal-serve/demo';
 
 const REPLICA = fileURLToPath(new URL('./fixtures/replica.mjs', import.meta.url));
 /** Requests per replica per burst: 3 × 40 entries for the kill to land among. */
@@ -38,18 +40,6 @@ interface Tracers {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A small seeded generator (mulberry32): the kill points of a run can be replayed from its seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe.skipIf(servicesSkipped)('replication: Redis lost while batches are in flight', () => {
   let redis: RedisServer | null = null;
@@ -162,7 +152,7 @@ describe.skipIf(servicesSkipped)('replication: Redis lost while batches are in f
    * random length, and restarted at once or once the bursts were acknowledged (coin flip).
    */
   async function killDuringBursts(server: RedisServer, kills: number, seed: number): Promise<void> {
-    const next = random(seed);
+    const next = mulberry32(seed);
     await startAll(server);
     const tags: number[] = [];
     for (let run = 0; run < kills; run++) {
@@ -198,7 +188,7 @@ describe.skipIf(servicesSkipped)('replication: Redis lost while batches are in f
   it('a follower SIGKILLed while it applies a burst, with Redis killed too: restarted, it counts every tracer once', async () => {
     redis = await startRedis();
     const server = redis;
-    const next = random(Date.now() % 1_000_000);
+    const next = mulberry32(Date.now() % 1_000_000);
     await startAll(server);
     for (let run = 0; run < 5; run++) {
       // Replicas 0 and 1 write; replica 2 only follows, and is killed once the stream reaches a random length.

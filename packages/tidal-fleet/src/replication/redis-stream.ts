@@ -24,7 +24,6 @@
  * appends (and the hash) go through another one. Neither queues commands while disconnected; both reconnect in
  * the background, and the loops wait `retryMs` between attempts while Redis is away.
  */
-import { createClient } from 'redis';
 import {
   BackpressureError,
   InvalidInputError,
@@ -32,104 +31,16 @@ import {
   emitProcessWarning,
   type ForeignBatch,
   type ReplicaHost,
-  type ReplicatedBatch,
-  type ReplicatedEvent,
   type ReplicationLink,
   type ReplicationLinkStats,
   type WarningSink,
 } from 'tidal-load';
+import { DEFAULTS, checkWhole, type RedisStreamReplicationOptions } from './options.js';
+import { openClient, firstConnect, type Client } from './client.js';
+import { entriesOf, idBefore, parseEntry, parseReport, type Report } from './wire.js';
 
-/** Options of {@link RedisStreamReplication.connect}; every field optional. */
-export interface RedisStreamReplicationOptions {
-  /**
-   * The stream's key: every replica of one deployment names the same.
-   * @default 'tidal:replication'
-   */
-  stream?: string;
-  /**
-   * How long one `XREAD` waits for new entries, in milliseconds: the longest a close waits for the follower.
-   * @default 1_000
-   */
-  blockMs?: number;
-  /**
-   * Entries read per `XREAD`: each is one batch (≤ the origin's `groupCommit.maxBatch` events),
-   * so 64 entries are at most 64 k events queued into the group commit at once.
-   * @default 64
-   */
-  readCount?: number;
-  /**
-   * Outbox batches appended per `MULTI` (one round trip).
-   * @default 64
-   */
-  publishCount?: number;
-  /**
-   * Entries the stream keeps (`XADD … MAXLEN ~`): a replica away for longer than the fleet takes
-   * to write this many batches cannot catch up from the stream (`TIDAL_REPLICATION_GAP`). At the
-   * ≈ 200 bytes of a one-signal batch, a million entries are ≈ 200 MB of Redis memory.
-   * @default 1_000_000
-   */
-  maxLen?: number;
-  /**
-   * The wait after a failed attempt (Redis away, a write refused), in milliseconds.
-   * @default 250
-   */
-  retryMs?: number;
-  /**
-   * How often this replica reports what it applied (and its latest batch) and reads the others'
-   * reports, in milliseconds: an outbox is released, and a lost batch appended again, at this pace.
-   * @default 500
-   */
-  ackIntervalMs?: number;
-  /**
-   * How long a live replica's position of this origin may stay below what this origin published
-   * before the batches after it are appended again, in milliseconds. Four report intervals: a
-   * follower that reads on reports a new position well within it.
-   * @default 2_000
-   */
-  resendAfterMs?: number;
-  /**
-   * How long a replica may stay silent (no report while this one reaches Redis) before this one
-   * stops holding its outbox for it, in milliseconds. A replica away longer than this may miss
-   * batches (`TIDAL_REPLICATION_GAP`) and is bootstrapped from a peer. At 60 one-signal batches/s
-   * (≈ 130 bytes a row), ten minutes hold ≈ 36 000 rows, ≈ 5 MB of the database file.
-   * @default 600_000
-   */
-  peerTimeoutMs?: number;
-  /**
-   * The clock the report, release and republish timings are measured on, milliseconds (not the
-   * database's, which a deployment or a test may fix).
-   * @default Date.now
-   */
-  clock?: () => number;
-  /** Receives the replication warnings. @default the database's `onWarning` */
-  onWarning?: WarningSink;
-}
-
-const DEFAULTS = Object.freeze({
-  stream: 'tidal:replication',
-  blockMs: 1_000,
-  readCount: 64,
-  publishCount: 64,
-  maxLen: 1_000_000,
-  retryMs: 250,
-  ackIntervalMs: 500,
-  resendAfterMs: 2_000,
-  peerTimeoutMs: 600_000,
-});
-
-/** What a replica reports in the `<stream>:replicas` hash (JSON), and what this one keeps of another's report. */
-interface Report {
-  /** The reporter's count of its reports: every report differs from the one before. */
-  readonly n: number;
-  /** The reporter's link clock when it reported, ms. */
-  readonly at: number;
-  /** Its latest own batch number (−1: none). */
-  readonly head: number;
-  /** The lowest own batch number its outbox holds. */
-  readonly from: number;
-  /** What it applied of every origin. */
-  readonly applied: Record<string, number>;
-}
+export type { RedisStreamReplicationOptions } from './options.js';
+export { parseEntry } from './wire.js';
 
 interface Peer {
   report: Report;
@@ -137,106 +48,6 @@ interface Peer {
   seenAt: number;
   /** When the peer's position of this origin last changed. */
   movedAt: number;
-}
-
-function parseReport(text: string): Report | null {
-  try {
-    const r = JSON.parse(text) as Partial<Report>;
-    if (
-      typeof r.n !== 'number' ||
-      typeof r.at !== 'number' ||
-      typeof r.head !== 'number' ||
-      typeof r.from !== 'number' ||
-      typeof r.applied !== 'object' ||
-      r.applied === null
-    )
-      return null;
-    return r as Report;
-  } catch {
-    return null;
-  }
-}
-
-type Client = ReturnType<typeof createClient>;
-
-/** A loopback or LAN connection is made in well under a millisecond; a second is far past any healthy one. */
-const CONNECT_TIMEOUT_MS = 1_000;
-
-function openClient(url: string): Client {
-  const client = createClient({
-    url,
-    disableOfflineQueue: true,
-    socket: {
-      connectTimeout: CONNECT_TIMEOUT_MS,
-      // Quickly at first, then every second: a returning Redis is picked up within ≈ 1 s.
-      reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 5), 1_000),
-    },
-  });
-  // Failures surface on the commands that meet them; the event must be listened to or it would throw.
-  client.on('error', () => {});
-  client.connect().catch(() => {});
-  return client;
-}
-
-/**
- * Resolves once `client` is ready, or after its connect timeout: a link that starts is not "away"
- * for the round trip its first connection takes.
- */
-function firstConnect(client: Client): Promise<void> {
-  if (client.isReady) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, CONNECT_TIMEOUT_MS);
-    client.once('ready', done);
-    function done(): void {
-      clearTimeout(timer);
-      client.off('ready', done);
-      resolve();
-    }
-  });
-}
-
-function checkWhole(field: string, v: unknown, min: number, max: number): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw new InvalidInputError(`options.${field}`, `a whole number from ${min} to ${max}`, v);
-  }
-  return v;
-}
-
-/** `a` before `b` as stream ids (`<ms>-<seq>`). */
-function idBefore(a: string, b: string): boolean {
-  const [am = '0', as = '0'] = a.split('-');
-  const [bm = '0', bs = '0'] = b.split('-');
-  return BigInt(am) < BigInt(bm) || (am === bm && BigInt(as) < BigInt(bs));
-}
-
-/** One batch from an entry's fields, or null when the entry is not one. */
-export function parseEntry(fields: readonly unknown[]): ReplicatedBatch | null {
-  const f = new Map<string, string>();
-  for (let i = 0; i + 1 < fields.length; i += 2) f.set(String(fields[i]), String(fields[i + 1]));
-  const origin = f.get('o');
-  const seq = Number(f.get('s'));
-  // An entry of a version that did not number batches one by one has no `p`: nothing to wait for.
-  const prev = f.has('p') ? Number(f.get('p')) : -1;
-  const at = Number(f.get('t'));
-  const body = f.get('b');
-  if (origin === undefined || body === undefined || !Number.isSafeInteger(seq) || !Number.isSafeInteger(prev) || !Number.isFinite(at))
-    return null;
-  let events: unknown;
-  try {
-    events = JSON.parse(body);
-  } catch {
-    return null;
-  }
-  return Array.isArray(events) ? { origin, seq, prev, at, events: events as ReplicatedEvent[] } : null;
-}
-
-/** The entries of an `XREAD` reply (RESP2: `[[key, [[id, [field, value, …]], …]]]`, or null). */
-function entriesOf(reply: unknown): [string, unknown[]][] {
-  if (!Array.isArray(reply) || reply.length === 0) return [];
-  const stream = reply[0] as unknown[];
-  const entries = Array.isArray(stream) ? stream[1] : undefined;
-  if (!Array.isArray(entries)) return [];
-  return entries.filter((e): e is [string, unknown[]] => Array.isArray(e) && typeof e[0] === 'string' && Array.isArray(e[1]));
 }
 
 /**
