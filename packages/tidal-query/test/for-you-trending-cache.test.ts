@@ -161,6 +161,28 @@ describe('for_you trending cache', () => {
     expect(has(quiet)).toBe(false);
   });
 
+  it('walks again after events on a slot already dirty, at a clock that does not move', () => {
+    const w = world();
+    const cache = new TrendingCache();
+    const cached = atLevels(new RetrieveExecutor(w.ctx, { trendingCache: cache }));
+    const walked = atLevels(new RetrieveExecutor(w.ctx, { trendingCache: null }));
+    let quiet = ITEMS - 1;
+    while (w.store.slotOf(quiet, 0) >= 0 || quiet % CREATORS === 3 || quiet % CREATORS === 7) quiet--;
+    // One view: the item gets its slot, on the dirty list, and is not trending yet.
+    w.store.apply(quiet, 0, 1, NOW - HOUR);
+    const run = () => cached.run(task(user()), DegradationLevel.Full, NOW);
+    expect(run().items.some((i) => i.id === `i${quiet}`)).toBe(false);
+    const computed = cache.computed;
+    // A burst on that same slot, the clock where it was: no new slot, no new dirty entry.
+    const dirty = w.store.order.dirtyCount;
+    for (let e = 0; e < 40; e++) w.store.apply(quiet, 0, 1, NOW - e * 1000);
+    expect(w.store.order.dirtyCount).toBe(dirty);
+    const after = run();
+    expect(cache.computed).toBe(computed + 1);
+    expect(ranking(after)).toEqual(ranking(walked.run(task(user()), DegradationLevel.Full, NOW)));
+    expect(after.items.some((i) => i.id === `i${quiet}`)).toBe(true);
+  });
+
   it('walks with the query\u2019s own predicate when it leaves too few of the kept list', () => {
     const w = world();
     const cache = new TrendingCache();

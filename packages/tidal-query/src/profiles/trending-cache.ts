@@ -22,8 +22,10 @@ const TRENDING_CACHE_ROOM = 4;
  * as the list is the whole set or holds `want` passing items; otherwise the query walks with its
  * own predicate. (So the source reads the recency prefix wherever a budget would cut the 1h count
  * walk short: where that walk stops depends on the predicate, see `candidates/trending.ts`.)
- * An event on a slot already dirty in the same generation at the same clock is not seen until
- * the clock moves: the staleness is the clock's resolution.
+ * Every event moves the state (a new slot the slot count, a first change the dirty list, a
+ * further one on a dirty slot the orders' `redirtied` count): under a clock that does not move (an
+ * injected one) a kept list once outlived every later write to a slot already dirty, so a replica
+ * ranked `for_you` from a list older than the signals it had applied.
  */
 export class TrendingCache {
   #stamp: readonly number[] = [];
@@ -40,7 +42,7 @@ export class TrendingCache {
     const order = ctx.store.order;
     // Orders switched off: trending scans, and nothing here could tell the signals moved.
     if (!order.begin()) return walk(want, slots);
-    const stamp = [nowMs, ctx.catalog.version, order.generation, order.dirtyCount, ctx.store.slotsUsed()];
+    const stamp = [nowMs, ctx.catalog.version, order.generation, order.dirtyCount, order.redirtied, ctx.store.slotsUsed()];
     if (stamp.some((x, i) => x !== this.#stamp[i])) {
       this.#stamp = stamp;
       this.#lists.clear();

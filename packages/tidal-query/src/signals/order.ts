@@ -53,6 +53,11 @@ export interface OrderArena {
 const GEN = 0;
 /** Set (for good) when the writer could not grow an entry buffer: readers then scan. */
 const DISABLED = 1;
+/**
+ * Events on slots already on the dirty list (wrapping Int32): the one change a reader could not
+ * otherwise see between two rebuilds, as neither the dirty list nor the slot count moves.
+ */
+const REDIRTIED = 2;
 const BLOCK_BASE = 16;
 /** Float64 per entry: decay key, its slot, newest time, its slot, count key, its slot. */
 export const ENTRY_F64 = 6;
@@ -231,6 +236,14 @@ export class SignalOrder {
     return this.#dirty[j]!;
   }
 
+  /**
+   * Events on slots already dirty, counted (wrapping): with {@link dirtyCount} and the generation,
+   * a state a reader keeps something for has moved when any of them did.
+   */
+  get redirtied(): number {
+    return Atomics.load(this.#control, REDIRTIED);
+  }
+
   /** Rebuilds published so far (for tests and benchmarks). */
   get generation(): number {
     return Atomics.load(this.#control, GEN) >> 1;
@@ -282,7 +295,10 @@ export class OrderWriter {
     if (this.#control[DISABLED] !== 0) return;
     if (slot >= this.#stampOf.length) this.#growSlots(slot);
     this.#countEvent(slot, atMs);
-    if (this.#stampOf[slot] === this.#stamp) return;
+    if (this.#stampOf[slot] === this.#stamp) {
+      Atomics.add(this.#control, REDIRTIED, 1);
+      return;
+    }
     this.#stampOf[slot] = this.#stamp;
     const buf = halfOf(this.#published());
     const block = this.#block(buf);
