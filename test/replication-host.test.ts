@@ -255,6 +255,53 @@ describe('replication: the host side', () => {
     expect(ids).toEqual(['r']);
   });
 
+  it("a user's preference and affinities move alike everywhere, whether or not a replica holds the item when the signal comes", async () => {
+    const log = new MemoryLog();
+    const liked = {
+      signals: [{ name: 'like', halfLifeMs: 86_400_000, windows: ['all' as const], preference: 0.5 }],
+      metadata: { creator: 'string' as const },
+      creatorField: 'creator',
+      embeddingDims: 3,
+    };
+    const open3 = async (name: string) => {
+      const link = new ManualLink(log);
+      const db = await TidalDb.builder()
+        .path(join(root, name))
+        .schema(liked)
+        .workers(1)
+        .clock(() => now)
+        .replication(link)
+        .open();
+      open.push(db);
+      return { db, link };
+    };
+    const [a, b, c, d] = [await open3('a'), await open3('b'), await open3('c'), await open3('d')];
+    // c's item q reaches b (through the log), not a.
+    await c.db.upsertItems([{ id: 'q', metadata: { creator: 'bo' }, embedding: [0, 0, 1] }]);
+    c.link.publish();
+    await b.link.follow();
+    // d's item p reaches a (handed over directly), and b only after a's signals.
+    await d.db.upsertItems([{ id: 'p', metadata: { creator: 'ana' }, embedding: [1, 0, 0] }]);
+    const dp = d.link.host!.unpublished(10);
+    expect(await a.link.host!.applyForeign(dp.map((batch) => ({ batch, position: '00000000' })))).toBe(1);
+    await a.db.upsertUsers([{ id: 'mia', embedding: [0, 1, 0] }]);
+    await a.db.signals([
+      { item: 'p', kind: 'like', user: 'mia', at: T0 - 2 },
+      { item: 'q', kind: 'like', user: 'mia', at: T0 - 1 },
+    ]);
+    a.link.publish();
+    d.link.publish();
+    await b.link.follow();
+    const there = await b.db.getUser('mia');
+    const here = await a.db.getUser('mia');
+    // At the origin p moved mia (a held it) and q did not (a did not hold it): so on b too.
+    expect(Object.keys(here!.affinity)).toEqual(['ana']);
+    expect(there!.affinity).toEqual(here!.affinity);
+    expect(Array.from(there!.preference!)).toEqual(Array.from(here!.preference!));
+    expect(here!.preference![0]).toBeGreaterThan(0);
+    expect(here!.preference![2]).toBe(0);
+  });
+
   it('opens a format-4 file: the replication tables are created empty and replication starts from there', async () => {
     const dir = join(root, 'v4');
     const plain = await TidalDb.builder().path(dir).schema(SCHEMA).workers(1).open();

@@ -7,6 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createClient } from 'redis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TidalDb } from 'tidal-core';
 import { RedisStreamReplication } from 'tidal-fleet';
@@ -49,9 +50,9 @@ describe.skipIf(servicesSkipped)('replication: an origin holds its batches for t
     rmSync(root, { recursive: true, force: true });
   });
 
-  async function replica(name: string): Promise<TidalDb> {
+  async function replica(name: string, warnings: string[] = [], stream = 'test:retention'): Promise<TidalDb> {
     const link = RedisStreamReplication.connect(redis.url, {
-      stream: 'test:retention',
+      stream,
       blockMs: 50,
       retryMs: 10,
       ackIntervalMs: 5,
@@ -64,7 +65,7 @@ describe.skipIf(servicesSkipped)('replication: an origin holds its batches for t
       .schema(SCHEMA)
       .workers(1)
       .clock(() => T0)
-      .onWarning(() => {})
+      .onWarning((w) => warnings.push(w.code))
       .replication(link)
       .open();
     open.push(db);
@@ -96,5 +97,60 @@ describe.skipIf(servicesSkipped)('replication: an origin holds its batches for t
     // Silent for longer than peerTimeoutMs: b is no longer waited for.
     now += PEER_TIMEOUT_MS;
     await until('a stopped holding them for b', () => a.stats().replication!.retained === 0);
+  });
+
+  /** Drops every entry of the stream, as `maxLen` trimming does to old ones. */
+  async function trimAll(stream: string): Promise<void> {
+    const client = createClient({ url: redis.url });
+    await client.connect();
+    try {
+      await client.sendCommand(['XTRIM', stream, 'MAXLEN', '0']);
+    } finally {
+      await client.quit();
+    }
+  }
+
+  it('fills from the outbox what was trimmed from the stream, and warns only of what neither holds', async () => {
+    root = mkdtempSync(join(tmpdir(), 'tidal-repl-retention-'));
+    now = 1_000_000;
+    const S = 'test:retention:trimmed';
+    const a = await replica('a', [], S);
+    let b = await replica('b', [], S);
+    for (let i = 0; i < 3; i++) await a.signal({ item: `x${i}`, kind: 'view', at: T0 - i });
+    await until('b applied a’s three batches', () => b.itemSignals('x2').view?.count === 1);
+    await b.close();
+    open.splice(open.indexOf(b), 1);
+    // Batch 4 reaches the stream and is trimmed from it; batch 5 stays: the stream starts after
+    // b's stored position, but a still holds batch 4 for b.
+    await a.signal({ item: 'y0', kind: 'view', at: T0 });
+    await until('a published batch 4', () => a.stats().replication!.unpublished === 0);
+    await trimAll(S);
+    await a.signal({ item: 'y1', kind: 'view', at: T0 });
+    await until('a published batch 5', () => a.stats().replication!.unpublished === 0);
+    const warnings: string[] = [];
+    b = await replica('b', warnings, S);
+    await until('b holds back batch 5', () => b.stats().replication!.gaps.length === 1);
+    // a sends batch 4 again once b's position stayed below it for resendAfterMs.
+    now += RESEND_AFTER_MS + 1;
+    await until('b applied batches 4 and 5', () => b.itemSignals('y0').view?.count === 1 && b.itemSignals('y1').view?.count === 1);
+    expect(b.stats().replication!.lost).toEqual([]);
+    expect(warnings).not.toContain('TIDAL_REPLICATION_GAP');
+
+    // b away for longer than peerTimeoutMs: a stops holding batch 6 for it, and the stream loses it.
+    await b.close();
+    open.splice(open.indexOf(b), 1);
+    await a.signal({ item: 'z0', kind: 'view', at: T0 });
+    await until('a published batch 6', () => a.stats().replication!.unpublished === 0);
+    now += PEER_TIMEOUT_MS + 1;
+    await until('a released batch 6', () => a.stats().replication!.retained === 0);
+    await trimAll(S);
+    const later: string[] = [];
+    b = await replica('b', later, S);
+    // No later batch of a shows the gap: the report and a read of the whole stream do.
+    await until('b found batch 6 missing', () => b.stats().replication!.lost.length === 1);
+    const origin = a.stats().replication!.replicaId;
+    expect(b.stats().replication!.lost[0]).toMatchObject({ origin, from: 6, to: 6 });
+    expect(later).toContain('TIDAL_REPLICATION_GAP');
+    expect(b.itemSignals('z0').view).toBeUndefined();
   });
 });

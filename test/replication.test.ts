@@ -35,6 +35,8 @@ interface State {
   users: Record<string, { hidden: string[]; blocked: string[]; following: string[]; seen: string[] } | null>;
   replication: { replicaId: string; unpublished: number; origins: { origin: string; seq: number; lagMs: number }[] } | null;
   warnings: string[];
+  /** Not compared: per for_you ranking, its level, explain, first scores and the user's vectors (for a failure's message). */
+  diag?: Record<string, unknown>;
 }
 
 type Signal = { item: string; kind: string; weight: number; at: number; user?: string };
@@ -127,6 +129,11 @@ describe.skipIf(servicesSkipped)('replication: three replicas on one Redis Strea
       counts: countsMatch(s, expected),
       sameView: view(s) === view(last[0]!),
       differs: viewDiff(s, last[0]!),
+      diag: Object.fromEntries(
+        Object.entries(s.diag ?? {}).filter(
+          ([k]) => JSON.stringify(s.rankings[k]) !== JSON.stringify(last[0]!.rankings[k]) || s === last[0],
+        ),
+      ),
       origins: s.replication?.origins,
     }));
     throw new Error(`no convergence within ${CONVERGE_MS} ms: ${JSON.stringify(summary)}; the stream holds ${await streamSummary()}`);

@@ -12,8 +12,11 @@ import type { SignalEvent, WriteEvent } from './write-events.js';
 /** An own event as it travels: ids and kind names instead of this replica's ordinals and numbers. */
 export function toReplicated(e: Exclude<WriteEvent, ReplMarkEvent>, stamp: number, kinds: readonly { name: string }[]): ReplicatedEvent {
   switch (e.type) {
-    case 'signal':
-      return { t: 'signal', item: e.id, kind: kinds[e.kind]!.name, weight: e.weight, at: e.at, user: e.user };
+    case 'signal': {
+      const out = { t: 'signal' as const, item: e.id, kind: kinds[e.kind]!.name, weight: e.weight, at: e.at, user: e.user };
+      if (e.facts === undefined) return out;
+      return { ...out, f: { c: e.facts.creator, v: e.facts.embedding === null ? null : vectorText(e.facts.embedding) } };
+    }
     case 'upsert': {
       const { ordinal: _ordinal, embedding, ...item } = e.item;
       return { t: 'upsert', item: { ...item, embedding: embedding === null ? null : Array.from(embedding) }, stamp };
@@ -64,6 +67,7 @@ export function fromReplicated(e: ReplicatedEvent, origin: string, to: ForeignTa
         sessionAt: 0,
         user: e.user,
       };
+      if (e.f !== undefined) s.facts = { creator: e.f.c, embedding: e.f.v === null ? null : vectorOf(e.f.v) };
       return s;
     }
     case 'upsert': {
@@ -118,5 +122,17 @@ export function foreignWrite(
       signals.length,
     );
   }
+  return out;
+}
+
+/** A vector as it travels in a signal's facts: its Float32 bytes (little-endian), base64. */
+function vectorText(v: Float32Array): string {
+  return Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64');
+}
+
+function vectorOf(text: string): Float32Array {
+  const bytes = Buffer.from(text, 'base64');
+  const out = new Float32Array(bytes.byteLength >> 2);
+  new Uint8Array(out.buffer).set(bytes.subarray(0, out.byteLength));
   return out;
 }

@@ -275,7 +275,7 @@ export class ReplicaState {
   head(): ReplicaHead {
     const first = this.#firstOutbox.get() ?? null;
     const last = this.#batch > this.#base ? this.#batch : -1;
-    return { seq: last, at: last === -1 ? 0 : this.#batchAt, from: first ?? last + 1 };
+    return { seq: last, at: last === -1 ? 0 : this.#batchAt, from: first ?? last + 1, first: this.#base + 1 };
   }
 
   /** `origin`'s latest batch number is at least `seq`; `reported`: the origin's own report of it. */
@@ -296,12 +296,11 @@ export class ReplicaState {
   }
 
   /** Gives up on `origin`'s gap: it is listed as lost now, and the origin's next batch applies whatever its `prev`. */
-  skipGap(origin: string): void {
+  skipGap(origin: string, missing?: { from: number; to: number }): void {
     const gap = this.#gaps.get(origin);
-    if (gap !== undefined) {
-      this.#lost.push(gap);
-      this.#gaps.delete(origin);
-    }
+    this.#gaps.delete(origin);
+    const lost = missing ?? gap;
+    if (lost !== undefined) this.#lost.push({ origin, from: lost.from, to: lost.to, since: gap?.since ?? this.#clock() });
     this.#skip.add(origin);
   }
 
@@ -362,7 +361,7 @@ export function replicaHost(state: ReplicaState, writes: WritePath, clock: () =>
     head: () => state.head(),
     learnHead: (origin, seq) => state.learnHead(origin, seq, true),
     gaps: () => state.gaps(),
-    skipGap: (origin) => state.skipGap(origin),
+    skipGap: (origin, missing) => state.skipGap(origin, missing),
     onOutbox: (listener) => state.onOutbox(listener),
     position: () => state.position(),
     applyForeign: (batches) => writes.applyForeign(batches),

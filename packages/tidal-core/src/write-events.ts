@@ -7,7 +7,7 @@ import type { QuerySchema, StoredItem } from 'tidal-query';
 import type { ItemStamp, ReplMarkEvent } from './replication.js';
 import type { ItemInput, SignalInput } from './types.js';
 import { MAX_EVENT_MS } from 'tidal-query';
-import type { UserEvent } from './users.js';
+import type { ItemFacts, UserEvent } from './users.js';
 import { checkId, checkMetadata, checkText, checkTime, checkVector, checkWeight, isValidId, isValidWeight } from './validate.js';
 
 /** A signal to append to the log and apply to the signal store. */
@@ -24,6 +24,11 @@ export interface SignalEvent {
   readonly sessionAt: number;
   /** The user the signal is from: their seen set, preference and creator affinity move with it. */
   readonly user: string | null;
+  /**
+   * The item's facts the user's state moved by: set by the commit of an own signal (and sent with
+   * it), or carried by a foreign one from its origin. Unset: none were read (no move).
+   */
+  facts?: ItemFacts;
 }
 
 /**

@@ -369,7 +369,9 @@ export class WritePath {
       if (e.type === 'signal') {
         if (this.#ordinals.unpersisted.has(e.ordinal)) this.#items.ensureKey(e.ordinal, e.id);
         this.#deps.log.appendAt(seq, e);
-        if (e.user !== null) users.persist(e, facts);
+        // The facts the user's state moves by are the ones the origin read: a follower may not
+        // hold the item yet, or hold another version of it, when the signal arrives.
+        if (e.user !== null) users.persist(e, e.facts !== undefined ? () => e.facts! : (o, id) => (e.facts = facts(o, id)));
       } else if (e.type === 'upsert') {
         const won = replica === null ? now : replica.itemWrite(e.item.id, now, e.stamp ?? null);
         if (won === null) {

@@ -30,6 +30,13 @@ export type ReplicatedEvent =
       readonly weight: number;
       readonly at: number;
       readonly user: string | null;
+      /**
+       * For a signal that moved its user's preference and creator affinity at the origin: the
+       * item's creator and embedding (Float32, little-endian, base64) as the origin read them, so
+       * every replica moves the user's state alike whether or not, and in which version, it holds
+       * the item when the signal arrives. Absent: the follower reads the item it holds.
+       */
+      readonly f?: { readonly c: string | null; readonly v: string | null };
     }
   | { readonly t: 'upsert'; readonly item: ReplicatedItem; readonly stamp: number }
   | { readonly t: 'delete'; readonly id: string; readonly stamp: number }
@@ -86,6 +93,8 @@ export interface ReplicaHead {
   readonly at: number;
   /** The lowest own batch number still held in the outbox (`seq + 1` when it holds none). */
   readonly from: number;
+  /** The number of the first own batch there ever was: numbers below it never existed. */
+  readonly first: number;
 }
 
 /** What the host applied of one origin, as stored. */
@@ -126,9 +135,11 @@ export interface ReplicaHost {
   gaps(): readonly ReplicationGap[];
   /**
    * The origin cannot fill its gap here (its outbox no longer holds the batches): the next batch of
-   * `origin` is applied whatever its `prev`, and the gap is recorded as lost.
+   * `origin` is applied whatever its `prev`, and the gap is recorded as lost. `missing`: the range
+   * lost when no batch after it was seen (the follower read the whole stream and the origin's
+   * report says it holds neither), recorded instead of a held-back gap.
    */
-  skipGap(origin: string): void;
+  skipGap(origin: string, missing?: { from: number; to: number }): void;
   /** Calls `listener` after every commit that added an own batch to the outbox. */
   onOutbox(listener: () => void): void;
   /** The log position stored with the last foreign batch applied; null before the first. */

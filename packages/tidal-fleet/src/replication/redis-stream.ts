@@ -37,7 +37,7 @@ import {
 } from 'tidal-load';
 import { DEFAULTS, checkWhole, type RedisStreamReplicationOptions } from './options.js';
 import { openClient, firstConnect, type Client } from './client.js';
-import { entriesOf, idBefore, parseEntry, parseReport, type Report } from './wire.js';
+import { entriesOf, parseEntry, parseReport, type Report } from './wire.js';
 
 export type { RedisStreamReplicationOptions } from './options.js';
 export { parseEntry } from './wire.js';
@@ -48,6 +48,8 @@ interface Peer {
   seenAt: number;
   /** When the peer's position of this origin last changed. */
   movedAt: number;
+  /** The number of this replica's stream reads begun when the report's head or outbox start last changed. */
+  readsBefore: number;
 }
 
 /**
@@ -83,6 +85,9 @@ export class RedisStreamReplication implements ReplicationLink {
   readonly #sleepers = new Set<() => void>();
   readonly #gapsWarned = new Set<string>();
   #published = 0;
+  /** Stream reads begun, and the number of the last one that found nothing after the cursor (0: none). */
+  #reads = 0;
+  #emptyRead = 0;
   #read = 0;
   #applied = 0;
 
@@ -198,20 +203,15 @@ export class RedisStreamReplication implements ReplicationLink {
     const o = this.#o;
     await firstConnect(client);
     let cursor = host.position() ?? '0';
-    let checkedGap = false;
     while (this.#closed === null) {
       if (!client.isReady) {
         this.#wentAway(host, 'not connected');
-        checkedGap = false;
         await this.#sleep(o.retryMs);
         continue;
       }
       let reply: unknown;
+      const readNo = ++this.#reads;
       try {
-        if (!checkedGap) {
-          await this.#checkGap(host, client, cursor);
-          checkedGap = true;
-        }
         reply = await client.sendCommand(['XREAD', 'COUNT', String(o.readCount), 'BLOCK', String(o.blockMs), 'STREAMS', o.stream, cursor]);
       } catch (err) {
         if (this.#closed !== null) return;
@@ -221,7 +221,11 @@ export class RedisStreamReplication implements ReplicationLink {
       }
       this.#cameBack(host);
       const entries = entriesOf(reply);
-      if (entries.length === 0) continue;
+      if (entries.length === 0) {
+        // Nothing after the cursor: what this replica had not applied when the read began is in no entry of the stream.
+        this.#emptyRead = readNo;
+        continue;
+      }
       this.#read += entries.length;
       const foreign: ForeignBatch[] = [];
       for (const [id, fields] of entries) {
@@ -252,34 +256,6 @@ export class RedisStreamReplication implements ReplicationLink {
         await this.#sleep(o.retryMs);
       }
     }
-  }
-
-  /**
-   * Warns when the stream may no longer hold every entry after `cursor`: entries were trimmed
-   * (`entries-added` above `length`, Redis 7+) and the first one left is after `cursor` (or there
-   * is no position yet). When exactly the entries up to `cursor` were trimmed it warns too: the
-   * stream cannot tell those apart.
-   */
-  async #checkGap(host: ReplicaHost, client: Client, cursor: string): Promise<void> {
-    let info: unknown;
-    try {
-      info = await client.sendCommand(['XINFO', 'STREAM', this.#o.stream]);
-    } catch {
-      return; // No stream yet: nothing was trimmed.
-    }
-    const fields = new Map<string, unknown>();
-    if (Array.isArray(info)) for (let i = 0; i + 1 < info.length; i += 2) fields.set(String(info[i]), info[i + 1]);
-    const trimmed = Number(fields.get('entries-added') ?? 0) - Number(fields.get('length') ?? 0);
-    const first = fields.get('first-entry');
-    const firstId: unknown = Array.isArray(first) ? first[0] : undefined;
-    if (!(trimmed > 0) || typeof firstId !== 'string' || !(cursor === '0' || idBefore(cursor, firstId))) return;
-    this.#warn(
-      host,
-      'TIDAL_REPLICATION_GAP',
-      `${this.#o.stream} starts at ${firstId}, after this replica's position ${cursor === '0' ? '(none yet)' : cursor}, and ` +
-        `${trimmed} entries were trimmed (maxLen): those after the position are not applied here; bootstrap the replica ` +
-        'from a peer (TidalDb.bootstrapReplica)',
-    );
   }
 
   // ---- reports: what every replica applied -------------------------------------------------------
@@ -328,7 +304,7 @@ export class RedisStreamReplication implements ReplicationLink {
     const head = host.head();
     const applied: Record<string, number> = {};
     for (const p of host.origins()) applied[p.origin] = p.seq;
-    const mine: Report = { n: ++this.#reports, at: now, head: head.seq, from: head.from, applied };
+    const mine: Report = { n: ++this.#reports, at: now, head: head.seq, from: head.from, first: head.first, applied };
     const replies = await client
       .multi()
       .addCommand(['HEXISTS', key, self])
@@ -348,9 +324,10 @@ export class RedisStreamReplication implements ReplicationLink {
       if (known === undefined) {
         // First read: alive when it reported (its clock; skew is small next to peerTimeoutMs), so the
         // report a replica gone for good left behind is not waited for.
-        this.#peers.set(id, { report, seenAt: Math.min(now, report.at), movedAt: now });
+        this.#peers.set(id, { report, seenAt: Math.min(now, report.at), movedAt: now, readsBefore: this.#reads });
       } else if (report.n !== known.report.n || report.at !== known.report.at) {
         if ((report.applied[self] ?? -1) !== (known.report.applied[self] ?? -1)) known.movedAt = now;
+        if (report.head !== known.report.head || report.from !== known.report.from) known.readsBefore = this.#reads;
         known.report = report;
         known.seenAt = now;
       }
@@ -393,20 +370,38 @@ export class RedisStreamReplication implements ReplicationLink {
    * follower go on with the origin's next batch.
    */
   #giveUpGaps(host: ReplicaHost): void {
+    const gapped = new Set<string>();
     for (const gap of host.gaps()) {
+      gapped.add(gap.origin);
       const peer = this.#peers.get(gap.origin);
-      if (peer === undefined || peer.report.from <= gap.from) continue;
-      const key = `${gap.origin}/${gap.from}`;
-      if (this.#gapsWarned.has(key)) continue;
-      this.#gapsWarned.add(key);
-      host.skipGap(gap.origin);
-      this.#warn(
-        host,
-        'TIDAL_REPLICATION_GAP',
-        `batches ${gap.from}–${gap.to} of replica ${gap.origin} were not applied here and its outbox no longer holds them ` +
-          `(it keeps from ${peer.report.from}): they are missing here; bootstrap the replica from a peer (TidalDb.bootstrapReplica)`,
-      );
+      // Numbers below the origin's first batch never existed: a gap from there holds nothing lost.
+      const from = Math.max(gap.from, peer?.report.first ?? 0);
+      if (peer === undefined || peer.report.from <= from) continue;
+      this.#lose(host, gap.origin, from, Math.min(gap.to, peer.report.from - 1), peer.report.from);
     }
+    // Batches no later entry revealed (the origin went quiet): missing when a read begun after the
+    // origin's report found nothing more in the stream, and the report says its outbox starts past them.
+    const applied = new Map(host.origins().map((p) => [p.origin, p.seq]));
+    for (const [id, peer] of this.#peers) {
+      if (gapped.has(id) || this.#emptyRead <= peer.readsBefore) continue;
+      const from = Math.max((applied.get(id) ?? -1) + 1, peer.report.first ?? 0);
+      if (peer.report.head < from || peer.report.from <= from) continue;
+      this.#lose(host, id, from, Math.min(peer.report.head, peer.report.from - 1), peer.report.from);
+    }
+  }
+
+  /** Records batches `from`–`to` of `origin` as lost here (once), and warns. */
+  #lose(host: ReplicaHost, origin: string, from: number, to: number, keeps: number): void {
+    const key = `${origin}/${from}`;
+    if (this.#gapsWarned.has(key)) return;
+    this.#gapsWarned.add(key);
+    host.skipGap(origin, { from, to });
+    this.#warn(
+      host,
+      'TIDAL_REPLICATION_GAP',
+      `batches ${from}–${to} of replica ${origin} were not applied here, the stream no longer holds them and its outbox keeps ` +
+        `from ${keeps}: they are missing here; bootstrap the replica from a peer (TidalDb.bootstrapReplica)`,
+    );
   }
 
   // ---- state ----------------------------------------------------------------------------------

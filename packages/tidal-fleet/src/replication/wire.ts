@@ -14,6 +14,8 @@ export interface Report {
   readonly head: number;
   /** The lowest own batch number its outbox holds. */
   readonly from: number;
+  /** Its first batch number ever (absent from versions before it was reported: taken as 0). */
+  readonly first?: number;
   /** What it applied of every origin. */
   readonly applied: Record<string, number>;
 }
@@ -34,13 +36,6 @@ export function parseReport(text: string): Report | null {
   } catch {
     return null;
   }
-}
-
-/** `a` before `b` as stream ids (`<ms>-<seq>`). */
-export function idBefore(a: string, b: string): boolean {
-  const [am = '0', as = '0'] = a.split('-');
-  const [bm = '0', bs = '0'] = b.split('-');
-  return BigInt(am) < BigInt(bm) || (am === bm && BigInt(as) < BigInt(bs));
 }
 
 /** One batch from an entry's fields, or null when the entry is not one. */
