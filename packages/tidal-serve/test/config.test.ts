@@ -193,8 +193,9 @@ describe('admission settings from the flags', () => {
     expect(admissionOptions(parseServeArgs(['--demo']), { ...pool, noDiversityAt: 40 }, false).adaptive).toMatchObject({
       floor: 40 + querySlots(2),
     });
-    // The queries in flight follow the measured rate × 250 ms, from the same floor, under the cap.
-    expect(o.rateBound).toEqual({ targetWaitMs: 250, floor: 128 + querySlots(2) });
+    // The queries in flight follow the measured rate × 250 ms, from a floor 32 a worker above the
+    // adaptive one (the database sees fewer queries than the server holds), under the cap.
+    expect(o.rateBound).toEqual({ targetWaitMs: 250, floor: 128 + querySlots(2) + 64 });
     expect(admissionOptions(parseServeArgs(['--demo', '--queue-wait-ms', '80']), pool, false).rateBound).toMatchObject({
       targetWaitMs: 80,
     });

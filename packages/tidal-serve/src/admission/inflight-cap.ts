@@ -21,6 +21,7 @@ class RateGate {
   readonly meter: RateBoundMeter;
   readonly #s: ResolvedRateBound;
   #messageFor = -1;
+  #messageRate = -1;
   #message = '';
 
   constructor(meter: RateBoundMeter, s: ResolvedRateBound) {
@@ -36,9 +37,11 @@ class RateGate {
 
   message(): string {
     const limit = this.meter.limit;
-    if (limit !== this.#messageFor) {
+    const rate = Math.round(this.meter.ratePerSec);
+    if (limit !== this.#messageFor || rate !== this.#messageRate) {
       this.#messageFor = limit;
-      this.#message = `${limit} queries are in flight, the bound of the measured rate (${Math.round(this.meter.ratePerSec)}/s) × ${this.#s.targetWaitMs} ms of wait; retry after x-retry-after-ms`;
+      this.#messageRate = rate;
+      this.#message = `${limit} queries are in flight, the bound of the measured rate (${rate}/s) × ${this.#s.targetWaitMs} ms of wait; retry after x-retry-after-ms`;
     }
     return this.#message;
   }
