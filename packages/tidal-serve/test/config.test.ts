@@ -32,6 +32,7 @@ describe('parseServeArgs', () => {
       demo: false,
       workerNice: 'auto',
       inFlightCap: 'auto',
+      queueWaitMs: 250,
       adaptive: true,
       admission: true,
       parentCheck: true,
@@ -55,6 +56,7 @@ describe('parseServeArgs', () => {
       '2',
       '--in-flight-cap',
       '0',
+      '--queue-wait-ms=40',
       '--no-adaptive',
       '--tenant-rate',
       'free=10,pro=50:80,acme=2.5',
@@ -86,6 +88,7 @@ describe('parseServeArgs', () => {
       workers: 2,
       workerNice: 0,
       inFlightCap: 0,
+      queueWaitMs: 40,
       adaptive: false,
       periodQuota: 100,
       periodMs: 1000,
@@ -109,6 +112,8 @@ describe('parseServeArgs', () => {
     [['--path', 'd', '--schema', 's', '--backlog', '65536'], '--backlog'],
     [['--path', 'd', '--schema', 's', '--in-flight-cap', '1.5'], '--in-flight-cap'],
     [['--path', 'd', '--schema', 's', '--in-flight-cap', '-1'], '--in-flight-cap'],
+    [['--demo', '--queue-wait-ms', '-5'], '--queue-wait-ms'],
+    [['--demo', '--queue-wait-ms', '2.5'], '--queue-wait-ms'],
     [['--path', 'd', '--schema', 's', '--workers', '0'], '--workers'],
     [['--path', 'd', '--schema', 's', '--worker-nice', '20'], '--worker-nice'],
     [['--path', 'd', '--schema', 's', '--worker-nice', '-1'], '--worker-nice'],
@@ -188,6 +193,15 @@ describe('admission settings from the flags', () => {
     expect(admissionOptions(parseServeArgs(['--demo']), { ...pool, noDiversityAt: 40 }, false).adaptive).toMatchObject({
       floor: 40 + querySlots(2),
     });
+    // The queries in flight follow the measured rate × 250 ms, from a floor 32 a worker above the
+    // adaptive one (the database sees fewer queries than the server holds), under the cap.
+    expect(o.rateBound).toEqual({ targetWaitMs: 250, floor: 128 + querySlots(2) + 64 });
+    expect(admissionOptions(parseServeArgs(['--demo', '--queue-wait-ms', '80']), pool, false).rateBound).toMatchObject({
+      targetWaitMs: 80,
+    });
+    expect(admissionOptions(parseServeArgs(['--demo', '--queue-wait-ms', '0']), pool, false).rateBound).toBe(false);
+    expect(admissionOptions(parseServeArgs(['--demo', '--in-flight-cap', '0', '--no-adaptive']), pool, false).rateBound).toBe(false);
+    expect(admissionOptions(parseServeArgs(['--demo', '--in-flight-cap', '50']), pool, false).rateBound).toMatchObject({ floor: 50 });
     expect(o.tenants).toBe(false);
     expect(o.permits).toEqual({ retrieve: 192, search: 192 });
     expect(o.period).toBe(false);

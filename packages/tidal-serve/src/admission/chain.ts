@@ -87,7 +87,8 @@ export interface ChainBuildOptions {
 }
 
 /**
- * Builds the admission chain from its settings: the enabled stages in the order in-flight cap →
+ * Builds the admission chain from its settings: the enabled stages in the order in-flight cap (with
+ * its rate bound) →
  * adaptive limit → tenant limiter → permit pools → period limit, cheapest and broadest first. A
  * request refused by one stage never reaches the next.
  *
@@ -103,7 +104,11 @@ export function createAdmissionChain(options: AdmissionOptions, clock: Clock, bu
   const view: SharedView | undefined = build.shared === undefined ? undefined : openSharedState(build.shared, options, clock);
   const cap = checkInteger('options.inFlightCap', o.inFlightCap, 0);
   const stages: AdmissionStage[] = [];
-  if (cap > 0) stages.push(view === undefined ? createInFlightCap(cap) : createInFlightCapInSharedMemory(view, cap));
+  const rateBound = (o.rateBound ?? false) as AdmissionOptions['rateBound'];
+  // The cap is the rate bound's ceiling: a measured rate alone would let memory grow with it.
+  if (rateBound !== false && cap === 0)
+    throw new InvalidInputError('options.inFlightCap', 'a whole number ≥ 1 when options.rateBound is on (it is its ceiling)', cap);
+  if (cap > 0) stages.push(view === undefined ? createInFlightCap(cap, rateBound) : createInFlightCapInSharedMemory(view, cap, rateBound));
   if (o.adaptive !== false) {
     if (o.adaptive === undefined) throw new InvalidInputError('options.adaptive', 'false or the adaptive settings', o.adaptive);
     // The cap is the adaptive limit's ceiling: without one, additive increase would never stop.

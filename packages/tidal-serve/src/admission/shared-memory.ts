@@ -67,7 +67,10 @@ export interface TableLayout {
   readonly slots: number;
 }
 
-export const INFLIGHT_CELLS = Object.freeze({ inFlight: 0, admitted: 1, rejected: 2, drain: 3 });
+/** The in-flight stage's cells; its rate bound's ({@link RATE_CELLS}) follow the drain meter. */
+export const INFLIGHT_CELLS = Object.freeze({ inFlight: 0, admitted: 1, rejected: 2, drain: 3, rate: 3 + DRAIN_CELLS });
+/** The rate bound's cells (rate-bound.ts): its in-flight count and bound, its window, its rate. */
+export const RATE_CELLS = Object.freeze({ inFlight: 0, limit: 1, windowStart: 2, completions: 3, rateMicro: 4, size: 5 });
 export const ADAPTIVE_CELLS = Object.freeze({
   inFlight: 0,
   admitted: 1,
@@ -99,7 +102,7 @@ function tableSlots(keys: number): number {
 export function sharedLayout(options: AdmissionOptions): SharedLayout {
   let ints = 4; // magic, fingerprint, then the origin (BigInt64 at Int32 index 2)
   const inflight = ints;
-  ints += 3 + DRAIN_CELLS;
+  ints += 3 + DRAIN_CELLS + RATE_CELLS.size;
   const adaptive = ints;
   ints += 12 + DRAIN_CELLS;
   const permits = ints;
@@ -194,6 +197,13 @@ export function makeSharedState(options: AdmissionOptions, check: (o: AdmissionO
     cells[at + 1] = UNSET_TIME;
   };
   drain(layout.inflight + INFLIGHT_CELLS.drain);
+  if (options.rateBound !== undefined && options.rateBound !== false) {
+    // The rate bound's cells (rate-bound.ts): the bound starts at the floor, no window, no rate yet.
+    const at = layout.inflight + INFLIGHT_CELLS.rate;
+    cells[at + RATE_CELLS.limit] = options.rateBound.floor;
+    cells[at + RATE_CELLS.windowStart] = UNSET_TIME;
+    cells[at + RATE_CELLS.rateMicro] = -1;
+  }
   const a = options.adaptive;
   if (a !== false) {
     if (options.inFlightCap > SHARED_MAX_CAP)

@@ -72,6 +72,8 @@ export interface StageStats {
   readonly inFlight: number;
   readonly admitted: number;
   readonly rejected: number;
+  /** The in-flight stage's rate bound on the queries, with the rate it follows, when it has one. */
+  readonly rateBound?: { readonly limit: number; readonly inFlight: number; readonly ratePerSec: number };
   /** Keys the stage holds state for (tenant buckets, period counters), where it keeps any. */
   readonly tracked?: number;
 }
@@ -103,6 +105,28 @@ export interface AdmissionOptions {
    * server resolves `auto` to a number.
    */
   readonly inFlightCap: number;
+  /**
+   * Stage 2's rate bound (Little's law): the queries in flight at most the measured service rate ×
+   * `targetWaitMs`, from `floor` up to `inFlightCap`, so what is admitted waits about the target at
+   * most and the rest is refused at once (`TIDAL_SERVE_INFLIGHT`). `false` or absent: the fixed
+   * cap only.
+   */
+  readonly rateBound?:
+    | false
+    | {
+        /** How long an admitted request may wait in the server: the bound is rate × this. */
+        readonly targetWaitMs: number;
+        /**
+         * The bound never falls below this, and starts at it (no rate is known yet). Keep it at or
+         * above the in-flight count from which the database serves its cheapest level, or the
+         * heaviest load would be held to the dearest level.
+         */
+        readonly floor: number;
+        /** The service rate is counted over windows of this length. @default 100 */
+        readonly windowMs?: number;
+        /** The routes it holds and counts (a write's completion says little of a query's wait). @default ['retrieve', 'search'] */
+        readonly routes?: readonly string[];
+      };
   /** Stage 3: the AIMD limit below the cap; `false` disables it. */
   readonly adaptive:
     | false

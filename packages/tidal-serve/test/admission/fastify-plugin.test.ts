@@ -193,6 +193,32 @@ describe('tidalAdmission (fastify plugin)', () => {
     expect((await send(url, '/items/fast')).status).toBe(200);
   });
 
+  it('holds the queries to the rate bound in an application’s own service, writes past it', async () => {
+    const gate = deferred();
+    const entered = deferred();
+    // No rate measured yet: the bound is its floor, one query.
+    const options: AdmissionOptions = { ...CAP_ONE, inFlightCap: 4, rateBound: { targetWaitMs: 100, floor: 1 } };
+    const url = await start((a) => {
+      void a.register(tidalAdmission, { admission: options });
+      a.post('/retrieve', async () => {
+        entered.resolve();
+        await gate.promise;
+        return { slow: true };
+      });
+      a.post('/signals', async () => ({ seq: 1 }));
+    });
+    const slow = send(url, '/retrieve', '{}');
+    await entered.promise;
+    const refused = await send(url, '/retrieve', '{}');
+    expect(refused.status).toBe(503);
+    expect(Number(refused.headers['x-retry-after-ms'])).toBeGreaterThanOrEqual(1);
+    expect(refused.headers['retry-after']).toBeDefined();
+    expect(JSON.parse(refused.body)).toMatchObject({ code: 'TIDAL_SERVE_INFLIGHT', reason: 'inflight' });
+    expect((await send(url, '/signals', '{}')).status).toBe(200);
+    gate.resolve();
+    expect((await slow).status).toBe(200);
+  });
+
   it('releases the ticket exactly once when the client goes away before its answer', async () => {
     const gate = deferred();
     const entered = deferred();
