@@ -32,7 +32,7 @@ describe('parseServeArgs', () => {
       demo: false,
       workerNice: 'auto',
       inFlightCap: 'auto',
-      queueWaitMs: 250,
+      queueWaitMs: 0,
       adaptive: true,
       admission: true,
       parentCheck: true,
@@ -193,15 +193,24 @@ describe('admission settings from the flags', () => {
     expect(admissionOptions(parseServeArgs(['--demo']), { ...pool, noDiversityAt: 40 }, false).adaptive).toMatchObject({
       floor: 40 + querySlots(2),
     });
-    // The queries in flight follow the measured rate × 250 ms, from a floor 32 a worker above the
-    // adaptive one (the database sees fewer queries than the server holds), under the cap.
-    expect(o.rateBound).toEqual({ targetWaitMs: 250, floor: 128 + querySlots(2) + 64 });
+    // Off by default; given a wait, the queries in flight follow the measured rate × that wait, from
+    // a floor 32 a worker above the adaptive one (the database sees fewer queries than the server
+    // holds), under the cap.
+    expect(o.rateBound).toBe(false);
+    expect(admissionOptions(parseServeArgs(['--demo', '--queue-wait-ms', '250']), pool, false).rateBound).toEqual({
+      targetWaitMs: 250,
+      floor: 128 + querySlots(2) + 64,
+    });
     expect(admissionOptions(parseServeArgs(['--demo', '--queue-wait-ms', '80']), pool, false).rateBound).toMatchObject({
       targetWaitMs: 80,
     });
     expect(admissionOptions(parseServeArgs(['--demo', '--queue-wait-ms', '0']), pool, false).rateBound).toBe(false);
     expect(admissionOptions(parseServeArgs(['--demo', '--in-flight-cap', '0', '--no-adaptive']), pool, false).rateBound).toBe(false);
-    expect(admissionOptions(parseServeArgs(['--demo', '--in-flight-cap', '50']), pool, false).rateBound).toMatchObject({ floor: 50 });
+    expect(
+      admissionOptions(parseServeArgs(['--demo', '--in-flight-cap', '50', '--queue-wait-ms', '250']), pool, false).rateBound,
+    ).toMatchObject({
+      floor: 50,
+    });
     expect(o.tenants).toBe(false);
     expect(o.permits).toEqual({ retrieve: 192, search: 192 });
     expect(o.period).toBe(false);
