@@ -69,6 +69,8 @@ export interface DbParts {
   readonly reads: ReadPipeline;
   /** The pinned rankings of cursor chains (see pinned-rankings.ts). */
   readonly pins: PinnedRankings;
+  /** The users', sessions' and co-engagement's shared records, when the database has a worker module; else null. */
+  readonly shared: SharedStateWriter | null;
   /** What the worker threads are told when the database has a worker module; null without one. */
   readonly host: HostInit | null;
   /** The highest acknowledged sequence number, beside the database; null when nothing is promised. */
@@ -214,6 +216,7 @@ export function openParts(o: FilledOptions): DbParts {
       sharing,
       reads,
       pins,
+      shared,
       host: host ?? null,
       replica,
     };

@@ -5,6 +5,8 @@ import {
   CELL_CANCELLED,
   WARM_SYNC_BYTES,
   WORKER_FILENAME,
+  createMemoryBoard,
+  readMemoryBoard,
   runTask,
   type BatchEntryResult,
   type ResultOf,
@@ -13,6 +15,7 @@ import {
   type SkippedResult,
   type TaskEnvelope,
   type TaskOf,
+  type ThreadMemory,
   type WarmMessage,
   type WarmResult,
   type WorkerInit,
@@ -148,6 +151,8 @@ export class QueryPool implements QueryRunner {
   #skipped = 0;
   #posted = 0;
   readonly #workers: number;
+  /** Where each worker publishes its memory figures (see {@link memory}). */
+  readonly #memory: SharedArrayBuffer;
   readonly #batch: number;
   /** Messages piscina may hold at once: workers × PIPELINE_DEPTH. */
   readonly #slots: number;
@@ -173,7 +178,8 @@ export class QueryPool implements QueryRunner {
     const cancel = new SharedArrayBuffer(CANCEL_CELLS * 4);
     this.#cells = new Int32Array(cancel);
     for (let i = CANCEL_CELLS - 1; i >= 0; i--) this.#free.push(i);
-    const workerData: WorkerInit = { ...init, cancel };
+    this.#memory = createMemoryBoard();
+    const workerData: WorkerInit = { ...init, cancel, memory: this.#memory };
     this.#pool = new Piscina({
       filename: options.filename ?? WORKER_FILENAME,
       ...(options.eventLoop ? { atomics: 'async' as const } : {}),
@@ -425,6 +431,14 @@ export class QueryPool implements QueryRunner {
       }),
     ]);
     clearTimeout(timer);
+  }
+
+  /**
+   * Each live worker's memory figures, as it last published them (at its last warm, then every
+   * `MEMORY_PUBLISH_TASKS` queries): a worker that has not published yet is missing.
+   */
+  memory(): ThreadMemory[] {
+    return readMemoryBoard(this.#memory, new Set(this.#pool.threads.map((t) => t.threadId)));
   }
 
   /** Waits for every task queued or posted so far, then stops the workers. */
