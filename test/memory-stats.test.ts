@@ -4,7 +4,7 @@
  */
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TidalDb, type ItemInput, type MemoryStats } from 'tidal-core';
+import { InvalidInputError, TidalDb, type ItemInput, type MemoryStats } from 'tidal-core';
 import { NOW, SCHEMA, TestClock } from './helpers.js';
 
 const open: TidalDb[] = [];
@@ -110,6 +110,28 @@ describe('stats().memory', () => {
     expect(text).toMatch(/tidal_memory_thread_bytes\{thread="main",kind="heap_used"\} \d+/);
     for (const t of m.threads.slice(1)) {
       expect(text).toContain(`tidal_memory_thread_bytes{thread="${t.threadId}",kind="catalog"} ${t.catalogBytes}`);
+    }
+  });
+});
+
+describe('workerYoungGenerationMb', () => {
+  it("caps every query worker's young generation, as each reports, and refuses a value out of range naming it", async () => {
+    const db = await TidalDb.builder().ephemeral().workers(2).schema(SCHEMA).workerYoungGenerationMb(6).open();
+    open.push(db);
+    expect((await db.warm()).map((w) => w.youngGenerationMb)).toEqual([6, 6]);
+    const plain = await TidalDb.builder().ephemeral().workers(1).schema(SCHEMA).open();
+    open.push(plain);
+    // V8's own limit, larger than the cap asked for above.
+    expect((await plain.warm())[0]!.youngGenerationMb).toBeGreaterThan(6);
+    for (const bad of [0, 1.5, 2048]) {
+      const err = await TidalDb.builder()
+        .ephemeral()
+        .schema(SCHEMA)
+        .workerYoungGenerationMb(bad)
+        .open()
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InvalidInputError);
+      expect(err).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'workerYoungGenerationMb', value: bad });
     }
   });
 });

@@ -188,7 +188,10 @@ export function openParts(o: FilledOptions): DbParts {
     const pool = new QueryPool(
       { file, schema: o.schema, arena: store.arena, nice: o.workerNice, annBackgroundRows: o.annBackgroundRows, ...(host ? { host } : {}) },
       o.workers,
-      host ? { filename: WORKER_HOST_FILENAME, eventLoop: true } : {},
+      {
+        ...(host ? { filename: WORKER_HOST_FILENAME, eventLoop: true } : {}),
+        ...(o.workerYoungGenerationMb !== null ? { youngGenerationMb: o.workerYoungGenerationMb } : {}),
+      },
     );
     const sharing = new WorkSharing(o.workSharing, o.clock, () => performance.now());
     const queries = new QueryFront(pool, sharing, {

@@ -219,6 +219,8 @@ export interface WarmResult {
   nice: number;
   /** Set when the thread could not take the nice value it was asked for. */
   niceWarning?: NiceWarning;
+  /** This worker thread's young generation limit in MiB, as its `resourceLimits` say (V8's own when not capped). */
+  youngGenerationMb: number;
 }
 
 /** What a persist-ann task did. */

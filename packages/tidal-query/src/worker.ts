@@ -7,7 +7,7 @@
  */
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { workerData } from 'node:worker_threads';
+import { resourceLimits, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { AnnLifecycle, type AnnContext } from './ann-lifecycle.js';
 import { Catalog } from './catalog.js';
@@ -196,6 +196,7 @@ export default function run(msg: WorkerTask): WorkerResult {
         pathsRun,
         stepsMs: { sync: t1 - started, structures: t2 - t1, terms: t3 - t2, paths: t4 - t3 },
         nice: s.nice,
+        youngGenerationMb: resourceLimits.maxYoungGenerationSizeMb ?? 0,
         ...(s.niceWarning ? { niceWarning: s.niceWarning } : {}),
       };
     }
