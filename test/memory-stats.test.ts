@@ -91,6 +91,8 @@ describe('stats().memory', () => {
     expect(after.users.users).toBe(3001);
     expect(after.users.records).toBeGreaterThan(before.users.records + 2000);
     expect(after.users.liveBytes).toBeGreaterThan(before.users.liveBytes);
+    expect(after.users.usedBytes).toBeGreaterThanOrEqual(after.users.liveBytes);
+    expect(after.users.bytes).toBeGreaterThanOrEqual(after.users.usedBytes);
     expect(after.users.bytes).toBeGreaterThan(before.users.bytes);
   });
 

@@ -141,6 +141,7 @@ async function child({
             components: {
               signals: memory.signals.bytes,
               users: memory.users.bytes,
+              'users written': memory.users.usedBytes ?? 0,
               cursors: memory.cursors.bytes,
               catalog: memory.catalog.bytes,
               text: memory.text.bytes,

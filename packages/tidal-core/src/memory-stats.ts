@@ -16,10 +16,11 @@ export interface MemoryStats {
   /**
    * Users, sessions and co-engagement lists: the bytes of the shared records every thread reads
    * them from (0 without a worker module: they then live in the main thread's heap), the bytes of
-   * the blocks the records take in them, the records kept there, and the users and sessions the
-   * database's thread knows.
+   * the records' arena written so far (`usedBytes`: the pages a reader can have touched; the arena
+   * doubles as it grows, so `bytes` may be up to twice that) and of the blocks the records take
+   * now (`liveBytes`), the records kept there, and the users and sessions the database's thread knows.
    */
-  users: { bytes: number; liveBytes: number; records: number; users: number; sessions: number };
+  users: { bytes: number; usedBytes: number; liveBytes: number; records: number; users: number; sessions: number };
   /** Cursor chains' pinned rankings (an estimate from the rows held) and how many. */
   cursors: { bytes: number; pinned: number };
   /**
@@ -83,6 +84,7 @@ export function memoryStats(src: MemorySources): MemoryStats {
     signals: { bytes: signalBytes(src.arena), slots: src.slots },
     users: {
       bytes: src.shared === null ? 0 : recordBytes(src.shared.buffers),
+      usedBytes: src.shared?.stats.usedBytes ?? 0,
       liveBytes: src.shared?.stats.liveBytes ?? 0,
       records: src.shared?.stats.records ?? 0,
       users: src.users,
