@@ -100,6 +100,8 @@ function mainExports(pkg: string): string[] {
 const MAIN_EXPORTS: Record<string, string[]> = {
   'tidal-core': [
     'AbortedError',
+    'MemoryStats',
+    'ThreadMemory',
     'AnnBuildStats',
     'AnnOptions',
     'WarmOptions',
@@ -330,6 +332,10 @@ const MAIN_EXPORTS: Record<string, string[]> = {
   ],
   'tidal-query': [
     'ANN_BUILDER_FILENAME',
+    'createMemoryBoard',
+    'readMemoryBoard',
+    'SignalArena',
+    'ThreadMemory',
     'AnnGate',
     'AnnBuilderInit',
     'AnnBuilderMessage',

@@ -50,6 +50,12 @@ const opts = parseOptions('query', {
   workers: { type: 'int', default: 0, min: 0, description: "tidal's query workers (0: one per core)" },
   inflight: { type: 'int', default: 1, description: 'signal batches in flight during ingest' },
   baseline: { type: 'string', description: 'another built checkout: its tidal-core against this one instead of SQL' },
+  'young-generation': {
+    type: 'int',
+    default: 0,
+    min: 0,
+    description: "the query workers' young generation cap in MiB (0: V8's own); with --baseline, this tree's side only",
+  },
   'skip-memory': { type: 'boolean', description: 'no second load of tidal alone in a child process for its memory after load' },
 });
 const argv = opts.argv;
@@ -58,6 +64,7 @@ const QUERIES = opts.queries;
 const WARMUP = 30;
 const WORKERS = opts.workers === 0 ? undefined : opts.workers;
 const INFLIGHT = opts.inflight;
+const YOUNG_GENERATION = opts['young-generation'];
 const baseline = loadBaseline(opts.baseline, ['tidal-core']);
 const DIMS = 128;
 const BATCH = 1000;
@@ -124,6 +131,7 @@ async function main(): Promise<void> {
     .schema(tidalSchema(DIMS))
     .clock(() => corpus.now);
   if (WORKERS !== undefined) builder.workers(WORKERS);
+  if (YOUNG_GENERATION > 0) builder.workerYoungGenerationMb(YOUNG_GENERATION);
   const db = await builder.open();
   const sql = new SqlBaseline(DIMS);
 
@@ -468,6 +476,7 @@ async function compareTrees(before: typeof tidalCore): Promise<void> {
         .schema(tidalSchema(DIMS))
         .clock(() => corpus.now);
       if (WORKERS !== undefined) builder.workers(WORKERS);
+      if (side.name === 'after' && YOUNG_GENERATION > 0) builder.workerYoungGenerationMb(YOUNG_GENERATION);
       dbs.push(await builder.open());
     }
     const writeMs = [0, 0];

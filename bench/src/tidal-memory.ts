@@ -70,9 +70,21 @@ interface ChildOptions {
   /** No forced collection anywhere; `settleMs` of waiting after warm() instead. */
   uncollected: boolean;
   settleMs: number;
+  /** The query workers' young generation cap in MiB; 0: V8's own. */
+  youngGenerationMb: number;
 }
 
-async function child({ items, users, workers, tree, snapshotDir, bare, uncollected, settleMs }: ChildOptions): Promise<void> {
+async function child({
+  items,
+  users,
+  workers,
+  tree,
+  snapshotDir,
+  bare,
+  uncollected,
+  settleMs,
+  youngGenerationMb,
+}: ChildOptions): Promise<void> {
   const core: typeof tidalCore = tree
     ? ((await import(pathToFileURL(path.join(path.resolve(tree), 'packages', 'tidal-core', 'dist', 'index.js')).href)) as typeof tidalCore)
     : await import('tidal-core');
@@ -97,6 +109,7 @@ async function child({ items, users, workers, tree, snapshotDir, bare, uncollect
     });
   }
   if (workers !== undefined) builder.workers(workers);
+  if (youngGenerationMb > 0) builder.workerYoungGenerationMb(youngGenerationMb);
   const db = await builder.open();
   try {
     step('open');
@@ -114,6 +127,7 @@ async function child({ items, users, workers, tree, snapshotDir, bare, uncollect
     if (settleMs > 0) await new Promise((resolve) => setTimeout(resolve, settleMs));
     const workerThreads = bare ? [] : await askWorkers(channel, warmed.length);
     step('warm');
+    const memory = (db.stats() as { memory?: tidalCore.MemoryStats }).memory;
     const reading: TidalMemoryReading = {
       items,
       workers: warmed.length,
@@ -122,6 +136,19 @@ async function child({ items, users, workers, tree, snapshotDir, bare, uncollect
       workerThreads,
       mappings: mappingBreakdown(fs.realpathSync(dir)),
       loadAverage: loadAverage(),
+      ...(memory
+        ? {
+            components: {
+              signals: memory.signals.bytes,
+              users: memory.users.bytes,
+              'users written': memory.users.usedBytes ?? 0,
+              cursors: memory.cursors.bytes,
+              catalog: memory.catalog.bytes,
+              text: memory.text.bytes,
+              vectors: memory.vectors.bytes,
+            },
+          }
+        : {}),
     };
     process.stdout.write(`${CHILD_MARK}${JSON.stringify(reading)}\n`);
   } finally {
@@ -160,6 +187,7 @@ const opts = parseOptions('memory', {
   snapshot: { type: 'string', description: '(child) a directory where each worker writes a heap snapshot after its reading' },
   bare: { type: 'boolean', description: '(child) no worker module, so no per-worker figures: what the module itself costs' },
   uncollected: { type: 'boolean', description: '(child) no forced collection in any thread' },
+  'young-generation': { type: 'int', default: 0, min: 0, description: "the query workers' young generation cap in MiB (0: V8's own)" },
   settle: { type: 'int', default: 0, min: 0, description: '(child) milliseconds to wait after warm() before the readings' },
   child: { type: 'boolean', description: '(internal) take one reading in this process' },
 });
@@ -176,6 +204,7 @@ async function main(): Promise<void> {
       bare: opts.bare,
       uncollected: opts.uncollected,
       settleMs: opts.settle,
+      youngGenerationMb: opts['young-generation'],
     });
   const baseline = loadBaseline(opts.baseline, ['tidal-core']);
   const report = new Report('memory', opts);
@@ -189,6 +218,7 @@ async function main(): Promise<void> {
         users: opts.users,
         ...(WORKERS !== undefined ? { workers: WORKERS } : {}),
         ...(t.tree ? { tree: t.tree } : {}),
+        ...(opts['young-generation'] > 0 ? { youngGenerationMb: opts['young-generation'] } : {}),
       });
       report.line(`${t.label}, run ${run + 1} (load average ${reading.loadAverage}):`);
       for (const l of describeReading(reading)) report.line(l);

@@ -26,17 +26,26 @@ export interface TidalMemoryReading {
   workerThreads: ThreadMemory[];
   mappings: MappingBreakdown;
   loadAverage: number;
+  /** `stats().memory`'s bytes per component after warm() (absent from a tree without it). */
+  components?: Record<string, number>;
 }
 
 /**
  * Runs one child process that loads `items` into the tree at `tree` (this one when undefined) and
  * returns what it measured; throws when the child fails.
  */
-export function measureTidalAlone(o: { items: number; users?: number; workers?: number; tree?: string }): TidalMemoryReading {
+export function measureTidalAlone(o: {
+  items: number;
+  users?: number;
+  workers?: number;
+  tree?: string;
+  youngGenerationMb?: number;
+}): TidalMemoryReading {
   const args = ['--expose-gc', path.join(here, '..', 'tidal-memory.js'), '--child', '--items', String(o.items)];
   if (o.users !== undefined && o.users > 0) args.push('--users', String(o.users));
   if (o.workers !== undefined) args.push('--workers', String(o.workers));
   if (o.tree !== undefined) args.push('--tree', o.tree);
+  if (o.youngGenerationMb !== undefined) args.push('--young-generation', String(o.youngGenerationMb));
   const r = spawnSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 64 * 2 ** 20, stdio: ['ignore', 'pipe', 'inherit'] });
   const line = r.stdout.split('\n').find((l) => l.startsWith(CHILD_MARK));
   if (r.status !== 0 || line === undefined)
@@ -70,6 +79,13 @@ export function describeReading(r: TidalMemoryReading): string[] {
       .sort((a, b) => b[1].rssMiB - a[1].rssMiB)
       .map(([k, v]) => `${k} ${f0(v.rssMiB)}${anon ? '' : ` (PSS ${f0(v.pssMiB)})`} MiB in ${v.mappings}`)
       .join('; ');
+  if (r.components) {
+    lines.push(
+      `  stats().memory, MiB: ${Object.entries(r.components)
+        .map(([k, b]) => `${k} ${(b / MiB).toFixed(1)}`)
+        .join(', ')}`,
+    );
+  }
   lines.push(`  file-backed by file: ${groups(r.mappings.files, false)}`);
   lines.push(`  anonymous by kind: ${groups(r.mappings.anonymous, true)}`);
   lines.push(`  largest anonymous mappings, MiB: ${r.mappings.largestAnonymousMiB.map(f0).join(', ')}`);

@@ -44,6 +44,15 @@ export class TidalDbBuilder {
   }
 
   /**
+   * Caps each query worker's young generation (V8's new space) at `mb` MiB, 1 to 1024 (default:
+   * V8's own), see {@link TidalOptions.workerYoungGenerationMb}.
+   */
+  workerYoungGenerationMb(mb: number): this {
+    this.#o.workerYoungGenerationMb = mb;
+    return this;
+  }
+
+  /**
    * A module every query worker loads and starts once warm, with a thread-local handle on the
    * database (see {@link TidalOptions.workerModule}): `tidal serve` runs its HTTP acceptors so.
    */

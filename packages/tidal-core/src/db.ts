@@ -22,7 +22,8 @@ import type { LinkServer } from './worker-link.js';
 import { threadHandlers } from './thread-handlers.js';
 import { envelope, openParts, raiseWarmWarnings, shutdown, startWorkerModule, type DbParts } from './lifecycle.js';
 import { installReplicaSnapshot, replicaHost, writeReplicaSnapshot } from './replication.js';
-import { exportAnnBuildMetrics, exportReplicationMetrics } from './metrics.js';
+import { exportAnnBuildMetrics, exportMemoryMetrics, exportReplicationMetrics } from './metrics.js';
+import { memoryStats, type MemoryStats } from './memory-stats.js';
 
 /** What the fault-injection tests reach behind the facade; not exported from the package. */
 export interface TidalDbInternals {
@@ -122,6 +123,7 @@ export class TidalDb implements AsyncDisposable {
       if (o.metricsRegistry) {
         await db.#queries.exportMetrics(o.metricsRegistry);
         await exportAnnBuildMetrics(o.metricsRegistry, () => db.#p.annBuild.stats());
+        await exportMemoryMetrics(o.metricsRegistry, () => db.stats().memory);
       }
       const t1 = performance.now();
       await db.warm();
@@ -419,12 +421,26 @@ export class TidalDb implements AsyncDisposable {
    */
   stats(): QueryStats {
     const gc = this.#writes.groupCommit;
-    const stats = this.#queries.stats({ ...gc.stats, queueLimit: gc.options.maxQueueEvents }, this.#p.pins.stats(this.#o.clock()));
+    const pins = this.#p.pins.stats(this.#o.clock());
+    const stats = this.#queries.stats({ ...gc.stats, queueLimit: gc.options.maxQueueEvents }, pins);
     const { replica } = this.#p;
     if (replica !== null && this.#o.replication !== null) stats.replication = replica.stats(this.#o.replication.stats());
     stats.annBuild = this.#p.annBuild.stats();
     stats.vectorSearch = vectorSearchOf(this.#lastWarm);
-    return stats;
+    return { ...stats, memory: this.#memory(pins) };
+  }
+
+  #memory(pins: { bytes: number; pinned: number }): MemoryStats {
+    const p = this.#p;
+    return memoryStats({
+      arena: this.#store.arena,
+      slots: this.#store.slotsUsed(),
+      shared: p.shared,
+      users: p.users.size,
+      sessions: p.sessions.size,
+      cursors: { bytes: pins.bytes, pinned: pins.pinned },
+      workers: p.pool.memory(),
+    });
   }
 
   /** The in-flight count, the level a query entering now would get, and the limits (read-only). */

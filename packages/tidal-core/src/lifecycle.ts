@@ -69,6 +69,8 @@ export interface DbParts {
   readonly reads: ReadPipeline;
   /** The pinned rankings of cursor chains (see pinned-rankings.ts). */
   readonly pins: PinnedRankings;
+  /** The users', sessions' and co-engagement's shared records, when the database has a worker module; else null. */
+  readonly shared: SharedStateWriter | null;
   /** What the worker threads are told when the database has a worker module; null without one. */
   readonly host: HostInit | null;
   /** The highest acknowledged sequence number, beside the database; null when nothing is promised. */
@@ -186,7 +188,10 @@ export function openParts(o: FilledOptions): DbParts {
     const pool = new QueryPool(
       { file, schema: o.schema, arena: store.arena, nice: o.workerNice, annBackgroundRows: o.annBackgroundRows, ...(host ? { host } : {}) },
       o.workers,
-      host ? { filename: WORKER_HOST_FILENAME, eventLoop: true } : {},
+      {
+        ...(host ? { filename: WORKER_HOST_FILENAME, eventLoop: true } : {}),
+        ...(o.workerYoungGenerationMb !== null ? { youngGenerationMb: o.workerYoungGenerationMb } : {}),
+      },
     );
     const sharing = new WorkSharing(o.workSharing, o.clock, () => performance.now());
     const queries = new QueryFront(pool, sharing, {
@@ -214,6 +219,7 @@ export function openParts(o: FilledOptions): DbParts {
       sharing,
       reads,
       pins,
+      shared,
       host: host ?? null,
       replica,
     };

@@ -1,6 +1,7 @@
 import { InvalidInputError, levelName, type DegradationLevel } from 'tidal-load';
 import type { AnnBuildStats } from './ann-build.js';
 import type { ReplicaStats } from './replica-stats.js';
+import type { MemoryStats } from './memory-stats.js';
 
 // prom-client is an optional peer dependency: it is loaded only when a registry is given, and no
 // type of it appears in tidal's declarations (an application without it must still type-check).
@@ -164,6 +165,62 @@ export async function exportAnnBuildMetrics(registry: MetricsRegistry, read: () 
     registers,
     collect() {
       this.set(read().rowsTotal);
+    },
+  });
+}
+
+/** The components of `tidal_memory_bytes{component}`, as `stats().memory` names them. */
+export const MEMORY_COMPONENTS = ['signals', 'users', 'cursors', 'catalog', 'text', 'vectors'] as const;
+
+/**
+ * Memory as gauges, read at each scrape from `read` (`stats().memory`): `tidal_memory_bytes{component}`
+ * (signals, users, cursors, catalog, text, vectors; the last three summed over the query threads),
+ * `tidal_memory_process_bytes{kind}` (rss, heap_used, heap_total, external, array_buffers) and
+ * `tidal_memory_thread_bytes{thread,kind}` (per thread, `main` or a query thread's id: heap_used,
+ * heap_total, catalog, text, vectors).
+ */
+export async function exportMemoryMetrics(registry: MetricsRegistry, read: () => MemoryStats, prefix = 'tidal_'): Promise<void> {
+  const { Gauge } = await importPromClient(registry);
+  const registers = [registry as InstanceType<PromClient['Registry']>];
+  new Gauge({
+    name: `${prefix}memory_bytes`,
+    help: 'Bytes held per component (catalog, text and vectors summed over the query threads; cursors estimated)',
+    labelNames: ['component'] as const,
+    registers,
+    collect() {
+      const m = read();
+      for (const c of MEMORY_COMPONENTS) this.set({ component: c }, m[c].bytes);
+    },
+  });
+  new Gauge({
+    name: `${prefix}memory_process_bytes`,
+    help: "The process's memory: resident set, the main thread's heap, external memory, ArrayBuffers",
+    labelNames: ['kind'] as const,
+    registers,
+    collect() {
+      const p = read().process;
+      this.set({ kind: 'rss' }, p.rss);
+      this.set({ kind: 'heap_used' }, p.heapUsed);
+      this.set({ kind: 'heap_total' }, p.heapTotal);
+      this.set({ kind: 'external' }, p.external);
+      this.set({ kind: 'array_buffers' }, p.arrayBuffers);
+    },
+  });
+  new Gauge({
+    name: `${prefix}memory_thread_bytes`,
+    help: "Per thread (main, or a query thread's id): its heap, and the bytes of its catalog, text index and vectors",
+    labelNames: ['thread', 'kind'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const t of read().threads) {
+        const thread = t.threadId === 0 ? 'main' : String(t.threadId);
+        this.set({ thread, kind: 'heap_used' }, t.heapUsed);
+        this.set({ thread, kind: 'heap_total' }, t.heapTotal);
+        this.set({ thread, kind: 'catalog' }, t.catalogBytes);
+        this.set({ thread, kind: 'text' }, t.textBytes);
+        this.set({ thread, kind: 'vectors' }, t.vectorBytes);
+      }
     },
   });
 }

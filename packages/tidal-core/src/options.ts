@@ -68,6 +68,14 @@ export interface TidalOptions {
    */
   workerNice?: number;
   /**
+   * The query worker threads' young generation (V8's new space), in MiB: a whole number from 1 to
+   * 1024, or undefined for V8's own limit. A worker's young generation grows with its allocation
+   * rate and is committed memory of its own; a cap trades resident memory for more frequent
+   * minor collections (the memory and query suites measure both: docs/BENCHMARKS.md).
+   * @default undefined (V8's own)
+   */
+  workerYoungGenerationMb?: number;
+  /**
    * A module every query worker loads once it has warmed, to run code beside the executors, in
    * the worker's own thread (`tidal serve` loads its HTTP acceptor this way). The module exports
    * `start(db: ThreadDb, data): void | Promise<void>`: `db` runs reads in that thread and sends
@@ -211,6 +219,8 @@ export interface FilledOptions {
   schema: QuerySchema;
   workers: number;
   workerNice: number;
+  /** null: V8's own. */
+  workerYoungGenerationMb: number | null;
   workerModule: { url: string; data: unknown } | null;
   clock: () => number;
   durability: Durability;
@@ -260,6 +270,7 @@ const OPTION_KEYS: readonly (keyof TidalOptions)[] = [
   'schema',
   'workers',
   'workerNice',
+  'workerYoungGenerationMb',
   'workerModule',
   'clock',
   'durability',
@@ -362,6 +373,8 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
   const schema = resolveSchema(o.schema);
   const workers = o.workers === undefined ? Math.max(1, availableParallelism()) : checkWhole('workers', o.workers, 1, DEFAULTS.maxWorkers);
   const workerNice = o.workerNice === undefined ? 0 : checkWhole('workerNice', o.workerNice, 0, 19);
+  const workerYoungGenerationMb =
+    o.workerYoungGenerationMb === undefined ? null : checkWhole('workerYoungGenerationMb', o.workerYoungGenerationMb, 1, 1024);
   const clock = checkClock(o.clock);
   const workerModule = resolveWorkerModule(o.workerModule);
   const durability = o.durability === undefined ? (hasPath ? 'process' : 'none') : assertDurability(o.durability, 'durability');
@@ -383,6 +396,7 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
     schema,
     workers,
     workerNice,
+    workerYoungGenerationMb,
     workerModule,
     clock,
     durability,

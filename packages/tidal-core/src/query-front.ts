@@ -270,7 +270,7 @@ export class QueryFront {
   }
 
   /** The query side of `stats()`. */
-  stats(writes: QueryStats['writes'], cursors: QueryStats['cursors']): QueryStats {
+  stats(writes: QueryStats['writes'], cursors: QueryStats['cursors']): Omit<QueryStats, 'memory'> {
     return this.#recorder.snapshot(
       this.#detector.inFlight,
       this.#detector.level,

@@ -5,6 +5,8 @@ import {
   CELL_CANCELLED,
   WARM_SYNC_BYTES,
   WORKER_FILENAME,
+  createMemoryBoard,
+  readMemoryBoard,
   runTask,
   type BatchEntryResult,
   type ResultOf,
@@ -13,6 +15,7 @@ import {
   type SkippedResult,
   type TaskEnvelope,
   type TaskOf,
+  type ThreadMemory,
   type WarmMessage,
   type WarmResult,
   type WorkerInit,
@@ -53,6 +56,8 @@ export interface QueryPoolOptions {
    * @default false
    */
   readonly eventLoop?: boolean;
+  /** Each worker's young generation cap in MiB (`resourceLimits.maxYoungGenerationSizeMb`); absent: V8's own. */
+  readonly youngGenerationMb?: number;
 }
 
 type QueryMessage = RetrieveMessage | SearchMessage;
@@ -148,6 +153,8 @@ export class QueryPool implements QueryRunner {
   #skipped = 0;
   #posted = 0;
   readonly #workers: number;
+  /** Where each worker publishes its memory figures (see {@link memory}). */
+  readonly #memory: SharedArrayBuffer;
   readonly #batch: number;
   /** Messages piscina may hold at once: workers × PIPELINE_DEPTH. */
   readonly #slots: number;
@@ -173,7 +180,8 @@ export class QueryPool implements QueryRunner {
     const cancel = new SharedArrayBuffer(CANCEL_CELLS * 4);
     this.#cells = new Int32Array(cancel);
     for (let i = CANCEL_CELLS - 1; i >= 0; i--) this.#free.push(i);
-    const workerData: WorkerInit = { ...init, cancel };
+    this.#memory = createMemoryBoard();
+    const workerData: WorkerInit = { ...init, cancel, memory: this.#memory };
     this.#pool = new Piscina({
       filename: options.filename ?? WORKER_FILENAME,
       ...(options.eventLoop ? { atomics: 'async' as const } : {}),
@@ -187,6 +195,7 @@ export class QueryPool implements QueryRunner {
       // matters; without pipelining, measured goodput at 3× capacity fell to 55% of C.
       concurrentTasksPerWorker: PIPELINE_DEPTH,
       workerData,
+      ...(options.youngGenerationMb !== undefined ? { resourceLimits: { maxYoungGenerationSizeMb: options.youngGenerationMb } } : {}),
     });
   }
 
@@ -425,6 +434,14 @@ export class QueryPool implements QueryRunner {
       }),
     ]);
     clearTimeout(timer);
+  }
+
+  /**
+   * Each live worker's memory figures, as it last published them (at its last warm, then every
+   * `MEMORY_PUBLISH_TASKS` queries): a worker that has not published yet is missing.
+   */
+  memory(): ThreadMemory[] {
+    return readMemoryBoard(this.#memory, new Set(this.#pool.threads.map((t) => t.threadId)));
   }
 
   /** Waits for every task queued or posted so far, then stops the workers. */

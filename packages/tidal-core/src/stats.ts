@@ -1,6 +1,7 @@
 import { DegradationLevel, levelName, type DegradationLevelName } from 'tidal-load';
 import type { GroupCommitStats } from 'tidal-wal';
 import type { AnnBuildStats } from './ann-build.js';
+import type { MemoryStats } from './memory-stats.js';
 import type { PinnedRankingStats } from './pinned-rankings.js';
 import type { ReplicaStats } from './replica-stats.js';
 
@@ -61,6 +62,8 @@ export interface QueryStats {
    * `'none'` no item had an embedding.
    */
   vectorSearch: VectorSearchMode;
+  /** Memory by component and per thread, measured from the buffers (see {@link MemoryStats}). */
+  memory: MemoryStats;
 }
 
 /** See {@link QueryStats.vectorSearch}. */
@@ -136,7 +139,7 @@ export class QueryRecorder {
     queued: number,
     writes: QueryStats['writes'],
     cursors: PinnedRankingStats,
-  ): QueryStats {
+  ): Omit<QueryStats, 'memory'> {
     const served = {} as Record<DegradationLevelName, number>;
     const serviceMs = {} as Record<DegradationLevelName, LatencySummary>;
     for (const l of LEVELS) {

@@ -180,7 +180,9 @@ export class AnnLifecycle {
    * A warm task: take part in the ANN election (when the task carries its buffer), then sync, and
    * report where this worker's index came from.
    */
-  warm(msg: WarmMessage): Omit<WarmResult, 'nice' | 'niceWarning' | 'structuresBuilt' | 'termsSummarized' | 'pathsRun' | 'stepsMs'> {
+  warm(
+    msg: WarmMessage,
+  ): Omit<WarmResult, 'nice' | 'niceWarning' | 'structuresBuilt' | 'termsSummarized' | 'pathsRun' | 'stepsMs' | 'youngGenerationMb'> {
     this.#started = true;
     const annBefore = this.#index;
     const fileBefore = this.#annFile;

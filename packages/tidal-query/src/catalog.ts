@@ -227,6 +227,18 @@ export class Catalog {
     return sortCreated(out, this.createdAt);
   }
 
+  /**
+   * Bytes of this catalog's typed arrays: presence, creation times, the metadata columns, the cached
+   * created order and the change log (the ids and the string dictionaries are heap strings, counted
+   * in the thread's heap).
+   */
+  get arrayBytes(): number {
+    let bytes = this.present.byteLength + this.createdAt.byteLength + (this.#byCreated?.byteLength ?? 0);
+    for (const col of this.columns.values()) bytes += col.type === 'string' ? col.codes.byteLength : col.values.byteLength;
+    for (const e of this.#log) bytes += e.ordinals.byteLength;
+    return bytes;
+  }
+
   /** The value of a metadata field for display or diversity, or undefined. */
   fieldValue(field: string, ordinal: number): string | number | undefined {
     return columnValue(this.columns, field, ordinal);

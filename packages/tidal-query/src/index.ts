@@ -14,7 +14,7 @@ export { ItemsWriter, blobToVector } from './items-table.js';
 export type { StoredItem } from './items-table.js';
 export { SignalStore, SLOT_BYTES, SLOT_LAYOUT } from './signals/store.js';
 export { MAX_EVENT_MS } from './signals/layout.js';
-export type { SignalKindSpec, SignalValues, WindowName } from './signals/store.js';
+export type { SignalArena, SignalKindSpec, SignalValues, WindowName } from './signals/store.js';
 export type { QueryContext, VectorSearcher } from './context.js';
 export { WARM_SYNC_BYTES, CANCEL_CELLS, CELL_CANCELLED, runTask } from './protocol.js';
 export type {
@@ -46,6 +46,8 @@ export { FOR_YOU_WEIGHTS, FOR_YOU_EXPLORE, RECENCY_HALF_LIFE_MS } from './profil
 export { hashString } from './user-state.js';
 export { HOT_GRAVITY } from './profiles/hot-top.js';
 export { RISING_BASELINE } from './profiles/rising.js';
+export { createMemoryBoard, readMemoryBoard } from './memory.js';
+export type { ThreadMemory } from './memory.js';
 export { SharedRecordsReader, SharedRecordsWriter, sharedRecordRetries } from './shared/records.js';
 export type { FoundRecord, SharedRecordsBuffers, SharedRecordsStats } from './shared/records.js';
 export { decodeRelated, decodeSession, decodeUserState, encodeRelated, encodeSession, encodeUserState } from './shared/state-records.js';

@@ -19,6 +19,12 @@ export interface WorkerInit {
    */
   cancel: SharedArrayBuffer;
   /**
+   * The memory board (memory.ts): each query thread publishes the bytes of its catalogue, text
+   * index and vectors and its heap there, at each warm and every {@link MEMORY_PUBLISH_TASKS}
+   * queries it runs. Absent: nothing is published.
+   */
+  memory?: SharedArrayBuffer;
+  /**
    * The nice value each worker thread sets for itself when it starts (0: the process's own). A
    * higher value lets the thread that posts the queries (and answers HTTP, in tidal serve) take a
    * core first when the machine is short of CPU. Linux only; elsewhere the worker reports why not.
@@ -43,6 +49,9 @@ export interface WorkerInit {
  * but is not skipped by the worker.
  */
 export const CANCEL_CELLS = 4096;
+
+/** Queries a thread runs between two publications of its memory figures (one costs a pass over the text index's terms). */
+export const MEMORY_PUBLISH_TASKS = 1024;
 
 /** A cell's value once its query was cancelled (0: runnable). */
 export const CELL_CANCELLED = 1;
@@ -210,6 +219,8 @@ export interface WarmResult {
   nice: number;
   /** Set when the thread could not take the nice value it was asked for. */
   niceWarning?: NiceWarning;
+  /** This worker thread's young generation limit in MiB, as its `resourceLimits` say (V8's own when not capped). */
+  youngGenerationMb: number;
 }
 
 /** What a persist-ann task did. */

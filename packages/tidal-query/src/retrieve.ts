@@ -72,6 +72,11 @@ export class RetrieveExecutor {
     this.#context.warm(nowMs);
   }
 
+  /** Bytes of the popular subset this executor keeps (see {@link ContextCandidates.subsetBytes}). */
+  get subsetBytes(): number {
+    return this.#context.subsetBytes;
+  }
+
   /** Ranks `task` by `plan` as of `nowMs`; `picked`, when given, receives the returned items' ordinals in order. */
   run(task: RetrieveTask, plan: LevelPlan, nowMs: number, picked?: number[]): Omit<WorkerRetrieveResult, 'serviceMs'> {
     const ctx = this.#ctx;

@@ -7,12 +7,13 @@
  */
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { workerData } from 'node:worker_threads';
+import { resourceLimits, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { AnnLifecycle, type AnnContext } from './ann-lifecycle.js';
 import { Catalog } from './catalog.js';
 import {
   CELL_CANCELLED,
+  MEMORY_PUBLISH_TASKS,
   type BatchEntryResult,
   type NiceWarning,
   type BatchMessage,
@@ -26,6 +27,7 @@ import {
   type WorkerTask,
 } from './protocol.js';
 import { applyNice } from './nice.js';
+import { MemoryBoardWriter, measureThread } from './memory.js';
 import { levelPlan } from './plan.js';
 import { RetrieveExecutor } from './retrieve.js';
 import { SearchExecutor } from './search.js';
@@ -38,6 +40,10 @@ interface State {
   items: AnnLifecycle;
   ctx: AnnContext;
   cancel: Int32Array;
+  /** This thread's slot on the memory board, if the database gave one. */
+  memory: MemoryBoardWriter | null;
+  /** Queries run since the memory figures were last published. */
+  sincePublished: number;
   /** This thread's nice value after init, and why it is not the one asked for, if it is not. */
   nice: number;
   niceWarning?: NiceWarning;
@@ -46,7 +52,7 @@ interface State {
 let state: State | undefined;
 
 function init(): State {
-  const { file, schema, arena, cancel, nice = 0, annBackgroundRows } = workerData as WorkerInit;
+  const { file, schema, arena, cancel, memory, nice = 0, annBackgroundRows } = workerData as WorkerInit;
   const priority = applyNice(nice);
   const db = new Database(file, { readonly: true, fileMustExist: true });
   db.pragma('busy_timeout = 5000');
@@ -63,6 +69,8 @@ function init(): State {
     items: new AnnLifecycle(db, catalog, ctx, dirname(file), annBackgroundRows),
     ctx,
     cancel: new Int32Array(cancel),
+    memory: memory ? new MemoryBoardWriter(memory) : null,
+    sincePublished: 0,
     ...priority,
   };
 }
@@ -70,6 +78,17 @@ function init(): State {
 /** Whether the caller gave up on the query before this worker got to it (see WorkerInit.cancel). */
 function cancelled(s: State, cell: number): boolean {
   return cell >= 0 && Atomics.load(s.cancel, cell) === CELL_CANCELLED;
+}
+
+/** Publishes this thread's memory figures (see WorkerInit.memory). */
+function publishMemory(s: State): void {
+  s.sincePublished = 0;
+  s.memory?.publish(measureThread(s.ctx.catalog, s.retrieve.subsetBytes));
+}
+
+/** Counts a query run; every {@link MEMORY_PUBLISH_TASKS}th publishes the memory figures. */
+function ran(s: State): void {
+  if (++s.sincePublished >= MEMORY_PUBLISH_TASKS) publishMemory(s);
 }
 
 const SKIPPED: SkippedResult = Object.freeze({ skipped: true });
@@ -82,6 +101,7 @@ function retrieve(s: State, msg: RetrieveMessage, started: number): ResultOf<'re
   // id up there cost 2 % of its time under load.
   const picked: number[] = [];
   const r = s.retrieve.run(msg.task, levelPlan(msg.env.level), nowMs, picked);
+  ran(s);
   const ordinals = Int32Array.from(picked);
   // Serialized here, off the thread that answers every request: a string crosses the port as
   // one copy, where the items' objects were cloned, then stringified there.
@@ -96,6 +116,7 @@ function search(s: State, msg: SearchMessage, started: number): ResultOf<'search
   const nowMs = msg.env.nowMs;
   const picked: number[] = [];
   const r = s.search.run(msg.task, levelPlan(msg.env.level), nowMs, picked);
+  ran(s);
   const ordinals = Int32Array.from(picked);
   if (msg.task.asJson) return { ...r, hits: [], hitsJson: JSON.stringify(r.hits), ordinals, nowMs, serviceMs: performance.now() - started };
   return { ...r, ordinals, nowMs, serviceMs: performance.now() - started };
@@ -167,6 +188,7 @@ export default function run(msg: WorkerTask): WorkerResult {
         msg.env,
       );
       const t4 = performance.now();
+      publishMemory(s);
       return {
         ...warmed,
         structuresBuilt: catalog.derivedBuilds - builds,
@@ -174,6 +196,7 @@ export default function run(msg: WorkerTask): WorkerResult {
         pathsRun,
         stepsMs: { sync: t1 - started, structures: t2 - t1, terms: t3 - t2, paths: t4 - t3 },
         nice: s.nice,
+        youngGenerationMb: resourceLimits.maxYoungGenerationSizeMb ?? 0,
         ...(s.niceWarning ? { niceWarning: s.niceWarning } : {}),
       };
     }

@@ -148,6 +148,13 @@ describe.runIf(here.ok)('tidal serve with acceptor threads', () => {
     expect(Object.values(served).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
     const metrics = await (await fetch(`${s.url}/metrics`)).text();
     expect(metrics).toMatch(/tidal_serve_responses_total\{route="retrieve",status="200"\} [1-9]/);
+    // Memory per thread: each acceptor holds its own catalogue, and reports it.
+    const memory = (stats.db as { memory: { catalog: { copies: number }; threads: { threadId: number }[] } }).memory;
+    expect(memory.catalog.copies).toBe(2);
+    for (const a of acceptors) {
+      expect(memory.threads.map((t) => t.threadId)).toContain(a.threadId);
+      expect(metrics).toMatch(new RegExp(`tidal_memory_thread_bytes\\{thread="${a.threadId}",kind="catalog"\\} [1-9]`));
+    }
 
     s.child.kill('SIGTERM');
     expect(await s.exited).toBe(0);

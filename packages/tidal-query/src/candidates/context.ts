@@ -73,6 +73,16 @@ export class ContextCandidates {
   #embedding: Database.Statement | null = null;
   #changedSince: Database.Statement | null = null;
 
+  /** Bytes of the popular subset's arrays and of the item vectors cached for it. */
+  get subsetBytes(): number {
+    const s = this.#subset;
+    let bytes = s
+      ? s.ordinals.byteLength + s.matrix.buffer.byteLength + s.floats.buffer.byteLength + s.rank.byteLength + s.sample.buffer.byteLength
+      : 0;
+    for (const v of this.#vectors.values()) bytes += v?.byteLength ?? 0;
+    return bytes;
+  }
+
   constructor(ctx: QueryContext, sources: CandidateSources) {
     this.#ctx = ctx;
     this.#sources = sources;

@@ -31,6 +31,15 @@ export function creatorListsOf(catalog: Catalog, field: string): Map<number, Int
   return next.lists;
 }
 
+/** Bytes of `catalog`'s cached creator lists (0 when none were built). */
+export function creatorListBytes(catalog: Catalog): number {
+  const cached = creatorLists.get(catalog);
+  if (!cached) return 0;
+  let bytes = cached.codeOf.byteLength;
+  for (const l of cached.lists.values()) bytes += l.byteLength;
+  return bytes;
+}
+
 function codeNow(catalog: Catalog, codes: Int32Array, o: number): number {
   return catalog.present[o] === 1 ? (codes[o] ?? -1) : -1;
 }

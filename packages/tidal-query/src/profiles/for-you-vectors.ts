@@ -30,6 +30,12 @@ export interface Int8Vectors {
 
 const int8Vectors = new WeakMap<Catalog, Int8Vectors>();
 
+/** Bytes of `catalog`'s int8 vectors and their norms, and the rows with a vector (0 when none are kept). */
+export function itemVectorBytes(catalog: Catalog): { bytes: number; rows: number } {
+  const v = int8Vectors.get(catalog);
+  return v ? { bytes: v.rows.byteLength + v.inverseNorms.byteLength, rows: v.live } : { bytes: 0, rows: 0 };
+}
+
 /** The int8 vectors of `ctx`'s items, brought up to its catalog's version. */
 export function itemVectors(ctx: QueryContext): Int8Vectors {
   const dims = ctx.schema.embeddingDims;

@@ -1,0 +1,139 @@
+/**
+ * stats().memory and the memory gauges: every component reported, each figure measured from the
+ * buffers it names, so it moves when the component grows.
+ */
+import { Registry } from 'prom-client';
+import { afterEach, describe, expect, it } from 'vitest';
+import { InvalidInputError, TidalDb, type ItemInput, type MemoryStats } from 'tidal-core';
+import { NOW, SCHEMA, TestClock } from './helpers.js';
+
+const open: TidalDb[] = [];
+
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((db) => db.close()));
+});
+
+const COMPONENTS = ['process', 'signals', 'users', 'cursors', 'catalog', 'text', 'vectors', 'threads'] as const;
+
+function items(from: number, n: number): ItemInput[] {
+  return Array.from({ length: n }, (_, k) => {
+    const i = from + k;
+    return {
+      id: `item-${i}`,
+      text: `word${i % 997} topic${i % 13} entry${i}`,
+      embedding: [1, (i % 17) / 17, (i % 5) / 5, 0.5],
+      metadata: { category: `c${i % 7}`, creator: `creator-${i % 50}`, duration: i },
+      createdAt: NOW - i * 1000,
+    };
+  });
+}
+
+/** Every figure of `m` that is a number, by path: what the test compares before and after. */
+function expectWhole(m: MemoryStats, workers: number): void {
+  for (const c of COMPONENTS) expect(m[c], c).toBeDefined();
+  expect(m.threads.map((t) => t.threadId)[0]).toBe(0);
+  expect(m.threads).toHaveLength(workers + 1);
+  for (const c of ['catalog', 'text', 'vectors'] as const) expect(m[c].copies).toBe(workers);
+  expect(new Set(m.threads.map((t) => t.threadId)).size).toBe(workers + 1);
+  for (const t of m.threads) expect(t.heapUsed).toBeGreaterThan(0);
+  expect(m.process.rss).toBeGreaterThan(0);
+}
+
+describe('stats().memory', () => {
+  it('reports every component and every thread, and the catalogue, text, vectors and signals grow with them', async () => {
+    const clock = new TestClock();
+    const db = await TidalDb.builder().ephemeral().workers(2).clock(clock.read).schema(SCHEMA).open();
+    open.push(db);
+    await db.upsertItems(items(0, 20));
+    await db.warm();
+    const before = db.stats().memory;
+    expectWhole(before, 2);
+    expect(before.catalog.items).toBe(20);
+
+    await db.upsertItems(items(20, 3000));
+    // 2 000 (item, kind) pairs: past the signal arena's first 1 024 slots.
+    await db.signals(Array.from({ length: 2000 }, (_, i) => ({ item: `item-${i}`, kind: 'view' })));
+    await db.warm();
+    const after = db.stats().memory;
+    expectWhole(after, 2);
+    expect(after.catalog.items).toBe(3020);
+    expect(after.catalog.bytes).toBeGreaterThan(before.catalog.bytes);
+    expect(after.text.bytes).toBeGreaterThan(before.text.bytes);
+    expect(after.text.terms).toBeGreaterThan(before.text.terms);
+    expect(after.vectors.bytes).toBeGreaterThan(before.vectors.bytes);
+    expect(after.vectors.rows).toBe(3020);
+    expect(after.signals.bytes).toBeGreaterThan(before.signals.bytes);
+    expect(after.signals.slots).toBeGreaterThanOrEqual(2000);
+    // Per thread: the two query threads' figures are what the components sum.
+    const workers = after.threads.slice(1);
+    expect(workers.reduce((a, t) => a + t.catalogBytes, 0)).toBe(after.catalog.bytes);
+    // One copy: 3 020 items × (4 dims + a 4-byte norm) at least.
+    expect(workers[0]!.vectorBytes).toBeGreaterThanOrEqual(3020 * 8);
+    // Without a worker module the users live on the database's thread: no shared records.
+    expect(after.users).toMatchObject({ bytes: 0, records: 0 });
+  });
+
+  it('with a worker module, users go into shared records whose bytes grow with them', async () => {
+    const db = await TidalDb.builder()
+      .ephemeral()
+      .workers(1)
+      .schema({ ...SCHEMA, creatorField: 'creator' })
+      .workerModule(new URL('./fixtures/idle-module.mjs', import.meta.url), null)
+      .open();
+    open.push(db);
+    await db.upsertItems(items(0, 10));
+    await db.upsertUsers([{ id: 'u-first' }]);
+    const before = db.stats().memory;
+    expectWhole(before, 1);
+    expect(before.users.records).toBeGreaterThanOrEqual(1);
+    await db.upsertUsers(Array.from({ length: 3000 }, (_, i) => ({ id: `user-${i}`, embedding: [1, 0, i / 3000, 0] })));
+    const after = db.stats().memory;
+    expect(after.users.users).toBe(3001);
+    expect(after.users.records).toBeGreaterThan(before.users.records + 2000);
+    expect(after.users.liveBytes).toBeGreaterThan(before.users.liveBytes);
+    expect(after.users.usedBytes).toBeGreaterThanOrEqual(after.users.liveBytes);
+    expect(after.users.bytes).toBeGreaterThanOrEqual(after.users.usedBytes);
+    expect(after.users.bytes).toBeGreaterThan(before.users.bytes);
+  });
+
+  it('is exported as gauges per component and per thread', async () => {
+    const registry = new Registry();
+    const db = await TidalDb.builder().ephemeral().workers(2).schema(SCHEMA).metrics(registry).open();
+    open.push(db);
+    await db.upsertItems(items(0, 50));
+    await db.warm();
+    const m = db.stats().memory;
+    const text = await registry.metrics();
+    for (const c of ['signals', 'users', 'cursors', 'catalog', 'text', 'vectors']) {
+      expect(text).toMatch(new RegExp(`tidal_memory_bytes\\{component="${c}"\\} \\d+`));
+    }
+    expect(text).toContain(`tidal_memory_bytes{component="catalog"} ${m.catalog.bytes}`);
+    expect(text).toMatch(/tidal_memory_process_bytes\{kind="rss"\} \d+/);
+    expect(text).toMatch(/tidal_memory_thread_bytes\{thread="main",kind="heap_used"\} \d+/);
+    for (const t of m.threads.slice(1)) {
+      expect(text).toContain(`tidal_memory_thread_bytes{thread="${t.threadId}",kind="catalog"} ${t.catalogBytes}`);
+    }
+  });
+});
+
+describe('workerYoungGenerationMb', () => {
+  it("caps every query worker's young generation, as each reports, and refuses a value out of range naming it", async () => {
+    const db = await TidalDb.builder().ephemeral().workers(2).schema(SCHEMA).workerYoungGenerationMb(6).open();
+    open.push(db);
+    expect((await db.warm()).map((w) => w.youngGenerationMb)).toEqual([6, 6]);
+    const plain = await TidalDb.builder().ephemeral().workers(1).schema(SCHEMA).open();
+    open.push(plain);
+    // V8's own limit, larger than the cap asked for above.
+    expect((await plain.warm())[0]!.youngGenerationMb).toBeGreaterThan(6);
+    for (const bad of [0, 1.5, 2048]) {
+      const err = await TidalDb.builder()
+        .ephemeral()
+        .schema(SCHEMA)
+        .workerYoungGenerationMb(bad)
+        .open()
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InvalidInputError);
+      expect(err).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'workerYoungGenerationMb', value: bad });
+    }
+  });
+});
