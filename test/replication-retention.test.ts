@@ -7,11 +7,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createClient } from 'redis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TidalDb } from 'tidal-core';
 import { RedisStreamReplication } from 'tidal-fleet';
-import { servicesSkipped, startRedis, type RedisServer } from '../packages/tidal-fleet/test/helpers/services.js';
+import { servicesSkipped, startRedis, trimStream, type RedisServer } from '../packages/tidal-fleet/test/helpers/services.js';
 
 const SCHEMA = {
   signals: [{ name: 'view', halfLifeMs: 3_600_000, windows: ['all' as const] }],
@@ -99,17 +98,6 @@ describe.skipIf(servicesSkipped)('replication: an origin holds its batches for t
     await until('a stopped holding them for b', () => a.stats().replication!.retained === 0);
   });
 
-  /** Drops every entry of the stream, as `maxLen` trimming does to old ones. */
-  async function trimAll(stream: string): Promise<void> {
-    const client = createClient({ url: redis.url });
-    await client.connect();
-    try {
-      await client.sendCommand(['XTRIM', stream, 'MAXLEN', '0']);
-    } finally {
-      await client.quit();
-    }
-  }
-
   it('fills from the outbox what was trimmed from the stream, and warns only of what neither holds', async () => {
     root = mkdtempSync(join(tmpdir(), 'tidal-repl-retention-'));
     now = 1_000_000;
@@ -124,7 +112,7 @@ describe.skipIf(servicesSkipped)('replication: an origin holds its batches for t
     // b's stored position, but a still holds batch 4 for b.
     await a.signal({ item: 'y0', kind: 'view', at: T0 });
     await until('a published batch 4', () => a.stats().replication!.unpublished === 0);
-    await trimAll(S);
+    await trimStream(redis.url, S);
     await a.signal({ item: 'y1', kind: 'view', at: T0 });
     await until('a published batch 5', () => a.stats().replication!.unpublished === 0);
     const warnings: string[] = [];
@@ -143,7 +131,7 @@ describe.skipIf(servicesSkipped)('replication: an origin holds its batches for t
     await until('a published batch 6', () => a.stats().replication!.unpublished === 0);
     now += PEER_TIMEOUT_MS + 1;
     await until('a released batch 6', () => a.stats().replication!.retained === 0);
-    await trimAll(S);
+    await trimStream(redis.url, S);
     const later: string[] = [];
     b = await replica('b', later, S);
     // No later batch of a shows the gap: the report and a read of the whole stream do.

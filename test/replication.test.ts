@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { createClient } from 'redis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Replica } from '../packages/tidal-fleet/test/helpers/replicas.js';
-import { servicesSkipped, startRedis, type RedisServer } from '../packages/tidal-fleet/test/helpers/services.js';
+import { servicesSkipped, startRedis, trimStream, type RedisServer } from '../packages/tidal-fleet/test/helpers/services.js';
 import { ITEMS_PER_REPLICA, itemId, signalsOf, userId, creatorOf } from './fixtures/replication-events.mjs';
 
 const REPLICA = fileURLToPath(new URL('./fixtures/replica.mjs', import.meta.url));
@@ -153,17 +153,6 @@ describe.skipIf(servicesSkipped)('replication: three replicas on one Redis Strea
       ...part('items'),
       ...part('users'),
     ].slice(0, 6);
-  }
-
-  /** Drops every entry of the stream, as `maxLen` trimming drops the oldest. */
-  async function trimStream(): Promise<void> {
-    const client = createClient({ url: redis.url });
-    await client.connect();
-    try {
-      await client.sendCommand(['XTRIM', stream, 'MAXLEN', '0']);
-    } finally {
-      await client.quit();
-    }
   }
 
   /** What the stream holds per origin (its entries' first seqs, the last few), for a failure's message. */
@@ -318,7 +307,7 @@ describe.skipIf(servicesSkipped)('replication: three replicas on one Redis Strea
       for (let n = 0; n < 4; n++) await Promise.all(all.map((r) => ask(r, 'round', { n, split: true })));
       rounds.fill(4);
       await converged(expectedCounts(rounds));
-      await trimStream();
+      await trimStream(redis.url, stream);
       // A replica started empty sees the gap and cannot catch up: neither the stream nor the outboxes hold it.
       dirs[3] = mkdtempSync(join(tmpdir(), 'tidal-repl-'));
       const fresh = await start(3);

@@ -16,6 +16,7 @@ import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } fr
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { createClient } from 'redis';
 
 export const servicesSkipped = process.env.TIDAL_SKIP_SERVICES === '1';
 
@@ -122,6 +123,17 @@ export interface RedisServer {
   /** Starts it again on the same port: empty, or with what its append-only file holds (`appendOnlyDir`). */
   restart(): Promise<void>;
   stop(): Promise<void>;
+}
+
+/** Drops every entry of `stream` on the Redis at `url`, as `maxLen` trimming drops the oldest. */
+export async function trimStream(url: string, stream: string): Promise<void> {
+  const client = createClient({ url });
+  await client.connect();
+  try {
+    await client.sendCommand(['XTRIM', stream, 'MAXLEN', '0']);
+  } finally {
+    await client.quit();
+  }
 }
 
 /**
