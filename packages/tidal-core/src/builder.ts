@@ -23,8 +23,22 @@ export class TidalDbBuilder {
     return this;
   }
 
-  schema(schema: TidalOptions['schema']): this {
+  /**
+   * What the database holds. Required at the first open of a directory (it is stored there);
+   * left out later, the stored schema is used; given, it is compared with the stored one: additions
+   * are applied with a `TIDAL_SCHEMA_CHANGED` warning, other changes need {@link migrate}.
+   */
+  schema(schema: NonNullable<TidalOptions['schema']>): this {
     this.#o.schema = schema;
+    return this;
+  }
+
+  /**
+   * Consents to incompatible schema changes on this open, by kind: `{ allow: ['half-life-changed'] }`.
+   * Each is applied and stored in one transaction (docs/api.md, "Schema changes", says what it does).
+   */
+  migrate(options: NonNullable<TidalOptions['migrate']>): this {
+    this.#o.migrate = options;
     return this;
   }
 
@@ -189,7 +203,7 @@ export class TidalDbBuilder {
   /** Validates the options and opens the database, with its workers warm. */
   async open(): Promise<TidalDb> {
     const embedder = this.#embedder === undefined ? undefined : checkEmbedder(this.#embedder);
-    const db = await TidalDb.open(this.#o as TidalOptions);
+    const db = await TidalDb.open(this.#o);
     if (embedder !== undefined) attachEmbedder(db, embedder);
     return db;
   }

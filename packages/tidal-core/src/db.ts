@@ -5,7 +5,14 @@ import { readItemSignals, type QuerySchema, type SignalStore, type SignalValues,
 import type { AnnBuild } from './ann-build.js';
 import type { QueryPool } from './query-pool.js';
 import type { WorkSharing } from './sharing.js';
-import { checkOptionObject, resolveOptions, type FilledOptions, type TidalOptions, type WarmOptions } from './options.js';
+import {
+  checkOptionObject,
+  resolveOptions,
+  type FilledOptions,
+  type ResolvedOptions,
+  type TidalOptions,
+  type WarmOptions,
+} from './options.js';
 import { TidalDbBuilder } from './builder.js';
 import type { QueryRecorder, QueryStats, VectorSearchMode } from './stats.js';
 import type { OpenSessionOptions, SessionHandle, SessionInfo, SessionSummary } from './sessions.js';
@@ -156,10 +163,11 @@ export class TidalDb implements AsyncDisposable {
     return round;
   }
 
-  private constructor(o: FilledOptions) {
+  private constructor(resolved: ResolvedOptions) {
+    const p = openParts(resolved);
+    const o = p.options;
     this.#o = o;
     this.#schema = o.schema;
-    const p = openParts(o);
     this.#p = p;
     ({ store: this.#store, writes: this.#writes, queries: this.#queries, users: this.#users } = p);
     // A finished build is adopted by a warm of its own, so no query pays for mapping it.
