@@ -16,6 +16,7 @@ export type { WorkSharingOptions } from './sharing.js';
 export type { LevelReason } from './level-choice.js';
 export type { MetricsRegistry } from './metrics.js';
 export type { MigrateOptions, SchemaDefinition, SignalKindDefinition } from './schema.js';
+export type { DiversityOf, FieldsOf, FieldValue, FilterOf, KindOf, MetadataOf } from './schema-types.js';
 export { MAX_ID_LENGTH, MAX_TEXT_LENGTH, MAX_LIMIT, MAX_BATCH, MAX_METADATA_BYTES } from './validate.js';
 export type {
   Item,

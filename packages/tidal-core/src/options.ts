@@ -48,7 +48,8 @@ export interface CapacityOptions {
   signalSlots?: number;
 }
 
-export interface TidalOptions {
+/** The options of `TidalDb.open`; `S`, the schema's type, is inferred from `schema` (see `TidalDb<S>`). */
+export interface TidalOptions<S extends SchemaDefinition = SchemaDefinition> {
   /** Directory holding the database; created if missing. Exactly one of `path` and `ephemeral`. */
   path?: string;
   /** A database in a temporary directory, deleted on close. */
@@ -58,7 +59,7 @@ export interface TidalOptions {
    * out, a later open uses the stored one. Given again, it is compared with the stored one
    * (see {@link TidalOptions.migrate}).
    */
-  schema?: SchemaDefinition;
+  schema?: S;
   /**
    * The incompatible schema changes this open may apply (a removed signal kind, a changed
    * half-life...): without them such a change is refused with `SchemaChangeError`.
