@@ -49,6 +49,11 @@ function schemaMistakes(db: TypedDb): void {
   void db.upsert({ id: 'b', metadata: { category: null } });
 }
 
+/** The schema's type given to a reopen without `.schema()`, and inferred by `TidalDb.open` from its options. */
+type TypedSchema = TypedDb extends TidalDb<infer S> ? S : never;
+const reopen = (): Promise<TidalDb<TypedSchema>> => TidalDb.builder<TypedSchema>().path('./data').open();
+const viaOpen = () => TidalDb.open({ ephemeral: true, schema: { signals: [{ name: 'share', halfLifeMs: 1 }] } });
+
 // A schema typed as SchemaDefinition (or a reopen without .schema()) keeps the loose types.
 function looseCalls(db: TidalDb, typedAsDefinition: TidalDb<SchemaDefinition>): void {
   void db.signal({ item: 'a', kind: 'click' });
@@ -85,9 +90,13 @@ describe('public types', () => {
     expectTypeOf(schemaMistakes).toBeFunction();
     expectTypeOf(looseCalls).toBeFunction();
     expectTypeOf(typedBuilder).toHaveProperty('open');
+    expectTypeOf(reopen).toBeFunction();
+    expectTypeOf(viaOpen).toBeFunction();
     expectTypeOf<TypedDb>().toEqualTypeOf<TidalDb<typeof typedBuilder extends { open(): Promise<TidalDb<infer S>> } ? S : never>>();
     expectTypeOf<Parameters<TypedDb['signal']>[0]['kind']>().toEqualTypeOf<'view' | 'like'>();
     expectTypeOf<SignalInput['kind']>().toEqualTypeOf<string>();
+    expectTypeOf<Parameters<Awaited<ReturnType<typeof reopen>>['signal']>[0]['kind']>().toEqualTypeOf<'view' | 'like'>();
+    expectTypeOf<Parameters<Awaited<ReturnType<typeof viaOpen>>['signal']>[0]['kind']>().toEqualTypeOf<'share'>();
     expectTypeOf<Parameters<TidalDb['signal']>[0]['kind']>().toEqualTypeOf<string>();
   });
 
