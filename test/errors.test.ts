@@ -63,6 +63,8 @@ function sampleOf(cls: string): TidalError {
       return new load.CursorExpiredError('evicted', 'was evicted');
     case 'MissingPackageError':
       return new load.MissingPackageError('tidal-fleet', '--redis', 'is not installed', 'npm install tidal-fleet');
+    case 'SchemaChangeError':
+      return new load.SchemaChangeError([{ change: 'half-life-changed', field: 'schema.signals.view.halfLifeMs', stored: 1, given: 2 }]);
     case 'DependencyUnavailableError':
       return new load.DependencyUnavailableError('embedder', 'shed', 0, 'bulkhead full');
     default:

@@ -457,7 +457,7 @@ describe('fuzz: malformed input is refused, writes nothing, and the database reo
         const options = { ...base, ...patch } as Record<string, unknown>;
         for (const k of Object.keys(options)) if (options[k] === undefined && !Object.hasOwn(patch, k)) delete options[k];
         if (Object.hasOwn(patch, 'path')) delete options.ephemeral;
-        await expectRefused(`open(${inspect(patch)})`, () => TidalDb.open(options as unknown as TidalOptions));
+        await expectRefused(`open(${inspect(patch)})`, () => TidalDb.open(options));
         if (viaBuilder && isObject(patch.sessions)) {
           await expectRefused(`builder.sessions(${inspect(patch.sessions)})`, () =>
             TidalDb.builder()

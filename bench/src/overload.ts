@@ -275,7 +275,7 @@ async function child(argv: string[]): Promise<void> {
     clock += 50;
     const batch = Array.from({ length: 50 }, () => ({
       item: corpus.id(engaged[Math.floor(rand() * engaged.length)]!),
-      kind: 'view',
+      kind: 'view' as const,
       at: clock,
     }));
     db.signals(batch).catch(() => writeErrors++);

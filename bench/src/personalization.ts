@@ -28,7 +28,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { DegradationLevel, TidalDb, type DegradationLevelName, type RetrieveRequest, type SignalInput } from 'tidal-core';
+import {
+  DegradationLevel,
+  TidalDb,
+  type DegradationLevelName,
+  type RetrieveRequest,
+  type SchemaDefinition,
+  type SignalInput,
+} from 'tidal-core';
 import { AnnIndex, FOR_YOU_BUDGETS, forYouBudgetAt, levelPlan } from 'tidal-query';
 import { Corpus, personalizationSchema } from './corpus.js';
 import { mulberry32 } from './random.js';
@@ -91,7 +98,8 @@ const log = (s = ''): void => (report ? report.line(s) : void process.stdout.wri
 async function main(): Promise<void> {
   const corpus = new Corpus({ items: ITEMS, dims: DIMS });
   const now = corpus.now;
-  const schema = personalizationSchema(DIMS);
+  // Typed as a SchemaDefinition: the events are generated with kinds as strings.
+  const schema: SchemaDefinition = personalizationSchema(DIMS);
   const dir = opts.dir === '' ? fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-bench-personal-')) : path.resolve(opts.dir);
   fs.mkdirSync(dir, { recursive: true });
   // What a kept directory was loaded with: a run that asks for the same reopens it (the ANN index

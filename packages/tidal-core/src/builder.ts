@@ -2,13 +2,18 @@ import type { RateLimiterConfig, ReplicationLink } from 'tidal-load';
 import { TidalDb } from './db.js';
 import { attachEmbedder, checkEmbedder, type TextEmbedder } from './embedding.js';
 import { mergeSessionOptions, type AnnOptions, type TidalOptions } from './options.js';
+import type { SchemaDefinition } from './schema.js';
 import type { SessionOptions } from './session-options.js';
 import type { WorkSharingOptions } from './sharing.js';
 import type { CursorOptions } from './pinned-rankings.js';
 
-/** Fluent configuration; every setter validates in {@link TidalDbBuilder.open}. */
-export class TidalDbBuilder {
-  readonly #o: Partial<TidalOptions> = {};
+/**
+ * Fluent configuration; every setter validates in {@link TidalDbBuilder.open}. `S` is the schema's
+ * type, inferred by {@link TidalDbBuilder.schema} from the object it is given: the database it opens
+ * is a `TidalDb<S>`, whose signal kinds, metadata fields and filter keys are checked at compile time.
+ */
+export class TidalDbBuilder<S extends SchemaDefinition = SchemaDefinition> {
+  readonly #o: TidalOptions = {};
   #embedder: unknown;
 
   /** Keep the database in this directory. */
@@ -23,8 +28,23 @@ export class TidalDbBuilder {
     return this;
   }
 
-  schema(schema: TidalOptions['schema']): this {
+  /**
+   * What the database holds. Required at the first open of a directory (it is stored there);
+   * left out later, the stored schema is used; given, it is compared with the stored one: additions
+   * are applied with a `TIDAL_SCHEMA_CHANGED` warning, other changes need {@link migrate}.
+   */
+  schema<const T extends SchemaDefinition>(schema: T): TidalDbBuilder<T> {
     this.#o.schema = schema;
+    // The same builder, its type now naming the schema.
+    return this as unknown as TidalDbBuilder<T>;
+  }
+
+  /**
+   * Consents to incompatible schema changes on this open, by kind: `{ allow: ['half-life-changed'] }`.
+   * Each is applied and stored in one transaction (docs/api.md, "Schema changes", says what it does).
+   */
+  migrate(options: NonNullable<TidalOptions['migrate']>): this {
+    this.#o.migrate = options;
     return this;
   }
 
@@ -196,9 +216,9 @@ export class TidalDbBuilder {
   }
 
   /** Validates the options and opens the database, with its workers warm. */
-  async open(): Promise<TidalDb> {
+  async open(): Promise<TidalDb<S>> {
     const embedder = this.#embedder === undefined ? undefined : checkEmbedder(this.#embedder);
-    const db = await TidalDb.open(this.#o as TidalOptions);
+    const db = await TidalDb.open<S>(this.#o as TidalOptions<S>);
     if (embedder !== undefined) attachEmbedder(db, embedder);
     return db;
   }

@@ -5,8 +5,16 @@ import { readItemSignals, type QuerySchema, type SignalStore, type SignalValues,
 import type { AnnBuild } from './ann-build.js';
 import type { QueryPool } from './query-pool.js';
 import type { WorkSharing } from './sharing.js';
-import { checkOptionObject, resolveOptions, type FilledOptions, type TidalOptions, type WarmOptions } from './options.js';
+import {
+  checkOptionObject,
+  resolveOptions,
+  type FilledOptions,
+  type ResolvedOptions,
+  type TidalOptions,
+  type WarmOptions,
+} from './options.js';
 import { TidalDbBuilder } from './builder.js';
+import type { SchemaDefinition } from './schema.js';
 import type { QueryRecorder, QueryStats, VectorSearchMode } from './stats.js';
 import type { OpenSessionOptions, SessionHandle, SessionInfo, SessionSummary } from './sessions.js';
 import type { Item, ItemInput, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
@@ -76,7 +84,7 @@ export function internalsOf(db: TidalDb): TidalDbInternals {
  * is admitted by its {@link QueryFront}, validated and planned, and its result built, by the read
  * pipeline (read-pipeline.ts), and it runs on the worker pool.
  */
-export class TidalDb implements AsyncDisposable {
+export class TidalDb<S extends SchemaDefinition = SchemaDefinition> implements AsyncDisposable {
   readonly #o: FilledOptions;
   readonly #schema: QuerySchema;
   /** Every part of the open database (see lifecycle.ts); the reads' pipeline is `#p.reads` (read-pipeline.ts). */
@@ -96,8 +104,8 @@ export class TidalDb implements AsyncDisposable {
   #closing: Promise<void> | undefined;
 
   /** Starts configuring a database. */
-  static builder(): TidalDbBuilder {
-    return new TidalDbBuilder();
+  static builder<S extends SchemaDefinition = SchemaDefinition>(): TidalDbBuilder<S> {
+    return new TidalDbBuilder<S>();
   }
 
   /**
@@ -114,10 +122,10 @@ export class TidalDb implements AsyncDisposable {
   }
 
   /** Opens a database from options (what the builder calls). */
-  static async open(options: TidalOptions): Promise<TidalDb> {
+  static async open<const S extends SchemaDefinition = SchemaDefinition>(options: TidalOptions<S>): Promise<TidalDb<S>> {
     const o = resolveOptions(options);
     const t0 = performance.now();
-    const db = new TidalDb(o);
+    const db = new TidalDb<S>(o);
     db.#openMs.parts = performance.now() - t0;
     try {
       if (o.metricsRegistry) {
@@ -158,10 +166,11 @@ export class TidalDb implements AsyncDisposable {
     return round;
   }
 
-  private constructor(o: FilledOptions) {
+  private constructor(resolved: ResolvedOptions) {
+    const p = openParts(resolved);
+    const o = p.options;
     this.#o = o;
     this.#schema = o.schema;
-    const p = openParts(o);
     this.#p = p;
     ({ store: this.#store, writes: this.#writes, queries: this.#queries, users: this.#users } = p);
     // A finished build is adopted by a warm of its own, so no query pays for mapping it.
@@ -190,12 +199,12 @@ export class TidalDb implements AsyncDisposable {
   // ---- items -------------------------------------------------------------------------------
 
   /** Inserts or replaces one item; resolves when it is durable. */
-  async upsert(item: ItemInput): Promise<void> {
+  async upsert(item: ItemInput<S>): Promise<void> {
     await this.upsertItems([item]);
   }
 
   /** Inserts or replaces items, all or none; resolves when they are durable and visible to queries. */
-  async upsertItems(items: readonly ItemInput[]): Promise<void> {
+  async upsertItems(items: readonly ItemInput<S>[]): Promise<void> {
     this.#check('upsert items');
     checkBatch('items', items);
     await this.#writes.upsertItems(await embedMissing(this, items, this.#schema.embeddingDims, this.#o.onWarning));
@@ -218,7 +227,7 @@ export class TidalDb implements AsyncDisposable {
   // ---- signals -----------------------------------------------------------------------------
 
   /** Records one signal; resolves with its sequence number once it is durable. */
-  async signal(signal: SignalInput): Promise<number> {
+  async signal(signal: SignalInput<S>): Promise<number> {
     return this.signals([signal]);
   }
 
@@ -227,7 +236,7 @@ export class TidalDb implements AsyncDisposable {
    * resolves with the first one's sequence number once all are durable (an empty batch writes nothing
    * and resolves with the last number handed out so far; items writes draw from the same sequence).
    */
-  async signals(batch: readonly SignalInput[]): Promise<number> {
+  async signals(batch: readonly SignalInput<S>[]): Promise<number> {
     this.#check('write signals');
     checkBatch('signals', batch);
     return this.#writes.signals(batch, null);
@@ -325,7 +334,7 @@ export class TidalDb implements AsyncDisposable {
    * token bucket is empty (nothing is written; counted in the summary's `rejections`);
    * InvalidInputError for a bad signal.
    */
-  async sessionSignal(session: SessionHandle, signal: SignalInput): Promise<number> {
+  async sessionSignal(session: SessionHandle, signal: SignalInput<S>): Promise<number> {
     this.#check('write session signals');
     const now = this.#o.clock();
     const s = this.#p.sessions.admit(session, now);
@@ -363,7 +372,9 @@ export class TidalDb implements AsyncDisposable {
    * Ranked retrieval by a profile (trending, popular, new), optionally around a context vector.
    * Takes an optional `signal`, `timeoutMs`, `criticality` and `level` (see {@link QueryControl}).
    */
-  retrieve(req: RetrieveRequest): Promise<RetrieveResults> {
+  retrieve(request: RetrieveRequest<S>): Promise<RetrieveResults> {
+    // The schema's type narrows what compiles; the checks at run time are the same for every S.
+    const req = request as RetrieveRequest;
     const admitted = this.#queries.admit(req, 'retrieve', this.#closing !== undefined);
     return admitted instanceof InFlightGuard ? this.#retrieve(req, admitted) : Promise.reject(admitted);
   }
@@ -403,7 +414,8 @@ export class TidalDb implements AsyncDisposable {
    * `criticality` and `level` (see {@link QueryControl}); with `semantic: true`, embeds `text`
    * through the configured embedder first (see {@link semanticSearch}).
    */
-  search(req: SearchRequest): Promise<SearchResults> {
+  search(request: SearchRequest<S>): Promise<SearchResults> {
+    const req = request as SearchRequest;
     if (req?.semantic !== undefined) return semanticSearch(this, req, this.#schema.embeddingDims, (r) => this.search(r));
     const admitted = this.#queries.admit(req, 'search', this.#closing !== undefined);
     if (!(admitted instanceof InFlightGuard)) return Promise.reject(admitted);

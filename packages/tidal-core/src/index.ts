@@ -17,7 +17,8 @@ export type { WorkerModuleExports } from './worker-host.js';
 export type { WorkSharingOptions } from './sharing.js';
 export type { LevelReason } from './level-choice.js';
 export type { MetricsRegistry } from './metrics.js';
-export type { SchemaDefinition, SignalKindDefinition } from './schema.js';
+export type { MigrateOptions, SchemaDefinition, SignalKindDefinition } from './schema.js';
+export type { DiversityOf, FieldsOf, FieldValue, FilterOf, KindOf, MetadataOf } from './schema-types.js';
 export { MAX_ID_LENGTH, MAX_TEXT_LENGTH, MAX_LIMIT, MAX_BATCH, MAX_METADATA_BYTES } from './validate.js';
 export type {
   Item,
@@ -48,6 +49,9 @@ export {
   DirectoryLockedError,
   CursorExpiredError,
   MissingPackageError,
+  SchemaChangeError,
+  COMPATIBLE_SCHEMA_CHANGES,
+  INCOMPATIBLE_SCHEMA_CHANGES,
   ERROR_CODES,
   WARNING_CODES,
   DegradationLevel,
@@ -71,6 +75,10 @@ export type {
   ReplicationLinkStats,
   OriginPosition,
   ReplicationGap,
+  SchemaChange,
+  SchemaChangeKind,
+  CompatibleSchemaChange,
+  IncompatibleSchemaChange,
 } from 'tidal-load';
 export type { OriginStats, ReplicaStats } from './replica-stats.js';
 export { SESSION_DEFAULTS } from './session-options.js';

@@ -15,7 +15,8 @@ import { createEphemeralDir, removeEphemeralDir } from './ephemeral-dirs.js';
 import { Cursors } from './cursor.js';
 import { PinnedRankings } from './pinned-rankings.js';
 import { lockDirectory } from './dir-lock.js';
-import type { FilledOptions } from './options.js';
+import { checkKindCapacity, type FilledOptions, type ResolvedOptions } from './options.js';
+import { decideSchema } from './schema-store.js';
 import { prepareDirectory } from './paths.js';
 import { QueryFront } from './query-front.js';
 import { QueryPool } from './query-pool.js';
@@ -81,17 +82,20 @@ export interface DbParts {
   readonly unlock: () => void;
   /** The replication state when the database replicates, else null. */
   readonly replica: ReplicaState | null;
+  /** The options with the schema the open decided on (the stored one, or the given one applied). */
+  readonly options: FilledOptions;
 }
 
 /**
  * Opens the directory and every part of the database on it. On failure, what was opened is closed
  * again (an ephemeral directory deleted) and the error thrown (see {@link openFailure}).
  */
-export function openParts(o: FilledOptions): DbParts {
-  const ephemeral = o.dir === null;
+export function openParts(resolved: ResolvedOptions): DbParts {
+  const { migrate, ...rest } = resolved;
+  const ephemeral = rest.dir === null;
   let dir: string;
   try {
-    dir = o.dir ?? createEphemeralDir();
+    dir = rest.dir ?? createEphemeralDir();
   } catch (err) {
     throw new InternalError(`could not create a temporary directory for an ephemeral database: ${(err as Error).message}`, { cause: err });
   }
@@ -101,7 +105,7 @@ export function openParts(o: FilledOptions): DbParts {
   let db: Database.Database;
   try {
     unlock = lockDirectory(dir);
-    db = openWriterConnection(file, o.durability);
+    db = openWriterConnection(file, rest.durability);
   } catch (err) {
     unlock?.();
     if (ephemeral) removeEphemeralDir(dir);
@@ -112,12 +116,27 @@ export function openParts(o: FilledOptions): DbParts {
   try {
     openStorage(db, file);
     const meta = new Meta(db);
+    const decided = decideSchema({ db, meta, given: rest.schema, allow: migrate, file, onWarning: rest.onWarning });
+    checkKindCapacity(rest.capacity.items, decided.schema.kinds.length);
+    const o: FilledOptions = { ...rest, schema: decided.schema };
     const cursors = new Cursors(meta);
     const log = new SignalLog(db);
     const checkpointRows = new SlotCheckpoint(db, SLOT_BYTES, o.capacity.signalSlots, SLOT_LAYOUT);
     const store = SignalStore.create({ kinds: o.schema.kinds, maxOrdinals: o.capacity.items, maxSlots: o.capacity.signalSlots });
     ackMark = o.durability === 'none' ? null : AckMark.open(`${file}-ack`, o.onWarning);
-    const start = recover({ db, meta, log, checkpointRows, store, ackMark, schema: o.schema, file, onWarning: o.onWarning });
+    const start = recover({
+      db,
+      meta,
+      log,
+      checkpointRows,
+      store,
+      ackMark,
+      schema: o.schema,
+      storeSchema: decided.store,
+      file,
+      onWarning: o.onWarning,
+    });
+    decided.warn();
     const users = start.users;
     const sessions = new SessionRegistry(db, o.sessions, o.rateLimit, o.clock, o.onWarning);
     // The write path is made below; validation only asks it for ordinals once queries run.
@@ -222,6 +241,7 @@ export function openParts(o: FilledOptions): DbParts {
       shared,
       host: host ?? null,
       replica,
+      options: o,
     };
     return { ...parts, ackMark, walCheckpointer, unlock };
   } catch (err) {

@@ -21,7 +21,9 @@ import {
 import { MAX_EVENT_MS, type QuerySchema } from 'tidal-query';
 import type { MetricsRegistry } from './metrics.js';
 import { checkPath } from './paths.js';
-import { resolveSchema, type SchemaDefinition } from './schema.js';
+import { resolveSchema, type MigrateOptions, type SchemaDefinition } from './schema.js';
+import { resolveMigrate } from './schema-store.js';
+import type { IncompatibleSchemaChange } from 'tidal-load';
 import { checkWhole, isPlainObject } from './validate.js';
 import { resolveRateLimiterConfig, type RateLimit, type RateLimiterConfig, type ReplicationLink } from 'tidal-load';
 import { resolveSessionOptions, type FilledSessionOptions, type SessionOptions } from './session-options.js';
@@ -46,12 +48,23 @@ export interface CapacityOptions {
   signalSlots?: number;
 }
 
-export interface TidalOptions {
+/** The options of `TidalDb.open`; `S`, the schema's type, is inferred from `schema` (see `TidalDb<S>`). */
+export interface TidalOptions<S extends SchemaDefinition = SchemaDefinition> {
   /** Directory holding the database; created if missing. Exactly one of `path` and `ephemeral`. */
   path?: string;
   /** A database in a temporary directory, deleted on close. */
   ephemeral?: boolean;
-  schema: SchemaDefinition;
+  /**
+   * What the database holds. Required at the first open of a directory, where it is stored; left
+   * out, a later open uses the stored one. Given again, it is compared with the stored one
+   * (see {@link TidalOptions.migrate}).
+   */
+  schema?: S;
+  /**
+   * The incompatible schema changes this open may apply (a removed signal kind, a changed
+   * half-life...): without them such a change is refused with `SchemaChangeError`.
+   */
+  migrate?: MigrateOptions;
   /**
    * Query worker threads.
    * @default the number of cores (os.availableParallelism())
@@ -268,6 +281,7 @@ const OPTION_KEYS: readonly (keyof TidalOptions)[] = [
   'path',
   'ephemeral',
   'schema',
+  'migrate',
   'workers',
   'workerNice',
   'workerYoungGenerationMb',
@@ -351,8 +365,24 @@ function checkClock(clock: unknown): () => number {
   return clock as () => number;
 }
 
+/**
+ * The options before the open decides the schema from the stored one and the given one (`schema`,
+ * null when left out; see schema-store.ts) and checks `capacity` against it ({@link checkKindCapacity}).
+ */
+export interface ResolvedOptions extends Omit<FilledOptions, 'schema'> {
+  schema: QuerySchema | null;
+  migrate: ReadonlySet<IncompatibleSchemaChange>;
+}
+
+/** Refuses more (item, kind) index entries than 2^30: `capacity.items` × the schema's kinds. */
+export function checkKindCapacity(items: number, kinds: number): void {
+  if (items * kinds > 2 ** 30) {
+    throw new InvalidInputError('capacity.items', `at most ${Math.floor(2 ** 30 / kinds)} with ${kinds} signal kinds`, items);
+  }
+}
+
 /** The one resolve step: after it, internal code sees only filled-in, valid values. */
-export function resolveOptions(options: TidalOptions): FilledOptions {
+export function resolveOptions(options: TidalOptions): ResolvedOptions {
   const given: unknown = options;
   if (!isPlainObject(given)) throw new InvalidInputError('options', 'an object of database options', given);
   for (const k of Object.keys(given)) {
@@ -369,8 +399,8 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
     throw new InvalidInputError('builder', 'given exactly one of .path(dir) and .ephemeral()', hasPath ? 'both' : 'neither');
   }
   if (hasPath) checkPath(o.path);
-  if (o.schema === undefined) throw new InvalidInputError('schema', 'given with .schema({...}) before open()', o.schema);
-  const schema = resolveSchema(o.schema);
+  const schema = o.schema === undefined ? null : resolveSchema(o.schema);
+  const migrate = resolveMigrate(o.migrate);
   const workers = o.workers === undefined ? Math.max(1, availableParallelism()) : checkWhole('workers', o.workers, 1, DEFAULTS.maxWorkers);
   const workerNice = o.workerNice === undefined ? 0 : checkWhole('workerNice', o.workerNice, 0, 19);
   const workerYoungGenerationMb =
@@ -382,18 +412,13 @@ export function resolveOptions(options: TidalOptions): FilledOptions {
     items: checkWhole('capacity.items', o.capacity?.items ?? DEFAULTS.capacity.items, 1, 2 ** 28),
     signalSlots: checkWhole('capacity.signalSlots', o.capacity?.signalSlots ?? DEFAULTS.capacity.signalSlots, 1, 2 ** 24),
   };
-  if (capacity.items * schema.kinds.length > 2 ** 30) {
-    throw new InvalidInputError(
-      'capacity.items',
-      `at most ${Math.floor(2 ** 30 / schema.kinds.length)} with ${schema.kinds.length} signal kinds`,
-      capacity.items,
-    );
-  }
+  if (schema !== null) checkKindCapacity(capacity.items, schema.kinds.length);
   const load = resolveLoad(o, workers);
   return {
     ...load,
     dir: hasPath ? o.path! : null,
     schema,
+    migrate,
     workers,
     workerNice,
     workerYoungGenerationMb,

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { InvalidInputError, type WarningSink } from 'tidal-load';
+import type { WarningSink } from 'tidal-load';
 import type { AckMark, SignalLog, SlotCheckpoint } from 'tidal-wal';
 import { ItemsWriter, SLOT_BYTES, SLOT_LAYOUT, type QuerySchema, type SignalStore } from 'tidal-query';
 import { META, type Meta } from 'tidal-wal/storage';
@@ -14,19 +14,20 @@ export interface RecoveryDeps {
   readonly store: SignalStore;
   readonly ackMark: AckMark | null;
   readonly schema: QuerySchema;
+  /** Records the schema: called in the transaction that writes the kind names (see schema-store.ts). */
+  readonly storeSchema: () => void;
   /** The database file, for messages. */
   readonly file: string;
   readonly onWarning: WarningSink;
 }
 
 /**
- * Rebuilds what the write path starts from after an open: refuses a schema the stored data cannot
- * be read under, restores the signal store from the last checkpoint plus the log after it (kinds
+ * Rebuilds what the write path starts from after an open (under the schema schema-store.ts
+ * decided, which it records): restores the signal store from the last checkpoint plus the log after it (kinds
  * remapped by name, so adding, dropping or reordering kinds is safe), and finds the sequence number
  * to continue from. Runs on the writer connection before any write or query.
  */
 export function recover(deps: RecoveryDeps): WritePathStart {
-  checkStoredSchema(deps);
   const items = new ItemsWriter(deps.db);
   const ids = items.idMap();
   const eventsSinceCheckpoint = recoverSignals(deps);
@@ -36,24 +37,8 @@ export function recover(deps: RecoveryDeps): WritePathStart {
   return { ids, lastSeq: recoveredLastSeq(deps), itemsVersion: items.maxVersion(), eventsSinceCheckpoint, users };
 }
 
-/** Refuses to reinterpret stored embeddings under another dimension. */
-function checkStoredSchema({ db, meta, schema }: RecoveryDeps): void {
-  const storedDims = meta.get(META.embeddingDims);
-  if (storedDims !== undefined && storedDims !== schema.embeddingDims) {
-    const any = db.prepare('SELECT 1 FROM items WHERE embedding IS NOT NULL LIMIT 1').get();
-    if (any) {
-      throw new InvalidInputError(
-        'schema.embeddingDims',
-        `${storedDims}, the dimension of the embeddings already stored`,
-        schema.embeddingDims,
-      );
-    }
-  }
-  meta.set(META.embeddingDims, schema.embeddingDims);
-}
-
 /** Signal state = the last checkpoint + the log after it, with kinds remapped by name. Returns the events replayed. */
-function recoverSignals({ db, meta, log, checkpointRows, store, schema }: RecoveryDeps): number {
+function recoverSignals({ db, meta, log, checkpointRows, store, schema, storeSchema }: RecoveryDeps): number {
   const kindIndex = new Map(schema.kinds.map((k, i) => [k.name, i]));
   const storedKinds = meta.get(META.kinds) ?? null;
   const current = schema.kinds.map((k) => k.name);
@@ -77,17 +62,21 @@ function recoverSignals({ db, meta, log, checkpointRows, store, schema }: Recove
   const converted = saved.length > 0 && checkpointRows.storedLayout !== SLOT_LAYOUT;
   if ((changed && (saved.length > 0 || replayed > 0)) || converted) {
     checkpointRows.markAllDirty();
-    // The new kind names go in the same transaction: a crash must not leave a checkpoint in the
-    // new numbering under the old names.
+    // The new kind names and the schema go in the same transaction: a crash must not leave a
+    // checkpoint in the new numbering under the old names, nor a migrated state under the old schema.
     db.transaction(() => {
       checkpointRows.write(store.arena.slots, store.slotsUsed(), SLOT_BYTES);
       meta.set(META.kinds, current);
+      storeSchema();
       log.checkpointThrough(log.lastSeq());
     })();
     checkpointRows.committed();
     return 0;
   }
-  meta.set(META.kinds, current);
+  db.transaction(() => {
+    meta.set(META.kinds, current);
+    storeSchema();
+  })();
   return replayed;
 }
 

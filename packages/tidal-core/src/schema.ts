@@ -1,4 +1,4 @@
-import { InvalidInputError } from 'tidal-load';
+import { InvalidInputError, type IncompatibleSchemaChange } from 'tidal-load';
 import type { FieldType, QuerySchema, SignalKindSpec, WindowName } from 'tidal-query';
 import { checkDense, isPlainObject } from './validate.js';
 
@@ -49,6 +49,15 @@ export interface SchemaDefinition {
    * @default 604 800 000 (7 days)
    */
   affinityHalfLifeMs?: number;
+}
+
+/** What `migrate()` takes: the incompatible schema changes an open may apply. */
+export interface MigrateOptions {
+  /**
+   * The changes to apply, by kind (`'kind-removed'`, `'half-life-changed'`, ...): the ones a
+   * `SchemaChangeError` lists. A change not named here is still refused.
+   */
+  allow: readonly IncompatibleSchemaChange[];
 }
 
 /** Default half-life of creator affinities: a week. */

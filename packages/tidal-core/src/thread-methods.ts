@@ -66,11 +66,17 @@ export type LinkHandlers = {
 };
 
 /**
+ * A function type compared as a method is (its parameters bivariantly), so a `TidalDb<S>` whose
+ * schema narrows what its methods take is still a {@link DbCalls}.
+ */
+type AsMethod<A extends unknown[], R> = { call(...args: A): R }['call'];
+
+/**
  * The table's methods as one handle or the other answers them: `TidalDb` at once or with a
  * promise, a thread's handle always with a promise. What tidal serve's routes call.
  */
 export type DbCalls = {
-  [M in ThreadMethod]: (...args: LinkCalls[M]['args']) => ReturnType<TidalDb[M]> | Promise<LinkCalls[M]['answer']>;
+  [M in ThreadMethod]: AsMethod<LinkCalls[M]['args'], ReturnType<TidalDb[M]> | Promise<LinkCalls[M]['answer']>>;
 };
 
 /** The table's methods as a thread's handle has them, forwarded: always a promise. */

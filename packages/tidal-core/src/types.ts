@@ -1,16 +1,8 @@
 import type { Criticality, DegradationLevel, DegradationLevelName } from 'tidal-load';
 import type { LevelReason } from './level-choice.js';
-import type {
-  Diversity,
-  Explain,
-  Filter,
-  FollowingOrder,
-  ForYouWeights,
-  Profile,
-  RetrievedItem,
-  SearchHit,
-  VelocityWindow,
-} from 'tidal-query';
+import type { Explain, FollowingOrder, ForYouWeights, Profile, RetrievedItem, SearchHit, VelocityWindow } from 'tidal-query';
+import type { SchemaDefinition } from './schema.js';
+import type { DiversityOf, FilterOf, KindOf, MetadataOf } from './schema-types.js';
 import type { SessionHandle } from './sessions.js';
 import type { UserFilter } from './user-requests.js';
 
@@ -37,16 +29,22 @@ export interface UserQuery {
   userFilter?: UserFilter;
 }
 
-/** An item as written. Everything but `id` is optional. */
-export interface ItemInput {
+/**
+ * An item as written. Everything but `id` is optional. `S`, the schema (inferred by the builder),
+ * types `metadata`: see {@link MetadataOf}.
+ */
+export interface ItemInput<S extends SchemaDefinition = SchemaDefinition> {
   /** 1 to 512 characters. */
   id: string;
   /** Indexed for BM25 text search; up to 100 000 characters. */
   text?: string | null;
   /** `schema.embeddingDims` finite numbers, not all zero; indexed for ANN search. */
   embedding?: readonly number[] | Float32Array | null;
-  /** Any JSON object up to 64 KiB; fields declared in `schema.metadata` must have their declared type. */
-  metadata?: Record<string, unknown>;
+  /**
+   * Any JSON object up to 64 KiB; fields declared in `schema.metadata` must have their declared type.
+   * Under a schema the builder inferred, only its declared fields compile.
+   */
+  metadata?: MetadataOf<S>;
   /**
    * Creation time in milliseconds since the epoch (the `new` profile and `createdAt` filters use it).
    * @default now (the database clock)
@@ -63,11 +61,11 @@ export interface Item {
   createdAt: number;
 }
 
-/** One engagement event. */
-export interface SignalInput {
+/** One engagement event; `S`, the schema (inferred by the builder), types `kind`. */
+export interface SignalInput<S extends SchemaDefinition = SchemaDefinition> {
   item: string;
   /** A signal kind declared in the schema. */
-  kind: string;
+  kind: KindOf<S>;
   /**
    * Added to the decayed score (counts and velocity count events, whatever their weight).
    * @default 1
@@ -132,13 +130,13 @@ export interface QueryControl {
  * request that could only be refused does not compile: `user` for `for_you` and `following`, `item`
  * for `related`.
  */
-export type RetrieveRequest =
-  | (RetrieveFields & { profile: 'for_you' | 'following'; user: string })
-  | (RetrieveFields & { profile: 'related'; item: string })
-  | (RetrieveFields & { profile: Exclude<Profile, 'for_you' | 'following' | 'related'> });
+export type RetrieveRequest<S extends SchemaDefinition = SchemaDefinition> =
+  | (RetrieveFields<S> & { profile: 'for_you' | 'following'; user: string })
+  | (RetrieveFields<S> & { profile: 'related'; item: string })
+  | (RetrieveFields<S> & { profile: Exclude<Profile, 'for_you' | 'following' | 'related'> });
 
-/** The fields of a {@link RetrieveRequest}, each profile's together. */
-export interface RetrieveFields extends QueryControl, UserQuery {
+/** The fields of a {@link RetrieveRequest}, each profile's together; `S` types `filter` and `diversity`. */
+export interface RetrieveFields<S extends SchemaDefinition = SchemaDefinition> extends QueryControl, UserQuery {
   /**
    * `trending` (velocity), `popular` (decayed score), `new` (creation time), `for_you` (a user's
    * feed; needs `user`), `following` (the followed creators' items; needs `user`), `hot` (popularity
@@ -155,8 +153,9 @@ export interface RetrieveFields extends QueryControl, UserQuery {
   item?: string;
   /** Rank among the ANN neighbours of this vector instead of the whole corpus. */
   context?: readonly number[] | Float32Array;
-  filter?: Filter;
-  diversity?: Diversity;
+  /** Conditions on declared metadata fields and `createdAt`. */
+  filter?: FilterOf<S>;
+  diversity?: DiversityOf<S>;
   /**
    * 1 to 1000.
    * @default 20
@@ -219,10 +218,11 @@ export interface RetrieveResults {
 }
 
 /** What `search()` takes: {@link SearchFields} with `text`, `vector` or both (a search of neither does not compile). */
-export type SearchRequest = SearchFields & ({ text: string } | { vector: readonly number[] | Float32Array });
+export type SearchRequest<S extends SchemaDefinition = SchemaDefinition> = SearchFields<S> &
+  ({ text: string } | { vector: readonly number[] | Float32Array });
 
-/** The fields of a {@link SearchRequest}. */
-export interface SearchFields extends QueryControl, UserQuery {
+/** The fields of a {@link SearchRequest}; `S` types `filter` and `diversity`. */
+export interface SearchFields<S extends SchemaDefinition = SchemaDefinition> extends QueryControl, UserQuery {
   /** Free text, matched word by word (any word) and ranked by BM25. */
   text?: string;
   /** A query vector, matched by ANN (cosine). With `text` too, the two are fused by RRF. */
@@ -233,8 +233,9 @@ export interface SearchFields extends QueryControl, UserQuery {
    * @default false
    */
   semantic?: boolean;
-  filter?: Filter;
-  diversity?: Diversity;
+  /** Conditions on declared metadata fields and `createdAt`. */
+  filter?: FilterOf<S>;
+  diversity?: DiversityOf<S>;
   /**
    * Multiplies the relevance score by 1 + boost × ln(1 + popularity), popularity being the sum of
    * decayed signal scores.

@@ -3,6 +3,8 @@
  * public API: `docs/errors.md` lists them and a test ties that list to {@link ERROR_CODES} both ways.
  */
 
+import { describeSchemaChange, type SchemaChange } from './schema-changes.js';
+
 const MARK = Symbol.for('tidal.error');
 
 export const ERROR_CODES = [
@@ -25,6 +27,7 @@ export const ERROR_CODES = [
   'TIDAL_DIRECTORY_LOCKED',
   'TIDAL_CURSOR_EXPIRED',
   'TIDAL_MISSING_PACKAGE',
+  'TIDAL_SCHEMA_INCOMPATIBLE',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -504,6 +507,42 @@ export class MissingPackageError extends TidalError {
   }
 }
 
+/**
+ * The schema given to `open()` differs from the one the database stored in a way that drops or
+ * reinterprets stored data (a removed signal kind, a changed half-life, a removed metadata field...).
+ * Nothing was changed. Open with `migrate({ allow })` naming the changes to apply them.
+ */
+export class SchemaChangeError extends TidalError {
+  /** True for a `TIDAL_SCHEMA_INCOMPATIBLE` error, even one thrown by another copy of the package. */
+  static override is(value: unknown): value is SchemaChangeError {
+    return hasCode(value, 'TIDAL_SCHEMA_INCOMPATIBLE');
+  }
+
+  /** The first refused change's schema path: `schema.signals.like.halfLifeMs`. */
+  readonly field: string;
+  /** Its stored value (undefined: absent). */
+  readonly stored: unknown;
+  /** Its given value (undefined: absent). */
+  readonly given: unknown;
+  /** Every refused change, in schema order. */
+  readonly changes: readonly SchemaChange[];
+
+  constructor(changes: readonly SchemaChange[]) {
+    const first = changes[0]!;
+    const allow = [...new Set(changes.map((c) => `'${c.change}'`))].join(', ');
+    super(
+      'TIDAL_SCHEMA_INCOMPATIBLE',
+      `the schema given to open() changes the stored one in a way that drops or reinterprets stored data: ` +
+        `${changes.map(describeSchemaChange).join('; ')}. Nothing was changed. To apply it, open with ` +
+        `.migrate({ allow: [${allow}] }); to open with the stored schema, leave .schema() out`,
+    );
+    this.field = first.field;
+    this.stored = first.stored;
+    this.given = first.given;
+    this.changes = changes;
+  }
+}
+
 function describeCause(cause: unknown): string {
   return cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
 }
@@ -529,6 +568,7 @@ const CLASS_OF: { readonly [C in ErrorCode]: abstract new (...args: never[]) => 
   TIDAL_DIRECTORY_LOCKED: DirectoryLockedError,
   TIDAL_CURSOR_EXPIRED: CursorExpiredError,
   TIDAL_MISSING_PACKAGE: MissingPackageError,
+  TIDAL_SCHEMA_INCOMPATIBLE: SchemaChangeError,
 };
 
 /**

@@ -19,10 +19,13 @@ export {
   DirectoryLockedError,
   CursorExpiredError,
   MissingPackageError,
+  SchemaChangeError,
   ERROR_CODES,
   reviveError,
 } from './errors.js';
 export type { ErrorCode, CursorGoneReason } from './errors.js';
+export { COMPATIBLE_SCHEMA_CHANGES, INCOMPATIBLE_SCHEMA_CHANGES, describeSchemaChange } from './schema-changes.js';
+export type { CompatibleSchemaChange, IncompatibleSchemaChange, SchemaChange, SchemaChangeKind } from './schema-changes.js';
 export { WARNING_CODES, emitProcessWarning } from './warnings.js';
 export type { TidalWarning, WarningCode, WarningSink } from './warnings.js';
 export { DegradationLevel, levelName, checkLevel } from './levels.js';

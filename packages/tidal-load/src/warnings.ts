@@ -64,6 +64,8 @@ export const WARNING_CODES = [
   'TIDAL_REPLICATION_GAP',
   /** The shared memory holding user, session and co-engagement state for other threads is full; their personalized reads go to the database's thread. */
   'TIDAL_SHARED_STATE_FULL',
+  /** On open, the given schema differed from the stored one; the changes were applied and stored. */
+  'TIDAL_SCHEMA_CHANGED',
 ] as const;
 
 export type WarningCode = (typeof WARNING_CODES)[number];

@@ -30,6 +30,9 @@ function samples(m: ErrorModule): Record<ErrorCode, TidalError> {
     TIDAL_DIRECTORY_LOCKED: new m.DirectoryLockedError('/data', 4242, '2026-01-01T00:00:00.000Z'),
     TIDAL_CURSOR_EXPIRED: new m.CursorExpiredError('expired', 'expired'),
     TIDAL_MISSING_PACKAGE: new m.MissingPackageError('tidal-fleet', '--redis', 'is not installed', 'npm install tidal-fleet'),
+    TIDAL_SCHEMA_INCOMPATIBLE: new m.SchemaChangeError([
+      { change: 'kind-removed', field: 'schema.signals.like', stored: 'like', given: undefined },
+    ]),
   };
 }
 

@@ -4,10 +4,10 @@
  * 2 for a bad flag or value (one line on stderr), 1 for any other failure to start.
  */
 
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
-import { resolve as resolvePath } from 'node:path';
+import { join, resolve as resolvePath } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Registry } from 'prom-client';
 import { DEFAULT_THRESHOLDS, InvalidInputError, TidalDb, autoAdmissionLimit, type SchemaDefinition } from 'tidal-core';
@@ -35,6 +35,10 @@ import { handleShutdown } from './shutdown.js';
 const USAGE_EXIT = 2;
 
 class UsageError extends Error {}
+
+function noStoredSchema(path: string): InvalidInputError {
+  return new InvalidInputError('--schema', `given: ${path} holds no database with a stored schema yet`, undefined);
+}
 
 function readSchema(path: string): SchemaDefinition {
   let text: string;
@@ -72,14 +76,17 @@ async function serve(config: ServeConfig): Promise<void> {
   }
   const log = (line: string) => process.stderr.write(`tidal serve: ${line}\n`);
   const keys = config.keys === undefined ? undefined : KeyRing.fromFile(config.keys);
-  const schema = config.demo ? tidalSchema(128) : readSchema(config.schema!);
+  // Left out on a --path that already holds a database: the schema stored there.
+  const schema = config.demo ? tidalSchema(128) : config.schema === undefined ? undefined : readSchema(config.schema);
+  if (!config.demo && schema === undefined && !existsSync(join(config.path!, 'tidal.db'))) throw noStoredSchema(config.path!);
   const routes = config.routes === undefined ? undefined : await loadRoutes(config.routes);
   // Before anything opens: a missing tidal-fleet is a setup error, said at once.
   const fleetModule = await loadFleetModule(config);
   const workers = config.workers ?? Math.min(64, availableParallelism());
   const plan = resolveAcceptors(config, workers, reusePortSupport());
   const registry = new Registry();
-  let builder = TidalDb.builder().schema(schema).metrics(registry);
+  let builder = TidalDb.builder().metrics(registry);
+  if (schema !== undefined) builder = builder.schema(schema);
   builder = config.demo ? builder.ephemeral() : builder.path(config.path!);
   if (config.workers !== undefined) builder = builder.workers(config.workers);
   // A worker that is also an acceptor answers HTTP itself: lowering it below the main thread (the
@@ -127,6 +134,7 @@ async function serve(config: ServeConfig): Promise<void> {
   } catch (err) {
     threaded?.channels.forEach((c) => (c.up.close(), c.down.close()));
     await fleet.close();
+    if (schema === undefined && InvalidInputError.is(err) && err.field === 'schema') throw noStoredSchema(config.path!);
     throw err;
   }
   try {

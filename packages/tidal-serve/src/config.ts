@@ -109,7 +109,10 @@ export const CONFIG_DEFAULTS = Object.freeze({
  */
 const FLAGS = {
   path: { type: 'string', help: 'DIR        the database directory (created if missing); required unless --demo' },
-  schema: { type: 'string', help: 'FILE     the schema as JSON (a SchemaDefinition); required unless --demo' },
+  schema: {
+    type: 'string',
+    help: 'FILE     the schema as JSON (a SchemaDefinition); required at the first start on --path (stored there), optional later',
+  },
   port: { type: 'string', help: `N          port to listen on, 0 for any free one (default ${CONFIG_DEFAULTS.port})` },
   host: { type: 'string', help: `HOST       address to listen on (default ${CONFIG_DEFAULTS.host}); beyond loopback --keys is required` },
   backlog: {
@@ -179,7 +182,7 @@ const FLAGS = {
 
 /** `tidal serve --help`. */
 export const HELP = [
-  'usage: tidal serve --path DIR --schema FILE [flags]',
+  'usage: tidal serve --path DIR [--schema FILE] [flags]',
   '       tidal serve --demo [flags]',
   '',
   'flags:',
@@ -281,7 +284,6 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
       );
     }
     if (!demo && path === undefined) throw new InvalidInputError('--path', 'given (or use --demo)', undefined);
-    if (!demo && schema === undefined) throw new InvalidInputError('--schema', 'given (or use --demo)', undefined);
     if (path === '') throw new InvalidInputError('--path', 'a non-empty directory', path);
   }
   if (!demo && raw['demo-items'] !== undefined) throw new InvalidInputError('--demo-items', 'given only with --demo', str('demo-items'));

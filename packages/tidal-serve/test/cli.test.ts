@@ -32,7 +32,6 @@ describe('tidal serve flags', () => {
     [['serve', '--demo', '--in-flight-cap', '2.5'], /^tidal serve: --in-flight-cap must be a whole number/],
     [['serve', '--demo', '--worker-nice', '25'], /^tidal serve: --worker-nice must be a whole number from 0 to 19, got "25"/],
     [['serve', '--demo', '--bogus'], /^tidal serve: flag must be one that tidal serve --help lists, got "--bogus"/],
-    [['serve', '--path', 'x'], /^tidal serve: --schema must be given/],
     [['serve', '--demo', '--host', '0.0.0.0'], /^tidal serve: --keys is required when --host is not a loopback address \(got 0\.0\.0\.0\)/],
     [['launch'], /^tidal serve: unknown command "launch"/],
   ])('%j exits 2 with one line', (args, message) => {
@@ -41,6 +40,13 @@ describe('tidal serve flags', () => {
     expect(r.stderr).toMatch(message);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stdout).toBe('');
+  });
+
+  it('exits 2 without --schema on a directory that holds no database yet', () => {
+    const r = run(['serve', '--path', join(tempDir(), 'data'), '--workers', '1']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/^tidal serve: --schema must be given: \S+ holds no database with a stored schema yet/);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
   });
 
   it('exits 2 for a schema file that is not there, and for a keys file with a short key', () => {

@@ -127,13 +127,16 @@ describe('parseServeArgs', () => {
     [['--path', 'd', '--schema', 's', '-x'], 'flag'],
     [['--demo', '--port', '--workers', '2'], '--port'],
     [['--path', 'd', '--schema', 's', 'extra'], 'argument'],
-    [['--path', 'd'], '--schema'],
     [['--schema', 's'], '--path'],
     [['--demo', '--path', 'd'], '--path'],
     [['--path', 'd', '--schema', 's', '--demo-items', '5'], '--demo-items'],
     [['--demo', '--no-adaptive=yes'], '--no-adaptive'],
   ])('refuses %j naming %s', (argv, field) => {
     expect(refusal(argv).field).toBe(field);
+  });
+
+  it('--schema may be left out with --path (the database then uses the schema it stored)', () => {
+    expect(parseServeArgs(['--path', 'd'])).toMatchObject({ path: 'd', schema: undefined });
   });
 
   it('--help lists every flag', () => {

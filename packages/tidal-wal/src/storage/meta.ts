@@ -19,6 +19,10 @@ function textKey(name: string): MetaKey<string> {
   return Object.freeze({ name, encode: (value: string) => value, decode: (text: string) => text });
 }
 
+function jsonKey(name: string): MetaKey<unknown> {
+  return Object.freeze({ name, encode: (value: unknown) => JSON.stringify(value), decode: (text: string) => JSON.parse(text) as unknown });
+}
+
 function namesKey(name: string): MetaKey<readonly string[]> {
   return Object.freeze({
     name,
@@ -35,6 +39,12 @@ function namesKey(name: string): MetaKey<readonly string[]> {
 export const META = Object.freeze({
   /** The schema's `embeddingDims` when the file was last opened: stored embeddings have this many dimensions. */
   embeddingDims: numberKey('embeddingDims'),
+  /**
+   * The schema the database was last opened with, as a schema definition with every default
+   * written out (JSON): read when `.schema()` is left out, compared with the one given otherwise.
+   * Written in the transaction that writes `kinds` (and the checkpoint a kind change rewrites).
+   */
+  schema: jsonKey('schema'),
   /**
    * The signal kind names, in the order the signal log and the slot checkpoint number them (JSON
    * array of strings): on open, stored kinds are remapped to the schema's by name.
