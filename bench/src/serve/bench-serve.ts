@@ -7,6 +7,13 @@
  * The same phases run against every server of `--variants` (default: the chain on, `--no-admission`,
  * `--worker-nice 0`), all at the first one's C.
  *
+ * `--mix default` sends the query mix of docs/overload.md, picked from `--distinct` requests drawn
+ * up front. `--mix personal` first builds `--users` users through the server's routes (histories
+ * and follows: personal-users.ts), then draws every arrival's request afresh in the generator
+ * (personal-mix.ts): for_you, for_you + unseen, following, related, trending, text and hybrid
+ * reads, and signals, hides and follows naming users throughout. Either way C is measured only
+ * once the server's vector searches use the ANN index (`/stats` `db.vectorSearch`).
+ *
  * The whole set runs unpinned and pinned (`--pin both`, the default; `on`, `off`): pinned, the
  * server runs on `--server-cpus` and the generator (and this process) on `--generator-cpus`,
  * through `taskset`, so neither takes CPU from the other; each mode measures its own C. A phase in
@@ -31,6 +38,8 @@ import { mixHttpRequest, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
 import { Report, fmtInt, parseOptionsOrThrow, usage, type OptionSpec } from '../harness/index.js';
 import { LOADGEN_DEFAULTS, type LoadgenClient, type RequestSpec } from './loadgen.js';
+import { itemsByCategory, PERSONAL_DEFAULTS, type PersonalMixSpec } from './personal-mix.js';
+import { buildUsers } from './personal-users.js';
 import {
   allowedCpus,
   chooseCpus,
@@ -70,6 +79,10 @@ interface Flags {
   closed: number;
   workers: number;
   distinct: number;
+  mix: 'default' | 'personal';
+  /** `--mix personal`: users built before the run, and the share of arrivals that are writes. */
+  users: number;
+  writeShare: number;
   profile: boolean;
   /** The phase (its factor of C) whose main-thread profile is reported. */
   profileAt: number;
@@ -96,7 +109,24 @@ const FLAGS = {
   closed: { type: 'int', default: 16, description: 'closed-loop concurrency that measures C' },
   capacity: { type: 'int', default: 0, min: 0, description: "a fixed C in requests/s instead of the closed loop's (0: measured)" },
   workers: { type: 'int', default: 2, description: "the server's query workers" },
-  distinct: { type: 'int', default: 8192, description: 'distinct requests in the mix' },
+  distinct: { type: 'int', default: 8192, description: 'distinct requests in the default mix' },
+  mix: {
+    type: 'string',
+    default: 'default',
+    choices: ['default', 'personal'],
+    description: "default: docs/overload.md's query mix; personal: users, for_you, following, related ... drawn per arrival, with writes",
+  },
+  users: {
+    type: 'int',
+    default: PERSONAL_DEFAULTS.users,
+    min: 1,
+    description: '--mix personal: users built through the routes before the run',
+  },
+  'write-share': {
+    type: 'number',
+    default: PERSONAL_DEFAULTS.writeShare * 100,
+    description: '--mix personal: PCT of arrivals that are writes naming a user (signals, hides, follows)',
+  },
   client: { type: 'string', default: 'raw', choices: ['raw', 'undici'], description: "the generator's client" },
   profile: { type: 'boolean', description: "the first server's main-thread profile at the phase of --profile-at" },
   'profile-at': { type: 'int', default: 3, description: 'the phase (factor of C) --profile reports' },
@@ -163,6 +193,9 @@ function parseFlags(argv: readonly string[]): Flags {
     closed: o.closed,
     workers: o.workers,
     distinct: o.distinct,
+    mix: o.mix as Flags['mix'],
+    users: o.users,
+    writeShare: atMost('--write-share', o['write-share'], 100) / 100,
     profile: o.profile,
     profileAt: o['profile-at'],
     // A fixed C (requests/s) instead of the closed loop's: two builds compared at the same offered rates.
@@ -256,6 +289,20 @@ async function startServer(
   });
   await waitReady(url);
   return { child, url, pid: child.pid!, exited };
+}
+
+/**
+ * Until the server's vector searches use the ANN index (`db.vectorSearch` of /stats is `ann`, or
+ * `none` without embeddings): a C measured while it builds would be exact search's.
+ */
+async function waitAnn(url: string): Promise<void> {
+  for (let i = 0; i < 6000; i++) {
+    const r = await fetch(`${url}/stats`);
+    const body = (await r.json()) as { db?: { vectorSearch?: string } };
+    if (body.db?.vectorSearch === 'ann' || body.db?.vectorSearch === 'none') return;
+    await sleep(100);
+  }
+  throw new Error('the ANN index was not in use 10 minutes after the start');
 }
 
 async function waitReady(url: string): Promise<void> {
@@ -391,6 +438,8 @@ function sampler(server: Server, everyMs: number): { stop(): Promise<Tick[]> } {
 interface Context {
   flags: Flags;
   requestsFile: string;
+  /** `--mix personal`: the corpus and the mix, to build the users on each server. */
+  personal: { corpus: Corpus; spec: PersonalMixSpec } | null;
   /** The generator's CPUs when pinned. */
   generatorCpus: number[] | null;
 }
@@ -504,6 +553,13 @@ async function runServer(
   const server = await startServer(flags, variant, runtime, serverCpus, profileDir);
   try {
     const cpusAllowed = formatCpuList(allowedCpus(server.pid));
+    if (ctx.personal !== null) {
+      const built = await buildUsers(server.url, ctx.personal.corpus, ctx.personal.spec, PERSONAL_DEFAULTS.follows);
+      process.stderr.write(
+        `  built ${fmtInt(built.users)} users, ${fmtInt(built.signals)} signals naming them, ${fmtInt(built.follows)} follows through the routes (${(built.ms / 1000).toFixed(1)} s)\n`,
+      );
+    }
+    await waitAnn(server.url);
     // A warm-up the tables leave out: the first seconds after the load (JIT, caches, the OS's pages)
     // would otherwise be billed to whichever server runs first.
     await phase(ctx, server, 'warm-up', null, { closed: flags.closed }, Math.min(5, flags.seconds), 10);
@@ -586,17 +642,20 @@ function pinPlan(flags: Flags): { pin: PinLabel; cpus: { server: number[]; gener
   return flags.pin === 'on' ? [pinned] : [unpinned, pinned];
 }
 
-function writeDocs(markdown: string, svg: string): void {
+function writeDocs(markdown: string, svg: string, mix: Flags['mix']): void {
   const doc = join(ROOT, 'docs', 'serve.md');
-  const begin = '<!-- bench:serve:begin -->';
-  const end = '<!-- bench:serve:end -->';
-  const block = `${begin}\n${markdown}\n![goodput per phase](serve.svg)\n${end}`;
+  // Each mix has its own block and chart: a run of one leaves the other's tables as they were.
+  const tag = mix === 'default' ? 'bench:serve' : 'bench:serve:personal';
+  const chart = mix === 'default' ? 'serve.svg' : 'serve-personal.svg';
+  const begin = `<!-- ${tag}:begin -->`;
+  const end = `<!-- ${tag}:end -->`;
+  const block = `${begin}\n${markdown}\n![goodput per phase](${chart})\n${end}`;
   const text = existsSync(doc) ? readFileSync(doc, 'utf8') : '# tidal serve\n';
   const next = text.includes(begin)
     ? text.slice(0, text.indexOf(begin)) + block + text.slice(text.indexOf(end) + end.length)
-    : `${text.trimEnd()}\n\n## Measured under overload\n\n${block}\n`;
+    : `${text.trimEnd()}\n\n## Measured under overload${mix === 'default' ? '' : ': the personalized mix'}\n\n${block}\n`;
   writeFileSync(doc, next);
-  writeFileSync(join(ROOT, 'docs', 'serve.svg'), svg);
+  writeFileSync(join(ROOT, 'docs', chart), svg);
 }
 
 async function main(): Promise<number> {
@@ -620,20 +679,33 @@ async function main(): Promise<number> {
     // The server builds the same corpus (seed 42, 128 dimensions); only its vocabulary and
     // category centroids matter for drawing queries, not its clock.
     const corpus = new Corpus({ items: flags.items, dims: 128, seed: 42 });
-    const rand = mulberry32(7);
-    const specs: RequestSpec[] = prepareRequests(corpus, rand, flags.distinct).map(mixHttpRequest);
     const requestsFile = join(work, 'mix.json');
-    writeFileSync(requestsFile, JSON.stringify(specs));
-    const ctx: Context = { flags, requestsFile, generatorCpus: null };
+    let personal: Context['personal'] = null;
+    if (flags.mix === 'personal') {
+      const spec: PersonalMixSpec = {
+        draw: 'personal',
+        items: flags.items,
+        users: flags.users,
+        history: PERSONAL_DEFAULTS.history,
+        writeShare: flags.writeShare,
+        byCategory: itemsByCategory(corpus),
+      };
+      personal = { corpus, spec };
+      writeFileSync(requestsFile, JSON.stringify(spec));
+    } else {
+      const specs: RequestSpec[] = prepareRequests(corpus, mulberry32(7), flags.distinct).map(mixHttpRequest);
+      writeFileSync(requestsFile, JSON.stringify(specs));
+    }
+    const ctx: Context = { flags, requestsFile, personal, generatorCpus: null };
     const pins: PinRun[] = [];
     for (const p of plan) pins.push(await runPinMode(ctx, p.pin, p.cpus));
     report.set('flags', flags);
     report.set('pins', pins);
     report.finish();
     const md = renderMarkdown(pins, flags);
-    if (flags.docs) writeDocs(md, renderSvg(pins));
+    if (flags.docs) writeDocs(md, renderSvg(pins), flags.mix);
     report.line(md);
-    if (flags.docs) process.stderr.write('wrote docs/serve.md and docs/serve.svg\n');
+    if (flags.docs) process.stderr.write(`wrote docs/serve.md and docs/${flags.mix === 'default' ? 'serve' : 'serve-personal'}.svg\n`);
     return pins.some((p) => p.failed.length > 0) ? 1 : 0;
   } finally {
     rmSync(work, { recursive: true, force: true });

@@ -72,7 +72,8 @@ async function serve(config: ServeConfig): Promise<void> {
   }
   const log = (line: string) => process.stderr.write(`tidal serve: ${line}\n`);
   const keys = config.keys === undefined ? undefined : KeyRing.fromFile(config.keys);
-  const schema = config.demo ? tidalSchema(128) : readSchema(config.schema!);
+  // The demo names its items' creator, so follows, blocks and `following` work on it.
+  const schema = config.demo ? { ...tidalSchema(128), creatorField: 'creator' } : readSchema(config.schema!);
   const routes = config.routes === undefined ? undefined : await loadRoutes(config.routes);
   // Before anything opens: a missing tidal-fleet is a setup error, said at once.
   const fleetModule = await loadFleetModule(config);

@@ -63,6 +63,36 @@ describe('tidal serve flags', () => {
   });
 });
 
+describe('tidal serve --demo', () => {
+  it("names its items' creator: follows and profile following work on it", async () => {
+    const child = spawn(process.execPath, [CLI, 'serve', '--demo', '--demo-items', '200', '--port', '0', '--workers', '1'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    onTestFinished(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const first = await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
+    const url = /listening on (\S+)/.exec(first)![1]!;
+    const post = async (path: string, body: unknown) => {
+      const r = await fetch(`${url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+    };
+    const item = (await (await fetch(`${url}/items/item-000000`)).json()) as { metadata: { creator: string } };
+    expect((await post('/users', { id: 'ana' })).status).toBe(200);
+    expect((await post('/users/ana/follow', { creator: item.metadata.creator })).status).toBe(200);
+    const feed = await post('/retrieve', { profile: 'following', user: 'ana', limit: 5 });
+    expect(feed.status).toBe(200);
+    expect((feed.body.items as { id: string }[]).map((i) => i.id)).toContain('item-000000');
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  });
+});
+
 describe('tidal serve shutdown', () => {
   it.skipIf(process.platform !== 'linux')("--worker-nice sets the query workers' nice value, and only theirs", async () => {
     const child = spawn(
