@@ -125,6 +125,17 @@ describe('the personal mix (personal-mix.ts)', () => {
     expect(a.follows.length).toBeGreaterThan(0);
   });
 
+  it('with `only` and `level`, draws that read type alone, each asking for the level, and no writes', () => {
+    const next = personalDrawer({ ...spec, only: 'following', level: 'NoDiversity' }, mulberry32(5));
+    for (let i = 0; i < 500; i++) {
+      const r = next();
+      expect(r.type).toBe('following');
+      expect(bodyOf(r)).toMatchObject({ profile: 'following', level: 'NoDiversity' });
+    }
+    expect(() => checkSource({ ...spec, only: 'write:signal' })).toThrow(/--requests\.only/);
+    expect(() => checkSource({ ...spec, level: 'Cheap' })).toThrow(/--requests\.level/);
+  });
+
   it('refuses a drawn mix it does not know, or a spec with a bad field, naming the field', () => {
     expect(() => checkSource({ ...spec, draw: 'other' })).toThrow(InvalidInputError);
     expect(() => checkSource({ ...spec, draw: 'other' })).toThrow(/--requests\.draw/);

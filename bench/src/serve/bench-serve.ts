@@ -27,9 +27,8 @@
  *
  *     npm run bench:serve -- --help
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InvalidInputError } from 'tidal-core';
@@ -40,16 +39,7 @@ import { Report, fmtInt, parseOptionsOrThrow, usage, type OptionSpec } from '../
 import { LOADGEN_DEFAULTS, type LoadgenClient, type RequestSpec } from './loadgen.js';
 import { itemsByCategory, PERSONAL_DEFAULTS, type PersonalMixSpec } from './personal-mix.js';
 import { buildUsers } from './personal-users.js';
-import {
-  allowedCpus,
-  chooseCpus,
-  formatCpuList,
-  parseCpuList,
-  pinnedCommand,
-  setAffinity,
-  tasksetAvailable,
-  type PinMode,
-} from './pinning.js';
+import { allowedCpus, chooseCpus, formatCpuList, parseCpuList, setAffinity, tasksetAvailable, type PinMode } from './pinning.js';
 import { summarizeProfile } from './profile.js';
 import {
   describePhase,
@@ -63,6 +53,8 @@ import {
   type Tick,
 } from './report.js';
 import { runLoadgen } from './spawn-loadgen.js';
+import { measureStages, renderStageRatios, renderStages } from './stages.js';
+import { rssOf, startServer, stopServer, waitAnn, type Server } from './server-child.js';
 import { readThreads, threadShares, type ThreadTime } from './threads.js';
 import { checkThresholds, judgePhase, VALIDITY_DEFAULTS, type ValidityThresholds } from './validity.js';
 import { DEFAULT_VARIANTS, parseVariants, resolveRuntime, type ResolvedRuntime, type VariantSpec } from './variants.js';
@@ -99,6 +91,9 @@ interface Flags {
   lateMs: number;
   validity: ValidityThresholds;
   docs: boolean;
+  /** `--stages`: the per-stage CPU matrix instead of the phases, `stageSeconds` per cell. */
+  stages: boolean;
+  stageSeconds: number;
   json: string;
 }
 
@@ -165,6 +160,12 @@ const FLAGS = {
     description: "INVALID when the generator's event-loop lag p99 is above MS (≤ 60000)",
   },
   'no-docs': { type: 'boolean', description: 'do not write docs/serve.md and docs/serve.svg' },
+  stages: {
+    type: 'boolean',
+    description:
+      "with --mix personal: instead of the phases, each read type at each level forced (`level` in the body), a closed loop of --closed each, and the server's CPU µs per request by stage (TIDAL_STAGE_TIMES=1); the first variant only; never writes docs/",
+  },
+  'stage-seconds': { type: 'int', default: 3, min: 1, description: '--stages: seconds per type and level' },
 } as const satisfies Record<string, OptionSpec>;
 
 function atMost(flag: string, n: number, max: number): number {
@@ -212,7 +213,9 @@ function parseFlags(argv: readonly string[]): Flags {
       maxLagP99Ms: atMost('--max-lag-ms', o['max-lag-ms'], 60_000),
       maxLateShare: atMost('--max-late-share', o['max-late-share'], 100) / 100,
     }),
-    docs: !o['no-docs'],
+    docs: !o['no-docs'] && !o.stages,
+    stages: o.stages,
+    stageSeconds: o['stage-seconds'],
     json: o.json === undefined ? join(ROOT, 'bench', 'results', 'serve.json') : resolve(o.json),
   };
 }
@@ -220,118 +223,6 @@ function parseFlags(argv: readonly string[]): Flags {
 // ---------------------------------------------------------------------------------------------
 // The server child and what is sampled from it
 // ---------------------------------------------------------------------------------------------
-
-interface Server {
-  child: ChildProcess;
-  url: string;
-  pid: number;
-  exited: Promise<number | null>;
-}
-
-async function startServer(
-  flags: Flags,
-  variant: VariantSpec,
-  runtime: ResolvedRuntime,
-  cpus: readonly number[] | null,
-  profileDir: string | null,
-): Promise<Server> {
-  const args = [
-    ...(profileDir === null ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]),
-    runtime.cli,
-    'serve',
-    '--demo',
-    '--demo-items',
-    String(flags.items),
-    '--port',
-    '0',
-    '--workers',
-    String(flags.workers),
-    ...variant.args,
-  ];
-  const cmd = pinnedCommand(runtime.node, args, cpus);
-  const child = spawn(cmd.command, cmd.args, { cwd: runtime.root, stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  child.once('error', () => undefined); // a binary that cannot run: its exit says so
-  let lastProgress = '';
-  let tail = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    tail = (tail + chunk).slice(-2000);
-    // The demo loader's progress line; echo the latest one so a long load shows it is moving.
-    const line = chunk
-      .split(/[\r\n]/)
-      .filter((l) => l.trim() !== '')
-      .pop();
-    if (line !== undefined && line !== lastProgress) {
-      lastProgress = line;
-      process.stderr.write(`  server: ${line}\n`);
-    }
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let buffered = '';
-    const timer = setTimeout(() => reject(new Error('tidal serve did not start within 10 minutes')), 600_000);
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      buffered += chunk;
-      const m = /tidal serve listening on (http:\/\/\S+)/.exec(buffered);
-      if (m !== null) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    void exited.then((code) => {
-      clearTimeout(timer);
-      const said = tail.trim().split('\n').slice(-3).join(' / ');
-      reject(
-        new Error(
-          `\`${runtime.node} ${runtime.cli} serve --demo … ${variant.args.join(' ')}\` exited with ${code} before listening${said === '' ? '' : `: ${said}`}`,
-        ),
-      );
-    });
-  });
-  await waitReady(url);
-  return { child, url, pid: child.pid!, exited };
-}
-
-/**
- * Until the server's vector searches use the ANN index (`db.vectorSearch` of /stats is `ann`, or
- * `none` without embeddings): a C measured while it builds would be exact search's.
- */
-async function waitAnn(url: string): Promise<void> {
-  for (let i = 0; i < 6000; i++) {
-    const r = await fetch(`${url}/stats`);
-    const body = (await r.json()) as { db?: { vectorSearch?: string } };
-    if (body.db?.vectorSearch === 'ann' || body.db?.vectorSearch === 'none') return;
-    await sleep(100);
-  }
-  throw new Error('the ANN index was not in use 10 minutes after the start');
-}
-
-async function waitReady(url: string): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    try {
-      const r = await fetch(`${url}/readyz`);
-      if (r.status === 200) return;
-    } catch {
-      // not accepting yet
-    }
-    await sleep(100);
-  }
-  throw new Error('tidal serve never became ready');
-}
-
-async function stopServer(server: Server): Promise<number | null> {
-  server.child.kill('SIGTERM');
-  const code = await Promise.race([server.exited, sleep(30_000).then(() => 'timeout' as const)]);
-  if (code === 'timeout') {
-    server.child.kill('SIGKILL');
-    return server.exited;
-  }
-  return code;
-}
-
-function rssOf(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) * 1024;
-}
 
 /** One reading of the server's CPU counters (see {@link cpuSampler}). */
 interface CpuTick {
@@ -668,6 +559,7 @@ async function main(): Promise<number> {
   let plan: ReturnType<typeof pinPlan>;
   try {
     flags = parseFlags(argv);
+    if (flags.stages && flags.mix !== 'personal') throw new InvalidInputError('--stages', 'given with --mix personal', true);
     plan = pinPlan(flags);
   } catch (err) {
     process.stderr.write(`serve: ${err instanceof Error ? err.message : String(err)} (--help lists the flags)\n`);
@@ -697,6 +589,7 @@ async function main(): Promise<number> {
       writeFileSync(requestsFile, JSON.stringify(specs));
     }
     const ctx: Context = { flags, requestsFile, personal, generatorCpus: null };
+    if (flags.stages) return await stagesRun(ctx, plan[0]!, work, report);
     const pins: PinRun[] = [];
     for (const p of plan) pins.push(await runPinMode(ctx, p.pin, p.cpus));
     report.set('flags', flags);
@@ -709,6 +602,47 @@ async function main(): Promise<number> {
     return pins.some((p) => p.failed.length > 0) ? 1 : 0;
   } finally {
     rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** `--stages`: the first variant, in the first pin mode, through the stage matrix (stages.ts). */
+async function stagesRun(ctx: Context, pin: ReturnType<typeof pinPlan>[number], work: string, report: Report): Promise<number> {
+  const { flags } = ctx;
+  const variant = flags.variants[0]!;
+  const runtime = resolveRuntime(variant.runtime, { node: flags.serverNode, root: flags.serverRoot }, ROOT);
+  const original = allowedCpus();
+  if (pin.cpus !== null) setAffinity(process.pid, pin.cpus.generator);
+  process.stderr.write(`starting ${variant.name} with stage times (${runtime.nodeVersion}, ${pin.pin})...\n`);
+  const server = await startServer(flags, variant, runtime, pin.cpus?.server ?? null, null);
+  try {
+    const { corpus, spec } = ctx.personal!;
+    const built = await buildUsers(server.url, corpus, spec, PERSONAL_DEFAULTS.follows);
+    process.stderr.write(`  built ${fmtInt(built.users)} users (${(built.ms / 1000).toFixed(1)} s)\n`);
+    await waitAnn(server.url);
+    await phase({ ...ctx, generatorCpus: pin.cpus?.generator ?? null }, server, 'warm-up', null, { closed: flags.closed }, 5, 10);
+    const rows = await measureStages({
+      url: server.url,
+      pid: server.pid,
+      spec,
+      dir: work,
+      closed: flags.closed,
+      seconds: flags.stageSeconds,
+      client: flags.client,
+      generatorCpus: pin.cpus?.generator ?? null,
+    });
+    await stopServer(server);
+    report.set('flags', flags);
+    report.set('stages', { pin: pin.pin, variant: variant.name, nodeVersion: runtime.nodeVersion, rows });
+    report.finish();
+    report.line(
+      `Server CPU µs per request by stage (\`--stages\`; ${variant.name}, ${runtime.nodeVersion}, ${pin.pin}; ${fmtInt(flags.items)} items, ${fmtInt(flags.users)} users; a closed loop of ${flags.closed} per cell, ${flags.stageSeconds} s; load average (1 min) at the end ${loadavg()[0]!.toFixed(1)}):\n\n${renderStages(rows)}\n\nCPU per request at each level ÷ at Full:\n\n${renderStageRatios(rows)}\n`,
+    );
+    return 0;
+  } catch (err) {
+    server.child.kill('SIGKILL');
+    throw err;
+  } finally {
+    if (pin.cpus !== null) setAffinity(process.pid, original);
   }
 }
 

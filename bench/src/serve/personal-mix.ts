@@ -26,7 +26,14 @@ export interface PersonalMixSpec {
   readonly writeShare: number;
   /** Item indexes by category (the corpus's `metadata.category`), in `CATEGORIES` order. */
   readonly byCategory: readonly (readonly number[])[];
+  /** One read type only, no writes (`--stages`: each type measured alone). */
+  readonly only?: ReadType;
+  /** The `level` every read asks for (`--stages`: each level forced in turn). */
+  readonly level?: (typeof LEVEL_NAMES)[number];
 }
+
+/** The degradation levels by name, best first; a read may ask for one (`level`, docs/api.md). */
+export const LEVEL_NAMES = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const;
 
 /** Reads and their shares of the reads; writes and their shares of the writes. */
 export const PERSONAL_READS = Object.freeze({
@@ -39,7 +46,8 @@ export const PERSONAL_READS = Object.freeze({
   hybrid: 0.1,
 });
 export const PERSONAL_WRITES = Object.freeze({ signal: 0.8, hide: 0.1, follow: 0.1 });
-export type PersonalType = keyof typeof PERSONAL_READS | `write:${keyof typeof PERSONAL_WRITES}`;
+export type ReadType = keyof typeof PERSONAL_READS;
+export type PersonalType = ReadType | `write:${keyof typeof PERSONAL_WRITES}`;
 
 export const PERSONAL_DEFAULTS = Object.freeze({ users: 10_000, history: 20, follows: 4, writeShare: 0.1 });
 
@@ -120,6 +128,10 @@ export function checkPersonalSpec(value: unknown, field = '--requests'): Persona
     throw new InvalidInputError(`${field}.writeShare`, 'a share from 0 to 1', s.writeShare);
   if (!Array.isArray(s.byCategory) || s.byCategory.length !== CATEGORIES.length || s.byCategory.some((l) => !Array.isArray(l)))
     throw new InvalidInputError(`${field}.byCategory`, `${CATEGORIES.length} lists of item indexes`, s.byCategory);
+  if (s.only !== undefined && !Object.hasOwn(PERSONAL_READS, s.only))
+    throw new InvalidInputError(`${field}.only`, `one of ${Object.keys(PERSONAL_READS).join(', ')}`, s.only);
+  if (s.level !== undefined && !LEVEL_NAMES.includes(s.level))
+    throw new InvalidInputError(`${field}.level`, `one of ${LEVEL_NAMES.join(', ')}`, s.level);
   return s as PersonalMixSpec;
 }
 
@@ -149,8 +161,11 @@ export function personalDrawer(spec: PersonalMixSpec, rand: () => number): () =>
     const pool = spec.byCategory[userCategory(u)]!;
     return pool[Math.floor(rand() * pool.length)]!;
   };
+  const level = spec.level;
+  const read = (path: string, body: Record<string, unknown>, type: ReadType) =>
+    json(path, level === undefined ? body : { ...body, level }, type);
   return () => {
-    if (rand() < spec.writeShare) {
+    if (spec.only === undefined && rand() < spec.writeShare) {
       const u = anyUser();
       const user = userId(u);
       switch (pick(PERSONAL_WRITES, rand())) {
@@ -162,27 +177,27 @@ export function personalDrawer(spec: PersonalMixSpec, rand: () => number): () =>
           return json(`/users/${user}/follow`, { creator: corpus.item(categoryItem(u)).metadata.creator }, 'write:follow');
       }
     }
-    const type = pick(PERSONAL_READS, rand());
+    const type = spec.only ?? pick(PERSONAL_READS, rand());
     switch (type) {
       case 'for_you':
-        return json('/retrieve', { profile: 'for_you', user: userId(anyUser()), limit: 20 }, type);
+        return read('/retrieve', { profile: 'for_you', user: userId(anyUser()), limit: 20 }, type);
       case 'for_you+unseen':
-        return json('/retrieve', { profile: 'for_you', user: userId(anyUser()), userFilter: { unseen: true }, limit: 20 }, type);
+        return read('/retrieve', { profile: 'for_you', user: userId(anyUser()), userFilter: { unseen: true }, limit: 20 }, type);
       case 'following':
-        return json('/retrieve', { profile: 'following', user: userId(anyUser()), limit: 20 }, type);
+        return read('/retrieve', { profile: 'following', user: userId(anyUser()), limit: 20 }, type);
       case 'related': {
         const u = anyUser();
         const history = historyItems(corpus, spec, u);
         const item = corpus.id(history[Math.floor(rand() * history.length)]!);
-        return json('/retrieve', { profile: 'related', item, user: userId(u), diversity: DIVERSITY, limit: 20 }, type);
+        return read('/retrieve', { profile: 'related', item, user: userId(u), diversity: DIVERSITY, limit: 20 }, type);
       }
       case 'trending':
-        return json('/retrieve', { profile: 'trending', diversity: DIVERSITY, limit: 20 }, type);
+        return read('/retrieve', { profile: 'trending', diversity: DIVERSITY, limit: 20 }, type);
       case 'text':
-        return json('/search', { text: corpus.textQuery(rand), diversity: DIVERSITY, limit: 10 }, type);
+        return read('/search', { text: corpus.textQuery(rand), diversity: DIVERSITY, limit: 10 }, type);
       case 'hybrid': {
         const c = Math.floor(rand() * CATEGORIES.length);
-        return json(
+        return read(
           '/search',
           { text: corpus.textQuery(rand, c), vector: corpus.contextVector(rand, c), diversity: DIVERSITY, limit: 10 },
           type,

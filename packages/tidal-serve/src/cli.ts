@@ -172,6 +172,7 @@ async function serve(config: ServeConfig): Promise<void> {
         ? {}
         : {
             acceptorsInFlight: () => acceptors?.inFlightByAcceptor ?? new Map<number, number>(),
+            acceptorStages: () => acceptors?.stages.values() ?? [],
             acceptorStats: () =>
               [...(acceptors?.counts.entries() ?? [])].map(([index, c]) => ({
                 index,
