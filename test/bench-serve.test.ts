@@ -176,7 +176,17 @@ describe('bench:serve --stages arithmetic (stageRow)', () => {
     expect(row.stagesUs).toEqual({ admission: 100, plan: 20, executor: 400, hydration: 10, json: 10, write: 100 });
     expect(row.cpuUs).toBe(1000);
     expect(row.restUs).toBe(1000 - 640);
-    expect(row).toMatchObject({ type: 'for_you', level: 'NoDiversity', responses: 100, atLevel: 0.98 });
+    expect(row).toMatchObject({ type: 'for_you', level: 'NoDiversity', responses: 100, atLevel: 0.98, runShare: 1 });
+  });
+
+  it('scales the wall-clock stages by the share of busy time the threads ran rather than waited for a CPU', () => {
+    const before = { ...reading([0, 0, 0, 0, 0, 0], 0), waitNs: 0 };
+    // 100 ms run, 300 ms waiting: a quarter of the busy time on a CPU.
+    const after = { ...reading([0, 0, 40, 0, 0, 0], 100e6), waitNs: 300e6 };
+    const row = stageRow('hybrid', 'Full', before, after, 100, 1);
+    expect(row.runShare).toBe(0.25);
+    expect(row.stagesUs.executor).toBe(100);
+    expect(row.restUs).toBe(900);
   });
 
   it('a loop without responses gives zeros, not infinities', () => {
@@ -191,7 +201,7 @@ describe('bench:serve --stages arithmetic (stageRow)', () => {
       stageRow('trending', 'Full', base, reading([0, 0, 50, 0, 0, 0], 100e6), 100, 1),
       stageRow('trending', 'NoDiversity', base, reading([0, 0, 5, 0, 0, 0], 25e6), 100, 1),
     ];
-    expect(renderStages(rows)).toContain('| trending | NoDiversity | 100 | 100 % | 250 | 200 | 0 | 0 | 50 | 0 | 0 | 0 |');
+    expect(renderStages(rows)).toContain('| trending | NoDiversity | 100 | 100 % | 100 % | 250 | 200 | 0 | 0 | 50 | 0 | 0 | 0 |');
     expect(renderStageRatios(rows)).toContain('| trending | 1.00 | – | – | 0.25 |');
   });
 });

@@ -35,8 +35,8 @@ export async function startServer(
     ...variant.args,
   ];
   const cmd = pinnedCommand(runtime.node, args, cpus);
-  // `--stages`: every thread of the server adds up its stage times (tidal-load's stage-times.ts).
-  const env = flags.stages === true ? { ...process.env, TIDAL_STAGE_TIMES: '1' } : process.env;
+  // `--stages`: every thread of the server adds up its stage times in wall time (stages.ts says why).
+  const env = flags.stages === true ? { ...process.env, TIDAL_STAGE_TIMES: 'wall' } : process.env;
   const child = spawn(cmd.command, cmd.args, { cwd: runtime.root, stdio: ['ignore', 'pipe', 'pipe'], env });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   child.once('error', () => undefined); // a binary that cannot run: its exit says so

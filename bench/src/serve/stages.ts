@@ -1,13 +1,20 @@
 /**
  * `bench:serve --stages`: where a request's server CPU goes, by stage, for each read type of the
  * personal mix at each degradation level forced by the request (`level`, docs/api.md). The server
- * runs with `TIDAL_STAGE_TIMES=1` (tidal-load's stage-times.ts): every thread adds up the time of
+ * runs with `TIDAL_STAGE_TIMES=wall` (tidal-load's stage-times.ts): every thread adds up the time of
  * admission, validation and plan, the executor, hydration (rows, signals and the result built from
  * them), JSON and the write of the answer, and `/stats` reports the sums. For each type and level
  * a closed loop sends only that type at that level; the stages' growth over the loop, divided by
  * its responses, is each stage's µs per request, and the server's CPU time (every thread, from
  * /proc schedstat) less the stages is the rest: HTTP parsing and routing, fastify, the body's JSON
  * parse, the thread hop, and whatever else the process did meanwhile.
+ *
+ * Wall time, not the thread's CPU time (`TIDAL_STAGE_TIMES=1`): the kernel brings a thread's CPU
+ * time up to date at its tick and when the thread wakes another, so on loopback most of it landed
+ * in the write that wakes the client (a first run billed 100–530 µs per request there). Wall time
+ * counts a thread's waits for a CPU as well: each stage is scaled by the share of the loop's busy
+ * time the server's threads were running rather than runnable (/proc schedstat), which is right
+ * when the waits fall evenly over the stages.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,6 +29,8 @@ import { readThreads } from './threads.js';
 export interface StageReading {
   readonly stagesMs: Readonly<Record<Stage, number>>;
   readonly cpuNs: number;
+  /** Every thread's time runnable and waiting for a CPU, ns (0: not known, no scaling). */
+  readonly waitNs?: number;
 }
 
 export interface StageRow {
@@ -35,6 +44,8 @@ export interface StageRow {
   readonly stagesUs: Readonly<Record<Stage, number>>;
   /** `cpuUs` less the stages: HTTP parse and routing, fastify, the thread hop, the rest. */
   readonly restUs: number;
+  /** The share of busy time the threads were running, which the wall-clock stages were scaled by. */
+  readonly runShare: number;
 }
 
 /** One row from the readings before and after a loop of `responses` responses. */
@@ -47,20 +58,24 @@ export function stageRow(
   atLevel: number,
 ): StageRow {
   const per = (x: number) => (responses > 0 ? x / responses : 0);
+  const run = after.cpuNs - before.cpuNs;
+  const wait = (after.waitNs ?? 0) - (before.waitNs ?? 0);
+  const runShare = run + wait > 0 ? run / (run + wait) : 1;
   const stagesUs = {} as Record<Stage, number>;
   let sum = 0;
   for (const s of STAGES) {
-    stagesUs[s] = per((after.stagesMs[s] - before.stagesMs[s]) * 1000);
+    stagesUs[s] = per((after.stagesMs[s] - before.stagesMs[s]) * 1000 * runShare);
     sum += stagesUs[s];
   }
-  const cpuUs = per((after.cpuNs - before.cpuNs) / 1000);
-  return { type, level, responses, atLevel, cpuUs, stagesUs, restUs: cpuUs - sum };
+  const cpuUs = per(run / 1000);
+  return { type, level, responses, atLevel, cpuUs, stagesUs, restUs: cpuUs - sum, runShare };
 }
 
 async function read(url: string, pid: number): Promise<StageReading> {
   const body = (await statsOf(url)) as { stages?: Record<Stage, number> };
   if (body.stages === undefined) throw new Error('the server reports no stages: it must run with TIDAL_STAGE_TIMES=1');
-  return { stagesMs: body.stages, cpuNs: readThreads(pid).reduce((a, t) => a + t.runNs, 0) };
+  const threads = readThreads(pid);
+  return { stagesMs: body.stages, cpuNs: threads.reduce((a, t) => a + t.runNs, 0), waitNs: threads.reduce((a, t) => a + t.waitNs, 0) };
 }
 
 /** Runs the matrix: every read type of the mix at every level, `seconds` each, a closed loop of `closed`. */
@@ -108,12 +123,13 @@ export async function measureStages(o: {
 export function renderStages(rows: readonly StageRow[]): string {
   const us = (x: number) => x.toFixed(0);
   return markdownTable(
-    ['type', 'level', 'responses', 'at level', 'CPU µs / req', 'HTTP + rest', ...STAGES],
+    ['type', 'level', 'responses', 'at level', 'running', 'CPU µs / req', 'HTTP + rest', ...STAGES],
     rows.map((r) => [
       r.type,
       r.level,
       fmtInt(r.responses),
       `${(r.atLevel * 100).toFixed(0)} %`,
+      `${(r.runShare * 100).toFixed(0)} %`,
       us(r.cpuUs),
       us(r.restUs),
       ...STAGES.map((s) => us(r.stagesUs[s])),
