@@ -9,9 +9,9 @@
  * /proc schedstat) less the stages is the rest: HTTP parsing and routing, fastify, the body's JSON
  * parse, the thread hop, and whatever else the process did meanwhile.
  *
- * Wall time, not the thread's CPU time (`TIDAL_STAGE_TIMES=1`): the kernel brings a thread's CPU
- * time up to date at its tick and when the thread wakes another, so on loopback most of it landed
- * in the write that wakes the client (a first run billed 100–530 µs per request there). Wall time
+ * Wall time, not the thread's CPU time (`TIDAL_STAGE_TIMES=1`): that figure moves in steps (the
+ * kernel's tick and its scheduling events), and on loopback most of it landed in the write that
+ * wakes the client (a first run billed 100–530 µs per request there). Wall time
  * counts a thread's waits for a CPU as well: each stage is scaled by the share of the loop's busy
  * time the server's threads were running rather than runnable (/proc schedstat), which is right
  * when the waits fall evenly over the stages.

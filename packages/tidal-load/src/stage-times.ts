@@ -4,10 +4,11 @@
  * the process starts (its worker threads inherit it). Off, each stage costs one branch on a
  * constant; on, two readings per stage a request passes. With `1`, of the thread's CPU time
  * (`process.threadCpuUsage`, Node 23.9+, a getrusage call of about 1 µs), so a thread preempted
- * inside a stage does not bill the wait to it; the kernel updates that figure at its tick, so a
- * stage is billed like a sampling profiler's function: right on average over thousands of
- * requests, noisy over a few. With `wall`, or where that call is missing (Node 20, 22), the
- * readings are `performance.now()`, exact but wall time: read those only from a quiet machine.
+ * inside a stage does not bill the wait to it; but the figure moves in steps (at the kernel's tick
+ * and its scheduling events), and measured on loopback most of a request's time landed in the
+ * write that wakes the client. With `wall`, or where that call is
+ * missing (Node 20, 22), the readings are `performance.now()`: exact, but wall time, waits for a
+ * CPU included (`bench:serve --stages` uses it, and scales by the threads' running share).
  * {@link STAGE_CLOCK} says which.
  *
  * Each thread keeps its own totals (module state is per thread); tidal serve sums them into
