@@ -163,7 +163,7 @@ const FLAGS = {
   stages: {
     type: 'boolean',
     description:
-      "with --mix personal: instead of the phases, each read type at each level forced (`level` in the body), a closed loop of --closed each, and the server's CPU µs per request by stage (TIDAL_STAGE_TIMES=1); the first variant only; never writes docs/",
+      "with --mix personal: instead of the phases, each read type at each level forced (`level` in the body), a closed loop of --closed each, and the server's CPU µs per request by stage (TIDAL_STAGE_TIMES=wall); the first variant only; never writes docs/",
   },
   'stage-seconds': { type: 'int', default: 3, min: 1, description: '--stages: seconds per type and level' },
 } as const satisfies Record<string, OptionSpec>;
@@ -216,7 +216,11 @@ function parseFlags(argv: readonly string[]): Flags {
     docs: !o['no-docs'] && !o.stages,
     stages: o.stages,
     stageSeconds: o['stage-seconds'],
-    json: o.json === undefined ? join(ROOT, 'bench', 'results', 'serve.json') : resolve(o.json),
+    // Each kind of run its own file: serve.json, serve-personal.json, serve-stages.json.
+    json:
+      o.json === undefined
+        ? join(ROOT, 'bench', 'results', o.stages ? 'serve-stages.json' : o.mix === 'personal' ? 'serve-personal.json' : 'serve.json')
+        : resolve(o.json),
   };
 }
 
