@@ -10,6 +10,7 @@ import type { GeneratorHealth } from '../bench/src/serve/validity.js';
 import { DEFAULT_VARIANTS, parseVariants, resolveRuntime } from '../bench/src/serve/variants.js';
 import { chooseCpus, parseCpuList, pinnedCommand } from '../bench/src/serve/pinning.js';
 import { describeThreads, threadShares } from '../bench/src/serve/threads.js';
+import { renderStageRatios, renderStages, stageRow } from '../bench/src/serve/stages.js';
 
 const healthy: GeneratorHealth = {
   generator: { loopLagP99Ms: 2 },
@@ -158,5 +159,49 @@ describe('bench:serve per-thread CPU', () => {
     ]);
     expect(describeThreads(shares, 2)).toBe('node/101 100 %, main 25 %');
     expect(describeThreads(shares, 5)).toBe('node/101 100 %, main 25 %, acceptor/103 5 %');
+  });
+});
+
+describe('bench:serve --stages arithmetic (stageRow)', () => {
+  const reading = (ms: number[], cpuNs: number) => ({
+    stagesMs: { admission: ms[0]!, plan: ms[1]!, executor: ms[2]!, hydration: ms[3]!, json: ms[4]!, write: ms[5]! },
+    cpuNs,
+  });
+
+  it("each stage's growth per response in µs, and the server's CPU less the stages as the rest", () => {
+    const before = reading([1, 2, 3, 4, 5, 6], 1e9);
+    // 100 responses: 10 ms more admission (100 µs each), 40 ms more executor (400 µs each) ...
+    const after = reading([11, 4, 43, 5, 6, 16], 1e9 + 100e6);
+    const row = stageRow('for_you', 'NoDiversity', before, after, 100, 0.98);
+    expect(row.stagesUs).toEqual({ admission: 100, plan: 20, executor: 400, hydration: 10, json: 10, write: 100 });
+    expect(row.cpuUs).toBe(1000);
+    expect(row.restUs).toBe(1000 - 640);
+    expect(row).toMatchObject({ type: 'for_you', level: 'NoDiversity', responses: 100, atLevel: 0.98, runShare: 1 });
+  });
+
+  it('scales the wall-clock stages by the share of busy time the threads ran rather than waited for a CPU', () => {
+    const before = { ...reading([0, 0, 0, 0, 0, 0], 0), waitNs: 0 };
+    // 100 ms run, 300 ms waiting: a quarter of the busy time on a CPU.
+    const after = { ...reading([0, 0, 40, 0, 0, 0], 100e6), waitNs: 300e6 };
+    const row = stageRow('hybrid', 'Full', before, after, 100, 1);
+    expect(row.runShare).toBe(0.25);
+    expect(row.stagesUs.executor).toBe(100);
+    expect(row.restUs).toBe(900);
+  });
+
+  it('a loop without responses gives zeros, not infinities', () => {
+    const r = stageRow('text', 'Full', reading([0, 0, 0, 0, 0, 0], 0), reading([1, 1, 1, 1, 1, 1], 5e6), 0, 0);
+    expect(r.cpuUs).toBe(0);
+    expect(Object.values(r.stagesUs).every((v) => v === 0)).toBe(true);
+  });
+
+  it('renders a row per type and level, and each level as a share of its Full', () => {
+    const base = reading([0, 0, 0, 0, 0, 0], 0);
+    const rows = [
+      stageRow('trending', 'Full', base, reading([0, 0, 50, 0, 0, 0], 100e6), 100, 1),
+      stageRow('trending', 'NoDiversity', base, reading([0, 0, 5, 0, 0, 0], 25e6), 100, 1),
+    ];
+    expect(renderStages(rows)).toContain('| trending | NoDiversity | 100 | 100 % | 100 % | 250 | 200 | 0 | 0 | 50 | 0 | 0 | 0 |');
+    expect(renderStageRatios(rows)).toContain('| trending | 1.00 | – | – | 0.25 |');
   });
 });

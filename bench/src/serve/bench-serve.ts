@@ -7,6 +7,13 @@
  * The same phases run against every server of `--variants` (default: the chain on, `--no-admission`,
  * `--worker-nice 0`), all at the first one's C.
  *
+ * `--mix default` sends the query mix of docs/overload.md, picked from `--distinct` requests drawn
+ * up front. `--mix personal` first builds `--users` users through the server's routes (histories
+ * and follows: personal-users.ts), then draws every arrival's request afresh in the generator
+ * (personal-mix.ts): for_you, for_you + unseen, following, related, trending, text and hybrid
+ * reads, and signals, hides and follows naming users throughout. Either way C is measured only
+ * once the server's vector searches use the ANN index (`/stats` `db.vectorSearch`).
+ *
  * The whole set runs unpinned and pinned (`--pin both`, the default; `on`, `off`): pinned, the
  * server runs on `--server-cpus` and the generator (and this process) on `--generator-cpus`,
  * through `taskset`, so neither takes CPU from the other; each mode measures its own C. A phase in
@@ -20,9 +27,8 @@
  *
  *     npm run bench:serve -- --help
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InvalidInputError } from 'tidal-core';
@@ -31,16 +37,9 @@ import { mixHttpRequest, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
 import { Report, fmtInt, parseOptionsOrThrow, usage, type OptionSpec } from '../harness/index.js';
 import { LOADGEN_DEFAULTS, type LoadgenClient, type RequestSpec } from './loadgen.js';
-import {
-  allowedCpus,
-  chooseCpus,
-  formatCpuList,
-  parseCpuList,
-  pinnedCommand,
-  setAffinity,
-  tasksetAvailable,
-  type PinMode,
-} from './pinning.js';
+import { itemsByCategory, PERSONAL_DEFAULTS, type PersonalMixSpec } from './personal-mix.js';
+import { buildUsers } from './personal-users.js';
+import { allowedCpus, chooseCpus, formatCpuList, parseCpuList, setAffinity, tasksetAvailable, type PinMode } from './pinning.js';
 import { summarizeProfile } from './profile.js';
 import {
   describePhase,
@@ -54,6 +53,8 @@ import {
   type Tick,
 } from './report.js';
 import { runLoadgen } from './spawn-loadgen.js';
+import { measureStages, renderStageRatios, renderStages } from './stages.js';
+import { rssOf, startServer, stopServer, waitAnn, type Server } from './server-child.js';
 import { readThreads, threadShares, type ThreadTime } from './threads.js';
 import { checkThresholds, judgePhase, VALIDITY_DEFAULTS, type ValidityThresholds } from './validity.js';
 import { DEFAULT_VARIANTS, parseVariants, resolveRuntime, type ResolvedRuntime, type VariantSpec } from './variants.js';
@@ -70,6 +71,10 @@ interface Flags {
   closed: number;
   workers: number;
   distinct: number;
+  mix: 'default' | 'personal';
+  /** `--mix personal`: users built before the run, and the share of arrivals that are writes. */
+  users: number;
+  writeShare: number;
   profile: boolean;
   /** The phase (its factor of C) whose main-thread profile is reported. */
   profileAt: number;
@@ -86,6 +91,9 @@ interface Flags {
   lateMs: number;
   validity: ValidityThresholds;
   docs: boolean;
+  /** `--stages`: the per-stage CPU matrix instead of the phases, `stageSeconds` per cell. */
+  stages: boolean;
+  stageSeconds: number;
   json: string;
 }
 
@@ -96,7 +104,24 @@ const FLAGS = {
   closed: { type: 'int', default: 16, description: 'closed-loop concurrency that measures C' },
   capacity: { type: 'int', default: 0, min: 0, description: "a fixed C in requests/s instead of the closed loop's (0: measured)" },
   workers: { type: 'int', default: 2, description: "the server's query workers" },
-  distinct: { type: 'int', default: 8192, description: 'distinct requests in the mix' },
+  distinct: { type: 'int', default: 8192, description: 'distinct requests in the default mix' },
+  mix: {
+    type: 'string',
+    default: 'default',
+    choices: ['default', 'personal'],
+    description: "default: docs/overload.md's query mix; personal: users, for_you, following, related ... drawn per arrival, with writes",
+  },
+  users: {
+    type: 'int',
+    default: PERSONAL_DEFAULTS.users,
+    min: 1,
+    description: '--mix personal: users built through the routes before the run',
+  },
+  'write-share': {
+    type: 'number',
+    default: PERSONAL_DEFAULTS.writeShare * 100,
+    description: '--mix personal: PCT of arrivals that are writes naming a user (signals, hides, follows)',
+  },
   client: { type: 'string', default: 'raw', choices: ['raw', 'undici'], description: "the generator's client" },
   profile: { type: 'boolean', description: "the first server's main-thread profile at the phase of --profile-at" },
   'profile-at': { type: 'int', default: 3, description: 'the phase (factor of C) --profile reports' },
@@ -135,6 +160,12 @@ const FLAGS = {
     description: "INVALID when the generator's event-loop lag p99 is above MS (≤ 60000)",
   },
   'no-docs': { type: 'boolean', description: 'do not write docs/serve.md and docs/serve.svg' },
+  stages: {
+    type: 'boolean',
+    description:
+      "with --mix personal: instead of the phases, each read type at each level forced (`level` in the body), a closed loop of --closed each, and the server's CPU µs per request by stage (TIDAL_STAGE_TIMES=wall); the first variant only; never writes docs/",
+  },
+  'stage-seconds': { type: 'int', default: 3, min: 1, description: '--stages: seconds per type and level' },
 } as const satisfies Record<string, OptionSpec>;
 
 function atMost(flag: string, n: number, max: number): number {
@@ -163,6 +194,9 @@ function parseFlags(argv: readonly string[]): Flags {
     closed: o.closed,
     workers: o.workers,
     distinct: o.distinct,
+    mix: o.mix as Flags['mix'],
+    users: o.users,
+    writeShare: atMost('--write-share', o['write-share'], 100) / 100,
     profile: o.profile,
     profileAt: o['profile-at'],
     // A fixed C (requests/s) instead of the closed loop's: two builds compared at the same offered rates.
@@ -179,112 +213,20 @@ function parseFlags(argv: readonly string[]): Flags {
       maxLagP99Ms: atMost('--max-lag-ms', o['max-lag-ms'], 60_000),
       maxLateShare: atMost('--max-late-share', o['max-late-share'], 100) / 100,
     }),
-    docs: !o['no-docs'],
-    json: o.json === undefined ? join(ROOT, 'bench', 'results', 'serve.json') : resolve(o.json),
+    docs: !o['no-docs'] && !o.stages,
+    stages: o.stages,
+    stageSeconds: o['stage-seconds'],
+    // Each kind of run its own file: serve.json, serve-personal.json, serve-stages.json.
+    json:
+      o.json === undefined
+        ? join(ROOT, 'bench', 'results', o.stages ? 'serve-stages.json' : o.mix === 'personal' ? 'serve-personal.json' : 'serve.json')
+        : resolve(o.json),
   };
 }
 
 // ---------------------------------------------------------------------------------------------
 // The server child and what is sampled from it
 // ---------------------------------------------------------------------------------------------
-
-interface Server {
-  child: ChildProcess;
-  url: string;
-  pid: number;
-  exited: Promise<number | null>;
-}
-
-async function startServer(
-  flags: Flags,
-  variant: VariantSpec,
-  runtime: ResolvedRuntime,
-  cpus: readonly number[] | null,
-  profileDir: string | null,
-): Promise<Server> {
-  const args = [
-    ...(profileDir === null ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]),
-    runtime.cli,
-    'serve',
-    '--demo',
-    '--demo-items',
-    String(flags.items),
-    '--port',
-    '0',
-    '--workers',
-    String(flags.workers),
-    ...variant.args,
-  ];
-  const cmd = pinnedCommand(runtime.node, args, cpus);
-  const child = spawn(cmd.command, cmd.args, { cwd: runtime.root, stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  child.once('error', () => undefined); // a binary that cannot run: its exit says so
-  let lastProgress = '';
-  let tail = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    tail = (tail + chunk).slice(-2000);
-    // The demo loader's progress line; echo the latest one so a long load shows it is moving.
-    const line = chunk
-      .split(/[\r\n]/)
-      .filter((l) => l.trim() !== '')
-      .pop();
-    if (line !== undefined && line !== lastProgress) {
-      lastProgress = line;
-      process.stderr.write(`  server: ${line}\n`);
-    }
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let buffered = '';
-    const timer = setTimeout(() => reject(new Error('tidal serve did not start within 10 minutes')), 600_000);
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      buffered += chunk;
-      const m = /tidal serve listening on (http:\/\/\S+)/.exec(buffered);
-      if (m !== null) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    void exited.then((code) => {
-      clearTimeout(timer);
-      const said = tail.trim().split('\n').slice(-3).join(' / ');
-      reject(
-        new Error(
-          `\`${runtime.node} ${runtime.cli} serve --demo … ${variant.args.join(' ')}\` exited with ${code} before listening${said === '' ? '' : `: ${said}`}`,
-        ),
-      );
-    });
-  });
-  await waitReady(url);
-  return { child, url, pid: child.pid!, exited };
-}
-
-async function waitReady(url: string): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    try {
-      const r = await fetch(`${url}/readyz`);
-      if (r.status === 200) return;
-    } catch {
-      // not accepting yet
-    }
-    await sleep(100);
-  }
-  throw new Error('tidal serve never became ready');
-}
-
-async function stopServer(server: Server): Promise<number | null> {
-  server.child.kill('SIGTERM');
-  const code = await Promise.race([server.exited, sleep(30_000).then(() => 'timeout' as const)]);
-  if (code === 'timeout') {
-    server.child.kill('SIGKILL');
-    return server.exited;
-  }
-  return code;
-}
-
-function rssOf(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) * 1024;
-}
 
 /** One reading of the server's CPU counters (see {@link cpuSampler}). */
 interface CpuTick {
@@ -391,6 +333,8 @@ function sampler(server: Server, everyMs: number): { stop(): Promise<Tick[]> } {
 interface Context {
   flags: Flags;
   requestsFile: string;
+  /** `--mix personal`: the corpus and the mix, to build the users on each server. */
+  personal: { corpus: Corpus; spec: PersonalMixSpec } | null;
   /** The generator's CPUs when pinned. */
   generatorCpus: number[] | null;
 }
@@ -504,6 +448,13 @@ async function runServer(
   const server = await startServer(flags, variant, runtime, serverCpus, profileDir);
   try {
     const cpusAllowed = formatCpuList(allowedCpus(server.pid));
+    if (ctx.personal !== null) {
+      const built = await buildUsers(server.url, ctx.personal.corpus, ctx.personal.spec, PERSONAL_DEFAULTS.follows);
+      process.stderr.write(
+        `  built ${fmtInt(built.users)} users, ${fmtInt(built.signals)} signals naming them, ${fmtInt(built.follows)} follows through the routes (${(built.ms / 1000).toFixed(1)} s)\n`,
+      );
+    }
+    await waitAnn(server.url);
     // A warm-up the tables leave out: the first seconds after the load (JIT, caches, the OS's pages)
     // would otherwise be billed to whichever server runs first.
     await phase(ctx, server, 'warm-up', null, { closed: flags.closed }, Math.min(5, flags.seconds), 10);
@@ -586,17 +537,20 @@ function pinPlan(flags: Flags): { pin: PinLabel; cpus: { server: number[]; gener
   return flags.pin === 'on' ? [pinned] : [unpinned, pinned];
 }
 
-function writeDocs(markdown: string, svg: string): void {
+function writeDocs(markdown: string, svg: string, mix: Flags['mix']): void {
   const doc = join(ROOT, 'docs', 'serve.md');
-  const begin = '<!-- bench:serve:begin -->';
-  const end = '<!-- bench:serve:end -->';
-  const block = `${begin}\n${markdown}\n![goodput per phase](serve.svg)\n${end}`;
+  // Each mix has its own block and chart: a run of one leaves the other's tables as they were.
+  const tag = mix === 'default' ? 'bench:serve' : 'bench:serve:personal';
+  const chart = mix === 'default' ? 'serve.svg' : 'serve-personal.svg';
+  const begin = `<!-- ${tag}:begin -->`;
+  const end = `<!-- ${tag}:end -->`;
+  const block = `${begin}\n${markdown}\n![goodput per phase](${chart})\n${end}`;
   const text = existsSync(doc) ? readFileSync(doc, 'utf8') : '# tidal serve\n';
   const next = text.includes(begin)
     ? text.slice(0, text.indexOf(begin)) + block + text.slice(text.indexOf(end) + end.length)
-    : `${text.trimEnd()}\n\n## Measured under overload\n\n${block}\n`;
+    : `${text.trimEnd()}\n\n## Measured under overload${mix === 'default' ? '' : ': the personalized mix'}\n\n${block}\n`;
   writeFileSync(doc, next);
-  writeFileSync(join(ROOT, 'docs', 'serve.svg'), svg);
+  writeFileSync(join(ROOT, 'docs', chart), svg);
 }
 
 async function main(): Promise<number> {
@@ -609,6 +563,7 @@ async function main(): Promise<number> {
   let plan: ReturnType<typeof pinPlan>;
   try {
     flags = parseFlags(argv);
+    if (flags.stages && flags.mix !== 'personal') throw new InvalidInputError('--stages', 'given with --mix personal', true);
     plan = pinPlan(flags);
   } catch (err) {
     process.stderr.write(`serve: ${err instanceof Error ? err.message : String(err)} (--help lists the flags)\n`);
@@ -620,23 +575,78 @@ async function main(): Promise<number> {
     // The server builds the same corpus (seed 42, 128 dimensions); only its vocabulary and
     // category centroids matter for drawing queries, not its clock.
     const corpus = new Corpus({ items: flags.items, dims: 128, seed: 42 });
-    const rand = mulberry32(7);
-    const specs: RequestSpec[] = prepareRequests(corpus, rand, flags.distinct).map(mixHttpRequest);
     const requestsFile = join(work, 'mix.json');
-    writeFileSync(requestsFile, JSON.stringify(specs));
-    const ctx: Context = { flags, requestsFile, generatorCpus: null };
+    let personal: Context['personal'] = null;
+    if (flags.mix === 'personal') {
+      const spec: PersonalMixSpec = {
+        draw: 'personal',
+        items: flags.items,
+        users: flags.users,
+        history: PERSONAL_DEFAULTS.history,
+        writeShare: flags.writeShare,
+        byCategory: itemsByCategory(corpus),
+      };
+      personal = { corpus, spec };
+      writeFileSync(requestsFile, JSON.stringify(spec));
+    } else {
+      const specs: RequestSpec[] = prepareRequests(corpus, mulberry32(7), flags.distinct).map(mixHttpRequest);
+      writeFileSync(requestsFile, JSON.stringify(specs));
+    }
+    const ctx: Context = { flags, requestsFile, personal, generatorCpus: null };
+    if (flags.stages) return await stagesRun(ctx, plan[0]!, work, report);
     const pins: PinRun[] = [];
     for (const p of plan) pins.push(await runPinMode(ctx, p.pin, p.cpus));
     report.set('flags', flags);
     report.set('pins', pins);
     report.finish();
     const md = renderMarkdown(pins, flags);
-    if (flags.docs) writeDocs(md, renderSvg(pins));
+    if (flags.docs) writeDocs(md, renderSvg(pins), flags.mix);
     report.line(md);
-    if (flags.docs) process.stderr.write('wrote docs/serve.md and docs/serve.svg\n');
+    if (flags.docs) process.stderr.write(`wrote docs/serve.md and docs/${flags.mix === 'default' ? 'serve' : 'serve-personal'}.svg\n`);
     return pins.some((p) => p.failed.length > 0) ? 1 : 0;
   } finally {
     rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** `--stages`: the first variant, in the first pin mode, through the stage matrix (stages.ts). */
+async function stagesRun(ctx: Context, pin: ReturnType<typeof pinPlan>[number], work: string, report: Report): Promise<number> {
+  const { flags } = ctx;
+  const variant = flags.variants[0]!;
+  const runtime = resolveRuntime(variant.runtime, { node: flags.serverNode, root: flags.serverRoot }, ROOT);
+  const original = allowedCpus();
+  if (pin.cpus !== null) setAffinity(process.pid, pin.cpus.generator);
+  process.stderr.write(`starting ${variant.name} with stage times (${runtime.nodeVersion}, ${pin.pin})...\n`);
+  const server = await startServer(flags, variant, runtime, pin.cpus?.server ?? null, null);
+  try {
+    const { corpus, spec } = ctx.personal!;
+    const built = await buildUsers(server.url, corpus, spec, PERSONAL_DEFAULTS.follows);
+    process.stderr.write(`  built ${fmtInt(built.users)} users (${(built.ms / 1000).toFixed(1)} s)\n`);
+    await waitAnn(server.url);
+    await phase({ ...ctx, generatorCpus: pin.cpus?.generator ?? null }, server, 'warm-up', null, { closed: flags.closed }, 5, 10);
+    const rows = await measureStages({
+      url: server.url,
+      pid: server.pid,
+      spec,
+      dir: work,
+      closed: flags.closed,
+      seconds: flags.stageSeconds,
+      client: flags.client,
+      generatorCpus: pin.cpus?.generator ?? null,
+    });
+    await stopServer(server);
+    report.set('flags', flags);
+    report.set('stages', { pin: pin.pin, variant: variant.name, nodeVersion: runtime.nodeVersion, rows });
+    report.finish();
+    report.line(
+      `Server CPU µs per request by stage (\`--stages\`; ${variant.name}, ${runtime.nodeVersion}, ${pin.pin}; ${fmtInt(flags.items)} items, ${fmtInt(flags.users)} users; a closed loop of ${flags.closed} per cell, ${flags.stageSeconds} s; load average (1 min) at the end ${loadavg()[0]!.toFixed(1)}):\n\n${renderStages(rows)}\n\nCPU per request at each level ÷ at Full:\n\n${renderStageRatios(rows)}\n`,
+    );
+    return 0;
+  } catch (err) {
+    server.child.kill('SIGKILL');
+    throw err;
+  } finally {
+    if (pin.cpus !== null) setAffinity(process.pid, original);
   }
 }
 

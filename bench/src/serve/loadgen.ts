@@ -24,6 +24,7 @@ import { RawClient, codeOf, serializeRequest } from './raw-client.js';
 import type { Outcome, PreparedRequest } from './raw-client.js';
 import { summarize } from '../harness/index.js';
 import type { Summary } from '../harness/index.js';
+import { checkPersonalSpec, personalDrawer, type PersonalMixSpec } from './personal-mix.js';
 
 /** One request of the mix, as the JSON file gives it. */
 export interface RequestSpec {
@@ -34,6 +35,20 @@ export interface RequestSpec {
   /** A string is sent as it is; anything else as JSON (with `content-type: application/json`). */
   readonly body?: unknown;
   readonly headers?: Readonly<Record<string, string>>;
+  /** The query type it counts under in `byType` (a drawn mix labels every request). */
+  readonly type?: string;
+}
+
+/** What `--requests` gives: a fixed list picked from uniformly, or a mix drawn per arrival. */
+export type RequestSource = readonly RequestSpec[] | PersonalMixSpec;
+
+/** Per request type: sent, answered 2xx, refused (429, 503), other statuses, no answer. */
+export interface TypeCounts {
+  sent: number;
+  ok: number;
+  refused: number;
+  failed: number;
+  errors: number;
 }
 
 /** The HTTP client that sends the requests. */
@@ -125,6 +140,8 @@ export interface LoadResult {
   /** Latency from the scheduled time, in ms, of 2xx responses and of refusals (429, 503). */
   readonly latency: { readonly ok: Summary; readonly refused: Summary };
   readonly headerCounts: Record<string, number> | null;
+  /** Counts by the requests' `type` (requests without one under `(none)`). */
+  readonly byType: Record<string, TypeCounts>;
   /**
    * This process's CPU time over the run as a share of one core, and its event loop's p99 delay:
    * when either is high the generator, not the server, may be what limited the run. `cpuUs`: the
@@ -170,8 +187,9 @@ export const LOADGEN_DEFAULTS = Object.freeze({
 const HELP = `tidal load generator: drives a server on loopback and prints one JSON line.
 
   --url URL             base URL, loopback only (http://127.0.0.1:PORT)          required
-  --requests FILE       JSON array of { method, path, body, headers }, picked
-                        uniformly                                                 required
+  --requests FILE       JSON array of { method, path, body, headers, type? }, picked
+                        uniformly; or a drawn mix { "draw": "personal", ... }
+                        (personal-mix.ts), one request drawn per arrival          required
   --rate R              open loop: Poisson arrivals at R requests/s          (one of --rate
   --closed N            closed loop: N concurrent request loops               and --closed)
   --duration-ms MS      how long to offer load (≤ ${LOADGEN_DEFAULTS.maxDurationMs})                   required
@@ -317,8 +335,18 @@ export function checkRequests(value: unknown, field = '--requests'): RequestSpec
 
 const MAX_BODY_BYTES = 1 << 30;
 
+/** Checks the parsed `--requests` file: a list of requests, or a drawn mix. */
+export function checkSource(value: unknown, field = '--requests'): RequestSource {
+  if (typeof value === 'object' && value !== null && !Array.isArray(value) && (value as { draw?: unknown }).draw !== undefined) {
+    const draw = (value as { draw?: unknown }).draw;
+    if (draw !== 'personal') throw new InvalidInputError(`${field}.draw`, "'personal'", draw);
+    return checkPersonalSpec(value, field);
+  }
+  return checkRequests(value, field);
+}
+
 /** Requests ready to send: path joined, body serialized once. */
-function prepare(base: URL, specs: readonly RequestSpec[]): PreparedRequest[] {
+function prepare(base: URL, specs: readonly RequestSpec[]): (PreparedRequest & { type?: string })[] {
   const prefix = base.pathname.endsWith('/') ? base.pathname.slice(0, -1) : base.pathname;
   return specs.map((s) => {
     const headers: Record<string, string> = { ...s.headers };
@@ -328,13 +356,14 @@ function prepare(base: URL, specs: readonly RequestSpec[]): PreparedRequest[] {
       if (typeof s.body !== 'string' && !Object.keys(headers).some((k) => k.toLowerCase() === 'content-type'))
         headers['content-type'] = 'application/json';
     }
-    return { method: s.method ?? 'GET', path: prefix + s.path, body, headers };
+    return { method: s.method ?? 'GET', path: prefix + s.path, body, headers, type: s.type };
   });
 }
 
 /** One exchange with the server; never rejects (no response is `status` 0 with a code). */
 interface Exchanger {
-  exchange(index: number): Promise<Outcome>;
+  /** Sends the mix's request `pick`, or a request drawn for this arrival. */
+  exchange(pick: number | PreparedRequest): Promise<Outcome>;
   /** Opens `n` connections before the first exchange; resolves with the connections open. */
   preconnect?(n: number): Promise<number>;
   destroy(): Promise<void>;
@@ -349,8 +378,8 @@ function undiciExchanger(base: URL, mix: readonly PreparedRequest[], config: Loa
     connect: { timeout: config.timeoutMs },
   });
   return {
-    async exchange(index) {
-      const req = mix[index]!;
+    async exchange(pick) {
+      const req = typeof pick === 'number' ? mix[pick]! : pick;
       try {
         const res = await pool.request({ method: req.method, path: req.path, headers: req.headers, body: req.body });
         const status = res.statusCode;
@@ -386,7 +415,8 @@ function rawExchanger(base: URL, mix: readonly PreparedRequest[], config: Loadge
     countHeader: config.countHeader,
   });
   return {
-    exchange: (index) => client.send(bytes[index]!, mix[index]!.method),
+    exchange: (pick) =>
+      typeof pick === 'number' ? client.send(bytes[pick]!, mix[pick]!.method) : client.send(serializeRequest(pick, base.host), pick.method),
     preconnect: (n) => client.preconnect(n),
     destroy() {
       client.destroy();
@@ -403,13 +433,13 @@ function bump(counts: Record<string, number>, key: string): void {
  * Runs one load phase against `config.url` and returns its results. With `trace`, every request's
  * timeline is returned too (tests read it; the CLI does not print it).
  */
-export async function runLoad(
-  config: LoadgenConfig,
-  specs: readonly RequestSpec[],
-  options: { trace?: boolean } = {},
-): Promise<LoadResult> {
+export async function runLoad(config: LoadgenConfig, source: RequestSource, options: { trace?: boolean } = {}): Promise<LoadResult> {
   const base = checkLoopbackUrl(config.url);
-  const mix = prepare(base, checkRequests(specs, 'requests'));
+  const checked = checkSource(source, 'requests');
+  const drawn = Array.isArray(checked) ? null : (checked as PersonalMixSpec);
+  // A drawn mix has no list: `exchange` gets the request drawn for the arrival.
+  const mix = drawn === null ? prepare(base, checked as readonly RequestSpec[]) : [];
+  const draw = drawn === null ? null : personalDrawer(drawn, mulberry32(config.seed ^ 0x5bd1e995));
   const client = config.client === 'raw' ? rawExchanger(base, mix, config) : undiciExchanger(base, mix, config);
   let preconnected = 0;
   if ((config.preconnect ?? 0) > 0) {
@@ -428,6 +458,7 @@ export async function runLoad(
   const failuresByCode: Record<string, number> = {};
   const errors: Record<string, number> = {};
   const headerCounts: Record<string, number> | null = config.countHeader === null ? null : {};
+  const byType: Record<string, TypeCounts> = {};
   const okLatencies: number[] = [];
   const refusedLatencies: number[] = [];
   const trace: TraceRecord[] | undefined = options.trace ? [] : undefined;
@@ -446,7 +477,11 @@ export async function runLoad(
   const running = new Set<Promise<void>>();
 
   const send = async (index: number, scheduledMs: number): Promise<void> => {
-    const pick = mix.length === 1 ? 0 : Math.floor(random() * mix.length);
+    const pick: number | (PreparedRequest & { type?: string }) =
+      draw !== null ? prepare(base, [draw()])[0]! : mix.length === 1 ? 0 : Math.floor(random() * mix.length);
+    const type = (typeof pick === 'number' ? mix[pick]!.type : pick.type) ?? '(none)';
+    const counts = (byType[type] ??= { sent: 0, ok: 0, refused: 0, failed: 0, errors: 0 });
+    counts.sent++;
     const sentMs = clock();
     if (open) {
       const behind = sentMs - scheduledMs;
@@ -461,17 +496,21 @@ export async function runLoad(
     lastEndMs = endMs;
     if (status === 0) {
       bump(errors, code ?? 'UNKNOWN');
+      counts.errors++;
     } else {
       completed++;
       bump(statuses, String(status));
       if (status >= 200 && status < 300) {
         good++;
+        counts.ok++;
         okLatencies.push(latencyMs);
       } else if (status === 429 || status === 503) {
         bump(refusalsByCode, code!);
+        counts.refused++;
         refusedLatencies.push(latencyMs);
       } else {
         bump(failuresByCode, code!);
+        counts.failed++;
       }
     }
     trace?.push({ index, scheduledMs, sentMs, endMs, status, code, latencyMs });
@@ -557,6 +596,7 @@ export async function runLoad(
     maxOutstanding,
     latency: { ok: summarize(okLatencies), refused: summarize(refusedLatencies) },
     headerCounts,
+    byType,
     generator: {
       cpuShare: (cpu.user + cpu.system) / 1000 / Math.max(1, clock()),
       loopDelayP99Ms: loopDelay.percentile(99) / 1e6,
@@ -576,7 +616,7 @@ function latenessOf(samples: readonly number[], late: number, lateMs: number): N
 
 async function main(argv: readonly string[]): Promise<number> {
   let parsed: ReturnType<typeof parseLoadgenArgs>;
-  let specs: RequestSpec[];
+  let specs: RequestSource;
   try {
     parsed = parseLoadgenArgs(argv);
     if (parsed === null) {
@@ -595,7 +635,7 @@ async function main(argv: readonly string[]): Promise<number> {
     } catch {
       throw new InvalidInputError('--requests', 'a file of JSON', parsed.requestsFile);
     }
-    specs = checkRequests(json);
+    specs = checkSource(json);
   } catch (err) {
     process.stderr.write(`loadgen: ${err instanceof Error ? err.message : String(err)}\n(see --help)\n`);
     return 2;

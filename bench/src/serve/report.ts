@@ -2,6 +2,7 @@
  * What bench:serve writes: the markdown block of docs/serve.md, the chart (docs/serve.svg) and the
  * progress line of each phase. The run itself is bench-serve.ts.
  */
+import { loadavg } from 'node:os';
 import { describeMachine, fmtInt, machine, markdownTable } from '../harness/index.js';
 import type { LoadResult } from './loadgen.js';
 import type { ProfileSummary } from './profile.js';
@@ -84,6 +85,9 @@ export interface ReportFlags {
   closed: number;
   workers: number;
   distinct: number;
+  mix: 'default' | 'personal';
+  users: number;
+  writeShare: number;
   capacity: number;
   client: string;
   profileAt: number;
@@ -211,10 +215,34 @@ function servers(pins: readonly PinRun[]): string {
   return [...seen.values()].join(', ');
 }
 
+function mixDescription(f: ReportFlags): string {
+  if (f.mix === 'default') return `${fmtInt(f.distinct)} distinct requests (the query mix of docs/overload.md).`;
+  return (
+    `the personalized mix (\`--mix personal\`, bench/src/serve/personal-mix.ts): ${fmtInt(f.users)} users built through the routes before the run (an embedding, a history of views naming the user, follows), then every arrival's request drawn afresh: of the reads 35 % for_you, 10 % for_you + unseen, 10 % following, 10 % related, 15 % trending, 10 % text, 10 % hybrid; ` +
+    `${(f.writeShare * 100).toFixed(0)} % of arrivals are writes naming a user (80 % signals, 10 % hides, 10 % follows). C is measured once vector searches use the ANN index.`
+  );
+}
+
+/** Per request type: served of sent at each phase (the personal mix labels every request). */
+export function typeTable(run: ServerRun): string {
+  const phases = [run.capacity, ...run.phases];
+  const types = [...new Set(phases.flatMap((p) => Object.keys(p.load.byType ?? {})))].sort();
+  return markdownTable(
+    ['type', ...phases.map((p) => p.name)],
+    types.map((t) => [
+      t,
+      ...phases.map((p) => {
+        const c = p.load.byType?.[t];
+        return c === undefined || c.sent === 0 ? '–' : `${fmtInt(c.ok)} / ${fmtInt(c.sent)}`;
+      }),
+    ]),
+  );
+}
+
 export function renderMarkdown(pins: readonly PinRun[], f: ReportFlags): string {
   const m = machine();
   const lines = [
-    `Measured by \`npm run bench:serve\` on ${describeMachine(m)} (the generator's Node; the servers': ${servers(pins) || 'none ran'}): \`tidal serve --demo\` with ${fmtInt(f.items)} items and ${f.workers} query workers in one process, the load generator (bench/src/serve/loadgen.ts, \`--client ${f.client}\`, open-loop Poisson arrivals, latency from each request's scheduled time) in another, both on loopback. ${f.seconds} s per phase; ${fmtInt(f.distinct)} distinct requests (the query mix of docs/overload.md). Each pin mode below has its own C: ${f.capacity > 0 ? `fixed at ${fmtInt(f.capacity)} requests/s (\`--capacity\`)` : `the goodput of a closed loop of ${f.closed} against its first server (below the first degradation threshold, so C is Full's capacity)`}; the 1×…0.5× rates are multiples of it, the same for every server of that mode.`,
+    `Measured by \`npm run bench:serve\` on ${describeMachine(m)} (the generator's Node; the servers': ${servers(pins) || 'none ran'}): \`tidal serve --demo\` with ${fmtInt(f.items)} items and ${f.workers} query workers in one process, the load generator (bench/src/serve/loadgen.ts, \`--client ${f.client}\`, open-loop Poisson arrivals, latency from each request's scheduled time) in another, both on loopback. ${f.seconds} s per phase; ${mixDescription(f)} Load average (1 min) when the tables were written: ${loadavg()[0]!.toFixed(1)}. Each pin mode below has its own C: ${f.capacity > 0 ? `fixed at ${fmtInt(f.capacity)} requests/s (\`--capacity\`)` : `the goodput of a closed loop of ${f.closed} against its first server (below the first degradation threshold, so C is Full's capacity)`}; the 1×…0.5× rates are multiples of it, the same for every server of that mode.`,
     '',
   ];
   for (const p of pins) {
@@ -226,6 +254,7 @@ export function renderMarkdown(pins: readonly PinRun[], f: ReportFlags): string 
     lines.push(`### ${pinHeading(p)}`, '', c, '');
     for (const run of p.runs) {
       lines.push(`#### ${run.variant.heading}`, '', phaseTable(run), '');
+      if (f.mix === 'personal') lines.push('Requests served (2xx) of those sent, by type:', '', typeTable(run), '');
       const notes = invalidNotes(run);
       if (notes.length > 0) lines.push(...notes, '');
       if (run.profile !== null) {
@@ -243,7 +272,7 @@ export function renderMarkdown(pins: readonly PinRun[], f: ReportFlags): string 
     for (const x of p.failed) lines.push(`**${x.variant.name} did not run:** ${x.error}`, '');
   }
   lines.push(
-    `"levels %": the share of 2xx responses at each degradation level (F Full, R ReducedCandidates, C CoarseAggregates, N NoDiversity). "main thread CPU": the server's main thread on a CPU, as a share of one core over the phase's schedule (its first to its last arrival), and in brackets the share of that time it was runnable but waiting for a CPU (/proc schedstat); "main µs / response": that thread's on-CPU time from the schedule's start to the last response, divided by the responses (all reads: retrieve and search); "process cores": the whole server (main thread, query workers, writer); "busiest threads": the server's threads by CPU over the schedule, by their \`comm\`/tid (/proc/PID/task). "generator lag p99": the p99 of the generator's own event-loop delay beyond its 10 ms timer; "sends late": the p99 of how long after its scheduled time each request was handed to the client, and the share of sends more than ${f.lateMs} ms late. A phase is **INVALID** when the lag p99 is above ${f.validity.maxLagP99Ms} ms, more than ${(f.validity.maxLateShare * 100).toFixed(1)} % of its sends were late, or the generator dropped arrivals: it measured the generator as much as the server, and its latencies (struck through) are not the server's. "to Full ms": after the 10× phase, time from its last arrival until the level was Full for good (sampled from /stats every 250 ms, so ±250 ms).`,
+    `"levels %": the share of 2xx responses at each degradation level (F Full, R ReducedCandidates, C CoarseAggregates, N NoDiversity). "main thread CPU": the server's main thread on a CPU, as a share of one core over the phase's schedule (its first to its last arrival), and in brackets the share of that time it was runnable but waiting for a CPU (/proc schedstat); "main µs / response": that thread's on-CPU time from the schedule's start to the last response, divided by the responses (${f.mix === 'default' ? 'all reads: retrieve and search' : 'reads and writes'}); "process cores": the whole server (main thread, query workers, writer); "busiest threads": the server's threads by CPU over the schedule, by their \`comm\`/tid (/proc/PID/task). "generator lag p99": the p99 of the generator's own event-loop delay beyond its 10 ms timer; "sends late": the p99 of how long after its scheduled time each request was handed to the client, and the share of sends more than ${f.lateMs} ms late. A phase is **INVALID** when the lag p99 is above ${f.validity.maxLagP99Ms} ms, more than ${(f.validity.maxLateShare * 100).toFixed(1)} % of its sends were late, or the generator dropped arrivals: it measured the generator as much as the server, and its latencies (struck through) are not the server's. "to Full ms": after the 10× phase, time from its last arrival until the level was Full for good (sampled from /stats every 250 ms, so ±250 ms).`,
     '',
   );
   return lines.join('\n');

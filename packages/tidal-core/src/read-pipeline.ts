@@ -6,7 +6,7 @@
  * thread-db.ts). What differs between the two ops is one entry of {@link READS}.
  */
 import { performance } from 'node:perf_hooks';
-import { InternalError, InvalidInputError, type InFlightGuard } from 'tidal-load';
+import { InternalError, InvalidInputError, STAGE, stageEnd, stageStart, type InFlightGuard } from 'tidal-load';
 import type { RetrieveTask, SearchTask, UserQueryState, WorkerRetrieveResult, WorkerSearchResult } from 'tidal-query';
 import { LazyCursor, type Cursors } from './cursor.js';
 import { estimateBytes, type QueryPlan } from './query-front.js';
@@ -111,12 +111,15 @@ export class ReadPipeline {
   start<Op extends ReadOp>(op: Op, req: ReadTypes[Op]['req'], guard: InFlightGuard): PlannedRead<Op> {
     let read: PreparedRead<ReadTypes[Op]['task']>;
     let plan: QueryPlan;
+    const t = stageStart();
     try {
       read = READS[op].prepare(req, this.#deps);
       plan = this.#plan(req, op, guard);
     } catch (err) {
       guard[Symbol.dispose]();
       throw err;
+    } finally {
+      stageEnd(STAGE.plan, t);
     }
     return { op, read, plan, started: performance.now() };
   }
@@ -126,6 +129,16 @@ export class ReadPipeline {
    * page (see pinned-rankings.ts); its `nextCursor` is made when first read.
    */
   finish<Op extends ReadOp>(q: PlannedRead<Op>, r: ReadTypes[Op]['answer'], ageMs: number): ReadTypes[Op]['results'] {
+    // The result built from the executor's answer: counted with the hydration of its rows.
+    const t = stageStart();
+    try {
+      return this.#finish(q, r, ageMs);
+    } finally {
+      stageEnd(STAGE.hydration, t);
+    }
+  }
+
+  #finish<Op extends ReadOp>(q: PlannedRead<Op>, r: ReadTypes[Op]['answer'], ageMs: number): ReadTypes[Op]['results'] {
     const kind: ReadKind<Op> = READS[q.op];
     const ran = { level: q.plan.level, reason: q.plan.reason, ageMs, started: q.started };
     if (!q.read.pinning) return kind.build(r, ran, new LazyCursor(() => null), performance.now());

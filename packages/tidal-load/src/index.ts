@@ -29,6 +29,8 @@ export type { CompatibleSchemaChange, IncompatibleSchemaChange, SchemaChange, Sc
 export { WARNING_CODES, emitProcessWarning } from './warnings.js';
 export type { TidalWarning, WarningCode, WarningSink } from './warnings.js';
 export { DegradationLevel, levelName, checkLevel } from './levels.js';
+export { STAGES, STAGE, STAGE_CLOCK, STAGE_TIMES_ON, stageStart, stageEnd, stageAdd, stageTotal, stageTotals } from './stage-times.js';
+export type { Stage } from './stage-times.js';
 export type { DegradationLevelName } from './levels.js';
 export { LoadDetector, InFlightGuard, DEFAULT_THRESHOLDS, resolveThresholds, resolveAdmissionLimit, checkCriticality } from './detector.js';
 export type { Thresholds, LoadView, Criticality } from './detector.js';

@@ -1,5 +1,6 @@
 import type { QueryContext } from './context.js';
 import { diversify } from './diversity.js';
+import { STAGE, stageEnd, stageStart } from 'tidal-load';
 import { readItemSignals } from './item-signals.js';
 import type { Diversity, SignalValues } from './types.js';
 
@@ -37,7 +38,9 @@ export function selectAndHydrate<T extends HydratedBase>(
   hydrate: (base: HydratedBase, ordinal: number) => T,
 ): T[] {
   const { nowMs, coarse } = options;
-  return tailOrder(ctx, ranked, options).map((i, r) => {
+  const order = tailOrder(ctx, ranked, options);
+  const t = stageStart();
+  const rows = order.map((i, r) => {
     const o = ranked[i]!;
     const base: HydratedBase = {
       id: ctx.catalog.ids[o]!,
@@ -47,6 +50,8 @@ export function selectAndHydrate<T extends HydratedBase>(
     };
     return hydrate(base, o);
   });
+  stageEnd(STAGE.hydration, t);
+  return rows;
 }
 
 /**

@@ -9,6 +9,7 @@ import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { resourceLimits, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
+import { STAGE, STAGE_TIMES_ON, stageAdd, stageEnd, stageStart, stageTotal } from 'tidal-load';
 import { AnnLifecycle, type AnnContext } from './ann-lifecycle.js';
 import { Catalog } from './catalog.js';
 import {
@@ -93,6 +94,20 @@ function ran(s: State): void {
 
 const SKIPPED: SkippedResult = Object.freeze({ skipped: true });
 
+/** The executor's stage time (see tidal-load's stage-times.ts): its run less the hydration inside it. */
+const STAGES_OFF = Object.freeze({ t: 0, hydration: 0 });
+
+function executorStart(): { t: number; hydration: number } {
+  if (!STAGE_TIMES_ON) return STAGES_OFF;
+  return { t: stageStart(), hydration: STAGE_TIMES_ON ? stageTotal(STAGE.hydration) : 0 };
+}
+
+function executorEnd(started: { t: number; hydration: number }): void {
+  if (!STAGE_TIMES_ON) return;
+  stageEnd(STAGE.executor, started.t);
+  stageAdd(STAGE.executor, started.hydration - stageTotal(STAGE.hydration));
+}
+
 function retrieve(s: State, msg: RetrieveMessage, started: number): ResultOf<'retrieve'> {
   if (cancelled(s, msg.cell)) return SKIPPED;
   s.items.sync(msg.env.itemsVersion);
@@ -100,13 +115,19 @@ function retrieve(s: State, msg: RetrieveMessage, started: number): ResultOf<'re
   // The ordinals go back with the items: the main thread's cursor records them, and looking each
   // id up there cost 2 % of its time under load.
   const picked: number[] = [];
+  const t = executorStart();
   const r = s.retrieve.run(msg.task, levelPlan(msg.env.level), nowMs, picked);
+  executorEnd(t);
   ran(s);
   const ordinals = Int32Array.from(picked);
   // Serialized here, off the thread that answers every request: a string crosses the port as
   // one copy, where the items' objects were cloned, then stringified there.
-  if (msg.task.asJson)
-    return { ...r, items: [], itemsJson: JSON.stringify(r.items), ordinals, nowMs, serviceMs: performance.now() - started };
+  if (msg.task.asJson) {
+    const j = stageStart();
+    const itemsJson = JSON.stringify(r.items);
+    stageEnd(STAGE.json, j);
+    return { ...r, items: [], itemsJson, ordinals, nowMs, serviceMs: performance.now() - started };
+  }
   return { ...r, ordinals, nowMs, serviceMs: performance.now() - started };
 }
 
@@ -115,10 +136,17 @@ function search(s: State, msg: SearchMessage, started: number): ResultOf<'search
   s.items.sync(msg.env.itemsVersion);
   const nowMs = msg.env.nowMs;
   const picked: number[] = [];
+  const t = executorStart();
   const r = s.search.run(msg.task, levelPlan(msg.env.level), nowMs, picked);
+  executorEnd(t);
   ran(s);
   const ordinals = Int32Array.from(picked);
-  if (msg.task.asJson) return { ...r, hits: [], hitsJson: JSON.stringify(r.hits), ordinals, nowMs, serviceMs: performance.now() - started };
+  if (msg.task.asJson) {
+    const j = stageStart();
+    const hitsJson = JSON.stringify(r.hits);
+    stageEnd(STAGE.json, j);
+    return { ...r, hits: [], hitsJson, ordinals, nowMs, serviceMs: performance.now() - started };
+  }
   return { ...r, ordinals, nowMs, serviceMs: performance.now() - started };
 }
 

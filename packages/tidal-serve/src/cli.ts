@@ -76,8 +76,13 @@ async function serve(config: ServeConfig): Promise<void> {
   }
   const log = (line: string) => process.stderr.write(`tidal serve: ${line}\n`);
   const keys = config.keys === undefined ? undefined : KeyRing.fromFile(config.keys);
-  // Left out on a --path that already holds a database: the schema stored there.
-  const schema = config.demo ? tidalSchema(128) : config.schema === undefined ? undefined : readSchema(config.schema);
+  // Left out on a --path that already holds a database: the schema stored there. The demo names its
+  // items' creator, so follows, blocks and `following` work on it.
+  const schema = config.demo
+    ? { ...tidalSchema(128), creatorField: 'creator' }
+    : config.schema === undefined
+      ? undefined
+      : readSchema(config.schema);
   if (!config.demo && schema === undefined && !existsSync(join(config.path!, 'tidal.db'))) throw noStoredSchema(config.path!);
   const routes = config.routes === undefined ? undefined : await loadRoutes(config.routes);
   // Before anything opens: a missing tidal-fleet is a setup error, said at once.
@@ -179,6 +184,7 @@ async function serve(config: ServeConfig): Promise<void> {
         ? {}
         : {
             acceptorsInFlight: () => acceptors?.inFlightByAcceptor ?? new Map<number, number>(),
+            acceptorStages: () => acceptors?.stages.values() ?? [],
             acceptorStats: () =>
               [...(acceptors?.counts.entries() ?? [])].map(([index, c]) => ({
                 index,

@@ -10,6 +10,7 @@ import {
   type SignalInput,
   type User,
 } from 'tidal-core';
+import { STAGE, stageEnd, stageStart } from 'tidal-load';
 import { ServeError } from './errors.js';
 import { contextOf } from './context.js';
 import type { ServeDb } from './server.js';
@@ -223,9 +224,12 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
       if (typeof listJson !== 'string') return answer;
       answer[jsonField] = undefined;
       answer[list] = undefined;
+      const t = stageStart();
       const rest = JSON.stringify(answer);
+      const text = rest === '{}' ? `{"${list}":${listJson}}` : `{"${list}":${listJson},${rest.slice(1)}`;
+      stageEnd(STAGE.json, t);
       void reply.type(JSON_TYPE);
-      return rest === '{}' ? `{"${list}":${listJson}}` : `{"${list}":${listJson},${rest.slice(1)}`;
+      return text;
     };
   app.post(
     '/retrieve',

@@ -11,6 +11,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Registry } from 'prom-client';
 import { levelName, type DbCalls, type TidalDb } from 'tidal-core';
+import { STAGE, STAGE_CLOCK, STAGE_TIMES_ON, stageEnd, stageStart, stageTotals, type Stage } from 'tidal-load';
 import { createAdmissionChain } from './admission/chain.js';
 import { JSON_TYPE, errorJson, refusalBody, refusalHeaders, refusalSendsDate } from './admission/refusal.js';
 import { isSharedStats } from './admission/shared-limits.js';
@@ -93,6 +94,8 @@ export interface ServerOptions {
   readonly onClose?: () => Promise<void>;
   /** Added to `/stats` as `acceptors`: what each acceptor thread reported. */
   readonly acceptorStats?: () => unknown;
+  /** The acceptors' stage totals from their last reports (with `TIDAL_STAGE_TIMES=1`), summed into `/stats` `stages`. */
+  readonly acceptorStages?: () => Iterable<Readonly<Record<Stage, number>>>;
   /** Each acceptor thread's requests in flight (the main thread's server when acceptors answer). */
   readonly acceptorsInFlight?: () => ReadonlyMap<number, number>;
   /** The application's own routes (see {@link RoutesPlugin}). */
@@ -225,6 +228,27 @@ function checkWhole(name: string, value: number, min: number, max: number): numb
   return value;
 }
 
+/** Stage totals of several threads, added up, in ms. */
+function sumStages(parts: Iterable<Readonly<Record<Stage, number>>>): Record<Stage, number> {
+  const out = stageTotals();
+  for (const k of Object.keys(out) as Stage[]) out[k] = 0;
+  for (const p of parts) for (const k of Object.keys(out) as Stage[]) out[k] += p[k];
+  return out;
+}
+
+/** With stage times on (tidal-load's stage-times.ts): the response's `end`, where its bytes are written, timed as the write. */
+function timeWrite(res: ServerResponse): void {
+  const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
+  res.end = function (...args: unknown[]) {
+    const t = stageStart();
+    try {
+      return end(...args);
+    } finally {
+      stageEnd(STAGE.write, t);
+    }
+  } as ServerResponse['end'];
+}
+
 /**
  * Builds a tidal server over an open database. Nothing listens until `listen()`.
  * @throws RangeError for an option out of range.
@@ -323,7 +347,9 @@ export function createServer(options: ServerOptions): TidalServer {
     const start = clock();
     let ticket: Ticket | undefined;
     if (chain !== undefined) {
+      const t = stageStart();
       const answer = chain.admit({ route: name, tenant, tier }, start);
+      stageEnd(STAGE.admission, t);
       if (!answer.admitted) {
         writeRefusal(res, answer);
         finish({ route: name, code: answer.reason }, answer.status, 0);
@@ -337,6 +363,7 @@ export function createServer(options: ServerOptions): TidalServer {
     attachContext(req, new Admitted(name, tenant, start, ticket, req.socket));
     res.on('close', onResponseClose);
     if (draining) res.setHeader('connection', 'close');
+    if (STAGE_TIMES_ON) timeWrite(res);
     route!(req, res);
   }
 
@@ -353,7 +380,9 @@ export function createServer(options: ServerOptions): TidalServer {
     const status = this.writableFinished ? this.statusCode : CLIENT_CLOSED;
     // A timeout, tidal's own 503 and a 500 say the server is congested; a client error, a quota
     // refusal and a client that went away say nothing about capacity.
+    const t = stageStart();
     ctx.ticket?.release({ latencyMs, ok: status !== 500 && status !== 503 && status !== 504 });
+    stageEnd(STAGE.admission, t);
     finish(ctx, status, latencyMs, this.getHeader(LEVEL_HEADER) as string | undefined);
     if (inFlight === 0) onIdle?.();
   }
@@ -374,6 +403,7 @@ export function createServer(options: ServerOptions): TidalServer {
       server: { inFlight, draining },
       ...(options.fleetStats === undefined ? {} : { fleet: options.fleetStats() }),
       ...(options.acceptorStats === undefined ? {} : { acceptors: options.acceptorStats() }),
+      ...(STAGE_TIMES_ON ? { stagesClock: STAGE_CLOCK, stages: sumStages([stageTotals(), ...(options.acceptorStages?.() ?? [])]) } : {}),
     }),
     registry,
   });

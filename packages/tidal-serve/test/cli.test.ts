@@ -69,6 +69,100 @@ describe('tidal serve flags', () => {
   });
 });
 
+describe('tidal serve --demo', () => {
+  it("names its items' creator: follows and profile following work on it", async () => {
+    const child = spawn(process.execPath, [CLI, 'serve', '--demo', '--demo-items', '200', '--port', '0', '--workers', '1'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    onTestFinished(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const first = await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
+    const url = /listening on (\S+)/.exec(first)![1]!;
+    const post = async (path: string, body: unknown) => {
+      const r = await fetch(`${url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+    };
+    const item = (await (await fetch(`${url}/items/item-000000`)).json()) as { metadata: { creator: string } };
+    expect((await post('/users', { id: 'ana' })).status).toBe(200);
+    expect((await post('/users/ana/follow', { creator: item.metadata.creator })).status).toBe(200);
+    const feed = await post('/retrieve', { profile: 'following', user: 'ana', limit: 5 });
+    expect(feed.status).toBe(200);
+    expect((feed.body.items as { id: string }[]).map((i) => i.id)).toContain('item-000000');
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  });
+});
+
+describe('tidal serve with TIDAL_STAGE_TIMES=1', () => {
+  const start = async (env: NodeJS.ProcessEnv) => {
+    const child = spawn(process.execPath, [CLI, 'serve', '--demo', '--demo-items', '200', '--port', '0', '--workers', '1'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env,
+    });
+    onTestFinished(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    const first = await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
+    return { child, url: /listening on (\S+)/.exec(first)![1]! };
+  };
+  const query = (url: string, path: string, body: unknown) =>
+    fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(
+      (r) => r.status,
+    );
+  // Acceptor threads report their totals every 100 ms after a response: wait for the sums to include them.
+  const stagesOnceReported = async (url: string) => {
+    for (let i = 0; i < 100; i++) {
+      const stats = (await (await fetch(`${url}/stats`)).json()) as { stages?: Record<string, number>; stagesClock?: string };
+      if (stats.stages === undefined || (stats.stages.write ?? 0) > 0 || i === 99) return stats;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error('unreachable');
+  };
+
+  it('adds up each stage a query passes, and /stats reports the sums; without it /stats has none', async () => {
+    // The wall clock: exact, so every stage a query passed is above 0 after a few (thread CPU time
+    // moves at the kernel's tick).
+    const on = await start({ ...process.env, TIDAL_STAGE_TIMES: 'wall' });
+    for (let i = 0; i < 5; i++) {
+      expect(await query(on.url, '/retrieve', { profile: 'trending', limit: 10, level: 'Full' })).toBe(200);
+      expect(await query(on.url, '/search', { text: 'music', limit: 10 })).toBe(200);
+    }
+    const stats = await stagesOnceReported(on.url);
+    expect(stats.stagesClock).toBe('wall');
+    const stages = stats.stages!;
+    expect(Object.keys(stages)).toEqual(['admission', 'plan', 'executor', 'hydration', 'json', 'write']);
+    for (const s of ['admission', 'plan', 'hydration', 'json', 'write']) expect(stages[s], s).toBeGreaterThan(0);
+    // The executor runs in the query workers: their totals reach /stats where they are acceptors
+    // (Node 22.12+ on Linux); on the main-thread path (Node 20) they stay in the workers.
+    const threaded = process.platform === 'linux' && Number(process.versions.node.split('.')[0]) >= 23;
+    if (threaded) expect(stages.executor).toBeGreaterThan(0);
+    on.child.kill('SIGTERM');
+
+    const env = { ...process.env };
+    delete env.TIDAL_STAGE_TIMES;
+    const off = await start(env);
+    expect(await query(off.url, '/retrieve', { profile: 'trending', limit: 10 })).toBe(200);
+    const plain = (await (await fetch(`${off.url}/stats`)).json()) as Record<string, unknown>;
+    expect(plain.stages).toBeUndefined();
+    off.child.kill('SIGTERM');
+  });
+
+  it('with 1, measures thread CPU time where Node has it', async () => {
+    const on = await start({ ...process.env, TIDAL_STAGE_TIMES: '1' });
+    expect(await query(on.url, '/retrieve', { profile: 'trending', limit: 10 })).toBe(200);
+    const stats = (await (await fetch(`${on.url}/stats`)).json()) as { stagesClock?: string; stages?: unknown };
+    expect(stats.stagesClock).toBe(typeof (process as { threadCpuUsage?: unknown }).threadCpuUsage === 'function' ? 'thread-cpu' : 'wall');
+    expect(stats.stages).toBeDefined();
+    on.child.kill('SIGTERM');
+  });
+});
+
 describe('tidal serve shutdown', () => {
   it.skipIf(process.platform !== 'linux')("--worker-nice sets the query workers' nice value, and only theirs", async () => {
     const child = spawn(

@@ -12,6 +12,7 @@
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { BroadcastChannel, threadId } from 'node:worker_threads';
 import type { ThreadDb } from 'tidal-core';
+import { STAGE_TIMES_ON, stageTotals } from 'tidal-load';
 import { createAdmissionChain } from '../admission/chain.js';
 import { KeyRing } from '../keys.js';
 import { createServer, type RoutesPlugin, type TidalServer } from '../server.js';
@@ -74,6 +75,7 @@ export async function start(db: ThreadDb, data: AcceptorData): Promise<void> {
       queued: db.queued,
       local: db.counts.local,
       forwarded: db.counts.forwarded,
+      ...(STAGE_TIMES_ON ? { stages: stageTotals() } : {}),
     });
     records = [];
   };

@@ -7,6 +7,7 @@
 import { createServer as createNetServer } from 'node:net';
 import { BroadcastChannel } from 'node:worker_threads';
 import { randomUUID } from 'node:crypto';
+import type { Stage } from 'tidal-load';
 import type { TidalServer } from '../server.js';
 import { CONTROL, CONTROL_BYTES, channelNames, type AcceptorData, type AcceptorReport, type ToAcceptor } from './protocol.js';
 
@@ -69,6 +70,8 @@ export interface Acceptors {
   readonly inFlightByAcceptor: ReadonlyMap<number, number>;
   /** Their last reports: queries answered in their threads and sent to the database's. */
   readonly counts: ReadonlyMap<number, { threadId: number; local: number; forwarded: number; queued: number }>;
+  /** Their stage totals from their last reports (with `TIDAL_STAGE_TIMES=1`). */
+  readonly stages: ReadonlyMap<number, Readonly<Record<Stage, number>>>;
   /** Tells every acceptor to stop taking requests and drain; resolves when all have (or after `drainMs` + 5 s). */
   drain(drainMs: number): Promise<void>;
   close(): void;
@@ -103,6 +106,7 @@ export async function startAcceptors(
   const inFlight = new Map<number, number>();
   const counts = new Map<number, { threadId: number; local: number; forwarded: number; queued: number }>();
   const drained = new Set<number>();
+  const stages = new Map<number, Readonly<Record<Stage, number>>>();
   let onDrained: (() => void) | undefined;
   const listening = channels.map(
     (ch, index) =>
@@ -116,6 +120,7 @@ export async function startAcceptors(
               o.admin.recordFrom(index, route, status, code ?? undefined, latencyMs, level ?? undefined);
             inFlight.set(index, msg.inFlight);
             counts.set(index, { threadId: msg.threadId, local: msg.local, forwarded: msg.forwarded, queued: msg.queued });
+            if (msg.stages !== undefined) stages.set(index, msg.stages);
           } else if (msg.op === 'drained') {
             drained.add(index);
             inFlight.set(index, 0);
@@ -139,6 +144,7 @@ export async function startAcceptors(
     },
     inFlightByAcceptor: inFlight,
     counts,
+    stages,
     async drain(drainMs: number) {
       if (drained.size === channels.length) return;
       const done = new Promise<void>((resolve) => {

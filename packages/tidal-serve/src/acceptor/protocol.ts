@@ -3,6 +3,7 @@
  * settings (its worker module data), a few cells of shared memory, and the messages on each
  * acceptor's pair of channels (`up`: acceptor → main; `down`: main → acceptor).
  */
+import type { Stage } from 'tidal-load';
 import type { SharedAdmissionState } from '../admission/shared-memory.js';
 import type { AdmissionOptions } from '../admission/types.js';
 
@@ -58,6 +59,8 @@ export type AcceptorReport =
       /** Queries answered in the thread, and sent to the database's thread, so far. */
       readonly local: number;
       readonly forwarded: number;
+      /** The thread's stage totals in ms, with `TIDAL_STAGE_TIMES=1` (tidal-load's stage-times.ts). */
+      readonly stages?: Readonly<Record<Stage, number>>;
     }
   | { readonly op: 'drained'; readonly index: number; readonly threadId: number };
 
