@@ -18,7 +18,7 @@ import type { SchemaDefinition } from './schema.js';
 import type { QueryRecorder, QueryStats, VectorSearchMode } from './stats.js';
 import type { OpenSessionOptions, SessionHandle, SessionInfo, SessionSummary } from './sessions.js';
 import type { Item, ItemInput, RetrieveRequest, RetrieveResults, SearchRequest, SearchResults, SignalInput } from './types.js';
-import { checkBatch, checkId } from './validate.js';
+import { checkBatch, checkFile, checkId } from './validate.js';
 import type { WritePath } from './write-path.js';
 import { storedItem } from './read-requests.js';
 import { READS, type PlannedRead, type ReadOp, type ReadTypes } from './read-pipeline.js';
@@ -56,13 +56,6 @@ export interface TidalDbInternals {
   openMs(): { parts: number; warm: number };
   /** Settles once the warm rounds started so far (the one after a build's end included) have. */
   warmed(): Promise<unknown>;
-}
-
-/** A path argument: a non-empty string without NUL characters. */
-function checkFile(field: string, path: unknown): void {
-  if (typeof path !== 'string' || path.length === 0 || path.includes('\u0000')) {
-    throw new InvalidInputError(field, 'a non-empty path without NUL characters', path);
-  }
 }
 
 /** Each open database's internals, for {@link internalsOf}. */

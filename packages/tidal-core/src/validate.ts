@@ -369,3 +369,10 @@ export function checkFiniteNumber(field: string, value: unknown, fallback: numbe
   if (typeof value !== 'number' || !Number.isFinite(value)) throw new InvalidInputError(field, 'a finite number', value);
   return value;
 }
+
+/** A path argument: a non-empty string without NUL characters. */
+export function checkFile(field: string, path: unknown): void {
+  if (typeof path !== 'string' || path.length === 0 || path.includes('\u0000')) {
+    throw new InvalidInputError(field, 'a non-empty path without NUL characters', path);
+  }
+}

@@ -21,9 +21,9 @@ export {
   MissingPackageError,
   SchemaChangeError,
   ERROR_CODES,
-  reviveError,
 } from './errors.js';
 export type { ErrorCode, CursorGoneReason } from './errors.js';
+export { reviveError } from './revive-error.js';
 export { COMPATIBLE_SCHEMA_CHANGES, INCOMPATIBLE_SCHEMA_CHANGES, describeSchemaChange } from './schema-changes.js';
 export type { CompatibleSchemaChange, IncompatibleSchemaChange, SchemaChange, SchemaChangeKind } from './schema-changes.js';
 export { WARNING_CODES, emitProcessWarning } from './warnings.js';
