@@ -97,6 +97,27 @@ interface Waiter {
 }
 
 /**
+ * A client that sends one statement at a time, in the order they were asked for: pg 8 queues a
+ * statement sent while another is in flight but deprecates it (pg 9 drops the queue). A failed
+ * statement does not hold up the next. Not a pool: advisory locks belong to the session, so a lock
+ * and its unlock must go over the same connection.
+ */
+export class SerialClient {
+  readonly client: pg.Client;
+  #tail: Promise<unknown> = Promise.resolve();
+
+  constructor(client: pg.Client) {
+    this.client = client;
+  }
+
+  query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+    const run = this.#tail.then(() => this.client.query<R>(text, values));
+    this.#tail = run.catch(() => {});
+    return run;
+  }
+}
+
+/**
  * Concurrency slots shared by every replica through PostgreSQL: slot n of a resource is the
  * session-level advisory lock (hash of the resource, n), held on this process's dedicated lock
  * connection for the length of the call. The server releases a session's locks when the session
@@ -104,7 +125,7 @@ interface Waiter {
  * waiter also re-tries on a bounded jittered timer, which is what finds slots a dead replica freed.
  */
 export class PostgresSlots implements SlotSource {
-  #client: pg.Client;
+  #session: SerialClient;
   readonly #options: PostgresSlotsOptions;
   readonly #channel: string;
   readonly #pollMs: number;
@@ -122,7 +143,7 @@ export class PostgresSlots implements SlotSource {
   #closed: Promise<void> | null = null;
 
   private constructor(client: pg.Client, options: PostgresSlotsOptions) {
-    this.#client = client;
+    this.#session = new SerialClient(client);
     this.#options = options;
     this.#channel = options.channel ?? 'tidal_slots';
     this.#pollMs = options.pollMs ?? 250;
@@ -135,7 +156,7 @@ export class PostgresSlots implements SlotSource {
       if (msg.channel === this.#channel && msg.payload !== undefined) this.#wake(msg.payload);
     });
     const lost = (err: Error): void => {
-      if (this.#client !== client || this.#broken !== null || this.#closed !== null) return;
+      if (this.#session.client !== client || this.#broken !== null || this.#closed !== null) return;
       // The session is gone, and with it every lock it held: the server has released them.
       this.#broken = err;
       this.#mine = new Map();
@@ -191,7 +212,7 @@ export class PostgresSlots implements SlotSource {
             client.end().catch(() => {});
             return;
           }
-          this.#client = client;
+          this.#session = new SerialClient(client);
           this.#attach(client);
           this.#broken = null;
         },
@@ -208,7 +229,7 @@ export class PostgresSlots implements SlotSource {
 
   /** The backend pid of the lock session (for operators: `pg_locks.pid`). */
   async backendPid(): Promise<number> {
-    return Number((await this.#client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
+    return Number((await this.#session.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
   }
 
   /**
@@ -217,7 +238,7 @@ export class PostgresSlots implements SlotSource {
    * database is away.
    */
   async sessions(): Promise<number> {
-    const r = await this.#client.query<{ n: number }>(
+    const r = await this.#session.query<{ n: number }>(
       "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'tidal-slots'",
     );
     return Math.max(1, Number(r.rows[0]?.n ?? 1));
@@ -237,7 +258,7 @@ export class PostgresSlots implements SlotSource {
     checkSlotLimit('limit', limit);
     await this.#ensure();
     const key = slotKey(resource);
-    const client = this.#client;
+    const session = this.#session;
     let mine = this.#mine.get(resource);
     if (mine === undefined) {
       mine = new Set();
@@ -250,19 +271,19 @@ export class PostgresSlots implements SlotSource {
       mine.add(slot);
       let got: boolean;
       try {
-        const locked = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1::int, $2::int) AS ok', [key, slot]);
+        const locked = await session.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1::int, $2::int) AS ok', [key, slot]);
         got = locked.rows[0]!.ok === true;
       } catch (err) {
         mine.delete(slot);
         throw new InternalError(`the slot lock connection failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
       }
-      if (got) return this.#lease(client, resource, key, slot, mine);
+      if (got) return this.#lease(session, resource, key, slot, mine);
       mine.delete(slot);
     }
     return null;
   }
 
-  #lease(client: pg.Client, resource: string, key: number, slot: number, mine: Set<number>): SlotLease {
+  #lease(session: SerialClient, resource: string, key: number, slot: number, mine: Set<number>): SlotLease {
     let released = false;
     return {
       backend: 'postgres',
@@ -272,11 +293,11 @@ export class PostgresSlots implements SlotSource {
         if (released) return;
         released = true;
         // A lease of a lost session has nothing left to unlock: the server released it with the session.
-        if (client !== this.#client || this.#broken !== null || this.#closed !== null) {
+        if (session !== this.#session || this.#broken !== null || this.#closed !== null) {
           mine.delete(slot);
           return;
         }
-        client
+        session
           .query('SELECT pg_advisory_unlock($1::int, $2::int), pg_notify($3, $4)', [key, slot, this.#channel, resource])
           .catch(() => {})
           .finally(() => {
@@ -344,7 +365,7 @@ export class PostgresSlots implements SlotSource {
    */
   close(): Promise<void> {
     if (this.#closed === null) {
-      this.#closed = this.#client.end().catch(() => {});
+      this.#closed = this.#session.client.end().catch(() => {});
       for (const resource of [...this.#waiters.keys()]) this.#wake(resource);
     }
     return this.#closed;

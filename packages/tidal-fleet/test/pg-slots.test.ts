@@ -183,6 +183,45 @@ describe.skipIf(servicesSkipped)('PostgresSlots on a real PostgreSQL', () => {
     await Promise.all(clients.map((c) => c.end()));
   });
 
+  it('sends one statement at a time on its lock session, however many calls overlap', async () => {
+    // pg 8 queues a statement sent while another is in flight, with a deprecation warning; pg 9 will not.
+    const inFlight = new Map<pg.Client, number>();
+    let most = 0;
+    let statements = 0;
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, and applied to its client
+    const original = pg.Client.prototype.query;
+    const counted = function (this: pg.Client, ...args: unknown[]): unknown {
+      const n = (inFlight.get(this) ?? 0) + 1;
+      inFlight.set(this, n);
+      most = Math.max(most, n);
+      statements++;
+      const result = (original as (...a: unknown[]) => unknown).apply(this, args);
+      if (!(result instanceof Promise)) return result;
+      return result.finally(() => inFlight.set(this, (inFlight.get(this) ?? 1) - 1));
+    };
+    pg.Client.prototype.query = counted as typeof original;
+    try {
+      const slots = await replica();
+      const deadlineMs = Date.now() + 10_000;
+      const [leases] = await Promise.all([
+        Promise.all([0, 1, 2, 3].map(() => slots.acquire('overlap', 4, { deadlineMs }))),
+        slots.backendPid(),
+        slots.sessions(),
+      ]);
+      expect(leases.map((l) => l.slot).sort()).toEqual([0, 1, 2, 3]);
+      for (const lease of leases) lease.release();
+      await Promise.all([slots.backendPid(), slots.sessions()]);
+      const [again] = await Promise.all([slots.tryAcquire('overlap', 4), slots.backendPid()]);
+      expect(again?.slot, 'the four unlocks were sent before the round trips behind them').toBe(0);
+      again?.release();
+      await slots.backendPid();
+      expect(statements).toBeGreaterThanOrEqual(15);
+      expect(most, 'statements in flight at once on one client').toBe(1);
+    } finally {
+      pg.Client.prototype.query = original;
+    }
+  });
+
   it('refuses a limit that is not a whole number from 1 to 32', async () => {
     const slots = await replica();
     for (const bad of [0, 2.5, 33, Number.NaN])
