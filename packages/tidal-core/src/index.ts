@@ -3,7 +3,8 @@
 // reached through TidalDb, never imported by an application.
 export { TidalDb } from './db.js';
 export { TidalDbBuilder } from './builder.js';
-export { DEFAULTS, autoAdmissionLimit } from './options.js';
+export { DEFAULTS } from './options.js';
+export { autoAdmissionLimit } from './load-options.js';
 export { querySlots } from './query-pool.js';
 export type { QueryStats, LatencySummary, VectorSearchMode } from './stats.js';
 export type { MemoryStats } from './memory-stats.js';
