@@ -335,9 +335,10 @@ describe('load generator, raw client', () => {
     servers[servers.length - 1]!.on('connection', () => accepted++);
     const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 3 }, connections: 8, durationMs: 200 }), [{ path: '/' }]);
     expect(r.errors).toEqual({});
-    expect(r.completed).toBeGreaterThan(3 * 3);
-    // Three loops never need more than three connections, however many are allowed.
+    // Three loops never need more than three connections, however many are allowed, and more
+    // requests than connections means they were reused (a count, however fast the machine is).
     expect(accepted).toBe(3);
+    expect(r.completed).toBeGreaterThan(accepted);
   });
 
   it('with preconnect, opens that many connections before the first request, and uses them', async () => {

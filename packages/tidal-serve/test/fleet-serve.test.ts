@@ -116,9 +116,10 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
     redis = await startRedis();
     replicas = await Promise.all([0, 1, 2].map(() => startReplica(redis.url)));
     // Every replica has announced itself and seen the other two (heartbeats every second).
-    for (let i = 0; i < 100; i++) {
+    for (const end = Date.now() + 50_000; ;) {
       const seen = await Promise.all(replicas.map(async (r) => (await stats(r)).fleet.redis.replicasLastSeen));
       if (seen.every((n) => n === 3)) break;
+      if (Date.now() > end) throw new Error(`the replicas do not all see three within 50 s: ${seen.join(', ')}`);
       await pause(100);
     }
   }, 60_000);
