@@ -193,7 +193,7 @@ describe('cursor chains pin their ranking', () => {
         expect(got.rows, `${JSON.stringify(req)} at ${level}`).toEqual(unpaged.hits);
       }
     }
-  }, 60_000);
+  }, 180_000);
 
   it('random interleavings of writes and page requests over several chains (property)', async () => {
     type Op =

@@ -19,7 +19,7 @@ describe('lifecycle', () => {
       const guard = setTimeout(() => {
         child.kill('SIGKILL');
         resolve(null);
-      }, 30_000);
+      }, 150_000);
       child.on('exit', (c) => {
         clearTimeout(guard);
         resolve(c);

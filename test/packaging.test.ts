@@ -276,7 +276,7 @@ export async function trending(db: TidalDb): Promise<RetrieveResults> {
     } finally {
       killTree(npx);
     }
-  }, 60_000);
+  }, 180_000);
 });
 
 /** If the test failed half-way: npx goes, and the server follows it within a second (its parent check). */

@@ -210,7 +210,7 @@ describe('the level budget', () => {
     } finally {
       await big.close();
     }
-  }, 60_000);
+  }, 180_000);
 });
 
 describe('hot: the most popular first, then the newest', () => {
@@ -249,7 +249,7 @@ describe('hot: the most popular first, then the newest', () => {
     } finally {
       await hot.close();
     }
-  }, 60_000);
+  }, 180_000);
 });
 
 describe('top by popularity within its window', () => {

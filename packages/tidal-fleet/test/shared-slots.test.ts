@@ -207,7 +207,7 @@ describe.skipIf(servicesSkipped)('SharedSlots with a PostgreSQL that comes late 
     } finally {
       await db.stop();
     }
-  }, 60_000);
+  }, 180_000);
 
   it('openSlotSource with a database URL is the shared slots; bad options name the field', async () => {
     const port = await freePort();

@@ -40,6 +40,8 @@ export interface ServeConfig {
   readonly parentCheck: boolean;
   /** `--redis URL`: the tenant limiter and the period limit decide through this Redis, shared by every replica. */
   readonly redis: string | undefined;
+  /** `--redis-timeout-ms MS`: a Redis command slower than this is decided locally (the fallback). */
+  readonly redisTimeoutMs: number;
   /** `--replicate` (with `--redis`): signals, items and user state replicate between replicas through a Redis Stream on it. */
   readonly replicate: boolean;
   /** `--embedder URL`: the `/v1/embeddings` endpoint `search({ text, semantic: true })` embeds through. */
@@ -94,6 +96,8 @@ export const CONFIG_DEFAULTS = Object.freeze({
   periodMs: 60_000,
   timeoutMs: SERVER_DEFAULTS.timeoutMs,
   drainMs: 10_000,
+  /** A script round trip on a LAN is 0.2-1 ms: 50 is far past a healthy one. */
+  redisTimeoutMs: 50,
   bodyLimitBytes: SERVER_DEFAULTS.bodyLimitBytes,
   /**
    * The rate bound's target wait, off by default: in every run so far (a loaded machine) the bound
@@ -148,6 +152,10 @@ const FLAGS = {
   redis: {
     type: 'string',
     help: 'URL        share the tenant and period limits with every replica through this Redis (redis://host:port)',
+  },
+  'redis-timeout-ms': {
+    type: 'string',
+    help: `MS  a Redis command slower than this is decided on the local fallback (default ${CONFIG_DEFAULTS.redisTimeoutMs}; 1 to 60000)`,
   },
   replicate: {
     type: 'boolean',
@@ -340,6 +348,10 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
     admission: !bool('no-admission'),
     parentCheck: !bool('no-parent-check'),
     redis,
+    redisTimeoutMs:
+      str('redis-timeout-ms') === undefined
+        ? CONFIG_DEFAULTS.redisTimeoutMs
+        : whole('--redis-timeout-ms', str('redis-timeout-ms')!, 1, 60_000),
     replicate: bool('replicate'),
     embedder,
     embedderMaxConcurrency: maxConcurrency === undefined ? undefined : whole('--embedder-max-concurrency', maxConcurrency, 1, 32),

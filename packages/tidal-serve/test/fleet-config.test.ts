@@ -20,8 +20,10 @@ describe('fleet flags', () => {
       embedderMaxConcurrency: 4,
       pg: 'postgres://u@h/db',
     });
+    expect(parseServeArgs(['--demo', '--redis', 'redis://h:1', '--redis-timeout-ms', '800'])).toMatchObject({ redisTimeoutMs: 800 });
     expect(parseServeArgs(['--demo'])).toMatchObject({
       redis: undefined,
+      redisTimeoutMs: 50,
       embedder: undefined,
       embedderMaxConcurrency: undefined,
       pg: undefined,
@@ -30,6 +32,7 @@ describe('fleet flags', () => {
 
   it.each([
     [['--redis', 'localhost:6379'], /^--redis must be a redis:\/\/ or rediss:\/\/ URL/],
+    [['--redis-timeout-ms', '0'], /^--redis-timeout-ms must be a whole number from 1 to 60000/],
     [['--embedder', 'ftp://x'], /^--embedder must be an http/],
     [['--embedder-max-concurrency', '2'], /^--embedder-max-concurrency must be given only with --embedder/],
     [['--embedder', 'http://x', '--embedder-max-concurrency', '33'], /^--embedder-max-concurrency must be a whole number from 1 to 32/],

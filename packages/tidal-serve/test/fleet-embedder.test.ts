@@ -72,7 +72,7 @@ describe.skipIf(servicesSkipped)('tidal serve --embedder', () => {
       });
       child.once('exit', (code) => reject(new Error(`tidal serve exited (${code}):\n${stderr}`)));
     });
-  }, 60_000);
+  }, 180_000);
 
   afterAll(async () => {
     child?.kill('SIGKILL');
@@ -98,7 +98,7 @@ describe.skipIf(servicesSkipped)('tidal serve --embedder', () => {
     await embedder.close();
     const down = await search({ text: 'news', semantic: true, timeoutMs: 2_000 });
     expect(down).toMatchObject({ status: 200, body: { mode: 'text', semanticFallback: 'embedder_failed' } });
-  }, 30_000);
+  }, 180_000);
 });
 
 describe.skipIf(servicesSkipped)('tidal serve --pg with the database down at start', () => {

@@ -48,7 +48,7 @@ export async function openFleet(config: ServeConfig, log: (line: string) => void
   const rates = new Map<string, RedisRateSource>();
   let period: RedisPeriodSource | undefined;
   if (config.redis !== undefined) {
-    const r = FleetRedis.connect(config.redis);
+    const r = FleetRedis.connect(config.redis, { commandTimeoutMs: config.redisTimeoutMs });
     redis = r;
     const started = Date.now();
     while (!r.ready && Date.now() - started < REDIS_START_WAIT_MS) await new Promise((resolve) => setTimeout(resolve, 20));
