@@ -25,6 +25,7 @@ import type { Outcome, PreparedRequest } from './raw-client.js';
 import { summarize } from '../harness/index.js';
 import type { Summary } from '../harness/index.js';
 import { checkPersonalSpec, personalDrawer, type PersonalMixSpec } from './personal-mix.js';
+import { WindowAccumulator, type LoadWindow } from './windows.js';
 
 /** One request of the mix, as the JSON file gives it. */
 export interface RequestSpec {
@@ -90,6 +91,8 @@ export interface LoadgenConfig {
    * (`sendLateness.late`): this process fell behind its own schedule. @default LOADGEN_DEFAULTS.lateMs
    */
   readonly lateMs?: number;
+  /** Results also cut into windows of this many ms of the schedule (`windows`, windows.ts); absent: none. */
+  readonly windowMs?: number;
 }
 
 /** One request's timeline, with `trace`. Times are ms since the run started. */
@@ -98,6 +101,8 @@ export interface TraceRecord {
   readonly scheduledMs: number;
   readonly sentMs: number;
   readonly endMs: number;
+  /** When its bytes went to a socket, after any wait for a free connection (raw client; `null` otherwise). */
+  readonly wroteMs: number | null;
   /** `0` for a connection error or an abandoned request. */
   readonly status: number;
   readonly code: string | null;
@@ -139,6 +144,27 @@ export interface LoadResult {
   readonly maxOutstanding: number;
   /** Latency from the scheduled time, in ms, of 2xx responses and of refusals (429, 503). */
   readonly latency: { readonly ok: Summary; readonly refused: Summary };
+  /**
+   * The same latencies from the send: from when the request's bytes went to a socket, after any
+   * wait for a free connection, to its last byte back: what the server took, the pool's wait left
+   * out. `null` with the undici client, which does not say when it wrote.
+   */
+  readonly latencyFromSend: { readonly ok: Summary; readonly refused: Summary } | null;
+  /**
+   * How long requests waited for a free connection of the pool (`connections`), in ms: from being
+   * handed to the client to their bytes going to a socket. A client with a bounded pool meets this
+   * wait; it is billed to the latency from the schedule, but it is not the generator's lateness
+   * (`sendLateness`). `over`: waits longer than `lateMs`. `null` with the undici client.
+   */
+  readonly poolWait: {
+    readonly p50: number;
+    readonly p99: number;
+    readonly max: number;
+    readonly over: number;
+    readonly sends: number;
+  } | null;
+  /** With `windowMs`: the results per window of the schedule (windows.ts). */
+  readonly windows?: LoadWindow[];
   readonly headerCounts: Record<string, number> | null;
   /** Counts by the requests' `type` (requests without one under `(none)`). */
   readonly byType: Record<string, TypeCounts>;
@@ -174,7 +200,8 @@ export const LOADGEN_DEFAULTS = Object.freeze({
   graceMs: 5_000,
   seed: 1,
   maxOutstanding: 100_000,
-  maxDurationMs: 600_000,
+  /** An hour: a soak's longest run. */
+  maxDurationMs: 3_600_000,
   maxRate: 1_000_000,
   maxConnections: 10_000,
   client: 'raw',
@@ -193,7 +220,8 @@ const HELP = `tidal load generator: drives a server on loopback and prints one J
   --rate R              open loop: Poisson arrivals at R requests/s          (one of --rate
   --closed N            closed loop: N concurrent request loops               and --closed)
   --duration-ms MS      how long to offer load (≤ ${LOADGEN_DEFAULTS.maxDurationMs})                   required
-  --connections N       pool size (default: 512 open, N closed)
+  --connections N       the pool: at most N keep-alive connections; an arrival that
+                        finds them all busy waits for one (default: 512 open, N closed)
   --timeout-ms MS       per-request headers/body timeout (default ${LOADGEN_DEFAULTS.timeoutMs})
   --grace-ms MS         time for the last requests after the schedule ends (default ${LOADGEN_DEFAULTS.graceMs})
   --seed N              arrival and mix seed (default ${LOADGEN_DEFAULTS.seed})
@@ -205,6 +233,7 @@ const HELP = `tidal load generator: drives a server on loopback and prints one J
                         starts, as a load balancer's pool holds them (default 0)
   --late-ms MS          open loop: a send more than MS after its schedule is late
                         (default ${LOADGEN_DEFAULTS.lateMs})
+  --window-ms MS        also report the results per window of MS of the schedule
   --help                this text
 `;
 
@@ -255,6 +284,7 @@ export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConf
     '--client',
     '--preconnect',
     '--late-ms',
+    '--window-ms',
   ]);
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
@@ -309,6 +339,9 @@ export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConf
       countHeader: countHeader?.toLowerCase() ?? null,
       preconnect,
       lateMs: flags.has('--late-ms') ? numberFlag('--late-ms', flags.get('--late-ms'), 60_000) : LOADGEN_DEFAULTS.lateMs,
+      ...(flags.has('--window-ms')
+        ? { windowMs: integerFlag('--window-ms', flags.get('--window-ms'), 1, LOADGEN_DEFAULTS.maxDurationMs) }
+        : {}),
     },
   };
 }
@@ -461,6 +494,11 @@ export async function runLoad(config: LoadgenConfig, source: RequestSource, opti
   const byType: Record<string, TypeCounts> = {};
   const okLatencies: number[] = [];
   const refusedLatencies: number[] = [];
+  // From the send, and the pool's wait; stay empty when the client does not say when it wrote.
+  const okFromSend: number[] = [];
+  const refusedFromSend: number[] = [];
+  const poolWaits: number[] = [];
+  const windows = config.windowMs === undefined ? null : new WindowAccumulator(config.windowMs);
   const trace: TraceRecord[] | undefined = options.trace ? [] : undefined;
   const lateMs = config.lateMs ?? LOADGEN_DEFAULTS.lateMs;
   const open = config.mode.kind === 'open';
@@ -488,11 +526,15 @@ export async function runLoad(config: LoadgenConfig, source: RequestSource, opti
       lateness.push(behind);
       if (behind > lateMs) late++;
     }
-    const { status, code, counted } = await client.exchange(pick);
+    windows?.sent(scheduledMs);
+    const { status, code, counted, writtenAt } = await client.exchange(pick);
     const endMs = clock();
     if (closing) return; // abandoned: counted as such, not as an error of the server
     if (headerCounts !== null && status >= 200 && status < 300) bump(headerCounts, counted ?? '(none)');
     const latencyMs = endMs - scheduledMs;
+    const wroteMs = writtenAt === undefined ? null : writtenAt - t0;
+    if (wroteMs !== null) poolWaits.push(Math.max(0, wroteMs - sentMs));
+    windows?.add({ scheduledMs, endMs, status, counted, type });
     lastEndMs = endMs;
     if (status === 0) {
       bump(errors, code ?? 'UNKNOWN');
@@ -504,16 +546,18 @@ export async function runLoad(config: LoadgenConfig, source: RequestSource, opti
         good++;
         counts.ok++;
         okLatencies.push(latencyMs);
+        if (wroteMs !== null) okFromSend.push(endMs - wroteMs);
       } else if (status === 429 || status === 503) {
         bump(refusalsByCode, code!);
         counts.refused++;
         refusedLatencies.push(latencyMs);
+        if (wroteMs !== null) refusedFromSend.push(endMs - wroteMs);
       } else {
         bump(failuresByCode, code!);
         counts.failed++;
       }
     }
-    trace?.push({ index, scheduledMs, sentMs, endMs, status, code, latencyMs });
+    trace?.push({ index, scheduledMs, sentMs, endMs, wroteMs, status, code, latencyMs });
   };
 
   const launch = (index: number, scheduledMs: number): Promise<void> => {
@@ -595,6 +639,9 @@ export async function runLoad(config: LoadgenConfig, source: RequestSource, opti
     goodputPerSec: seconds > 0 ? good / seconds : 0,
     maxOutstanding,
     latency: { ok: summarize(okLatencies), refused: summarize(refusedLatencies) },
+    latencyFromSend: config.client === 'raw' ? { ok: summarize(okFromSend), refused: summarize(refusedFromSend) } : null,
+    poolWait: config.client === 'raw' ? poolWaitOf(poolWaits, lateMs) : null,
+    ...(windows !== null ? { windows: windows.windows() } : {}),
     headerCounts,
     byType,
     generator: {
@@ -606,6 +653,14 @@ export async function runLoad(config: LoadgenConfig, source: RequestSource, opti
     sendLateness: open ? latenessOf(lateness, late, lateMs) : null,
     ...(trace !== undefined ? { originMs: t0, trace: trace.sort((a, b) => a.index - b.index) } : {}),
   };
+}
+
+function poolWaitOf(samples: readonly number[], overMs: number): NonNullable<LoadResult['poolWait']> {
+  const s = summarize(samples);
+  const n = (x: number): number => (Number.isFinite(x) ? x : 0);
+  let over = 0;
+  for (const w of samples) if (w > overMs) over++;
+  return { p50: n(s.p50), p99: n(s.p99), max: n(s.max), over, sends: samples.length };
 }
 
 function latenessOf(samples: readonly number[], late: number, lateMs: number): NonNullable<LoadResult['sendLateness']> {
