@@ -45,7 +45,10 @@ export interface SoakMinute {
   /** Admitted (2xx) latency from the schedule, ms; `null` without any. */
   readonly p50: number | null;
   readonly p99: number | null;
-  /** Share (0..1) of the 2xx answers served at each level (the counted header's value). */
+  /**
+   * Share (0..1) of the 2xx answers with a level (the counted header's value) served at each
+   * level; answers without one (`(none)`: writes) are left out.
+   */
   readonly levels: Readonly<Record<string, number>>;
   /** 2xx answers to writes (request types starting `write`) and to reads. */
   readonly writesOk: number;
@@ -91,9 +94,10 @@ export function soakMinutes(
     const w = windows[i]!;
     const from = i * windowMs;
     const inMinute = memory.filter((m) => m.atMs >= from && m.atMs < from + windowMs);
-    const leveled = Object.values(w.counted).reduce((a, b) => a + b, 0);
+    const withLevel = Object.entries(w.counted).filter(([level]) => level !== '(none)');
+    const leveled = withLevel.reduce((a, [, n]) => a + n, 0);
     const levels: Record<string, number> = {};
-    for (const [level, n] of Object.entries(w.counted)) levels[level] = leveled === 0 ? 0 : n / leveled;
+    for (const [level, n] of withLevel) levels[level] = n / leveled;
     let writesOk = 0;
     for (const [type, n] of Object.entries(w.okByType)) if (type.startsWith('write')) writesOk += n;
     const last = inMinute.length === 0 ? undefined : inMinute[inMinute.length - 1];
