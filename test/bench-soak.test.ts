@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from 'tidal-core';
 import { WindowAccumulator, type WindowSample } from '../bench/src/serve/windows.js';
 import { checkTargets, renderSoak, soakMinutes, soakVerdict, SOAK_TARGETS, type MemorySample } from '../bench/src/serve/soak.js';
-import { memoryComponents } from '../bench/src/serve/soak-run.js';
+import { memoryComponents, rssSplitOf } from '../bench/src/serve/soak-run.js';
 
 const MIN = 60_000;
 const MIB = 2 ** 20;
@@ -199,13 +199,30 @@ describe('soak windows and minutes', () => {
       workerHeaps: 30,
       external: 3,
       signals: 5,
-      users: 64,
-      usersUsed: 40,
+      users: 40,
       cursors: 6,
       catalog: 7,
       text: 8,
       vectors: 9,
     });
     expect(memoryComponents({})).toBeUndefined();
+  });
+
+  it('reads the RSS and its split from /proc/PID/status, and keeps the last split of each minute', () => {
+    const status = 'Name:\tnode\nVmRSS:\t  1048576 kB\nRssAnon:\t  700000 kB\nRssFile:\t  300000 kB\nRssShmem:\t   48576 kB\nThreads: 12\n';
+    const reading = rssSplitOf('self', status);
+    expect(reading).toEqual({ rss: 1024 * MIB, split: { anon: 700_000 * 1024, file: 300_000 * 1024, shmem: 48_576 * 1024 } });
+    expect(rssSplitOf('self', 'VmRSS:\t 10 kB\n')).toEqual({ rss: 10 * 1024 });
+    const own = rssSplitOf('self');
+    expect(own.rss).toBeGreaterThan(0);
+    expect(own.split!.anon + own.split!.file + own.split!.shmem).toBe(own.rss);
+    const split = (anon: number) => ({ anon: anon * MIB, file: MIB, shmem: 0 });
+    const rows = soakMinutes(accumulate(minuteOf(0, 10, () => 5)).windows(), [
+      { atMs: 1_000, rss: 10 * MIB, split: split(9) },
+      { atMs: 2_000, rss: 11 * MIB, split: split(10) },
+      { atMs: 3_000, rss: 12 * MIB },
+    ]);
+    expect(rows[0]).toMatchObject({ rssMax: 12 * MIB, split: split(10) });
+    expect(renderSoak(rows, soakVerdict(rows))).toMatch(/\| 12 \| 10 · 1 · 0 \|/);
   });
 });

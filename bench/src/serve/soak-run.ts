@@ -4,6 +4,7 @@
  * C a closed loop measures once the server's vector searches use the ANN index. Loopback only,
  * bounded in time (the generator's own watchdog, and a kill past the duration plus a minute).
  */
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { InvalidInputError } from 'tidal-core';
 import { fmtInt, type Report } from '../harness/index.js';
@@ -12,7 +13,7 @@ import { PERSONAL_DEFAULTS, type PersonalMixSpec } from './personal-mix.js';
 import { buildUsers } from './personal-users.js';
 import { allowedCpus, formatCpuList, setAffinity } from './pinning.js';
 import { refusedCount } from './report.js';
-import { rssOf, startServer, statsOf, stopServer, waitAnn } from './server-child.js';
+import { startServer, statsOf, stopServer, waitAnn } from './server-child.js';
 import { runLoadgen } from './spawn-loadgen.js';
 import { renderSoak, soakMinutes, soakVerdict, SOAK_TARGETS, type MemorySample } from './soak.js';
 import type { LoadResult, LoadgenClient } from './loadgen.js';
@@ -63,8 +64,9 @@ export function memoryComponents(stats: unknown): Record<string, number> | undef
     workerHeaps: m.threads.filter((t) => t.threadId !== 0).reduce((a, t) => a + t.heapUsed, 0),
     external: m.process.external,
     signals: m.signals.bytes,
-    users: m.users.bytes,
-    usersUsed: m.users.usedBytes,
+    // The records' arena as written so far: its `bytes` are the buffer grown (doubling), mostly
+    // pages never touched, and its `liveBytes` counts a replaced record's block again.
+    users: m.users.usedBytes,
     cursors: m.cursors.bytes,
     catalog: m.catalog.bytes,
     text: m.text.bytes,
@@ -72,16 +74,32 @@ export function memoryComponents(stats: unknown): Record<string, number> | undef
   };
 }
 
+type RssReading = Pick<MemorySample, 'rss' | 'split'>;
+type Sample = { t: number; components?: Record<string, number> } & RssReading;
+
+/** VmRSS and its split (RssAnon, RssFile, RssShmem) from /proc/PID/status, in bytes. */
+export function rssSplitOf(pid: number | 'self', status?: string): RssReading {
+  const text = status ?? readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (name: string): number | null => {
+    const m = new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(text);
+    return m === null ? null : Number(m[1]) * 1024;
+  };
+  const anon = kb('RssAnon');
+  const file = kb('RssFile');
+  const shmem = kb('RssShmem');
+  return { rss: kb('VmRSS') ?? 0, ...(anon !== null && file !== null && shmem !== null ? { split: { anon, file, shmem } } : {}) };
+}
+
 /** Reads the server's RSS (and every `STATS_EVERY`th time its /stats memory) until stopped. */
-function memorySampler(url: string, pid: number): { stop(): Promise<{ t: number; rss: number; components?: Record<string, number> }[]> } {
-  const samples: { t: number; rss: number; components?: Record<string, number> }[] = [];
+function memorySampler(url: string, pid: number): { stop(): Promise<Sample[]> } {
+  const samples: Sample[] = [];
   let running = true;
   let wake: (() => void) | null = null;
   const loop = (async () => {
     for (let i = 0; running; i++) {
       try {
         const components = i % STATS_EVERY === 0 ? memoryComponents(await statsOf(url)) : undefined;
-        samples.push({ t: performance.now(), rss: rssOf(pid), ...(components === undefined ? {} : { components }) });
+        samples.push({ t: performance.now(), ...rssSplitOf(pid), ...(components === undefined ? {} : { components }) });
       } catch {
         // A lost sample is a gap in the memory column, not a failure of the soak.
       }
@@ -128,7 +146,9 @@ function loadgenArgs(
     flags.client,
     '--late-ms',
     String(flags.lateMs),
-    ...(pool === null ? [] : ['--connections', String(pool), ...(flags.client === 'raw' ? ['--preconnect', String(pool)] : [])]),
+    // Opened as needed, not beforehand: a connection opened and left unused for a minute is closed
+    // by Node's headers timeout with a 408 (36 of them in a 4-minute soak with 1 024 preconnected).
+    ...(pool === null ? [] : ['--connections', String(pool)]),
   ];
 }
 
@@ -189,11 +209,7 @@ export async function soakRun(
     );
     const samples = await memory.stop();
     const startAt = exitedAt - result.elapsedMs;
-    const mem: MemorySample[] = samples.map((s) => ({
-      atMs: s.t - startAt,
-      rss: s.rss,
-      ...(s.components ? { components: s.components } : {}),
-    }));
+    const mem: MemorySample[] = samples.map(({ t, ...s }) => ({ atMs: t - startAt, ...s }));
     const minutes = Math.ceil(durationMs / MINUTE_MS);
     const rows = soakMinutes(result.windows ?? [], mem, MINUTE_MS, minutes);
     const verdict = soakVerdict(rows, SOAK_TARGETS);

@@ -30,6 +30,11 @@ export interface MemorySample {
   readonly atMs: number;
   /** The server process's RSS in bytes (/proc/PID/status VmRSS). */
   readonly rss: number;
+  /**
+   * The same RSS split as /proc/PID/status splits it (RssAnon, RssFile, RssShmem): heaps and native
+   * allocations, mapped files (the ANN snapshot, SQLite's pages), shared memory.
+   */
+  readonly split?: { readonly anon: number; readonly file: number; readonly shmem: number };
   /** `/stats` `db.memory` by component in bytes, when the sample got it. */
   readonly components?: Readonly<Record<string, number>>;
 }
@@ -55,6 +60,8 @@ export interface SoakMinute {
   readonly readsOk: number;
   /** The largest RSS sampled in the minute, bytes; `null` without a sample. */
   readonly rssMax: number | null;
+  /** The split of the minute's last sample that had one, bytes. */
+  readonly split: MemorySample['split'] | null;
   /** The last sample's components, bytes. */
   readonly components: Readonly<Record<string, number>> | null;
 }
@@ -101,6 +108,7 @@ export function soakMinutes(
     let writesOk = 0;
     for (const [type, n] of Object.entries(w.okByType)) if (type.startsWith('write')) writesOk += n;
     const last = inMinute.length === 0 ? undefined : inMinute[inMinute.length - 1];
+    const withSplit = inMinute.filter((m) => m.split !== undefined);
     rows.push({
       minute: i + 1,
       sent: w.sent,
@@ -113,6 +121,7 @@ export function soakMinutes(
       writesOk,
       readsOk: w.ok - writesOk,
       rssMax: inMinute.length === 0 ? null : Math.max(...inMinute.map((m) => m.rss)),
+      split: withSplit.length === 0 ? null : withSplit[withSplit.length - 1]!.split!,
       components: last?.components ?? null,
     });
   }
@@ -167,8 +176,8 @@ const LEVEL_SHORT: Readonly<Record<string, string>> = { Full: 'F', ReducedCandid
 /** The per-minute table (markdown) and the verdict under it. */
 export function renderSoak(rows: readonly SoakMinute[], verdict: SoakVerdict, targets: SoakTargets = SOAK_TARGETS): string {
   const head =
-    '| minute | sent | served (writes) | refused | failed | p50 ms | p99 ms | served per level | RSS max MiB | largest components MiB |\n' +
-    '|---:|---:|---|---:|---:|---:|---:|---|---:|---|';
+    '| minute | sent | served (writes) | refused | failed | p50 ms | p99 ms | reads served per level | RSS max MiB | anon · file · shmem MiB | largest components MiB |\n' +
+    '|---:|---:|---|---:|---:|---:|---:|---|---:|---|---|';
   const lines = rows.map((r) => {
     const levels = Object.entries(r.levels)
       .filter(([, s]) => s > 0)
@@ -183,7 +192,7 @@ export function renderSoak(rows: readonly SoakMinute[], verdict: SoakVerdict, ta
             .map(([k, v]) => `${k} ${mib(v)}`)
             .join(', ');
     const n = (v: number | null): string => (v === null ? '–' : v.toFixed(0));
-    return `| ${r.minute} | ${r.sent} | ${r.ok} (${r.writesOk}) | ${r.refused} | ${r.failed} | ${n(r.p50)} | ${n(r.p99)} | ${levels || '–'} | ${r.rssMax === null ? '–' : mib(r.rssMax)} | ${components} |`;
+    return `| ${r.minute} | ${r.sent} | ${r.ok} (${r.writesOk}) | ${r.refused} | ${r.failed} | ${n(r.p50)} | ${n(r.p99)} | ${levels || '–'} | ${r.rssMax === null ? '–' : mib(r.rssMax)} | ${!r.split ? '–' : `${mib(r.split.anon)} · ${mib(r.split.file)} · ${mib(r.split.shmem)}`} | ${components} |`;
   });
   const target = `targets: p99 ≤ ${targets.p99Ms} ms and ≤ ${targets.refusals} refused in every minute, RSS within ${(targets.rssGrowth * 100).toFixed(0)} % after minute ${targets.settleMinutes}`;
   const said = verdict.pass ? `PASS (${target})` : `FAIL (${target}): ${verdict.reasons.join('; ')}`;
