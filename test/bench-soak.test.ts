@@ -75,7 +75,13 @@ describe('soak windows and minutes', () => {
     const windows = accumulate([...m1, ...m2], [MIN + 1, MIN + 2]).windows();
     const rows = soakMinutes(
       windows,
-      [rssAt(0, 100), rssAt(0, 120), rssAt(1, 110, { users: 8 * MIB, catalog: 30 * MIB }), rssAt(2, 999)],
+      [
+        rssAt(0, 100),
+        rssAt(0, 120),
+        rssAt(1, 110, { users: 8 * MIB, catalog: 30 * MIB }),
+        { atMs: MIN + 50_000, rss: 105 * MIB },
+        rssAt(2, 999),
+      ],
       MIN,
       2,
     );

@@ -269,7 +269,12 @@ function describeSoak(o: {
     `${rate} for ${flags.duration} s, open loop, a pool of ${fmtInt(o.pool)} connections. Load average (1 min) ${o.load0.toFixed(2)} at the start, ${loadavg()[0]!.toFixed(2)} at the end.\n\n` +
     `Whole run: ${fmtInt(r.offered)} offered, ${fmtInt(r.completed)} answered, ${fmtInt(refusedCount(r))} refused; admitted p99 ${ms(r.latency.ok.p99)} ms from the schedule, ` +
     `${ms(r.latencyFromSend?.ok.p99)} ms from the send; pool wait p99 ${ms(r.poolWait?.p99)} ms; generator ${v.valid ? 'kept its schedule' : `INVALID: ${v.reasons.join('; ')}`} ` +
-    `(lateness p99 ${ms(r.sendLateness?.p99)} ms, loop lag p99 ${r.generator.loopLagP99Ms.toFixed(1)} ms).`
+    `(lateness p99 ${ms(r.sendLateness?.p99)} ms, loop lag p99 ${r.generator.loopLagP99Ms.toFixed(1)} ms).` +
+    (Object.keys(r.errors).length === 0
+      ? ''
+      : ` No answer: ${Object.entries(r.errors)
+          .map(([code, n]) => `${fmtInt(n)} ${code}`)
+          .join(', ')}.`)
   );
 }
 

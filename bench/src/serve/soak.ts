@@ -62,7 +62,7 @@ export interface SoakMinute {
   readonly rssMax: number | null;
   /** The split of the minute's last sample that had one, bytes. */
   readonly split: MemorySample['split'] | null;
-  /** The last sample's components, bytes. */
+  /** The components of the minute's last sample that has them, bytes. */
   readonly components: Readonly<Record<string, number>> | null;
 }
 
@@ -107,7 +107,8 @@ export function soakMinutes(
     for (const [level, n] of withLevel) levels[level] = n / leveled;
     let writesOk = 0;
     for (const [type, n] of Object.entries(w.okByType)) if (type.startsWith('write')) writesOk += n;
-    const last = inMinute.length === 0 ? undefined : inMinute[inMinute.length - 1];
+    // /stats is read every third sample: the minute's last sample that has it.
+    const last = inMinute.filter((m) => m.components !== undefined).pop();
     const withSplit = inMinute.filter((m) => m.split !== undefined);
     rows.push({
       minute: i + 1,
