@@ -179,7 +179,7 @@ const FLAGS = {
     default: 0,
     min: 0,
     description:
-      'the generator keeps at most N keep-alive connections (all opened first); an arrival that finds them busy waits for one, billed from its schedule (0: min(8192, max(512, rate × 0.5)), so none waits)',
+      'the generator keeps at most N keep-alive connections (opened before each phase; --soak opens them as needed); an arrival that finds them busy waits for one, billed from its schedule (0: min(8192, max(512, rate × 0.5)), so none waits)',
   },
   soak: {
     type: 'boolean',
