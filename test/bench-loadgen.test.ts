@@ -12,6 +12,8 @@ import { InvalidInputError } from 'tidal-core';
 import { checkRequests, parseLoadgenArgs, runLoad } from '../bench/src/serve/loadgen.js';
 import type { LoadgenConfig, RequestSpec } from '../bench/src/serve/loadgen.js';
 import { serializeRequest } from '../bench/src/serve/raw-client.js';
+import { judgePhase } from '../bench/src/serve/validity.js';
+import { summarize } from '../bench/src/harness/index.js';
 import { parseObject } from './helpers.js';
 
 const servers: Server[] = [];
@@ -472,5 +474,119 @@ describe('load generator, raw client', () => {
     expect(r.abandoned).toBe(0);
     expect(r.errors).toEqual({ LOADGEN_NO_LENGTH: n - Math.floor(n / 3) });
     expect(r.statuses).toEqual(Math.floor(n / 3) > 0 ? { 200: Math.floor(n / 3) } : {});
+  });
+});
+
+describe('load generator, a bounded pool (raw client)', () => {
+  const config = (url: string, patch: Partial<LoadgenConfig>): LoadgenConfig => baseConfig(url, { client: 'raw', ...patch });
+
+  it('never holds more than N connections open at once, and arrivals that find them all busy wait for one', async () => {
+    const pool = 4;
+    let open = 0;
+    let peak = 0;
+    let held: ServerResponse[] = [];
+    let fallback: NodeJS.Timeout | undefined;
+    const release = (): void => {
+      clearTimeout(fallback);
+      for (const res of held.splice(0)) json(res, 200, {});
+    };
+    // Each request is held until the pool's every connection carries one (or, for the last few of
+    // the schedule, until a fallback timer): from then on every new arrival finds them all busy.
+    const url = await serve((_req, res) => {
+      held.push(res);
+      if (held.length >= pool) release();
+      else {
+        clearTimeout(fallback);
+        fallback = setTimeout(release, 20);
+      }
+    });
+    servers[servers.length - 1]!.on('connection', (socket: Socket) => {
+      open++;
+      peak = Math.max(peak, open);
+      socket.on('close', () => open--);
+    });
+    const r = await runLoad(
+      config(url, { mode: { kind: 'open', ratePerSecond: 1_000 }, durationMs: 200, connections: pool }),
+      [{ path: '/' }],
+      {
+        trace: true,
+      },
+    );
+    held = [];
+    expect(r.offered).toBeGreaterThan(2 * pool);
+    expect(peak).toBe(pool);
+    // Open loop still: every arrival sent, none lost to the pool.
+    expect(r.errors).toEqual({});
+    expect(r.completed).toBe(r.offered);
+    expect(r.connections).toBe(pool);
+    // Requests beyond the first N waited: each went out only after an earlier one was answered.
+    const trace = r.trace!;
+    expect(trace.every((t) => t.wroteMs !== null && t.wroteMs >= t.sentMs)).toBe(true);
+    const waited = trace.filter((t) => t.wroteMs! > t.sentMs);
+    expect(waited.length).toBeGreaterThan(0);
+    expect(r.poolWait!.sends).toBe(r.offered);
+    expect(r.poolWait!.max).toBe(Math.max(...trace.map((t) => t.wroteMs! - t.sentMs)));
+  });
+
+  it('times a refusal from the schedule and from the send; the pool wait is reported apart from the generator lateness', async () => {
+    const holdMs = 30;
+    const url = await serve((_req, res) => setTimeout(() => json(res, 503, { code: 'TIDAL_SERVE_INFLIGHT' }), holdMs));
+    // One connection, arrivals every 5 ms on average, 30 ms per answer: a queue builds in the pool.
+    const lateMs = 25;
+    const r = await runLoad(
+      config(url, { mode: { kind: 'open', ratePerSecond: 200 }, durationMs: 200, connections: 1, lateMs }),
+      [{ path: '/' }],
+      { trace: true },
+    );
+    const trace = r.trace!;
+    expect(r.completed).toBe(r.offered);
+    expect(r.refusalsByCode).toEqual({ TIDAL_SERVE_INFLIGHT: r.offered });
+    const fromSchedule = trace.map((t) => t.endMs - t.scheduledMs);
+    const fromSend = trace.map((t) => t.endMs - t.wroteMs!);
+    expect(r.latency.refused).toEqual(summarize(fromSchedule));
+    expect(r.latencyFromSend!.refused).toEqual(summarize(fromSend));
+    expect(r.latencyFromSend!.ok.n).toBe(0);
+    // From the send, each refusal took the server's hold (less a timer's rounding), no more than
+    // that plus the wait in the pool: on one connection each request goes out only after the one
+    // before it was answered.
+    for (const t of fromSend) expect(t).toBeGreaterThanOrEqual(holdMs - 1);
+    const byWrite = [...trace].sort((a, b) => a.wroteMs! - b.wroteMs!);
+    for (let i = 1; i < byWrite.length; i++) expect(byWrite[i]!.wroteMs! - byWrite[i - 1]!.wroteMs!).toBeGreaterThanOrEqual(holdMs - 1);
+    // From the schedule, the queue's wait is in it: the later arrivals waited far longer than the hold.
+    expect(r.latency.refused.max).toBeGreaterThan(r.latencyFromSend!.refused.max + holdMs);
+    // Lateness counts the generator's own delay (schedule to hand-over), the pool wait the rest.
+    const lateness = trace.map((t) => t.sentMs - t.scheduledMs);
+    const waits = trace.map((t) => t.wroteMs! - t.sentMs);
+    expect(r.sendLateness!.late).toBe(lateness.filter((x) => x > lateMs).length);
+    expect(r.poolWait!.over).toBe(waits.filter((x) => x > lateMs).length);
+    expect(r.poolWait!.over).toBeGreaterThan(r.offered / 2);
+    expect(judgePhase(r).poolWaitP99Ms).toBe(r.poolWait!.p99);
+  });
+
+  it('cuts the results into windows of the schedule (--window-ms)', async () => {
+    let n = 0;
+    const url = await serve((_req, res) =>
+      ++n % 2 === 0 ? json(res, 429, { code: 'Q' }) : json(res, 200, {}, { 'x-level': n % 3 === 0 ? 'NoDiversity' : 'Full' }),
+    );
+    const r = await runLoad(config(url, { durationMs: 300, windowMs: 100, countHeader: 'x-level' }), [{ path: '/', type: 'read' }], {
+      trace: true,
+    });
+    const windows = r.windows!;
+    expect(windows.length).toBeGreaterThanOrEqual(2);
+    expect(windows.length).toBeLessThanOrEqual(3);
+    for (const [i, w] of windows.entries()) {
+      const inWindow = r.trace!.filter((t) => Math.floor(t.scheduledMs / 100) === i);
+      expect(w.startMs).toBe(i * 100);
+      expect(w.sent).toBe(inWindow.length);
+      expect(w.ok).toBe(inWindow.filter((t) => t.status === 200).length);
+      expect(w.refused).toBe(inWindow.filter((t) => t.status === 429).length);
+      expect(w.okByType).toEqual(w.ok > 0 ? { read: w.ok } : {});
+    }
+    expect(windows.reduce((a, w) => a + w.ok, 0)).toBe(r.statuses['200']);
+    expect(windows.reduce((a, w) => a + (w.counted.NoDiversity ?? 0), 0)).toBe(r.headerCounts!.NoDiversity ?? 0);
+    const ok = ['--url', 'http://127.0.0.1:7070', '--requests', 'm', '--duration-ms', '1000', '--rate', '1'];
+    expect(parseLoadgenArgs([...ok, '--window-ms', '60000'])!.config.windowMs).toBe(60_000);
+    expect(parseLoadgenArgs(ok)!.config.windowMs).toBeUndefined();
+    expect(() => parseLoadgenArgs([...ok, '--window-ms', '0'])).toThrow(/--window-ms must be a whole number from 1/);
   });
 });

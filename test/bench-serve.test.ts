@@ -20,7 +20,14 @@ const healthy: GeneratorHealth = {
 
 describe('phase validity (judgePhase)', () => {
   it('a generator that kept its schedule gives a valid phase, and its figures are reported', () => {
-    expect(judgePhase(healthy)).toEqual({ valid: true, reasons: [], lagP99Ms: 2, latenessP99Ms: 1.5, lateShare: 0.001 });
+    expect(judgePhase(healthy)).toEqual({
+      valid: true,
+      reasons: [],
+      lagP99Ms: 2,
+      latenessP99Ms: 1.5,
+      lateShare: 0.001,
+      poolWaitP99Ms: null,
+    });
   });
 
   it('an event-loop lag p99 above the threshold makes it INVALID; at the threshold it is not', () => {
@@ -61,8 +68,18 @@ describe('phase validity (judgePhase)', () => {
       lagP99Ms: 2,
       latenessP99Ms: null,
       lateShare: null,
+      poolWaitP99Ms: null,
     });
     expect(judgePhase({ ...healthy, sendLateness: { p99: 0, late: 0, sends: 0, lateMs: 5 } }).lateShare).toBeNull();
+  });
+
+  it("a pool's wait for a free connection, however long, is reported and never makes a phase INVALID", () => {
+    const pooled = judgePhase({ ...healthy, poolWait: { p99: 9_000 } });
+    expect(pooled).toMatchObject({ valid: true, reasons: [], latenessP99Ms: 1.5, poolWaitP99Ms: 9_000 });
+    // The generator's own lateness still does, with or without a pool.
+    const late = judgePhase({ ...healthy, sendLateness: { ...healthy.sendLateness!, late: 500 }, poolWait: { p99: 0.1 } });
+    expect(late).toMatchObject({ valid: false, poolWaitP99Ms: 0.1 });
+    expect(late.reasons).toEqual(['5.0 % of sends more than 5 ms late > 1.0 %']);
   });
 
   it('refuses thresholds out of range', () => {

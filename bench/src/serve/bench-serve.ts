@@ -53,6 +53,7 @@ import {
   type Tick,
 } from './report.js';
 import { runLoadgen } from './spawn-loadgen.js';
+import { soakRun } from './soak-run.js';
 import { measureStages, renderStageRatios, renderStages } from './stages.js';
 import { rssOf, startServer, stopServer, waitAnn, type Server } from './server-child.js';
 import { readThreads, threadShares, type ThreadTime } from './threads.js';
@@ -94,6 +95,13 @@ interface Flags {
   /** `--stages`: the per-stage CPU matrix instead of the phases, `stageSeconds` per cell. */
   stages: boolean;
   stageSeconds: number;
+  /** `--pool`: the generator's connections in every open-loop phase (0: enough that no arrival waits). */
+  pool: number;
+  /** `--soak`: one long run per minute instead of the phases (soak-run.ts). */
+  soak: boolean;
+  duration: number;
+  rate: number;
+  fraction: number;
   json: string;
 }
 
@@ -166,6 +174,21 @@ const FLAGS = {
       "with --mix personal: instead of the phases, each read type at each level forced (`level` in the body), a closed loop of --closed each, and the server's CPU µs per request by stage (TIDAL_STAGE_TIMES=wall); the first variant only; never writes docs/",
   },
   'stage-seconds': { type: 'int', default: 3, min: 1, description: '--stages: seconds per type and level' },
+  pool: {
+    type: 'int',
+    default: 0,
+    min: 0,
+    description:
+      'the generator keeps at most N keep-alive connections (opened before each phase; --soak opens them as needed); an arrival that finds them busy waits for one, billed from its schedule (0: min(8192, max(512, rate × 0.5)), so none waits)',
+  },
+  soak: {
+    type: 'boolean',
+    description:
+      'instead of the phases, the personalized mix at a steady rate for --duration s on the first server, reported per minute (p50/p99, refusals, levels, RSS) with a verdict; writes bench/results/serve-soak.json, never docs/',
+  },
+  duration: { type: 'int', default: 600, min: 60, description: '--soak: seconds (≤ 3600)' },
+  rate: { type: 'number', default: 0, description: '--soak: requests/s (0: --fraction × C, C measured once the ANN index is in use)' },
+  fraction: { type: 'number', default: 0.7, description: '--soak: the share of C offered when --rate is 0' },
 } as const satisfies Record<string, OptionSpec>;
 
 function atMost(flag: string, n: number, max: number): number {
@@ -188,13 +211,17 @@ function parseFlags(argv: readonly string[]): Flags {
   if (o['skip-off']) variants = variants.filter((v) => v.name !== 'off');
   if (o['skip-nice0']) variants = variants.filter((v) => v.name !== 'nice0');
   if (variants.length === 0) throw new InvalidInputError('--variants', 'at least one server left after --skip-off/--skip-nice0', '');
+  // A soak is the personalized mix: its writes name users throughout.
+  if (o.soak && o.mix !== 'personal' && argv.some((a) => a === '--mix' || a.startsWith('--mix=')))
+    throw new InvalidInputError('--mix', 'personal with --soak', o.mix);
+  if (o.soak && o.stages) throw new InvalidInputError('--soak', 'given without --stages', true);
   return {
     items: o.items,
     seconds: o['phase-seconds'] > 0 && !argv.some((a) => a === '--seconds' || a.startsWith('--seconds=')) ? o['phase-seconds'] : o.seconds,
     closed: o.closed,
     workers: o.workers,
     distinct: o.distinct,
-    mix: o.mix as Flags['mix'],
+    mix: o.soak ? 'personal' : (o.mix as Flags['mix']),
     users: o.users,
     writeShare: atMost('--write-share', o['write-share'], 100) / 100,
     profile: o.profile,
@@ -213,13 +240,23 @@ function parseFlags(argv: readonly string[]): Flags {
       maxLagP99Ms: atMost('--max-lag-ms', o['max-lag-ms'], 60_000),
       maxLateShare: atMost('--max-late-share', o['max-late-share'], 100) / 100,
     }),
-    docs: !o['no-docs'] && !o.stages,
+    docs: !o['no-docs'] && !o.stages && !o.soak,
     stages: o.stages,
     stageSeconds: o['stage-seconds'],
-    // Each kind of run its own file: serve.json, serve-personal.json, serve-stages.json.
+    pool: atMost('--pool', o.pool, LOADGEN_DEFAULTS.maxConnections),
+    soak: o.soak,
+    duration: atMost('--duration', o.duration, 3600),
+    rate: atMost('--rate', o.rate, LOADGEN_DEFAULTS.maxRate),
+    fraction: positive('--fraction', atMost('--fraction', o.fraction, 10)),
+    // Each kind of run its own file: serve.json, serve-personal.json, serve-stages.json, serve-soak.json.
     json:
       o.json === undefined
-        ? join(ROOT, 'bench', 'results', o.stages ? 'serve-stages.json' : o.mix === 'personal' ? 'serve-personal.json' : 'serve.json')
+        ? join(
+            ROOT,
+            'bench',
+            'results',
+            o.soak ? 'serve-soak.json' : o.stages ? 'serve-stages.json' : o.mix === 'personal' ? 'serve-personal.json' : 'serve.json',
+          )
         : resolve(o.json),
   };
 }
@@ -353,9 +390,11 @@ async function phase(
   const startedUs = process.hrtime.bigint() / 1000n;
   const ticks = sampler(server, 250);
   const cpu = cpuSampler(server.pid, 100);
-  // Enough connections that no arrival waits for one while the server holds the others (at
-  // 0.5 s each, Little's law): a generator-side wait would be billed to the server's latency.
-  const connections = 'rate' in mode ? Math.min(8192, Math.max(512, Math.ceil(mode.rate * 0.5))) : mode.closed;
+  // `--pool N`: a client's bounded pool, whose waits are billed from the schedule (and reported
+  // apart: `poolWait`, refusal latency from the send). Otherwise enough connections that no
+  // arrival waits for one while the server holds the others (at 0.5 s each, Little's law).
+  const connections =
+    'rate' in mode ? (flags.pool > 0 ? flags.pool : Math.min(8192, Math.max(512, Math.ceil(mode.rate * 0.5)))) : mode.closed;
   const { result: load, exitedAt } = await runLoadgen(
     [
       '--url',
@@ -594,6 +633,11 @@ async function main(): Promise<number> {
     }
     const ctx: Context = { flags, requestsFile, personal, generatorCpus: null };
     if (flags.stages) return await stagesRun(ctx, plan[0]!, work, report);
+    if (flags.soak) {
+      const variant = flags.variants[0]!;
+      const runtime = resolveRuntime(variant.runtime, { node: flags.serverNode, root: flags.serverRoot }, ROOT);
+      return await soakRun({ flags, variant, runtime, cpus: plan[0]!.cpus, requestsFile, personal: personal! }, report);
+    }
     const pins: PinRun[] = [];
     for (const p of plan) pins.push(await runPinMode(ctx, p.pin, p.cpus));
     report.set('flags', flags);

@@ -24,7 +24,11 @@ import { RawClient, codeOf, serializeRequest } from './raw-client.js';
 import type { Outcome, PreparedRequest } from './raw-client.js';
 import { summarize } from '../harness/index.js';
 import type { Summary } from '../harness/index.js';
-import { checkPersonalSpec, personalDrawer, type PersonalMixSpec } from './personal-mix.js';
+import { personalDrawer, type PersonalMixSpec } from './personal-mix.js';
+import { checkLoopbackUrl, checkSource, LOADGEN_DEFAULTS, LOADGEN_HELP, parseLoadgenArgs } from './loadgen-args.js';
+import { WindowAccumulator, type LoadWindow } from './windows.js';
+
+export { checkLoopbackUrl, checkRequests, checkSource, LOADGEN_DEFAULTS, parseLoadgenArgs } from './loadgen-args.js';
 
 /** One request of the mix, as the JSON file gives it. */
 export interface RequestSpec {
@@ -90,6 +94,8 @@ export interface LoadgenConfig {
    * (`sendLateness.late`): this process fell behind its own schedule. @default LOADGEN_DEFAULTS.lateMs
    */
   readonly lateMs?: number;
+  /** Results also cut into windows of this many ms of the schedule (`windows`, windows.ts); absent: none. */
+  readonly windowMs?: number;
 }
 
 /** One request's timeline, with `trace`. Times are ms since the run started. */
@@ -98,6 +104,8 @@ export interface TraceRecord {
   readonly scheduledMs: number;
   readonly sentMs: number;
   readonly endMs: number;
+  /** When its bytes went to a socket, after any wait for a free connection (raw client; `null` otherwise). */
+  readonly wroteMs: number | null;
   /** `0` for a connection error or an abandoned request. */
   readonly status: number;
   readonly code: string | null;
@@ -139,6 +147,27 @@ export interface LoadResult {
   readonly maxOutstanding: number;
   /** Latency from the scheduled time, in ms, of 2xx responses and of refusals (429, 503). */
   readonly latency: { readonly ok: Summary; readonly refused: Summary };
+  /**
+   * The same latencies from the send: from when the request's bytes went to a socket, after any
+   * wait for a free connection, to its last byte back: what the server took, the pool's wait left
+   * out. `null` with the undici client, which does not say when it wrote.
+   */
+  readonly latencyFromSend: { readonly ok: Summary; readonly refused: Summary } | null;
+  /**
+   * How long requests waited for a free connection of the pool (`connections`), in ms: from being
+   * handed to the client to their bytes going to a socket. A client with a bounded pool meets this
+   * wait; it is billed to the latency from the schedule, but it is not the generator's lateness
+   * (`sendLateness`). `over`: waits longer than `lateMs`. `null` with the undici client.
+   */
+  readonly poolWait: {
+    readonly p50: number;
+    readonly p99: number;
+    readonly max: number;
+    readonly over: number;
+    readonly sends: number;
+  } | null;
+  /** With `windowMs`: the results per window of the schedule (windows.ts). */
+  readonly windows?: LoadWindow[];
   readonly headerCounts: Record<string, number> | null;
   /** Counts by the requests' `type` (requests without one under `(none)`). */
   readonly byType: Record<string, TypeCounts>;
@@ -166,184 +195,7 @@ export interface LoadResult {
   readonly trace?: TraceRecord[];
 }
 
-export const LOADGEN_DEFAULTS = Object.freeze({
-  // Open loop: the client must never be what limits concurrency, or queueing moves from the server
-  // into this process. 512 connections cover 10 000 requests/s at 50 ms each (Little: 500 in flight).
-  openConnections: 512,
-  timeoutMs: 10_000,
-  graceMs: 5_000,
-  seed: 1,
-  maxOutstanding: 100_000,
-  maxDurationMs: 600_000,
-  maxRate: 1_000_000,
-  maxConnections: 10_000,
-  client: 'raw',
-  /** A send more than 5 ms behind its schedule is late (`sendLateness.late`). */
-  lateMs: 5,
-  /** `monitorEventLoopDelay`'s timer period: its delays include it, `loopLagP99Ms` does not. */
-  loopResolutionMs: 10,
-});
-
-const HELP = `tidal load generator: drives a server on loopback and prints one JSON line.
-
-  --url URL             base URL, loopback only (http://127.0.0.1:PORT)          required
-  --requests FILE       JSON array of { method, path, body, headers, type? }, picked
-                        uniformly; or a drawn mix { "draw": "personal", ... }
-                        (personal-mix.ts), one request drawn per arrival          required
-  --rate R              open loop: Poisson arrivals at R requests/s          (one of --rate
-  --closed N            closed loop: N concurrent request loops               and --closed)
-  --duration-ms MS      how long to offer load (≤ ${LOADGEN_DEFAULTS.maxDurationMs})                   required
-  --connections N       pool size (default: 512 open, N closed)
-  --timeout-ms MS       per-request headers/body timeout (default ${LOADGEN_DEFAULTS.timeoutMs})
-  --grace-ms MS         time for the last requests after the schedule ends (default ${LOADGEN_DEFAULTS.graceMs})
-  --seed N              arrival and mix seed (default ${LOADGEN_DEFAULTS.seed})
-  --max-outstanding N   open loop: drop arrivals past N outstanding (default ${LOADGEN_DEFAULTS.maxOutstanding})
-  --count-header NAME   count the values of this response header on 2xx
-  --client raw|undici   raw: node:net keep-alive sockets, requests serialized once;
-                        undici: Pool.request (default ${LOADGEN_DEFAULTS.client})
-  --preconnect N        raw: open N connections (≤ --connections) before the schedule
-                        starts, as a load balancer's pool holds them (default 0)
-  --late-ms MS          open loop: a send more than MS after its schedule is late
-                        (default ${LOADGEN_DEFAULTS.lateMs})
-  --help                this text
-`;
-
-function integerFlag(flag: string, raw: string | undefined, min: number, max: number): number {
-  const n = raw !== undefined && /^-?\d+$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n < min || n > max) throw new InvalidInputError(flag, `a whole number from ${min} to ${max}`, raw);
-  return n;
-}
-
-function numberFlag(flag: string, raw: string | undefined, max: number): number {
-  const n = raw !== undefined && raw.trim() !== '' ? Number(raw) : Number.NaN;
-  if (!Number.isFinite(n) || n <= 0 || n > max) throw new InvalidInputError(flag, `a number > 0 and ≤ ${max}`, raw);
-  return n;
-}
-
-/** Refuses anything but an http URL on a loopback address: this tool floods what it is pointed at. */
-export function checkLoopbackUrl(raw: unknown): URL {
-  let url: URL;
-  try {
-    url = new URL(String(raw));
-  } catch {
-    throw new InvalidInputError('--url', 'an http URL', raw);
-  }
-  const host = url.hostname;
-  const loopback = host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
-  if (url.protocol !== 'http:' || !loopback) {
-    throw new InvalidInputError('--url', 'an http URL on a loopback address (127.0.0.0/8, [::1], localhost)', raw);
-  }
-  if (url.search !== '' || url.hash !== '') throw new InvalidInputError('--url', 'a base URL without query or fragment', raw);
-  return url;
-}
-
-/** Parses the command line. `--help` gives `null`. */
-export function parseLoadgenArgs(argv: readonly string[]): { config: LoadgenConfig; requestsFile: string } | null {
-  const flags = new Map<string, string>();
-  const known = new Set([
-    '--url',
-    '--requests',
-    '--rate',
-    '--closed',
-    '--duration-ms',
-    '--connections',
-    '--timeout-ms',
-    '--grace-ms',
-    '--seed',
-    '--max-outstanding',
-    '--count-header',
-    '--client',
-    '--preconnect',
-    '--late-ms',
-  ]);
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === '--help' || arg === '-h') return null;
-    const eq = arg.indexOf('=');
-    const name = eq > 0 ? arg.slice(0, eq) : arg;
-    if (!known.has(name)) throw new InvalidInputError('argument', `one of ${[...known].join(', ')}, --help`, arg);
-    const value = eq > 0 ? arg.slice(eq + 1) : argv[++i];
-    if (value === undefined) throw new InvalidInputError(name, 'followed by a value', undefined);
-    if (flags.has(name)) throw new InvalidInputError(name, 'given once', value);
-    flags.set(name, value);
-  }
-  const url = checkLoopbackUrl(flags.get('--url'));
-  const requestsFile = flags.get('--requests');
-  if (requestsFile === undefined || requestsFile === '') throw new InvalidInputError('--requests', 'a JSON file of requests', requestsFile);
-  const rate = flags.get('--rate');
-  const closed = flags.get('--closed');
-  if ((rate === undefined) === (closed === undefined))
-    throw new InvalidInputError('--rate/--closed', 'exactly one of the two', rate ?? closed);
-  const mode =
-    rate !== undefined
-      ? ({ kind: 'open', ratePerSecond: numberFlag('--rate', rate, LOADGEN_DEFAULTS.maxRate) } as const)
-      : ({ kind: 'closed', concurrency: integerFlag('--closed', closed, 1, LOADGEN_DEFAULTS.maxConnections) } as const);
-  const connections = flags.has('--connections')
-    ? integerFlag('--connections', flags.get('--connections'), 1, LOADGEN_DEFAULTS.maxConnections)
-    : mode.kind === 'open'
-      ? LOADGEN_DEFAULTS.openConnections
-      : mode.concurrency;
-  const client = flags.get('--client') ?? LOADGEN_DEFAULTS.client;
-  if (client !== 'raw' && client !== 'undici') throw new InvalidInputError('--client', 'raw or undici', client);
-  const countHeader = flags.get('--count-header') ?? null;
-  if (countHeader !== null && !/^[A-Za-z0-9-]+$/.test(countHeader))
-    throw new InvalidInputError('--count-header', 'a header name', countHeader);
-  const preconnect = flags.has('--preconnect') ? integerFlag('--preconnect', flags.get('--preconnect'), 0, connections) : 0;
-  if (preconnect > 0 && client !== 'raw') throw new InvalidInputError('--preconnect', 'given with --client raw', preconnect);
-  return {
-    requestsFile,
-    config: {
-      url: url.href,
-      client,
-      mode,
-      durationMs: integerFlag('--duration-ms', flags.get('--duration-ms'), 1, LOADGEN_DEFAULTS.maxDurationMs),
-      connections,
-      timeoutMs: flags.has('--timeout-ms')
-        ? integerFlag('--timeout-ms', flags.get('--timeout-ms'), 1, 600_000)
-        : LOADGEN_DEFAULTS.timeoutMs,
-      graceMs: flags.has('--grace-ms') ? integerFlag('--grace-ms', flags.get('--grace-ms'), 0, 600_000) : LOADGEN_DEFAULTS.graceMs,
-      seed: flags.has('--seed') ? integerFlag('--seed', flags.get('--seed'), 0, 2 ** 32 - 1) : LOADGEN_DEFAULTS.seed,
-      maxOutstanding: flags.has('--max-outstanding')
-        ? integerFlag('--max-outstanding', flags.get('--max-outstanding'), 1, 10_000_000)
-        : LOADGEN_DEFAULTS.maxOutstanding,
-      countHeader: countHeader?.toLowerCase() ?? null,
-      preconnect,
-      lateMs: flags.has('--late-ms') ? numberFlag('--late-ms', flags.get('--late-ms'), 60_000) : LOADGEN_DEFAULTS.lateMs,
-    },
-  };
-}
-
-/** Validates a request mix (the parsed JSON file). */
-export function checkRequests(value: unknown, field = '--requests'): RequestSpec[] {
-  if (!Array.isArray(value) || value.length === 0) throw new InvalidInputError(field, 'a non-empty JSON array of requests', value);
-  return value.map((r: unknown, i) => {
-    const at = `${field}[${i}]`;
-    if (typeof r !== 'object' || r === null) throw new InvalidInputError(at, 'an object { method, path, body, headers }', r);
-    const { method, path, headers } = r as Record<string, unknown>;
-    if (method !== undefined && (typeof method !== 'string' || !/^[A-Z]+$/.test(method)))
-      throw new InvalidInputError(`${at}.method`, 'an upper-case HTTP method', method);
-    if (typeof path !== 'string' || !path.startsWith('/')) throw new InvalidInputError(`${at}.path`, 'a path starting with /', path);
-    if (headers !== undefined) {
-      if (typeof headers !== 'object' || headers === null || Array.isArray(headers))
-        throw new InvalidInputError(`${at}.headers`, 'an object of strings', headers);
-      for (const [k, v] of Object.entries(headers))
-        if (typeof v !== 'string') throw new InvalidInputError(`${at}.headers.${k}`, 'a string', v);
-    }
-    return r as RequestSpec;
-  });
-}
-
 const MAX_BODY_BYTES = 1 << 30;
-
-/** Checks the parsed `--requests` file: a list of requests, or a drawn mix. */
-export function checkSource(value: unknown, field = '--requests'): RequestSource {
-  if (typeof value === 'object' && value !== null && !Array.isArray(value) && (value as { draw?: unknown }).draw !== undefined) {
-    const draw = (value as { draw?: unknown }).draw;
-    if (draw !== 'personal') throw new InvalidInputError(`${field}.draw`, "'personal'", draw);
-    return checkPersonalSpec(value, field);
-  }
-  return checkRequests(value, field);
-}
 
 /** Requests ready to send: path joined, body serialized once. */
 function prepare(base: URL, specs: readonly RequestSpec[]): (PreparedRequest & { type?: string })[] {
@@ -461,6 +313,11 @@ export async function runLoad(config: LoadgenConfig, source: RequestSource, opti
   const byType: Record<string, TypeCounts> = {};
   const okLatencies: number[] = [];
   const refusedLatencies: number[] = [];
+  // From the send, and the pool's wait; stay empty when the client does not say when it wrote.
+  const okFromSend: number[] = [];
+  const refusedFromSend: number[] = [];
+  const poolWaits: number[] = [];
+  const windows = config.windowMs === undefined ? null : new WindowAccumulator(config.windowMs);
   const trace: TraceRecord[] | undefined = options.trace ? [] : undefined;
   const lateMs = config.lateMs ?? LOADGEN_DEFAULTS.lateMs;
   const open = config.mode.kind === 'open';
@@ -488,11 +345,15 @@ export async function runLoad(config: LoadgenConfig, source: RequestSource, opti
       lateness.push(behind);
       if (behind > lateMs) late++;
     }
-    const { status, code, counted } = await client.exchange(pick);
+    windows?.sent(scheduledMs);
+    const { status, code, counted, writtenAt } = await client.exchange(pick);
     const endMs = clock();
     if (closing) return; // abandoned: counted as such, not as an error of the server
     if (headerCounts !== null && status >= 200 && status < 300) bump(headerCounts, counted ?? '(none)');
     const latencyMs = endMs - scheduledMs;
+    const wroteMs = writtenAt === undefined ? null : writtenAt - t0;
+    if (wroteMs !== null) poolWaits.push(Math.max(0, wroteMs - sentMs));
+    windows?.add({ scheduledMs, endMs, status, counted, type });
     lastEndMs = endMs;
     if (status === 0) {
       bump(errors, code ?? 'UNKNOWN');
@@ -504,16 +365,18 @@ export async function runLoad(config: LoadgenConfig, source: RequestSource, opti
         good++;
         counts.ok++;
         okLatencies.push(latencyMs);
+        if (wroteMs !== null) okFromSend.push(endMs - wroteMs);
       } else if (status === 429 || status === 503) {
         bump(refusalsByCode, code!);
         counts.refused++;
         refusedLatencies.push(latencyMs);
+        if (wroteMs !== null) refusedFromSend.push(endMs - wroteMs);
       } else {
         bump(failuresByCode, code!);
         counts.failed++;
       }
     }
-    trace?.push({ index, scheduledMs, sentMs, endMs, status, code, latencyMs });
+    trace?.push({ index, scheduledMs, sentMs, endMs, wroteMs, status, code, latencyMs });
   };
 
   const launch = (index: number, scheduledMs: number): Promise<void> => {
@@ -595,6 +458,9 @@ export async function runLoad(config: LoadgenConfig, source: RequestSource, opti
     goodputPerSec: seconds > 0 ? good / seconds : 0,
     maxOutstanding,
     latency: { ok: summarize(okLatencies), refused: summarize(refusedLatencies) },
+    latencyFromSend: config.client === 'raw' ? { ok: summarize(okFromSend), refused: summarize(refusedFromSend) } : null,
+    poolWait: config.client === 'raw' ? poolWaitOf(poolWaits, lateMs) : null,
+    ...(windows !== null ? { windows: windows.windows() } : {}),
     headerCounts,
     byType,
     generator: {
@@ -606,6 +472,14 @@ export async function runLoad(config: LoadgenConfig, source: RequestSource, opti
     sendLateness: open ? latenessOf(lateness, late, lateMs) : null,
     ...(trace !== undefined ? { originMs: t0, trace: trace.sort((a, b) => a.index - b.index) } : {}),
   };
+}
+
+function poolWaitOf(samples: readonly number[], overMs: number): NonNullable<LoadResult['poolWait']> {
+  const s = summarize(samples);
+  const n = (x: number): number => (Number.isFinite(x) ? x : 0);
+  let over = 0;
+  for (const w of samples) if (w > overMs) over++;
+  return { p50: n(s.p50), p99: n(s.p99), max: n(s.max), over, sends: samples.length };
 }
 
 function latenessOf(samples: readonly number[], late: number, lateMs: number): NonNullable<LoadResult['sendLateness']> {
@@ -620,7 +494,7 @@ async function main(argv: readonly string[]): Promise<number> {
   try {
     parsed = parseLoadgenArgs(argv);
     if (parsed === null) {
-      process.stdout.write(HELP);
+      process.stdout.write(LOADGEN_HELP);
       return 0;
     }
     let text: string;

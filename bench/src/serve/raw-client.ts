@@ -32,6 +32,11 @@ export interface Outcome {
   readonly code: string | null;
   /** The counted header's value on a 2xx response, `undefined` when absent or not asked for. */
   readonly counted: string | undefined;
+  /**
+   * `performance.now()` when the request's bytes were handed to its socket, after any wait for a
+   * free connection; absent when it never was (it failed while queued) or the client does not say.
+   */
+  readonly writtenAt?: number;
 }
 
 /** One request as the clients take it: path already joined to the base URL's path. */
@@ -118,6 +123,8 @@ class Connection {
   counted: string | undefined = undefined;
   /** A non-2xx body, kept to read its `code`; `null` for a 2xx body (counted, not kept). */
   body: Buffer[] | null = null;
+  /** `performance.now()` when the pending request was written. */
+  writtenAt = 0;
   /** Until `'connect'`: a connection that is still connecting has no request of its own. */
   connected = false;
   dead = false;
@@ -255,6 +262,7 @@ export class RawClient {
   #send(conn: Connection, p: Pending): void {
     conn.pending = p;
     conn.state = HEAD;
+    conn.writtenAt = performance.now();
     conn.socket.write(p.bytes);
   }
 
@@ -291,7 +299,7 @@ export class RawClient {
       const i = this.#free.indexOf(conn);
       if (i >= 0) this.#free.splice(i, 1);
     }
-    if (p !== null) p.done({ status: 0, code, counted: undefined });
+    if (p !== null) p.done({ status: 0, code, counted: undefined, writtenAt: conn.writtenAt });
     this.#openForQueue();
   }
 
@@ -394,7 +402,7 @@ export class RawClient {
   #complete(conn: Connection): void {
     const p = conn.pending!;
     const code = conn.body === null ? null : codeOf(Buffer.concat(conn.body).toString('utf8'));
-    const outcome: Outcome = { status: conn.status, code, counted: conn.counted };
+    const outcome: Outcome = { status: conn.status, code, counted: conn.counted, writtenAt: conn.writtenAt };
     conn.pending = null;
     conn.state = IDLE;
     conn.body = null;

@@ -118,9 +118,15 @@ export function describePhase(p: PhaseOutcome, tty: boolean): string {
   const r = p.load;
   const dim = (s: string): string => (p.validity.valid ? s : tty ? `\x1b[2m${s}\x1b[22m` : `(${s})`);
   const late = r.sendLateness === null ? '' : `  late p99 ${r.sendLateness.p99.toFixed(1)} ms`;
+  // Refusals timed from the schedule and from the send: apart, they tell the pool's wait from the server's answer.
+  const fromSend =
+    !r.latencyFromSend || r.latencyFromSend.refused.n === 0
+      ? ''
+      : ` (p50 ${ms(r.latency.refused.p50, 1)} ms; from the send p50 ${ms(r.latencyFromSend.refused.p50, 1)}, p99 ${ms(r.latencyFromSend.refused.p99, 1)} ms)`;
+  const pool = !r.poolWait || r.mode !== 'open' ? '' : `  pool ${fmtInt(r.connections)}, wait p99 ${ms(r.poolWait.p99, 1)} ms`;
   return (
     `${p.validity.valid ? '' : 'INVALID '}${p.name.padEnd(12)} offered ${fmtInt(r.offeredRatePerSec)}/s  goodput ${fmtInt(r.goodputPerSec)}/s (${share(r.goodputPerSec, r.offeredRatePerSec)})  ` +
-    `refused ${fmtInt(refusedCount(r))}  ${dim(`p99 ${ms(r.latency.ok.p99)} ms  refusal p99 ${ms(r.latency.refused.p99, 1)} ms`)}  ` +
+    `refused ${fmtInt(refusedCount(r))}  ${dim(`p99 ${ms(r.latency.ok.p99)} ms  refusal p99 ${ms(r.latency.refused.p99, 1)} ms${fromSend}`)}${pool}  ` +
     `main CPU ${Math.round(p.mainCpu * 100)} % (waiting ${Math.round(p.mainWait * 100)} %), ${ms(p.mainUsPerResponse)} µs/response  process ${p.processCpu.toFixed(2)} cores  ` +
     `generator lag p99 ${r.generator.loopLagP99Ms.toFixed(1)} ms${late}` +
     (p.validity.valid ? '' : `  [${p.validity.reasons.join('; ')}]`)

@@ -3,6 +3,11 @@
  * request's scheduled time, so a generator that falls behind its own schedule (its event loop
  * lagging, its sends leaving late) bills its own delay to the server. Such a phase is INVALID: its
  * goodput and refusals are still what the server answered, but its latencies are not the server's.
+ *
+ * A request that waits for a free connection of the generator's pool (`--connections`, bench:serve's
+ * `--pool`) is billed that wait too, but the wait is what a client with a bounded pool meets, not
+ * the generator falling behind: the lateness is measured before the pool (`sendLateness`), the
+ * wait after it (`poolWait`), and only the first can make a phase INVALID.
  */
 import { InvalidInputError } from 'tidal-core';
 
@@ -35,6 +40,8 @@ export interface GeneratorHealth {
   readonly sendLateness: { readonly p99: number; readonly late: number; readonly sends: number; readonly lateMs: number } | null;
   /** Arrivals the generator dropped past its outstanding limit instead of sending them. */
   readonly generatorDropped: number;
+  /** The wait for a free connection of the pool; absent or `null` when the client does not measure it. */
+  readonly poolWait?: { readonly p99: number } | null;
 }
 
 export interface Validity {
@@ -45,6 +52,8 @@ export interface Validity {
   readonly latenessP99Ms: number | null;
   /** Share of sends later than `lateMs`, or `null` for a closed loop (or no sends). */
   readonly lateShare: number | null;
+  /** The pool's wait p99 in ms, reported beside the lateness and never a reason; `null` when not measured. */
+  readonly poolWaitP99Ms: number | null;
 }
 
 /** Checks thresholds given on the command line or by a caller. */
@@ -68,5 +77,12 @@ export function judgePhase(health: GeneratorHealth, thresholds: ValidityThreshol
     );
   }
   if (health.generatorDropped > 0) reasons.push(`generator dropped ${health.generatorDropped} arrivals (outstanding limit)`);
-  return { valid: reasons.length === 0, reasons, lagP99Ms: lag, latenessP99Ms: l === null ? null : l.p99, lateShare };
+  return {
+    valid: reasons.length === 0,
+    reasons,
+    lagP99Ms: lag,
+    latenessP99Ms: l === null ? null : l.p99,
+    lateShare,
+    poolWaitP99Ms: health.poolWait?.p99 ?? null,
+  };
 }
