@@ -83,6 +83,10 @@ describe('shared records', () => {
     for (let round = 0; round < 50; round++) for (let i = 0; i < 1000; i++) w.set(`k-${i}`, versioned(i + round, 40));
     expect(w.stats.usedBytes).toBeLessThanOrEqual(first + blockBytes(16 + 8 + 160));
     expect(w.stats.reused).toBeGreaterThanOrEqual(49 * 1000);
+    // What the live records take is counted once per key, however often each was replaced.
+    expect(w.stats.liveBytes).toBe(1000 * blockBytes(16 + 8 + 160));
+    w.delete('k-0');
+    expect(w.stats.liveBytes).toBe(999 * blockBytes(16 + 8 + 160));
     // Blocks take at most a quarter more than what they hold.
     for (const n of [1, 64, 65, 100, 129, 1000, 4097, 100_000]) {
       expect(blockBytes(n)).toBeGreaterThanOrEqual(n);

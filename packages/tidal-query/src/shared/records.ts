@@ -186,7 +186,10 @@ export class SharedRecordsWriter {
       this.#release(offset, block);
       return this.#refuse(key);
     }
-    if (before !== undefined) this.#release(before.offset, before.block);
+    if (before !== undefined) {
+      this.#release(before.offset, before.block);
+      this.#liveBytes -= before.block;
+    }
     this.#live.set(key, { offset, block, hash });
     this.#liveBytes += block;
     return true;
