@@ -229,11 +229,14 @@ describe.each(['raw', 'undici'] as const)('load generator (%s client)', (client)
         json(res, 200, {});
       }, 5);
     });
-    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 4 }, connections: 4, durationMs: 200 }), [{ path: '/' }]);
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 4, requests: 40 }, connections: 4, durationMs: 60_000 }), [
+      { path: '/' },
+    ]);
     expect(peak).toBeLessThanOrEqual(4);
     expect(peak).toBeGreaterThan(1);
     expect(r.completed).toBe(served);
     expect(r.offered).toBe(served);
+    expect(served, 'the callers stop after `requests` sends').toBe(40);
     expect(r).toMatchObject({ mode: 'closed', concurrency: 4, errors: {}, abandoned: 0 });
     // A closed loop schedules each request when it sends it: no lateness to speak of.
     expect(r.sendLateness).toBeNull();
@@ -335,7 +338,9 @@ describe('load generator, raw client', () => {
     let accepted = 0;
     const url = await serve((_req, res) => setTimeout(() => json(res, 200, {}), 2));
     servers[servers.length - 1]!.on('connection', () => accepted++);
-    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 3 }, connections: 8, durationMs: 200 }), [{ path: '/' }]);
+    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 3, requests: 30 }, connections: 8, durationMs: 60_000 }), [
+      { path: '/' },
+    ]);
     expect(r.errors).toEqual({});
     // Three loops never need more than three connections, however many are allowed, and more
     // requests than connections means they were reused (a count, however fast the machine is).
@@ -383,9 +388,13 @@ describe('load generator, raw client', () => {
       };
       next();
     });
-    const r = await runLoad(config(url, { mode: { kind: 'closed', concurrency: 1 }, connections: 1, durationMs: 150 }), [{ path: '/' }], {
-      trace: true,
-    });
+    const r = await runLoad(
+      config(url, { mode: { kind: 'closed', concurrency: 1, requests: 3 }, connections: 1, durationMs: 60_000 }),
+      [{ path: '/' }],
+      {
+        trace: true,
+      },
+    );
     expect(r.errors).toEqual({});
     expect(r.completed).toBeGreaterThan(1);
     expect(r.refusalsByCode).toEqual({ TIDAL_SERVE_ADAPTIVE: r.completed });
@@ -404,7 +413,12 @@ describe('load generator, raw client', () => {
       else socket.write(head(503, 2, 'X-Tidal-Degradation-Level: Full\r\n') + '{}');
     });
     const r = await runLoad(
-      config(url, { mode: { kind: 'closed', concurrency: 1 }, connections: 1, durationMs: 100, countHeader: 'x-tidal-degradation-level' }),
+      config(url, {
+        mode: { kind: 'closed', concurrency: 1, requests: 9 },
+        connections: 1,
+        durationMs: 60_000,
+        countHeader: 'x-tidal-degradation-level',
+      }),
       [{ path: '/' }],
     );
     expect(r.completed).toBe(n);

@@ -175,8 +175,9 @@ describe('the generator with a drawn mix', () => {
       {
         url,
         client: 'raw',
-        mode: { kind: 'closed', concurrency: 4 },
-        durationMs: 2_000,
+        // A count, not a time: 600 sends (about 360 naming a user) however fast the machine is.
+        mode: { kind: 'closed', concurrency: 4, requests: 600 },
+        durationMs: 120_000,
         connections: 4,
         timeoutMs: 5_000,
         graceMs: 5_000,
@@ -195,8 +196,8 @@ describe('the generator with a drawn mix', () => {
     expect(byType.for_you?.sent ?? 0).toBe(
       seen.filter((s) => s.path === '/retrieve' && /"profile":"for_you","user":"[^"]+","limit"/.test(s.body)).length,
     );
-    // Afresh: the bodies the server saw are not a handful repeated. Counted over the first 200 (the
-    // run's length depends on the machine's speed, and 300 users repeat over a long run).
+    // Afresh: the bodies the server saw are not a handful repeated. Counted over the first 200 (300
+    // users repeat over a long run).
     const personal = seen.filter((s) => s.body.includes('"user"')).slice(0, 200);
     expect(personal).toHaveLength(200);
     expect(new Set(personal.map((s) => s.body)).size).toBeGreaterThan(100);

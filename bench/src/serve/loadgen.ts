@@ -63,7 +63,10 @@ export interface LoadgenConfig {
   readonly url: string;
   /** @default LOADGEN_DEFAULTS.client */
   readonly client: LoadgenClient;
-  readonly mode: { readonly kind: 'open'; readonly ratePerSecond: number } | { readonly kind: 'closed'; readonly concurrency: number };
+  readonly mode:
+    | { readonly kind: 'open'; readonly ratePerSecond: number }
+    /** Closed: `concurrency` callers; with `requests`, they stop after that many sends, whichever comes first. */
+    | { readonly kind: 'closed'; readonly concurrency: number; readonly requests?: number };
   readonly durationMs: number;
   /** Connections in the pool. @default open: 512; closed: the concurrency */
   readonly connections: number;
@@ -410,8 +413,9 @@ export async function runLoad(config: LoadgenConfig, source: RequestSource, opti
       tick();
     });
   } else {
+    const limit = config.mode.requests ?? Number.POSITIVE_INFINITY;
     const loops = Array.from({ length: config.mode.concurrency }, async () => {
-      while (clock() < config.durationMs) {
+      while (clock() < config.durationMs && offered < limit) {
         // Closed loop: the next request is scheduled when the previous one ends.
         await launch(offered++, clock());
       }
