@@ -177,11 +177,17 @@ export interface FeedsPlan {
  * items hold few of the top items at any size (1 % among the newest 50 at 1 000 000; Full with
  * `newestGrowth` 0.5 0.989 there, as without), so they do not grow. Through the workers at
  * 1 000 000 items Full takes 4.1 ms p50 at the caller and NoDiversity's 424 candidates 2.6 ms, so
- * no level's budgets meet 2 ms there: the ANN search alone at k = 64 takes 1.35 to 1.67 ms. The ANN search is each level's
- * largest fixed cost and follows its breadth (each breadth has a view of its own, see
- * `NARROW_BREADTHS` in ann.ts): at 100 000 items, with 16 × 16 for every creator, 128 neighbours
- * overlapped 0.959 at 1.55 ms in the worker, 64 0.950 at 1.00 ms, 32 0.944 at 0.97 ms, so Full
- * asks for 64 and each level below for fewer, at every catalogue size.
+ * no level's budgets meet 2 ms there: the ANN search alone at k = 64 takes 1.35 to 1.67 ms.
+ *
+ * The ANN search is each level's largest fixed cost and follows its breadth (the search's
+ * expansion is the breadth, see `NARROWEST_BREADTH` in ann.ts), while its neighbours hold few of
+ * the top items (the 32 nearest 4 % of the exhaustive top 10 at 100 000 items, the 64 nearest
+ * 6 %): the rest of the sources and the int8 cosines cost NoDiversity 0.065 ms on one thread, the
+ * search at k = 32 about four times that in a worker. So the breadth halves at each level and
+ * NoDiversity searches no graph (every candidate's similarity still comes from the int8 copy):
+ * `bench:personalization --sweep` (100 users, `--exact-ann`) gave 64 / 32 / 16 / 0 overlap@10
+ * 0.992 / 0.982 / 0.953 / 0.909 with the exhaustive ranking, against 0.982 / 0.957 / 0.924 for
+ * the former 48 / 40 / 32.
  */
 export interface ForYouPlan {
   /** ANN neighbours of the preference vector. */
@@ -277,7 +283,7 @@ const REDUCED_CANDIDATES = freezePlan({
   diversity: { enabled: true },
   feeds: { candidateBudget: 2000 },
   forYou: {
-    ann: 48,
+    ann: 32,
     creators: 16,
     perCreator: 24,
     creatorFloor: 0.25,
@@ -299,7 +305,7 @@ const COARSE_AGGREGATES = freezePlan({
   diversity: { enabled: true },
   feeds: { candidateBudget: 2000 },
   forYou: {
-    ann: 40,
+    ann: 16,
     creators: 12,
     perCreator: 20,
     creatorFloor: 0.25,
@@ -321,7 +327,7 @@ const NO_DIVERSITY = freezePlan({
   diversity: { enabled: false },
   feeds: { candidateBudget: 2000 },
   forYou: {
-    ann: 32,
+    ann: 0,
     creators: 12,
     perCreator: 16,
     creatorFloor: 0.25,
