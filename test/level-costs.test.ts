@@ -3,7 +3,7 @@
  * different (DESIGN.md §4): through the public API, with every source holding more than any level
  * takes, `for_you` (with and without `unseen`) and hybrid search report strictly less work at each
  * cheaper level in what `explain` counts: the ANN breadth, the candidates scored and the signal
- * slots read.
+ * slots read; and `NoDiversity` walks no HNSW graph for a user with creator affinities.
  */
 import { describe, expect, it } from 'vitest';
 import { TidalDb, USER_DEFAULTS, type Explain } from 'tidal-core';
@@ -18,7 +18,7 @@ const WORDS = ['river', 'stone', 'lamp', 'ember', 'field'];
 /**
  * 800 items: 20 creators × 40, each embedded, with a text, its own age and a few views in the last
  * hour (so trending holds every item); `fan` likes the newest item of 16 creators (an affinity to
- * each, weights falling) and viewed 30 others (its seen set).
+ * each, weights falling) and viewed 30 others (its seen set); `viewer` has an embedding and views.
  */
 async function costsDb(): Promise<TidalDb> {
   const db = await TidalDb.builder()
@@ -43,11 +43,13 @@ async function costsDb(): Promise<TidalDb> {
   await db.signals(
     items.flatMap((it, i) => Array.from({ length: 1 + (i % 5) }, (_, v) => ({ item: it.id, kind: 'view', at: NOW - v * 60_000 }))),
   );
-  await db.upsertUsers([{ id: 'fan' }]);
+  // The viewer's preference is its embedding, and views move no affinity: it has none.
+  await db.upsertUsers([{ id: 'fan' }, { id: 'viewer', embedding: [1, 1.5, 0.4] }]);
   await db.signals(Array.from({ length: 16 }, (_, c) => ({ item: `c${c}-0`, kind: 'like', user: 'fan', weight: 16 - c, at: NOW - HOUR })));
   await db.signals(
     Array.from({ length: 30 }, (_, i) => ({ item: `c${i % CREATORS}-${10 + i}`, kind: 'view', user: 'fan', at: NOW - HOUR })),
   );
+  await db.signals(Array.from({ length: 5 }, (_, i) => ({ item: `c${i}-3`, kind: 'view', user: 'viewer', at: NOW - HOUR })));
   return db;
 }
 
@@ -71,15 +73,34 @@ describe('every level costs a personalized read less than the level above', () =
         const run = async (level: (typeof LEVELS)[number]) =>
           (await db.retrieve({ profile: 'for_you', user: 'fan', level, limit: 20, ...(userFilter ? { userFilter } : {}) })).explain;
         const what = userFilter ? 'for_you + unseen' : 'for_you';
+        // The fan has creator affinities: at NoDiversity the creators carry the feed and no graph is searched.
         const ann = await perLevel(run, (e) => e.annTopK);
-        expect(ann, what).toEqual(USER_DEFAULTS.forYouBudgets.map((b) => b.ann));
+        expect(ann, what).toEqual(USER_DEFAULTS.forYouBudgets.map((b) => b.annWithAffinity));
         expectStrictlyFalling(ann, `${what} annTopK`);
-        // What the graph search returned: NoDiversity searches none.
         expectStrictlyFalling(await perLevel(run, (e) => e.annCandidates), `${what} annCandidates`);
+        expect(await perLevel(run, (e) => (e.vectorSearch === undefined ? 0 : 1)), `${what} graph searched`).toEqual([1, 1, 1, 0]);
         expectStrictlyFalling(await perLevel(run, (e) => e.candidates), `${what} candidates`);
         expectStrictlyFalling(await perLevel(run, (e) => e.slotsVisited), `${what} slotsVisited`);
         if (userFilter) expect((await run('Full')).userFiltered, what).toBeGreaterThan(0);
       }
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('for_you of a user without creator affinities: the neighbours are the feed, so every level searches, each fewer', async () => {
+    const db = await costsDb();
+    try {
+      const run = async (level: (typeof LEVELS)[number]) =>
+        (await db.retrieve({ profile: 'for_you', user: 'viewer', level, limit: 20 })).explain;
+      const ann = await perLevel(run, (e) => e.annTopK);
+      expect(ann).toEqual(USER_DEFAULTS.forYouBudgets.map((b) => b.ann));
+      expectStrictlyFalling(ann, 'annTopK');
+      expectStrictlyFalling(await perLevel(run, (e) => e.annCandidates), 'annCandidates');
+      expect(await perLevel(run, (e) => (e.vectorSearch === undefined ? 0 : 1))).toEqual([1, 1, 1, 1]);
+      expectStrictlyFalling(await perLevel(run, (e) => e.candidates), 'candidates');
+      expectStrictlyFalling(await perLevel(run, (e) => e.slotsVisited), 'slotsVisited');
+      expect((await run('Full')).forYouSources?.creators).toBe(0);
     } finally {
       await db.close();
     }

@@ -25,18 +25,14 @@ export const ANN_PARAMS = 'hnsw-cos-f16-m16-ef128-128';
 const EXPANSION_SEARCH = 128;
 
 /**
- * The narrowest search breadth any plan asks for: every plan's ANN top-k and `for_you`'s (a
- * `for_you` budget of 0 searches nothing). usearch
+ * The narrowest search breadth any plan asks for: every plan's ANN top-k and `for_you`'s. usearch
  * searches `max(expansion_search, k)` candidates, so a snapshot is mapped with this
  * `expansion_search` and a search of breadth `b` asks for `max(k, b)` neighbours (keeping the
  * nearest `k`): each level pays its own search effort down to this breadth, through one mapping of
  * the file per worker (a view per breadth mapped it six times: 379 MiB file-backed RSS at 100 000
  * items against 64 MiB).
  */
-const NARROWEST_BREADTH: number = Math.min(
-  EXPANSION_SEARCH,
-  ...LEVEL_PLANS.flatMap((p) => [p.ann.topK, p.forYou.ann]).filter((b) => b > 0),
-);
+const NARROWEST_BREADTH: number = Math.min(EXPANSION_SEARCH, ...LEVEL_PLANS.flatMap((p) => [p.ann.topK, p.forYou.ann]));
 
 /**
  * Batches at least this large may be added with every core (a bulk load); smaller ones always on
