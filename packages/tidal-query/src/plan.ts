@@ -188,8 +188,8 @@ export interface FeedsPlan {
  * exhaustive top 10 at 100 000 items): so NoDiversity searches no graph for such a user
  * ({@link ForYouPlan.annWithAffinity}). `bench:personalization --sweep` (100 users, `--exact-ann`)
  * gave NoDiversity without neighbours 0.909 overlap@10 with the exhaustive ranking against 0.924
- * with 32; over HTTP (`bench:serve --stages`, Node 24, 100 000 items, load average 13–17) a
- * NoDiversity feed without the search cost 0.13× Full's server CPU, with it 0.76×. A user without
+ * with 32; in process (bench/probes/level-throughput.ts, 100 000 items, load average 12–19) a
+ * NoDiversity feed without the search cost 0.30× Full's CPU per call, with it 0.76×. A user without
  * affinities (`bench:serve --mix personal`'s users only view) has only the neighbours to find what
  * is near their taste: without them NoDiversity overlapped Full's answer 0.19 against 0.51 (and
  * the popular subset's 32 nearest by an exact pass 0.25, for no less CPU), so that user keeps the
