@@ -10,7 +10,7 @@
  * another caller or kept from an earlier one has `ageMs` > 0: the target is about requests that
  * run). Then overlap@10 of each level's answer with Full's, per type.
  */
-import { TidalDb, type RetrieveRequest, type SearchRequest } from 'tidal-core';
+import { InvalidInputError, TidalDb, type RetrieveRequest, type SearchRequest } from 'tidal-core';
 import { loadDemo, tidalSchema } from 'tidal-serve/demo';
 import { Corpus } from '../src/corpus.js';
 import { Report, fmtInt, loadAverage, nowMs, parseOptions } from '../src/harness/index.js';
@@ -145,6 +145,25 @@ async function quality(db: TidalDb, spec: PersonalMixSpec, types: readonly ReadT
   return out;
 }
 
+/** A comma-separated flag's names, each one of `all` (empty: all of them). @throws InvalidInputError naming the flag. */
+function listFlag<T extends string>(flag: string, value: string, all: readonly T[]): T[] {
+  if (value === '') return [...all];
+  const names = value.split(',');
+  for (const n of names) if (!all.includes(n as T)) throw new InvalidInputError(flag, `a comma-separated list of ${all.join(', ')}`, n);
+  return names as T[];
+}
+
+// Checked before anything is built: a bad name ends the run with exit code 2, naming the flag.
+let types: ReadType[];
+let levels: (typeof LEVEL_NAMES)[number][];
+try {
+  types = listFlag('--types', opts.types, Object.keys(PERSONAL_READS) as ReadType[]);
+  levels = listFlag('--levels', opts.levels, LEVEL_NAMES);
+} catch (err) {
+  process.stderr.write(`${(err as Error).message}\n`);
+  process.exit(2);
+}
+
 /** The demo's schema (`tidal serve --demo`), or with `--affinity` its signals moving preferences and affinities. */
 function schema() {
   const base = { ...tidalSchema(128), creatorField: 'creator' };
@@ -179,7 +198,6 @@ async function main(): Promise<void> {
     report.line(
       `${fmtInt(opts.items)} items, ${fmtInt(opts.users)} users loaded in ${((nowMs() - t0) / 1000).toFixed(0)} s; load average ${loadAverage()}`,
     );
-    const types = opts.types === '' ? (Object.keys(PERSONAL_READS) as ReadType[]) : (opts.types.split(',') as ReadType[]);
     const cells: Cell[] = [];
     let seed = 900;
     const drawer = (s: PersonalMixSpec) => {
@@ -190,7 +208,6 @@ async function main(): Promise<void> {
       };
     };
     // Every path optimized before the first cell: otherwise Full, measured first, pays for it.
-    const levels = opts.levels === '' ? LEVEL_NAMES : (opts.levels.split(',') as (typeof LEVEL_NAMES)[number][]);
     for (const level of levels) await loop(db, drawer({ ...spec, level }), LEVEL_NAMES.indexOf(level), opts.warmup);
     // Rounds, and in each the levels of a type side by side, so that the machine's drift falls on
     // every level alike: the ratios to Full are the figures to read on a shared machine.
