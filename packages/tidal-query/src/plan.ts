@@ -177,15 +177,32 @@ export interface FeedsPlan {
  * items hold few of the top items at any size (1 % among the newest 50 at 1 000 000; Full with
  * `newestGrowth` 0.5 0.989 there, as without), so they do not grow. Through the workers at
  * 1 000 000 items Full takes 4.1 ms p50 at the caller and NoDiversity's 424 candidates 2.6 ms, so
- * no level's budgets meet 2 ms there: the ANN search alone at k = 64 takes 1.35 to 1.67 ms. The ANN search is each level's
- * largest fixed cost and follows its breadth (each breadth has a view of its own, see
- * `NARROW_BREADTHS` in ann.ts): at 100 000 items, with 16 × 16 for every creator, 128 neighbours
- * overlapped 0.959 at 1.55 ms in the worker, 64 0.950 at 1.00 ms, 32 0.944 at 0.97 ms, so Full
- * asks for 64 and each level below for fewer, at every catalogue size.
+ * no level's budgets meet 2 ms there: the ANN search alone at k = 64 takes 1.35 to 1.67 ms. The
+ * ANN search is each level's largest fixed cost and follows its breadth (each breadth has a view
+ * of its own, see `NARROWEST_BREADTH` in ann.ts): at 100 000 items, with 16 × 16 for every
+ * creator, 128 neighbours overlapped 0.959 at 1.55 ms in the worker, 64 0.950 at 1.00 ms, 32 0.944
+ * at 0.97 ms, so Full asks for 64 and each level below for fewer, at every catalogue size.
+ *
+ * Past a few dozen neighbours the search's cost hardly follows its breadth, and where the user
+ * has creator affinities its neighbours hold few of the top items (the 32 nearest 4 % of the
+ * exhaustive top 10 at 100 000 items): so NoDiversity searches no graph for such a user
+ * ({@link ForYouPlan.annWithAffinity}). `bench:personalization --sweep` (100 users, `--exact-ann`)
+ * gave NoDiversity without neighbours 0.909 overlap@10 with the exhaustive ranking against 0.924
+ * with 32; in process (bench/probes/level-throughput.ts, 100 000 items, load average 12–19) a
+ * NoDiversity feed without the search cost 0.30× Full's CPU per call, with it 0.76×. A user without
+ * affinities (`bench:serve --mix personal`'s users only view) has only the neighbours to find what
+ * is near their taste: without them NoDiversity overlapped Full's answer 0.19 against 0.51 (and
+ * the popular subset's 32 nearest by an exact pass 0.25, for no less CPU), so that user keeps the
+ * search.
  */
 export interface ForYouPlan {
   /** ANN neighbours of the preference vector. */
   readonly ann: number;
+  /**
+   * ANN neighbours for a user with a positive creator affinity (the creators source then holds
+   * most of the best items); `ann` for a user without one.
+   */
+  readonly annWithAffinity: number;
   /** The creators the user has the largest positive affinity with, whose newest items are taken. */
   readonly creators: number;
   /**
@@ -256,6 +273,7 @@ const FULL = freezePlan({
   feeds: { candidateBudget: Number.POSITIVE_INFINITY },
   forYou: {
     ann: 64,
+    annWithAffinity: 64,
     creators: 16,
     perCreator: 32,
     creatorFloor: 0.25,
@@ -278,6 +296,7 @@ const REDUCED_CANDIDATES = freezePlan({
   feeds: { candidateBudget: 2000 },
   forYou: {
     ann: 48,
+    annWithAffinity: 48,
     creators: 16,
     perCreator: 24,
     creatorFloor: 0.25,
@@ -300,6 +319,7 @@ const COARSE_AGGREGATES = freezePlan({
   feeds: { candidateBudget: 2000 },
   forYou: {
     ann: 40,
+    annWithAffinity: 40,
     creators: 12,
     perCreator: 20,
     creatorFloor: 0.25,
@@ -322,6 +342,7 @@ const NO_DIVERSITY = freezePlan({
   feeds: { candidateBudget: 2000 },
   forYou: {
     ann: 32,
+    annWithAffinity: 0,
     creators: 12,
     perCreator: 16,
     creatorFloor: 0.25,

@@ -107,7 +107,7 @@ describe('the level plan', () => {
       expect(at(FOR_YOU_GROWTH_LIMIT_ITEMS).perCreator).toBe(Math.round(plan.perCreator * x ** plan.perCreatorGrowth));
       expect(at(FOR_YOU_GROWTH_LIMIT_ITEMS).newest).toBe(Math.round(plan.newest * x ** plan.newestGrowth));
       // The sources whose depth does not reach back in time stay as the plan gives them.
-      for (const k of ['ann', 'creators', 'trending', 'trendingSlots', 'coldStart'] as const)
+      for (const k of ['ann', 'annWithAffinity', 'creators', 'trending', 'trendingSlots', 'coldStart'] as const)
         expect(at(FOR_YOU_GROWTH_LIMIT_ITEMS)[k]).toBe(plan[k]);
       // Growth is monotone in the catalogue.
       let prev = at(FOR_YOU_REFERENCE_ITEMS);

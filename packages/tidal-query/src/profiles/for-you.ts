@@ -175,13 +175,18 @@ function warmCandidates(
   const out: number[] = [];
   const annSims: number[] = [];
   const counts = { ann: 0, creators: 0, newest: 0, trending: 0 };
-  explain.annTopK = budget.ann;
+  // The creators the user has the largest positive affinity with (ties: the first in the user's list).
+  const field = ctx.schema.creatorField;
+  const strongest = field !== undefined && budget.creators > 0 && budget.perCreator > 0 ? affinity.top(budget.creators) : [];
+  // With creators to take from, the neighbours hold few of the best items: the plan's breadth for that case.
+  const breadth = strongest.length > 0 ? budget.annWithAffinity : budget.ann;
+  explain.annTopK = breadth;
   const ann = ctx.ann;
   let annFound = 0;
-  if (ann && budget.ann > 0) {
+  if (ann && breadth > 0) {
     // The search's expansion follows the budget too (usearch searches max(expansion, k)), so a
     // level asking for fewer neighbours searches less of the graph.
-    const found = ann.search(user.preference!, budget.ann, budget.ann);
+    const found = ann.search(user.preference!, breadth, breadth);
     explain.vectorSearch = ann.method;
     annFound = found.keys.length;
     for (let i = 0; i < found.keys.length; i++) {
@@ -200,12 +205,9 @@ function warmCandidates(
     out.push(o);
     counts[source]++;
   };
-  // The creators the user has the largest positive affinity with (ties: the first in the user's list).
-  const field = ctx.schema.creatorField;
-  if (field !== undefined && budget.creators > 0 && budget.perCreator > 0) {
-    const lists = creatorListsOf(ctx.catalog, field);
-    const top = affinity.top(budget.creators);
-    for (const { code, share } of top) {
+  if (strongest.length > 0) {
+    const lists = creatorListsOf(ctx.catalog, field!);
+    for (const { code, share } of strongest) {
       const list = lists.get(code);
       if (!list) continue;
       // The floor's share of the depth for every creator, the rest in proportion to the affinity:
