@@ -396,6 +396,7 @@ export class AnnLifecycle {
   #publish(): void {
     const exact = this.#exact;
     this.#ctx.ann = this.#index ?? (this.#deferred && exact && exact.size > 0 ? exact : null);
+    if (this.#ctx.ann !== exact) exact?.release();
   }
 
   /** Makes `ann` this worker's index (null: none). */

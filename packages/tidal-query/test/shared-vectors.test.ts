@@ -15,11 +15,11 @@ import { Catalog } from '../src/catalog.js';
 import { ItemsWriter } from '../src/items-table.js';
 import { measureThread } from '../src/memory.js';
 import { cosineInt8, cosinesInt8, itemVectors, type Int8Vectors } from '../src/profiles/for-you-vectors.js';
-import { VectorRows, createSharedVectors, sharedVectorRows } from '../src/shared/item-vectors.js';
+import { VectorRows, copyRows, createSharedVectors, sharedVectorRows } from '../src/shared/item-vectors.js';
 import type { QuerySchema } from '../src/types.js';
 
 describe('shared item vectors against a writer thread', () => {
-  it('a reader never takes half of one row and half of another (cosineInt8 and cosinesInt8)', async () => {
+  it('a reader never takes half of one row and half of another (cosineInt8, cosinesInt8, copyRows)', async () => {
     const dims = 1024;
     const buffers = createSharedVectors(dims, 16)!;
     const url = new URL('../dist/shared/item-vectors.js', import.meta.url).href;
@@ -55,6 +55,7 @@ describe('shared item vectors against a writer thread', () => {
       const p = new Float32Array(dims).fill(1);
       const pScale = 1 / Math.sqrt(dims);
       const out = new Float64Array(2);
+      const copied = { rows: new Int8Array(2 * dims), norms: new Float32Array(2), seqs: new Int32Array(2) };
       const ordinals = [3, 3];
       let reads = 0;
       let overlapped = 0;
@@ -62,15 +63,25 @@ describe('shared item vectors against a writer thread', () => {
       const seen = new Set<number>();
       while (!done || reads === 0) {
         const before = Atomics.load(reader.seqs, 3);
-        const one = cosineInt8(v, dims, p, pScale, 3);
-        cosinesInt8(v, dims, p, pScale, ordinals, 0, 2, out);
+        // Runs of copies, then runs of cosines: a cosine that waited for the writer ends in step
+        // with it, and the copies after it drift across its rewrites.
+        if (reads % 64 < 32) {
+          copyRows(reader, 2, 4, copied.rows, copied.norms, copied.seqs);
+          // The copy of row 3 is its second row: one value in every lane, and the norm of it.
+          const lanes = new Set(copied.rows.subarray(dims));
+          if ((lanes.size !== 1 || copied.norms[1] !== reader.inverseNorms[3]) && torn.length < 5) torn.push(lanes.size);
+          seen.add(Math.sign(copied.rows[dims]!));
+        } else {
+          const one = cosineInt8(v, dims, p, pScale, 3);
+          cosinesInt8(v, dims, p, pScale, ordinals, 0, 2, out);
+          for (const c of [one, out[0]!, out[1]!]) {
+            // A whole row is all +1 or all −1: its cosine with p is ±1 (to float rounding).
+            if (Math.abs(Math.abs(c) - 1) > 1e-6 && torn.length < 5) torn.push(c);
+            seen.add(Math.sign(c));
+          }
+        }
         if (Atomics.load(reader.seqs, 3) !== before) overlapped++;
         reads++;
-        for (const c of [one, out[0]!, out[1]!]) {
-          // A whole row is all +1 or all −1: its cosine with p is ±1 (to float rounding).
-          if (Math.abs(Math.abs(c) - 1) > 1e-6 && torn.length < 5) torn.push(c);
-          seen.add(Math.sign(c));
-        }
         if (reads % 256 === 0) await new Promise((r) => setImmediate(r));
       }
       expect(torn).toEqual([]);

@@ -18,7 +18,8 @@ import { reserveBuffer } from '../signals/arena.js';
  * reads the sequence, the row and its norm, then the sequence again, and reads the row again if the
  * sequence was odd or moved (see `cosineInt8`). Growing (doubling, under the lock) only commits
  * pages of a growable reservation; `capacity` is raised after the buffers are, so a view of
- * `capacity` rows is always inside them.
+ * `capacity` rows is always inside them. A copy of many rows (the exact search's) checks one
+ * sequence for all of them instead, WRITING, odd while the writer is inside any row.
  *
  * Layout: `control`, Int32 × CONTROL_INTS then a BigInt64 version: LOCK (0 free, else the holder's
  * thread id + 1), PROGRESS (bumped as the holder writes, see `lock`), CAPACITY (rows the views may
@@ -32,6 +33,8 @@ const PROGRESS = 1;
 const CAPACITY = 2;
 const EXTENT = 3;
 const LIVE = 4;
+/** Odd while the writer is inside any row (one writer at a time): a whole-range copy checks it once. */
+const WRITING = 5;
 const CONTROL_INTS = 8;
 /** The BigInt64 cell of the items version the rows reflect follows the Int32 cells. */
 const CONTROL_BYTES = CONTROL_INTS * 4 + 8;
@@ -152,6 +155,11 @@ export class VectorRows {
     return sharedVectorBytes(this.#buffers);
   }
 
+  /** The sequence of all rows: odd while the writer is inside one (see {@link copyRows}). */
+  get writing(): number {
+    return Atomics.load(this.#ctl, WRITING);
+  }
+
   /** Makes the views span the rows committed now (another thread may have grown them). */
   refreshViews(): void {
     const cap = Atomics.load(this.#ctl, CAPACITY);
@@ -205,6 +213,7 @@ export class VectorRows {
     const norms = this.inverseNorms;
     const had = norms[o]! > 0;
     const seq = Atomics.load(this.seqs, o) | 1;
+    Atomics.store(this.#ctl, WRITING, Atomics.load(this.#ctl, WRITING) | 1);
     Atomics.store(this.seqs, o, seq);
     let inv = 0;
     if (vector === null) {
@@ -217,6 +226,7 @@ export class VectorRows {
     }
     norms[o] = inv;
     Atomics.store(this.seqs, o, seq + 1);
+    Atomics.add(this.#ctl, WRITING, 1);
     const delta = (inv > 0 ? 1 : 0) - (had ? 1 : 0);
     if (delta !== 0) Atomics.add(this.#ctl, LIVE, delta);
     if (++this.#written % PROGRESS_ROWS === 0) Atomics.add(this.#ctl, PROGRESS, 1);
@@ -226,12 +236,14 @@ export class VectorRows {
   load(rows: Int8Array, norms: Float32Array, live: number, extent: number, version: number): void {
     if (norms.length > this.inverseNorms.length) this.#grow(norms.length);
     const all = this.seqs;
+    Atomics.store(this.#ctl, WRITING, Atomics.load(this.#ctl, WRITING) | 1);
     for (let o = 0; o < all.length; o++) Atomics.store(all, o, Atomics.load(all, o) | 1);
     this.rows.fill(0);
     this.rows.set(rows);
     this.inverseNorms.fill(0);
     this.inverseNorms.set(norms);
     for (let o = 0; o < all.length; o++) Atomics.store(all, o, Atomics.load(all, o) + 1);
+    Atomics.add(this.#ctl, WRITING, 1);
     Atomics.store(this.#ctl, LIVE, live);
     Atomics.store(this.#ctl, EXTENT, extent);
     Atomics.store(this.#version, 0, BigInt(version));
@@ -261,12 +273,20 @@ export class VectorRows {
 
 /**
  * Copies rows `[from, to)` of `src` (their int8 values and norms) into `rows` and `norms` from
- * index 0, each row whole: the sequences are read before and after the copy, and a row a writer
+ * index 0, each row whole: when the writer was inside a row (WRITING odd, or moved during the
+ * copy), the rows' own sequences are read before and after a second copy, and a row a writer
  * was inside is copied again on its own until it reads whole (a row that stays odd for ~10 s is
  * left zero with a zero norm: its writer died). For a native kernel that cannot read shared memory.
  */
 export function copyRows(src: VectorRows, from: number, to: number, rows: Int8Array, norms: Float32Array, seqsBefore: Int32Array): void {
   const dims = src.dims;
+  // Mostly no writer is inside any row: one sequence for the whole range then, read before and after.
+  const writing = src.writing;
+  if ((writing & 1) === 0) {
+    rows.set(src.rows.subarray(from * dims, to * dims));
+    norms.set(src.inverseNorms.subarray(from, to));
+    if (src.writing === writing) return;
+  }
   const seqs = src.seqs;
   for (let o = from; o < to; o++) seqsBefore[o - from] = Atomics.load(seqs, o);
   rows.set(src.rows.subarray(from * dims, to * dims));
