@@ -151,4 +151,25 @@ describe('shared item vectors between query threads', () => {
     expect(sharedVectorRows(shared)).toBe(2);
     wdb.close();
   });
+
+  it('are not reserved past what the platform can grow (each thread then keeps rows of its own)', () => {
+    // 2 Mi ordinals × 4 096 dimensions: 8 GiB, past Node's 4 GiB growable reservation.
+    expect(createSharedVectors(4096, 2 ** 21)).toBeNull();
+    expect(createSharedVectors(0, 1024)).toBeNull();
+    const dir = mkdtempSync(join(tmpdir(), 'tidal-shared-vectors-'));
+    dirs.push(dir);
+    const file = join(dir, 'tidal.db');
+    const wdb = new Database(file);
+    openStorage(wdb, file);
+    new ItemsWriter(wdb).upsert(
+      { id: 'a', ordinal: 0, text: null, metadata: {}, createdAt: 0, embedding: Float32Array.from([1, 0, 0, 0]) },
+      1,
+      false,
+    );
+    const a = thread(file, null);
+    a.items.sync(1);
+    expect(measureThread(a.ctx.catalog, 0).vectorRows).toBe(1);
+    expect(cosineInt8(itemVectors(a.ctx), DIMS, Float32Array.from([1, 0, 0, 0]), 1, 0)).toBeCloseTo(1, 5);
+    wdb.close();
+  });
 });

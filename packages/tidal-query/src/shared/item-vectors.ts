@@ -1,7 +1,6 @@
 /// <reference lib="es2024.sharedmemory" />
 import { threadId } from 'node:worker_threads';
 import { InvalidInputError } from 'tidal-load';
-import { reserveBuffer } from '../signals/arena.js';
 
 /*
  * Every item's int8 vector, once per process: the rows the query threads' for_you and exact vector
@@ -61,7 +60,10 @@ export interface SharedVectorBuffers {
 
 /**
  * Reserves the shared vectors for `maxRows` ordinals of `dims` dimensions, or returns null when the
- * platform cannot reserve that much (each query thread then keeps a copy of its own).
+ * platform cannot reserve that much as a growable buffer (Node 20 caps a reservation at 4 GiB:
+ * `capacity.items` × `embeddingDims` past it, at 4 Mi items more than 1 024 dimensions): each
+ * query thread then keeps rows of its own. No fixed buffer of the maximum instead: that would be
+ * committed address space for every ordinal the capacity allows.
  */
 export function createSharedVectors(dims: number, maxRows: number): SharedVectorBuffers | null {
   if (dims <= 0) return null;
@@ -71,9 +73,9 @@ export function createSharedVectors(dims: number, maxRows: number): SharedVector
     new Int32Array(control)[CAPACITY] = first;
     return Object.freeze({
       control,
-      rows: reserveBuffer(first * dims, maxRows * dims, 'grow'),
-      norms: reserveBuffer(first * 4, maxRows * 4, 'grow'),
-      seqs: reserveBuffer(first * 4, maxRows * 4, 'grow'),
+      rows: reserve(first * dims, maxRows * dims),
+      norms: reserve(first * 4, maxRows * 4),
+      seqs: reserve(first * 4, maxRows * 4),
       dims,
       maxRows,
     });
@@ -313,6 +315,11 @@ export function copyRows(src: VectorRows, from: number, to: number, rows: Int8Ar
 }
 const COPY_SPINS = 1024;
 const COPY_WAITS = 10_000;
+
+/** A growable buffer of `max` bytes, `initial` of them usable (a RangeError when it cannot be reserved). */
+function reserve(initial: number, max: number): SharedArrayBuffer {
+  return initial < max ? new SharedArrayBuffer(initial, { maxByteLength: max }) : new SharedArrayBuffer(max);
+}
 
 function growTo(buf: SharedArrayBuffer, bytes: number): void {
   if (buf.byteLength >= bytes) return;
