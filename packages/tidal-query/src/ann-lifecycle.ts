@@ -366,6 +366,7 @@ export class AnnLifecycle {
     try {
       rows = this.#catalog.refresh((row) => {
         if (row.version > from) feedVector(vectors!, dims, row.ordinal, row.present, row.embedding);
+        else if (writing) vectors!.store.tick();
         if (!withAnn) return;
         if (row.present && row.embedding) {
           keys.push(row.ordinal);

@@ -42,9 +42,10 @@ const CONTROL_BYTES = CONTROL_INTS * 4 + 8;
 const INITIAL_ROWS = 1024;
 /**
  * A waiter takes the lock over from a holder that showed no progress for this many 1 s waits: the
- * holder's thread died (the holder bumps PROGRESS every {@link PROGRESS_ROWS} rows, ~30 ms).
+ * holder's thread died (the holder bumps PROGRESS every {@link PROGRESS_ROWS} rows it reads, ~30
+ * ms; the longest step without rows, the close-time save of the catalog snapshot, takes seconds).
  */
-const STALLED_WAITS = 10;
+const STALLED_WAITS = 60;
 const PROGRESS_ROWS = 1024;
 
 /** The buffers of the shared item vectors, given to every query thread. */
@@ -231,6 +232,11 @@ export class VectorRows {
     Atomics.add(this.#ctl, WRITING, 1);
     const delta = (inv > 0 ? 1 : 0) - (had ? 1 : 0);
     if (delta !== 0) Atomics.add(this.#ctl, LIVE, delta);
+    this.tick();
+  }
+
+  /** Counts a row the lock's holder read (written or not): every {@link PROGRESS_ROWS}th shows the waiters it is alive. */
+  tick(): void {
     if (++this.#written % PROGRESS_ROWS === 0) Atomics.add(this.#ctl, PROGRESS, 1);
   }
 
