@@ -21,8 +21,9 @@ import { InvalidInputError } from 'tidal-load';
  * sequence for all of them instead, WRITING, odd while the writer is inside any row.
  *
  * Layout: `control`, Int32 × CONTROL_INTS then a BigInt64 version: LOCK (0 free, else the holder's
- * thread id + 1), PROGRESS (bumped as the holder writes, see `lock`), CAPACITY (rows the views may
- * span), EXTENT (one past the highest ordinal that ever had a row), LIVE (rows with a vector);
+ * thread id + 1), PROGRESS (bumped as the holder reads rows, see `lock`), CAPACITY (rows the views
+ * may span), EXTENT (one past the highest ordinal that ever had a row), LIVE (rows with a vector),
+ * WRITING;
  * `rows` int8 × dims per row; `norms` float32 per row (1 / |row|, 0 without a vector); `seqs` Int32
  * per row.
  */
