@@ -33,7 +33,10 @@ function expectWhole(m: MemoryStats, workers: number): void {
   for (const c of COMPONENTS) expect(m[c], c).toBeDefined();
   expect(m.threads.map((t) => t.threadId)[0]).toBe(0);
   expect(m.threads).toHaveLength(workers + 1);
-  for (const c of ['catalog', 'text', 'vectors'] as const) expect(m[c].copies).toBe(workers);
+  for (const c of ['catalog', 'text'] as const) expect(m[c].copies).toBe(workers);
+  // The int8 item vectors are once per process: no query thread holds a copy of its own.
+  expect(m.vectors.copies).toBe(0);
+  for (const t of m.threads) expect(t.vectorRows).toBe(0);
   expect(new Set(m.threads.map((t) => t.threadId)).size).toBe(workers + 1);
   for (const t of m.threads) expect(t.heapUsed).toBeGreaterThan(0);
   expect(m.process.rss).toBeGreaterThan(0);
@@ -67,8 +70,11 @@ describe('stats().memory', () => {
     // Per thread: the two query threads' figures are what the components sum.
     const workers = after.threads.slice(1);
     expect(workers.reduce((a, t) => a + t.catalogBytes, 0)).toBe(after.catalog.bytes);
-    // One copy: 3 020 items × (4 dims + a 4-byte norm) at least.
-    expect(workers[0]!.vectorBytes).toBeGreaterThanOrEqual(3020 * 8);
+    // One copy for the process: 3 020 items × (4 dims + a 4-byte norm + a 4-byte sequence) at
+    // least, counted once in the total beside what each thread holds of its own (the popular subset).
+    expect(after.vectors.sharedBytes).toBeGreaterThanOrEqual(3020 * 12);
+    expect(after.vectors.sharedBytes).toBeGreaterThan(before.vectors.sharedBytes);
+    expect(after.vectors.bytes).toBe(after.vectors.sharedBytes + workers.reduce((a, t) => a + t.vectorBytes, 0));
     // Without a worker module the users live on the database's thread: no shared records.
     expect(after.users).toMatchObject({ bytes: 0, records: 0 });
   });

@@ -441,6 +441,7 @@ export class TidalDb<S extends SchemaDefinition = SchemaDefinition> implements A
       arena: this.#store.arena,
       slots: this.#store.slotsUsed(),
       shared: p.shared,
+      vectors: p.vectors,
       users: p.users.size,
       sessions: p.sessions.size,
       cursors: { bytes: pins.bytes, pinned: pins.pinned },

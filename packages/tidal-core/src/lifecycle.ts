@@ -9,7 +9,15 @@ import { performance } from 'node:perf_hooks';
 import type Database from 'better-sqlite3';
 import { DegradationLevel, InternalError, InvalidInputError, TidalError, type WarningSink } from 'tidal-load';
 import { AckMark, MemoryGuard, SignalLog, SlotCheckpoint, WalCheckpointer, openWriterConnection } from 'tidal-wal';
-import { SignalStore, SLOT_BYTES, SLOT_LAYOUT, type TaskEnvelope, type WarmResult } from 'tidal-query';
+import {
+  SignalStore,
+  SLOT_BYTES,
+  SLOT_LAYOUT,
+  createSharedVectors,
+  type SharedVectorBuffers,
+  type TaskEnvelope,
+  type WarmResult,
+} from 'tidal-query';
 import { AnnBuild } from './ann-build.js';
 import { createEphemeralDir, removeEphemeralDir } from './ephemeral-dirs.js';
 import { Cursors } from './cursor.js';
@@ -70,6 +78,8 @@ export interface DbParts {
   readonly reads: ReadPipeline;
   /** The pinned rankings of cursor chains (see pinned-rankings.ts). */
   readonly pins: PinnedRankings;
+  /** Every item's int8 vector, once for every query thread (null: no embeddings, or each thread keeps its own). */
+  readonly vectors: SharedVectorBuffers | null;
   /** The users', sessions' and co-engagement's shared records, when the database has a worker module; else null. */
   readonly shared: SharedStateWriter | null;
   /** What the worker threads are told when the database has a worker module; null without one. */
@@ -204,8 +214,17 @@ export function openParts(resolved: ResolvedOptions): DbParts {
               defaultWindow: defaultWindow(o.schema),
             },
           };
+    const vectors = createSharedVectors(o.schema.embeddingDims, o.capacity.items);
     const pool = new QueryPool(
-      { file, schema: o.schema, arena: store.arena, nice: o.workerNice, annBackgroundRows: o.annBackgroundRows, ...(host ? { host } : {}) },
+      {
+        file,
+        schema: o.schema,
+        arena: store.arena,
+        nice: o.workerNice,
+        annBackgroundRows: o.annBackgroundRows,
+        ...(vectors ? { vectors } : {}),
+        ...(host ? { host } : {}),
+      },
       o.workers,
       {
         ...(host ? { filename: WORKER_HOST_FILENAME, eventLoop: true } : {}),
@@ -238,6 +257,7 @@ export function openParts(resolved: ResolvedOptions): DbParts {
       sharing,
       reads,
       pins,
+      vectors,
       shared,
       host: host ?? null,
       replica,

@@ -1,4 +1,11 @@
-import type { SharedRecordsBuffers, SignalArena, ThreadMemory } from 'tidal-query';
+import {
+  sharedVectorBytes,
+  sharedVectorRows,
+  type SharedRecordsBuffers,
+  type SharedVectorBuffers,
+  type SignalArena,
+  type ThreadMemory,
+} from 'tidal-query';
 import type { SharedStateWriter } from './shared-state.js';
 
 /**
@@ -30,8 +37,13 @@ export interface MemoryStats {
   catalog: { bytes: number; items: number; copies: number };
   /** The text index's postings and per-document arrays, summed over the query threads; `terms` of one copy. */
   text: { bytes: number; terms: number; copies: number };
-  /** The int8 item vectors, their norms and the popular subset, summed over the query threads; `rows` of one copy. */
-  vectors: { bytes: number; rows: number; copies: number };
+  /**
+   * The int8 item vectors and their norms, and the popular subset: `sharedBytes` the rows every
+   * query thread reads, once per process; `bytes` those plus what each thread holds of its own (the
+   * popular subset; the rows too where they are not shared), summed; `rows` with a vector;
+   * `copies` the threads holding rows of their own (0 when they are shared).
+   */
+  vectors: { bytes: number; sharedBytes: number; rows: number; copies: number };
   /** Every thread's heap: the main thread (`threadId` 0) first, then each query thread with its components. */
   threads: ThreadMemory[];
 }
@@ -56,6 +68,7 @@ export interface MemorySources {
   arena: SignalArena;
   slots: number;
   shared: SharedStateWriter | null;
+  vectors: SharedVectorBuffers | null;
   users: number;
   sessions: number;
   cursors: { bytes: number; pinned: number };
@@ -79,6 +92,7 @@ export function memoryStats(src: MemorySources): MemoryStats {
   const sum = (f: (t: ThreadMemory) => number): number => src.workers.reduce((a, t) => a + f(t), 0);
   const most = (f: (t: ThreadMemory) => number): number => src.workers.reduce((a, t) => Math.max(a, f(t)), 0);
   const copies = src.workers.length;
+  const sharedBytes = src.vectors === null ? 0 : sharedVectorBytes(src.vectors);
   return {
     process: { rss: mem.rss, heapUsed: mem.heapUsed, heapTotal: mem.heapTotal, external: mem.external, arrayBuffers: mem.arrayBuffers },
     signals: { bytes: signalBytes(src.arena), slots: src.slots },
@@ -93,7 +107,15 @@ export function memoryStats(src: MemorySources): MemoryStats {
     cursors: src.cursors,
     catalog: { bytes: sum((t) => t.catalogBytes), items: most((t) => t.catalogItems), copies },
     text: { bytes: sum((t) => t.textBytes), terms: most((t) => t.textTerms), copies },
-    vectors: { bytes: sum((t) => t.vectorBytes), rows: most((t) => t.vectorRows), copies },
+    vectors: {
+      bytes: sharedBytes + sum((t) => t.vectorBytes),
+      sharedBytes,
+      rows: Math.max(
+        most((t) => t.vectorRows),
+        src.vectors === null ? 0 : sharedVectorRows(src.vectors),
+      ),
+      copies: src.workers.filter((t) => t.vectorRows > 0).length,
+    },
     threads: [main, ...src.workers],
   };
 }

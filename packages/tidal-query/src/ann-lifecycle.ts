@@ -19,7 +19,8 @@ import type { Catalog } from './catalog.js';
 import { loadCatalog, persistCatalog, type CatalogLoad } from './catalog-load.js';
 import type { QueryContext, VectorSearcher } from './context.js';
 import { ExactVectors } from './exact-vectors.js';
-import { feedVector, keptItemVectors, type Int8Vectors } from './profiles/for-you-vectors.js';
+import { beginVectorWrite, feedVector, keptItemVectors, type Int8Vectors } from './profiles/for-you-vectors.js';
+import type { SharedVectorBuffers } from './shared/item-vectors.js';
 import {
   WARM_SYNC_BYTES,
   type AnnSource,
@@ -92,7 +93,11 @@ export class AnnLifecycle {
   readonly #dir: string;
   /** This worker's ANN index: null before the first embedding, and while it is built elsewhere. */
   #index: AnnIndex | null = null;
-  /** Every item's vector as int8, kept by the sync (null when the schema has no embeddings). */
+  /**
+   * Every item's vector as int8, kept by the sync (null when the schema has no embeddings): the
+   * process's shared rows when the database gave them (written under their lock, see
+   * {@link #beginVectors}), else this worker's own.
+   */
   readonly #vectors: Int8Vectors | null;
   /** The exact search over {@link #vectors}, the context's vector search while the index is deferred. */
   readonly #exact: ExactVectors | null;
@@ -127,14 +132,21 @@ export class AnnLifecycle {
   readonly #embedded: Database.Statement<[number]>;
   readonly #maxVersion: Database.Statement<[]>;
 
-  constructor(db: Database.Database, catalog: Catalog, ctx: AnnContext, dir: string, backgroundRows = Number.POSITIVE_INFINITY) {
+  constructor(
+    db: Database.Database,
+    catalog: Catalog,
+    ctx: AnnContext,
+    dir: string,
+    backgroundRows = Number.POSITIVE_INFINITY,
+    sharedVectors: SharedVectorBuffers | null = null,
+  ) {
     this.#backgroundRows = backgroundRows;
     this.#db = db;
     this.#catalog = catalog;
     this.#ctx = ctx;
     this.#dir = dir;
     const dims = ctx.schema.embeddingDims;
-    this.#vectors = dims > 0 ? keptItemVectors(ctx) : null;
+    this.#vectors = dims > 0 ? keptItemVectors(ctx, sharedVectors) : null;
     this.#exact = this.#vectors ? new ExactVectors(dims, this.#vectors) : null;
     this.#annRows = annRowsStatement(db);
     this.#annPending = db.prepare('SELECT COUNT(*) FROM items WHERE version > ?').pluck();
@@ -155,10 +167,14 @@ export class AnnLifecycle {
   sync(version: number): number {
     if (!this.#started) this.#firstTask();
     if (!this.#catalogLoad) this.#loadCatalog();
+    this.#vectors?.store.refreshViews();
     const inStep = this.#deferred || this.#annVersion === this.#catalog.version;
-    if (this.#catalog.version >= version && inStep) return 0;
+    if (this.#catalog.version >= version && inStep) {
+      this.#vectorsUpTo(version);
+      return 0;
+    }
     if (inStep) {
-      const rows = this.#refresh(!this.#deferred);
+      const rows = this.#refresh(!this.#deferred, version);
       if (!this.#deferred) this.#annVersion = this.#catalog.version;
       return rows;
     }
@@ -166,7 +182,7 @@ export class AnnLifecycle {
     // catalog reads its rows, the index the rows after its own version, in one read transaction so
     // both see the same commits.
     return this.#db.transaction(() => {
-      const rows = this.#refresh(false);
+      const rows = this.#refresh(false, version);
       if (this.#catalog.version > this.#annVersion) {
         this.#annCaughtUp = this.#applyAnnRows(this.#annVersion, this.#catalog.version, undefined, Number.POSITIVE_INFINITY);
         this.#annVersion = this.#catalog.version;
@@ -232,13 +248,39 @@ export class AnnLifecycle {
     if (!load) return null;
     const current = this.#itemsVersion(env);
     const pending = this.#annPending.get(this.#catalog.version) as number;
+    // The rows are saved as of the catalog's version at least, and none half written: the lock is
+    // held from the catch-up to the end of the save.
+    const store = this.#vectors?.store;
+    store?.lock();
     try {
-      return persistCatalog(this.#dir, this.#ctx.schema, this.#catalog, this.#vectors, current, pending, load.stale, () => {
-        this.#refresh(false);
-      });
+      return persistCatalog(
+        this.#dir,
+        this.#ctx.schema,
+        this.#catalog,
+        this.#vectors,
+        current,
+        pending,
+        load.stale,
+        () => {
+          this.#refresh(false, Number.POSITIVE_INFINITY);
+        },
+        () => this.#vectorsUpTo(this.#catalog.version),
+      );
     } catch {
       return null;
+    } finally {
+      store?.unlock();
     }
+  }
+
+  /** See {@link beginVectorWrite}. */
+  #beginVectors(target: number): boolean {
+    return this.#vectors !== null && beginVectorWrite(this.#vectors, this.#ctx.schema.embeddingDims, this.#catalog.version, target);
+  }
+
+  /** Brings the vectors' rows up to `target` (at most this worker's catalog version) without a refresh. */
+  #vectorsUpTo(target: number): void {
+    if (this.#beginVectors(Math.min(target, this.#catalog.version))) this.#vectors!.store.unlock();
   }
 
   /**
@@ -311,22 +353,32 @@ export class AnnLifecycle {
    * The catalog refresh, each changed row kept in the int8 vectors and, `withAnn`, applied to the
    * ANN index as it goes by.
    */
-  #refresh(withAnn: boolean): number {
+  #refresh(withAnn: boolean, target: number): number {
     const dims = this.#ctx.schema.embeddingDims;
     const vectors = this.#vectors;
     const keys: number[] = [];
     const blobs: Buffer[] = [];
     const removed: number[] = [];
-    const rows = this.#catalog.refresh((row) => {
-      if (vectors) feedVector(vectors, dims, row.ordinal, row.present, row.embedding);
-      if (!withAnn) return;
-      if (row.present && row.embedding) {
-        keys.push(row.ordinal);
-        blobs.push(row.embedding);
-      } else {
-        removed.push(row.ordinal);
-      }
-    });
+    // Rows at or below `from` are in the vectors already (written by this thread or another).
+    const writing = this.#beginVectors(target);
+    const from = writing ? vectors!.store.version : Number.POSITIVE_INFINITY;
+    let rows: number;
+    try {
+      rows = this.#catalog.refresh((row) => {
+        if (row.version > from) feedVector(vectors!, dims, row.ordinal, row.present, row.embedding);
+        else if (writing) vectors!.store.tick();
+        if (!withAnn) return;
+        if (row.present && row.embedding) {
+          keys.push(row.ordinal);
+          blobs.push(row.embedding);
+        } else {
+          removed.push(row.ordinal);
+        }
+      });
+      if (writing) vectors!.store.publish(this.#catalog.version);
+    } finally {
+      if (writing) vectors!.store.unlock();
+    }
     if (vectors) vectors.version = this.#catalog.version;
     // The index exists from the first embedding on; a schema without embeddings never builds one.
     if (removed.length > 0 && this.#index) for (const o of removed) this.#index.remove(o);
@@ -345,6 +397,7 @@ export class AnnLifecycle {
   #publish(): void {
     const exact = this.#exact;
     this.#ctx.ann = this.#index ?? (this.#deferred && exact && exact.size > 0 ? exact : null);
+    if (this.#ctx.ann !== exact) exact?.release();
   }
 
   /** Makes `ann` this worker's index (null: none). */

@@ -59,10 +59,17 @@ export function loadCatalog(
     return unusable((err as Error).message);
   }
   if (vectors && found.vectors) {
-    vectors.rows = found.vectors.rows;
-    vectors.inverseNorms = found.vectors.inverseNorms;
-    vectors.live = found.vectors.live;
-    vectors.extent = found.vectors.extent;
+    // Shared rows another thread brought to this version or past it already are kept.
+    const store = vectors.store;
+    store.lock();
+    try {
+      if (store.version < catalog.version) {
+        const f = found.vectors;
+        store.load(f.rows, f.inverseNorms, f.live, f.extent, catalog.version);
+      }
+    } finally {
+      store.unlock();
+    }
     vectors.version = catalog.version;
   }
   return { version: catalog.version, stale: false };
@@ -71,7 +78,7 @@ export function loadCatalog(
 /**
  * The close-time save: `catchUp` (the worker's refresh of its catalog, without the ANN index) is
  * run first when the items table is ahead of the catalog by at most {@link CATALOG_CATCH_UP_ROWS}
- * rows (`pending`), then the catalog is saved unless the snapshot in `dir` reflects that version
+ * rows (`pending`), and `vectorsUp` brings the int8 vectors up to the catalog, then the catalog is saved unless the snapshot in `dir` reflects that version
  * already (and is sound: `stale` says the last load could not use it). Returns the version saved,
  * or null.
  */
@@ -84,10 +91,12 @@ export function persistCatalog(
   pending: number,
   stale: boolean,
   catchUp: () => void,
+  vectorsUp: () => void = () => {},
 ): number | null {
   if (pending > CATALOG_CATCH_UP_ROWS) return null;
   if (pending > 0) catchUp();
   if (catalog.version === 0 || catalog.version < itemsVersion) return null;
+  vectorsUp();
   if (!stale && catalogSnapshotVersion(dir) === catalog.version) return null;
   writeCatalogSnapshot(dir, schema, catalog, vectors);
   return catalog.version;

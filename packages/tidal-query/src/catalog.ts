@@ -20,6 +20,8 @@ export type Column = StringColumn | NumberColumn;
 
 export interface ChangedRow {
   ordinal: number;
+  /** The items version the row was written at. */
+  version: number;
   present: boolean;
   embedding: Buffer | null;
 }
@@ -91,7 +93,7 @@ export class Catalog {
       const ordinals: number[] = [];
       for (const row of this.#select.iterate(this.version) as IterableIterator<ItemRow>) {
         this.#apply(row);
-        onRow?.({ ordinal: row.ordinal, present: row.present === 1, embedding: row.embedding });
+        onRow?.({ ordinal: row.ordinal, version: row.version, present: row.present === 1, embedding: row.embedding });
         if (row.version > this.version) this.version = row.version;
         ordinals.push(row.ordinal);
       }

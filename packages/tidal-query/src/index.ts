@@ -48,6 +48,8 @@ export { HOT_GRAVITY } from './profiles/hot-top.js';
 export { RISING_BASELINE } from './profiles/rising.js';
 export { createMemoryBoard, readMemoryBoard } from './memory.js';
 export type { ThreadMemory } from './memory.js';
+export { createSharedVectors, sharedVectorBytes, sharedVectorRows } from './shared/item-vectors.js';
+export type { SharedVectorBuffers } from './shared/item-vectors.js';
 export { SharedRecordsReader, SharedRecordsWriter, sharedRecordRetries } from './shared/records.js';
 export type { FoundRecord, SharedRecordsBuffers, SharedRecordsStats } from './shared/records.js';
 export { decodeRelated, decodeSession, decodeUserState, encodeRelated, encodeSession, encodeUserState } from './shared/state-records.js';

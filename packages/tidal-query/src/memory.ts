@@ -25,9 +25,13 @@ export interface ThreadMemory {
   textBytes: number;
   /** Terms with postings in the text index. */
   textTerms: number;
-  /** The int8 item vectors and their norms, the popular subset and the item vectors cached for it. */
+  /**
+   * The popular subset and the item vectors cached for it, and the int8 item vectors and their
+   * norms when the thread keeps rows of its own (the process's shared rows are counted once, on
+   * the main thread).
+   */
   vectorBytes: number;
-  /** Items with an int8 vector. */
+  /** Items with an int8 vector in rows of the thread's own (0 when it reads the shared ones). */
   vectorRows: number;
   /** The thread's V8 heap: used and reserved. */
   heapUsed: number;

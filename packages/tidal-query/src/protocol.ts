@@ -4,6 +4,7 @@
  * worker (worker.ts) dispatches on `op`; {@link runTask} is the one place the untyped value a
  * piscina pool resolves with becomes the result type of its task.
  */
+import type { SharedVectorBuffers } from './shared/item-vectors.js';
 import type { SignalArena } from './signals/store.js';
 import type { QuerySchema, RetrieveTask, SearchTask, TaskEnvelope, WorkerRetrieveResult, WorkerSearchResult } from './types.js';
 
@@ -36,6 +37,12 @@ export interface WorkerInit {
    * a query. @default Infinity
    */
   annBackgroundRows?: number;
+  /**
+   * The int8 item vectors, once per process (shared/item-vectors.ts): every query thread reads
+   * and keeps the same rows. Absent (no embeddings, or the platform could not reserve them): each
+   * thread keeps rows of its own.
+   */
+  vectors?: SharedVectorBuffers;
   /**
    * Whatever the code that wraps this worker's entry needs (tidal-core's worker host: the database
    * link and the module to start); this package never reads it.

@@ -32,6 +32,7 @@ import { MemoryBoardWriter, measureThread } from './memory.js';
 import { levelPlan } from './plan.js';
 import { RetrieveExecutor } from './retrieve.js';
 import { SearchExecutor } from './search.js';
+import { checkSharedVectors } from './shared/item-vectors.js';
 import { SignalStore } from './signals/store.js';
 import { exercisePaths } from './warm-paths.js';
 
@@ -53,7 +54,7 @@ interface State {
 let state: State | undefined;
 
 function init(): State {
-  const { file, schema, arena, cancel, memory, nice = 0, annBackgroundRows } = workerData as WorkerInit;
+  const { file, schema, arena, cancel, memory, nice = 0, annBackgroundRows, vectors } = workerData as WorkerInit;
   const priority = applyNice(nice);
   const db = new Database(file, { readonly: true, fileMustExist: true });
   db.pragma('busy_timeout = 5000');
@@ -67,7 +68,14 @@ function init(): State {
   return {
     retrieve: new RetrieveExecutor(ctx),
     search: new SearchExecutor(ctx),
-    items: new AnnLifecycle(db, catalog, ctx, dirname(file), annBackgroundRows),
+    items: new AnnLifecycle(
+      db,
+      catalog,
+      ctx,
+      dirname(file),
+      annBackgroundRows,
+      vectors ? checkSharedVectors(vectors, schema.embeddingDims) : null,
+    ),
     ctx,
     cancel: new Int32Array(cancel),
     memory: memory ? new MemoryBoardWriter(memory) : null,

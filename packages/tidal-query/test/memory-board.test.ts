@@ -145,7 +145,7 @@ describe('measureThread', () => {
     write(0, 100);
     const v = itemVectors(ctx);
     const small = measureThread(catalog, 0);
-    expect(small.vectorBytes).toBe(v.rows.byteLength + v.inverseNorms.byteLength);
+    expect(small.vectorBytes).toBe(v.rows.byteLength + v.inverseNorms.byteLength + v.seqs.byteLength);
     expect(small.vectorRows).toBe(100);
     expect(small.textBytes).toBe(catalog.text.stats().arrayBytes);
     expect(small.catalogItems).toBe(100);
