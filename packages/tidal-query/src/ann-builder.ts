@@ -20,7 +20,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { AnnIndex } from './ann.js';
 import { AnnGate } from './ann-build-gate.js';
-import { CATCH_UP_ROWS } from './ann-lifecycle.js';
+import { CATCH_UP_ROWS } from './ann-election.js';
 import { BUILD_CHUNK, annRowsStatement, applyAnnRows, type AnnHolder } from './ann-rows.js';
 import { discardSnapshot, readSnapshot, writeSnapshot } from './ann-snapshot.js';
 import { applyNice } from './nice.js';

@@ -2,87 +2,30 @@
  * One query worker's view of the items table over time: the catalog sync before each task, and
  * the life of the ANN index it keeps beside the catalog.
  *
- * The ANN index is built once and shared: during warm one worker (elected through the warm task's
- * SharedArrayBuffer) builds it, or brings the saved snapshot up to date, and saves it in the
- * database directory (see ann-snapshot.ts); every worker then memory-maps that file and keeps the
- * changes after it in a small private index of its own (see AnnIndex). At close one worker brings
- * the snapshot up to the committed items (persist).
+ * The ANN index is built once and shared: during warm one worker, elected as ann-election.ts
+ * describes, builds it or brings the saved snapshot up to date and saves it in the database
+ * directory (see ann-snapshot.ts); every worker then memory-maps that file and keeps the changes
+ * after it in a small private index of its own (see AnnIndex). At close one worker brings the
+ * snapshot up to the committed items (persist).
  */
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { threadId } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { AnnIndex } from './ann.js';
+import { adoptSnapshot, warmAnn, type AnnOrigin, type ElectionHost } from './ann-election.js';
 import { annRowsStatement, applyAnnRows, flatten } from './ann-rows.js';
-import { discardSnapshot, readSnapshot, writeSnapshot, type AnnSnapshotMeta } from './ann-snapshot.js';
+import { discardSnapshot, readSnapshot, writeSnapshot } from './ann-snapshot.js';
 import type { Catalog } from './catalog.js';
 import { loadCatalog, persistCatalog, type CatalogLoad } from './catalog-load.js';
 import type { QueryContext, VectorSearcher } from './context.js';
 import { ExactVectors } from './exact-vectors.js';
 import { beginVectorWrite, feedVector, keptItemVectors, type Int8Vectors } from './profiles/for-you-vectors.js';
 import type { SharedVectorBuffers } from './shared/item-vectors.js';
-import {
-  WARM_SYNC_BYTES,
-  type AnnSource,
-  type AnnWarning,
-  type CatalogWarning,
-  type PersistAnnResult,
-  type WarmMessage,
-  type WarmResult,
-} from './protocol.js';
+import { WARM_SYNC_BYTES, type CatalogWarning, type PersistAnnResult, type WarmMessage, type WarmResult } from './protocol.js';
 import type { TaskEnvelope } from './types.js';
 
 /** The worker's query context, whose vector search this module replaces as the lifecycle goes. */
 export type AnnContext = QueryContext & { ann: VectorSearcher | null };
-
-type AnnOrigin = Pick<WarmResult, 'annSource' | 'annSnapshotVersion' | 'annRowsApplied'>;
-
-/** Int32 slots of the warm task's buffer. */
-const ANN_STATE = 1;
-const ANN_OUTCOME = 2;
-/** Rows the elected worker folded into a refreshed snapshot (capped at 2^31 − 1). */
-const ANN_FOLDED = 3;
-
-const IDLE = 0;
-const BUSY = 1;
-/** A snapshot is in the sidecar for every worker to adopt. */
-const READY = 2;
-/** No embeddings: nothing to adopt. */
-const EMPTY = 3;
-/** The elected worker could not produce a snapshot: each worker builds its own. */
-const FAILED = 4;
-/**
- * The index needs more rows added than a warm waits for: it is built on a thread of its own
- * (ann-builder.ts) and every worker answers vector searches exactly meanwhile.
- */
-const DEFERRED = 5;
-
-const OUTCOME_BUILT = 1;
-const OUTCOME_SNAPSHOT = 2;
-
-/**
- * Up to this many rows after a snapshot, every worker applies them itself (on one thread, ~1.7 ms a
- * row at 100 000 items × 128 dims) rather than the elected worker loading a copy, applying them with every
- * core and saving a new snapshot (~0.6 s of fixed cost at 100 000 items, then ~0.3 ms a row).
- */
-export const CATCH_UP_ROWS = 256;
-/** How long a worker waits for the elected one before building its own index. */
-const ELECTION_WAIT_MS = 20 * 60_000;
-
-interface Prepared {
-  state: typeof READY | typeof EMPTY | typeof DEFERRED;
-  outcome: typeof OUTCOME_BUILT | typeof OUTCOME_SNAPSHOT;
-  /** Rows after the stored snapshot folded into the new one (0 when there was none). */
-  folded: number;
-  warning?: AnnWarning;
-}
-
-/** Marks errors from mapping or loading a stored snapshot (as opposed to writing a new one). */
-class SnapshotReadError extends Error {}
-
-function isSnapshotReadError(err: unknown): err is SnapshotReadError {
-  return err instanceof SnapshotReadError;
-}
 
 /** The catalog sync and ANN index lifecycle of one query worker. */
 export class AnnLifecycle {
@@ -102,8 +45,9 @@ export class AnnLifecycle {
   /** The exact search over {@link #vectors}, the context's vector search while the index is deferred. */
   readonly #exact: ExactVectors | null;
   /**
-   * The index is being built on its own thread (a warm said {@link DEFERRED}): the sync leaves the
-   * ANN index alone and searches are exact, until a warm adopts the snapshot the build saves.
+   * The index is being built on its own thread (a warm's election deferred it, see ann-election.ts):
+   * the sync leaves the ANN index alone and searches are exact, until a warm adopts the snapshot the
+   * build saves.
    */
   #deferred = false;
   /** Whether this worker has had its first task (a warm, or a query in place of a worker that died). */
@@ -131,6 +75,8 @@ export class AnnLifecycle {
   /** Items with an embedding (what a build from nothing adds), counted up to a limit. */
   readonly #embedded: Database.Statement<[number]>;
   readonly #maxVersion: Database.Statement<[]>;
+  /** The part of this worker's state the warm-time election reads and changes. */
+  readonly #host: ElectionHost;
 
   constructor(
     db: Database.Database,
@@ -152,6 +98,31 @@ export class AnnLifecycle {
     this.#annPending = db.prepare('SELECT COUNT(*) FROM items WHERE version > ?').pluck();
     this.#embedded = db.prepare('SELECT COUNT(*) FROM (SELECT 1 FROM items WHERE present = 1 AND embedding IS NOT NULL LIMIT ?)').pluck();
     this.#maxVersion = db.prepare('SELECT COALESCE(MAX(version), 0) FROM items').pluck();
+    this.#host = {
+      dir,
+      dims,
+      itemsVersion: (env) => this.#itemsVersion(env),
+      pendingAfter: (v) => this.#annPending.get(v) as number,
+      embeddedAtLeast: (n) => this.#embeddedAtLeast(n),
+      applyRows: (ann, from, to) => applyAnnRows(this.#annRows, { index: ann }, dims, from, to, 0, Number.POSITIVE_INFINITY),
+      plainIndex: () => {
+        const own = this.#index;
+        return own && !own.layered && this.#annVersion === this.#catalog.version ? { index: own, version: this.#annVersion } : null;
+      },
+      maps: (file) => this.#annFile === file && this.#index !== null,
+      install: (ann, version, file) => {
+        this.#deferred = false;
+        this.#setIndex(ann);
+        this.#annVersion = version;
+        this.#annFile = file;
+      },
+      defer: () => {
+        this.#deferred = true;
+        this.#annFile = null;
+        this.#annVersion = 0;
+        this.#setIndex(null);
+      },
+    };
   }
 
   /**
@@ -202,7 +173,7 @@ export class AnnLifecycle {
     this.#started = true;
     const annBefore = this.#index;
     const fileBefore = this.#annFile;
-    const ann = msg.barrier.byteLength >= WARM_SYNC_BYTES ? this.#warmAnn(msg) : null;
+    const ann = msg.barrier.byteLength >= WARM_SYNC_BYTES ? warmAnn(this.#host, msg) : null;
     this.#annCaughtUp = 0;
     const refreshed = this.sync(msg.env.itemsVersion);
     // A warm that left the worker's index as it was (same mapped file, nothing new) reports where
@@ -339,7 +310,7 @@ export class AnnLifecycle {
     const found = readSnapshot(this.#dir, dims, Number.MAX_SAFE_INTEGER, false);
     if (found.kind === 'ok' && (this.#annPending.get(found.meta.version) as number) <= this.#backgroundRows) {
       try {
-        this.#adopt(found.meta, found.path);
+        adoptSnapshot(this.#host, found.meta, found.path);
         this.#annOrigin = { annSource: 'snapshot', annSnapshotVersion: found.meta.version, annRowsApplied: 0 };
         return;
       } catch {
@@ -416,181 +387,5 @@ export class AnnLifecycle {
 
   #itemsVersion(env: TaskEnvelope): number {
     return Math.max(env.itemsVersion, this.#maxVersion.get() as number);
-  }
-
-  /**
-   * The elected worker's part of warm: make the snapshot in the sidecar cover (nearly) everything
-   * committed, then map it. A sound snapshot with at most {@link CATCH_UP_ROWS} rows after it is used
-   * as it is; one with more is loaded, brought up to date and saved again; without one (or when it is
-   * damaged) the index is built from the items table and saved. Being the only worker building, the
-   * elected one adds with every core. Where that would add more than `build.backgroundRows` rows, or
-   * while a build runs on its own thread (`build.running`: only it writes snapshots then), nothing
-   * is built here: {@link DEFERRED}.
-   */
-  #prepareSnapshot(env: TaskEnvelope, build: WarmMessage['annBuild']): Prepared {
-    const dir = this.#dir;
-    const dims = this.#ctx.schema.embeddingDims;
-    // A schema without embeddings: nothing to build, and any snapshot is from another schema.
-    if (dims === 0) {
-      discardSnapshot(dir);
-      return { state: EMPTY, outcome: OUTCOME_BUILT, folded: 0 };
-    }
-    const current = this.#itemsVersion(env);
-    const found = readSnapshot(dir, dims, current, true);
-    let warning: AnnWarning | undefined;
-    const background = (rows: number): boolean => build.running || rows > build.backgroundRows;
-    const manyEmbedded = (): boolean => build.running || this.#embeddedAtLeast(build.backgroundRows + 1);
-    const rebuilt = (reason: string): AnnWarning => ({
-      code: 'TIDAL_ANN_SNAPSHOT_REBUILT',
-      message: `The ANN snapshot in ${dir} is unusable (${reason}); the index is rebuilt from the items table.`,
-    });
-    const deferred = (): Prepared => ({ state: DEFERRED, outcome: OUTCOME_BUILT, folded: 0, ...(warning ? { warning } : {}) });
-    if (found.kind === 'unusable') warning = rebuilt(found.reason);
-    if (found.kind === 'unusable' || found.kind === 'ignored') discardSnapshot(dir);
-    const stored = found.kind === 'ok' ? found.meta.version : -1;
-
-    // A re-warm after a bulk load: this worker's own index (built by queries) is newer than any
-    // snapshot, so it is the cheapest start.
-    const own = this.#index;
-    if (!build.running && own && !own.layered && this.#annVersion === this.#catalog.version && this.#annVersion > stored) {
-      return { ...this.#saveAndMap(own, this.#annVersion, current), outcome: OUTCOME_BUILT, folded: 0, ...(warning ? { warning } : {}) };
-    }
-
-    if (found.kind === 'ok') {
-      try {
-        const after = this.#annPending.get(stored) as number;
-        if (after <= CATCH_UP_ROWS) {
-          // Mapped here already, so a file usearch rejects counts as damaged and is rebuilt.
-          this.#adopt(found.meta, found.path);
-          return { state: READY, outcome: OUTCOME_SNAPSHOT, folded: 0 };
-        }
-        if (background(after)) return deferred();
-        let copy: AnnIndex;
-        try {
-          copy = AnnIndex.load(dims, found.path);
-        } catch (err) {
-          throw new SnapshotReadError((err as Error).message, { cause: err });
-        }
-        const r = this.#saveAndMap(copy, stored, current);
-        return { ...r, outcome: OUTCOME_SNAPSHOT, folded: Math.min(r.read, 2 ** 31 - 1) };
-      } catch (err) {
-        if (!isSnapshotReadError(err)) throw err;
-        warning = rebuilt(err.message);
-        discardSnapshot(dir);
-      }
-    }
-    if (manyEmbedded()) return deferred();
-    return { ...this.#saveAndMap(new AnnIndex(dims), 0, current), outcome: OUTCOME_BUILT, folded: 0, ...(warning ? { warning } : {}) };
-  }
-
-  /**
-   * Applies rows `(from, to]` to `ann` with every core, saves it as the snapshot, and makes the
-   * mapped file this worker's index in place of the private copy, like every other worker's.
-   */
-  #saveAndMap(ann: AnnIndex, from: number, to: number): { state: typeof READY | typeof EMPTY; read: number } {
-    const read = applyAnnRows(this.#annRows, { index: ann }, this.#ctx.schema.embeddingDims, from, to, 0, Number.POSITIVE_INFINITY);
-    if (ann.size === 0) {
-      discardSnapshot(this.#dir);
-      return { state: EMPTY, read };
-    }
-    let meta: AnnSnapshotMeta;
-    try {
-      meta = writeSnapshot(this.#dir, ann, to);
-    } catch (err) {
-      // Unsaved, but built: this worker keeps it, and only the others build their own.
-      this.#deferred = false;
-      this.#setIndex(ann);
-      this.#annVersion = to;
-      this.#annFile = null;
-      throw err;
-    }
-    this.#adopt(meta, join(this.#dir, meta.file));
-    return { state: READY, read };
-  }
-
-  /**
-   * Makes the snapshot this worker's index (and returns true), unless it already maps that file. A
-   * worker's own index, even a newer one, is replaced: mapping the shared file costs little, the rows
-   * after it are applied by the next sync, and every worker then searches the same graph.
-   * @throws SnapshotReadError when usearch cannot map the file or it does not hold what the sidecar says.
-   */
-  #adopt(meta: AnnSnapshotMeta, path: string): boolean {
-    if (this.#annFile === meta.file && this.#index) return false;
-    let ann: AnnIndex;
-    try {
-      ann = AnnIndex.view(this.#ctx.schema.embeddingDims, path);
-    } catch (err) {
-      throw new SnapshotReadError((err as Error).message, { cause: err });
-    }
-    if (ann.size !== meta.count) throw new SnapshotReadError(`${meta.file} holds ${ann.size} vectors, the sidecar says ${meta.count}`);
-    this.#deferred = false;
-    this.#setIndex(ann);
-    this.#annVersion = meta.version;
-    this.#annFile = meta.file;
-    return true;
-  }
-
-  /**
-   * The ANN part of a warm task, before the catalog sync. The first worker to flip the election slot
-   * from IDLE to BUSY prepares the snapshot; the others sleep on the slot (bounded) until it says
-   * READY, EMPTY or FAILED, then map the snapshot. On FAILED or a timeout each worker falls back to
-   * building its own index in the sync that follows, as before snapshots existed.
-   *
-   * Returns where the index comes from this time (recorded if the worker's index changed), with the
-   * warning to raise if this worker is the elected one.
-   */
-  #warmAnn(msg: WarmMessage): { elected: boolean; origin: AnnOrigin; warning?: AnnWarning } {
-    const sync32 = new Int32Array(msg.barrier);
-    const elected = Atomics.compareExchange(sync32, ANN_STATE, IDLE, BUSY) === IDLE;
-    let warning: AnnWarning | undefined;
-    if (elected) {
-      let prepared: Prepared | null = null;
-      try {
-        prepared = this.#prepareSnapshot(msg.env, msg.annBuild);
-        warning = prepared.warning;
-        Atomics.store(sync32, ANN_OUTCOME, prepared.outcome);
-        Atomics.store(sync32, ANN_FOLDED, prepared.folded);
-      } catch (err) {
-        warning = {
-          code: 'TIDAL_ANN_SNAPSHOT_UNSAVED',
-          message: `The ANN index could not be saved in ${this.#dir} (${(err as Error).message}); each query worker built its own.`,
-        };
-      }
-      Atomics.store(sync32, ANN_STATE, prepared ? prepared.state : FAILED);
-      Atomics.notify(sync32, ANN_STATE);
-    } else {
-      const deadline = Date.now() + ELECTION_WAIT_MS;
-      while (Atomics.load(sync32, ANN_STATE) === BUSY && Date.now() < deadline) Atomics.wait(sync32, ANN_STATE, BUSY, 1000);
-    }
-    const outcome = Atomics.load(sync32, ANN_STATE);
-    // Rows after the stored snapshot: those folded into the refreshed one; the caller adds those this
-    // worker applies on top.
-    const done = (annSource: AnnSource, annSnapshotVersion: number, annRowsApplied: number) => {
-      const origin = { annSource, annSnapshotVersion, annRowsApplied };
-      return warning ? { elected, origin, warning } : { elected, origin };
-    };
-    if (outcome === EMPTY) return done('none', 0, 0);
-    if (outcome === DEFERRED) {
-      // Built on its own thread: this worker searches exactly until a warm adopts the result.
-      this.#deferred = true;
-      this.#annFile = null;
-      this.#annVersion = 0;
-      this.#setIndex(null);
-      return done('building', 0, 0);
-    }
-    if (outcome === READY) {
-      const found = readSnapshot(this.#dir, this.#ctx.schema.embeddingDims, Number.MAX_SAFE_INTEGER, false);
-      try {
-        if (found.kind !== 'ok') throw new Error(`the snapshot is gone (${found.kind})`);
-        this.#adopt(found.meta, found.path);
-        const built = Atomics.load(sync32, ANN_OUTCOME) === OUTCOME_BUILT;
-        return done(built ? 'built' : 'snapshot', found.meta.version, built ? 0 : Atomics.load(sync32, ANN_FOLDED));
-      } catch {
-        // Fall through: this worker builds its own.
-      }
-    }
-    // FAILED, a snapshot this worker could not map, or the elected worker still busy after the wait:
-    // the sync that follows builds (or completes) this worker's own index from the items table.
-    return done('fallback', 0, 0);
   }
 }

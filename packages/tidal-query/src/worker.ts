@@ -3,7 +3,7 @@
  * keeps a columnar catalog and an ANN index of the items, and maps the shared signal state. Before a
  * query runs, the worker pulls the item rows committed since it last looked, so a query sees every
  * write acknowledged before it started. The messages and their results are in protocol.ts; the
- * sync and the ANN index's election, snapshot and catch-up in ann-lifecycle.ts.
+ * sync and the ANN index's snapshot and catch-up in ann-lifecycle.ts, its election in ann-election.ts.
  */
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
