@@ -133,14 +133,17 @@ async function searchEverywhere(db: TidalDb, vector: number[], limit: number, ti
   return first;
 }
 
-/** Every worker reports the same origin and size; returns the first report. */
+/**
+ * Every worker reports the same origin and size; returns the first report. The embeddings each
+ * read differ: only the first to sync writes the shared vectors (see sync-embeddings.test.ts).
+ */
 function sameEverywhere(warm: WarmResult[]): WarmResult {
   expect(warm).toHaveLength(2);
   expect(warm.filter((w) => w.annElected)).toHaveLength(1);
   expect(new Set(warm.map((w) => w.threadId)).size).toBe(2);
-  const { annElected: _, threadId: _t, stepsMs: _s, ...first } = warm[0]!;
+  const { annElected: _, threadId: _t, stepsMs: _s, refreshedEmbeddings: _e, ...first } = warm[0]!;
   for (const w of warm) {
-    const { annElected: __, threadId: __t, stepsMs: __s, ...rest } = w;
+    const { annElected: __, threadId: __t, stepsMs: __s, refreshedEmbeddings: __e, ...rest } = w;
     expect(rest).toEqual(first);
   }
   return warm[0]!;

@@ -13,7 +13,7 @@ import { threadId } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { AnnIndex } from './ann.js';
 import { adoptSnapshot, warmAnn, type AnnOrigin, type ElectionHost } from './ann-election.js';
-import { annRowsStatement, applyAnnRows, flatten } from './ann-rows.js';
+import { AnnBatch, annRowsStatement, applyAnnRows } from './ann-rows.js';
 import { discardSnapshot, readSnapshot, writeSnapshot } from './ann-snapshot.js';
 import type { Catalog } from './catalog.js';
 import { loadCatalog, persistCatalog, type CatalogLoad } from './catalog-load.js';
@@ -175,6 +175,7 @@ export class AnnLifecycle {
     const fileBefore = this.#annFile;
     const ann = msg.barrier.byteLength >= WARM_SYNC_BYTES ? warmAnn(this.#host, msg) : null;
     this.#annCaughtUp = 0;
+    const embeddingsBefore = this.#catalog.embeddingsRead;
     const refreshed = this.sync(msg.env.itemsVersion);
     // A warm that left the worker's index as it was (same mapped file, nothing new) reports where
     // it came from the last time; one that replaced it records the new origin.
@@ -189,6 +190,7 @@ export class AnnLifecycle {
       threadItems: this.#catalog.presentCount,
       annSize: this.#index?.size ?? 0,
       refreshedRows: refreshed,
+      refreshedEmbeddings: this.#catalog.embeddingsRead - embeddingsBefore,
       catalogSnapshotVersion: this.#catalogLoad?.version ?? 0,
       ...(catalogWarning ? { catalogWarning } : {}),
       ...this.#annOrigin,
@@ -322,41 +324,38 @@ export class AnnLifecycle {
 
   /**
    * The catalog refresh, each changed row kept in the int8 vectors and, `withAnn`, applied to the
-   * ANN index as it goes by.
+   * ANN index as it goes by (in bounded batches). A row's embedding is read only where one of them
+   * takes it: a sync whose vectors another thread wrote already, and whose index is not fed by the
+   * rows (deferred, or a snapshot caught up apart), reads none.
    */
   #refresh(withAnn: boolean, target: number): number {
     const dims = this.#ctx.schema.embeddingDims;
     const vectors = this.#vectors;
-    const keys: number[] = [];
-    const blobs: Buffer[] = [];
-    const removed: number[] = [];
     // Rows at or below `from` are in the vectors already (written by this thread or another).
     const writing = this.#beginVectors(target);
     const from = writing ? vectors!.store.version : Number.POSITIVE_INFINITY;
+    const holder = { index: this.#index };
+    const ann = withAnn && dims > 0 ? new AnnBatch(holder, dims) : null;
     let rows: number;
     try {
-      rows = this.#catalog.refresh((row) => {
-        if (row.version > from) feedVector(vectors!, dims, row.ordinal, row.present, row.embedding);
-        else if (writing) vectors!.store.tick();
-        if (!withAnn) return;
-        if (row.present && row.embedding) {
-          keys.push(row.ordinal);
-          blobs.push(row.embedding);
-        } else {
-          removed.push(row.ordinal);
-        }
-      });
+      rows = this.#catalog.refresh(
+        (row) => {
+          if (row.version > from) feedVector(vectors!, dims, row.ordinal, row.present, row.embedding);
+          else if (writing) vectors!.store.tick();
+          ann?.row(row.ordinal, row.present, row.embedding);
+        },
+        ann ? 0 : from,
+      );
       if (writing) vectors!.store.publish(this.#catalog.version);
     } finally {
       if (writing) vectors!.store.unlock();
+      // The batches applied before a failure stay applied, as the catalog's rows do.
+      this.#index = holder.index;
     }
+    // The last batch (most syncs' only one) after the vectors' lock is released.
+    ann?.flush();
+    this.#index = holder.index;
     if (vectors) vectors.version = this.#catalog.version;
-    // The index exists from the first embedding on; a schema without embeddings never builds one.
-    if (removed.length > 0 && this.#index) for (const o of removed) this.#index.remove(o);
-    if (keys.length > 0) {
-      this.#index ??= new AnnIndex(dims);
-      this.#index.upsert(keys, flatten(blobs, dims));
-    }
     this.#publish();
     return rows;
   }

@@ -38,33 +38,59 @@ export function applyAnnRows(
   deadline: number,
   onChunk?: (read: number) => void,
 ): number {
-  let keys: number[] = [];
-  let blobs: Buffer[] = [];
   let read = 0;
-  const flush = (): void => {
-    holder.index ??= new AnnIndex(dims);
-    holder.index.upsert(keys, flatten(blobs, dims), threads);
-    keys = [];
-    blobs = [];
-    onChunk?.(read);
-  };
+  const batch = new AnnBatch(holder, dims, threads, () => onChunk?.(read));
   for (const row of rows.iterate(from, to) as IterableIterator<AnnRow>) {
     read++;
-    // One row per ordinal in one statement, so removals and additions commute.
-    if (row.present === 1 && row.embedding) {
-      keys.push(row.ordinal);
-      blobs.push(row.embedding);
-      if (keys.length >= BUILD_CHUNK) {
-        flush();
-        if (performance.now() > deadline) return -1;
-      }
-    } else {
-      holder.index?.remove(row.ordinal);
-    }
+    if (batch.row(row.ordinal, row.present === 1, row.embedding) && performance.now() > deadline) return -1;
   }
-  if (keys.length > 0) flush();
+  batch.flush();
   onChunk?.(read);
   return read;
+}
+
+/**
+ * Rows applied to an index as they are read: a removal at once, additions in batches of
+ * {@link BUILD_CHUNK}, so no more than one batch of embedding blobs is held (not every row's). The
+ * rows must hold each ordinal at most once (one statement's), so removals and additions commute.
+ */
+export class AnnBatch {
+  #keys: number[] = [];
+  #blobs: Buffer[] = [];
+  readonly #holder: AnnHolder;
+  readonly #dims: number;
+  readonly #threads: number | undefined;
+  readonly #onFlush: (() => void) | undefined;
+
+  constructor(holder: AnnHolder, dims: number, threads?: number, onFlush?: () => void) {
+    this.#holder = holder;
+    this.#dims = dims;
+    this.#threads = threads;
+    this.#onFlush = onFlush;
+  }
+
+  /** Takes one row (`embedding` null: none, removed); true when it completed a batch, applied. */
+  row(ordinal: number, present: boolean, embedding: Buffer | null): boolean {
+    if (!present || !embedding) {
+      this.#holder.index?.remove(ordinal);
+      return false;
+    }
+    this.#keys.push(ordinal);
+    this.#blobs.push(embedding);
+    if (this.#keys.length < BUILD_CHUNK) return false;
+    this.flush();
+    return true;
+  }
+
+  /** Applies the additions taken since the last batch (the index is created on the first). */
+  flush(): void {
+    if (this.#keys.length === 0) return;
+    this.#holder.index ??= new AnnIndex(this.#dims);
+    this.#holder.index.upsert(this.#keys, flatten(this.#blobs, this.#dims), this.#threads);
+    this.#keys = [];
+    this.#blobs = [];
+    this.#onFlush?.();
+  }
 }
 
 /** Row-major Float32 vectors from embedding blobs (byte copies: a blob's offset need not be aligned). */

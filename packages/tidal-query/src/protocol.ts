@@ -182,6 +182,11 @@ export interface WarmResult {
   annSize: number;
   refreshedRows: number;
   /**
+   * Of those rows, how many the warm read an embedding of: only the rows whose int8 vector this
+   * worker wrote (the first thread to sync them) or whose embedding its ANN index took in.
+   */
+  refreshedEmbeddings: number;
+  /**
    * The items version of the catalog snapshot this worker's first sync loaded (catalog-snapshot.ts):
    * the rows up to it came from the snapshot, the rows after it from the items table. 0 when the
    * first sync read every row from the table (no usable snapshot).
