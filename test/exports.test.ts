@@ -466,6 +466,10 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'encodeRelated',
     'encodeSession',
     'encodeUserState',
+    'createSharedVectors',
+    'sharedVectorBytes',
+    'sharedVectorRows',
+    'SharedVectorBuffers',
   ],
   'tidal-serve': [
     'AdmissionChain',
