@@ -70,9 +70,7 @@ export function internalsOf(db: TidalDb): TidalDbInternals {
 
 /**
  * An embedded ranking database. Open one with {@link TidalDb.builder}; close it with
- * {@link TidalDb.close} (or `await using`).
- *
- * A facade: the write path (validation, ordinals and slot reservation, group commit, checkpoints)
+ * {@link TidalDb.close} (or `await using`). A facade: the write path (validation, ordinals and slot reservation, group commit, checkpoints)
  * is {@link WritePath}; opening (recovery included), warming and closing are lifecycle.ts; a query
  * is admitted by its {@link QueryFront}, validated and planned, and its result built, by the read
  * pipeline (read-pipeline.ts), and it runs on the worker pool.
