@@ -255,19 +255,9 @@ export function toInt8(vector: Float32Array, out: Int8Array = new Int8Array(vect
 
 /**
  * The `k` rows of `matrix` (`matrix.length / dims` row-major int8 vectors, see {@link toInt8})
- * nearest to `vector` by cosine, closest first: an exact search (usearch's SIMD kernel), on this
- * thread. 8 192 rows of 128 dims: ~0.2 ms on the bench machine (float32 rows: twice that).
- */
-export function exactNearest(matrix: Int8Array, dims: number, vector: Float32Array, k: number): Int32Array {
-  const n = Math.min(k, Math.floor(matrix.length / dims));
-  if (n <= 0) return new Int32Array(0);
-  const m = exactSearch(matrix, toInt8(vector), dims, n, MetricKind.Cos, 1);
-  return Int32Array.from(m.keys, Number);
-}
-
-/**
- * {@link exactNearest} with each row's cosine similarity to `vector` as the int8 search measured it
- * (1 − distance), closest first.
+ * nearest to `vector` by cosine, closest first, with each one's similarity as the int8 search
+ * measured it (1 − distance): an exact search (usearch's SIMD kernel), on this thread. 8 192 rows
+ * of 128 dims: ~0.2 ms on the bench machine (float32 rows: twice that).
  */
 export function exactNearestWithSimilarity(
   matrix: Int8Array,

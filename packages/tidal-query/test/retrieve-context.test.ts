@@ -149,7 +149,7 @@ describe('retrieve around a context vector', () => {
     }
   });
 
-  it('warm() builds the popular subset, so the first query below Full reads no embedding from the items table', () => {
+  it('warm() builds the popular subset from the int8 item rows, in one pass, so the first query below Full reads nothing', () => {
     const { ctx, vector } = world();
     // Counts the statements run against the items table from here on.
     let reads = 0;
@@ -178,11 +178,17 @@ describe('retrieve around a context vector', () => {
     const executor = new RetrieveExecutor({ ...ctx, db: counting });
     const exec = atLevels(executor);
     executor.warm(NOW);
-    expect(reads).toBeGreaterThan(100);
+    // One pass over the table for the int8 rows (a worker's catalog sync keeps them; this bare
+    // context has none yet), not one read per member's float vector (8 192 members, 4 096 sampled).
+    expect(reads).toBe(1);
     reads = 0;
     const r = exec.run(task(vector(mulberry32(3))), DegradationLevel.ReducedCandidates, NOW);
     expect(r.explain.popularCandidates).toBeGreaterThan(0);
     expect(reads).toBe(0);
+    // What it keeps: per member its ordinal and int8 row, a rank per item, the int8 sample; no
+    // float vectors (they were 4 × DIMS bytes a member, and again for each vector looked up).
+    expect(executor.subsetBytes).toBeGreaterThan(0);
+    expect(executor.subsetBytes).toBeLessThanOrEqual(ITEMS * (4 + DIMS) + ITEMS * 4 + 4096 * DIMS);
   });
 
   it("searches a shorter popular shortlist at the deeper levels, above each level's quality floor", () => {

@@ -1,10 +1,10 @@
-import type Database from 'better-sqlite3';
-import { cosine, exactNearest, exactNearestWithSimilarity, toInt8 } from '../ann.js';
+import { exactNearestWithSimilarity } from '../ann.js';
 import type { Predicate } from '../filter.js';
 import type { QueryContext, VectorSearcher, WorkCounter } from '../context.js';
-import { blobToVector } from '../items-table.js';
 import { OrdinalSet } from '../ordinal-set.js';
 import type { ContextPlan } from '../plan.js';
+import { itemVectors, type Int8Vectors } from '../profiles/for-you-vectors.js';
+import { copyRows } from '../shared/item-vectors.js';
 import { TopK } from '../topk.js';
 import type { Explain, RetrieveTask, VelocityWindow } from '../types.js';
 import { score } from './scan.js';
@@ -14,8 +14,7 @@ import { ORDER_ATTEMPTS } from './walks.js';
 /**
  * Items in the popular subset searched exactly around a context vector below Full. Measured at
  * 100 000 items (10 000 with signals), `bench:retrieve`: overlap@10 with Full 0.68 with 2 048, 0.79
- * with 4 096, 0.86 with 8 192. 8 192 × 128 int8 is 1 MiB per worker (plus the float vectors
- * cached, 4 MiB), searched in ~0.2 ms.
+ * with 4 096, 0.86 with 8 192. 8 192 × 128 int8 is 1 MiB per worker, searched in ~0.2 ms.
  */
 const POPULAR_SUBSET = 8192;
 
@@ -40,7 +39,13 @@ const BALL_MIN_RANK = 8;
  */
 const SUBSET_STALE_GENERATIONS = 16;
 
-/** The most popular items and their vectors, kept per executor (one per worker). */
+/**
+ * The most popular items and their vectors, kept per executor (one per worker): the vectors are
+ * copies of the int8 item rows (for-you-vectors.ts, one per process), not the items table's floats,
+ * and a member's similarity is the int8 search's. Reading the floats (and keeping them, 4 MiB, and
+ * a cache of every vector looked up, 6 MiB) cost a worker 11.8 MiB at 100 000 items; int8
+ * rounding moves a cosine by about 0.002 at 128 dimensions.
+ */
 interface PopularSubset {
   generation: number;
   catalogVersion: number;
@@ -48,8 +53,6 @@ interface PopularSubset {
   ordinals: Int32Array;
   /** The members' vectors, row by row, as int8 (see `toInt8`). */
   matrix: Int8Array;
-  /** The members' vectors as stored, for the similarity of the ones picked. */
-  floats: Float32Array;
   /** `rank[o]` is 1 + the row of ordinal `o` (rows are in popularity order), 0 for a non-member. */
   rank: Int32Array;
   /** A uniform sample of the items with an embedding (every few ordinals), int8 rows: see {@link BALL_SAMPLE}. */
@@ -68,19 +71,14 @@ export class ContextCandidates {
   readonly #sources: CandidateSources;
   readonly #seen = new OrdinalSet();
   #subset: PopularSubset | null = null;
-  /** Vectors of items looked up for the subset, by ordinal (null: the item has no embedding). */
-  readonly #vectors = new Map<number, Float32Array | null>();
-  #embedding: Database.Statement | null = null;
-  #changedSince: Database.Statement | null = null;
+  /** One row's norm and sequence, for {@link copyRows}. */
+  readonly #norm = new Float32Array(1);
+  readonly #seq = new Int32Array(1);
 
-  /** Bytes of the popular subset's arrays and of the item vectors cached for it. */
+  /** Bytes of the popular subset's arrays. */
   get subsetBytes(): number {
     const s = this.#subset;
-    let bytes = s
-      ? s.ordinals.byteLength + s.matrix.buffer.byteLength + s.floats.buffer.byteLength + s.rank.byteLength + s.sample.buffer.byteLength
-      : 0;
-    for (const v of this.#vectors.values()) bytes += v?.byteLength ?? 0;
-    return bytes;
+    return s ? s.ordinals.byteLength + s.matrix.buffer.byteLength + s.rank.byteLength + s.sample.buffer.byteLength : 0;
   }
 
   constructor(ctx: QueryContext, sources: CandidateSources) {
@@ -89,8 +87,8 @@ export class ContextCandidates {
   }
 
   /**
-   * Builds the popular subset and its vectors (a few thousand rows of the items table on the first
-   * build), so the first query around a context vector after open does not pay for it.
+   * Builds the popular subset and its vectors (from the int8 item rows, which it brings to the
+   * catalog's version first), so the first query around a context vector after open does not pay for it.
    */
   warm(nowMs: number): void {
     if (this.#ctx.ann) this.#popularSubset(nowMs, { slots: 0 });
@@ -148,18 +146,17 @@ export class ContextCandidates {
         }
         const extra = Math.min(rows, Math.round((inShortlist * fullTopK) / topK));
         if (extra > 0) {
-          const near = exactNearest(subset.matrix.subarray(0, rows * ann.dims), ann.dims, task.context!, extra);
+          const near = exactNearestWithSimilarity(subset.matrix.subarray(0, rows * ann.dims), ann.dims, task.context!, extra);
           const seen = this.#seen;
           seen.reset();
           const mk: number[] = Array.from(found.keys);
           const ms: number[] = Array.from(found.similarity);
           for (const o of mk) seen.add(o);
-          for (let i = 0; i < near.length; i++) {
-            const row = near[i]!;
-            const o = subset.ordinals[row]!;
+          for (let i = 0; i < near.rows.length; i++) {
+            const o = subset.ordinals[near.rows[i]!]!;
             if (!seen.add(o)) continue;
             mk.push(o);
-            ms.push(cosine(task.context!, subset.floats, row * ann.dims));
+            ms.push(near.similarity[i]!);
           }
           explain.popularCandidates = mk.length - found.keys.length;
           keys = mk;
@@ -262,34 +259,25 @@ export class ContextCandidates {
     const keys: number[] = [];
     const sims: number[] = [];
     for (let i = 0; i < inside; i++) {
-      const row = near.rows[i]!;
-      keys.push(subset.ordinals[row]!);
-      sims.push(cosine(vector, subset.floats, row * dims));
+      keys.push(subset.ordinals[near.rows[i]!]!);
+      sims.push(near.similarity[i]!);
     }
     return { keys, sims };
   }
 
   /**
-   * The {@link POPULAR_SUBSET} most popular present items with an embedding, and their vectors:
+   * The {@link POPULAR_SUBSET} most popular present items with an embedding, and their int8 rows:
    * rebuilt when the slot orders moved on by {@link SUBSET_STALE_GENERATIONS}, when items changed
-   * (their cached vectors are dropped first) or when the ANN index was replaced. Vectors come from
-   * the items table once and are cached; the first build reads a few thousand rows (~20 ms).
+   * or when the ANN index was replaced. The rows are copied from the int8 item vectors (brought to
+   * the catalog's version first), each whole (see `copyRows`): no read of the items table.
    */
   #popularSubset(nowMs: number, work: WorkCounter): PopularSubset | null {
     const ctx = this.#ctx;
-    const store = ctx.store;
-    const generation = store.order.generation;
+    const generation = ctx.store.order.generation;
     const version = ctx.catalog.version;
     const old = this.#subset;
     if (old && old.ann === ctx.ann && old.catalogVersion === version && generation - old.generation < SUBSET_STALE_GENERATIONS) return old;
-    this.#embedding ??= ctx.db.prepare('SELECT embedding FROM items WHERE ordinal = ? AND present = 1').pluck();
-    this.#changedSince ??= ctx.db.prepare('SELECT ordinal FROM items WHERE version > ?').pluck();
-    if (!old || old.ann !== ctx.ann) {
-      this.#vectors.clear();
-      ctx.catalog.derivedBuilds++;
-    } else if (old.catalogVersion !== version) {
-      for (const o of this.#changedSince.iterate(old.catalogVersion) as IterableIterator<number>) this.#vectors.delete(o);
-    }
+    if (!old || old.ann !== ctx.ann) ctx.catalog.derivedBuilds++;
     const present = ctx.catalog.present;
     const top = new TopK(POPULAR_SUBSET);
     let ok = false;
@@ -299,26 +287,20 @@ export class ContextCandidates {
     if (!ok) return old;
     const ranked = top.sorted().ordinals;
     const dims = ctx.schema.embeddingDims;
-    const ordinals: number[] = [];
-    const floats = new Float32Array(ranked.length * dims);
+    const vectors = itemVectors(ctx);
+    const ordinals = new Int32Array(ranked.length);
     const matrix = new Int8Array(ranked.length * dims);
-    for (const o of ranked) {
-      const v = this.#vectorOf(o, dims);
-      if (!v) continue;
-      floats.set(v, ordinals.length * dims);
-      toInt8(v, matrix, ordinals.length * dims);
-      ordinals.push(o);
-    }
+    let members = 0;
+    for (const o of ranked) if (this.#copyRow(vectors, o, matrix, members * dims)) ordinals[members++] = o;
     const rank = new Int32Array(ctx.catalog.ids.length);
-    for (let r = 0; r < ordinals.length; r++) rank[ordinals[r]!] = r + 1;
-    const { sample, sampled } = old && old.ann === ctx.ann && old.catalogVersion === version ? old : this.#ballSample(dims);
+    for (let r = 0; r < members; r++) rank[ordinals[r]!] = r + 1;
+    const { sample, sampled } = old && old.ann === ctx.ann && old.catalogVersion === version ? old : this.#ballSample(vectors, dims);
     this.#subset = {
       generation,
       catalogVersion: version,
       ann: ctx.ann,
-      ordinals: Int32Array.from(ordinals),
-      matrix: matrix.subarray(0, ordinals.length * dims),
-      floats: floats.subarray(0, ordinals.length * dims),
+      ordinals: ordinals.slice(0, members),
+      matrix: matrix.subarray(0, members * dims),
       rank,
       sample,
       sampled,
@@ -326,19 +308,16 @@ export class ContextCandidates {
     return this.#subset;
   }
 
-  /** The embedding of ordinal `o` (null: none), from the cache or the items table. */
-  #vectorOf(o: number, dims: number): Float32Array | null {
-    let v = this.#vectors.get(o);
-    if (v === undefined) {
-      const blob = this.#embedding!.get(o) as Buffer | null | undefined;
-      v = blob && blob.byteLength === dims * 4 ? blobToVector(blob) : null;
-      this.#vectors.set(o, v);
-    }
-    return v;
+  /** Copies item `o`'s int8 row into `out` at `at`, whole; false (nothing copied) when it has no vector. */
+  #copyRow(vectors: Int8Vectors, o: number, out: Int8Array, at: number): boolean {
+    if (o >= vectors.inverseNorms.length || vectors.inverseNorms[o] === 0) return false;
+    const dims = this.#ctx.schema.embeddingDims;
+    copyRows(vectors.store, o, o + 1, out.subarray(at, at + dims), this.#norm, this.#seq);
+    return this.#norm[0] !== 0;
   }
 
   /** {@link BALL_SAMPLE} present items with an embedding, every few ordinals, as int8 rows. */
-  #ballSample(dims: number): { sample: Int8Array; sampled: number } {
+  #ballSample(vectors: Int8Vectors, dims: number): { sample: Int8Array; sampled: number } {
     const ctx = this.#ctx;
     const present = ctx.catalog.present;
     const n = ctx.catalog.ids.length;
@@ -348,10 +327,7 @@ export class ContextCandidates {
     let rows = 0;
     for (let o = 0; o < n && rows * dims < sample.length; o += stride) {
       if (present[o] !== 1) continue;
-      const v = this.#vectorOf(o, dims);
-      if (!v) continue;
-      toInt8(v, sample, rows * dims);
-      rows++;
+      if (this.#copyRow(vectors, o, sample, rows * dims)) rows++;
     }
     // The rows stand for the items with an embedding in proportion to how many were drawn.
     return { sample: sample.subarray(0, rows * dims), sampled };
