@@ -3,7 +3,8 @@
  * different (DESIGN.md §4): through the public API, with every source holding more than any level
  * takes, `for_you` (with and without `unseen`) and hybrid search report strictly less work at each
  * cheaper level in what `explain` counts: the ANN breadth, the candidates scored and the signal
- * slots read; and `NoDiversity` walks no HNSW graph for a user with creator affinities.
+ * slots read; and `NoDiversity` walks no HNSW graph: a user with creator affinities gets no
+ * neighbours there, one without gets them from the popular subset.
  */
 import { describe, expect, it } from 'vitest';
 import { TidalDb, USER_DEFAULTS, type Explain } from 'tidal-core';
@@ -88,7 +89,7 @@ describe('every level costs a personalized read less than the level above', () =
     }
   });
 
-  it('for_you of a user without creator affinities: the neighbours are the feed, so every level searches, each fewer', async () => {
+  it('for_you of a user without creator affinities: fewer neighbours at each level, at NoDiversity from the popular subset, not the graph', async () => {
     const db = await costsDb();
     try {
       const run = async (level: (typeof LEVELS)[number]) =>
@@ -97,7 +98,12 @@ describe('every level costs a personalized read less than the level above', () =
       expect(ann).toEqual(USER_DEFAULTS.forYouBudgets.map((b) => b.ann));
       expectStrictlyFalling(ann, 'annTopK');
       expectStrictlyFalling(await perLevel(run, (e) => e.annCandidates), 'annCandidates');
-      expect(await perLevel(run, (e) => (e.vectorSearch === undefined ? 0 : 1))).toEqual([1, 1, 1, 1]);
+      // The neighbours are the feed for this user: at NoDiversity the preference's nearest among
+      // the popular subset (every item here has views), by an exact int8 search of a few thousand rows.
+      expect(USER_DEFAULTS.forYouBudgets.map((b) => b.popularNeighbours)).toEqual([false, false, false, true]);
+      expect(await perLevel(run, (e) => (e.vectorSearch === undefined ? 0 : 1))).toEqual([1, 1, 1, 0]);
+      expect(await perLevel(run, (e) => e.popularCandidates ?? 0)).toEqual([0, 0, 0, ann[3]]);
+      expect((await run('NoDiversity')).forYouSources?.ann).toBeGreaterThan(0);
       expectStrictlyFalling(await perLevel(run, (e) => e.candidates), 'candidates');
       expectStrictlyFalling(await perLevel(run, (e) => e.slotsVisited), 'slotsVisited');
       expect((await run('Full')).forYouSources?.creators).toBe(0);

@@ -237,6 +237,9 @@ const LEVEL_NAMES: Record<string, DegradationLevel> = {
 };
 const FIELDS = [
   'ann',
+  'annWithAffinity',
+  'popularNeighbours',
+  'popularRows',
   'creators',
   'perCreator',
   'creatorFloor',
@@ -249,7 +252,7 @@ const FIELDS = [
 
 /**
  * `--sweep` sets, separated by `/`: `[Level:]field=n,field=n`, the level's plan (Full without one)
- * with those for_you budgets; every level's own plan comes first.
+ * with those for_you budgets (`popularNeighbours` 0 or 1); every level's own plan comes first.
  */
 export function sweepSets(spec: string): SweepSet[] {
   const sets: SweepSet[] = Object.values(LEVEL_NAMES).map((level) => ({
@@ -261,14 +264,14 @@ export function sweepSets(spec: string): SweepSet[] {
     const [head, body] = part.includes(':') ? part.split(':', 2) : ['Full', part];
     const level = LEVEL_NAMES[head!.trim()];
     if (level === undefined) throw new Error(`--sweep: unknown level ${head}`);
-    const forYou: Record<string, number> = {};
+    const forYou: Record<string, number | boolean> = {};
     for (const kv of body!.split(',')) {
       const [k, v] = kv.split('=');
       const key = k!.trim();
       if (!(FIELDS as readonly string[]).includes(key)) throw new Error(`--sweep: ${key} is not one of ${FIELDS.join(', ')}`);
       const n = Number(v);
       if (!Number.isFinite(n) || n < 0) throw new Error(`--sweep: ${key} must be a number ≥ 0, got ${v}`);
-      forYou[key] = n;
+      forYou[key] = key === 'popularNeighbours' ? n > 0 : n;
     }
     sets.push({ name: `${levelName(level)} ${body!.trim()}`, level, plan: tunedPlan(levelPlan(level), { forYou }) });
   }

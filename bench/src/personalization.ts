@@ -75,6 +75,11 @@ const opts = parseOptions('personalization', {
       "with --sweep: each user's exact nearest neighbours stand in for the ANN index, which is not built (quality of exact neighbours; times without the ANN search)",
   },
   'sweep-users': { type: 'int', default: 100, description: 'users of the sweep' },
+  'sweep-no-affinity': {
+    type: 'boolean',
+    description:
+      "with --sweep: the sweep's users without their creator affinities (in the exhaustive ranking too), as the serve mix's users, who only view",
+  },
   'sweep-reps': { type: 'int', default: 3, description: 'timed passes of the sweep over its users' },
   dir: {
     type: 'string',
@@ -286,6 +291,15 @@ async function main(): Promise<void> {
       const st = (await db.getUser(id))!;
       if (!st.preference) continue;
       const state = internalsOf(db).users.queryState('user', id, false, false);
+      if (opts['sweep-no-affinity']) {
+        out.push({
+          id,
+          preference: st.preference,
+          affinity: new Map(),
+          state: { ...state, affinityCreators: [], affinityScores: new Float64Array(0) },
+        });
+        continue;
+      }
       out.push({ id, preference: st.preference, affinity: new Map(Object.entries(st.affinity).filter(([, a]) => a > 0)), state });
     }
     return out;

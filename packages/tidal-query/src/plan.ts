@@ -203,6 +203,14 @@ export interface ForYouPlan {
    * most of the best items); `ann` for a user without one.
    */
   readonly annWithAffinity: number;
+  /**
+   * For a user without a positive creator affinity: the `ann` neighbours are the preference's
+   * nearest among the popular subset's `popularRows` most popular members (an exact int8 search),
+   * not the graph's. See `ContextCandidates.nearestPopular`.
+   */
+  readonly popularNeighbours: boolean;
+  /** The popular subset's members `popularNeighbours` searches (the most popular first). */
+  readonly popularRows: number;
   /** The creators the user has the largest positive affinity with, whose newest items are taken. */
   readonly creators: number;
   /**
@@ -274,6 +282,8 @@ const FULL = freezePlan({
   forYou: {
     ann: 64,
     annWithAffinity: 64,
+    popularNeighbours: false,
+    popularRows: 2048,
     creators: 16,
     perCreator: 32,
     creatorFloor: 0.25,
@@ -297,6 +307,8 @@ const REDUCED_CANDIDATES = freezePlan({
   forYou: {
     ann: 48,
     annWithAffinity: 48,
+    popularNeighbours: false,
+    popularRows: 2048,
     creators: 16,
     perCreator: 24,
     creatorFloor: 0.25,
@@ -320,6 +332,8 @@ const COARSE_AGGREGATES = freezePlan({
   forYou: {
     ann: 40,
     annWithAffinity: 40,
+    popularNeighbours: false,
+    popularRows: 2048,
     creators: 12,
     perCreator: 20,
     creatorFloor: 0.25,
@@ -343,6 +357,8 @@ const NO_DIVERSITY = freezePlan({
   forYou: {
     ann: 32,
     annWithAffinity: 0,
+    popularNeighbours: true,
+    popularRows: 2048,
     creators: 12,
     perCreator: 16,
     creatorFloor: 0.25,

@@ -146,7 +146,9 @@ export class RetrieveExecutor {
     const budget = Number.isFinite(plan.feeds.candidateBudget) ? plan.feeds.candidateBudget : null;
     switch (task.profile) {
       case 'for_you':
-        return forYou(ctx, task, plan, pass, window, nowMs, explain, work, sources, this.#trendingCache);
+        return forYou(ctx, task, plan, pass, window, nowMs, explain, work, sources, this.#trendingCache, (vector, k, rows) =>
+          this.#context.nearestPopular(vector, k, rows, nowMs, work),
+        );
       case 'related':
         return related(task, pass, nowMs, explain);
       case 'following':

@@ -182,8 +182,9 @@ export interface Explain {
   /** Result items whose signals were read to hydrate them. */
   rowsHydrated?: number;
   /**
-   * Popular items added to the ANN's candidates around a context vector by an exact search over the
-   * most popular items (below Full, profile `popular`).
+   * Candidates found by an exact search over the most popular items instead of (or beside) the
+   * graph: around a context vector below Full (profile `popular`), and `for_you`'s neighbours at
+   * NoDiversity for a user without creator affinities.
    */
   popularCandidates?: number;
   /**

@@ -34,6 +34,12 @@ const CREATOR_SCAN_FACTOR = 4;
  */
 const candidateMarks = new OrdinalSet();
 
+/**
+ * The `k` members of the popular subset nearest to a vector among its `rows` most popular, with
+ * their similarity (see `ContextCandidates.nearestPopular`); null when there is none to search.
+ */
+export type NearestPopular = (vector: Float32Array, k: number, rows: number) => { keys: ArrayLike<number>; sims: ArrayLike<number> } | null;
+
 export interface ForYouRanking {
   ranked: number[];
   scores: number[];
@@ -73,6 +79,7 @@ export function forYou(
   work: WorkCounter,
   sources: CandidateSources,
   trendingCache: TrendingCache | null,
+  nearestPopular: NearestPopular = () => null,
 ): ForYouRanking {
   const user = task.user!;
   const options = task.forYou!;
@@ -107,7 +114,7 @@ export function forYou(
     const key = `${task.window}|${window}|${plan.trending.slots}|warm`;
     const trending = (want: number, slots: number): number[] => trendingOf(trendingCache, ctx, walk, key, nowMs, want, slots, pass);
     const budget = forYouBudgetAt(plan.forYou, ctx.catalog.presentCount);
-    ({ candidates, sims } = warmCandidates(ctx, user, budget, pass, marks, affinity, explain, newest, trending));
+    ({ candidates, sims } = warmCandidates(ctx, user, budget, pass, marks, affinity, explain, newest, trending, nearestPopular));
   }
   explain.afterFilter = candidates.length;
 
@@ -171,6 +178,7 @@ function warmCandidates(
   explain: Explain,
   newest: (want: number) => number[],
   trending: (want: number, slots: number) => number[],
+  nearestPopular: NearestPopular,
 ): { candidates: number[]; sims: Float64Array } {
   const out: number[] = [];
   const annSims: number[] = [];
@@ -183,17 +191,28 @@ function warmCandidates(
   explain.annTopK = breadth;
   const ann = ctx.ann;
   let annFound = 0;
-  if (ann && breadth > 0) {
+  // Without creators to take from, the plan may take the neighbours among the popular subset (an
+  // exact search of a few thousand rows) rather than from the graph.
+  const popular =
+    ann && breadth > 0 && strongest.length === 0 && budget.popularNeighbours
+      ? nearestPopular(user.preference!, breadth, budget.popularRows)
+      : null;
+  let found: { keys: ArrayLike<number>; sims: ArrayLike<number> } | null = popular;
+  if (popular) explain.popularCandidates = popular.keys.length;
+  else if (ann && breadth > 0) {
     // The search's expansion follows the budget too (usearch searches max(expansion, k)), so a
     // level asking for fewer neighbours searches less of the graph.
-    const found = ann.search(user.preference!, breadth, breadth);
+    const graph = ann.search(user.preference!, breadth, breadth);
     explain.vectorSearch = ann.method;
-    annFound = found.keys.length;
+    annFound = graph.keys.length;
+    found = { keys: graph.keys, sims: graph.similarity };
+  }
+  if (found) {
     for (let i = 0; i < found.keys.length; i++) {
       const o = found.keys[i]!;
       if (!pass(o) || marks.has(o)) continue;
       out.push(o);
-      annSims.push(found.similarity[i]!);
+      annSims.push(found.sims[i]!);
       marks.add(o);
     }
   }
@@ -226,7 +245,7 @@ function warmCandidates(
   }
   if (budget.newest > 0) for (const o of newest(budget.newest)) add(o, 'newest');
   if (budget.trending > 0) for (const o of trending(budget.trending, budget.trendingSlots)) add(o, 'trending');
-  explain.candidates = annFound + counts.creators + counts.newest + counts.trending;
+  explain.candidates = annFound + (popular?.keys.length ?? 0) + counts.creators + counts.newest + counts.trending;
   explain.forYouSources = counts;
   const sims = new Float64Array(out.length);
   for (let i = 0; i < annSims.length; i++) sims[i] = annSims[i]!;
