@@ -45,7 +45,7 @@ async function costsDb(): Promise<TidalDb> {
     items.flatMap((it, i) => Array.from({ length: 1 + (i % 5) }, (_, v) => ({ item: it.id, kind: 'view', at: NOW - v * 60_000 }))),
   );
   // The viewer's preference is its embedding, and views move no affinity: it has none.
-  await db.upsertUsers([{ id: 'fan' }, { id: 'viewer', embedding: [1, 1.5, 0.4] }]);
+  await db.upsertUsers([{ id: 'fan' }, { id: 'viewer', embedding: [1, 1.5, 0.4] }, { id: 'newcomer', embedding: [1.6, 0.7, 0.9] }]);
   await db.signals(Array.from({ length: 16 }, (_, c) => ({ item: `c${c}-0`, kind: 'like', user: 'fan', weight: 16 - c, at: NOW - HOUR })));
   await db.signals(
     Array.from({ length: 30 }, (_, i) => ({ item: `c${i % CREATORS}-${10 + i}`, kind: 'view', user: 'fan', at: NOW - HOUR })),
@@ -89,7 +89,7 @@ describe('every level costs a personalized read less than the level above', () =
     }
   });
 
-  it('for_you of a user without creator affinities: fewer neighbours at each level, at NoDiversity from the popular subset, not the graph', async () => {
+  it('for_you of a user without creator affinities: fewer neighbours at each level, at NoDiversity kept ones or the popular subset\u2019s, not the graph', async () => {
     const db = await costsDb();
     try {
       const run = async (level: (typeof LEVELS)[number]) =>
@@ -98,11 +98,21 @@ describe('every level costs a personalized read less than the level above', () =
       expect(ann).toEqual(USER_DEFAULTS.forYouBudgets.map((b) => b.ann));
       expectStrictlyFalling(ann, 'annTopK');
       expectStrictlyFalling(await perLevel(run, (e) => e.annCandidates), 'annCandidates');
-      // The neighbours are the feed for this user: at NoDiversity the preference's nearest among
-      // the popular subset (every item here has views), by an exact int8 search of a few thousand rows.
-      expect(USER_DEFAULTS.forYouBudgets.map((b) => b.popularNeighbours)).toEqual([false, false, false, true]);
+      // The neighbours are the feed for this user, and at NoDiversity no graph is searched: the
+      // viewer's come from the last search of a level above on this thread (the runs above),
+      // kept for the user; a user with none kept gets the preference's nearest among the popular
+      // subset (every item here has views), by an exact int8 search.
+      expect(USER_DEFAULTS.forYouBudgets.map((b) => [b.reuseNeighbours, b.popularNeighbours])).toEqual([
+        [false, false],
+        [false, false],
+        [false, false],
+        [true, true],
+      ]);
       expect(await perLevel(run, (e) => (e.vectorSearch === undefined ? 0 : 1))).toEqual([1, 1, 1, 0]);
-      expect(await perLevel(run, (e) => e.popularCandidates ?? 0)).toEqual([0, 0, 0, ann[3]]);
+      expect(await perLevel(run, (e) => e.reusedNeighbours ?? 0)).toEqual([0, 0, 0, ann[3]]);
+      expect(await perLevel(run, (e) => e.popularCandidates ?? 0)).toEqual([0, 0, 0, 0]);
+      const first = (await db.retrieve({ profile: 'for_you', user: 'newcomer', level: 'NoDiversity', limit: 20 })).explain;
+      expect([first.vectorSearch, first.reusedNeighbours, first.popularCandidates]).toEqual([undefined, undefined, ann[3]]);
       expect((await run('NoDiversity')).forYouSources?.ann).toBeGreaterThan(0);
       expectStrictlyFalling(await perLevel(run, (e) => e.candidates), 'candidates');
       expectStrictlyFalling(await perLevel(run, (e) => e.slotsVisited), 'slotsVisited');

@@ -240,6 +240,7 @@ const FIELDS = [
   'annWithAffinity',
   'popularNeighbours',
   'popularRows',
+  'reuseNeighbours',
   'creators',
   'perCreator',
   'creatorFloor',
@@ -252,7 +253,9 @@ const FIELDS = [
 
 /**
  * `--sweep` sets, separated by `/`: `[Level:]field=n,field=n`, the level's plan (Full without one)
- * with those for_you budgets (`popularNeighbours` 0 or 1); every level's own plan comes first.
+ * with those for_you budgets (`popularNeighbours`, `reuseNeighbours`: 0 or 1); every level's own
+ * plan comes first. The sets share one executor, so a set that reuses neighbours takes those of
+ * the same user's query in an earlier set (the levels' plans come first, Full's among them).
  */
 export function sweepSets(spec: string): SweepSet[] {
   const sets: SweepSet[] = Object.values(LEVEL_NAMES).map((level) => ({
@@ -271,7 +274,7 @@ export function sweepSets(spec: string): SweepSet[] {
       if (!(FIELDS as readonly string[]).includes(key)) throw new Error(`--sweep: ${key} is not one of ${FIELDS.join(', ')}`);
       const n = Number(v);
       if (!Number.isFinite(n) || n < 0) throw new Error(`--sweep: ${key} must be a number ≥ 0, got ${v}`);
-      forYou[key] = key === 'popularNeighbours' ? n > 0 : n;
+      forYou[key] = key === 'popularNeighbours' || key === 'reuseNeighbours' ? n > 0 : n;
     }
     sets.push({ name: `${levelName(level)} ${body!.trim()}`, level, plan: tunedPlan(levelPlan(level), { forYou }) });
   }

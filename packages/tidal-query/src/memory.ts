@@ -26,9 +26,9 @@ export interface ThreadMemory {
   /** Terms with postings in the text index. */
   textTerms: number;
   /**
-   * The popular subset and the item vectors cached for it, and the int8 item vectors and their
-   * norms when the thread keeps rows of its own (the process's shared rows are counted once, on
-   * the main thread).
+   * The popular subset (int8 copies of its members' rows), `for_you`'s neighbours kept per user,
+   * and the int8 item vectors and their norms when the thread keeps rows of its own (the
+   * process's shared rows are counted once, on the main thread).
    */
   vectorBytes: number;
   /** Items with an int8 vector in rows of the thread's own (0 when it reads the shared ones). */

@@ -211,6 +211,12 @@ export interface ForYouPlan {
   readonly popularNeighbours: boolean;
   /** The popular subset's members `popularNeighbours` searches (the most popular first). */
   readonly popularRows: number;
+  /**
+   * For a user without a positive creator affinity: the neighbours this query thread's last graph
+   * search for the user found, while kept (`NeighbourCache`: a minute, the preference not moved
+   * far), before `popularNeighbours` or the graph. Each is scored against the current preference.
+   */
+  readonly reuseNeighbours: boolean;
   /** The creators the user has the largest positive affinity with, whose newest items are taken. */
   readonly creators: number;
   /**
@@ -284,6 +290,7 @@ const FULL = freezePlan({
     annWithAffinity: 64,
     popularNeighbours: false,
     popularRows: 2048,
+    reuseNeighbours: false,
     creators: 16,
     perCreator: 32,
     creatorFloor: 0.25,
@@ -309,6 +316,7 @@ const REDUCED_CANDIDATES = freezePlan({
     annWithAffinity: 48,
     popularNeighbours: false,
     popularRows: 2048,
+    reuseNeighbours: false,
     creators: 16,
     perCreator: 24,
     creatorFloor: 0.25,
@@ -334,6 +342,7 @@ const COARSE_AGGREGATES = freezePlan({
     annWithAffinity: 40,
     popularNeighbours: false,
     popularRows: 2048,
+    reuseNeighbours: false,
     creators: 12,
     perCreator: 20,
     creatorFloor: 0.25,
@@ -359,6 +368,7 @@ const NO_DIVERSITY = freezePlan({
     annWithAffinity: 0,
     popularNeighbours: true,
     popularRows: 2048,
+    reuseNeighbours: true,
     creators: 12,
     perCreator: 16,
     creatorFloor: 0.25,

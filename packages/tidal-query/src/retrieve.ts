@@ -11,6 +11,7 @@ import { hot, top } from './profiles/hot-top.js';
 import { related } from './profiles/related.js';
 import { rising } from './profiles/rising.js';
 import { TrendingCache } from './profiles/trending-cache.js';
+import { NeighbourCache } from './profiles/neighbour-cache.js';
 import { selectAndHydrate } from './tail.js';
 import { compileUserPredicate } from './user-state.js';
 import { velocityWindowFor } from './windows.js';
@@ -49,6 +50,7 @@ export class RetrieveExecutor {
   readonly #sources: CandidateSources;
   readonly #context: ContextCandidates;
   readonly #trendingCache: TrendingCache | null;
+  readonly #neighbours = new NeighbourCache();
 
   constructor(ctx: QueryContext, options: RetrieveExecutorOptions = {}) {
     this.#ctx = ctx;
@@ -72,9 +74,12 @@ export class RetrieveExecutor {
     this.#context.warm(nowMs);
   }
 
-  /** Bytes of the popular subset this executor keeps (see {@link ContextCandidates.subsetBytes}). */
+  /**
+   * Bytes of the popular subset this executor keeps (see {@link ContextCandidates.subsetBytes}) and
+   * of `for_you`'s kept neighbours (see {@link NeighbourCache}).
+   */
   get subsetBytes(): number {
-    return this.#context.subsetBytes;
+    return this.#context.subsetBytes + this.#neighbours.bytes;
   }
 
   /** Ranks `task` by `plan` as of `nowMs`; `picked`, when given, receives the returned items' ordinals in order. */
@@ -146,9 +151,11 @@ export class RetrieveExecutor {
     const budget = Number.isFinite(plan.feeds.candidateBudget) ? plan.feeds.candidateBudget : null;
     switch (task.profile) {
       case 'for_you':
-        return forYou(ctx, task, plan, pass, window, nowMs, explain, work, sources, this.#trendingCache, (vector, k, rows) =>
-          this.#context.nearestPopular(vector, k, rows, nowMs, work),
-        );
+        return forYou(ctx, task, plan, pass, window, nowMs, explain, work, sources, this.#trendingCache, {
+          nearestPopular: (vector, k, rows) => this.#context.nearestPopular(vector, k, rows, nowMs, work),
+          cache: this.#neighbours,
+          nowMs,
+        });
       case 'related':
         return related(task, pass, nowMs, explain);
       case 'following':

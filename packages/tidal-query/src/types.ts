@@ -188,6 +188,11 @@ export interface Explain {
    */
   popularCandidates?: number;
   /**
+   * `for_you`'s neighbours taken from the ones this query thread's last graph search for the user
+   * found, without searching (NoDiversity, a user without creator affinities).
+   */
+  reusedNeighbours?: number;
+  /**
    * Milliseconds the worker spent executing the query (set by the database on the result; for a
    * result shared with or cached from another query, that execution's time, see `ageMs`).
    */

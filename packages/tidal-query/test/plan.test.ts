@@ -23,6 +23,7 @@ const CHEAPER_WHEN: Readonly<Record<string, boolean>> = {
   'windows.coarse': true,
   'diversity.enabled': false,
   'forYou.popularNeighbours': true,
+  'forYou.reuseNeighbours': true,
 };
 
 /** Every leaf of a plan, by its dotted path. */

@@ -6,6 +6,7 @@ import { forYouBudgetAt, type ForYouPlan, type LevelPlan } from '../plan.js';
 import { TopK } from '../topk.js';
 import { hashString, mix3 } from '../user-state.js';
 import { creatorListsOf } from './creator-lists.js';
+import type { NeighbourCache } from './neighbour-cache.js';
 import { cosinesInt8, itemVectors } from './for-you-vectors.js';
 import { trendingOf, type TrendingCache, type TrendingWalk } from './trending-cache.js';
 import type { Explain, ForYouOptions, RetrieveTask, UserQueryState, VelocityWindow } from '../types.js';
@@ -39,6 +40,16 @@ const candidateMarks = new OrdinalSet();
  * their similarity (see `ContextCandidates.nearestPopular`); null when there is none to search.
  */
 export type NearestPopular = (vector: Float32Array, k: number, rows: number) => { keys: ArrayLike<number>; sims: ArrayLike<number> } | null;
+
+/** Where `for_you` may take a warm user's neighbours from besides the graph (see `ForYouPlan`). */
+export interface NeighbourSources {
+  nearestPopular: NearestPopular;
+  /** This thread's users' last graph neighbours; null: none kept. */
+  cache: NeighbourCache | null;
+  nowMs: number;
+}
+
+const NO_SOURCES: NeighbourSources = { nearestPopular: () => null, cache: null, nowMs: 0 };
 
 export interface ForYouRanking {
   ranked: number[];
@@ -79,7 +90,7 @@ export function forYou(
   work: WorkCounter,
   sources: CandidateSources,
   trendingCache: TrendingCache | null,
-  nearestPopular: NearestPopular = () => null,
+  neighbourSources: NeighbourSources = NO_SOURCES,
 ): ForYouRanking {
   const user = task.user!;
   const options = task.forYou!;
@@ -114,7 +125,7 @@ export function forYou(
     const key = `${task.window}|${window}|${plan.trending.slots}|warm`;
     const trending = (want: number, slots: number): number[] => trendingOf(trendingCache, ctx, walk, key, nowMs, want, slots, pass);
     const budget = forYouBudgetAt(plan.forYou, ctx.catalog.presentCount);
-    ({ candidates, sims } = warmCandidates(ctx, user, budget, pass, marks, affinity, explain, newest, trending, nearestPopular));
+    ({ candidates, sims } = warmCandidates(ctx, user, budget, pass, marks, affinity, explain, newest, trending, neighbourSources));
   }
   explain.afterFilter = candidates.length;
 
@@ -178,7 +189,7 @@ function warmCandidates(
   explain: Explain,
   newest: (want: number) => number[],
   trending: (want: number, slots: number) => number[],
-  nearestPopular: NearestPopular,
+  neighbourSources: NeighbourSources,
 ): { candidates: number[]; sims: Float64Array } {
   const out: number[] = [];
   const annSims: number[] = [];
@@ -189,34 +200,18 @@ function warmCandidates(
   // With creators to take from, the neighbours hold few of the best items: the plan's breadth for that case.
   const breadth = strongest.length > 0 ? budget.annWithAffinity : budget.ann;
   explain.annTopK = breadth;
-  const ann = ctx.ann;
-  let annFound = 0;
-  // Without creators to take from, the plan may take the neighbours among the popular subset (an
-  // exact search of a few thousand rows) rather than from the graph.
-  const popular =
-    ann && breadth > 0 && strongest.length === 0 && budget.popularNeighbours
-      ? nearestPopular(user.preference!, breadth, budget.popularRows)
-      : null;
-  let found: { keys: ArrayLike<number>; sims: ArrayLike<number> } | null = popular;
-  if (popular) explain.popularCandidates = popular.keys.length;
-  else if (ann && breadth > 0) {
-    // The search's expansion follows the budget too (usearch searches max(expansion, k)), so a
-    // level asking for fewer neighbours searches less of the graph.
-    const graph = ann.search(user.preference!, breadth, breadth);
-    explain.vectorSearch = ann.method;
-    annFound = graph.keys.length;
-    found = { keys: graph.keys, sims: graph.similarity };
-  }
+  const found = neighboursOf(ctx, user, budget, breadth, strongest.length > 0, neighbourSources, explain);
   if (found) {
     for (let i = 0; i < found.keys.length; i++) {
       const o = found.keys[i]!;
       if (!pass(o) || marks.has(o)) continue;
       out.push(o);
-      annSims.push(found.sims[i]!);
+      // Kept neighbours have no similarity to this preference yet: the int8 pass below gives it.
+      if (found.sims) annSims.push(found.sims[i]!);
       marks.add(o);
     }
   }
-  explain.annCandidates = ann ? annFound : 0;
+  explain.annCandidates = ctx.ann ? (found?.searched ?? 0) : 0;
   counts.ann = out.length;
   const add = (o: number, source: keyof typeof counts): void => {
     if (marks.has(o)) return;
@@ -245,7 +240,7 @@ function warmCandidates(
   }
   if (budget.newest > 0) for (const o of newest(budget.newest)) add(o, 'newest');
   if (budget.trending > 0) for (const o of trending(budget.trending, budget.trendingSlots)) add(o, 'trending');
-  explain.candidates = annFound + (popular?.keys.length ?? 0) + counts.creators + counts.newest + counts.trending;
+  explain.candidates = (found?.keys.length ?? 0) + counts.creators + counts.newest + counts.trending;
   explain.forYouSources = counts;
   const sims = new Float64Array(out.length);
   for (let i = 0; i < annSims.length; i++) sims[i] = annSims[i]!;
@@ -259,6 +254,48 @@ function warmCandidates(
     cosinesInt8(vectors, dims, p, pScale, out, annSims.length, out.length, sims);
   }
   return { candidates: out, sims };
+}
+
+/**
+ * A warm user's `breadth` neighbours, nearest first: at a level that reuses them, the ones this
+ * thread's last graph search for the user found (a user without creator affinities, while kept,
+ * see {@link NeighbourCache}; their similarity is then left to the caller); else, where the plan
+ * says so for such a user, the nearest among the popular subset's most popular; else the graph's
+ * (kept for the next time). `searched`: the neighbours the graph gave (0 when it was not searched).
+ */
+function neighboursOf(
+  ctx: QueryContext,
+  user: UserQueryState,
+  budget: ForYouPlan,
+  breadth: number,
+  withAffinity: boolean,
+  src: NeighbourSources,
+  explain: Explain,
+): { keys: ArrayLike<number>; sims: ArrayLike<number> | null; searched: number } | null {
+  const ann = ctx.ann;
+  if (!ann || breadth <= 0) return null;
+  const preference = user.preference!;
+  if (!withAffinity && budget.reuseNeighbours && src.cache) {
+    const kept = src.cache.get(user.idHash, preference, ann, src.nowMs);
+    if (kept) {
+      const keys = kept.length > breadth ? kept.subarray(0, breadth) : kept;
+      explain.reusedNeighbours = keys.length;
+      return { keys, sims: null, searched: 0 };
+    }
+  }
+  if (!withAffinity && budget.popularNeighbours) {
+    const popular = src.nearestPopular(preference, breadth, budget.popularRows);
+    if (popular) {
+      explain.popularCandidates = popular.keys.length;
+      return { keys: popular.keys, sims: popular.sims, searched: 0 };
+    }
+  }
+  // The search's expansion follows the budget too (usearch searches max(expansion, k)), so a
+  // level asking for fewer neighbours searches less of the graph.
+  const graph = ann.search(preference, breadth, breadth);
+  explain.vectorSearch = ann.method;
+  src.cache?.set(user.idHash, preference, ann, graph.keys, src.nowMs);
+  return { keys: graph.keys, sims: graph.similarity, searched: graph.keys.length };
 }
 
 const NO_SIMS = new Float64Array(0);
