@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { InvalidInputError } from 'tidal-core';
 import { checkRequests, parseLoadgenArgs, runLoad } from '../bench/src/serve/loadgen.js';
 import type { LoadgenConfig, RequestSpec } from '../bench/src/serve/loadgen.js';
-import { serializeRequest } from '../bench/src/serve/raw-client.js';
+import { IDLE_MS, RawClient, serializeRequest } from '../bench/src/serve/raw-client.js';
 import { judgePhase } from '../bench/src/serve/validity.js';
 import { summarize } from '../bench/src/harness/index.js';
 import { parseObject } from './helpers.js';
@@ -424,6 +424,29 @@ describe('load generator, raw client', () => {
     expect(r.completed).toBe(n);
     expect(r.headerCounts).toEqual({ NoDiversity: Math.ceil(n / 3), ...(Math.floor(n / 3) > 0 ? { '(none)': Math.floor(n / 3) } : {}) });
     expect(r.refusalsByCode).toEqual({ '(none)': Math.floor((n + 1) / 3) });
+  });
+
+  it('closes a free connection idle for IDLE_MS or longer instead of reusing it, and reuses one idle less', async () => {
+    // A server closes an idle keep-alive connection after its timeout (node:http: 5 s): a client
+    // that reuses it as the FIN arrives gets ECONNRESET, so it retires it first, as undici does.
+    let accepted = 0;
+    const url = await serve((_req, res) => json(res, 200, {}));
+    servers[servers.length - 1]!.on('connection', () => accepted++);
+    let clock = 0;
+    const origin = new URL(url);
+    const client = new RawClient({ origin, connections: 4, timeoutMs: 10_000, countHeader: null, now: () => clock });
+    const bytes = serializeRequest({ method: 'GET', path: '/', body: undefined, headers: {} }, origin.host);
+    try {
+      expect((await client.send(bytes, 'GET')).status).toBe(200);
+      clock += IDLE_MS - 1;
+      expect((await client.send(bytes, 'GET')).status).toBe(200);
+      expect([accepted, client.retired]).toEqual([1, 0]);
+      clock += IDLE_MS;
+      expect((await client.send(bytes, 'GET')).status).toBe(200);
+      expect([accepted, client.retired, client.open]).toEqual([2, 1, 1]);
+    } finally {
+      client.destroy();
+    }
   });
 
   it('closes a connection the server answers with Connection: close, and opens a new one for the next request', async () => {
