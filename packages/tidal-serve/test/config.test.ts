@@ -32,7 +32,7 @@ describe('parseServeArgs', () => {
       demo: false,
       workerNice: 'auto',
       inFlightCap: 'auto',
-      queueWaitMs: 0,
+      queueWaitMs: 250,
       adaptive: true,
       admission: true,
       parentCheck: true,
@@ -196,10 +196,10 @@ describe('admission settings from the flags', () => {
     expect(admissionOptions(parseServeArgs(['--demo']), { ...pool, noDiversityAt: 40 }, false).adaptive).toMatchObject({
       floor: 40 + querySlots(2),
     });
-    // Off by default; given a wait, the queries in flight follow the measured rate × that wait, from
-    // a floor 32 a worker above the adaptive one (the database sees fewer queries than the server
+    // On by default at 250 ms: the queries in flight follow the measured rate × that wait, from a
+    // floor 32 a worker above the adaptive one (the database sees fewer queries than the server
     // holds), under the cap.
-    expect(o.rateBound).toBe(false);
+    expect(o.rateBound).toEqual({ targetWaitMs: 250, floor: 128 + querySlots(2) + 64 });
     expect(admissionOptions(parseServeArgs(['--demo', '--queue-wait-ms', '250']), pool, false).rateBound).toEqual({
       targetWaitMs: 250,
       floor: 128 + querySlots(2) + 64,
