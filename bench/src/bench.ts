@@ -24,14 +24,15 @@ import { mulberry32 } from './random.js';
 import {
   Progress,
   Report,
+  agreement,
+  blockRow,
   collectGarbage,
+  compareInBlocks,
   describeMachine,
   fmtDuration,
   fmtInt,
   fmtMs,
   fmtRatio,
-  fmtSpread,
-  interleave,
   loadAverage,
   loadBaseline,
   machine,
@@ -39,6 +40,7 @@ import {
   nowMs,
   parseOptions,
   summarize,
+  type BlockSide,
   type Summary,
 } from './harness/index.js';
 import { logMemory } from './harness/memory.js';
@@ -513,58 +515,25 @@ async function compareTrees(before: typeof tidalCore): Promise<void> {
     for (const q of treeQueries(corpus)) {
       const next = q.make(mulberry32(mixSeed(7, ++seed)));
       const queries = Array.from({ length: (blocks + 1) * BLOCK }, () => next());
-      const ms: number[][] = [[], []];
-      const service: number[][] = [[], []];
-      const ids: string[][][] = [[], []];
-      const variants = dbs.map((db, k) => ({
+      const side = (k: number): BlockSide<Query> => ({
         name: sides[k]!.name,
-        run: async (round: number) => {
-          const from = (round + 1) * BLOCK;
-          for (let i = from; i < from + BLOCK; i++) {
-            const t = nowMs();
-            const r = await queries[i]!.run(db);
-            const took = nowMs() - t;
-            if (round >= 0) {
-              ms[k]!.push(took);
-              const serviceMs = outcomeOf(r).serviceMs;
-              if (!Number.isNaN(serviceMs)) service[k]!.push(serviceMs);
-              ids[k]![i] = ('items' in r ? r.items : r.hits).map((x) => x.id);
-            }
-          }
+        run: async (query) => {
+          const r = await query.run(dbs[k]!);
+          return { ids: ('items' in r ? r.items : r.hits).map((x) => x.id), serviceMs: outcomeOf(r).serviceMs };
         },
-      }));
-      const [b, a] = await interleave(variants, { rounds: blocks, warmup: 1 });
-      const sb = summarize(ms[0]!);
-      const sa = summarize(ms[1]!);
-      const wb = summarize(service[0]!);
-      const wa = summarize(service[1]!);
-      let agree = 0;
-      let n = 0;
-      for (let i = BLOCK; i < queries.length; i++) {
-        agree += agreement(ids[1]![i]!, ids[0]![i]!);
-        n++;
-      }
-      const row = [
-        q.label,
-        fmtMs(sb.p50),
-        fmtMs(sa.p50),
-        fmtRatio(sa.p50 / sb.p50),
-        fmtSpread(a!.ratio),
-        fmtMs(sb.p99),
-        fmtMs(sa.p99),
-        fmtMs(wb.p50),
-        fmtMs(wa.p50),
-        `${((100 * agree) / n).toFixed(1)}%`,
-      ];
+      });
+      const c = await compareInBlocks([side(0), side(1)], queries, BLOCK);
+      const { before: sb, after: sa } = c;
+      const row = blockRow(q.label, c, true);
       process.stderr.write(`${row.join(' | ')}\n`);
       rows.push(row);
       results.push({
         label: q.label,
         before: sb,
         after: sa,
-        worker: { before: wb, after: wa },
-        blocks: { before: b, after: a },
-        agreement: agree / n,
+        worker: c.worker,
+        blocks: c.blocks,
+        agreement: c.agreement,
       });
     }
     report.table(
@@ -685,13 +654,6 @@ function outcomeOf(r: RetrieveResults | SearchResults): Outcome {
 }
 
 /** The share of the SQL answer that tidal's answer also holds (1 when both are empty). */
-function agreement(tidal: readonly string[], sql: readonly string[]): number {
-  if (sql.length === 0) return tidal.length === 0 ? 1 : 0;
-  const t = new Set(tidal);
-  let n = 0;
-  for (const id of sql) if (t.has(id)) n++;
-  return n / sql.length;
-}
 
 let querySeed = 0;
 

@@ -23,6 +23,8 @@
  * Flags: `--items N`, `--users N`, `--history N`, `--queries N` (timed per side, default 300;
  * the SQL for_you runs a tenth of them, at least 20), `--warmup N` (related calls, each beside its
  * SQL, with a for_you every tenth, on other users and items before anything is timed; default 1 000).
+ * With `--baseline DIR` (another built checkout) it runs only the personalized reads of both trees,
+ * interleaved (personalization-trees.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -54,7 +56,8 @@ import {
   type ForYouData,
   type SweepUser,
 } from './for-you-sweep.js';
-import { Report, collectGarbage, fmtInt, fmtMs, fmtRatio, nowMs, parseOptions, summarize } from './harness/index.js';
+import { Report, collectGarbage, fmtInt, fmtMs, fmtRatio, loadBaseline, nowMs, parseOptions, summarize } from './harness/index.js';
+import { compareTrees } from './personalization-trees.js';
 import { logMemory } from './harness/memory.js';
 
 const opts = parseOptions('personalization', {
@@ -87,7 +90,12 @@ const opts = parseOptions('personalization', {
     description:
       'keep the database and its SQL copy in DIR; a later run with the same --items, --users and --history reopens them instead of loading',
   },
+  baseline: {
+    type: 'string',
+    description: "another built checkout: its personalized reads against this tree's, interleaved, instead of the SQL comparison",
+  },
 });
+const baseline = loadBaseline(opts.baseline, ['tidal-core']);
 const ITEMS = opts.items;
 const USERS = opts.users;
 const HISTORY = opts.history;
@@ -101,6 +109,14 @@ let report: Report | undefined;
 const log = (s = ''): void => (report ? report.line(s) : void process.stdout.write(`${s}\n`));
 
 async function main(): Promise<void> {
+  if (baseline) {
+    const before = await baseline.load<{ TidalDb: typeof TidalDb }>('tidal-core');
+    const r = new Report('personalization', opts);
+    const o = { items: ITEMS, users: USERS, history: HISTORY, queries: QUERIES, dims: DIMS, schema: personalizationSchema(DIMS) };
+    await compareTrees(baseline, before.TidalDb, TidalDb, o, r);
+    r.finish();
+    return;
+  }
   const corpus = new Corpus({ items: ITEMS, dims: DIMS });
   const now = corpus.now;
   // Typed as a SchemaDefinition: the events are generated with kinds as strings.

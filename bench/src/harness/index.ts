@@ -15,6 +15,7 @@ export {
 } from './machine.js';
 export { Report, type ReportTable } from './report.js';
 export { loadBaseline, type Baseline } from './baseline.js';
+export { agreement, blockRow, compareInBlocks, type BlockComparison, type BlockSide } from './blocks.js';
 export { freePort, startRedis } from './redis.js';
 export {
   Progress,
