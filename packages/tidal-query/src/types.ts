@@ -184,7 +184,8 @@ export interface Explain {
   /**
    * Candidates found by an exact search over the most popular items instead of (or beside) the
    * graph: around a context vector below Full (profile `popular`), and `for_you`'s neighbours at
-   * NoDiversity for a user without creator affinities.
+   * NoDiversity for a user without creator affinities, and at every level while the ANN index is
+   * built (`stats().vectorSearch` 'exact').
    */
   popularCandidates?: number;
   /**

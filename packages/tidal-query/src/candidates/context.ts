@@ -307,7 +307,10 @@ export class ContextCandidates {
     const generation = ctx.store.order.generation;
     const version = ctx.catalog.version;
     const old = this.#subset;
-    if (old && old.ann === ctx.ann && old.catalogVersion === version && generation - old.generation < SUBSET_STALE_GENERATIONS) return old;
+    // An empty subset (nothing popular yet) is not kept: the next call looks again.
+    const fresh = old !== null && old.ordinals.length > 0;
+    if (fresh && old.ann === ctx.ann && old.catalogVersion === version && generation - old.generation < SUBSET_STALE_GENERATIONS)
+      return old;
     if (!old || old.ann !== ctx.ann) ctx.catalog.derivedBuilds++;
     const present = ctx.catalog.present;
     const top = new TopK(POPULAR_SUBSET);

@@ -260,7 +260,8 @@ function warmCandidates(
  * A warm user's `breadth` neighbours, nearest first: at a level that reuses them, the ones this
  * thread's last graph search for the user found (a user without creator affinities, while kept,
  * see {@link NeighbourCache}; their similarity is then left to the caller); else, where the plan
- * says so for such a user, the nearest among the popular subset's most popular; else the graph's
+ * says so for such a user, or for every user while the ANN index is built (the search would be
+ * exact over every row), the nearest among the popular subset's most popular; else the graph's
  * (kept for the next time). `searched`: the neighbours the graph gave (0 when it was not searched).
  */
 function neighboursOf(
@@ -283,7 +284,11 @@ function neighboursOf(
       return { keys, sims: null, searched: 0 };
     }
   }
-  if (!withAffinity && budget.popularNeighbours) {
+  // While the ANN index is built on its own thread the vector search is exact over every row: a
+  // Full for_you cost ~3x its graph search's at 100 000 items (and it grows with the catalogue),
+  // and under load the query threads starved the build itself. The popular subset's nearest stand
+  // in at every level until the index is in use.
+  if ((!withAffinity && budget.popularNeighbours) || ann.method === 'exact') {
     const popular = src.nearestPopular(preference, breadth, budget.popularRows);
     if (popular) {
       explain.popularCandidates = popular.keys.length;
