@@ -39,6 +39,9 @@ const BALL_MIN_RANK = 8;
  */
 const SUBSET_STALE_GENERATIONS = 16;
 
+/** The rank of an empty subset: no member (`rank[o] ?? 0` reads 0 for every item). */
+const NO_RANK = new Int32Array(0);
+
 /**
  * The most popular items and their vectors, kept per executor (one per worker): the vectors are
  * copies of the int8 item rows (for-you-vectors.ts, one per process), not the items table's floats,
@@ -326,7 +329,8 @@ export class ContextCandidates {
     const matrix = new Int8Array(ranked.length * dims);
     let members = 0;
     for (const o of ranked) if (this.#copyRow(vectors, o, matrix, members * dims)) ordinals[members++] = o;
-    const rank = new Int32Array(ctx.catalog.ids.length);
+    // Nothing popular yet: no rank per item (the subset is looked for again at the next call).
+    const rank = members === 0 ? NO_RANK : new Int32Array(ctx.catalog.ids.length);
     for (let r = 0; r < members; r++) rank[ordinals[r]!] = r + 1;
     const { sample, sampled } = old && old.ann === ctx.ann && old.catalogVersion === version ? old : this.#ballSample(vectors, dims);
     this.#subset = {
