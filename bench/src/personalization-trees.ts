@@ -14,11 +14,11 @@ import path from 'node:path';
 import type { SchemaDefinition, SignalInput, TidalDb } from 'tidal-core';
 import { Corpus } from './corpus.js';
 import { mulberry32 } from './random.js';
+import { drawFollows, drawHistory, favouriteOf } from './personal-draw.js';
 import { blockRow, collectGarbage, compareInBlocks, nowMs, type Baseline, type BlockSide, type Report } from './harness/index.js';
 
 /** Queries per block: long enough that a block is not one cache miss, short enough for many blocks. */
 const BLOCK = 30;
-const DAY = 86_400_000;
 
 export interface TreesOptions {
   readonly items: number;
@@ -75,34 +75,22 @@ export async function compareTrees(baseline: Baseline, before: DbClass, after: D
     for (const batch of corpus.signalBatches(1000)) await both((db) => db.signals(batch));
     // The users as the suite's own run draws them (its seed, its 80 % favourite category).
     const rand = mulberry32(0x9e5);
-    const categories = [...byCategory.keys()];
     const users = Array.from({ length: o.users }, (_, u) => `user-${u}`);
     for (let i = 0; i < o.users; i += 1000) await both((db) => db.upsertUsers(users.slice(i, i + 1000).map((id) => ({ id }))));
     const history: number[][] = [];
     for (let u = 0; u < o.users; u += 50) {
       const batch: SignalInput[] = [];
       for (let v = u; v < Math.min(o.users, u + 50); v++) {
-        const fav = byCategory.get(categories[v % categories.length]!)!;
-        const h: number[] = [];
-        for (let k = 0; k < o.history; k++) {
-          const i = rand() < 0.8 ? fav[Math.floor(rand() ** 2 * fav.length)]! : Math.floor(rand() * o.items);
-          h.push(i);
-          batch.push({
-            item: corpus.id(i),
-            kind: rand() < 0.33 ? 'like' : 'view',
-            user: users[v]!,
-            at: now - DAY * 7 + Math.floor(((k + rand()) / o.history) * 7 * DAY),
-          });
-        }
-        history.push(h);
+        const h = drawHistory(rand, corpus, favouriteOf(byCategory, v), users[v]!, o.history, now);
+        batch.push(...h.events);
+        history.push(h.items);
       }
       await both((db) => db.signals(batch));
     }
     for (let u = 0; u < o.users; u += 200) {
       const follows: { user: string; creator: string }[] = [];
       for (let v = u; v < Math.min(o.users, u + 200); v++) {
-        const fav = byCategory.get(categories[v % categories.length]!)!;
-        for (let f = 0; f < 5; f++) follows.push({ user: users[v]!, creator: creatorOf[fav[Math.floor(rand() * fav.length)]!]! });
+        for (const creator of drawFollows(rand, favouriteOf(byCategory, v), creatorOf)) follows.push({ user: users[v]!, creator });
       }
       await both((db) => Promise.all(follows.map((e) => db.follow(e))));
     }

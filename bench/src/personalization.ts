@@ -58,6 +58,7 @@ import {
 } from './for-you-sweep.js';
 import { Report, collectGarbage, fmtInt, fmtMs, fmtRatio, loadBaseline, nowMs, parseOptions, summarize } from './harness/index.js';
 import { compareTrees } from './personalization-trees.js';
+import { FOLLOWS_PER_USER, drawFollows, drawHistory, favouriteOf } from './personal-draw.js';
 import { logMemory } from './harness/memory.js';
 
 const opts = parseOptions('personalization', {
@@ -102,8 +103,6 @@ const HISTORY = opts.history;
 const QUERIES = opts.queries;
 const WARMUP = opts.warmup;
 const DIMS = 128;
-const HOUR = 3_600_000;
-const DAY = 24 * HOUR;
 const LEVELS: DegradationLevelName[] = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'];
 let report: Report | undefined;
 const log = (s = ''): void => (report ? report.line(s) : void process.stdout.write(`${s}\n`));
@@ -199,7 +198,6 @@ async function main(): Promise<void> {
 
   // Users and their histories, interleaved with plain signals of the same size to time both.
   const rand = mulberry32(0x9e5);
-  const categories = [...byCategory.keys()];
   const users = Array.from({ length: USERS }, (_, u) => `user-${u}`);
   // Each loading step's time, printed as it ends: at 1 000 000 items the steps differ by minutes.
   let stepAt = nowMs();
@@ -212,21 +210,9 @@ async function main(): Promise<void> {
   const histories: number[][] = [];
   const events: SignalInput[][] = [];
   for (let u = 0; u < USERS; u++) {
-    const fav = byCategory.get(categories[u % categories.length]!)!;
-    const h: number[] = [];
-    const evs: SignalInput[] = [];
-    for (let k = 0; k < HISTORY; k++) {
-      const i = rand() < 0.8 ? fav[Math.floor(rand() ** 2 * fav.length)]! : Math.floor(rand() * ITEMS);
-      h.push(i);
-      evs.push({
-        item: corpus.id(i),
-        kind: rand() < 0.33 ? 'like' : 'view',
-        user: users[u]!,
-        at: now - DAY * 7 + Math.floor(((k + rand()) / HISTORY) * 7 * DAY),
-      });
-    }
-    histories.push(h);
-    events.push(evs);
+    const h = drawHistory(rand, corpus, favouriteOf(byCategory, u), users[u]!, HISTORY, now);
+    histories.push(h.items);
+    events.push(h.events);
   }
   step(`${fmtInt(USERS)} users upserted, their histories drawn`);
   const BATCH_USERS = 50;
@@ -255,12 +241,11 @@ async function main(): Promise<void> {
   for (let u = 0; u < USERS && !reuse; u += 200) {
     const calls: Promise<void>[] = [];
     for (let v = u; v < Math.min(USERS, u + 200); v++) {
-      const fav = byCategory.get(categories[v % categories.length]!)!;
-      for (let f = 0; f < 5; f++) calls.push(db.follow({ user: users[v]!, creator: creatorOf[fav[Math.floor(rand() * fav.length)]!]! }));
+      for (const creator of drawFollows(rand, favouriteOf(byCategory, v), creatorOf)) calls.push(db.follow({ user: users[v]!, creator }));
     }
     await Promise.all(calls);
   }
-  if (!reuse) step(`the histories copied to SQL, ${fmtInt(USERS * 5)} follows written`);
+  if (!reuse) step(`the histories copied to SQL, ${fmtInt(USERS * FOLLOWS_PER_USER)} follows written`);
   const insertAffinity = sql.prepare('INSERT INTO affinity VALUES (?, ?, ?)');
   const preference: Float32Array[] = [];
   for (let u = 0; u < USERS; u++) {
