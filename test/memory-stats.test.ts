@@ -13,7 +13,7 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((db) => db.close()));
 });
 
-const COMPONENTS = ['process', 'signals', 'users', 'cursors', 'catalog', 'text', 'vectors', 'threads'] as const;
+const COMPONENTS = ['process', 'signals', 'users', 'cursors', 'catalog', 'text', 'catalogImage', 'vectors', 'threads'] as const;
 
 function items(from: number, n: number): ItemInput[] {
   return Array.from({ length: n }, (_, k) => {
@@ -110,7 +110,7 @@ describe('stats().memory', () => {
     await db.warm();
     const m = db.stats().memory;
     const text = await registry.metrics();
-    for (const c of ['signals', 'users', 'cursors', 'catalog', 'text', 'vectors']) {
+    for (const c of ['signals', 'users', 'cursors', 'catalog', 'text', 'catalogImage', 'vectors']) {
       expect(text).toMatch(new RegExp(`tidal_memory_bytes\\{component="${c}"\\} \\d+`));
     }
     expect(text).toContain(`tidal_memory_bytes{component="catalog"} ${m.catalog.bytes}`);

@@ -63,7 +63,7 @@ function fmtSteps(results: readonly WarmResult[]): string {
       const st = r.stepsMs;
       const from =
         r.catalogSnapshotVersion > 0
-          ? `catalog snapshot at version ${fmtInt(r.catalogSnapshotVersion)}, ${fmtInt(r.refreshedRows)} rows read`
+          ? `catalog ${(r as { catalogSource?: string }).catalogSource === 'image' ? 'image' : 'snapshot'} at version ${fmtInt(r.catalogSnapshotVersion)}, ${fmtInt(r.refreshedRows)} rows read`
           : `no catalog snapshot, ${fmtInt(r.refreshedRows)} rows read`;
       return `sync ${fmtDuration(st.sync)} + structures ${fmtDuration(st.structures)} + terms ${fmtDuration(st.terms)} + paths ${fmtDuration(st.paths)} (${from})`;
     })

@@ -145,6 +145,8 @@ async function child({
               cursors: memory.cursors.bytes,
               catalog: memory.catalog.bytes,
               text: memory.text.bytes,
+              // The catalog image, once per process (a baseline tree older than it has none).
+              'catalog image': (memory as { catalogImage?: { bytes: number } }).catalogImage?.bytes ?? 0,
               vectors: memory.vectors.bytes,
             },
           }

@@ -73,6 +73,15 @@ export class TidalDbBuilder<S extends SchemaDefinition = SchemaDefinition> {
   }
 
   /**
+   * The items from which the query threads share one catalogue and text index (default 4096), see
+   * {@link TidalOptions.sharedCatalogMinItems}.
+   */
+  sharedCatalogMinItems(n: number): this {
+    this.#o.sharedCatalogMinItems = n;
+    return this;
+  }
+
+  /**
    * A module every query worker loads and starts once warm, with a thread-local handle on the
    * database (see {@link TidalOptions.workerModule}): `tidal serve` runs its HTTP acceptors so.
    */

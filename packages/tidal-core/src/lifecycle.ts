@@ -13,6 +13,8 @@ import {
   SignalStore,
   SLOT_BYTES,
   SLOT_LAYOUT,
+  CatalogShare,
+  createCatalogShare,
   createSharedVectors,
   type SharedVectorBuffers,
   type TaskEnvelope,
@@ -80,6 +82,11 @@ export interface DbParts {
   readonly pins: PinnedRankings;
   /** Every item's int8 vector, once for every query thread (null: no embeddings, or each thread keeps its own). */
   readonly vectors: SharedVectorBuffers | null;
+  /**
+   * This thread's end of the catalog images' channel: it keeps the newest image and hands it to a
+   * query thread that starts later (the pool's threads answer only between tasks).
+   */
+  readonly catalogImages: CatalogShare;
   /** The users', sessions' and co-engagement's shared records, when the database has a worker module; else null. */
   readonly shared: SharedStateWriter | null;
   /** What the worker threads are told when the database has a worker module; null without one. */
@@ -123,6 +130,7 @@ export function openParts(resolved: ResolvedOptions): DbParts {
   }
   let ackMark: AckMark | null = null;
   let walCheckpointer: WalCheckpointer | null = null;
+  let catalogImages: CatalogShare | null = null;
   try {
     openStorage(db, file);
     const meta = new Meta(db);
@@ -215,6 +223,8 @@ export function openParts(resolved: ResolvedOptions): DbParts {
             },
           };
     const vectors = createSharedVectors(o.schema.embeddingDims, o.capacity.items);
+    const catalogShare = createCatalogShare(`tidal-catalog-${randomUUID()}`, o.sharedCatalogMinItems);
+    catalogImages = new CatalogShare(catalogShare);
     const pool = new QueryPool(
       {
         file,
@@ -223,6 +233,7 @@ export function openParts(resolved: ResolvedOptions): DbParts {
         nice: o.workerNice,
         annBackgroundRows: o.annBackgroundRows,
         ...(vectors ? { vectors } : {}),
+        catalogShare,
         ...(host ? { host } : {}),
       },
       o.workers,
@@ -258,6 +269,7 @@ export function openParts(resolved: ResolvedOptions): DbParts {
       reads,
       pins,
       vectors,
+      catalogImages,
       shared,
       host: host ?? null,
       replica,
@@ -266,6 +278,7 @@ export function openParts(resolved: ResolvedOptions): DbParts {
     return { ...parts, ackMark, walCheckpointer, unlock };
   } catch (err) {
     ackMark?.close();
+    catalogImages?.close();
     void walCheckpointer?.close();
     db.close();
     unlock();
@@ -354,6 +367,7 @@ export async function shutdown(p: DbParts, o: FilledOptions, link: LinkServer | 
   // nothing (see QueryPool.persistAnn). An ephemeral database's directory is deleted below anyway.
   if (!p.ephemeral) await p.pool.persistAnn(envelope(o, p.writes));
   await p.pool.destroy();
+  p.catalogImages.close();
   await p.walCheckpointer?.close();
   p.db.close();
   p.ackMark?.close();

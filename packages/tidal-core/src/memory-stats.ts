@@ -38,6 +38,13 @@ export interface MemoryStats {
   /** The text index's postings and per-document arrays, summed over the query threads; `terms` of one copy. */
   text: { bytes: number; terms: number; copies: number };
   /**
+   * The catalog images (catalogue and text index written once into shared memory by one query
+   * thread, docs/architecture.md): `bytes` of the distinct images the threads read now, counted
+   * once; `images` how many (two while threads move from one to the next); `threads` reading one.
+   * `catalog.bytes` and `text.bytes` are then each thread's own rows beside its image.
+   */
+  catalogImage: { bytes: number; images: number; threads: number };
+  /**
    * The int8 item vectors and their norms, and the popular subset: `sharedBytes` the rows every
    * query thread reads, once per process; `bytes` those plus what each thread holds of its own (the
    * popular subset; the rows too where they are not shared), summed; `rows` with a vector;
@@ -85,6 +92,8 @@ export function memoryStats(src: MemorySources): MemoryStats {
     textTerms: 0,
     vectorBytes: 0,
     vectorRows: 0,
+    imageGen: 0,
+    imageBytes: 0,
     heapUsed: mem.heapUsed,
     heapTotal: mem.heapTotal,
     arrayBuffers: mem.arrayBuffers,
@@ -107,6 +116,7 @@ export function memoryStats(src: MemorySources): MemoryStats {
     cursors: src.cursors,
     catalog: { bytes: sum((t) => t.catalogBytes), items: most((t) => t.catalogItems), copies },
     text: { bytes: sum((t) => t.textBytes), terms: most((t) => t.textTerms), copies },
+    catalogImage: imagesOf(src.workers),
     vectors: {
       bytes: sharedBytes + sum((t) => t.vectorBytes),
       sharedBytes,
@@ -118,4 +128,18 @@ export function memoryStats(src: MemorySources): MemoryStats {
     },
     threads: [main, ...src.workers],
   };
+}
+
+/** The distinct catalog images `threads` read: each counted once. */
+function imagesOf(threads: readonly ThreadMemory[]): MemoryStats['catalogImage'] {
+  const images = new Map<number, number>();
+  let readers = 0;
+  for (const t of threads) {
+    if (t.imageGen === 0) continue;
+    readers++;
+    images.set(t.imageGen, t.imageBytes);
+  }
+  let bytes = 0;
+  for (const b of images.values()) bytes += b;
+  return { bytes, images: images.size, threads: readers };
 }

@@ -170,11 +170,12 @@ export async function exportAnnBuildMetrics(registry: MetricsRegistry, read: () 
 }
 
 /** The components of `tidal_memory_bytes{component}`, as `stats().memory` names them. */
-export const MEMORY_COMPONENTS = ['signals', 'users', 'cursors', 'catalog', 'text', 'vectors'] as const;
+export const MEMORY_COMPONENTS = ['signals', 'users', 'cursors', 'catalog', 'text', 'catalogImage', 'vectors'] as const;
 
 /**
  * Memory as gauges, read at each scrape from `read` (`stats().memory`): `tidal_memory_bytes{component}`
- * (signals, users, cursors, catalog, text, vectors; the last three summed over the query threads),
+ * (signals, users, cursors, catalog, text, catalogImage, vectors; catalog, text and vectors summed
+ * over the query threads, catalogImage the shared images they read, once),
  * `tidal_memory_process_bytes{kind}` (rss, heap_used, heap_total, external, array_buffers) and
  * `tidal_memory_thread_bytes{thread,kind}` (per thread, `main` or a query thread's id: heap_used,
  * heap_total, catalog, text, vectors).
@@ -184,7 +185,7 @@ export async function exportMemoryMetrics(registry: MetricsRegistry, read: () =>
   const registers = [registry as InstanceType<PromClient['Registry']>];
   new Gauge({
     name: `${prefix}memory_bytes`,
-    help: 'Bytes held per component (catalog, text and vectors summed over the query threads; cursors estimated)',
+    help: 'Bytes held per component (catalog, text and vectors summed over the query threads, catalogImage once; cursors estimated)',
     labelNames: ['component'] as const,
     registers,
     collect() {

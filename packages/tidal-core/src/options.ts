@@ -11,7 +11,7 @@ import {
   type GroupCommitOptions,
   type MemoryGuardOptions,
 } from 'tidal-wal';
-import { MAX_EVENT_MS, type QuerySchema } from 'tidal-query';
+import { MAX_EVENT_MS, SHARE_MIN_ROWS, type QuerySchema } from 'tidal-query';
 import type { MetricsRegistry } from './metrics.js';
 import { checkPath } from './paths.js';
 import { resolveSchema, type MigrateOptions, type SchemaDefinition } from './schema.js';
@@ -82,6 +82,15 @@ export interface TidalOptions<S extends SchemaDefinition = SchemaDefinition> {
    * @default undefined (V8's own)
    */
   workerYoungGenerationMb?: number;
+  /**
+   * Items from which the query threads share one catalogue and text index: one thread reads the
+   * items and writes both into shared memory, the others read that and keep only the rows changed
+   * after it (docs/architecture.md, "The catalog image"). Below it, each thread keeps its own, as
+   * a small database costs little either way. A whole number from 1; a number above the items
+   * there will be turns the sharing off.
+   * @default 4096
+   */
+  sharedCatalogMinItems?: number;
   /**
    * A module every query worker loads once it has warmed, to run code beside the executors, in
    * the worker's own thread (`tidal serve` loads its HTTP acceptor this way). The module exports
@@ -228,6 +237,7 @@ export interface FilledOptions {
   workerNice: number;
   /** null: V8's own. */
   workerYoungGenerationMb: number | null;
+  sharedCatalogMinItems: number;
   workerModule: { url: string; data: unknown } | null;
   clock: () => number;
   durability: Durability;
@@ -279,6 +289,7 @@ const OPTION_KEYS: readonly (keyof TidalOptions)[] = [
   'workers',
   'workerNice',
   'workerYoungGenerationMb',
+  'sharedCatalogMinItems',
   'workerModule',
   'clock',
   'durability',
@@ -399,6 +410,8 @@ export function resolveOptions(options: TidalOptions): ResolvedOptions {
   const workerNice = o.workerNice === undefined ? 0 : checkWhole('workerNice', o.workerNice, 0, 19);
   const workerYoungGenerationMb =
     o.workerYoungGenerationMb === undefined ? null : checkWhole('workerYoungGenerationMb', o.workerYoungGenerationMb, 1, 1024);
+  const sharedCatalogMinItems =
+    o.sharedCatalogMinItems === undefined ? SHARE_MIN_ROWS : checkWhole('sharedCatalogMinItems', o.sharedCatalogMinItems, 1, 2 ** 31 - 1);
   const clock = checkClock(o.clock);
   const workerModule = resolveWorkerModule(o.workerModule);
   const durability = o.durability === undefined ? (hasPath ? 'process' : 'none') : assertDurability(o.durability, 'durability');
@@ -416,6 +429,7 @@ export function resolveOptions(options: TidalOptions): ResolvedOptions {
     workers,
     workerNice,
     workerYoungGenerationMb,
+    sharedCatalogMinItems,
     workerModule,
     clock,
     durability,

@@ -20,6 +20,7 @@ import { loadCatalog, persistCatalog, type CatalogLoad } from './catalog-load.js
 import type { QueryContext, VectorSearcher } from './context.js';
 import { ExactVectors } from './exact-vectors.js';
 import { beginVectorWrite, feedVector, keptItemVectors, type Int8Vectors } from './profiles/for-you-vectors.js';
+import { readCatalogImage, shareThreshold, writeCatalogImage, type CatalogShare } from './shared/catalog-image.js';
 import type { SharedVectorBuffers } from './shared/item-vectors.js';
 import { WARM_SYNC_BYTES, type CatalogWarning, type PersistAnnResult, type WarmMessage, type WarmResult } from './protocol.js';
 import type { TaskEnvelope } from './types.js';
@@ -77,6 +78,17 @@ export class AnnLifecycle {
   readonly #maxVersion: Database.Statement<[]>;
   /** The part of this worker's state the warm-time election reads and changes. */
   readonly #host: ElectionHost;
+  /**
+   * The process's catalog images (shared/catalog-image.ts), or null: none given, or int8 vectors
+   * of this thread's own (an image carries none).
+   */
+  readonly #share: CatalogShare | null;
+  /** The generation of the image the catalog was last imported from (0: none). */
+  #imageGen = 0;
+  /** Where the first sync took the catalog from (see `WarmResult.catalogSource`). */
+  #catalogSource: 'rows' | 'snapshot' | 'image' = 'rows';
+  /** The image the catalog reads now, or null (see {@link image}). */
+  #image: { gen: number; bytes: number } | null = null;
 
   constructor(
     db: Database.Database,
@@ -85,7 +97,9 @@ export class AnnLifecycle {
     dir: string,
     backgroundRows = Number.POSITIVE_INFINITY,
     sharedVectors: SharedVectorBuffers | null = null,
+    share: CatalogShare | null = null,
   ) {
+    this.#share = ctx.schema.embeddingDims === 0 || sharedVectors !== null ? share : null;
     this.#backgroundRows = backgroundRows;
     this.#db = db;
     this.#catalog = catalog;
@@ -137,7 +151,81 @@ export class AnnLifecycle {
   /** Pulls item changes up to at least `version`; returns the number of rows read. */
   sync(version: number): number {
     if (!this.#started) this.#firstTask();
-    if (!this.#catalogLoad) this.#loadCatalog();
+    const share = this.#share;
+    if (!share) {
+      if (!this.#catalogLoad) this.#loadCatalog();
+      return this.#syncTo(version);
+    }
+    // Far behind (a first sync, or more rows to read than make an image): one thread reads them
+    // and posts its image while the others wait for it, then take it (shared/catalog-image.ts).
+    const far = !this.#catalogLoad || version - this.#catalog.version >= this.#imageThreshold();
+    if (far) share.lock();
+    try {
+      this.#takeImage();
+      if (!this.#catalogLoad) this.#loadCatalog();
+      const rows = this.#syncTo(version);
+      this.#postImage();
+      return rows;
+    } finally {
+      share.unlock();
+    }
+  }
+
+  /** Rows of its own past which this thread posts an image of its catalog. */
+  #imageThreshold(): number {
+    return shareThreshold(this.#share!.minRows, this.#catalog.presentCount);
+  }
+
+  /**
+   * Takes the newest image another thread posted, when it leaves this catalog fewer rows of its own:
+   * the rows after the image's version are read again by the sync that follows. A first sync
+   * takes it in place of the snapshot file.
+   */
+  #takeImage(): void {
+    const first = !this.#catalogLoad;
+    const image = first ? this.#share!.awaitImage() : this.#share!.poll();
+    if (!image || image.gen <= this.#imageGen) return;
+    const catalog = this.#catalog;
+    // Two threads that posted at once converge on the newer image (the same version: nothing read again).
+    if (!first && catalog.version - image.version > catalog.rowsSinceImport / 2) return;
+    this.#imageGen = image.gen;
+    try {
+      const state = readCatalogImage(image.buffer);
+      if (first) catalog.importState(state);
+      else catalog.rebase(state);
+    } catch {
+      // Not one this catalog can hold (it never is, from this database): it keeps its own rows.
+      return;
+    }
+    this.#image = { gen: image.gen, bytes: image.buffer.byteLength };
+    if (this.#vectors) this.#vectors.version = catalog.version;
+    if (first) {
+      this.#loaded({ version: image.version, stale: image.stale });
+      this.#catalogSource = 'image';
+    }
+  }
+
+  /**
+   * Posts an image of this catalog when it holds enough rows of its own (its first full read, or
+   * the rows since its image), then reads its arrays from the image instead.
+   */
+  #postImage(): void {
+    const catalog = this.#catalog;
+    const share = this.#share!;
+    if (catalog.presentCount < share.minRows || (this.#imageGen !== 0 && catalog.rowsSinceImport < this.#imageThreshold())) return;
+    const buffer = writeCatalogImage(this.#ctx.schema, catalog);
+    const image = share.publish(buffer, catalog.version, this.#catalogLoad?.stale ?? false);
+    catalog.rebase(readCatalogImage(buffer));
+    this.#imageGen = image.gen;
+    this.#image = { gen: image.gen, bytes: buffer.byteLength };
+  }
+
+  /** The catalog image this thread's catalog reads (its generation and bytes), or null. */
+  get image(): { gen: number; bytes: number } | null {
+    return this.#image;
+  }
+
+  #syncTo(version: number): number {
     this.#vectors?.store.refreshViews();
     const inStep = this.#deferred || this.#annVersion === this.#catalog.version;
     if (this.#catalog.version >= version && inStep) {
@@ -192,6 +280,7 @@ export class AnnLifecycle {
       refreshedRows: refreshed,
       refreshedEmbeddings: this.#catalog.embeddingsRead - embeddingsBefore,
       catalogSnapshotVersion: this.#catalogLoad?.version ?? 0,
+      catalogSource: this.#catalogSource,
       ...(catalogWarning ? { catalogWarning } : {}),
       ...this.#annOrigin,
       annElected: ann?.elected ?? false,
@@ -262,8 +351,28 @@ export class AnnLifecycle {
    * version, so the sync does not read the rows before it for the index.
    */
   #loadCatalog(): void {
+    const share = this.#share;
+    const { image: read, ...load } = loadCatalog(
+      this.#dir,
+      this.#ctx.schema,
+      this.#catalog,
+      this.#vectors,
+      this.#maxVersion.get() as number,
+      share !== null,
+    );
+    this.#loaded(load);
+    this.#catalogSource = load.version > 0 ? 'snapshot' : 'rows';
+    // What was read is posted as it is: the other threads read the same bytes, and none copies them.
+    if (read && share && this.#catalog.presentCount >= share.minRows) {
+      const image = share.publish(read, load.version, false);
+      this.#imageGen = image.gen;
+      this.#image = { gen: image.gen, bytes: read.byteLength };
+    }
+  }
+
+  /** Records the first sync's load (from the snapshot file or a shared image). */
+  #loaded(load: CatalogLoad): void {
     const schema = this.#ctx.schema;
-    const load = loadCatalog(this.#dir, schema, this.#catalog, this.#vectors, this.#maxVersion.get() as number);
     this.#catalogLoad = load;
     this.#catalogWarning = load.warning;
     if (load.version === 0) return;

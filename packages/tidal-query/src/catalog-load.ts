@@ -27,11 +27,14 @@ export interface CatalogLoad {
   /** The snapshot in the directory is not one this database can use as it is: the next persist replaces it. */
   stale: boolean;
   warning?: CatalogWarning;
+  /** The catalog image the catalog was loaded into (with `shared`), for the other threads to read. */
+  image?: SharedArrayBuffer;
 }
 
 /**
  * Loads the snapshot of `dir` into a catalog that has not been refreshed (and into `vectors`, the
  * int8 vectors its refreshes keep), when there is one for this schema no newer than the items table.
+ * With `shared`, the catalog's arrays are a catalog image's (shared/catalog-image.ts), returned.
  */
 export function loadCatalog(
   dir: string,
@@ -39,8 +42,9 @@ export function loadCatalog(
   catalog: Catalog,
   vectors: Int8Vectors | null,
   itemsVersion: number,
+  shared = false,
 ): CatalogLoad {
-  const found = readCatalogSnapshot(dir, schema, itemsVersion);
+  const found = readCatalogSnapshot(dir, schema, itemsVersion, shared);
   const unusable = (reason: string): CatalogLoad => ({
     version: 0,
     stale: true,
@@ -72,7 +76,7 @@ export function loadCatalog(
     }
     vectors.version = catalog.version;
   }
-  return { version: catalog.version, stale: false };
+  return { version: catalog.version, stale: false, ...(found.image ? { image: found.image } : {}) };
 }
 
 /**

@@ -39,7 +39,8 @@ const STAGE = 8 << 20;
 
 type Encoding = 'utf8' | 'utf16le';
 
-interface Header {
+/** The JSON header of a snapshot or an image: what the sections after it are. */
+export interface Header {
   version: number;
   /** The schema's metadata fields with their types, in schema order. */
   fields: [string, FieldType][];
@@ -60,7 +61,7 @@ interface Header {
 
 /** What a load found. `ignored`: sound but not for this database (another schema, a newer format): no warning. */
 export type CatalogSnapshotLookup =
-  | { kind: 'ok'; state: CatalogState; vectors: LoadedVectors | null; bytes: number }
+  | { kind: 'ok'; state: CatalogState; vectors: LoadedVectors | null; bytes: number; image?: SharedArrayBuffer }
   | { kind: 'missing' }
   | { kind: 'ignored'; reason: string }
   | { kind: 'unusable'; reason: string };
@@ -101,7 +102,7 @@ export function catalogSnapshotVersion(dir: string): number | null {
  * matches), of this schema (the same metadata fields and types, the same embedding dimensions) and
  * of a version no higher than `itemsVersion` (the items table's highest).
  */
-export function readCatalogSnapshot(dir: string, schema: QuerySchema, itemsVersion: number): CatalogSnapshotLookup {
+export function readCatalogSnapshot(dir: string, schema: QuerySchema, itemsVersion: number, shared = false): CatalogSnapshotLookup {
   let buf: Buffer;
   try {
     buf = readFileSync(join(dir, CATALOG_SNAPSHOT));
@@ -142,7 +143,12 @@ export function readCatalogSnapshot(dir: string, schema: QuerySchema, itemsVersi
     return { kind: 'unusable', reason: `it reflects items up to version ${h.version} but the items table ends at ${itemsVersion}` };
   }
   try {
-    return { kind: 'ok', ...decode(h, alignedBody(buf, bodyStart)), bytes: buf.length };
+    if (!shared) return { kind: 'ok', ...decode(h, alignedBody(buf, bodyStart)), bytes: buf.length };
+    // The catalogue's sections go into shared memory as an image (shared/catalog-image.ts), read
+    // where they are; the int8 vectors, loaded into their own shared rows, from the file's buffer.
+    const image = imageOf(h, buf.subarray(bodyStart));
+    const { vectors } = decode(h, alignedBody(buf, bodyStart), 'vectors');
+    return { kind: 'ok', state: readCatalogImage(image), vectors, bytes: buf.length, image };
   } catch (err) {
     return { kind: 'unusable', reason: `${CATALOG_SNAPSHOT} is inconsistent (${(err as Error).message})` };
   }
@@ -161,6 +167,58 @@ export function writeCatalogSnapshot(
   vectors: Int8Vectors | null,
   checksum: 'crc32' | 'sha256' = crc32 ? 'crc32' : 'sha256',
 ): number {
+  const { header, pieces } = encodeCatalog(schema, catalog, vectors);
+  const headerJson = Buffer.from(JSON.stringify(header), 'utf8');
+  const nonce = randomBytes(6).toString('hex');
+  const tmp = join(dir, `${CATALOG_SNAPSHOT}.${nonce}.tmp`);
+  const fd = openSync(tmp, 'w');
+  try {
+    const out = new Staged(fd, PREFIX, checksum === 'crc32' ? CRC32 : SHA256);
+    out.put(headerJson);
+    out.pad(align(PREFIX + headerJson.length) - PREFIX - headerJson.length);
+    for (const [, views] of pieces) {
+      let n = 0;
+      for (const v of views) {
+        out.put(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+        n += v.byteLength;
+      }
+      out.pad(align(n) - n);
+    }
+    out.flush();
+    const prefix = Buffer.alloc(PREFIX);
+    prefix.write(MAGIC, 0, 'latin1');
+    prefix.writeUInt32LE(FORMAT, 8);
+    prefix.writeUInt32LE(headerJson.length, 12);
+    prefix.writeUInt32LE(out.sum.kind, 16);
+    out.sum.digest().copy(prefix, 24);
+    writeSync(fd, prefix, 0, PREFIX, 0);
+    fsyncSync(fd);
+    closeSync(fd);
+    renameSync(tmp, join(dir, CATALOG_SNAPSHOT));
+    syncDir(dir);
+    sweep(dir);
+    return out.written;
+  } catch (err) {
+    try {
+      closeSync(fd);
+    } catch {
+      // Closed already.
+    }
+    rmSync(tmp, { force: true });
+    throw err;
+  }
+}
+
+/**
+ * A catalog's sections and their header: what the snapshot file and the shared image
+ * (shared/catalog-image.ts) both hold after their own prefix. `vectors`: the int8 rows to carry too
+ * (null: none).
+ */
+export function encodeCatalog(
+  schema: QuerySchema,
+  catalog: Catalog,
+  vectors: Int8Vectors | null,
+): { header: Header; pieces: [string, ArrayBufferView[]][] } {
   const state = catalog.exportState();
   const dims = schema.embeddingDims;
   const pieces: [string, ArrayBufferView[]][] = [];
@@ -217,45 +275,61 @@ export function writeCatalogSnapshot(
     sections,
     encodings,
   };
-  const headerJson = Buffer.from(JSON.stringify(header), 'utf8');
-  const nonce = randomBytes(6).toString('hex');
-  const tmp = join(dir, `${CATALOG_SNAPSHOT}.${nonce}.tmp`);
-  const fd = openSync(tmp, 'w');
-  try {
-    const out = new Staged(fd, PREFIX, checksum === 'crc32' ? CRC32 : SHA256);
-    out.put(headerJson);
-    out.pad(align(PREFIX + headerJson.length) - PREFIX - headerJson.length);
-    for (const [, views] of pieces) {
-      let n = 0;
-      for (const v of views) {
-        out.put(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
-        n += v.byteLength;
-      }
-      out.pad(align(n) - n);
+  return { header, pieces };
+}
+
+/** An image's checksum kind: none (shared memory, never read back from a disk). */
+const NO_CHECKSUM = 0;
+
+/**
+ * A catalog image (shared/catalog-image.ts): the snapshot file's layout in a SharedArrayBuffer,
+ * without the int8 vectors' sections and with no checksum. `body` holds the sections `header`
+ * places (a file's body, or the pieces of {@link encodeCatalog} laid out by {@link writeCatalogImage}).
+ */
+function imageOf(header: Header, body: Uint8Array): SharedArrayBuffer {
+  const sections = header.sections.filter(([name]) => !name.startsWith('vectors.'));
+  const kept: Header = { ...header, vectors: null, sections };
+  const json = Buffer.from(JSON.stringify(kept), 'utf8');
+  const bodyStart = align(PREFIX + json.length);
+  const last = sections[sections.length - 1];
+  const bodyBytes = last ? last[1] + last[2] : 0;
+  const image = new SharedArrayBuffer(align(bodyStart + bodyBytes));
+  const bytes = Buffer.from(image as unknown as ArrayBuffer);
+  bytes.write(MAGIC, 0, 'latin1');
+  bytes.writeUInt32LE(FORMAT, 8);
+  bytes.writeUInt32LE(json.length, 12);
+  bytes.writeUInt32LE(NO_CHECKSUM, 16);
+  bytes.set(json, PREFIX);
+  // The catalogue's sections come first and the vectors' last (encodeCatalog's order): one copy.
+  bytes.set(body.subarray(0, bodyBytes), bodyStart);
+  return image;
+}
+
+/** `catalog` as a catalog image (see {@link imageOf}). */
+export function writeCatalogImage(schema: QuerySchema, catalog: Catalog): SharedArrayBuffer {
+  const { header, pieces } = encodeCatalog(schema, catalog, null);
+  const last = header.sections[header.sections.length - 1];
+  const body = new Uint8Array(last ? last[1] + last[2] : 0);
+  for (let i = 0; i < pieces.length; i++) {
+    let at = header.sections[i]![1];
+    for (const v of pieces[i]![1]) {
+      body.set(new Uint8Array(v.buffer, v.byteOffset, v.byteLength), at);
+      at += v.byteLength;
     }
-    out.flush();
-    const prefix = Buffer.alloc(PREFIX);
-    prefix.write(MAGIC, 0, 'latin1');
-    prefix.writeUInt32LE(FORMAT, 8);
-    prefix.writeUInt32LE(headerJson.length, 12);
-    prefix.writeUInt32LE(out.sum.kind, 16);
-    out.sum.digest().copy(prefix, 24);
-    writeSync(fd, prefix, 0, PREFIX, 0);
-    fsyncSync(fd);
-    closeSync(fd);
-    renameSync(tmp, join(dir, CATALOG_SNAPSHOT));
-    syncDir(dir);
-    sweep(dir);
-    return out.written;
-  } catch (err) {
-    try {
-      closeSync(fd);
-    } catch {
-      // Closed already.
-    }
-    rmSync(tmp, { force: true });
-    throw err;
   }
+  return imageOf(header, body);
+}
+
+/** The catalog state a catalog image holds: its arrays are views of the shared buffer (never written). */
+export function readCatalogImage(image: SharedArrayBuffer): CatalogState {
+  const bytes = Buffer.from(image as unknown as ArrayBuffer);
+  if (bytes.length < PREFIX || bytes.toString('latin1', 0, 8) !== MAGIC || bytes.readUInt32LE(16) !== NO_CHECKSUM) {
+    throw new Error('not a catalog image');
+  }
+  const length = bytes.readUInt32LE(12);
+  const header = JSON.parse(bytes.toString('utf8', PREFIX, PREFIX + length)) as Header;
+  const { state } = decode(header, { body: image, base: align(PREFIX + length), end: image.byteLength });
+  return state;
 }
 
 /** Removes the catalog snapshot of `dir` and any temporary file a write left. */
@@ -338,10 +412,20 @@ class Staged {
   }
 }
 
-function decode(
+export function decode(
   h: Header,
-  { body, base, end }: { body: ArrayBuffer; base: number; end: number },
-): { state: CatalogState; vectors: LoadedVectors | null } {
+  { body, base, end }: { body: ArrayBufferLike; base: number; end: number },
+): { state: CatalogState; vectors: LoadedVectors | null };
+export function decode(
+  h: Header,
+  where: { body: ArrayBufferLike; base: number; end: number },
+  part: 'vectors',
+): { state: null; vectors: LoadedVectors | null };
+export function decode(
+  h: Header,
+  { body, base, end }: { body: ArrayBufferLike; base: number; end: number },
+  part: 'all' | 'vectors' = 'all',
+): { state: CatalogState | null; vectors: LoadedVectors | null } {
   const byName = new Map(h.sections.map(([name, offset, bytes]) => [name, { offset: base + offset, bytes }]));
   const section = (name: string): { offset: number; bytes: number } => {
     const s = byName.get(name);
@@ -351,7 +435,8 @@ function decode(
   const view = <T>(name: string, make: (buffer: ArrayBuffer, offset: number, length: number) => T, width: number, length: number): T => {
     const s = section(name);
     if (s.bytes !== length * width) throw new Error(`section ${name} has ${s.bytes} bytes, not ${length * width}`);
-    return make(body, s.offset, length);
+    // An image's body is shared memory: the views are typed as over an ArrayBuffer, as the file's are.
+    return make(body as ArrayBuffer, s.offset, length);
   };
   const i32 = (name: string, length: number): Int32Array<ArrayBuffer> => view(name, (b, o, n) => new Int32Array(b, o, n), 4, length);
   const f64 = (name: string, length: number): Float64Array => view(name, (b, o, n) => new Float64Array(b, o, n), 8, length);
@@ -359,54 +444,56 @@ function decode(
   const strings = (name: string, count: number): string[] => {
     const offsets = i32(`${name}.offsets`, count + 1);
     const blob = section(`${name}.blob`);
-    const joined = Buffer.from(body, blob.offset, blob.bytes).toString(h.encodings[name] ?? 'utf8');
+    const joined = Buffer.from(body as ArrayBuffer, blob.offset, blob.bytes).toString(h.encodings[name] ?? 'utf8');
     if (offsets[count] !== joined.length) throw new Error(`string table ${name} does not match its offsets`);
     const out = new Array<string>(count);
     for (let i = 0; i < count; i++) out[i] = joined.slice(offsets[i], offsets[i + 1]);
     return out;
   };
-  const cap = h.capacity;
-  const n = h.ordinals;
-  const ids: (string | undefined)[] = strings('ids', n);
-  const defined = u8('ids.defined', n);
-  for (let o = 0; o < n; o++) if (defined[o] === 0) ids[o] = undefined;
-  const columns = new Map<string, Column>();
-  for (const [field, type] of h.fields) {
-    if (type === 'string') {
-      const codes = i32(`column.${field}.codes`, cap);
-      const offsets = section(`column.${field}.dict.offsets`);
-      const values = strings(`column.${field}.dict`, offsets.bytes / 4 - 1);
-      columns.set(field, { type, codes, values, dict: new Map(values.map((v, i) => [v, i])) });
-    } else {
-      columns.set(field, { type, values: f64(`column.${field}.values`, cap) });
+  const catalogState = (): CatalogState => {
+    const cap = h.capacity;
+    const n = h.ordinals;
+    const ids: (string | undefined)[] = strings('ids', n);
+    const defined = u8('ids.defined', n);
+    for (let o = 0; o < n; o++) if (defined[o] === 0) ids[o] = undefined;
+    const columns = new Map<string, Column>();
+    for (const [field, type] of h.fields) {
+      if (type === 'string') {
+        const codes = i32(`column.${field}.codes`, cap);
+        const offsets = section(`column.${field}.dict.offsets`);
+        const values = strings(`column.${field}.dict`, offsets.bytes / 4 - 1);
+        columns.set(field, { type, codes, values, dict: new Map(values.map((v, i) => [v, i])) });
+      } else {
+        columns.set(field, { type, values: f64(`column.${field}.values`, cap) });
+      }
     }
-  }
-  const t = h.text;
-  const postingLengths = i32('text.postingLengths', t.terms);
-  let total = 0;
-  for (const len of postingLengths) total += len;
-  const textCap = section('text.lengths').bytes / 4;
-  const state: CatalogState = {
-    version: h.version,
-    ids,
-    present: u8('present', cap),
-    createdAt: f64('createdAt', cap),
-    presentCount: h.presentCount,
-    byCreated: i32('byCreated', h.presentCount),
-    columns,
-    text: {
-      terms: strings('text.terms', t.terms),
-      postingLengths,
-      docs: i32('text.docs', total),
-      tfs: i32('text.tfs', total),
-      docStart: i32('text.docStart', textCap),
-      docCount: i32('text.docCount', textCap),
-      pool: i32('text.pool', section('text.pool').bytes / 4),
-      lengths: i32('text.lengths', textCap),
-      documents: t.documents,
-      tokens: t.tokens,
-      postings: t.postings,
-    },
+    const t = h.text;
+    const postingLengths = i32('text.postingLengths', t.terms);
+    let total = 0;
+    for (const len of postingLengths) total += len;
+    const textCap = section('text.lengths').bytes / 4;
+    return {
+      version: h.version,
+      ids,
+      present: u8('present', cap),
+      createdAt: f64('createdAt', cap),
+      presentCount: h.presentCount,
+      byCreated: i32('byCreated', h.presentCount),
+      columns,
+      text: {
+        terms: strings('text.terms', t.terms),
+        postingLengths,
+        docs: i32('text.docs', total),
+        tfs: i32('text.tfs', total),
+        docStart: i32('text.docStart', textCap),
+        docCount: i32('text.docCount', textCap),
+        pool: i32('text.pool', section('text.pool').bytes / 4),
+        lengths: i32('text.lengths', textCap),
+        documents: t.documents,
+        tokens: t.tokens,
+        postings: t.postings,
+      },
+    };
   };
   const v = h.vectors;
   const vectors = v
@@ -417,7 +504,7 @@ function decode(
         extent: v.extent,
       }
     : null;
-  return { state, vectors };
+  return { state: part === 'vectors' ? null : catalogState(), vectors };
 }
 
 /**
@@ -452,7 +539,7 @@ function schemaFields(schema: QuerySchema): [string, FieldType][] {
   return Object.entries(schema.metadata);
 }
 
-function align(n: number): number {
+export function align(n: number): number {
   return Math.ceil(n / 8) * 8;
 }
 

@@ -53,8 +53,18 @@ export class Catalog {
   createdAt: Float64Array = new Float64Array(1024);
   readonly columns = new Map<string, Column>();
   /** The items' text, indexed for top-k BM25 (the search's stage 2). */
-  readonly text = new TextIndex();
+  text = new TextIndex();
   version = 0;
+  /**
+   * Rows refreshed since the catalog was imported (all of them when it never was): what a thread
+   * holds of its own beside a shared image (shared/catalog-image.ts).
+   */
+  rowsSinceImport = 0;
+  /**
+   * Whether the presence, creation times and columns are views of a shared image: the first
+   * change copies them ({@link #own}).
+   */
+  #shared = false;
   #capacity = 1024;
   #byCreated: Int32Array | null = null;
   /** The version {@link byCreatedDesc}'s cached order is of. */
@@ -114,6 +124,7 @@ export class Catalog {
         ordinals.push(row.ordinal);
       }
       const changed = ordinals.length;
+      this.rowsSinceImport += changed;
       if (changed > 0) {
         this.#record(from, ordinals);
       }
@@ -142,6 +153,31 @@ export class Catalog {
    */
   importState(state: CatalogState): void {
     if (this.version !== 0 || this.ids.length > 0) throw new Error('Catalog.importState: the catalog has been refreshed already');
+    this.#check(state);
+    this.text.importState(state.text);
+    this.#take(state);
+  }
+
+  /**
+   * Makes this catalog hold `state` (a shared image's, see shared/catalog-image.ts) in place of
+   * whatever it held, at any time: its arrays are read where they are, and the first change after
+   * copies them. The change log starts empty, so a structure derived from the catalog at another
+   * version is rebuilt; one at the image's version is still of the same items. A catalog behind
+   * the image goes forward to it, one ahead goes back and its next refresh reads its rows again.
+   * @throws when `state` is not of this catalog's schema, leaving the catalog as it was.
+   */
+  rebase(state: CatalogState): void {
+    this.#check(state);
+    const text = new TextIndex();
+    text.importState(state.text);
+    this.#log.length = 0;
+    this.#logged = 0;
+    this.text = text;
+    this.#take(state);
+  }
+
+  /** Throws unless `state`'s arrays fit together and its columns are this catalog's. */
+  #check(state: CatalogState): void {
     const cap = state.present.length;
     if (cap < 1 || cap < state.ids.length || state.createdAt.length !== cap || state.byCreated.length !== state.presentCount) {
       throw new Error('Catalog.importState: inconsistent array sizes');
@@ -153,17 +189,38 @@ export class Catalog {
         throw new Error(`Catalog.importState: column ${field} is not of the catalog's size`);
       }
     }
-    this.text.importState(state.text);
+  }
+
+  #take(state: CatalogState): void {
     for (const field of this.columns.keys()) this.columns.set(field, state.columns.get(field)!);
     this.ids = state.ids;
     this.present = state.present;
     this.createdAt = state.createdAt;
     this.#presentCount = state.presentCount;
-    this.#capacity = cap;
+    this.#capacity = state.present.length;
     this.version = state.version;
     // The saved order is of this version: the next refresh's changes patch it (no sort).
     this.#byCreated = state.byCreated;
     this.#byCreatedVersion = state.version;
+    this.rowsSinceImport = 0;
+    this.#shared = state.present.buffer instanceof SharedArrayBuffer;
+  }
+
+  /** Copies the arrays a shared image lent (see {@link #shared}) before the first change to them. */
+  #own(): void {
+    if (!this.#shared) return;
+    this.#shared = false;
+    this.present = this.present.slice();
+    this.createdAt = this.createdAt.slice();
+    for (const col of this.columns.values()) {
+      if (col.type === 'string') col.codes = col.codes.slice();
+      else col.values = col.values.slice();
+    }
+  }
+
+  /** Whether the catalog's arrays are still a shared image's (nothing written since its import). */
+  get shared(): boolean {
+    return this.#shared;
   }
 
   #record(from: number, ordinals: number[]): void {
@@ -187,6 +244,7 @@ export class Catalog {
   }
 
   #apply(row: ItemRow): void {
+    this.#own();
     const o = row.ordinal;
     if (o >= this.#capacity) this.#grow(o + 1);
     this.ids[o] = row.id;
@@ -246,13 +304,13 @@ export class Catalog {
   }
 
   /**
-   * Bytes of this catalog's typed arrays: presence, creation times, the metadata columns, the cached
-   * created order and the change log (the ids and the string dictionaries are heap strings, counted
-   * in the thread's heap).
+   * Bytes of this catalog's own typed arrays: presence, creation times, the metadata columns, the
+   * cached created order and the change log (the ids and the string dictionaries are heap strings,
+   * counted in the thread's heap; arrays a shared image lends are counted with the image).
    */
   get arrayBytes(): number {
-    let bytes = this.present.byteLength + this.createdAt.byteLength + (this.#byCreated?.byteLength ?? 0);
-    for (const col of this.columns.values()) bytes += col.type === 'string' ? col.codes.byteLength : col.values.byteLength;
+    let bytes = ownBytes(this.present) + ownBytes(this.createdAt) + (this.#byCreated ? ownBytes(this.#byCreated) : 0);
+    for (const col of this.columns.values()) bytes += ownBytes(col.type === 'string' ? col.codes : col.values);
     for (const e of this.#log) bytes += e.ordinals.byteLength;
     return bytes;
   }
@@ -261,6 +319,11 @@ export class Catalog {
   fieldValue(field: string, ordinal: number): string | number | undefined {
     return columnValue(this.columns, field, ordinal);
   }
+}
+
+/** An array's bytes, 0 for a view of shared memory (a catalog image's, counted once per process). */
+export function ownBytes(a: ArrayBufferView): number {
+  return a.buffer instanceof SharedArrayBuffer ? 0 : a.byteLength;
 }
 
 /** Ordinals the change log holds at most; a cache further behind than that is rebuilt. */

@@ -50,6 +50,8 @@ export { createMemoryBoard, readMemoryBoard } from './memory.js';
 export type { ThreadMemory } from './memory.js';
 export { createSharedVectors, sharedVectorBytes, sharedVectorRows } from './shared/item-vectors.js';
 export type { SharedVectorBuffers } from './shared/item-vectors.js';
+export { CatalogShare, createCatalogShare, readCatalogImage, SHARE_MIN_ROWS, writeCatalogImage } from './shared/catalog-image.js';
+export type { CatalogShareInit } from './shared/catalog-image.js';
 export { SharedRecordsReader, SharedRecordsWriter, sharedRecordRetries } from './shared/records.js';
 export type { FoundRecord, SharedRecordsBuffers, SharedRecordsStats } from './shared/records.js';
 export { decodeRelated, decodeSession, decodeUserState, encodeRelated, encodeSession, encodeUserState } from './shared/state-records.js';

@@ -33,6 +33,10 @@ export interface ThreadMemory {
   vectorBytes: number;
   /** Items with an int8 vector in rows of the thread's own (0 when it reads the shared ones). */
   vectorRows: number;
+  /** The catalog image the thread's catalogue and text index read (shared/catalog-image.ts): its generation, 0 for none. */
+  imageGen: number;
+  /** That image's bytes (shared memory, once per process whichever threads read it). */
+  imageBytes: number;
   /** The thread's V8 heap: used and reserved. */
   heapUsed: number;
   heapTotal: number;
@@ -47,6 +51,8 @@ const FIELDS = [
   'textTerms',
   'vectorBytes',
   'vectorRows',
+  'imageGen',
+  'imageBytes',
   'heapUsed',
   'heapTotal',
   'arrayBuffers',
@@ -63,8 +69,15 @@ function views(board: SharedArrayBuffer): { i32: Int32Array; f64: Float64Array }
   return { i32: new Int32Array(board, 0, I32_CELLS), f64: new Float64Array(board, I32_CELLS * 4, MEMORY_SLOTS * FIELDS.length) };
 }
 
-/** Measures this thread's state: `catalog` (with the structures derived from it) and `subsetBytes`. */
-export function measureThread(catalog: Catalog, subsetBytes: number): Omit<ThreadMemory, 'threadId'> {
+/**
+ * Measures this thread's state: `catalog` (with the structures derived from it), `subsetBytes` and
+ * the catalog image it reads (`image`, null for none).
+ */
+export function measureThread(
+  catalog: Catalog,
+  subsetBytes: number,
+  image: { gen: number; bytes: number } | null = null,
+): Omit<ThreadMemory, 'threadId'> {
   const text = catalog.text.stats();
   const vectors = itemVectorBytes(catalog);
   const mem = process.memoryUsage();
@@ -75,6 +88,8 @@ export function measureThread(catalog: Catalog, subsetBytes: number): Omit<Threa
     textTerms: text.terms,
     vectorBytes: vectors.bytes + subsetBytes,
     vectorRows: vectors.rows,
+    imageGen: image?.gen ?? 0,
+    imageBytes: image?.bytes ?? 0,
     heapUsed: mem.heapUsed,
     heapTotal: mem.heapTotal,
     arrayBuffers: mem.arrayBuffers,

@@ -4,6 +4,7 @@
  * worker (worker.ts) dispatches on `op`; {@link runTask} is the one place the untyped value a
  * piscina pool resolves with becomes the result type of its task.
  */
+import type { CatalogShareInit } from './shared/catalog-image.js';
 import type { SharedVectorBuffers } from './shared/item-vectors.js';
 import type { SignalArena } from './signals/store.js';
 import type { QuerySchema, RetrieveTask, SearchTask, TaskEnvelope, WorkerRetrieveResult, WorkerSearchResult } from './types.js';
@@ -43,6 +44,11 @@ export interface WorkerInit {
    * thread keeps rows of its own.
    */
   vectors?: SharedVectorBuffers;
+  /**
+   * The catalog images (shared/catalog-image.ts): one query thread reads the items and posts its
+   * catalog and text index in shared memory, the others read that. Absent: each thread keeps its own.
+   */
+  catalogShare?: CatalogShareInit;
   /**
    * Whatever the code that wraps this worker's entry needs (tidal-core's worker host: the database
    * link and the module to start); this package never reads it.
@@ -187,11 +193,16 @@ export interface WarmResult {
    */
   refreshedEmbeddings: number;
   /**
-   * The items version of the catalog snapshot this worker's first sync loaded (catalog-snapshot.ts):
-   * the rows up to it came from the snapshot, the rows after it from the items table. 0 when the
-   * first sync read every row from the table (no usable snapshot).
+   * The items version of the catalog snapshot (catalog-snapshot.ts) or catalog image
+   * (shared/catalog-image.ts) this worker's first sync loaded: the rows up to it came from there,
+   * the rows after it from the items table. 0 when the first sync read every row from the table.
    */
   catalogSnapshotVersion: number;
+  /**
+   * Where this worker's first sync took its catalog from: `'rows'` (every row read from the items
+   * table), `'snapshot'` (the snapshot file) or `'image'` (a catalog image another thread posted).
+   */
+  catalogSource: 'rows' | 'snapshot' | 'image';
   /** Set by the warm whose sync found the catalog snapshot unusable (the main thread raises it once per warm). */
   catalogWarning?: CatalogWarning;
   /**

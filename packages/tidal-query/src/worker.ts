@@ -32,6 +32,7 @@ import { MemoryBoardWriter, measureThread } from './memory.js';
 import { levelPlan } from './plan.js';
 import { RetrieveExecutor } from './retrieve.js';
 import { SearchExecutor } from './search.js';
+import { CatalogShare } from './shared/catalog-image.js';
 import { checkSharedVectors } from './shared/item-vectors.js';
 import { SignalStore } from './signals/store.js';
 import { exercisePaths } from './warm-paths.js';
@@ -54,7 +55,7 @@ interface State {
 let state: State | undefined;
 
 function init(): State {
-  const { file, schema, arena, cancel, memory, nice = 0, annBackgroundRows, vectors } = workerData as WorkerInit;
+  const { file, schema, arena, cancel, memory, nice = 0, annBackgroundRows, vectors, catalogShare } = workerData as WorkerInit;
   const priority = applyNice(nice);
   const db = new Database(file, { readonly: true, fileMustExist: true });
   db.pragma('busy_timeout = 5000');
@@ -75,6 +76,7 @@ function init(): State {
       dirname(file),
       annBackgroundRows,
       vectors ? checkSharedVectors(vectors, schema.embeddingDims) : null,
+      catalogShare ? new CatalogShare(catalogShare) : null,
     ),
     ctx,
     cancel: new Int32Array(cancel),
@@ -92,7 +94,7 @@ function cancelled(s: State, cell: number): boolean {
 /** Publishes this thread's memory figures (see WorkerInit.memory). */
 function publishMemory(s: State): void {
   s.sincePublished = 0;
-  s.memory?.publish(measureThread(s.ctx.catalog, s.retrieve.subsetBytes));
+  s.memory?.publish(measureThread(s.ctx.catalog, s.retrieve.subsetBytes, s.items.image));
 }
 
 /** Counts a query run; every {@link MEMORY_PUBLISH_TASKS}th publishes the memory figures. */

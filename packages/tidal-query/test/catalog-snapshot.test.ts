@@ -14,6 +14,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { openStorage } from 'tidal-wal/storage';
 import { Catalog } from '../src/catalog.js';
 import { CATALOG_SNAPSHOT, catalogSnapshotVersion, readCatalogSnapshot, writeCatalogSnapshot } from '../src/catalog-snapshot.js';
+import { readCatalogImage, writeCatalogImage } from '../src/shared/catalog-image.js';
 import { loadCatalog } from '../src/catalog-load.js';
 import type { QueryContext } from '../src/context.js';
 import { ItemsWriter } from '../src/items-table.js';
@@ -163,16 +164,32 @@ describe('the catalog snapshot', () => {
         // Only the rows written after the snapshot come from the table.
         expect(read).toBe(items.db.prepare('SELECT COUNT(*) FROM items WHERE version > ?').pluck().get(saved));
 
+        // Loaded into a catalog image (shared memory) for the other threads: the same contents.
+        const intoImage = worker(items.db);
+        const { image, ...imageLoad } = loadCatalog(dir, SCHEMA, intoImage.catalog, intoImage.vectors, items.version, true);
+        expect(imageLoad).toEqual({ version: saved, stale: false });
+        expect(image).toBeInstanceOf(SharedArrayBuffer);
+        expect(intoImage.catalog.shared).toBe(true);
+        intoImage.refresh();
         const full = worker(items.db);
         full.refresh();
         expect(contents(loaded.catalog, loaded.vectors)).toEqual(contents(full.catalog, full.vectors));
-        // And both keep following writes the same way.
+        expect(contents(intoImage.catalog, intoImage.vectors)).toEqual(contents(full.catalog, full.vectors));
+        // And all keep following writes the same way, the image as it was read.
+        const pristine = Buffer.from(new Uint8Array(image!).slice());
         const more: Op = { kind: 'upsert', ordinal: 3, words: [0, 0, 1], cat: 1, n: 2, created: 5, vec: [1, 2, 3, 4] };
         items.apply(more);
         items.apply({ kind: 'delete', ordinal: 7 });
         loaded.refresh();
+        intoImage.refresh();
         full.refresh();
         expect(contents(loaded.catalog, loaded.vectors)).toEqual(contents(full.catalog, full.vectors));
+        expect(contents(intoImage.catalog, intoImage.vectors)).toEqual(contents(full.catalog, full.vectors));
+        expect(Buffer.from(new Uint8Array(image!)).equals(pristine)).toBe(true);
+        // Another thread reads the image as the catalog it holds: without the vectors' sections.
+        const reader = new Catalog(items.db, SCHEMA);
+        reader.importState(readCatalogImage(image!));
+        expect(reader.version).toBe(saved);
         rmSync(dir, { recursive: true, force: true });
       }),
       { numRuns: 60 },
@@ -255,5 +272,76 @@ describe('the catalog snapshot', () => {
       expect(loadCatalog(dir, SCHEMA, w.catalog, w.vectors, items.version - 1).warning?.message).toMatch(/version 20 .* ends at 19/);
       expect(readCatalogSnapshot(dir, SCHEMA, items.version).kind).toBe('ok');
     });
+  });
+});
+
+/** {@link contents} without the int8 vectors (a catalog image carries none). */
+function catalogContents(catalog: Catalog, vectors: Int8Vectors): unknown {
+  const { vectors: _, ...rest } = contents(catalog, vectors) as Record<string, unknown>;
+  return rest;
+}
+
+describe('the catalog image', () => {
+  it('imported, rebased onto and refreshed equals a catalog that read every row, and is never written', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { maxLength: 60 }),
+        fc.array(opArb, { maxLength: 20 }),
+        fc.array(opArb, { maxLength: 40 }),
+        (before, between, after) => {
+          const items = new Items();
+          for (const op of before) items.apply(op);
+          // One catalog ahead of the image (it reads `between` too), one that never read a row.
+          const writer = worker(items.db);
+          writer.refresh();
+          const image = writeCatalogImage(SCHEMA, writer.catalog);
+          const pristine = new Uint8Array(image).slice();
+          writer.catalog.rebase(readCatalogImage(image));
+          expect(writer.catalog.shared).toBe(before.length > 0 || writer.catalog.present.length > 0);
+          for (const op of between) items.apply(op);
+          const ahead = worker(items.db);
+          ahead.refresh();
+          ahead.catalog.rebase(readCatalogImage(image));
+          const fresh = worker(items.db);
+          fresh.catalog.importState(readCatalogImage(image));
+          for (const op of after) items.apply(op);
+          items.apply({ kind: 'upsert', ordinal: 3, words: [0, 0, 1], cat: 1, n: 2, created: 5, vec: [1, 2, 3, 4] });
+          items.apply({ kind: 'delete', ordinal: 7 });
+          for (const w of [writer, ahead, fresh]) w.refresh();
+          const full = worker(items.db);
+          full.refresh();
+          const expected = catalogContents(full.catalog, full.vectors);
+          for (const w of [writer, ahead, fresh]) expect(catalogContents(w.catalog, w.vectors)).toEqual(expected);
+          // Every change went to the thread's own copies: the image is as it was published.
+          expect(Buffer.from(new Uint8Array(image)).equals(Buffer.from(pristine))).toBe(true);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('counts its arrays apart from a thread own ones, and a rebase that does not fit leaves the catalog as it was', () => {
+    const items = new Items();
+    for (let o = 0; o < 30; o++)
+      items.apply({ kind: 'upsert', ordinal: o, words: [o % 7, 1], cat: o % 3, n: o, created: o, vec: [o, 1, 2, 3] });
+    const w = worker(items.db);
+    w.refresh();
+    const own = { catalog: w.catalog.arrayBytes, text: w.catalog.text.stats().arrayBytes };
+    expect(own.catalog).toBeGreaterThan(0);
+    const image = writeCatalogImage(SCHEMA, w.catalog);
+    w.catalog.rebase(readCatalogImage(image));
+    // Lent arrays are the image's (counted once per process), not the thread's; block summaries stay its own.
+    expect(w.catalog.arrayBytes).toBe(0);
+    expect(w.catalog.text.stats().arrayBytes).toBeLessThan(own.text / 4);
+    items.apply({ kind: 'upsert', ordinal: 2, words: [3], cat: 1, n: 1, created: 99, vec: [1, 1, 1, 1] });
+    w.refresh();
+    expect(w.catalog.shared).toBe(false);
+    expect(w.catalog.arrayBytes).toBeGreaterThan(0);
+
+    const other = new Catalog(items.db, { ...SCHEMA, metadata: { other: 'number' } });
+    const before = other.version;
+    expect(() => other.rebase(readCatalogImage(image))).toThrow(/column other/);
+    expect(other.version).toBe(before);
+    expect(other.refresh()).toBe(30);
   });
 });

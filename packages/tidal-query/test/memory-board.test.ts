@@ -30,6 +30,8 @@ function figures(v: number): Omit<ThreadMemory, 'threadId'> {
     textTerms: v,
     vectorBytes: v,
     vectorRows: v,
+    imageGen: v,
+    imageBytes: v,
     heapUsed: v,
     heapTotal: v,
     arrayBuffers: v,
@@ -80,7 +82,7 @@ describe('memory board', () => {
       `const { workerData, parentPort, threadId } = require('node:worker_threads');
        import(workerData.url).then(({ MemoryBoardWriter }) => {
          const w = new MemoryBoardWriter(workerData.board, threadId);
-         const f = (v) => ({ catalogBytes: v, catalogItems: v, textBytes: v, textTerms: v, vectorBytes: v, vectorRows: v, heapUsed: v, heapTotal: v, arrayBuffers: v });
+         const f = (v) => ({ catalogBytes: v, catalogItems: v, textBytes: v, textTerms: v, vectorBytes: v, vectorRows: v, imageGen: v, imageBytes: v, heapUsed: v, heapTotal: v, arrayBuffers: v });
          w.publish(f(1));
          parentPort.postMessage('ready');
          for (let i = 2; i <= 300000; i++) w.publish(f(i));

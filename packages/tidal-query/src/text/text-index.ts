@@ -63,6 +63,8 @@ export class Postings {
     const n = this.length;
     const at = lowerBound(this.docs, 0, n, ordinal);
     if (at === n || this.docs[at] !== ordinal) return;
+    // A shared image's list is never written: the first change copies it (an append always does).
+    if (this.docs.buffer instanceof SharedArrayBuffer) this.#grow(n);
     this.docs.copyWithin(at, at + 1, n);
     this.tfs.copyWithin(at, at + 1, n);
     this.length = n - 1;
@@ -105,9 +107,10 @@ export class Postings {
     if (this.docs.length > cap) this.#grow(cap);
   }
 
-  /** Bytes held by the typed arrays. */
+  /** Bytes held by the typed arrays (those of a shared image's list not counted: see TextIndex.stats). */
   get bytes(): number {
-    return this.docs.byteLength + this.tfs.byteLength + this.blockLast.byteLength + this.blockMax.byteLength;
+    const lists = this.docs.buffer instanceof SharedArrayBuffer ? 0 : this.docs.byteLength + this.tfs.byteLength;
+    return lists + this.blockLast.byteLength + this.blockMax.byteLength;
   }
 
   #grow(cap: number): void {
@@ -181,6 +184,8 @@ export class TextIndex {
   #poolGarbage = 0;
   /** Per ordinal, its token count (FTS5's column size); 0 when absent. */
   #lengths = new Int32Array(1024);
+  /** Whether the per-document arrays are views of a shared image, copied before the first change. */
+  #shared = false;
   /** BM25's N: ordinals with a non-empty text (one of no words counts, with 0 tokens, as in FTS5). */
   #documents = 0;
   /** Σ #lengths: avgdl's numerator. */
@@ -189,6 +194,7 @@ export class TextIndex {
 
   /** The current text of `ordinal`: null (or '') takes it out, and its tokens out of the totals. */
   set(ordinal: number, text: string | null): void {
+    this.#own();
     this.#remove(ordinal);
     if (!text) return;
     if (ordinal >= this.#lengths.length) {
@@ -270,6 +276,7 @@ export class TextIndex {
    * and one is rewritten once they are as many as the live entries (or at a warm).
    */
   compactPool(): void {
+    this.#own();
     const live = this.#poolUsed - this.#poolGarbage;
     const pool = new Int32Array(Math.max(1024, live));
     const start = this.#docStart;
@@ -318,8 +325,10 @@ export class TextIndex {
     return this.#lengths;
   }
 
+  /** The index's sizes; `arrayBytes` counts this thread's own arrays, not those a shared image lends. */
   stats(): TextIndexStats {
-    let bytes = this.#lengths.byteLength;
+    const shared = this.#shared;
+    let bytes = shared ? 0 : this.#lengths.byteLength;
     let terms = 0;
     for (const p of this.#terms.values()) {
       if (p.length === 0) continue;
@@ -327,7 +336,7 @@ export class TextIndex {
       bytes += p.bytes;
     }
     // The per-document term lists.
-    bytes += this.#pool.byteLength + this.#docStart.byteLength + this.#docCount.byteLength;
+    if (!shared) bytes += this.#pool.byteLength + this.#docStart.byteLength + this.#docCount.byteLength;
     return { documents: this.#documents, terms, postings: this.#postings, arrayBytes: bytes };
   }
 
@@ -405,6 +414,17 @@ export class TextIndex {
     this.#documents = state.documents;
     this.#tokens = state.tokens;
     this.#postings = state.postings;
+    this.#shared = state.lengths.buffer instanceof SharedArrayBuffer;
+  }
+
+  /** Copies the per-document arrays a shared image lent before the first change to them. */
+  #own(): void {
+    if (!this.#shared) return;
+    this.#shared = false;
+    this.#docStart = this.#docStart.slice();
+    this.#docCount = this.#docCount.slice();
+    this.#lengths = this.#lengths.slice();
+    this.#pool = grown(this.#pool, Math.max(1024, this.#poolUsed), this.#poolUsed);
   }
 
   /** The term ids of `ordinal`'s document, in its first-seen order (empty when it has no text). */

@@ -1,0 +1,163 @@
+/**
+ * The catalog image: one query thread's catalog (ids, presence, creation times, the metadata
+ * columns, the newest-first order and the text index) written once into shared memory, so that the
+ * other query threads of the process read the same arrays rather than each build its own from
+ * every item row. Its layout is the catalog snapshot file's (catalog-snapshot.ts: prefix, JSON header,
+ * sections) without a checksum and without the int8 vectors (shared already, shared/item-vectors.ts),
+ * so a thread that loads the snapshot file posts what it read as the image, at the cost of one copy.
+ *
+ * An image is immutable once published. Who writes one: a query thread whose catalog holds many
+ * rows of its own (its first full read, or more rows read since its image than {@link shareThreshold}
+ * says), which then reads its image instead of its private arrays. How the others see it: each image
+ * is a SharedArrayBuffer of its own, posted on the database's BroadcastChannel with a generation
+ * number and the items version it reflects; a thread takes the newest at its next sync
+ * ({@link CatalogShare.poll} reads the channel without waiting), keeps its rows after that version
+ * in arrays of its own (copied on the first write, see Catalog.rebase), and drops the image it read
+ * before, which is freed when no thread holds it any more. A thread that starts after an image was
+ * posted asks for it ('hello'): the database's thread keeps the newest and answers, and the new
+ * thread's first sync waits for that answer ({@link CatalogShare.awaitImage}).
+ *
+ * The build lock (a cell of the control buffer) keeps two threads that are both far behind, as at a
+ * warm after a bulk load, from both reading every row: the second waits for the first's image. It
+ * is a hint, not a guard: a thread that cannot take it within {@link LOCK_WAIT_MS} reads the rows
+ * itself, so a thread that dies holding it costs a wait, never a wrong answer.
+ */
+import { BroadcastChannel, receiveMessageOnPort, threadId, type MessagePort } from 'node:worker_threads';
+export { readCatalogImage, writeCatalogImage } from '../catalog-snapshot.js';
+
+/**
+ * Rows below which a catalog is not worth an image (a tiny database is read by every thread as
+ * before); the threshold of a rebase is also an eighth of the items ({@link shareThreshold}).
+ */
+export const SHARE_MIN_ROWS = 4096;
+/** How long a thread far behind waits for another's image before it reads the rows itself. */
+export const LOCK_WAIT_MS = 30_000;
+
+/** What the database gives every query thread (part of `WorkerInit`). */
+export interface CatalogShareInit {
+  /** The BroadcastChannel's name: one per database, so two databases in a process never mix. */
+  channel: string;
+  /** Int32 cells: the build lock (0 free, else the holder's thread id + 1), the last generation, one to sleep on. */
+  control: SharedArrayBuffer;
+  /** {@link SHARE_MIN_ROWS} unless a test says otherwise. */
+  minRows: number;
+}
+
+const LOCK = 0;
+const GENERATION = 1;
+/** Never written: what {@link CatalogShare.awaitImage} sleeps on. */
+const SLEEP = 2;
+
+export function createCatalogShare(channel: string, minRows = SHARE_MIN_ROWS): CatalogShareInit {
+  return { channel, control: new SharedArrayBuffer(12), minRows };
+}
+
+/** A published image. */
+export interface CatalogImage {
+  /** Increasing per database: a thread takes an image newer than the one it reads. */
+  gen: number;
+  /** The items version the image reflects. */
+  version: number;
+  buffer: SharedArrayBuffer;
+  /** Whether the thread that posted it found the snapshot file unusable (the next close rewrites it). */
+  stale: boolean;
+}
+
+/** Rows of its own (read since its image) past which a thread publishes a new image. */
+export function shareThreshold(minRows: number, items: number): number {
+  return Math.max(minRows, Math.ceil(items / 8));
+}
+
+type Message = { op: 'hello' } | ({ op: 'image' } & CatalogImage);
+
+/** A query thread's side of the sharing: the channel, the newest image seen, the build lock. */
+export class CatalogShare {
+  readonly minRows: number;
+  readonly #channel: BroadcastChannel;
+  readonly #control: Int32Array;
+  #latest: CatalogImage | null = null;
+  #locked = false;
+
+  constructor(init: CatalogShareInit) {
+    this.minRows = init.minRows;
+    this.#control = new Int32Array(init.control);
+    this.#channel = new BroadcastChannel(init.channel);
+    // Read between tasks too, so an idle thread keeps only the newest image, not a queue of them.
+    this.#channel.onmessage = (e: unknown) => this.#take((e as { data: Message }).data);
+    (this.#channel as unknown as { unref(): void }).unref();
+    this.#channel.postMessage({ op: 'hello' } satisfies Message);
+  }
+
+  #take(m: Message): void {
+    if (m.op === 'hello') {
+      if (this.#latest) this.#post(this.#latest);
+      return;
+    }
+    if (!this.#latest || m.gen > this.#latest.gen) this.#latest = { gen: m.gen, version: m.version, buffer: m.buffer, stale: m.stale };
+  }
+
+  #post(image: CatalogImage): void {
+    this.#channel.postMessage({ op: 'image', ...image } satisfies Message);
+  }
+
+  /** The newest image posted so far (the channel read without waiting), or null. */
+  poll(): CatalogImage | null {
+    for (;;) {
+      const got = receiveMessageOnPort(this.#channel as unknown as MessagePort);
+      if (!got) return this.#latest;
+      this.#take(got.message as Message);
+    }
+  }
+
+  /**
+   * The newest image, for a thread's first sync: when one was ever posted (the generation counter
+   * says so) and none has reached this thread yet, it waits up to `waitMs` for an answer to its
+   * 'hello' (the database's thread keeps the newest and answers), then gives up: null.
+   */
+  awaitImage(waitMs = LOCK_WAIT_MS): CatalogImage | null {
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const image = this.poll();
+      if (image || Atomics.load(this.#control, GENERATION) === 0 || Date.now() >= deadline) return image;
+      // Not a wait on a value: a short sleep between reads of the channel.
+      Atomics.wait(this.#control, SLEEP, 0, 1);
+    }
+  }
+
+  /** Posts `buffer` (of items version `version`) as the newest image. */
+  publish(buffer: SharedArrayBuffer, version: number, stale: boolean): CatalogImage {
+    const image = { gen: Atomics.add(this.#control, GENERATION, 1) + 1, version, buffer, stale };
+    this.#latest = image;
+    this.#post(image);
+    return image;
+  }
+
+  /** Takes the build lock, waiting up to `waitMs`; whether it is held (see the module comment). */
+  lock(waitMs = LOCK_WAIT_MS): boolean {
+    const me = threadId + 1;
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const holder = Atomics.compareExchange(this.#control, LOCK, 0, me);
+      if (holder === 0) {
+        this.#locked = true;
+        return true;
+      }
+      // Held by this thread already (an outer sync): it stays the outer one's to release.
+      if (holder === me) return true;
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      Atomics.wait(this.#control, LOCK, holder, Math.min(left, 100));
+    }
+  }
+
+  unlock(): void {
+    if (!this.#locked) return;
+    this.#locked = false;
+    Atomics.store(this.#control, LOCK, 0);
+    Atomics.notify(this.#control, LOCK);
+  }
+
+  close(): void {
+    this.#channel.close();
+  }
+}
