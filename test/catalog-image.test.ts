@@ -73,6 +73,9 @@ describe('the catalog image', () => {
     const warmed = await db.warm();
     // The build lock: the second thread waits for the first's image rather than read the 300 rows too.
     expect(warmed.map((w) => w.refreshedRows).sort((a, b) => a - b)).toEqual([0, 300]);
+    // Each embedding read once, by one thread: the one that waited writes the int8 vectors while
+    // the other reads the catalogue (or the reader wrote them, when it took their lock first).
+    expect(warmed.reduce((n, w) => n + w.refreshedEmbeddings, 0)).toBe(300);
     const image = db.stats().memory.catalogImage;
     expect(image).toMatchObject({ images: 1, threads: 2 });
     expect(image.bytes).toBeGreaterThan(300 * 8);

@@ -223,7 +223,7 @@ export function openParts(resolved: ResolvedOptions): DbParts {
             },
           };
     const vectors = createSharedVectors(o.schema.embeddingDims, o.capacity.items);
-    const catalogShare = createCatalogShare(`tidal-catalog-${randomUUID()}`, o.sharedCatalogMinItems);
+    const catalogShare = createCatalogShare(`tidal-catalog-${randomUUID()}`, o.sharedCatalogMinItems, o.workers);
     catalogImages = new CatalogShare(catalogShare);
     const pool = new QueryPool(
       {

@@ -19,7 +19,7 @@ import type { Catalog } from './catalog.js';
 import { loadCatalog, persistCatalog, type CatalogLoad } from './catalog-load.js';
 import type { QueryContext, VectorSearcher } from './context.js';
 import { ExactVectors } from './exact-vectors.js';
-import { beginVectorWrite, feedVector, keptItemVectors, type Int8Vectors } from './profiles/for-you-vectors.js';
+import { beginVectorWrite, feedVector, fillVectorRows, keptItemVectors, type Int8Vectors } from './profiles/for-you-vectors.js';
 import { readCatalogImage, shareThreshold, writeCatalogImage, type CatalogShare } from './shared/catalog-image.js';
 import type { SharedVectorBuffers } from './shared/item-vectors.js';
 import { WARM_SYNC_BYTES, type CatalogWarning, type PersistAnnResult, type WarmMessage, type WarmResult } from './protocol.js';
@@ -85,6 +85,12 @@ export class AnnLifecycle {
   readonly #share: CatalogShare | null;
   /** The generation of the image the catalog was last imported from (0: none). */
   #imageGen = 0;
+  /** Whether a warm's sync is running (see {@link #leaveVectors}). */
+  #warming = false;
+  /** Whether this sync's refresh leaves the int8 vectors to the threads waiting for its image. */
+  #leaveVectors = false;
+  /** Rows whose int8 vector {@link #fillVectors} wrote (counted in `WarmResult.refreshedEmbeddings`). */
+  #vectorsFilled = 0;
   /** Where the first sync took the catalog from (see `WarmResult.catalogSource`). */
   #catalogSource: 'rows' | 'snapshot' | 'image' = 'rows';
   /** The image the catalog reads now, or null (see {@link image}). */
@@ -159,14 +165,24 @@ export class AnnLifecycle {
     // Far behind (a first sync, or more rows to read than make an image): one thread reads them
     // and posts its image while the others wait for it, then take it (shared/catalog-image.ts).
     const far = !this.#catalogLoad || version - this.#catalog.version >= this.#imageThreshold();
-    if (far) share.lock();
+    const reader = far && share.tryLock();
+    // Another thread holds the lock: this one waits for its image, and if that thread reads the rows
+    // from the table (not a snapshot), writes the int8 vectors meanwhile, so its refresh finds them.
+    if (far && !reader) share.lock(undefined, () => this.#fillVectors(version));
     try {
       this.#takeImage();
       if (!this.#catalogLoad) this.#loadCatalog();
+      const readingRows = reader && version - this.#catalog.version >= this.#imageThreshold();
+      if (readingRows) share.readingRows(true);
+      // In a warm every query thread syncs at once: the reader leaves the vectors to the others
+      // (writing after its catalog only what they have not), so the two reads run side by side.
+      this.#leaveVectors = readingRows && this.#warming && share.threads > 1;
       const rows = this.#syncTo(version);
       this.#postImage();
       return rows;
     } finally {
+      this.#leaveVectors = false;
+      if (reader) share.readingRows(false);
       share.unlock();
     }
   }
@@ -263,8 +279,14 @@ export class AnnLifecycle {
     const fileBefore = this.#annFile;
     const ann = msg.barrier.byteLength >= WARM_SYNC_BYTES ? warmAnn(this.#host, msg) : null;
     this.#annCaughtUp = 0;
-    const embeddingsBefore = this.#catalog.embeddingsRead;
-    const refreshed = this.sync(msg.env.itemsVersion);
+    const embeddingsBefore = this.#catalog.embeddingsRead + this.#vectorsFilled;
+    this.#warming = true;
+    let refreshed: number;
+    try {
+      refreshed = this.sync(msg.env.itemsVersion);
+    } finally {
+      this.#warming = false;
+    }
     // A warm that left the worker's index as it was (same mapped file, nothing new) reports where
     // it came from the last time; one that replaced it records the new origin.
     if (ann && (this.#index !== annBefore || this.#annFile !== fileBefore)) {
@@ -278,7 +300,7 @@ export class AnnLifecycle {
       threadItems: this.#catalog.presentCount,
       annSize: this.#index?.size ?? 0,
       refreshedRows: refreshed,
-      refreshedEmbeddings: this.#catalog.embeddingsRead - embeddingsBefore,
+      refreshedEmbeddings: this.#catalog.embeddingsRead + this.#vectorsFilled - embeddingsBefore,
       catalogSnapshotVersion: this.#catalogLoad?.version ?? 0,
       catalogSource: this.#catalogSource,
       ...(catalogWarning ? { catalogWarning } : {}),
@@ -336,8 +358,16 @@ export class AnnLifecycle {
   }
 
   /** See {@link beginVectorWrite}. */
-  #beginVectors(target: number): boolean {
-    return this.#vectors !== null && beginVectorWrite(this.#vectors, this.#ctx.schema.embeddingDims, this.#catalog.version, target);
+  #beginVectors(target: number, wait = true): boolean {
+    return this.#vectors !== null && beginVectorWrite(this.#vectors, this.#ctx.schema.embeddingDims, this.#catalog.version, target, wait);
+  }
+
+  /**
+   * Writes the vectors' rows up to `target` from the items table, whatever this catalog has read:
+   * what a thread waiting for another's catalog image does meanwhile (the two read at once).
+   */
+  #fillVectors(target: number): void {
+    if (this.#vectors) this.#vectorsFilled += fillVectorRows(this.#vectors, this.#ctx.schema.embeddingDims, target);
   }
 
   /** Brings the vectors' rows up to `target` (at most this worker's catalog version) without a refresh. */
@@ -440,8 +470,10 @@ export class AnnLifecycle {
   #refresh(withAnn: boolean, target: number): number {
     const dims = this.#ctx.schema.embeddingDims;
     const vectors = this.#vectors;
-    // Rows at or below `from` are in the vectors already (written by this thread or another).
-    const writing = this.#beginVectors(target);
+    // Rows at or below `from` are in the vectors already (written by this thread or another). While
+    // another thread writes them, this refresh reads the catalog alone and waits for the rows after.
+    const writing = !this.#leaveVectors && this.#beginVectors(target, false);
+    const behind = !writing && vectors !== null && vectors.store.version < target;
     const from = writing ? vectors!.store.version : Number.POSITIVE_INFINITY;
     const holder = { index: this.#index };
     const ann = withAnn && dims > 0 ? new AnnBatch(holder, dims) : null;
@@ -464,6 +496,7 @@ export class AnnLifecycle {
     // The last batch (most syncs' only one) after the vectors' lock is released.
     ann?.flush();
     this.#index = holder.index;
+    if (behind) this.#vectorsUpTo(this.#catalog.version);
     if (vectors) vectors.version = this.#catalog.version;
     this.#publish();
     return rows;

@@ -108,12 +108,17 @@ export function feedVector(v: Int8Vectors, dims: number, ordinal: number, presen
  * Takes `v`'s lock when its rows do not reach `target` yet (and returns true), and writes there the
  * rows between them and the caller's catalog at `catalogVersion` (which may have read rows while
  * another thread held the lock); the caller's refresh then writes the rows it reads after
- * `v.store.version`, publishes and unlocks. False: the rows reach `target` already, nothing is held.
+ * `v.store.version`, publishes and unlocks. False: the rows reach `target` already, nothing is held
+ * (or, without `wait`, another thread holds the lock: the caller brings them up after it).
  */
-export function beginVectorWrite(v: Int8Vectors, dims: number, catalogVersion: number, target: number): boolean {
+export function beginVectorWrite(v: Int8Vectors, dims: number, catalogVersion: number, target: number, wait = true): boolean {
   const store = v.store;
   if (store.version >= target) return false;
-  store.lock();
+  if (!wait) {
+    if (!store.tryLock()) return false;
+  } else {
+    store.lock();
+  }
   if (store.version >= target) {
     store.unlock();
     return false;
@@ -124,6 +129,28 @@ export function beginVectorWrite(v: Int8Vectors, dims: number, catalogVersion: n
     store.publish(catalogVersion);
   }
   return true;
+}
+
+/**
+ * Writes `v`'s rows up to `target` from the items table (under the lock), whatever the caller's
+ * catalog has read; returns the rows read (0 when they reach `target` already).
+ */
+export function fillVectorRows(v: Int8Vectors, dims: number, target: number): number {
+  const store = v.store;
+  if (store.version >= target) return 0;
+  store.lock();
+  let n = 0;
+  try {
+    if (store.version >= target) return 0;
+    for (const row of v.changed.iterate(store.version, target) as IterableIterator<[number, number, Buffer | null]>) {
+      setRow(v, dims, row);
+      n++;
+    }
+    store.publish(target);
+  } finally {
+    store.unlock();
+  }
+  return n;
 }
 
 function newVectors(ctx: QueryContext, shared: SharedVectorBuffers | null): Int8Vectors {

@@ -37,19 +37,26 @@ export const LOCK_WAIT_MS = 30_000;
 export interface CatalogShareInit {
   /** The BroadcastChannel's name: one per database, so two databases in a process never mix. */
   channel: string;
-  /** Int32 cells: the build lock (0 free, else the holder's thread id + 1), the last generation, one to sleep on. */
+  /**
+   * Int32 cells: the build lock (0 free, else the holder's thread id + 1), the last generation, one
+   * to sleep on, whether the holder reads rows from the table.
+   */
   control: SharedArrayBuffer;
   /** {@link SHARE_MIN_ROWS} unless a test says otherwise. */
   minRows: number;
+  /** The query threads of the database (its pool's workers, acceptors included). */
+  threads: number;
 }
 
 const LOCK = 0;
 const GENERATION = 1;
 /** Never written: what {@link CatalogShare.awaitImage} sleeps on. */
 const SLEEP = 2;
+/** 1 while the build lock's holder reads rows from the items table (not a snapshot): see {@link CatalogShare.lock}. */
+const ROWS = 3;
 
-export function createCatalogShare(channel: string, minRows = SHARE_MIN_ROWS): CatalogShareInit {
-  return { channel, control: new SharedArrayBuffer(12), minRows };
+export function createCatalogShare(channel: string, minRows: number, threads: number): CatalogShareInit {
+  return { channel, control: new SharedArrayBuffer(16), minRows, threads };
 }
 
 /** A published image. */
@@ -73,6 +80,7 @@ type Message = { op: 'hello' } | ({ op: 'image' } & CatalogImage);
 /** A query thread's side of the sharing: the channel, the newest image seen, the build lock. */
 export class CatalogShare {
   readonly minRows: number;
+  readonly threads: number;
   readonly #channel: BroadcastChannel;
   readonly #control: Int32Array;
   #latest: CatalogImage | null = null;
@@ -80,6 +88,7 @@ export class CatalogShare {
 
   constructor(init: CatalogShareInit) {
     this.minRows = init.minRows;
+    this.threads = init.threads;
     this.#control = new Int32Array(init.control);
     this.#channel = new BroadcastChannel(init.channel);
     // Read between tasks too, so an idle thread keeps only the newest image, not a queue of them.
@@ -132,10 +141,22 @@ export class CatalogShare {
     return image;
   }
 
-  /** Takes the build lock, waiting up to `waitMs`; whether it is held (see the module comment). */
-  lock(waitMs = LOCK_WAIT_MS): boolean {
+  /** Takes the build lock when it is free (or this thread's already): whether it did. Never waits. */
+  tryLock(): boolean {
+    const holder = Atomics.compareExchange(this.#control, LOCK, 0, threadId + 1);
+    if (holder === 0) this.#locked = true;
+    return holder === 0 || holder === threadId + 1;
+  }
+
+  /**
+   * Takes the build lock, waiting up to `waitMs`; whether it is held (see the module comment).
+   * `whileRowsRead` runs once, while waiting, if the holder says it reads rows from the items table
+   * ({@link readingRows}): the work a waiting thread can do beside it.
+   */
+  lock(waitMs = LOCK_WAIT_MS, whileRowsRead?: () => void): boolean {
     const me = threadId + 1;
     const deadline = Date.now() + waitMs;
+    let meanwhile = whileRowsRead;
     for (;;) {
       const holder = Atomics.compareExchange(this.#control, LOCK, 0, me);
       if (holder === 0) {
@@ -144,10 +165,22 @@ export class CatalogShare {
       }
       // Held by this thread already (an outer sync): it stays the outer one's to release.
       if (holder === me) return true;
+      if (meanwhile && Atomics.load(this.#control, ROWS) === 1) {
+        const work = meanwhile;
+        meanwhile = undefined;
+        work();
+        continue;
+      }
       const left = deadline - Date.now();
       if (left <= 0) return false;
-      Atomics.wait(this.#control, LOCK, holder, Math.min(left, 100));
+      // Woken by the release; and every 10 ms, to see whether the holder started reading rows.
+      Atomics.wait(this.#control, LOCK, holder, Math.min(left, meanwhile ? 10 : 100));
     }
+  }
+
+  /** Says, as the build lock's holder, whether it is reading rows from the items table now. */
+  readingRows(on: boolean): void {
+    Atomics.store(this.#control, ROWS, on ? 1 : 0);
   }
 
   unlock(): void {

@@ -197,6 +197,16 @@ export class VectorRows {
     this.refreshViews();
   }
 
+  /** Takes the write lock when it is free (or this thread's already): whether it did. Never waits. */
+  tryLock(): boolean {
+    if (this.#held > 0 || Atomics.compareExchange(this.#ctl, LOCK, 0, threadId + 1) === 0) {
+      this.#held++;
+      this.refreshViews();
+      return true;
+    }
+    return false;
+  }
+
   unlock(): void {
     if (--this.#held > 0) return;
     Atomics.store(this.#ctl, LOCK, 0);
