@@ -35,6 +35,7 @@ async function openWithModule(
   workers = 2,
   cursors?: CursorOptions,
   schema: SchemaDefinition = SCHEMA,
+  sharedCatalogMinItems?: number,
 ): Promise<Opened> {
   const channel = `worker-module-test-${Math.random()}`;
   const gate = new Int32Array(new SharedArrayBuffer(8));
@@ -49,6 +50,7 @@ async function openWithModule(
   let b = TidalDb.builder().ephemeral().schema(schema).workers(workers).workerModule(MODULE, { channel, gate: gate.buffer });
   if (thresholds) b = b.loadThresholds(thresholds);
   if (cursors) b = b.cursors(cursors);
+  if (sharedCatalogMinItems !== undefined) b = b.sharedCatalogMinItems(sharedCatalogMinItems);
   const db = await b.open();
   open.push(db);
   await reported;
@@ -121,6 +123,39 @@ describe('worker modules', () => {
     expect((hits.value as { hits: { id: string }[] }).hits.map((h) => h.id)).toEqual(
       (await db.search({ text: 'jazz piano', limit: 3 })).hits.map((h) => h.id),
     );
+  });
+
+  it('module threads read the catalog image in place, and see writes made through another thread after it', async () => {
+    const { db, ports } = await openWithModule(undefined, 2, undefined, SCHEMA, 1);
+    expect((await call(ports[0]!, 'upsertItems', ITEMS)).ok).toBe(true);
+    // One thread reads the 30 rows and writes the image; the other takes it.
+    const warmed = await db.warm();
+    expect(warmed.map((w) => w.refreshedRows).sort((a, b) => a - b)).toEqual([0, 30]);
+    expect(db.stats().memory.catalogImage).toMatchObject({ images: 1, threads: 2 });
+    const ask = async (port: number): Promise<unknown[]> => {
+      const t = await call(port, 'search', { text: 'jazz piano', limit: 5 });
+      const f = await call(port, 'retrieve', { profile: 'new', filter: { category: 'rock' }, limit: 5 });
+      // Both answered in the thread (its counts are since it started): nothing forwarded between them.
+      expect(f.counts).toEqual({ local: t.counts.local + 1, forwarded: t.counts.forwarded });
+      return [
+        (t.value as { hits: { id: string }[] }).hits.map((h) => h.id),
+        (f.value as { items: { id: string }[] }).items.map((i) => i.id),
+      ];
+    };
+    const expected = async (): Promise<unknown[]> => [
+      (await db.search({ text: 'jazz piano', limit: 5 })).hits.map((h) => h.id),
+      (await db.retrieve({ profile: 'new', filter: { category: 'rock' }, limit: 5 })).items.map((i) => i.id),
+    ];
+    expect(await ask(ports[1]!)).toEqual(await expected());
+    // Texts and categories replaced through thread 1, read in thread 0 from its own rows beside the image.
+    const changed = ITEMS.slice(0, 10).map((it) => ({
+      ...it,
+      text: `jazz piano ${it.text}`,
+      metadata: { ...it.metadata, category: 'rock' },
+    }));
+    expect((await call(ports[1]!, 'upsertItems', changed)).ok).toBe(true);
+    expect(await ask(ports[0]!)).toEqual(await expected());
+    expect(await ask(ports[1]!)).toEqual(await expected());
   });
 
   it('errors cross with their code and fields, from a local read and from a forwarded write', async () => {
