@@ -23,7 +23,9 @@
  * itself, so a thread that dies holding it costs a wait, never a wrong answer.
  */
 import { BroadcastChannel, receiveMessageOnPort, threadId, type MessagePort } from 'node:worker_threads';
-export { readCatalogImage, writeCatalogImage } from '../catalog-snapshot.js';
+import type { Catalog, CatalogState } from '../catalog.js';
+import { FORMAT, MAGIC, PREFIX, align, decode, encodeCatalog, type Header } from '../catalog-format.js';
+import type { QuerySchema } from '../types.js';
 
 /**
  * Rows below which a catalog is not worth an image (a tiny database is read by every thread as
@@ -73,6 +75,60 @@ export interface CatalogImage {
 /** Rows of its own (read since its image) past which a thread publishes a new image. */
 export function shareThreshold(minRows: number, items: number): number {
   return Math.max(minRows, Math.ceil(items / 8));
+}
+
+/** An image's checksum kind: none (shared memory, never read back from a disk). */
+const NO_CHECKSUM = 0;
+
+/**
+ * A catalog image (shared/catalog-image.ts): the snapshot file's layout in a SharedArrayBuffer,
+ * without the int8 vectors' sections and with no checksum. `body` holds the sections `header`
+ * places (a file's body, or the pieces of {@link encodeCatalog} laid out by {@link writeCatalogImage}).
+ */
+export function imageOf(header: Header, body: Uint8Array): SharedArrayBuffer {
+  const sections = header.sections.filter(([name]) => !name.startsWith('vectors.'));
+  const kept: Header = { ...header, vectors: null, sections };
+  const json = Buffer.from(JSON.stringify(kept), 'utf8');
+  const bodyStart = align(PREFIX + json.length);
+  const last = sections[sections.length - 1];
+  const bodyBytes = last ? last[1] + last[2] : 0;
+  const image = new SharedArrayBuffer(align(bodyStart + bodyBytes));
+  const bytes = Buffer.from(image as unknown as ArrayBuffer);
+  bytes.write(MAGIC, 0, 'latin1');
+  bytes.writeUInt32LE(FORMAT, 8);
+  bytes.writeUInt32LE(json.length, 12);
+  bytes.writeUInt32LE(NO_CHECKSUM, 16);
+  bytes.set(json, PREFIX);
+  // The catalogue's sections come first and the vectors' last (encodeCatalog's order): one copy.
+  bytes.set(body.subarray(0, bodyBytes), bodyStart);
+  return image;
+}
+
+/** `catalog` as a catalog image (see {@link imageOf}). */
+export function writeCatalogImage(schema: QuerySchema, catalog: Catalog): SharedArrayBuffer {
+  const { header, pieces } = encodeCatalog(schema, catalog, null);
+  const last = header.sections[header.sections.length - 1];
+  const body = new Uint8Array(last ? last[1] + last[2] : 0);
+  for (let i = 0; i < pieces.length; i++) {
+    let at = header.sections[i]![1];
+    for (const v of pieces[i]![1]) {
+      body.set(new Uint8Array(v.buffer, v.byteOffset, v.byteLength), at);
+      at += v.byteLength;
+    }
+  }
+  return imageOf(header, body);
+}
+
+/** The catalog state a catalog image holds: its arrays are views of the shared buffer (never written). */
+export function readCatalogImage(image: SharedArrayBuffer): CatalogState {
+  const bytes = Buffer.from(image as unknown as ArrayBuffer);
+  if (bytes.length < PREFIX || bytes.toString('latin1', 0, 8) !== MAGIC || bytes.readUInt32LE(16) !== NO_CHECKSUM) {
+    throw new Error('not a catalog image');
+  }
+  const length = bytes.readUInt32LE(12);
+  const header = JSON.parse(bytes.toString('utf8', PREFIX, PREFIX + length)) as Header;
+  const { state } = decode(header, { body: image, base: align(PREFIX + length), end: image.byteLength });
+  return state;
 }
 
 type Message = { op: 'hello' } | ({ op: 'image' } & CatalogImage);
