@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BackpressureError, InvalidInputError, MemoryPressureError, TidalDb, type TidalWarning } from 'tidal-core';
+import { internalsOf } from 'tidal-core/internal';
 
 const NOW = Date.UTC(2025, 0, 1);
 const SCHEMA = { signals: [{ name: 'view', halfLifeMs: 3_600_000, velocity: true }] };
@@ -185,6 +186,43 @@ describe('memory guard through TidalDb', () => {
       expect(warnings.map((w) => w.code)).toEqual(['TIDAL_MEMORY_GUARD_UNAVAILABLE']);
     } finally {
       await db.close();
+    }
+  });
+});
+
+describe('the item ids after a reopen', () => {
+  it('are read after the open: a write or read right after it finds a stored id, and its signals survive the next reopen', async () => {
+    const dir = freshDir();
+    // More ids than one page of the fill (2 048), some items, most known only from a signal, one deleted.
+    const ids = Array.from({ length: 3000 }, (_, i) => `i${i}`);
+    const before = await builder(dir).open();
+    await before.upsertItems(ids.slice(0, 100).map((id) => ({ id, text: `item ${id}` })));
+    await before.signals(ids.slice(100).map((item) => ({ item, kind: 'view' })));
+    await before.delete('i5');
+    await before.close();
+
+    const db = await builder(dir).open();
+    const counts = new Map<string, number>();
+    try {
+      expect(internalsOf(db).idsFilled()).toBe(false);
+      expect(count(db, 'i150')).toBe(1);
+      const written = db.signals(['i2999', 'i7', 'i5', 'fresh', 'i2999'].map((item) => ({ item, kind: 'view' as const })));
+      await db.upsert({ id: 'i2000', text: 'now an item' });
+      await written;
+      while (!internalsOf(db).idsFilled()) await new Promise((resolve) => setImmediate(resolve));
+      for (const id of ['i2999', 'i7', 'i5', 'fresh', 'i2000', 'i150']) counts.set(id, count(db, id));
+      expect(Object.fromEntries(counts)).toEqual({ i2999: 3, i7: 1, i5: 1, fresh: 1, i2000: 1, i150: 1 });
+    } finally {
+      await db.close();
+    }
+    const again = await builder(dir).open();
+    try {
+      for (const [id, n] of counts) expect(count(again, id), id).toBe(n);
+      expect((await again.get('i2000'))?.text).toBe('now an item');
+      const trending = await again.retrieve({ profile: 'trending', limit: 5 });
+      expect(trending.items.map((r) => r.id)).toContain('i2000');
+    } finally {
+      await again.close();
     }
   });
 });

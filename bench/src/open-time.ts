@@ -166,9 +166,12 @@ async function main(): Promise<void> {
     );
     log(`  first queries: ${fmtQueries(first)}`);
     log(
-      `  open() on the calling thread: ${fmtDuration(parts.parts)} opening (storage, signal recovery, item keys), then the warm ${fmtDuration(parts.warm)}`,
+      `  open() on the calling thread: ${fmtDuration(parts.parts)} opening (storage, signal recovery, users), then the warm ${fmtDuration(parts.warm)}`,
     );
     log(`  open()'s warm per worker: ${fmtSteps(internalsOf(db).lastWarm())}`);
+    // The write path reads the stored item ids after the open: memory is read once they are in.
+    while (!internalsOf(db).idsFilled()) await new Promise((resolve) => setTimeout(resolve, 5));
+    log(`  item ids read into the write path's map ${fmtDuration(nowMs() - t0)} after open() began`);
     memory[label] = logMemory(`after the ${label}`, log);
     return { db, openMs, firstAnsweredMs, first, t0, parts, warm: internalsOf(db).lastWarm() };
   };

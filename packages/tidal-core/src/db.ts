@@ -51,11 +51,13 @@ export interface TidalDbInternals {
   lastWarm(): readonly WarmResult[];
   /**
    * `open()`'s two parts on this thread, for the bench: `parts` the synchronous opening (storage,
-   * signal recovery, the write path's item keys), `warm` the workers' first warm as awaited here.
+   * signal recovery, users), `warm` the workers' first warm as awaited here.
    */
   openMs(): { parts: number; warm: number };
   /** Settles once the warm rounds started so far (the one after a build's end included) have. */
   warmed(): Promise<unknown>;
+  /** Whether the write path's ordinal map holds every stored id (it fills after the open: item-ordinals.ts). */
+  idsFilled(): boolean;
 }
 
 /** Each open database's internals, for {@link internalsOf}. */
@@ -127,6 +129,7 @@ export class TidalDb<S extends SchemaDefinition = SchemaDefinition> implements A
       const t1 = performance.now();
       await db.warm();
       db.#openMs.warm = performance.now() - t1;
+      db.#writes.fillIds();
       // Last: the link publishes and applies from here on, on a database that is open and warm.
       if (o.replication !== null && db.#p.replica !== null) {
         if (o.metricsRegistry) await exportReplicationMetrics(o.metricsRegistry, () => db.stats().replication);
@@ -180,6 +183,7 @@ export class TidalDb<S extends SchemaDefinition = SchemaDefinition> implements A
       lastWarm: () => this.#lastWarm,
       openMs: () => ({ ...this.#openMs }),
       warmed: () => this.#warming,
+      idsFilled: () => this.#writes.idsFilled,
     });
   }
 

@@ -29,12 +29,11 @@ export interface RecoveryDeps {
  */
 export function recover(deps: RecoveryDeps): WritePathStart {
   const items = new ItemsWriter(deps.db);
-  const ids = items.idMap();
   const eventsSinceCheckpoint = recoverSignals(deps);
   // Users' state is written in the batch that changed it (never behind the acknowledged writes):
   // loading the user tables is its whole recovery.
   const users = new UserRegistry(deps.db, deps.schema);
-  return { ids, lastSeq: recoveredLastSeq(deps), itemsVersion: items.maxVersion(), eventsSinceCheckpoint, users };
+  return { lastSeq: recoveredLastSeq(deps), itemsVersion: items.maxVersion(), eventsSinceCheckpoint, users };
 }
 
 /** Signal state = the last checkpoint + the log after it, with kinds remapped by name. Returns the events replayed. */
