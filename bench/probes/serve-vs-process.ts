@@ -6,7 +6,9 @@
  * each answering the same `--requests` requests per type one at a time (latency, no queueing),
  * drawn from the mix's generator (personal-mix.ts) with one seed per type and round. The HTTP cost
  * is `GET /healthz` through the same server and client (a keep-alive connection). Per type: p50
- * and p90 in process, over HTTP, and whether HTTP's p50 ≤ in process p50 + the HTTP cost's p50.
+ * and p90 in process, over HTTP, and whether HTTP's p50 ≤ in process p50 + the HTTP cost's p50;
+ * and the query thread's own time (`explain.serviceMs`; over HTTP from the request sent again with
+ * `explain`), p50.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
@@ -88,14 +90,18 @@ async function inProcess(s: PersonalMixSpec, round: number): Promise<Map<string,
     await db.warm({ waitForAnn: true });
     for (const type of TYPES) {
       const ms: number[] = [];
+      const service: number[] = [];
       for (const [i, r] of draws(s, type, round).entries()) {
         const body = JSON.parse(r.body) as Record<string, unknown>;
         const t = nowMs();
-        if (r.path === '/search') await db.search(body as unknown as SearchRequest);
-        else await db.retrieve(body as unknown as RetrieveRequest);
-        if (i >= WARMUP) ms.push(nowMs() - t);
+        const res =
+          r.path === '/search' ? await db.search(body as unknown as SearchRequest) : await db.retrieve(body as unknown as RetrieveRequest);
+        if (i < WARMUP) continue;
+        ms.push(nowMs() - t);
+        service.push(res.explain.serviceMs ?? NaN);
       }
       out.set(type, ms);
+      out.set(`${type} service`, service);
     }
   } finally {
     await db.close();
@@ -103,13 +109,15 @@ async function inProcess(s: PersonalMixSpec, round: number): Promise<Map<string,
   return out;
 }
 
-function send(agent: Agent, url: URL, method: string, path: string, body: string | null): Promise<number> {
+/** Sends a request on the agent's connection; resolves with the answer's body. */
+function send(agent: Agent, url: URL, method: string, path: string, body: string | null): Promise<string> {
   return new Promise((resolve, reject) => {
     const req = request(
       { agent, host: url.hostname, port: url.port, method, path, headers: body === null ? {} : { 'content-type': 'application/json' } },
       (res) => {
-        res.resume();
-        res.on('end', () => (res.statusCode === 200 ? resolve(res.statusCode) : reject(new Error(`${method} ${path}: ${res.statusCode}`))));
+        let text = '';
+        res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => (res.statusCode === 200 ? resolve(text) : reject(new Error(`${method} ${path}: ${res.statusCode}`))));
       },
     );
     req.on('error', reject);
@@ -152,12 +160,19 @@ async function overHttp(s: PersonalMixSpec, round: number): Promise<Map<string, 
     out.set('GET /healthz', health);
     for (const type of TYPES) {
       const ms: number[] = [];
+      const service: number[] = [];
       for (const [i, r] of draws(s, type, round).entries()) {
         const t = nowMs();
         await send(agent, url, 'POST', r.path, r.body);
-        if (i >= WARMUP) ms.push(nowMs() - t);
+        if (i < WARMUP) continue;
+        ms.push(nowMs() - t);
+        // The query thread's own time, from the same request again with `explain` (not timed: its
+        // answer is larger, so it would add HTTP cost the in-process call does not pay).
+        const text = await send(agent, url, 'POST', r.path, `${r.body.slice(0, -1)},"explain":true}`);
+        service.push((JSON.parse(text) as { explain?: { serviceMs?: number } }).explain?.serviceMs ?? NaN);
       }
       out.set(type, ms);
+      out.set(`${type} service`, service);
     }
     agent.destroy();
   } finally {
@@ -195,7 +210,14 @@ async function main(): Promise<void> {
   const ms = (x: number) => x.toFixed(3);
   report.table(
     '',
-    ['type', 'in process p50 (p90), ms', 'tidal serve p50 (p90), ms', 'serve − in process, p50', 'serve ≤ in process + HTTP cost'],
+    [
+      'type',
+      'in process p50 (p90), ms',
+      'tidal serve p50 (p90), ms',
+      'serve − in process, p50',
+      'serve ≤ in process + HTTP cost',
+      'query thread p50, in process / serve',
+    ],
     TYPES.map((t) => {
       const a = inProc.get(t)!;
       const b = http.get(t)!;
@@ -206,6 +228,7 @@ async function main(): Promise<void> {
         `${ms(quantile(b, 0.5))} (${ms(quantile(b, 0.9))})`,
         ms(d),
         d <= healthP50 ? 'yes' : 'no',
+        `${ms(quantile(inProc.get(`${t} service`)!, 0.5))} / ${ms(quantile(http.get(`${t} service`)!, 0.5))}`,
       ];
     }),
   );
