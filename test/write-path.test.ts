@@ -226,3 +226,47 @@ describe('the item ids after a reopen', () => {
     }
   });
 });
+
+describe('the item ids when a worker module publishes co-engagement lists', () => {
+  const IDLE = new URL('./fixtures/idle-module.mjs', import.meta.url);
+
+  /** A database of 100 items and one user who viewed `viewed` of them (each view pairs with the last ones). */
+  async function written(viewed: number): Promise<string> {
+    const dir = freshDir();
+    const db = await builder(dir).open();
+    await db.upsertItems(Array.from({ length: 100 }, (_, i) => ({ id: `i${i}`, text: `item ${i}` })));
+    await db.upsertUsers([{ id: 'u' }]);
+    for (let i = 0; i < viewed; i++) await db.signal({ item: `i${i}`, kind: 'view', user: 'u' });
+    await db.close();
+    return dir;
+  }
+
+  it('reads them during the open when the lists name more items than one indexed read each would cost', async () => {
+    const dir = await written(90);
+    const db = await builder(dir).workerModule(IDLE, null).open();
+    try {
+      expect(internalsOf(db).idsFilled()).toBe(true);
+      expect(count(db, 'i3')).toBe(1);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('leaves them to the fill after the open when the lists name few items, or without a worker module', async () => {
+    const few = await written(3);
+    const db = await builder(few).workerModule(IDLE, null).open();
+    try {
+      expect(internalsOf(db).idsFilled()).toBe(false);
+      expect(count(db, 'i2')).toBe(1);
+    } finally {
+      await db.close();
+    }
+    const many = await written(90);
+    const plain = await builder(many).open();
+    try {
+      expect(internalsOf(plain).idsFilled()).toBe(false);
+    } finally {
+      await plain.close();
+    }
+  });
+});

@@ -48,6 +48,11 @@ export class ItemOrdinals {
     this.#idByOrdinal = new Array<string | undefined>(this.#next).fill(undefined);
   }
 
+  /** Ordinals handed out: one past the highest. */
+  get size(): number {
+    return this.#next;
+  }
+
   /** Whether every stored id is in the map (no miss reads the items table any more). */
   get complete(): boolean {
     return this.#stored === null;

@@ -199,6 +199,8 @@ export function openParts(resolved: ResolvedOptions): DbParts {
             });
           });
     if (shared !== null) {
+      // Publishing the co-engagement lists names every item that has one.
+      writes.willName(users.relatedItems);
       users.share(shared, (ordinal) => writes.idOf(ordinal));
       sessions.share(shared);
     }

@@ -225,6 +225,11 @@ export class UserRegistry {
     return this.#byId.size;
   }
 
+  /** Items with a co-engagement list. */
+  get relatedItems(): number {
+    return this.#co.size;
+  }
+
   // ---- admission ------------------------------------------------------------------------------
 
   /** Whether a call may name `id`: upserted by a call admitted earlier and not deleted since. */

@@ -525,6 +525,17 @@ export class WritePath {
     this.#filling = setImmediate(slice);
   }
 
+  /**
+   * For a caller about to name `count` items by ordinal: reads every stored id into the ordinal map
+   * now when one pass over the id index (~1.3 µs an id) costs less than `count` indexed reads (~3 µs).
+   */
+  willName(count: number): void {
+    if (this.#ordinals.complete || count * 3 < this.#ordinals.size * 1.3) return;
+    if (this.#filling !== null) clearImmediate(this.#filling);
+    this.#filling = null;
+    while (!this.#ordinals.fill(65_536));
+  }
+
   /** Whether every stored id is in the ordinal map. */
   get idsFilled(): boolean {
     return this.#ordinals.complete;
