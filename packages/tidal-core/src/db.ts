@@ -49,10 +49,7 @@ export interface TidalDbInternals {
   readonly annBuild: AnnBuild;
   /** What the last warm round's workers reported (`open()`'s included), for the bench. */
   lastWarm(): readonly WarmResult[];
-  /**
-   * `open()`'s two parts on this thread, for the bench: `parts` the synchronous opening (storage,
-   * signal recovery, users), `warm` the workers' first warm as awaited here.
-   */
+  /** `open()` on this thread, for the bench: the synchronous opening (storage, recovery), then the warm. */
   openMs(): { parts: number; warm: number };
   /** Settles once the warm rounds started so far (the one after a build's end included) have. */
   warmed(): Promise<unknown>;

@@ -12,6 +12,9 @@
  */
 import { CapacityError } from 'tidal-load';
 
+/** Stored ids {@link ItemOrdinals.fillInBackground} reads a turn: ~2.5 ms at 1 000 000 items, the most a query waits for it. */
+const FILL_SLICE = 2048;
+
 /** Where the ids already stored are read from (the items table: `ItemsWriter`). */
 export interface StoredOrdinals {
   /** One past the highest ordinal stored. */
@@ -35,6 +38,8 @@ export class ItemOrdinals {
   #stored: StoredOrdinals | null;
   /** The last stored id {@link fill} read (they come in id order). */
   #filledTo: string | null = null;
+  /** The next slice of {@link fillInBackground}, while one is scheduled. */
+  #filling: NodeJS.Immediate | null = null;
   /**
    * Ordinals handed out whose `items` row is not committed yet. A batch that fails to commit leaves
    * them here, so the next write of the same id still inserts the row.
@@ -51,6 +56,38 @@ export class ItemOrdinals {
   /** Ordinals handed out: one past the highest. */
   get size(): number {
     return this.#next;
+  }
+
+  /**
+   * Runs {@link fill} {@link FILL_SLICE} ids a turn of the event loop until every stored id is in
+   * the map, so an open does not wait for them. A slice that fails (the file gone bad) stops it:
+   * misses keep reading the items table, which reports that failure to the write that needs it.
+   */
+  fillInBackground(): void {
+    if (this.#stored === null || this.#filling !== null) return;
+    const slice = (): void => {
+      this.#filling = null;
+      let done = true;
+      try {
+        done = this.fill(FILL_SLICE);
+      } catch {
+        // See above.
+      }
+      if (!done) this.#filling = setImmediate(slice);
+    };
+    this.#filling = setImmediate(slice);
+  }
+
+  /** Reads every stored id now. */
+  fillNow(): void {
+    this.stopFilling();
+    while (!this.fill(65_536));
+  }
+
+  /** Stops {@link fillInBackground} (at close). */
+  stopFilling(): void {
+    if (this.#filling !== null) clearImmediate(this.#filling);
+    this.#filling = null;
   }
 
   /** Whether every stored id is in the map (no miss reads the items table any more). */

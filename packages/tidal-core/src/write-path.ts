@@ -16,12 +16,6 @@ import { checkSignals, validateItem, type SessionCall, type SignalEvent, type Wr
 export type { DeleteEvent, SessionCall, SignalEvent, UpsertEvent, WriteEvent } from './write-events.js';
 
 /** What {@link WritePath} starts from: the state recovery rebuilt. */
-/**
- * Stored ids {@link WritePath.fillIds} reads a turn: ~2.5 ms at 1 000 000 items, the most a query
- * answered meanwhile waits for this thread.
- */
-const ID_FILL_SLICE = 2048;
-
 export interface WritePathStart {
   readonly lastSeq: number;
   readonly itemsVersion: number;
@@ -70,8 +64,6 @@ export class WritePath {
   readonly #gc: GroupCommit<WriteEvent>;
   #itemsVersion: number;
   #eventsSinceCheckpoint: number;
-  /** The next slice of {@link fillIds}, while one is scheduled. */
-  #filling: NodeJS.Immediate | null = null;
   /** Scratch arrays for the pairs of one call's slot reservation. */
   #reserveOrdinals = new Int32Array(1024);
   #reserveKinds = new Int32Array(1024);
@@ -504,36 +496,17 @@ export class WritePath {
     this.#gc.flushSync();
   }
 
-  /**
-   * Reads the stored ids into the ordinal map, {@link ID_FILL_SLICE} at a time, one slice a turn of
-   * the event loop, until all are in (see ItemOrdinals): called once the database is open, so the
-   * open does not wait for them. A slice that fails (the file gone bad) stops the fill: misses keep
-   * reading the items table, which reports that failure to the write that needs it.
-   */
+  /** Reads the stored item ids into the ordinal map after the open (see ItemOrdinals). */
   fillIds(): void {
-    if (this.#ordinals.complete || this.#filling !== null) return;
-    const slice = (): void => {
-      this.#filling = null;
-      let done = true;
-      try {
-        done = this.#ordinals.fill(ID_FILL_SLICE);
-      } catch {
-        // See above.
-      }
-      if (!done) this.#filling = setImmediate(slice);
-    };
-    this.#filling = setImmediate(slice);
+    this.#ordinals.fillInBackground();
   }
 
   /**
-   * For a caller about to name `count` items by ordinal: reads every stored id into the ordinal map
-   * now when one pass over the id index (~1.3 µs an id) costs less than `count` indexed reads (~3 µs).
+   * For a caller about to name `count` items by ordinal: reads every stored id now when one pass over
+   * the id index (~1.3 µs an id) costs less than `count` indexed reads (~3 µs).
    */
   willName(count: number): void {
-    if (this.#ordinals.complete || count * 3 < this.#ordinals.size * 1.3) return;
-    if (this.#filling !== null) clearImmediate(this.#filling);
-    this.#filling = null;
-    while (!this.#ordinals.fill(65_536));
+    if (!this.#ordinals.complete && count * 3 >= this.#ordinals.size * 1.3) this.#ordinals.fillNow();
   }
 
   /** Whether every stored id is in the ordinal map. */
@@ -543,8 +516,7 @@ export class WritePath {
 
   /** Commits what is queued, refuses new writes, and checkpoints the signal state when asked. */
   close(checkpoint: boolean): void {
-    if (this.#filling !== null) clearImmediate(this.#filling);
-    this.#filling = null;
+    this.#ordinals.stopFilling();
     this.#gc.close();
     if (checkpoint && this.#eventsSinceCheckpoint > 0) this.checkpoint();
   }
