@@ -135,3 +135,45 @@ describe('every level costs a personalized read less than the level above', () =
     }
   });
 });
+
+describe("for_you's trending list at the levels that let shared work be stale", () => {
+  /** 300 items, the oldest first; `late` (the oldest) has no signal yet; users `a` and `b` are new. */
+  async function feedDb(noDiversityStaleMs?: number): Promise<TidalDb> {
+    let b = TidalDb.builder().ephemeral().workers(1).clock(new TestClock(NOW).read).schema(USER_SCHEMA);
+    if (noDiversityStaleMs !== undefined) b = b.workSharing({ maxStalenessMs: { noDiversity: noDiversityStaleMs } });
+    const db = await b.open();
+    const items = Array.from({ length: 300 }, (_, i) => ({
+      id: i === 0 ? 'late' : `i${i}`,
+      embedding: [1 + (i % 7), 1 + (i % 5), 1 + (i % 3)],
+      metadata: { creator: `creator-${i % 10}` },
+      createdAt: NOW - (300 - i) * 60_000,
+    }));
+    await db.upsertItems(items);
+    await db.signals(items.slice(1).map((it, i) => ({ item: it.id, kind: 'view', at: NOW - (i % 50) * 60_000 })));
+    await db.upsertUsers([{ id: 'a' }, { id: 'b' }]);
+    return db;
+  }
+
+  /** Whether `late`, after a burst of views, is in user b's feed at `level`, user a's feed having been asked first. */
+  async function lateFound(db: TidalDb, level: 'Full' | 'NoDiversity'): Promise<boolean> {
+    const feed = (user: string) => db.retrieve({ profile: 'for_you', user, limit: 50, level });
+    expect((await feed('a')).items.map((i) => i.id)).not.toContain('late');
+    await db.signals(Array.from({ length: 40 }, () => ({ item: 'late', kind: 'view', at: NOW })));
+    return (await feed('b')).items.some((i) => i.id === 'late');
+  }
+
+  it('NoDiversity keeps the list its clock allows through new signals; Full, or a staleness of 0, walks again', async () => {
+    for (const [stale, level, found] of [
+      [undefined, 'NoDiversity', false],
+      [0, 'NoDiversity', true],
+      [undefined, 'Full', true],
+    ] as const) {
+      const db = await feedDb(stale);
+      try {
+        expect(await lateFound(db, level), `${level}, maxStalenessMs ${stale ?? 'default'}`).toBe(found);
+      } finally {
+        await db.close();
+      }
+    }
+  });
+});

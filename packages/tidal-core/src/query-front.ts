@@ -208,6 +208,7 @@ export class QueryFront {
   ): Promise<Answer<QueryResult<Op>>> {
     const { control, level, guard } = plan;
     const itemsVersion = this.#itemsVersion();
+    const staleMs = this.#sharing.stalenessMs(level);
     // Identity: the same op and validated task, at the same level and priority, against the same
     // items. The clock is not in it: an execution that has not left the queue is stamped when it
     // does, so it answers every caller as of a time after they arrived (see WorkSharing).
@@ -222,7 +223,7 @@ export class QueryFront {
         itemsVersion,
         caller,
         (exec) =>
-          this.#runner.runQuery(op, task, () => ({ level, nowMs: this.#clock(), itemsVersion: this.#itemsVersion() }), {
+          this.#runner.runQuery(op, task, () => ({ level, nowMs: this.#clock(), itemsVersion: this.#itemsVersion(), staleMs }), {
             priority: PRIORITY[plan.criticality],
             signal: exec.signal,
             expired: exec.expired,

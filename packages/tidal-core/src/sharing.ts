@@ -205,6 +205,11 @@ export class WorkSharing {
     this.#now = now;
   }
 
+  /** How old a kept result may be at `level` (`maxStalenessMs`; 0 at Full and ReducedCandidates). */
+  stalenessMs(level: DegradationLevel): number {
+    return this.#o.maxStalenessMs[level] ?? 0;
+  }
+
   /** Results kept for reuse now, and their estimated bytes. */
   get kept(): { entries: number; bytes: number } {
     return { entries: this.#kept.size, bytes: this.#keptBytes };

@@ -82,8 +82,11 @@ export class RetrieveExecutor {
     return this.#context.subsetBytes + this.#neighbours.bytes;
   }
 
-  /** Ranks `task` by `plan` as of `nowMs`; `picked`, when given, receives the returned items' ordinals in order. */
-  run(task: RetrieveTask, plan: LevelPlan, nowMs: number, picked?: number[]): Omit<WorkerRetrieveResult, 'serviceMs'> {
+  /**
+   * Ranks `task` by `plan` as of `nowMs`; `picked`, when given, receives the returned items' ordinals
+   * in order. `staleMs`: how old a trending list `for_you` shares with other queries may be (TaskEnvelope).
+   */
+  run(task: RetrieveTask, plan: LevelPlan, nowMs: number, picked?: number[], staleMs = 0): Omit<WorkerRetrieveResult, 'serviceMs'> {
     const ctx = this.#ctx;
     const builds = ctx.catalog.derivedBuilds;
     const coarse = plan.windows.coarse;
@@ -108,7 +111,7 @@ export class RetrieveExecutor {
     const warnings: string[] = [];
     const work: WorkCounter = { slots: 0 };
 
-    const rankedBy = this.#rank(task, plan, want, pass, nowMs, explain, work, warnings);
+    const rankedBy = this.#rank(task, plan, want, pass, nowMs, staleMs, explain, work, warnings);
     const { ranked, scores } = rankedBy;
     const similarity = rankedBy.similarity ?? null;
     explain.slotsVisited = work.slots;
@@ -140,6 +143,7 @@ export class RetrieveExecutor {
     want: number,
     pass: Predicate,
     nowMs: number,
+    staleMs: number,
     explain: Explain,
     work: WorkCounter,
     warnings: string[],
@@ -151,11 +155,23 @@ export class RetrieveExecutor {
     const budget = Number.isFinite(plan.feeds.candidateBudget) ? plan.feeds.candidateBudget : null;
     switch (task.profile) {
       case 'for_you':
-        return forYou(ctx, task, plan, pass, window, nowMs, explain, work, sources, this.#trendingCache, {
-          nearestPopular: (vector, k, rows) => this.#context.nearestPopular(vector, k, rows, nowMs, work),
-          cache: this.#neighbours,
+        return forYou(
+          ctx,
+          task,
+          plan,
+          pass,
+          window,
           nowMs,
-        });
+          explain,
+          work,
+          sources,
+          { cache: this.#trendingCache, staleMs },
+          {
+            nearestPopular: (vector, k, rows) => this.#context.nearestPopular(vector, k, rows, nowMs, work),
+            cache: this.#neighbours,
+            nowMs,
+          },
+        );
       case 'related':
         return related(task, pass, nowMs, explain);
       case 'following':

@@ -279,4 +279,10 @@ export interface TaskEnvelope {
   level: DegradationLevel;
   nowMs: number;
   itemsVersion: number;
+  /**
+   * How old, in ms of the clock, the level lets what a query shares with others be (the work sharing
+   * option's `maxStalenessMs` for its level: 0 or absent at Full and ReducedCandidates): `for_you`'s
+   * trending list (profiles/trending-cache.ts).
+   */
+  staleMs?: number;
 }

@@ -126,7 +126,7 @@ function retrieve(s: State, msg: RetrieveMessage, started: number): ResultOf<'re
   // id up there cost 2 % of its time under load.
   const picked: number[] = [];
   const t = executorStart();
-  const r = s.retrieve.run(msg.task, levelPlan(msg.env.level), nowMs, picked);
+  const r = s.retrieve.run(msg.task, levelPlan(msg.env.level), nowMs, picked, msg.env.staleMs ?? 0);
   executorEnd(t);
   ran(s);
   const ordinals = Int32Array.from(picked);

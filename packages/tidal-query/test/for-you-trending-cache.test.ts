@@ -10,6 +10,7 @@ import { atLevels } from './level-runner.js';
 import { Catalog } from '../src/catalog.js';
 import type { QueryContext } from '../src/context.js';
 import { ItemsWriter } from '../src/items-table.js';
+import { levelPlan } from '../src/plan.js';
 import { TrendingCache } from '../src/profiles/trending-cache.js';
 import { RetrieveExecutor } from '../src/retrieve.js';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
@@ -181,6 +182,49 @@ describe('for_you trending cache', () => {
     expect(cache.computed).toBe(computed + 1);
     expect(ranking(after)).toEqual(ranking(walked.run(task(user()), DegradationLevel.Full, NOW)));
     expect(after.items.some((i) => i.id === `i${quiet}`)).toBe(true);
+  });
+
+  it('at a level that lets shared work be stale, keeps the list through signals and the clock up to that age, never through item changes', () => {
+    const w = world();
+    const cache = new TrendingCache();
+    const exec = new RetrieveExecutor(w.ctx, { trendingCache: cache });
+    const STALE = 1000;
+    const noDiversity = levelPlan(DegradationLevel.NoDiversity);
+    const run = (u: UserQueryState, nowMs: number, staleMs: number, plan = noDiversity) =>
+      exec.run(task(u), plan, nowMs, undefined, staleMs);
+    run(user(), NOW, STALE);
+    expect(cache.computed).toBe(1);
+    // Views on an item without a slot, and the clock on by less than the staleness: the list is kept.
+    let quiet = ITEMS - 1;
+    while (w.store.slotOf(quiet, 0) >= 0 || quiet % CREATORS === 3 || quiet % CREATORS === 7) quiet--;
+    for (let e = 0; e < 40; e++) w.store.apply(quiet, 0, 1, NOW - e * 1000);
+    const kept = run(user(), NOW + STALE, STALE);
+    expect(cache.computed).toBe(1);
+    expect(kept.items.some((i) => i.id === `i${quiet}`)).toBe(false);
+    // Each query still applies its own predicate to the kept list: what a user hid never comes back.
+    const hidden = Int32Array.from(kept.items.slice(0, 5).map((i) => Number(i.id.slice(1))));
+    const hiding = run(user({ hidden, idHash: 5 }), NOW + STALE, STALE);
+    expect(cache.computed).toBe(1);
+    for (const o of hidden) expect(hiding.items.some((i) => i.id === `i${o}`)).toBe(false);
+    // Past the staleness, at a level that allows none, or after an item write: walked again.
+    expect(run(user(), NOW + STALE + 1, STALE).items.some((i) => i.id === `i${quiet}`)).toBe(true);
+    expect(cache.computed).toBe(2);
+    for (let e = 0; e < 5; e++) w.store.apply(quiet, 0, 1, NOW + STALE + 1);
+    run(user(), NOW + STALE + 2, 0, levelPlan(DegradationLevel.Full));
+    expect(cache.computed).toBe(3);
+    // (Full's budget is another list: NoDiversity's own is walked once again, then kept.)
+    run(user(), NOW + STALE + 3, STALE);
+    run(user(), NOW + STALE + 4, STALE);
+    expect(cache.computed).toBe(4);
+    // An item write (the same count of items, so the same budget): the kept list is of another version.
+    w.writer.upsert(
+      { ordinal: 0, id: 'i0', text: null, metadata: { creator: 'c0', category: 'k0' }, createdAt: NOW, embedding: null },
+      ITEMS + 1,
+      true,
+    );
+    w.catalog.refresh();
+    run(user(), NOW + STALE + 5, STALE);
+    expect(cache.computed).toBe(5);
   });
 
   it('walks with the query\u2019s own predicate when it leaves too few of the kept list', () => {

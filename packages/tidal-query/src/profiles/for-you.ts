@@ -8,7 +8,7 @@ import { hashString, mix3 } from '../user-state.js';
 import { creatorListsOf } from './creator-lists.js';
 import type { NeighbourCache } from './neighbour-cache.js';
 import { cosinesInt8, itemVectors } from './for-you-vectors.js';
-import { trendingOf, type TrendingCache, type TrendingWalk } from './trending-cache.js';
+import { trendingOf, type KeptTrending, type TrendingWalk } from './trending-cache.js';
 import type { Explain, ForYouOptions, RetrieveTask, UserQueryState, VelocityWindow } from '../types.js';
 
 /** tidalDB's mix: preference similarity, velocity, recency, creator affinity. */
@@ -89,7 +89,7 @@ export function forYou(
   explain: Explain,
   work: WorkCounter,
   sources: CandidateSources,
-  trendingCache: TrendingCache | null,
+  trending: KeptTrending,
   neighbourSources: NeighbourSources = NO_SOURCES,
 ): ForYouRanking {
   const user = task.user!;
@@ -112,8 +112,8 @@ export function forYou(
     const depth = plan.forYou.coldStart;
     candidates = [];
     const key = `${task.window}|${window}|${plan.trending.slots}|cold`;
-    const trending = trendingOf(trendingCache, ctx, walk, key, nowMs, depth, Number.POSITIVE_INFINITY, pass);
-    for (const list of [trending, newest(depth)]) {
+    const kept = trendingOf(trending, ctx, walk, key, nowMs, depth, Number.POSITIVE_INFINITY, pass);
+    for (const list of [kept, newest(depth)]) {
       for (const o of list) {
         if (marks.has(o)) continue;
         marks.add(o);
@@ -123,9 +123,9 @@ export function forYou(
     explain.candidates = candidates.length;
   } else {
     const key = `${task.window}|${window}|${plan.trending.slots}|warm`;
-    const trending = (want: number, slots: number): number[] => trendingOf(trendingCache, ctx, walk, key, nowMs, want, slots, pass);
     const budget = forYouBudgetAt(plan.forYou, ctx.catalog.presentCount);
-    ({ candidates, sims } = warmCandidates(ctx, user, budget, pass, marks, affinity, explain, newest, trending, neighbourSources));
+    const fromTrending = (want: number, slots: number): number[] => trendingOf(trending, ctx, walk, key, nowMs, want, slots, pass);
+    ({ candidates, sims } = warmCandidates(ctx, user, budget, pass, marks, affinity, explain, newest, fromTrending, neighbourSources));
   }
   explain.afterFilter = candidates.length;
 
