@@ -22,10 +22,10 @@ import {
   PERSONAL_READS,
   itemsByCategory,
   personalDrawer,
-  personalUser,
   type PersonalMixSpec,
   type ReadType,
 } from '../src/serve/personal-mix.js';
+import { writeUsers } from '../src/serve/personal-users.js';
 
 const opts = parseOptions('level-throughput', {
   items: { type: 'int', default: 100_000, description: 'items of the demo corpus' },
@@ -58,15 +58,6 @@ interface Cell {
 
 function runNs(threads: readonly ThreadTime[], main: boolean): number {
   return threads.reduce((a, t) => a + ((t.tid === process.pid) === main ? t.runNs : 0), 0);
-}
-
-async function buildUsers(db: TidalDb, corpus: Corpus, spec: PersonalMixSpec): Promise<void> {
-  const users = Array.from({ length: spec.users }, (_, u) => personalUser(corpus, spec, u, PERSONAL_DEFAULTS.follows));
-  for (let i = 0; i < users.length; i += 100)
-    await db.upsertUsers(users.slice(i, i + 100).map((u) => ({ id: u.id, embedding: u.embedding })));
-  const signals = users.flatMap((u) => u.history.map((i) => ({ item: corpus.id(i), kind: 'view', user: u.id })));
-  for (let i = 0; i < signals.length; i += 1000) await db.signals(signals.slice(i, i + 1000));
-  for (const u of users) for (const creator of u.follows) await db.follow({ user: u.id, creator });
 }
 
 /** What one closed loop counted. */
@@ -193,7 +184,7 @@ async function main(): Promise<void> {
       writeShare: 0,
       byCategory: itemsByCategory(corpus),
     };
-    await buildUsers(db, corpus, spec);
+    await writeUsers(db, corpus, spec, PERSONAL_DEFAULTS.follows);
     await db.warm({ waitForAnn: true });
     report.line(
       `${fmtInt(opts.items)} items, ${fmtInt(opts.users)} users loaded in ${((nowMs() - t0) / 1000).toFixed(0)} s; load average ${loadAverage()}`,

@@ -20,14 +20,8 @@ import { loadDemo, tidalSchema } from 'tidal-serve/demo';
 import { Corpus } from '../src/corpus.js';
 import { Report, fmtInt, loadAverage, nowMs, parseOptions } from '../src/harness/index.js';
 import { mulberry32 } from '../src/random.js';
-import {
-  PERSONAL_DEFAULTS,
-  itemsByCategory,
-  personalDrawer,
-  personalUser,
-  type PersonalMixSpec,
-  type ReadType,
-} from '../src/serve/personal-mix.js';
+import { PERSONAL_DEFAULTS, itemsByCategory, personalDrawer, type PersonalMixSpec, type ReadType } from '../src/serve/personal-mix.js';
+import { writeUsers } from '../src/serve/personal-users.js';
 
 const opts = parseOptions('serve-vs-process', {
   dir: { type: 'string', default: '/tmp/tidal-serve-vs-process', description: 'the database (written on the first run, reused after)' },
@@ -62,12 +56,7 @@ async function build(s: PersonalMixSpec): Promise<void> {
   const db = await TidalDb.builder().path(opts.dir).schema(schema()).workers(opts.workers).open();
   try {
     const corpus = await loadDemo(db, { items: opts.items });
-    const users = Array.from({ length: s.users }, (_, u) => personalUser(corpus as unknown as Corpus, s, u, PERSONAL_DEFAULTS.follows));
-    for (let i = 0; i < users.length; i += 100)
-      await db.upsertUsers(users.slice(i, i + 100).map((u) => ({ id: u.id, embedding: u.embedding })));
-    const signals = users.flatMap((u) => u.history.map((i) => ({ item: corpus.id(i), kind: 'view' as const, user: u.id })));
-    for (let i = 0; i < signals.length; i += 1000) await db.signals(signals.slice(i, i + 1000));
-    for (const u of users) for (const creator of u.follows) await db.follow({ user: u.id, creator });
+    await writeUsers(db, corpus as unknown as Corpus, s, PERSONAL_DEFAULTS.follows);
     await db.warm({ waitForAnn: true });
   } finally {
     await db.close();

@@ -1,8 +1,10 @@
 /**
  * Builds the users of `bench:serve --mix personal` through the server's public routes, before any
  * phase: `POST /users` (each with its embedding), `POST /signals` (each user's history, naming the
- * user: its seen set and the co-engagement `related` reads), `POST /users/:id/follow`.
+ * user: its seen set and the co-engagement `related` reads), `POST /users/:id/follow`; or the same
+ * through a TidalDb's public API ({@link writeUsers}, for the probes that compare with it in process).
  */
+import type { TidalDb } from 'tidal-core';
 import type { Corpus } from '../corpus.js';
 import { personalUser, type PersonalMixSpec } from './personal-mix.js';
 
@@ -67,4 +69,14 @@ export async function buildUsers(url: string, corpus: Corpus, spec: PersonalMixS
   for (const u of users) for (const creator of u.follows) jobs.push(() => post(`${url}/users/${u.id}/follow`, { creator }));
   await pool(jobs);
   return { users: users.length, signals: signals.length, follows: jobs.length, ms: performance.now() - t0 };
+}
+
+/** The same users, histories and follows as {@link buildUsers}, written through `db`'s public API. */
+export async function writeUsers(db: TidalDb, corpus: Corpus, spec: PersonalMixSpec, follows: number): Promise<void> {
+  const users = Array.from({ length: spec.users }, (_, u) => personalUser(corpus, spec, u, follows));
+  for (let i = 0; i < users.length; i += USERS_PER_CALL)
+    await db.upsertUsers(users.slice(i, i + USERS_PER_CALL).map((u) => ({ id: u.id, embedding: u.embedding })));
+  const signals = users.flatMap((u) => u.history.map((i) => ({ item: corpus.id(i), kind: 'view', user: u.id })));
+  for (let i = 0; i < signals.length; i += SIGNALS_PER_CALL) await db.signals(signals.slice(i, i + SIGNALS_PER_CALL));
+  for (const u of users) for (const creator of u.follows) await db.follow({ user: u.id, creator });
 }
