@@ -20,7 +20,7 @@ import {
   LEVEL_NAMES,
   PERSONAL_DEFAULTS,
   PERSONAL_READS,
-  itemsByCategory,
+  personalSpec,
   personalDrawer,
   type PersonalMixSpec,
   type ReadType,
@@ -176,14 +176,7 @@ async function main(): Promise<void> {
     const t0 = nowMs();
     const corpus = new Corpus({ items: opts.items, dims: 128, seed: 42 });
     await loadDemo(db, { items: opts.items });
-    const spec: PersonalMixSpec = {
-      draw: 'personal',
-      items: opts.items,
-      users: opts.users,
-      history: PERSONAL_DEFAULTS.history,
-      writeShare: 0,
-      byCategory: itemsByCategory(corpus),
-    };
+    const spec = personalSpec(corpus, opts.users, 0);
     await writeUsers(db, corpus, spec, PERSONAL_DEFAULTS.follows);
     await db.warm({ waitForAnn: true });
     report.line(

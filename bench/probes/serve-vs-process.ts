@@ -20,7 +20,7 @@ import { loadDemo, tidalSchema } from 'tidal-serve/demo';
 import { Corpus } from '../src/corpus.js';
 import { Report, fmtInt, loadAverage, nowMs, parseOptions } from '../src/harness/index.js';
 import { mulberry32 } from '../src/random.js';
-import { PERSONAL_DEFAULTS, itemsByCategory, personalDrawer, type PersonalMixSpec, type ReadType } from '../src/serve/personal-mix.js';
+import { PERSONAL_DEFAULTS, personalDrawer, personalSpec, type PersonalMixSpec, type ReadType } from '../src/serve/personal-mix.js';
 import { writeUsers } from '../src/serve/personal-users.js';
 
 const opts = parseOptions('serve-vs-process', {
@@ -40,15 +40,7 @@ const CLI = join(ROOT, 'packages', 'tidal-serve', 'dist', 'cli.js');
 const schema = () => ({ ...tidalSchema(128), creatorField: 'creator' });
 
 function spec(): PersonalMixSpec {
-  const corpus = new Corpus({ items: opts.items, dims: 128, seed: 42 });
-  return {
-    draw: 'personal',
-    items: opts.items,
-    users: opts.users,
-    history: PERSONAL_DEFAULTS.history,
-    writeShare: 0,
-    byCategory: itemsByCategory(corpus),
-  };
+  return personalSpec(new Corpus({ items: opts.items, dims: 128, seed: 42 }), opts.users, 0);
 }
 
 async function build(s: PersonalMixSpec): Promise<void> {

@@ -37,7 +37,7 @@ import { mixHttpRequest, prepareRequests } from '../query-mix.js';
 import { mulberry32 } from '../random.js';
 import { Report, fmtInt, parseOptionsOrThrow, usage, type OptionSpec } from '../harness/index.js';
 import { LOADGEN_DEFAULTS, type LoadgenClient, type RequestSpec } from './loadgen.js';
-import { itemsByCategory, PERSONAL_DEFAULTS, type PersonalMixSpec } from './personal-mix.js';
+import { PERSONAL_DEFAULTS, personalSpec, type PersonalMixSpec } from './personal-mix.js';
 import { buildUsers } from './personal-users.js';
 import { allowedCpus, chooseCpus, formatCpuList, parseCpuList, setAffinity, tasksetAvailable, type PinMode } from './pinning.js';
 import { summarizeProfile } from './profile.js';
@@ -617,14 +617,7 @@ async function main(): Promise<number> {
     const requestsFile = join(work, 'mix.json');
     let personal: Context['personal'] = null;
     if (flags.mix === 'personal') {
-      const spec: PersonalMixSpec = {
-        draw: 'personal',
-        items: flags.items,
-        users: flags.users,
-        history: PERSONAL_DEFAULTS.history,
-        writeShare: flags.writeShare,
-        byCategory: itemsByCategory(corpus),
-      };
+      const spec = personalSpec(corpus, flags.users, flags.writeShare);
       personal = { corpus, spec };
       writeFileSync(requestsFile, JSON.stringify(spec));
     } else {

@@ -32,6 +32,18 @@ export interface PersonalMixSpec {
   readonly level?: (typeof LEVEL_NAMES)[number];
 }
 
+/** The mix over `corpus` (the demo's): `users` users with the default history, `writeShare` of writes. */
+export function personalSpec(corpus: Corpus, users: number, writeShare: number): PersonalMixSpec {
+  return {
+    draw: 'personal',
+    items: corpus.size,
+    users,
+    history: PERSONAL_DEFAULTS.history,
+    writeShare,
+    byCategory: itemsByCategory(corpus),
+  };
+}
+
 /** The degradation levels by name, best first; a read may ask for one (`level`, docs/api.md). */
 export const LEVEL_NAMES = ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const;
 
