@@ -9,11 +9,15 @@
  * level's ratio to Full, and the share of answers that ran for their call (an answer shared with
  * another caller or kept from an earlier one has `ageMs` > 0: the target is about requests that
  * run). Then overlap@10 of each level's answer with Full's, per type.
+ *
+ * With `--baseline DIR` (another built checkout) both trees get the same corpus and users, and each
+ * cell runs on both, the trees taking turns (the first alternating by round): after ÷ before of
+ * calls per second and of the CPU per call, the main thread's apart. Overlap is this tree's only.
  */
 import { InvalidInputError, TidalDb, type RetrieveRequest, type SearchRequest } from 'tidal-core';
 import { loadDemo, tidalSchema } from 'tidal-serve/demo';
 import { Corpus } from '../src/corpus.js';
-import { Report, fmtInt, loadAverage, nowMs, parseOptions } from '../src/harness/index.js';
+import { Report, fmtInt, loadAverage, loadBaseline, nowMs, parseOptions } from '../src/harness/index.js';
 import { mulberry32 } from '../src/random.js';
 import { readThreads, type ThreadTime } from '../src/serve/threads.js';
 import {
@@ -42,9 +46,20 @@ const opts = parseOptions('level-throughput', {
       "views and likes carry a preference rate (0.05 and 0.3, as bench:personalization's schema): each user's history gives it creator affinities (the demo's schema gives none)",
   },
   quality: { type: 'int', default: 100, description: "requests per type run at every level for overlap@10 with Full's answer (0: none)" },
+  baseline: { type: 'string', default: '', description: 'another built checkout: both trees, side by side, after ÷ before per cell' },
 });
+const baseline = loadBaseline(opts.baseline === '' ? undefined : opts.baseline, ['tidal-core']);
+
+/** What a closed loop calls: this tree's TidalDb, or the baseline's. */
+interface ReadDb {
+  retrieve(req: RetrieveRequest): Promise<{ ageMs: number; degradationLevel: number }>;
+  search(req: SearchRequest): Promise<{ ageMs: number; degradationLevel: number }>;
+  close(): Promise<void>;
+}
 
 interface Cell {
+  /** 'after' (this tree) or 'before' (`--baseline`). */
+  tree: string;
   type: ReadType | 'mix';
   level: string;
   calls: number;
@@ -72,7 +87,7 @@ interface Counts {
 
 /** One closed loop: `closed` callers each taking the next request until `seconds` have passed. */
 async function loop(
-  db: TidalDb,
+  db: ReadDb,
   draw: () => { path: string; body: Record<string, unknown> },
   level: number,
   seconds: number,
@@ -171,67 +186,86 @@ function schema() {
 
 async function main(): Promise<void> {
   const report = new Report('level-throughput', opts);
-  const db = await TidalDb.builder().schema(schema()).ephemeral().workers(2).open();
+  const open = async (Db: typeof TidalDb) => (await Db.builder().schema(schema()).ephemeral().workers(2).open()) as unknown as ReadDb;
+  const sides: { tree: string; db: ReadDb }[] = [{ tree: 'after', db: await open(TidalDb) }];
+  if (baseline) {
+    const before = await baseline.load<{ TidalDb: typeof TidalDb }>('tidal-core');
+    sides.push({ tree: 'before', db: await open(before.TidalDb) });
+    report.line(`Baseline: ${baseline.dir} at ${baseline.commit} (before) against this tree (after).`);
+  }
+  const db = sides[0]!.db as unknown as TidalDb;
   try {
     const t0 = nowMs();
     const corpus = new Corpus({ items: opts.items, dims: 128, seed: 42 });
-    await loadDemo(db, { items: opts.items });
     const spec = personalSpec(corpus, opts.users, 0);
-    await writeUsers(db, corpus, spec, PERSONAL_DEFAULTS.follows);
-    await db.warm({ waitForAnn: true });
+    for (const side of sides) {
+      const d = side.db as unknown as TidalDb;
+      await loadDemo(d, { items: opts.items });
+      await writeUsers(d, corpus, spec, PERSONAL_DEFAULTS.follows);
+      await d.warm({ waitForAnn: true });
+    }
     report.line(
       `${fmtInt(opts.items)} items, ${fmtInt(opts.users)} users loaded in ${((nowMs() - t0) / 1000).toFixed(0)} s; load average ${loadAverage()}`,
     );
     const cells: Cell[] = [];
     let seed = 900;
-    const drawer = (s: PersonalMixSpec) => {
-      const next = personalDrawer(s, mulberry32(seed++));
+    const drawer = (s: PersonalMixSpec, at: number) => {
+      const next = personalDrawer(s, mulberry32(at));
       return () => {
         const r = next();
         return { path: r.path, body: JSON.parse(r.body as string) as Record<string, unknown> };
       };
     };
     // Every path optimized before the first cell: otherwise Full, measured first, pays for it.
-    for (const level of levels) await loop(db, drawer({ ...spec, level }), LEVEL_NAMES.indexOf(level), opts.warmup);
+    for (const side of sides)
+      for (const level of levels) await loop(side.db, drawer({ ...spec, level }, seed++), LEVEL_NAMES.indexOf(level), opts.warmup);
     // Rounds, and in each the levels of a type side by side, so that the machine's drift falls on
-    // every level alike: the ratios to Full are the figures to read on a shared machine.
+    // every level alike: the ratios to Full are the figures to read on a shared machine. With a
+    // baseline each cell runs on both trees, the same requests, the first tree alternating by round.
     const sums = new Map<string, Counts>();
     for (let round = 0; round < opts.rounds; round++) {
       // The mix as a whole (reads only, by their shares), then each type alone.
       for (const type of ['mix', ...types] as const) {
         for (const level of levels) {
-          const draw = drawer(type === 'mix' ? { ...spec, level } : { ...spec, only: type, level });
-          const c = await loop(db, draw, LEVEL_NAMES.indexOf(level), opts.seconds);
-          const key = `${type}|${level}`;
-          const sum = sums.get(key) ?? { calls: 0, ran: 0, atLevel: 0, wallMs: 0, mainNs: 0, otherNs: 0 };
-          for (const k of Object.keys(sum) as (keyof Counts)[]) sum[k] += c[k];
-          sums.set(key, sum);
-          process.stderr.write(
-            `  round ${round + 1} ${level.padEnd(17)} ${type.padEnd(15)} ${((c.calls * 1000) / c.wallMs).toFixed(0)}/s, ${((c.mainNs + c.otherNs) / 1000 / c.calls).toFixed(0)} µs CPU per call (${(c.mainNs / 1000 / c.calls).toFixed(0)} main), ${((c.ran / c.calls) * 100).toFixed(0)} % ran\n`,
-          );
+          const at = seed++;
+          for (const side of round % 2 === 0 ? sides : [...sides].reverse()) {
+            const draw = drawer(type === 'mix' ? { ...spec, level } : { ...spec, only: type, level }, at);
+            const c = await loop(side.db, draw, LEVEL_NAMES.indexOf(level), opts.seconds);
+            const key = `${side.tree}|${type}|${level}`;
+            const sum = sums.get(key) ?? { calls: 0, ran: 0, atLevel: 0, wallMs: 0, mainNs: 0, otherNs: 0 };
+            for (const k of Object.keys(sum) as (keyof Counts)[]) sum[k] += c[k];
+            sums.set(key, sum);
+            process.stderr.write(
+              `  round ${round + 1} ${sides.length > 1 ? `${side.tree.padEnd(7)}` : ''}${level.padEnd(17)} ${type.padEnd(15)} ${((c.calls * 1000) / c.wallMs).toFixed(0)}/s, ${((c.mainNs + c.otherNs) / 1000 / c.calls).toFixed(0)} µs CPU per call (${(c.mainNs / 1000 / c.calls).toFixed(0)} main), ${((c.ran / c.calls) * 100).toFixed(0)} % ran\n`,
+            );
+          }
         }
       }
     }
-    for (const type of ['mix', ...types] as const) {
-      for (const level of levels) {
-        const c = sums.get(`${type}|${level}`)!;
-        cells.push({
-          type,
-          level,
-          calls: c.calls,
-          ran: c.ran,
-          perSecond: (c.calls * 1000) / c.wallMs,
-          cpuUs: (c.mainNs + c.otherNs) / 1000 / c.calls,
-          mainUs: c.mainNs / 1000 / c.calls,
-          atLevel: c.atLevel / c.calls,
-        });
+    for (const side of sides) {
+      for (const type of ['mix', ...types] as const) {
+        for (const level of levels) {
+          const c = sums.get(`${side.tree}|${type}|${level}`)!;
+          cells.push({
+            tree: side.tree,
+            type,
+            level,
+            calls: c.calls,
+            ran: c.ran,
+            perSecond: (c.calls * 1000) / c.wallMs,
+            cpuUs: (c.mainNs + c.otherNs) / 1000 / c.calls,
+            mainUs: c.mainNs / 1000 / c.calls,
+            atLevel: c.atLevel / c.calls,
+          });
+        }
       }
     }
-    const full = (t: Cell['type']) => cells.find((c) => c.type === t && c.level === 'Full') ?? cells.find((c) => c.type === t)!;
+    const mine = cells.filter((c) => c.tree === 'after');
+    const full = (t: Cell['type']) => mine.find((c) => c.type === t && c.level === 'Full') ?? mine.find((c) => c.type === t)!;
     report.table(
       'In process, closed loop, per type and level',
       ['type', 'level', 'calls', 'ran for the call', 'at level', 'calls/s', 'CPU µs / call', 'main thread', 'calls/s ÷ Full', 'CPU ÷ Full'],
-      cells.map((c) => [
+      mine.map((c) => [
         c.type,
         c.level,
         fmtInt(c.calls),
@@ -244,12 +278,39 @@ async function main(): Promise<void> {
         (c.cpuUs / full(c.type).cpuUs).toFixed(2),
       ]),
     );
+    if (baseline) {
+      const before = (c: Cell) => cells.find((b) => b.tree === 'before' && b.type === c.type && b.level === c.level)!;
+      report.table(
+        'After ÷ before, the same requests, the trees taking turns',
+        [
+          'type',
+          'level',
+          'calls/s before / after',
+          'after ÷ before',
+          'CPU µs / call before / after',
+          'main thread before / after',
+          'CPU after ÷ before',
+        ],
+        mine.map((c) => {
+          const b = before(c);
+          return [
+            c.type,
+            c.level,
+            `${b.perSecond.toFixed(0)} / ${c.perSecond.toFixed(0)}`,
+            `${(c.perSecond / b.perSecond).toFixed(2)}×`,
+            `${b.cpuUs.toFixed(0)} / ${c.cpuUs.toFixed(0)}`,
+            `${b.mainUs.toFixed(0)} / ${c.mainUs.toFixed(0)}`,
+            `${(c.cpuUs / b.cpuUs).toFixed(2)}×`,
+          ];
+        }),
+      );
+    }
     report.set('cells', cells);
     if (opts.quality > 0) report.set('overlap', await quality(db, spec, types, report));
     report.set('loadAverageEnd', loadAverage());
     report.finish();
   } finally {
-    await db.close();
+    for (const side of sides) await side.db.close();
   }
 }
 
