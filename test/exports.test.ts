@@ -453,6 +453,8 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'runTask',
     'searchTopK',
     'tunedPlan',
+    'unpackAnswer',
+    'PackedRows',
     'SharedRecordsReader',
     'SharedRecordsWriter',
     'sharedRecordRetries',

@@ -8,6 +8,7 @@ import {
   createMemoryBoard,
   readMemoryBoard,
   runTask,
+  unpackAnswer,
   type BatchEntryResult,
   type ResultOf,
   type RetrieveMessage,
@@ -354,7 +355,7 @@ export class QueryPool implements QueryRunner {
           else if ('failed' in r) e.reject(asTidalError(r.failed));
           else {
             if ('skipped' in r) this.#skipped++;
-            e.resolve(r);
+            e.resolve(unpackAnswer(r));
           }
         }
         this.#resize();

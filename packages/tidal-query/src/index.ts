@@ -17,6 +17,7 @@ export { MAX_EVENT_MS } from './signals/layout.js';
 export type { SignalArena, SignalKindSpec, SignalValues, WindowName } from './signals/store.js';
 export type { QueryContext, VectorSearcher } from './context.js';
 export { WARM_SYNC_BYTES, CANCEL_CELLS, CELL_CANCELLED, runTask } from './protocol.js';
+export { unpackAnswer, type PackedRows } from './packed-rows.js';
 export type {
   AnnSource,
   AnnWarning,

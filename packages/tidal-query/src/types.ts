@@ -1,4 +1,5 @@
 import type { DegradationLevel } from 'tidal-load';
+import type { PackedRows } from './packed-rows.js';
 import type { SignalKindSpec, SignalValues, WindowName } from './signals/store.js';
 
 export type { SignalKindSpec, SignalValues, WindowName };
@@ -257,6 +258,8 @@ export interface WorkerRetrieveResult {
   ordinals?: Int32Array;
   /** With `asJson`: the items as JSON (then `items` is empty). */
   itemsJson?: string;
+  /** From a worker to the database's thread: the items packed (packed-rows.ts; then `items` is empty until unpacked). */
+  itemsPacked?: PackedRows;
   warnings: string[];
   explain: Explain;
 }
@@ -270,6 +273,8 @@ export interface WorkerSearchResult {
   ordinals?: Int32Array;
   /** With `asJson`: the hits as JSON (then `hits` is empty). */
   hitsJson?: string;
+  /** From a worker to the database's thread: the hits packed (packed-rows.ts; then `hits` is empty until unpacked). */
+  hitsPacked?: PackedRows;
   warnings: string[];
   explain: Explain;
   mode: 'text' | 'vector' | 'hybrid';

@@ -29,6 +29,7 @@ import {
 } from './protocol.js';
 import { applyNice } from './nice.js';
 import { MemoryBoardWriter, measureThread } from './memory.js';
+import { packAnswer } from './packed-rows.js';
 import { levelPlan } from './plan.js';
 import { RetrieveExecutor } from './retrieve.js';
 import { SearchExecutor } from './search.js';
@@ -160,13 +161,16 @@ function search(s: State, msg: SearchMessage, started: number): ResultOf<'search
   return { ...r, ordinals, nowMs, serviceMs: performance.now() - started };
 }
 
-/** Each query of a batch in order, its service time its own; one that throws fails alone. */
+/**
+ * Each query of a batch in order, its service time its own; one that throws fails alone. The
+ * answers' rows cross packed (packed-rows.ts): the thread they go to reads every embedded query's.
+ */
 function batch(s: State, msg: BatchMessage): BatchEntryResult[] {
   const out: BatchEntryResult[] = [];
   for (const q of msg.queries) {
     const started = performance.now();
     try {
-      out.push(q.op === 'retrieve' ? retrieve(s, q, started) : search(s, q, started));
+      out.push(packAnswer(q.op === 'retrieve' ? retrieve(s, q, started) : search(s, q, started)));
     } catch (err) {
       out.push({ failed: err });
     }
