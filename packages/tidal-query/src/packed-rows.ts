@@ -227,6 +227,12 @@ function builderOf(program: Program, compile: boolean): Builder {
   }
 }
 
+function setKey(o: Record<string, unknown>, k: string, v: unknown): void {
+  // An assignment to `__proto__` would set the prototype: a clone gives an own property.
+  if (k === '__proto__') Object.defineProperty(o, k, { value: v, writable: true, enumerable: true, configurable: true });
+  else o[k] = v;
+}
+
 function interpret(
   program: Program,
   pos: { at: number },
@@ -256,20 +262,24 @@ function interpret(
                   : tag === OTHER
                     ? others[c.other++]
                     : interpret(program, pos, nums, strs, others, c);
-    Object.defineProperty(o, k, { value: v, writable: true, enumerable: true, configurable: true });
+    setKey(o, k as string, v);
   }
 }
 
 /** Row builders by shape, kept across answers (a database's answers have a handful of shapes). */
 const builders = new Map<string, Builder>();
-/** Past this many shapes the kept builders are dropped and made again as needed. */
+/**
+ * Shapes given a compiled builder at most: past it (rows whose signal kinds vary in many
+ * combinations) a new shape is interpreted, not compiled, so no answer pays a compilation per row.
+ */
 const MAX_BUILDERS = 1024;
 
 function builderFor(shape: string): Builder {
   let b = builders.get(shape);
   if (b === undefined) {
-    if (builders.size >= MAX_BUILDERS) builders.clear();
-    b = builderOf(JSON.parse(shape) as Program, true);
+    const program = JSON.parse(shape) as Program;
+    if (builders.size >= MAX_BUILDERS) return builderOf(program, false);
+    b = builderOf(program, true);
     builders.set(shape, b);
   }
   return b;

@@ -143,4 +143,15 @@ describe('packed rows', () => {
     const json = { serviceMs: 0, items: [], itemsJson: '[]', warnings: [], explain: {} };
     expect(packAnswer(json)).toBe(json);
   });
+
+  it('rebuilds rows of more shapes than it keeps compiled builders for (interpreted past the bound)', () => {
+    // The builders are kept per thread: this fills their bound (the property above may have too).
+    const rows = Array.from({ length: 1100 }, (_, i) => ({ id: `item-${i}`, [`kind${i}`]: { score: i, count: -0 } }));
+    const p = packRows(rows)!;
+    expect(p.shapes.length).toBe(1100);
+    const got = unpackRows(crossed(p));
+    for (let i = 0; i < rows.length; i++) expectSame(got[i], rows[i], `row ${i}`);
+    const twice = unpackRows(crossed(p));
+    expect(twice).toStrictEqual(got);
+  });
 });
