@@ -319,7 +319,7 @@ describe('replication: the host side', () => {
     await a.db.signal({ item: 'x', kind: 'view', at: T0 - 2 });
     expect(a.db.stats().replication!.unpublished).toBe(1);
     const check = new Database(join(dir, 'tidal.db'), { readonly: true });
-    expect(check.pragma('user_version', { simple: true })).toBe(5);
+    expect(check.pragma('user_version', { simple: true })).toBeGreaterThanOrEqual(5);
     check.close();
   });
   it('a foreign batch this replica cannot hold stops the batches after it: none of its origin is skipped', async () => {

@@ -92,7 +92,7 @@ async function main(): Promise<void> {
     for (const side of sides) {
       await loadDemo(side.db, { items: opts.items });
       await writeUsers(side.db, corpus, spec, PERSONAL_DEFAULTS.follows);
-      await side.db.warm();
+      await side.db.warm({ waitForAnn: true });
     }
     report.line(
       `${fmtInt(opts.items)} items, ${fmtInt(opts.users)} users loaded in ${((nowMs() - t0) / 1000).toFixed(0)} s; load average ${loadAverage()}`,

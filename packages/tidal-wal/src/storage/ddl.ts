@@ -19,8 +19,12 @@
  * - 4: no FTS5 table: the text index is built from `items` alone. The step drops `items_fts`.
  * - 5: replication between replicas (`repl_outbox`, `repl_origins`, `repl_item_clock`). The step
  *   creates them empty: nothing written before the upgrade is in the outbox.
+ * - 6: the co-engagement pairs are logged (`related_log`) and a partner list is written when the
+ *   log needs its row back, not in every batch that changed it; `item_related.upto` says which
+ *   log rows a stored list holds. The step adds the column (0: the list holds every pair; the
+ *   log starts empty).
  */
-export const STORAGE_VERSION = 5;
+export const STORAGE_VERSION = 6;
 
 /** Every table and index, as `CREATE ... IF NOT EXISTS`: running it on a current file changes nothing. */
 export const TABLES = `
@@ -111,10 +115,18 @@ export const TABLES = `
   ) WITHOUT ROWID;
 
   -- The co-engagement index (format 3): per item ordinal, its partners as n × (partner, score,
-  -- at), Float64 little-endian; written in the transaction of the batch that changed it.
+  -- at), Float64 little-endian, holding every pair of related_log up to the row upto (format 6).
   CREATE TABLE IF NOT EXISTS item_related (
     ordinal INTEGER PRIMARY KEY,
-    partners BLOB NOT NULL
+    partners BLOB NOT NULL,
+    upto INTEGER NOT NULL DEFAULT 0
+  );
+  -- The co-engagement pairs of each committed batch that had any (format 6): id, one above the
+  -- previous row's; pairs, n × (item, partner, at) Float64 little-endian in the order counted. A
+  -- list replays the rows above its upto; rows every list holds are deleted.
+  CREATE TABLE IF NOT EXISTS related_log (
+    id INTEGER PRIMARY KEY,
+    pairs BLOB NOT NULL
   );
 
   -- Replication (format 5), written only by a database opened with a replication link, in the

@@ -21,6 +21,11 @@ const MIGRATIONS: readonly ((db: Database.Database) => void)[] = [
   (db) => db.exec('DROP TABLE IF EXISTS items_fts'),
   // 4 → 5: the replication tables, created empty by TABLES (ddl.ts).
   () => {},
+  // 5 → 6: item_related.upto (a new file has it from TABLES); related_log is created empty by TABLES.
+  (db) => {
+    const columns = db.prepare("SELECT name FROM pragma_table_info('item_related')").pluck().all() as string[];
+    if (!columns.includes('upto')) db.exec('ALTER TABLE item_related ADD COLUMN upto INTEGER NOT NULL DEFAULT 0');
+  },
 ];
 
 /**

@@ -1,0 +1,146 @@
+/**
+ * The co-engagement index over a real file: batches of pairs are logged, lists written only when
+ * the log must give up the rows that changed them, and whatever the log's bound and the order of
+ * commits, rolled-back batches and reopens (a crash between two batches), every list equals the
+ * one an index that never reopened holds, and the log stays within its bound.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import fc from 'fast-check';
+import { afterAll, describe, expect, it } from 'vitest';
+import { STORAGE_VERSION, openStorage } from 'tidal-wal/storage';
+import { CoEngagementIndex, RELATED_PARTNERS } from '../src/co-engagement.js';
+
+const root = mkdtempSync(join(tmpdir(), 'tidal-co-engagement-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const ITEMS = 12;
+const NOW = 1_800_000_000_000;
+
+function open(file: string): Database.Database {
+  const db = new Database(file);
+  openStorage(db, file);
+  return db;
+}
+
+/** One batch through the write path's steps: begin, count, persist in the transaction, apply after it. */
+function batch(db: Database.Database, index: CoEngagementIndex, pairs: readonly [number, number, number][], commit = true): void {
+  index.begin();
+  for (const [a, b, at] of pairs) index.record(a, b, at);
+  try {
+    db.transaction(() => {
+      index.persist();
+      if (!commit) throw new Error('rolled back');
+    })();
+  } catch (err) {
+    if (commit) throw err;
+    return;
+  }
+  index.apply();
+}
+
+function lists(index: CoEngagementIndex): Map<number, number>[] {
+  return Array.from({ length: ITEMS }, (_, item) => index.partners(item, NOW));
+}
+
+const pair = fc.tuple(fc.nat(ITEMS - 1), fc.nat(ITEMS - 1), fc.integer({ min: 0, max: 3_600_000 }));
+const step = fc.record({
+  pairs: fc.array(pair, { maxLength: 10 }),
+  outcome: fc.constantFrom('commit', 'commit', 'commit', 'rollback', 'reopen'),
+});
+
+describe('co-engagement index: logged pairs, lists written when the log gives their rows up', () => {
+  it('equals an index that never reopened, after any commits, rollbacks and reopens, within the log bound', () => {
+    let run = 0;
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 40 }), fc.array(step, { minLength: 1, maxLength: 60 }), (bound, steps) => {
+        const file = join(root, `p${run++}.db`);
+        let db = open(file);
+        let index = new CoEngagementIndex(db, bound);
+        const refDb = open(':memory:');
+        const ref = new CoEngagementIndex(refDb, Number.MAX_SAFE_INTEGER);
+        try {
+          for (const s of steps) {
+            const pairs = s.pairs.map(([a, b, at]) => [a, b, NOW - at] as [number, number, number]);
+            batch(db, index, pairs, s.outcome !== 'rollback');
+            if (s.outcome !== 'rollback') batch(refDb, ref, pairs);
+            if (s.outcome === 'reopen') {
+              db.close();
+              db = open(file);
+              index = new CoEngagementIndex(db, bound);
+            }
+            expect(lists(index)).toEqual(lists(ref));
+            const rows = db.prepare('SELECT count(*) AS n, coalesce(sum(length(pairs)), 0) / 24 AS pairs FROM related_log').get() as {
+              n: number;
+              pairs: number;
+            };
+            expect(index.log).toEqual({ rows: rows.n, pairs: rows.pairs, unwritten: index.log.unwritten });
+            expect(rows.pairs).toBeLessThanOrEqual(bound);
+          }
+        } finally {
+          db.close();
+          refDb.close();
+          rmSync(file, { force: true });
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('writes a list once however many batches changed it, when the log gives up the rows', () => {
+    const db = open(join(root, 'once.db'));
+    const index = new CoEngagementIndex(db, 1_000);
+    const listRows = () => db.prepare('SELECT count(*) FROM item_related').pluck().get() as number;
+    const changes = () => db.prepare('SELECT total_changes()').pluck().get() as number;
+    for (let b = 0; b < 100; b++) batch(db, index, [[0, 1 + (b % 3), NOW - b]]);
+    // 200 pairs in 100 rows, under the bound: every batch one log row, no list written.
+    expect(listRows()).toBe(0);
+    expect(changes()).toBe(100);
+    expect(index.log).toEqual({ rows: 100, pairs: 200, unwritten: 4 });
+    // A batch of 900 pairs: the 50 oldest rows go, so the four lists they changed are written,
+    // once each (two of them changed by the batch too, and written with its pairs): one log row
+    // in, four lists, 50 rows out; the batch's other lists stay unwritten.
+    batch(db, index, [[0, 1, NOW], ...Array.from({ length: 449 }, (_, i) => [5, 6 + (i % 6), NOW - i] as [number, number, number])]);
+    expect(changes()).toBe(100 + 1 + 4 + 50);
+    expect(listRows()).toBe(4);
+    expect(index.log).toEqual({ rows: 51, pairs: 1_000, unwritten: 7 });
+    db.close();
+  });
+
+  it('opens a format-5 file: its stored lists hold every pair, the log starts empty', () => {
+    const file = join(root, 'v5.db');
+    const raw = new Database(file);
+    openStorage(raw, file);
+    raw.exec(`DROP TABLE item_related; DROP TABLE related_log;
+      CREATE TABLE item_related (ordinal INTEGER PRIMARY KEY, partners BLOB NOT NULL)`);
+    const entries = Float64Array.from([7, 2.5, NOW - 1000, 8, 1, NOW - 2000]);
+    raw.prepare('INSERT INTO item_related (ordinal, partners) VALUES (?, ?)').run(3, Buffer.from(entries.buffer));
+    raw.pragma('user_version = 5');
+    raw.close();
+    const db = open(file);
+    expect(db.pragma('user_version', { simple: true })).toBe(STORAGE_VERSION);
+    const index = new CoEngagementIndex(db, 4);
+    expect([...index.partners(3, NOW - 1000).keys()]).toEqual([7, 8]);
+    expect(index.partners(3, NOW - 1000).get(7)).toBe(2.5);
+    batch(db, index, [[3, 9, NOW]]);
+    db.close();
+    const again = new CoEngagementIndex(open(file), 4);
+    expect([...again.partners(3, NOW).keys()]).toEqual([7, 8, 9]);
+    expect(again.log).toEqual({ rows: 1, pairs: 2, unwritten: 2 });
+  });
+
+  it('keeps a full list to its bound through the log', () => {
+    const file = join(root, 'full.db');
+    let db = open(file);
+    const index = new CoEngagementIndex(db, 64);
+    for (let p = 1; p <= RELATED_PARTNERS + 10; p++) batch(db, index, [[0, 100 + p, NOW - p]]);
+    const live = index.partners(0, NOW);
+    db.close();
+    db = open(file);
+    expect(new CoEngagementIndex(db, 64).partners(0, NOW)).toEqual(live);
+    expect(live.size).toBe(RELATED_PARTNERS);
+    db.close();
+  });
+});
