@@ -18,6 +18,9 @@ import type { SharedStateSink } from './shared-state.js';
 import {
   BLOCKED,
   cloneState,
+  ownAffinity,
+  ownCreators,
+  ownHidden,
   FOLLOWED,
   grow,
   loadUsers,
@@ -323,10 +326,10 @@ export class UserRegistry {
         const u = this.#touch(e.user);
         if (u === null) return;
         if (e.type === 'hide') {
-          u.hidden.add(e.ordinal);
+          ownHidden(u).add(e.ordinal);
           s.hide.run(u.key, e.ordinal);
         } else {
-          u.hidden.delete(e.ordinal);
+          ownHidden(u).delete(e.ordinal);
           s.unhide.run(u.key, e.ordinal);
         }
         return;
@@ -338,7 +341,7 @@ export class UserRegistry {
         const u = this.#touch(e.user);
         if (u === null) return;
         const relation = e.type === 'block' || e.type === 'unblock' ? BLOCKED : FOLLOWED;
-        const set = relation === BLOCKED ? u.blocked : u.following;
+        const set = ownCreators(u, relation === BLOCKED ? 'blocked' : 'following');
         if (e.type === 'block' || e.type === 'follow') {
           set.add(this.#intern(e.creator));
           s.relate.run(u.key, relation, e.creator);
@@ -400,23 +403,24 @@ export class UserRegistry {
   #moveAffinity(u: UserState, creator: string, w: number, at: number): void {
     const s = this.#stmt;
     const c = this.#intern(creator);
-    const a = u.affinity.get(c);
+    const affinity = ownAffinity(u);
+    const a = affinity.get(c);
     if (a === undefined) {
-      u.affinity.set(c, { score: w, at });
-      if (u.affinity.size > MAX_AFFINITIES) {
+      affinity.set(c, { score: w, at });
+      if (affinity.size > MAX_AFFINITIES) {
         // The smallest affinity at the latest reference time goes (ties: the first creator by name).
         let ref = -Infinity;
-        for (const x of u.affinity.values()) if (x.at > ref) ref = x.at;
+        for (const x of affinity.values()) if (x.at > ref) ref = x.at;
         let worst: string | null = null;
         let worstValue = Infinity;
-        for (const [name, x] of u.affinity) {
+        for (const [name, x] of affinity) {
           const v = x.score * Math.exp(-this.#lambda * (ref - x.at));
           if (v < worstValue || (v === worstValue && worst !== null && name < worst)) {
             worst = name;
             worstValue = v;
           }
         }
-        u.affinity.delete(worst!);
+        affinity.delete(worst!);
         s.affinityDelete.run(u.key, worst);
         if (worst === c) return;
       }

@@ -140,4 +140,64 @@ describe('write-path faults', () => {
     expect(warnings.map((w) => w.code)).toEqual(['TIDAL_ACK_MARK_FAILED']);
     await again.close();
   });
+  it('a refused commit leaves every user as it was: hidden items, creators, affinities and co-engagement', async () => {
+    const HOUR = 3_600_000;
+    const schema = {
+      signals: [{ name: 'like', halfLifeMs: HOUR, preference: 0.5 }],
+      metadata: { creator: 'string' as const },
+      creatorField: 'creator',
+      embeddingDims: 2,
+    };
+    const dir = freshDir();
+    const openUsers = () =>
+      TidalDb.builder()
+        .path(dir)
+        .schema(schema)
+        .workers(1)
+        .clock(() => NOW)
+        .open();
+    const db = await openUsers();
+    await db.upsertItems(
+      ['p', 'q', 'r', 's'].map((id, i) => ({ id, embedding: [1, i], metadata: { creator: `c${i}` }, createdAt: NOW - HOUR })),
+    );
+    await db.upsertUsers([{ id: 'mia' }]);
+    await db.signal({ item: 'p', kind: 'like', user: 'mia', at: NOW - 2 });
+    await db.signal({ item: 'q', kind: 'like', user: 'mia', at: NOW - 1 });
+    await db.hide({ user: 'mia', item: 'r' });
+    await db.follow({ user: 'mia', creator: 'c0' });
+    const before = await db.getUser('mia');
+    const related = (await db.retrieve({ profile: 'related', item: 'p', limit: 5 })).items.map((i) => i.id);
+    expect(related).toEqual(['q']);
+
+    const { writer } = internalsOf(db);
+    writer.pragma(`max_page_count = ${writer.pragma('page_count', { simple: true }) as number}`);
+    const big = Array.from({ length: 200 }, (_, i) => ({ id: `big-${i}`, text: 'x'.repeat(4000) + i }));
+    // One batch: each of these changes a collection mia's published state holds.
+    const batch = [
+      db.upsertItems(big),
+      db.hide({ user: 'mia', item: 's' }),
+      db.unhide({ user: 'mia', item: 'r' }),
+      db.follow({ user: 'mia', creator: 'c3' }),
+      db.unfollow({ user: 'mia', creator: 'c0' }),
+      db.block({ user: 'mia', creator: 'c2' }),
+      db.signal({ item: 'q', kind: 'like', user: 'mia', at: NOW }),
+      db.signal({ item: 's', kind: 'like', user: 'mia', at: NOW }),
+    ];
+    for (const w of batch) await expect(w).rejects.toBeInstanceOf(InternalError);
+    expect(await db.getUser('mia')).toEqual(before);
+    expect((await db.retrieve({ profile: 'related', item: 'p', limit: 5 })).items.map((i) => i.id)).toEqual(related);
+
+    writer.pragma('max_page_count = 1073741823');
+    await db.signal({ item: 's', kind: 'like', user: 'mia', at: NOW });
+    await db.hide({ user: 'mia', item: 'q' });
+    const after = await db.getUser('mia');
+    expect(after!.hidden).toEqual(['q', 'r']);
+    expect(after!.following).toEqual(['c0']);
+    expect(after!.blocked).toEqual([]);
+    expect(Object.keys(after!.affinity).sort()).toEqual(['c0', 'c1', 'c3']);
+    await db.close();
+    const again = await openUsers();
+    expect(await again.getUser('mia')).toEqual(after);
+    await again.close();
+  });
 });
