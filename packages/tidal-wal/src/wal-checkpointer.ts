@@ -5,6 +5,13 @@ import type { WarningSink } from 'tidal-load';
 /** How often the checkpoint worker looks at the WAL. At full ingest rate that is ~2 MB per look. */
 export const WAL_CHECKPOINT_POLL_MS = 200;
 
+/**
+ * Frames in the WAL past which the worker checkpoints every millisecond until the WAL starts over
+ * (see wal-checkpoint-worker.ts): 32 MiB of 4 KiB pages, ≈ 1 s of single-event writes naming a
+ * user at full rate.
+ */
+export const WAL_RESTART_FRAMES = 8192;
+
 /** SQLite's own trigger (pages), restored on the writer if the worker is gone. */
 const AUTOCHECKPOINT_PAGES = 1000;
 
@@ -27,9 +34,11 @@ export class WalCheckpointer {
   readonly #exited: Promise<void>;
   #closed = false;
 
-  private constructor(writer: Database.Database, file: string, pollMs: number, warn: WarningSink) {
+  private constructor(writer: Database.Database, file: string, pollMs: number, restartFrames: number, warn: WarningSink) {
     this.#writer = writer;
-    this.#worker = new Worker(new URL('./wal-checkpoint-worker.js', import.meta.url), { workerData: { file, pollMs } });
+    this.#worker = new Worker(new URL('./wal-checkpoint-worker.js', import.meta.url), {
+      workerData: { file, pollMs, restartFrames },
+    });
     // An open database must not keep the process alive by itself; close() ends the worker anyway.
     this.#worker.unref();
     this.#exited = new Promise<void>((resolve) => this.#worker.once('exit', () => resolve()));
@@ -45,8 +54,14 @@ export class WalCheckpointer {
   }
 
   /** Starts the worker for the database `file`, whose writer connection is `writer`. */
-  static start(writer: Database.Database, file: string, warn: WarningSink, pollMs = WAL_CHECKPOINT_POLL_MS): WalCheckpointer {
-    return new WalCheckpointer(writer, file, pollMs, warn);
+  static start(
+    writer: Database.Database,
+    file: string,
+    warn: WarningSink,
+    pollMs = WAL_CHECKPOINT_POLL_MS,
+    restartFrames = WAL_RESTART_FRAMES,
+  ): WalCheckpointer {
+    return new WalCheckpointer(writer, file, pollMs, restartFrames, warn);
   }
 
   /** Stops the worker and gives the writer its automatic checkpoint back. Idempotent. */
