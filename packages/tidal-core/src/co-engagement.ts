@@ -140,12 +140,12 @@ export class CoEngagementIndex {
     this.#trim = db.prepare('DELETE FROM related_log WHERE id < ?');
     const lists = new Map<number, PartnerList>();
     const upto = new Map<number, number>();
-    for (const [ordinal, blob, at] of db.prepare('SELECT ordinal, partners, upto FROM item_related').raw().iterate() as IterableIterator<
+    for (const [ordinal, blob, holds] of db.prepare('SELECT ordinal, partners, upto FROM item_related').raw().iterate() as IterableIterator<
       [number, Buffer, number]
     >) {
       lists.set(ordinal, decode(blob));
-      upto.set(ordinal, at);
-      if (at > this.#lastId) this.#lastId = at;
+      upto.set(ordinal, holds);
+      if (holds > this.#lastId) this.#lastId = holds;
     }
     // The log's rows, in order: each list takes the pairs its stored copy does not hold.
     for (const [id, blob] of db.prepare('SELECT id, pairs FROM related_log ORDER BY id').raw().iterate() as IterableIterator<
@@ -297,7 +297,8 @@ export class CoEngagementIndex {
     while (inLog > this.#logBound && head < ids.length) inLog -= this.#logPairs[head++]!;
     const newRowGoes = inLog > this.#logBound;
     if (newRowGoes) inLog -= pairs;
-    const cut = newRowGoes || pairs === 0 ? (head < ids.length ? ids[head]! : id + 1) : head < ids.length ? ids[head]! : id;
+    // The first row kept: the oldest left, else this batch's own, else none (every list written).
+    const cut = head < ids.length ? ids[head]! : pairs > 0 && !newRowGoes ? id : id + 1;
     const written: number[] = [];
     for (const [item, first] of this.#dirty) {
       if (first >= cut) break;
