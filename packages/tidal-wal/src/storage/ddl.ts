@@ -26,6 +26,9 @@
  */
 export const STORAGE_VERSION = 6;
 
+/** The step from format 5 to 6 on a file whose `item_related` lacks `upto` (open.ts runs it). */
+export const ADD_ITEM_RELATED_UPTO = 'ALTER TABLE item_related ADD COLUMN upto INTEGER NOT NULL DEFAULT 0';
+
 /** Every table and index, as `CREATE ... IF NOT EXISTS`: running it on a current file changes nothing. */
 export const TABLES = `
   -- Key/value settings and counters; every key and its value type is declared in meta.ts.

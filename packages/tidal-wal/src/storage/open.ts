@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { InvalidInputError } from 'tidal-load';
-import { STORAGE_VERSION, TABLES } from './ddl.js';
+import { ADD_ITEM_RELATED_UPTO, STORAGE_VERSION, TABLES } from './ddl.js';
 
 /** Steps from version `n` to `n + 1`, indexed by `n`; each runs after {@link TABLES} exists. */
 const MIGRATIONS: readonly ((db: Database.Database) => void)[] = [
@@ -24,7 +24,7 @@ const MIGRATIONS: readonly ((db: Database.Database) => void)[] = [
   // 5 → 6: item_related.upto (a new file has it from TABLES); related_log is created empty by TABLES.
   (db) => {
     const columns = db.prepare("SELECT name FROM pragma_table_info('item_related')").pluck().all() as string[];
-    if (!columns.includes('upto')) db.exec('ALTER TABLE item_related ADD COLUMN upto INTEGER NOT NULL DEFAULT 0');
+    if (!columns.includes('upto')) db.exec(ADD_ITEM_RELATED_UPTO);
   },
 ];
 
