@@ -54,13 +54,13 @@ function encode(l: PartnerList): Buffer {
   return Buffer.from(l.data.buffer, l.data.byteOffset, 24 * l.n);
 }
 
-/** A log row's pairs: n × (item, partner, at), Float64 little-endian. */
-function encodePairs(p: number[]): Buffer {
+/** A log row's entries: n × (item, partner, at), Float64 little-endian. */
+function encodeEntries(p: number[]): Buffer {
   const f = Float64Array.from(p);
   return Buffer.from(f.buffer, f.byteOffset, f.byteLength);
 }
 
-function decodePairs(b: Buffer): Float64Array {
+function decodeEntries(b: Buffer): Float64Array {
   const f = new Float64Array(Math.floor(b.byteLength / 8));
   new Uint8Array(f.buffer).set(b.subarray(0, 8 * f.length));
   return f;
@@ -74,12 +74,11 @@ function decode(b: Buffer): PartnerList {
 }
 
 /**
- * Pairs the log may hold (24 bytes each: 12 MiB) before the lists its oldest rows touched are
- * written out. A list changed by several batches within it is written once: at 100 000 items and
- * ≈ 3 000 single-event writes a second it spans ≈ 25 s of pairs, and an open replays at most
- * this many.
+ * Entries the log may hold (one per list a pair moves, two a pair; 24 bytes each: 12 MiB) before
+ * the lists its oldest rows changed are written out. A list changed by several batches within it
+ * is written once, and an open replays at most this many entries.
  */
-export const RELATED_LOG_PAIRS = 524_288;
+export const RELATED_LOG_ENTRIES = 524_288;
 
 /**
  * The co-engagement index of `related`: per item, at most {@link RELATED_PARTNERS} partners, each
@@ -88,10 +87,10 @@ export const RELATED_LOG_PAIRS = 524_288;
  * higher ordinal) and inherits that count (Space-Saving, Metwally et al. 2005), so the counts of a
  * full list over-estimate by at most the smallest count.
  *
- * Durable like the user state, without a row per changed list per batch: a batch's pairs are one
- * row of `related_log`, in its transaction, and a list is written (with `upto`, the last log row
+ * Durable like the user state, without a row per changed list per batch: a batch's entries (one
+ * per list a pair moves) are one row of `related_log`, in its transaction, and a list is written (with `upto`, the last log row
  * it holds) only when the log must give up the oldest row that changed it since it was last
- * written: past {@link RELATED_LOG_PAIRS} pairs, oldest row first. An open loads the lists and
+ * written: past {@link RELATED_LOG_ENTRIES} entries, oldest row first. An open loads the lists and
  * replays each the log rows above its `upto`, in order, so the index after a crash is exactly the
  * one of the last committed batch (a list moves only by its own pairs, in the order counted; the
  * signal log cannot rebuild it: it holds no users, and checkpoints truncate it). Written per batch
@@ -108,8 +107,8 @@ export class CoEngagementIndex {
   #size = 0;
   /** Copies of the lists the batch being committed changed. */
   #staged = new Map<number, PartnerList>();
-  /** The batch's pairs, (item, partner, at) in the order counted: its log row. */
-  #pairs: number[] = [];
+  /** The batch's log entries, (item, partner, at) in the order counted: its log row. */
+  #entries: number[] = [];
   #onPublish: ((item: number, task: RelatedTask) => boolean) | null = null;
   /** Where a list published to the shared records is read back from (see {@link share}). */
   #sharedList: ((item: number) => RelatedTask | undefined) | null = null;
@@ -122,21 +121,21 @@ export class CoEngagementIndex {
    * the order they became so, which is that row's order (a Map keeps insertion order).
    */
   readonly #dirty = new Map<number, number>();
-  /** The log's rows, oldest first from `#head`: their ids and pair counts. */
+  /** The log's rows, oldest first from `#head`: their ids and entry counts. */
   #logIds: number[] = [];
-  #logPairs: number[] = [];
+  #logEntries: number[] = [];
   #head = 0;
-  /** Pairs in the log's rows from `#head`. */
+  /** Entries in the log's rows from `#head`. */
   #inLog = 0;
   /** The last log row id committed (or held by a stored list). */
   #lastId = 0;
   /** What the batch being committed wrote of the log and the lists, applied after its commit. */
-  #pending: { id: number; pairs: number; head: number; inLog: number; written: number[] } | null = null;
+  #pending: { id: number; entries: number; head: number; inLog: number; written: number[] } | null = null;
 
-  constructor(db: Database.Database, logBound = RELATED_LOG_PAIRS) {
+  constructor(db: Database.Database, logBound = RELATED_LOG_ENTRIES) {
     this.#logBound = logBound;
     this.#write = db.prepare('INSERT OR REPLACE INTO item_related (ordinal, partners, upto) VALUES (?, ?, ?)');
-    this.#append = db.prepare('INSERT INTO related_log (id, pairs) VALUES (?, ?)');
+    this.#append = db.prepare('INSERT INTO related_log (id, entries) VALUES (?, ?)');
     this.#trim = db.prepare('DELETE FROM related_log WHERE id < ?');
     const lists = new Map<number, PartnerList>();
     const upto = new Map<number, number>();
@@ -147,11 +146,11 @@ export class CoEngagementIndex {
       upto.set(ordinal, holds);
       if (holds > this.#lastId) this.#lastId = holds;
     }
-    // The log's rows, in order: each list takes the pairs its stored copy does not hold.
-    for (const [id, blob] of db.prepare('SELECT id, pairs FROM related_log ORDER BY id').raw().iterate() as IterableIterator<
+    // The log's rows, in order: each list takes the entries its stored copy does not hold.
+    for (const [id, blob] of db.prepare('SELECT id, entries FROM related_log ORDER BY id').raw().iterate() as IterableIterator<
       [number, Buffer]
     >) {
-      const p = decodePairs(blob);
+      const p = decodeEntries(blob);
       for (let i = 0; i < p.length; i += 3) {
         const item = p[i]!;
         if (id <= (upto.get(item) ?? 0)) continue;
@@ -161,16 +160,16 @@ export class CoEngagementIndex {
         if (!this.#dirty.has(item)) this.#dirty.set(item, id);
       }
       this.#logIds.push(id);
-      this.#logPairs.push(p.length / 3);
+      this.#logEntries.push(p.length / 3);
       this.#inLog += p.length / 3;
       if (id > this.#lastId) this.#lastId = id;
     }
     for (const [ordinal, l] of lists) this.#publish(ordinal, l);
   }
 
-  /** Rows and pairs in the log now (tests and tools). */
-  get log(): { rows: number; pairs: number; unwritten: number } {
-    return { rows: this.#logIds.length - this.#head, pairs: this.#inLog, unwritten: this.#dirty.size };
+  /** Rows and entries in the log now, and the lists it holds changes of (tests and tools). */
+  get log(): { rows: number; entries: number; unwritten: number } {
+    return { rows: this.#logIds.length - this.#head, entries: this.#inLog, unwritten: this.#dirty.size };
   }
 
   /** Items with a list. */
@@ -215,14 +214,14 @@ export class CoEngagementIndex {
   /** Starts a batch: copies left by a batch that failed to commit are dropped. */
   begin(): void {
     if (this.#staged.size > 0) this.#staged = new Map();
-    if (this.#pairs.length > 0) this.#pairs = [];
+    if (this.#entries.length > 0) this.#entries = [];
     this.#pending = null;
   }
 
   /** Counts one co-engagement of `a` and `b` at `at`, in both lists. */
   record(a: number, b: number, at: number): void {
     if (a === b) return;
-    this.#pairs.push(a, b, at, b, a, at);
+    this.#entries.push(a, b, at, b, a, at);
     this.#bumpList(this.#touch(a), b, at);
     this.#bumpList(this.#touch(b), a, at);
   }
@@ -279,26 +278,26 @@ export class CoEngagementIndex {
   }
 
   /**
-   * Inside the batch's transaction: logs its pairs (one row), then writes the lists the log's
+   * Inside the batch's transaction: logs its entries (one row), then writes the lists the log's
    * oldest rows changed, as far as it must give rows up to stay within its bound, and deletes
    * the rows no list needs any more.
    */
   persist(): void {
-    const pairs = this.#pairs.length / 3;
+    const entries = this.#entries.length / 3;
     let id = this.#lastId;
-    if (pairs > 0) {
+    if (entries > 0) {
       id++;
-      this.#append.run(id, encodePairs(this.#pairs));
+      this.#append.run(id, encodeEntries(this.#entries));
     }
-    // The oldest row kept: the log holds at most the bound's pairs (this batch's row first).
+    // The oldest row kept: the log holds at most the bound's entries (this batch's row first).
     let head = this.#head;
-    let inLog = this.#inLog + pairs;
+    let inLog = this.#inLog + entries;
     const ids = this.#logIds;
-    while (inLog > this.#logBound && head < ids.length) inLog -= this.#logPairs[head++]!;
+    while (inLog > this.#logBound && head < ids.length) inLog -= this.#logEntries[head++]!;
     const newRowGoes = inLog > this.#logBound;
-    if (newRowGoes) inLog -= pairs;
+    if (newRowGoes) inLog -= entries;
     // The first row kept: the oldest left, else this batch's own, else none (every list written).
-    const cut = head < ids.length ? ids[head]! : pairs > 0 && !newRowGoes ? id : id + 1;
+    const cut = head < ids.length ? ids[head]! : entries > 0 && !newRowGoes ? id : id + 1;
     const written: number[] = [];
     for (const [item, first] of this.#dirty) {
       if (first >= cut) break;
@@ -312,7 +311,7 @@ export class CoEngagementIndex {
           written.push(item);
         }
     if (head > this.#head || newRowGoes) this.#trim.run(cut);
-    this.#pending = { id: pairs > 0 ? id : 0, pairs: newRowGoes ? 0 : pairs, head, inLog, written };
+    this.#pending = { id: entries > 0 ? id : 0, entries: newRowGoes ? 0 : entries, head, inLog, written };
   }
 
   /** Publishes the lists the committed batch changed, and what it wrote of the log. */
@@ -322,9 +321,9 @@ export class CoEngagementIndex {
     if (p !== null) {
       if (p.id > 0) {
         this.#lastId = p.id;
-        if (p.pairs > 0) {
+        if (p.entries > 0) {
           this.#logIds.push(p.id);
-          this.#logPairs.push(p.pairs);
+          this.#logEntries.push(p.entries);
           for (const item of this.#staged.keys()) if (!this.#dirty.has(item)) this.#dirty.set(item, p.id);
         }
       }
@@ -334,13 +333,13 @@ export class CoEngagementIndex {
       this.#inLog = p.inLog;
       if (this.#head >= 4096 && this.#head * 2 >= this.#logIds.length) {
         this.#logIds = this.#logIds.slice(this.#head);
-        this.#logPairs = this.#logPairs.slice(this.#head);
+        this.#logEntries = this.#logEntries.slice(this.#head);
         this.#head = 0;
       }
       this.#pending = null;
     }
     this.#staged = new Map();
-    this.#pairs = [];
+    this.#entries = [];
   }
 
   /**

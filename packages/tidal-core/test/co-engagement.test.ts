@@ -72,12 +72,12 @@ describe('co-engagement index: logged pairs, lists written when the log gives th
               index = new CoEngagementIndex(db, bound);
             }
             expect(lists(index)).toEqual(lists(ref));
-            const rows = db.prepare('SELECT count(*) AS n, coalesce(sum(length(pairs)), 0) / 24 AS pairs FROM related_log').get() as {
+            const rows = db.prepare('SELECT count(*) AS n, coalesce(sum(length(entries)), 0) / 24 AS entries FROM related_log').get() as {
               n: number;
-              pairs: number;
+              entries: number;
             };
-            expect(index.log).toEqual({ rows: rows.n, pairs: rows.pairs, unwritten: index.log.unwritten });
-            expect(rows.pairs).toBeLessThanOrEqual(bound);
+            expect(index.log).toEqual({ rows: rows.n, entries: rows.entries, unwritten: index.log.unwritten });
+            expect(rows.entries).toBeLessThanOrEqual(bound);
           }
         } finally {
           db.close();
@@ -95,17 +95,17 @@ describe('co-engagement index: logged pairs, lists written when the log gives th
     const listRows = () => db.prepare('SELECT count(*) FROM item_related').pluck().get() as number;
     const changes = () => db.prepare('SELECT total_changes()').pluck().get() as number;
     for (let b = 0; b < 100; b++) batch(db, index, [[0, 1 + (b % 3), NOW - b]]);
-    // 200 pairs in 100 rows, under the bound: every batch one log row, no list written.
+    // 200 entries in 100 rows, under the bound: every batch one log row, no list written.
     expect(listRows()).toBe(0);
     expect(changes()).toBe(100);
-    expect(index.log).toEqual({ rows: 100, pairs: 200, unwritten: 4 });
-    // A batch of 900 pairs: the 50 oldest rows go, so the four lists they changed are written,
+    expect(index.log).toEqual({ rows: 100, entries: 200, unwritten: 4 });
+    // A batch of 900 entries: the 50 oldest rows go, so the four lists they changed are written,
     // once each (two of them changed by the batch too, and written with its pairs): one log row
     // in, four lists, 50 rows out; the batch's other lists stay unwritten.
     batch(db, index, [[0, 1, NOW], ...Array.from({ length: 449 }, (_, i) => [5, 6 + (i % 6), NOW - i] as [number, number, number])]);
     expect(changes()).toBe(100 + 1 + 4 + 50);
     expect(listRows()).toBe(4);
-    expect(index.log).toEqual({ rows: 51, pairs: 1_000, unwritten: 7 });
+    expect(index.log).toEqual({ rows: 51, entries: 1_000, unwritten: 7 });
     db.close();
   });
 
@@ -128,7 +128,7 @@ describe('co-engagement index: logged pairs, lists written when the log gives th
     db.close();
     const again = new CoEngagementIndex(open(file), 4);
     expect([...again.partners(3, NOW).keys()]).toEqual([7, 8, 9]);
-    expect(again.log).toEqual({ rows: 1, pairs: 2, unwritten: 2 });
+    expect(again.log).toEqual({ rows: 1, entries: 2, unwritten: 2 });
   });
 
   it('keeps a full list to its bound through the log', () => {

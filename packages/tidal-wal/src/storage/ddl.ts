@@ -19,7 +19,7 @@
  * - 4: no FTS5 table: the text index is built from `items` alone. The step drops `items_fts`.
  * - 5: replication between replicas (`repl_outbox`, `repl_origins`, `repl_item_clock`). The step
  *   creates them empty: nothing written before the upgrade is in the outbox.
- * - 6: the co-engagement pairs are logged (`related_log`) and a partner list is written when the
+ * - 6: the co-engagement entries are logged (`related_log`) and a partner list is written when the
  *   log needs its row back, not in every batch that changed it; `item_related.upto` says which
  *   log rows a stored list holds. The step adds the column (0: the list holds every pair; the
  *   log starts empty).
@@ -124,12 +124,12 @@ export const TABLES = `
     partners BLOB NOT NULL,
     upto INTEGER NOT NULL DEFAULT 0
   );
-  -- The co-engagement pairs of each committed batch that had any (format 6): id, one above the
-  -- previous row's; pairs, n × (item, partner, at) Float64 little-endian in the order counted. A
-  -- list replays the rows above its upto; rows every list holds are deleted.
+  -- The co-engagement of each committed batch that had any (format 6): id, one above the previous
+  -- row's; entries, n × (item, partner, at) Float64 little-endian in the order counted (one per
+  -- list a pair moves). A list replays the rows above its upto; rows every list holds are deleted.
   CREATE TABLE IF NOT EXISTS related_log (
     id INTEGER PRIMARY KEY,
-    pairs BLOB NOT NULL
+    entries BLOB NOT NULL
   );
 
   -- Replication (format 5), written only by a database opened with a replication link, in the
