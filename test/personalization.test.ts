@@ -3,6 +3,10 @@
  * here: the preference EMA, the creator affinity's decay, the bounded seen set; for_you's weighted
  * mix, its cold start, its exploration places and its per-call weights.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { TidalDb, USER_DEFAULTS, type RetrieveFields } from 'tidal-core';
 import { DAY, HOUR, NOW, TestClock } from './helpers.js';
@@ -64,6 +68,87 @@ describe('the feedback loop', () => {
     } finally {
       await db.close();
     }
+  });
+
+  it(`keeps at most ${USER_DEFAULTS.maxAffinities} creator affinities by the documented rule, the same after a reopen`, async () => {
+    // The rule, written out: S ← S·e^(−λ·dt) + w (an earlier event decayed to the reference time
+    // instead); a creator past the bound makes the smallest affinity at the latest reference time
+    // go, ties to the first creator by name.
+    const model = (events: readonly { creator: number; w: number; at: number }[]): Map<string, { score: number; at: number }> => {
+      const held = new Map<string, { score: number; at: number }>();
+      for (const e of events) {
+        const c = `c${e.creator}`;
+        const a = held.get(c);
+        if (a === undefined) {
+          held.set(c, { score: e.w, at: e.at });
+          if (held.size <= USER_DEFAULTS.maxAffinities) continue;
+          const ref = Math.max(...[...held.values()].map((x) => x.at));
+          const value = (x: { score: number; at: number }): number => x.score * Math.exp(-LAMBDA * (ref - x.at));
+          const [worst] = [...held].sort(([n1, x1], [n2, x2]) => value(x1) - value(x2) || (n1 < n2 ? -1 : 1))[0]!;
+          held.delete(worst);
+        } else if (e.at >= a.at) {
+          a.score = a.score * Math.exp(-LAMBDA * (e.at - a.at)) + e.w;
+          a.at = e.at;
+        } else {
+          a.score += e.w * Math.exp(-LAMBDA * (a.at - e.at));
+        }
+      }
+      return held;
+    };
+    const CREATORS = USER_DEFAULTS.maxAffinities + 16;
+    const event = (creator: fc.Arbitrary<number>) =>
+      fc.record({ creator, like: fc.boolean(), weight: fc.integer({ min: 1, max: 4 }), ageH: fc.integer({ min: 0, max: 96 }) });
+    // Past the bound in every run: a first event for most creators, in a drawn order, then more.
+    const firsts = fc
+      .shuffledSubarray(
+        Array.from({ length: CREATORS }, (_, c) => c),
+        { minLength: USER_DEFAULTS.maxAffinities + 2 },
+      )
+      .chain((cs) => fc.tuple(...cs.map((c) => event(fc.constant(c)))));
+    const more = fc.array(event(fc.integer({ min: 0, max: CREATORS - 1 })), { maxLength: 80 });
+    await fc.assert(
+      fc.asyncProperty(firsts, more, fc.integer({ min: 1, max: 40 }), async (first, then, batch) => {
+        const drawn = [...first, ...then];
+        const dir = mkdtempSync(join(tmpdir(), 'tidal-affinity-'));
+        const opened = (): Promise<TidalDb> =>
+          TidalDb.builder()
+            .path(dir)
+            .workers(1)
+            .clock(() => NOW)
+            .schema(USER_SCHEMA)
+            .capacity({ items: 4096, signalSlots: 8192 })
+            .open();
+        try {
+          let db = await opened();
+          await db.upsertItems(
+            Array.from({ length: CREATORS }, (_, c) => ({ id: `i${c}`, embedding: [1, c, 0], metadata: { creator: `c${c}` } })),
+          );
+          await db.upsertUsers([{ id: 'u' }]);
+          const signals = drawn.map((e) => ({
+            item: `i${e.creator}`,
+            kind: e.like ? 'like' : 'skip',
+            user: 'u',
+            weight: e.weight,
+            at: NOW - e.ageH * HOUR,
+          }));
+          for (let i = 0; i < signals.length; i += batch) await db.signals(signals.slice(i, i + batch));
+          const held = model(drawn.map((e) => ({ creator: e.creator, w: e.like ? e.weight : -e.weight, at: NOW - e.ageH * HOUR })));
+          const before = (await db.getUser('u'))!.affinity;
+          expect(Object.keys(before)).toEqual([...held.keys()].sort());
+          for (const [c, a] of held) expect(before[c]).toBeCloseTo(a.score * Math.exp(-LAMBDA * (NOW - a.at)), 9);
+          await db.close();
+          db = await opened();
+          try {
+            expect((await db.getUser('u'))!.affinity).toEqual(before);
+          } finally {
+            await db.close();
+          }
+        } finally {
+          rmSync(dir, { recursive: true, force: true });
+        }
+      }),
+      { numRuns: 12 },
+    );
   });
 });
 

@@ -404,36 +404,34 @@ export class UserRegistry {
     const s = this.#stmt;
     const c = this.#intern(creator);
     const affinity = ownAffinity(u);
-    const a = affinity.get(c);
-    if (a === undefined) {
-      affinity.set(c, { score: w, at });
+    const i = affinity.indexOf(c);
+    if (i < 0) {
+      affinity.add(c, w, at);
       if (affinity.size > MAX_AFFINITIES) {
         // The smallest affinity at the latest reference time goes (ties: the first creator by name).
-        let ref = -Infinity;
-        for (const x of affinity.values()) if (x.at > ref) ref = x.at;
-        let worst: string | null = null;
+        const ref = affinity.latest();
+        let worst = -1;
         let worstValue = Infinity;
-        for (const [name, x] of affinity) {
-          const v = x.score * Math.exp(-this.#lambda * (ref - x.at));
-          if (v < worstValue || (v === worstValue && worst !== null && name < worst)) {
-            worst = name;
+        for (let j = 0; j < affinity.size; j++) {
+          const v = affinity.score(j) * Math.exp(-this.#lambda * (ref - affinity.at(j)));
+          if (v < worstValue || (v === worstValue && worst >= 0 && affinity.creator(j) < affinity.creator(worst))) {
+            worst = j;
             worstValue = v;
           }
         }
-        affinity.delete(worst!);
-        s.affinityDelete.run(u.key, worst);
-        if (worst === c) return;
+        const gone = affinity.creator(worst);
+        affinity.removeAt(worst);
+        s.affinityDelete.run(u.key, gone);
+        if (gone === c) return;
       }
       s.affinityUpsert.run(u.key, c, w, at);
       return;
     }
-    if (at >= a.at) {
-      a.score = a.score * Math.exp(-this.#lambda * (at - a.at)) + w;
-      a.at = at;
-    } else {
-      a.score += w * Math.exp(-this.#lambda * (a.at - at));
-    }
-    s.affinityUpsert.run(u.key, c, a.score, a.at);
+    const score = affinity.score(i);
+    const last = affinity.at(i);
+    if (at >= last) affinity.set(i, score * Math.exp(-this.#lambda * (at - last)) + w, at);
+    else affinity.set(i, score + w * Math.exp(-this.#lambda * (last - at)), last);
+    s.affinityUpsert.run(u.key, c, affinity.score(i), affinity.at(i));
   }
 
   /** Publishes the state the committed batch wrote. */
@@ -458,10 +456,9 @@ export class UserRegistry {
     const seen: string[] = [];
     for (let i = u.seenCount - 1; i >= 0; i--) seen.push(idOf(u.seen[i]!));
     const affinity: Record<string, number> = {};
-    for (const c of [...u.affinity.keys()].sort()) {
-      const a = u.affinity.get(c)!;
-      affinity[c] = a.score * Math.exp(-this.#lambda * Math.max(0, nowMs - a.at));
-    }
+    const a = u.affinity;
+    const order = Array.from({ length: a.size }, (_, i) => i).sort((x, y) => (a.creator(x) < a.creator(y) ? -1 : 1));
+    for (const i of order) affinity[a.creator(i)] = a.score(i) * Math.exp(-this.#lambda * Math.max(0, nowMs - a.at(i)));
     const out: User = {
       id: u.id,
       metadata: u.metadata,
@@ -508,13 +505,10 @@ export class UserRegistry {
    * answers a query for the user).
    */
   #queryStateOf(u: UserState): UserQueryState {
-    let ref = -Infinity;
-    for (const a of u.affinity.values()) if (a.at > ref) ref = a.at;
-    const creators = [...u.affinity.keys()];
-    const scores = Float64Array.from(creators, (c) => {
-      const a = u.affinity.get(c)!;
-      return a.score * Math.exp(-this.#lambda * (ref - a.at));
-    });
+    const a = u.affinity;
+    const ref = a.latest();
+    const creators = a.names();
+    const scores = Float64Array.from(creators, (_, i) => a.score(i) * Math.exp(-this.#lambda * (ref - a.at(i))));
     return {
       hidden: Int32Array.from(u.hidden),
       blocked: [...u.blocked],

@@ -1,0 +1,126 @@
+/**
+ * The database thread's memory per user (docs/api.md, "Memory per user"): V8 heap plus
+ * ArrayBuffer bytes after a full collection, grown by `--users` users of each shape, divided by
+ * their count. The shapes: a user with no history; the personalization corpus's user (20 signals
+ * on items of 20 creators, 5 follows); a user at the bounds (more than 512 distinct items signalled,
+ * so the seen set is full, over more than 64 creators, so 64 affinities; a quarter as many users).
+ * A worker module is configured, so the co-engagement lists the signals make live in the shared
+ * records and not in this heap: what is left is the users' own state.
+ *
+ * Run with `--expose-gc`. With `--baseline DIR` (another built checkout) the same users are built in
+ * a database of each tree, one after the other, in this process.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { TidalDb } from 'tidal-core';
+import { personalizationSchema } from '../src/corpus.js';
+import { Report, fmtInt, loadAverage, loadBaseline, parseOptions } from '../src/harness/index.js';
+import { mulberry32 } from '../src/random.js';
+
+const opts = parseOptions('user-memory', {
+  users: { type: 'int', default: 2000, description: 'users of each shape (a quarter as many at the bounds)' },
+  baseline: { type: 'string', default: '', description: 'another built checkout: its tidal-core measured the same way' },
+});
+const baseline = loadBaseline(opts.baseline === '' ? undefined : opts.baseline, ['tidal-core']);
+
+const DIMS = 128;
+const ITEMS = 4096;
+const CREATORS = 256;
+
+const gc = (globalThis as { gc?: () => void }).gc;
+if (typeof gc !== 'function') {
+  process.stderr.write('user-memory: run it with node --expose-gc\n');
+  process.exit(2);
+}
+
+function heapBytes(): number {
+  gc!();
+  gc!();
+  const m = process.memoryUsage();
+  return m.heapUsed + m.arrayBuffers;
+}
+
+interface Shape {
+  name: string;
+  users: number;
+  /** Signals per user and how many distinct creators they cover. */
+  signals: number;
+  creators: number;
+  follows: number;
+}
+
+async function measure(Db: typeof TidalDb, moduleUrl: URL): Promise<number[]> {
+  const rand = mulberry32(7);
+  const db = await Db.builder().schema(personalizationSchema(DIMS)).ephemeral().workers(1).workerModule(moduleUrl).open();
+  try {
+    for (let k = 0; k < ITEMS; k += 1024) {
+      await db.upsertItems(
+        Array.from({ length: 1024 }, (_, j) => ({
+          id: `i${k + j}`,
+          embedding: Array.from({ length: DIMS }, () => rand() - 0.5),
+          metadata: { category: 'c', creator: `c${(k + j) % CREATORS}` },
+        })),
+      );
+    }
+    const shapes: Shape[] = [
+      { name: 'no history', users: opts.users, signals: 0, creators: 0, follows: 0 },
+      { name: '20 signals, 20 creators, 5 follows', users: opts.users, signals: 20, creators: 20, follows: 5 },
+      { name: 'at the bounds: 600 signals, 100 creators', users: Math.max(1, opts.users >> 2), signals: 600, creators: 100, follows: 0 },
+    ];
+    const perUser: number[] = [];
+    for (const [s, shape] of shapes.entries()) {
+      const ids = Array.from({ length: shape.users }, (_, u) => `s${s}-u${u}`);
+      const before = heapBytes();
+      for (let u = 0; u < ids.length; u += 1000) await db.upsertUsers(ids.slice(u, u + 1000).map((id) => ({ id })));
+      for (const id of ids) {
+        const base = Math.floor(rand() * ITEMS);
+        // Item base + j·CREATORS·k + c lands on creator (base + c) mod CREATORS: `creators` of them, distinct items.
+        const items = Array.from({ length: shape.signals }, (_, j) => {
+          const c = j % shape.creators;
+          return `i${(base + c + CREATORS * Math.floor(j / shape.creators)) % ITEMS}`;
+        });
+        for (let j = 0; j < items.length; j += 500)
+          await db.signals(items.slice(j, j + 500).map((item) => ({ item, kind: 'like', user: id })));
+        for (let f = 0; f < shape.follows; f++) await db.follow({ user: id, creator: `c${(base + 7 * f) % CREATORS}` });
+      }
+      perUser.push((heapBytes() - before) / shape.users);
+      process.stderr.write(`  ${shape.name}: ${fmtInt(perUser.at(-1)!)} B per user\n`);
+    }
+    return perUser;
+  } finally {
+    await db.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const report = new Report('user-memory', opts);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-user-memory-'));
+  const moduleFile = path.join(dir, 'module.mjs');
+  fs.writeFileSync(moduleFile, 'export function start() {}\nexport function stop() {}\n');
+  try {
+    const rows: string[][] = [];
+    const names = ['no history', '20 signals over 20 creators, 5 follows', 'at the bounds (512 seen, 64 affinities)'];
+    const after = await measure(TidalDb, pathToFileURL(moduleFile));
+    let before: number[] | undefined;
+    if (baseline) {
+      const old = await baseline.load<{ TidalDb: typeof TidalDb }>('tidal-core');
+      before = await measure(old.TidalDb, pathToFileURL(moduleFile));
+      report.line(`Baseline: ${baseline.dir} at ${baseline.commit} (before) against this tree (after).`);
+    }
+    for (const [i, name] of names.entries()) {
+      rows.push([name, fmtInt(after[i]!), ...(before ? [fmtInt(before[i]!), (after[i]! / before[i]!).toFixed(2)] : [])]);
+    }
+    report.table(
+      `Bytes of heap and ArrayBuffers per user on the database's thread (${fmtInt(opts.users)} users a shape), load average ${loadAverage()}`,
+      ['user', 'this tree', ...(before ? ['baseline', 'after ÷ before'] : [])],
+      rows,
+    );
+    report.finish();
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
