@@ -4,7 +4,7 @@
  */
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { InvalidInputError, TidalDb, type ItemInput, type MemoryStats } from 'tidal-core';
+import { DEFAULTS, InvalidInputError, TidalDb, type ItemInput, type MemoryStats } from 'tidal-core';
 import { NOW, SCHEMA, TestClock } from './helpers.js';
 
 const open: TidalDb[] = [];
@@ -129,9 +129,12 @@ describe('workerYoungGenerationMb', () => {
     expect((await db.warm()).map((w) => w.youngGenerationMb)).toEqual([6, 6]);
     const plain = await TidalDb.builder().ephemeral().workers(1).schema(SCHEMA).open();
     open.push(plain);
-    // V8's own limit, larger than the cap asked for above.
-    expect((await plain.warm())[0]!.youngGenerationMb).toBeGreaterThan(6);
-    for (const bad of [0, 1.5, 2048]) {
+    expect((await plain.warm())[0]!.youngGenerationMb).toBe(DEFAULTS.workerYoungGenerationMb);
+    // 0: V8's own limit, larger than the default cap.
+    const own = await TidalDb.builder().ephemeral().workers(1).schema(SCHEMA).workerYoungGenerationMb(0).open();
+    open.push(own);
+    expect((await own.warm())[0]!.youngGenerationMb).toBeGreaterThan(DEFAULTS.workerYoungGenerationMb);
+    for (const bad of [-1, 1.5, 2048]) {
       const err = await TidalDb.builder()
         .ephemeral()
         .schema(SCHEMA)

@@ -70,7 +70,7 @@ interface ChildOptions {
   /** No forced collection anywhere; `settleMs` of waiting after warm() instead. */
   uncollected: boolean;
   settleMs: number;
-  /** The query workers' young generation cap in MiB; 0: V8's own. */
+  /** The query workers' young generation cap in MiB; 0: V8's own; −1: the tree's default. */
   youngGenerationMb: number;
 }
 
@@ -109,7 +109,7 @@ async function child({
     });
   }
   if (workers !== undefined) builder.workers(workers);
-  if (youngGenerationMb > 0) builder.workerYoungGenerationMb(youngGenerationMb);
+  if (youngGenerationMb >= 0) builder.workerYoungGenerationMb(youngGenerationMb);
   const db = await builder.open();
   try {
     step('open');
@@ -189,7 +189,12 @@ const opts = parseOptions('memory', {
   snapshot: { type: 'string', description: '(child) a directory where each worker writes a heap snapshot after its reading' },
   bare: { type: 'boolean', description: '(child) no worker module, so no per-worker figures: what the module itself costs' },
   uncollected: { type: 'boolean', description: '(child) no forced collection in any thread' },
-  'young-generation': { type: 'int', default: 0, min: 0, description: "the query workers' young generation cap in MiB (0: V8's own)" },
+  'young-generation': {
+    type: 'int',
+    default: -1,
+    min: -1,
+    description: "the query workers' young generation cap in MiB (-1: the tree's default; 0: V8's own, in a tree that takes 0)",
+  },
   settle: { type: 'int', default: 0, min: 0, description: '(child) milliseconds to wait after warm() before the readings' },
   child: { type: 'boolean', description: '(internal) take one reading in this process' },
 });
@@ -220,7 +225,7 @@ async function main(): Promise<void> {
         users: opts.users,
         ...(WORKERS !== undefined ? { workers: WORKERS } : {}),
         ...(t.tree ? { tree: t.tree } : {}),
-        ...(opts['young-generation'] > 0 ? { youngGenerationMb: opts['young-generation'] } : {}),
+        ...(opts['young-generation'] >= 0 ? { youngGenerationMb: opts['young-generation'] } : {}),
       });
       report.line(`${t.label}, run ${run + 1} (load average ${reading.loadAverage}):`);
       for (const l of describeReading(reading)) report.line(l);

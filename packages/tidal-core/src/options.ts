@@ -76,10 +76,10 @@ export interface TidalOptions<S extends SchemaDefinition = SchemaDefinition> {
   workerNice?: number;
   /**
    * The query worker threads' young generation (V8's new space), in MiB: a whole number from 1 to
-   * 1024, or undefined for V8's own limit. A worker's young generation grows with its allocation
-   * rate and is committed memory of its own; a cap trades resident memory for more frequent
-   * minor collections (the memory and query suites measure both: docs/BENCHMARKS.md).
-   * @default undefined (V8's own)
+   * 1024, or 0 for V8's own limit. A worker's young generation grows with its allocation rate and
+   * is committed memory of its own (V8's own limit let it reach 32 MiB a worker after a warm); a
+   * cap trades resident memory for more frequent minor collections (docs/BENCHMARKS.md, memory).
+   * @default 16
    */
   workerYoungGenerationMb?: number;
   /**
@@ -275,6 +275,9 @@ export const DEFAULTS = Object.freeze({
   // most every ~4 s, so its stall (bounded by the slots touched in between) is rare.
   checkpointEveryEvents: 1_000_000,
   maxWorkers: 64,
+  // A query worker's young generation, MiB (0: V8's own, which reached 32 MiB committed a worker
+  // after a warm at 100 000 items); docs/BENCHMARKS.md, memory, has what the cap costs.
+  workerYoungGenerationMb: 16,
 });
 
 /** No option takes `null`: refused rather than read as "the default" by some options and not others. */
@@ -408,8 +411,8 @@ export function resolveOptions(options: TidalOptions): ResolvedOptions {
   const migrate = resolveMigrate(o.migrate);
   const workers = o.workers === undefined ? Math.max(1, availableParallelism()) : checkWhole('workers', o.workers, 1, DEFAULTS.maxWorkers);
   const workerNice = o.workerNice === undefined ? 0 : checkWhole('workerNice', o.workerNice, 0, 19);
-  const workerYoungGenerationMb =
-    o.workerYoungGenerationMb === undefined ? null : checkWhole('workerYoungGenerationMb', o.workerYoungGenerationMb, 1, 1024);
+  const youngMb = checkWhole('workerYoungGenerationMb', o.workerYoungGenerationMb ?? DEFAULTS.workerYoungGenerationMb, 0, 1024);
+  const workerYoungGenerationMb = youngMb === 0 ? null : youngMb;
   const sharedCatalogMinItems =
     o.sharedCatalogMinItems === undefined ? SHARE_MIN_ROWS : checkWhole('sharedCatalogMinItems', o.sharedCatalogMinItems, 1, 2 ** 31 - 1);
   const clock = checkClock(o.clock);
