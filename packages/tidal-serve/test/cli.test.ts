@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { TidalDb } from 'tidal-core';
+import { stopServer } from './fixtures/stop-server.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const SCHEMA = { signals: [{ name: 'view', halfLifeMs: 3_600_000, velocity: true }], metadata: { category: 'string' as const } };
@@ -142,7 +143,7 @@ describe('tidal serve with TIDAL_STAGE_TIMES=1', () => {
     // (Node 22.12+ on Linux); on the main-thread path (Node 20) they stay in the workers.
     const threaded = process.platform === 'linux' && Number(process.versions.node.split('.')[0]) >= 23;
     if (threaded) expect(stages.executor).toBeGreaterThan(0);
-    on.child.kill('SIGTERM');
+    expect(await stopServer(on.child)).toBe(0);
 
     const env = { ...process.env };
     delete env.TIDAL_STAGE_TIMES;
@@ -150,7 +151,7 @@ describe('tidal serve with TIDAL_STAGE_TIMES=1', () => {
     expect(await query(off.url, '/retrieve', { profile: 'trending', limit: 10 })).toBe(200);
     const plain = (await (await fetch(`${off.url}/stats`)).json()) as Record<string, unknown>;
     expect(plain.stages).toBeUndefined();
-    off.child.kill('SIGTERM');
+    expect(await stopServer(off.child)).toBe(0);
   });
 
   it('with 1, measures thread CPU time where Node has it', async () => {
@@ -159,7 +160,7 @@ describe('tidal serve with TIDAL_STAGE_TIMES=1', () => {
     const stats = (await (await fetch(`${on.url}/stats`)).json()) as { stagesClock?: string; stages?: unknown };
     expect(stats.stagesClock).toBe(typeof (process as { threadCpuUsage?: unknown }).threadCpuUsage === 'function' ? 'thread-cpu' : 'wall');
     expect(stats.stages).toBeDefined();
-    on.child.kill('SIGTERM');
+    expect(await stopServer(on.child)).toBe(0);
   });
 });
 

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmbeddingServer, type EmbeddingServer } from '../../tidal-fleet/test/helpers/embedding-server.js';
 import { freePort, servicesSkipped, startPostgres, type PostgresServer } from '../../tidal-fleet/test/helpers/services.js';
+import { stopServer } from './fixtures/stop-server.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 
@@ -75,7 +76,7 @@ describe.skipIf(servicesSkipped)('tidal serve --embedder', () => {
   }, 180_000);
 
   afterAll(async () => {
-    child?.kill('SIGKILL');
+    if (child) await stopServer(child);
     await Promise.all([embedder?.close(), postgres?.stop()]);
   });
 
@@ -107,7 +108,7 @@ describe.skipIf(servicesSkipped)('tidal serve --pg with the database down at sta
   let serve: ReturnType<typeof startServe> | undefined;
 
   afterAll(async () => {
-    serve?.child.kill('SIGKILL');
+    if (serve) await stopServer(serve.child);
     await Promise.all([embedder?.close(), postgres?.stop()]);
   });
 

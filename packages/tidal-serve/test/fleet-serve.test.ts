@@ -11,6 +11,7 @@ import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { batchSize } from 'tidal-serve/internal';
 import { servicesSkipped, startRedis, type RedisServer } from '../../tidal-fleet/test/helpers/services.js';
+import { stopServer } from './fixtures/stop-server.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 // Batches of 2 (10 ms of the rate), as at any tenant rate above 100/s; low enough that 3 × 6
@@ -137,7 +138,7 @@ describe.skipIf(servicesSkipped)('three tidal serve --redis replicas', () => {
   afterAll(async () => {
     running = false;
     await Promise.all(loaders);
-    for (const r of replicas) r.child.kill('SIGKILL');
+    await Promise.all(replicas.map((r) => stopServer(r.child)));
     await agent.close();
     await redis?.stop();
   });
