@@ -331,6 +331,7 @@ describe.skipIf(servicesSkipped)('replication: three replicas on one Redis Strea
       expect(warned.warnings).toContain('TIDAL_REPLICATION_GAP');
       await fresh.kill();
       replicas.length = 3;
+      rmSync(dirs[3], { recursive: true, force: true });
       // Bootstrapped from replica 1's snapshot, while the others keep writing.
       const snapshot = join(dirs[1]!, 'snapshot.db');
       await ask(all[1]!, 'snapshot', { file: snapshot });
