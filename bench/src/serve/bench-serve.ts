@@ -40,7 +40,7 @@ import { LOADGEN_DEFAULTS, type LoadgenClient, type RequestSpec } from './loadge
 import { PERSONAL_DEFAULTS, personalSpec, type PersonalMixSpec } from './personal-mix.js';
 import { buildUsers } from './personal-users.js';
 import { allowedCpus, chooseCpus, formatCpuList, parseCpuList, setAffinity, tasksetAvailable, type PinMode } from './pinning.js';
-import { summarizeProfile } from './profile.js';
+import { summarizeProfiles } from './profile.js';
 import {
   describePhase,
   renderMarkdown,
@@ -131,7 +131,10 @@ const FLAGS = {
     description: '--mix personal: PCT of arrivals that are writes naming a user (signals, hides, follows)',
   },
   client: { type: 'string', default: 'raw', choices: ['raw', 'undici'], description: "the generator's client" },
-  profile: { type: 'boolean', description: "the first server's main-thread profile at the phase of --profile-at" },
+  profile: {
+    type: 'boolean',
+    description: "the first server's profile at the phase of --profile-at: its main thread's and its busiest other thread's (an acceptor)",
+  },
   'profile-at': { type: 'int', default: 3, description: 'the phase (factor of C) --profile reports' },
   pin: {
     type: 'string',
@@ -513,8 +516,8 @@ async function runServer(
     last.backToFullMs = backToFull(phases[phases.length - 2]!, last);
     const exitCode = await stopServer(server);
     const profiled = phases.find((p) => p.factor === flags.profileAt) ?? phases.find((p) => p.factor === 3)!;
-    const summary = profileDir === null ? null : summarizeProfile(profileDir, [profiled.monotonicUs], 30);
-    return { pin, variant, runtime, serverCpus: cpusAllowed, c, capacity, phases, exitCode, profile: summary };
+    const profiles = profileDir === null ? [] : summarizeProfiles(profileDir, [profiled.monotonicUs], 30);
+    return { pin, variant, runtime, serverCpus: cpusAllowed, c, capacity, phases, exitCode, profiles };
   } catch (err) {
     server.child.kill('SIGKILL');
     throw err;

@@ -60,7 +60,8 @@ export interface ServerRun {
   capacity: PhaseOutcome;
   phases: PhaseOutcome[];
   exitCode: number | null;
-  profile: ProfileSummary | null;
+  /** `--profile`: the main thread's self time, then the busiest other thread's. */
+  profiles: ProfileSummary[];
 }
 
 /** A variant that could not run (its runtime missing, its server refusing a flag, …). */
@@ -263,13 +264,13 @@ export function renderMarkdown(pins: readonly PinRun[], f: ReportFlags): string 
       if (f.mix === 'personal') lines.push('Requests served (2xx) of those sent, by type:', '', typeTable(run), '');
       const notes = invalidNotes(run);
       if (notes.length > 0) lines.push(...notes, '');
-      if (run.profile !== null) {
+      for (const prof of run.profiles) {
         lines.push(
-          `Self time of the server's main thread by function at ${f.profileAt}× C (\`--profile\`), over ${fmtInt(run.profile.samples)} CPU-profile samples:`,
+          `Self time of the server's ${prof.thread === 'main' ? 'main thread' : `busiest other thread (${prof.thread})`} by function at ${f.profileAt}× C (\`--profile\`), over ${fmtInt(prof.samples)} busy CPU-profile samples:`,
           '',
           markdownTable(
             ['self time', 'function'],
-            run.profile.top.map((t) => [`${(t.share * 100).toFixed(1)} %`, t.name.replaceAll('|', '\\|')]),
+            prof.top.map((t) => [`${(t.share * 100).toFixed(1)} %`, t.name.replaceAll('|', '\\|')]),
           ),
           '',
         );
