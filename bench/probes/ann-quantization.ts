@@ -1,100 +1,178 @@
 /**
- * The HNSW index's vectors as f16 (what tidal builds) against int8, at a large catalogue: the f16
- * snapshot a personalization run kept (`--index`, the bench corpus's vectors under their ordinals)
- * against an int8 index built here from the same vectors (`--i8` keeps it for a later run), both
- * mapped as the query workers map theirs. Then `--queries` context vectors searched as for_you's
- * Full asks (k = 80 at ef = 64), the two indexes taking turns, twice; p50 and p90 per index, and
- * recall@10 and of the exact 64 against the exact search for the first 100.
+ * How the HNSW index holds its vectors, three ways over the same bench corpus vectors (`--items`,
+ * 128 dimensions, the graph's parameters tidal's): half precision through usearch's `Index` (what
+ * tidal built before), int8 through usearch's `Index` (its own float → int8 cast, which scales a
+ * vector by its norm), and tidal's `AnnIndex` (int8 rows scaled by their largest component, fed to
+ * the addon as they are). Each is built (2 threads) and saved, then mapped as a query worker maps
+ * it, and `--queries` context vectors are searched at k = `--k` with the same breadth (for_you's
+ * Full: 64), the three taking turns, `--reps` times. Reports the build time, the file size, search
+ * p50 / p90, recall@10 and of the exact k against the exact float search (the first 200 queries),
+ * and the largest and p99 error of a returned similarity against the exact cosine.
  */
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { AnnIndex } from 'tidal-query';
 import { Index, MetricKind, ScalarKind, exactSearch } from 'usearch';
 import { Corpus } from '../src/corpus.js';
 import { Report, fmtInt, fmtMs, loadAverage, nowMs, parseOptions, summarize } from '../src/harness/index.js';
 import { mulberry32 } from '../src/random.js';
 
 const opts = parseOptions('ann-quantization', {
-  items: { type: 'int', default: 1_000_000, description: 'items of the bench corpus the f16 index holds' },
-  index: { type: 'string', default: '', description: 'the f16 snapshot (ann-*.usearch) of a `--suite personalization --dir` run' },
-  i8: { type: 'string', default: '/tmp/tidal-ann-i8.usearch', description: 'the int8 index: built here when the file is missing' },
+  items: { type: 'int', default: 100_000, description: 'bench corpus vectors indexed' },
   queries: { type: 'int', default: 400, description: 'context vectors searched' },
+  k: { type: 'int', default: 64, description: 'neighbours per search, and the search breadth' },
+  reps: { type: 'int', default: 3, description: 'passes over the queries' },
 });
 const DIMS = 128;
-const K = 80;
-const EF = 64;
+const EXACT = 200;
 
-function index(quantization: ScalarKind): Index {
+interface Side {
+  name: string;
+  buildMs: number;
+  bytes: number;
+  search(q: Float32Array): { keys: number[]; similarity: number[] };
+}
+
+function usearchIndex(quantization: ScalarKind, breadth: number): Index {
   return new Index({
     dimensions: DIMS,
     metric: MetricKind.Cos,
     quantization,
     connectivity: 16,
     expansion_add: 128,
-    expansion_search: EF,
+    expansion_search: breadth,
     multi: false,
   });
 }
 
-function main(): void {
-  if (opts.index === '') throw new Error('--index names the f16 snapshot to compare with');
-  const report = new Report('ann-quantization', opts);
-  const corpus = new Corpus({ items: opts.items, dims: DIMS });
-  const matrix = corpus.embeddingMatrix();
-  if (!fs.existsSync(opts.i8)) {
-    const t = nowMs();
-    const built = index(ScalarKind.I8);
-    const keys = new BigUint64Array(opts.items).map((_, i) => BigInt(i));
-    for (let s = 0; s < opts.items; s += 100_000) {
-      built.add(keys.subarray(s, s + 100_000), matrix.subarray(s * DIMS, (s + 100_000) * DIMS), 2);
-      process.stderr.write(`int8 index: ${fmtInt(Math.min(opts.items, s + 100_000))} of ${fmtInt(opts.items)} added\n`);
-    }
-    built.save(opts.i8);
-    report.line(`int8 index built in ${((nowMs() - t) / 1000).toFixed(0)} s (2 threads)`);
-  }
-  const f16 = index(ScalarKind.F16);
-  f16.view(opts.index);
-  const i8 = index(ScalarKind.I8);
-  i8.view(opts.i8);
-  report.line(
-    `${fmtInt(Number(f16.size()))} and ${fmtInt(Number(i8.size()))} vectors; files ${fmtInt(fs.statSync(opts.index).size)} and ${fmtInt(fs.statSync(opts.i8).size)} bytes; load average ${loadAverage()}`,
+function usearchSide(name: string, quantization: ScalarKind, matrix: Float32Array, n: number, dir: string): Side {
+  const t = nowMs();
+  const built = usearchIndex(quantization, 128);
+  built.add(
+    BigUint64Array.from({ length: n }, (_, i) => BigInt(i)),
+    matrix,
+    2,
   );
-  const rand = mulberry32(7);
-  const queries = Array.from({ length: opts.queries }, (_, q) => corpus.contextVector(rand, q % 20));
-  const sides = [
-    ['f16', f16],
-    ['int8', i8],
-  ] as const;
-  const times: Record<string, number[]> = { f16: [], int8: [] };
-  const found: Record<string, number[][]> = { f16: [], int8: [] };
-  for (let rep = 0; rep < 2; rep++) {
-    for (let q = 0; q < queries.length; q++) {
-      for (const [name, idx] of (q + rep) % 2 === 0 ? sides : [...sides].reverse()) {
-        const s = nowMs();
-        const r = idx.search(queries[q]!, K, 1);
-        times[name]!.push(nowMs() - s);
-        if (rep === 0) found[name]![q] = Array.from(r.keys.slice(0, 64), Number);
+  const buildMs = nowMs() - t;
+  const file = path.join(dir, `${name}.usearch`);
+  built.save(file);
+  const viewed = usearchIndex(quantization, opts.k);
+  viewed.view(file);
+  return {
+    name,
+    buildMs,
+    bytes: fs.statSync(file).size,
+    search: (q) => {
+      const m = viewed.search(q, opts.k, 1);
+      return { keys: Array.from(m.keys, Number), similarity: Array.from(m.distances, (d) => 1 - d) };
+    },
+  };
+}
+
+function tidalSide(matrix: Float32Array, n: number, dir: string): Side {
+  const t = nowMs();
+  const built = new AnnIndex(DIMS);
+  built.upsert(
+    Array.from({ length: n }, (_, i) => i),
+    matrix,
+    2,
+  );
+  const buildMs = nowMs() - t;
+  const file = path.join(dir, 'tidal.usearch');
+  built.save(file);
+  const viewed = AnnIndex.view(DIMS, file);
+  return {
+    name: 'tidal int8 (max-scaled)',
+    buildMs,
+    bytes: fs.statSync(file).size,
+    search: (q) => {
+      const m = viewed.search(q, opts.k, opts.k);
+      return { keys: Array.from(m.keys), similarity: Array.from(m.similarity) };
+    },
+  };
+}
+
+function cosine(a: Float32Array, b: Float32Array): number {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    dot += a[i]! * b[i]!;
+    na += a[i]! * a[i]!;
+    nb += b[i]! * b[i]!;
+  }
+  return dot / Math.sqrt(na * nb);
+}
+
+function main(): void {
+  const report = new Report('ann-quantization', opts);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-annq-'));
+  try {
+    const n = opts.items;
+    const corpus = new Corpus({ items: n, dims: DIMS });
+    const matrix = corpus.embeddingMatrix();
+    report.line(`${fmtInt(n)} vectors of ${DIMS} dimensions; load average ${loadAverage()}`);
+    const sides = [
+      usearchSide('f16', ScalarKind.F16, matrix, n, dir),
+      usearchSide('i8 (usearch cast)', ScalarKind.I8, matrix, n, dir),
+      tidalSide(matrix, n, dir),
+    ];
+    const rand = mulberry32(7);
+    const queries = Array.from({ length: opts.queries }, (_, q) => corpus.contextVector(rand, q % 20));
+    const times = sides.map(() => [] as number[]);
+    const found = sides.map(() => [] as { keys: number[]; similarity: number[] }[]);
+    for (let rep = 0; rep < opts.reps; rep++) {
+      for (let q = 0; q < queries.length; q++) {
+        // The three take turns, the first rotating, so none always runs with a warmer cache.
+        for (let j = 0; j < sides.length; j++) {
+          const s = (j + q + rep) % sides.length;
+          const t = nowMs();
+          const r = sides[s]!.search(queries[q]!);
+          times[s]!.push(nowMs() - t);
+          if (rep === 0) found[s]![q] = r;
+        }
       }
     }
-  }
-  const exact = Math.min(100, queries.length);
-  const recall: Record<string, [number, number]> = { f16: [0, 0], int8: [0, 0] };
-  for (let q = 0; q < exact; q++) {
-    const truth = Array.from(exactSearch(matrix, queries[q]!, DIMS, 64, MetricKind.Cos, 2).keys, Number);
-    for (const [name] of sides) {
-      const got = found[name]![q]!;
-      recall[name]![0] += truth.slice(0, 10).filter((x) => got.slice(0, 10).includes(x)).length / 10 / exact;
-      recall[name]![1] += truth.filter((x) => got.includes(x)).length / 64 / exact;
+    const exact = Math.min(EXACT, queries.length);
+    const recall = sides.map(() => [0, 0]);
+    const errors = sides.map(() => [] as number[]);
+    for (let q = 0; q < exact; q++) {
+      const truth = Array.from(exactSearch(matrix, queries[q]!, DIMS, opts.k, MetricKind.Cos, 2).keys, Number);
+      const top10 = new Set(truth.slice(0, 10));
+      const all = new Set(truth);
+      sides.forEach((_, s) => {
+        const got = found[s]![q]!;
+        recall[s]![0]! += got.keys.slice(0, 10).filter((x) => top10.has(x)).length / 10 / exact;
+        recall[s]![1]! += got.keys.filter((x) => all.has(x)).length / opts.k / exact;
+        got.keys.forEach((key, i) =>
+          errors[s]!.push(Math.abs(got.similarity[i]! - cosine(queries[q]!, matrix.subarray(key * DIMS, (key + 1) * DIMS)))),
+        );
+      });
     }
+    report.table(
+      `search, k = ${opts.k} at breadth ${opts.k}, ${fmtInt(opts.reps * queries.length)} per index (ms); recall and similarity error over the first ${exact}`,
+      ['vectors', 'build s', 'file MB', 'p50', 'p90', 'recall@10', `of the exact ${opts.k}`, 'similarity error p99 / max'],
+      sides.map((side, s) => {
+        const t = summarize(times[s]!);
+        const e = errors[s]!.sort((a, b) => a - b);
+        return [
+          side.name,
+          (side.buildMs / 1000).toFixed(1),
+          (side.bytes / 1e6).toFixed(1),
+          fmtMs(t.p50),
+          fmtMs(t.p90),
+          recall[s]![0]!.toFixed(3),
+          recall[s]![1]!.toFixed(3),
+          `${e[Math.floor(e.length * 0.99)]!.toExponential(1)} / ${e[e.length - 1]!.toExponential(1)}`,
+        ];
+      }),
+    );
+    report.line(`load average at the end ${loadAverage()}`);
+    report.finish();
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
   }
-  const rows = sides.map(([name]) => {
-    const t = summarize(times[name]!);
-    return [name, fmtMs(t.p50), fmtMs(t.p90), recall[name]![0].toFixed(3), recall[name]![1].toFixed(3)];
-  });
-  report.table(
-    `search, k = ${K} at ef = ${EF}, ${fmtInt(2 * queries.length)} per index (ms); recall over ${exact}`,
-    ['vectors', 'p50', 'p90', 'recall@10', 'of the exact 64'],
-    rows,
-  );
-  report.finish();
 }
 
 main();

@@ -1,25 +1,29 @@
 import { InternalError } from 'tidal-load';
 // Before usearch, which it protects from `node -e`'s global __dirname (see the module).
 import { restoreDirname } from './usearch-guard.js';
-import { Index, MetricKind, ScalarKind, exactSearch } from 'usearch';
+import { MetricKind, exactSearch } from 'usearch';
 import type { VectorSearcher } from './context.js';
 import { LEVEL_PLANS } from './plan.js';
+import { nativeInt8Index, type NativeIndex } from './usearch-native.js';
 
 restoreDirname();
 
 /**
  * The HNSW parameters every index is built with. connectivity 16 / expansion_add 128 /
  * expansion_search 128: recall@10 above 0.95 on the bench corpus (bench/ reports it) at under a
- * millisecond per 500-candidate search. Vectors are held in half precision (f16): on 30 000 bench
- * vectors recall@10 0.9990 against f32's 0.9995, the build 0.63× and a search 0.73× the time, the
- * file 0.61× the size (the graph is unchanged), and a similarity within 1e-3 of the exact cosine
- * (int8 was 4× smaller but fell to 0.916). The search effort follows the `k` asked for: usearch
+ * millisecond per 500-candidate search. Vectors are held as int8 rows, each scaled by its largest
+ * component ({@link toInt8}, fed to usearch's addon as they are: usearch-native.ts). At 100 000
+ * bench vectors, k = breadth = 64, three builds each (bench/probes/ann-quantization.ts): recall@10
+ * 0.944–0.961 against half precision's 0.952–0.971 (the spread is the parallel build's), a search
+ * 0.88–0.89× the time, the file 0.68× (27.7 against 40.5 MB, mapped once per query worker; at
+ * 1 000 000 vectors 277 against 404 MB), a similarity within 2.8e-3 of the exact cosine
+ * (f16: 1e-4; usearch's own float → int8 cast, scaling by the norm: recall 0.865–0.875, 1.5e-2). The search effort follows the `k` asked for: usearch
  * searches with `max(expansion_search, k)` candidates, so a level's ANN top-k (500 → 200) is its
  * search breadth too (`bench:retrieve`: 1.36 → 0.78 ms at 100 000 items); below 128 a layered
  * index's snapshot is mapped with the narrowest breadth (see `NARROWEST_BREADTH`). A snapshot records this string and is rebuilt when it
  * differs, because a graph built with other parameters would silently search differently.
  */
-export const ANN_PARAMS = 'hnsw-cos-f16-m16-ef128-128';
+export const ANN_PARAMS = 'hnsw-cos-i8max-m16-ef128-128';
 
 /** The search breadth every index is built with (`expansion_search` in {@link ANN_PARAMS}). */
 const EXPANSION_SEARCH = 128;
@@ -45,16 +49,21 @@ const NARROWEST_BREADTH: number = Math.min(EXPANSION_SEARCH, ...LEVEL_PLANS.flat
  */
 const PARALLEL_BATCH = 1024;
 
-function newIndex(dims: number, expansionSearch = EXPANSION_SEARCH): Index {
-  return new Index({
-    dimensions: dims,
-    metric: MetricKind.Cos,
-    quantization: ScalarKind.F16,
-    connectivity: 16,
-    expansion_add: 128,
-    expansion_search: expansionSearch,
-    multi: false,
-  });
+function newIndex(dims: number, expansionSearch = EXPANSION_SEARCH): NativeIndex {
+  return nativeInt8Index(dims, 16, 128, expansionSearch);
+}
+
+/** `rows` rows of `dims` floats as int8 rows, each scaled by its largest component ({@link toInt8}). */
+function int8Rows(vectors: Float32Array, dims: number): Int8Array {
+  const out = new Int8Array(vectors.length);
+  for (let at = 0; at < vectors.length; at += dims) toInt8(vectors.subarray(at, at + dims), out, at);
+  return out;
+}
+
+/** The first `counts[0]` of a one-query search's answer. */
+function firstQuery(m: [BigUint64Array, Float32Array, BigUint64Array]): { keys: BigUint64Array; distances: Float32Array } {
+  const n = Number(m[2][0] ?? 0n);
+  return { keys: m[0].subarray(0, n), distances: m[1].subarray(0, n) };
 }
 
 /**
@@ -72,12 +81,12 @@ export class AnnIndex implements VectorSearcher {
   /** An approximate search (see {@link VectorSearcher.method}). */
   readonly method = 'ann';
   /** The memory-mapped snapshot (read-only), or null for a plain index. */
-  #base: Index | null = null;
+  #base: NativeIndex | null = null;
   #baseSize = 0;
   /** Keys of `#base` whose vector is stale: deleted or replaced since the snapshot. */
   readonly #dead = new Set<number>();
   /** Vectors added or replaced since the snapshot; for a plain index, every vector. */
-  #delta: Index | null = null;
+  #delta: NativeIndex | null = null;
   /**
    * Whether `#delta`'s last reservation made room for concurrent insertion. usearch reserves its
    * per-thread state only when an add outgrows the capacity, with that add's thread count; a
@@ -140,25 +149,25 @@ export class AnnIndex implements VectorSearcher {
     if (keys.length === 0) return;
     const big = BigUint64Array.from(keys, BigInt);
     if (this.#base) {
-      const inBase = this.#base.contains(big) as boolean[];
+      const inBase = this.#base.contains(big);
       for (let i = 0; i < keys.length; i++) if (inBase[i]) this.#dead.add(keys[i]!);
     }
     const delta = (this.#delta ??= newIndex(this.dims));
-    const inDelta = delta.contains(big) as boolean[];
+    const inDelta = delta.contains(big);
     const replaced: bigint[] = [];
     for (let i = 0; i < keys.length; i++) if (inDelta[i]) replaced.push(big[i]!);
     if (replaced.length > 0) delta.remove(BigUint64Array.from(replaced));
     const reserves = Number(delta.size()) + keys.length >= Number(delta.capacity());
     const concurrent = threads !== 1 && keys.length >= PARALLEL_BATCH && (reserves || this.#deltaConcurrent);
     if (reserves) this.#deltaConcurrent = concurrent;
-    delta.add(big, vectors, concurrent ? (threads ?? 0) : 1);
+    delta.add(big, int8Rows(vectors, this.dims), concurrent ? (threads ?? 0) : 1);
   }
 
   /** Removes a key if present. */
   remove(key: number): void {
-    const k = BigInt(key);
-    if (this.#base && !this.#dead.has(key) && this.#base.contains(k)) this.#dead.add(key);
-    if (this.#delta?.contains(k)) this.#delta.remove(k);
+    const k = BigUint64Array.of(BigInt(key));
+    if (this.#base && !this.#dead.has(key) && this.#base.contains(k)[0] === true) this.#dead.add(key);
+    if (this.#delta?.contains(k)[0] === true) this.#delta.remove(k);
   }
 
   /**
@@ -170,8 +179,10 @@ export class AnnIndex implements VectorSearcher {
   search(vector: Float32Array, k: number, breadth = EXPANSION_SEARCH): { keys: Int32Array; similarity: Float32Array } {
     const n = Math.min(k, this.size);
     if (n <= 0) return { keys: new Int32Array(0), similarity: new Float32Array(0) };
-    const a = this.#searchBase(vector, n, breadth);
-    const b = this.#delta && this.#delta.size() > 0 ? this.#delta.search(vector, Math.min(n, Number(this.#delta.size())), 1) : null;
+    const query = toInt8(vector);
+    const a = this.#searchBase(query, n, breadth);
+    const b =
+      this.#delta && this.#delta.size() > 0 ? firstQuery(this.#delta.search(query, Math.min(n, Number(this.#delta.size())), 1)) : null;
     const bLen = b ? b.keys.length : 0;
     // Merge the two distance-ordered lists (ties: the lower key first, so every worker agrees).
     const keys = new Int32Array(Math.min(n, a.keys.length + bLen));
@@ -202,7 +213,7 @@ export class AnnIndex implements VectorSearcher {
    * few live keys come back; among the nearest `n + tombstones` at least `n` are live, which bounds
    * the retries. Asking for more is not free: k = 1000 costs twice k = 500.
    */
-  #searchBase(vector: Float32Array, n: number, breadth: number): { keys: number[]; distances: number[] } {
+  #searchBase(query: Int8Array, n: number, breadth: number): { keys: number[]; distances: number[] } {
     const keys: number[] = [];
     const distances: number[] = [];
     const base = this.#base;
@@ -217,7 +228,7 @@ export class AnnIndex implements VectorSearcher {
     for (;;) {
       keys.length = 0;
       distances.length = 0;
-      const m = base.search(vector, want, 1);
+      const m = firstQuery(base.search(query, want, 1));
       for (let i = 0; i < m.keys.length && keys.length < n; i++) {
         const key = Number(m.keys[i]);
         if (dead.has(key)) continue;
@@ -286,7 +297,7 @@ export function cosine(a: Float32Array, b: Float32Array, bOffset = 0): number {
   return na > 0 && nb > 0 ? dot / Math.sqrt(na * nb) : 0;
 }
 
-function checkDims(index: Index, dims: number, file: string): void {
+function checkDims(index: NativeIndex, dims: number, file: string): void {
   // usearch takes the dimensions from the file, whatever the index was created with.
   const got = Number(index.dimensions());
   if (got !== dims) throw new InternalError(`${file} holds ${got}-dimensional vectors, not ${dims}`);
