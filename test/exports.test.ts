@@ -384,6 +384,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'CANCEL_CELLS',
     'CELL_CANCELLED',
     'Catalog',
+    'cosine',
     'Diversity',
     'Explain',
     'FEED_CANDIDATE_BUDGET',

@@ -12,7 +12,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { AnnIndex } from 'tidal-query';
+import { AnnIndex, cosine } from 'tidal-query';
 import { Index, MetricKind, ScalarKind, exactSearch } from 'usearch';
 import { Corpus } from '../src/corpus.js';
 import { Report, fmtInt, fmtMs, loadAverage, nowMs, parseOptions, summarize } from '../src/harness/index.js';
@@ -91,18 +91,6 @@ function tidalSide(matrix: Float32Array, n: number, dir: string): Side {
       return { keys: Array.from(m.keys), similarity: Array.from(m.similarity) };
     },
   };
-}
-
-function cosine(a: Float32Array, b: Float32Array): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i]! * b[i]!;
-    na += a[i]! * a[i]!;
-    nb += b[i]! * b[i]!;
-  }
-  return dot / Math.sqrt(na * nb);
 }
 
 function main(): void {

@@ -278,7 +278,9 @@ export function exactNearestWithSimilarity(
 ): { rows: Int32Array; similarity: Float32Array } {
   const n = Math.min(k, Math.floor(matrix.length / dims));
   if (n <= 0) return { rows: new Int32Array(0), similarity: new Float32Array(0) };
-  const m = exactSearch(matrix, toInt8(vector), dims, n, MetricKind.Cos, 1);
+  // usearch's addon reads a dataset from the start of its buffer, whatever the view's byteOffset
+  // (javascript/lib.cpp, 2.25.3): a view that starts further in is searched as a copy.
+  const m = exactSearch(matrix.byteOffset === 0 ? matrix : matrix.slice(), toInt8(vector), dims, n, MetricKind.Cos, 1);
   return { rows: Int32Array.from(m.keys, Number), similarity: Float32Array.from(m.distances, (d) => 1 - d) };
 }
 

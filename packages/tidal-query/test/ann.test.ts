@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DegradationLevel, InternalError } from 'tidal-load';
-import { AnnIndex, toInt8 } from '../src/ann.js';
+import { AnnIndex, exactNearestWithSimilarity, toInt8 } from '../src/ann.js';
 import { nativeInt8Index } from '../src/usearch-native.js';
 import { FOR_YOU_BUDGETS, levelPlan } from '../src/plan.js';
 import { SNAPSHOT_SIDECAR, discardSnapshot, readSnapshot, writeSnapshot, type AnnSnapshotMeta } from '../src/ann-snapshot.js';
@@ -125,6 +125,18 @@ describe('AnnIndex', () => {
       }
     }
     expect(worst).toBeLessThan(5e-3);
+  });
+
+  it('exact search: a matrix that is a view further into its buffer is searched where it is', () => {
+    // usearch's addon reads a dataset from its buffer's start; rows 100.. of a larger matrix must
+    // still answer with their own nearest (row numbers counted from the view).
+    const rows = new Int8Array(200 * DIMS);
+    for (let i = 0; i < 200; i++) toInt8(row(data, i), rows, i * DIMS);
+    const view = rows.subarray(100 * DIMS);
+    for (let q = 0; q < 10; q++) {
+      const v = row(data, 100 + q * 7);
+      expect(exactNearestWithSimilarity(view, DIMS, v, 1).rows[0]).toBe(q * 7);
+    }
   });
 
   it('replaces and removes in place', () => {
