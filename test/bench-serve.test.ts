@@ -10,7 +10,7 @@ import type { GeneratorHealth } from '../bench/src/serve/validity.js';
 import { DEFAULT_VARIANTS, parseVariants, resolveRuntime } from '../bench/src/serve/variants.js';
 import { chooseCpus, parseCpuList, pinnedCommand } from '../bench/src/serve/pinning.js';
 import { describeThreads, threadShares } from '../bench/src/serve/threads.js';
-import { renderStageRatios, renderStages, stageRow } from '../bench/src/serve/stages.js';
+import { renderStageRatios, renderStages, stageOrder, stageRow } from '../bench/src/serve/stages.js';
 
 const healthy: GeneratorHealth = {
   generator: { loopLagP99Ms: 2 },
@@ -204,6 +204,22 @@ describe('bench:serve --stages arithmetic (stageRow)', () => {
     expect(row.runShare).toBe(0.25);
     expect(row.stagesUs.executor).toBe(100);
     expect(row.restUs).toBe(900);
+  });
+
+  it('runs every type at every level once a round, each level first for some type, the rotation moving each round', () => {
+    const types = ['for_you', 'following', 'related', 'trending', 'text'] as const;
+    const cells = stageOrder(types, 2);
+    expect(cells).toHaveLength(2 * types.length * 4);
+    for (const type of types) {
+      for (const level of ['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity'] as const) {
+        expect(cells.filter((c) => c.type === type && c.level === level).map((c) => c.round)).toEqual([0, 1]);
+      }
+    }
+    const firsts = (round: number) => types.map((type) => cells.find((c) => c.round === round && c.type === type)!.level);
+    expect(new Set(firsts(0))).toEqual(new Set(['Full', 'ReducedCandidates', 'CoarseAggregates', 'NoDiversity']));
+    expect(firsts(1)).not.toEqual(firsts(0));
+    // A type's levels run one after another.
+    expect(cells.slice(0, 4).every((c) => c.type === 'for_you')).toBe(true);
   });
 
   it('a loop without responses gives zeros, not infinities', () => {

@@ -95,6 +95,7 @@ interface Flags {
   /** `--stages`: the per-stage CPU matrix instead of the phases, `stageSeconds` per cell. */
   stages: boolean;
   stageSeconds: number;
+  stageRounds: number;
   /** `--pool`: the generator's connections in every open-loop phase (0: enough that no arrival waits). */
   pool: number;
   /** `--soak`: one long run per minute instead of the phases (soak-run.ts). */
@@ -176,7 +177,13 @@ const FLAGS = {
     description:
       "with --mix personal: instead of the phases, each read type at each level forced (`level` in the body), a closed loop of --closed each, and the server's CPU µs per request by stage (TIDAL_STAGE_TIMES=wall); the first variant only; never writes docs/",
   },
-  'stage-seconds': { type: 'int', default: 3, min: 1, description: '--stages: seconds per type and level' },
+  'stage-seconds': { type: 'int', default: 3, min: 1, description: '--stages: seconds per type and level in each round' },
+  'stage-rounds': {
+    type: 'int',
+    default: 2,
+    min: 1,
+    description: '--stages: rounds over every type and level, the levels rotated by round and type; a cell reports its rounds together',
+  },
   pool: {
     type: 'int',
     default: 0,
@@ -246,6 +253,7 @@ function parseFlags(argv: readonly string[]): Flags {
     docs: !o['no-docs'] && !o.stages && !o.soak,
     stages: o.stages,
     stageSeconds: o['stage-seconds'],
+    stageRounds: o['stage-rounds'],
     pool: atMost('--pool', o.pool, LOADGEN_DEFAULTS.maxConnections),
     soak: o.soak,
     duration: atMost('--duration', o.duration, 3600),
@@ -671,6 +679,7 @@ async function stagesRun(ctx: Context, pin: ReturnType<typeof pinPlan>[number], 
       dir: work,
       closed: flags.closed,
       seconds: flags.stageSeconds,
+      rounds: flags.stageRounds,
       client: flags.client,
       generatorCpus: pin.cpus?.generator ?? null,
     });
@@ -679,7 +688,7 @@ async function stagesRun(ctx: Context, pin: ReturnType<typeof pinPlan>[number], 
     report.set('stages', { pin: pin.pin, variant: variant.name, nodeVersion: runtime.nodeVersion, rows });
     report.finish();
     report.line(
-      `Server CPU µs per request by stage (\`--stages\`; ${variant.name}, ${runtime.nodeVersion}, ${pin.pin}; ${fmtInt(flags.items)} items, ${fmtInt(flags.users)} users; a closed loop of ${flags.closed} per cell, ${flags.stageSeconds} s; load average (1 min) at the end ${loadavg()[0]!.toFixed(1)}):\n\n${renderStages(rows)}\n\nCPU per request at each level ÷ at Full:\n\n${renderStageRatios(rows)}\n`,
+      `Server CPU µs per request by stage (\`--stages\`; ${variant.name}, ${runtime.nodeVersion}, ${pin.pin}; ${fmtInt(flags.items)} items, ${fmtInt(flags.users)} users; a closed loop of ${flags.closed} per cell, ${flags.stageRounds} × ${flags.stageSeconds} s, the levels rotated; load average (1 min) at the end ${loadavg()[0]!.toFixed(1)}):\n\n${renderStages(rows)}\n\nCPU per request at each level ÷ at Full:\n\n${renderStageRatios(rows)}\n`,
     );
     return 0;
   } catch (err) {

@@ -78,7 +78,50 @@ async function read(url: string, pid: number): Promise<StageReading> {
   return { stagesMs: body.stages, cpuNs: threads.reduce((a, t) => a + t.runNs, 0), waitNs: threads.reduce((a, t) => a + t.waitNs, 0) };
 }
 
-/** Runs the matrix: every read type of the mix at every level, `seconds` each, a closed loop of `closed`. */
+/** One loop of the matrix: a read type at a level, in round `round`. */
+export interface StageCell {
+  readonly round: number;
+  readonly type: ReadType;
+  readonly level: StageRow['level'];
+}
+
+/**
+ * The order the matrix runs in: `rounds` rounds, in each every type once with its levels one after
+ * another, the levels rotated by the round and the type. Run level by level, every Full loop came
+ * first (for 30 s after the warm-up), and whatever else the machine did then was billed to Full
+ * alone; rotated, each level runs first, second, third and last for some type in every round.
+ */
+export function stageOrder(types: readonly ReadType[], rounds: number): StageCell[] {
+  const cells: StageCell[] = [];
+  for (let round = 0; round < rounds; round++) {
+    types.forEach((type, t) => {
+      for (let i = 0; i < LEVEL_NAMES.length; i++) cells.push({ round, type, level: LEVEL_NAMES[(i + t + round) % LEVEL_NAMES.length]! });
+    });
+  }
+  return cells;
+}
+
+/** What one cell's loops added up to over the rounds. */
+interface CellTotals {
+  stagesMs: Record<Stage, number>;
+  cpuNs: number;
+  waitNs: number;
+  responses: number;
+  ok: number;
+  atLevel: number;
+}
+
+function zeroStages(): Record<Stage, number> {
+  const z = {} as Record<Stage, number>;
+  for (const s of STAGES) z[s] = 0;
+  return z;
+}
+
+/**
+ * Runs the matrix (see {@link stageOrder}): every read type of the mix at every level, `seconds`
+ * each, a closed loop of `closed`, `rounds` times; a cell's row is its loops' totals (every
+ * response, every stage, every thread's CPU) over the rounds.
+ */
 export async function measureStages(o: {
   url: string;
   pid: number;
@@ -86,34 +129,49 @@ export async function measureStages(o: {
   dir: string;
   closed: number;
   seconds: number;
+  rounds: number;
   client: string;
   generatorCpus: readonly number[] | null;
 }): Promise<StageRow[]> {
-  const rows: StageRow[] = [];
+  const types = Object.keys(PERSONAL_READS) as ReadType[];
+  const totals = new Map<string, CellTotals>();
   let seed = 500;
+  for (const { round, type, level } of stageOrder(types, o.rounds)) {
+    const file = join(o.dir, `stages-${type}-${level}.json`);
+    writeFileSync(file, JSON.stringify({ ...o.spec, only: type, level }));
+    const before = await read(o.url, o.pid);
+    const { result } = await runLoadgen(
+      [
+        ...['--url', o.url, '--requests', file, '--closed', String(o.closed)],
+        ...['--duration-ms', String(o.seconds * 1000), '--seed', String(seed++), '--client', o.client],
+        ...['--count-header', 'x-tidal-degradation-level'],
+      ],
+      (o.seconds + 60) * 1000,
+      o.generatorCpus,
+    );
+    // The acceptors report their totals within 100 ms of their last response.
+    await new Promise((r) => setTimeout(r, 400));
+    const after = await read(o.url, o.pid);
+    const key = `${type}|${level}`;
+    const t = totals.get(key) ?? { stagesMs: zeroStages(), cpuNs: 0, waitNs: 0, responses: 0, ok: 0, atLevel: 0 };
+    for (const s of STAGES) t.stagesMs[s] += after.stagesMs[s] - before.stagesMs[s];
+    t.cpuNs += after.cpuNs - before.cpuNs;
+    t.waitNs += (after.waitNs ?? 0) - (before.waitNs ?? 0);
+    t.responses += result.completed;
+    t.ok += Object.values(result.headerCounts ?? {}).reduce((a, n) => a + n, 0);
+    t.atLevel += result.headerCounts?.[level] ?? 0;
+    totals.set(key, t);
+    const row = stageRow(type, level, before, after, result.completed, 0);
+    process.stderr.write(
+      `  round ${round + 1} ${level.padEnd(17)} ${type.padEnd(15)} ${fmtInt(row.responses)} responses, ${row.cpuUs.toFixed(0)} µs CPU each\n`,
+    );
+  }
+  const rows: StageRow[] = [];
   for (const level of LEVEL_NAMES) {
-    for (const type of Object.keys(PERSONAL_READS) as ReadType[]) {
-      const file = join(o.dir, `stages-${type}-${level}.json`);
-      writeFileSync(file, JSON.stringify({ ...o.spec, only: type, level }));
-      const before = await read(o.url, o.pid);
-      const { result } = await runLoadgen(
-        [
-          ...['--url', o.url, '--requests', file, '--closed', String(o.closed)],
-          ...['--duration-ms', String(o.seconds * 1000), '--seed', String(seed++), '--client', o.client],
-          ...['--count-header', 'x-tidal-degradation-level'],
-        ],
-        (o.seconds + 60) * 1000,
-        o.generatorCpus,
-      );
-      // The acceptors report their totals within 100 ms of their last response.
-      await new Promise((r) => setTimeout(r, 400));
-      const after = await read(o.url, o.pid);
-      const ok = Object.values(result.headerCounts ?? {}).reduce((a, n) => a + n, 0);
-      const row = stageRow(type, level, before, after, result.completed, ok > 0 ? (result.headerCounts?.[level] ?? 0) / ok : 0);
-      process.stderr.write(
-        `  ${level.padEnd(17)} ${type.padEnd(15)} ${fmtInt(row.responses)} responses, ${row.cpuUs.toFixed(0)} µs CPU each (${(row.atLevel * 100).toFixed(0)} % at ${level})\n`,
-      );
-      rows.push(row);
+    for (const type of types) {
+      const t = totals.get(`${type}|${level}`)!;
+      const zero = { stagesMs: zeroStages(), cpuNs: 0, waitNs: 0 };
+      rows.push(stageRow(type, level, zero, t, t.responses, t.ok > 0 ? t.atLevel / t.ok : 0));
     }
   }
   return rows;
