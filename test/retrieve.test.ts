@@ -288,8 +288,8 @@ describe('retrieve: new, filters, limit, explain', () => {
     expect(idsOf(r.items)).toEqual(byCreatedDesc(CORPUS));
     for (const item of r.items) {
       const c = CORPUS.find((x) => x.id === item.id)!;
-      // Half-precision index vectors: within 1e-3 of the exact cosine.
-      expect(item.similarity).toBeCloseTo(cosine(context, c.embedding), 3);
+      // The index's int8 rows: within 1e-2 of the exact cosine (docs/api.md).
+      expect(Math.abs(item.similarity! - cosine(context, c.embedding))).toBeLessThan(1e-2);
     }
   });
 });
@@ -366,20 +366,34 @@ describe('retrieve: around a context vector', () => {
   let db: TidalDb;
   const NEAR = 700;
   const context = [1, 0, 0, 0];
-  // Near item i sits at angle atan(d_i) from the context, d_i growing with i, in a direction of
-  // its own: similarity to the context falls strictly with i, by clear margins.
+  // Near item i is (127, x, y, z) with whole x, y, z, in a direction of its own, x² + y² + z² growing
+  // with i: similarity to the context falls strictly with i, by at least 2.8e-5. Whole numbers up to
+  // 127 are what the ANN index holds exactly (int8 rows scaled by their largest component), so its
+  // similarities are the exact ones and can tell these items apart.
   const near: ItemInput[] = [];
   const rand = mulberry32(42);
-  for (let i = 0; i < NEAR; i++) {
-    const d = 0.01 + i * 0.0005;
-    const [a, b, c] = [rand() - 0.5, rand() - 0.5, rand() - 0.5];
-    const norm = Math.hypot(a, b, c);
+  const sign = () => (rand() < 0.5 ? -1 : 1);
+  for (let m = 1, i = 0; i < NEAR; m++) {
+    let xyz: number[] | null = null;
+    for (let x = 0; x * x <= m && xyz === null; x++) {
+      for (let y = 0; x * x + y * y <= m; y++) {
+        const z = Math.sqrt(m - x * x - y * y);
+        if (Number.isInteger(z)) {
+          xyz = [x, y, z];
+          break;
+        }
+      }
+    }
+    if (xyz === null) continue; // m = 4^a(8b + 7): not a sum of three squares
+    const turn = Math.floor(rand() * 3);
+    const [x, y, z] = [xyz[turn % 3]!, xyz[(turn + 1) % 3]!, xyz[(turn + 2) % 3]!];
     near.push({
       id: `n${i}`,
-      embedding: [1, (d * a) / norm, (d * b) / norm, (d * c) / norm],
+      embedding: [127, sign() * x, sign() * y, sign() * z],
       metadata: { creator: `creator-${i % 50}`, category: 'near' },
       createdAt: NOW - (i + 1) * MINUTE,
     });
+    i++;
   }
   // Opposite the context, newest of all and the most engaged: it wins every profile over the
   // whole corpus, but it is not among the 500 nearest neighbours of the context.

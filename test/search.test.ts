@@ -147,8 +147,8 @@ describe('search', () => {
       expectRanks(r.hits);
       for (const h of r.hits) {
         expect(h.bm25).toBeUndefined();
-        // Half-precision index vectors: within 1e-3 of the exact cosine.
-        expect(h.semantic).toBeCloseTo(cosine(Q, DOCS.find((d) => d.id === h.id)!.embedding), 3);
+        // The index's int8 rows: within 1e-2 of the exact cosine (docs/api.md).
+        expect(Math.abs(h.semantic! - cosine(Q, DOCS.find((d) => d.id === h.id)!.embedding))).toBeLessThan(1e-2);
         expect(h.score).toBe(h.semantic);
       }
     });
