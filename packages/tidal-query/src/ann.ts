@@ -13,11 +13,12 @@ restoreDirname();
  * expansion_search 128: recall@10 above 0.95 on the bench corpus (bench/ reports it) at under a
  * millisecond per 500-candidate search. Vectors are held as int8 rows, each scaled by its largest
  * component ({@link toInt8}, fed to usearch's addon as they are: usearch-native.ts). At 100 000
- * bench vectors, k = breadth = 64, three builds each (bench/probes/ann-quantization.ts): recall@10
- * 0.944–0.961 against half precision's 0.952–0.971 (the spread is the parallel build's), a search
- * 0.88–0.89× the time, the file 0.68× (27.7 against 40.5 MB, mapped once per query worker; at
- * 1 000 000 vectors 277 against 404 MB), a similarity within 2.8e-3 of the exact cosine
- * (f16: 1e-4; usearch's own float → int8 cast, scaling by the norm: recall 0.865–0.875, 1.5e-2). The search effort follows the `k` asked for: usearch
+ * bench vectors, k = 64 searched as {@link AnnIndex.search} does, three builds each
+ * (bench/probes/ann-quantization.ts): recall@10 0.959–0.964 against half precision's 0.977–0.982,
+ * a search 0.79–0.80× the time, the file 0.68× (27.7 against 40.5 MB, mapped once per query worker;
+ * at 1 000 000 vectors 277 against 404 MB), a similarity within 2.8e-3 of the exact cosine (f16:
+ * 1e-4; usearch's own float → int8 cast, scaling by the norm: recall 0.883–0.892, 1.5e-2). The
+ * search effort follows the `k` asked for: usearch
  * searches with `max(expansion_search, k)` candidates, so a level's ANN top-k (500 → 200) is its
  * search breadth too (`bench:retrieve`: 1.36 → 0.78 ms at 100 000 items); below 128 a layered
  * index's snapshot is mapped with the narrowest breadth (see `NARROWEST_BREADTH`). A snapshot records this string and is rebuilt when it

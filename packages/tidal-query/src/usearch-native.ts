@@ -3,9 +3,9 @@
  * turns every `Int8Array` it is given into a `Float32Array` before the addon sees it, and the
  * addon's own float → int8 cast scales a vector by its L2 norm (a 128-dimension unit vector's
  * components then use about 11 of the 127 steps). Given int8 rows scaled by their largest
- * component ({@link toInt8} in ann.ts), an int8 index keeps the f16 index's recall: at 100 000
- * bench vectors, k = breadth = 64, recall@10 0.944–0.961 against f16's 0.952–0.971 over three
- * builds (the addon's own cast 0.865–0.875), a search 0.88× and the file 0.68× f16's
+ * component ({@link toInt8} in ann.ts), an int8 index comes within 0.02 of the f16 index's recall:
+ * at 100 000 bench vectors, k = 64, recall@10 0.959–0.964 against f16's 0.977–0.982 over three
+ * builds (the addon's own cast 0.883–0.892), a search 0.79–0.80× and the file 0.68× f16's
  * (bench/probes/ann-quantization.ts).
  *
  * The addon is loaded the way usearch loads it (node-gyp-build from usearch's own directory), so
