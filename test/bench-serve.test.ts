@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 /**
  * The pure parts of bench:serve: whether a phase measured the server or the generator, the
  * `--variants` list, the CPU lists of `--pin`, and the per-thread CPU arithmetic. No server, no
@@ -10,7 +13,8 @@ import type { GeneratorHealth } from '../bench/src/serve/validity.js';
 import { DEFAULT_VARIANTS, parseVariants, resolveRuntime } from '../bench/src/serve/variants.js';
 import { chooseCpus, parseCpuList, pinnedCommand } from '../bench/src/serve/pinning.js';
 import { describeThreads, threadShares } from '../bench/src/serve/threads.js';
-import { renderStageRatios, renderStages, stageOrder, stageRow } from '../bench/src/serve/stages.js';
+import { addLoop, cellRow, renderStageRatios, renderStages, stageOrder, stageRow } from '../bench/src/serve/stages.js';
+import { summarizeProfiles } from '../bench/src/serve/profile.js';
 
 const healthy: GeneratorHealth = {
   generator: { loopLagP99Ms: 2 },
@@ -222,6 +226,24 @@ describe('bench:serve --stages arithmetic (stageRow)', () => {
     expect(cells.slice(0, 4).every((c) => c.type === 'for_you')).toBe(true);
   });
 
+  it("a cell's row totals its loops over the rounds: stages, CPU, waits, responses and the share at its level", () => {
+    const r0 = { ...reading([0, 0, 0, 0, 0, 0], 0), waitNs: 0 };
+    // Round 1: 100 responses, 10 ms of executor, 50 ms of CPU, 20 ms waiting, all 2xx at NoDiversity.
+    const r1 = { ...reading([0, 0, 10, 0, 0, 0], 50e6), waitNs: 20e6 };
+    let t = addLoop(undefined, r0, r1, 100, { NoDiversity: 100 }, 'NoDiversity');
+    // Round 2, other readings in between: 300 responses, 30 ms of executor, 150 ms of CPU, 100 ms
+    // waiting; 270 of them at the level.
+    const r2 = { ...reading([5, 0, 40, 0, 0, 0], 80e6), waitNs: 40e6 };
+    const r3 = { ...reading([5, 0, 70, 0, 0, 0], 230e6), waitNs: 140e6 };
+    t = addLoop(t, r2, r3, 300, { NoDiversity: 270, CoarseAggregates: 30 }, 'NoDiversity');
+    const row = cellRow('for_you', 'NoDiversity', t);
+    expect(row.responses).toBe(400);
+    expect(row.cpuUs).toBe(500); // 200 ms over 400
+    expect(row.runShare).toBeCloseTo(200 / 320, 12);
+    expect(row.stagesUs.executor).toBeCloseTo(((40 * 1000) / 400) * (200 / 320), 9);
+    expect(row.atLevel).toBeCloseTo(370 / 400, 12);
+  });
+
   it('a loop without responses gives zeros, not infinities', () => {
     const r = stageRow('text', 'Full', reading([0, 0, 0, 0, 0, 0], 0), reading([1, 1, 1, 1, 1, 1], 5e6), 0, 0);
     expect(r.cpuUs).toBe(0);
@@ -236,5 +258,45 @@ describe('bench:serve --stages arithmetic (stageRow)', () => {
     ];
     expect(renderStages(rows)).toContain('| trending | NoDiversity | 100 | 100 % | 100 % | 250 | 200 | 0 | 0 | 50 | 0 | 0 | 0 |');
     expect(renderStageRatios(rows)).toContain('| trending | 1.00 | – | – | 0.25 |');
+  });
+});
+
+describe('bench:serve --profile (summarizeProfiles)', () => {
+  function writeProfile(dir: string, thread: number, names: readonly string[]): void {
+    // One node per function; a sample every 1 000 µs from startTime 0, naming a node in turn.
+    const nodes = names.map((n, i) => ({ id: i + 1, callFrame: { functionName: n, url: '', lineNumber: 0 } }));
+    const samples = names.map((_, i) => i + 1);
+    const prof = { nodes, samples, startTime: 0, timeDeltas: names.map(() => 1000) };
+    writeFileSync(join(dir, `CPU.20261207.073000.4242.${thread}.001.cpuprofile`), JSON.stringify(prof));
+  }
+
+  it("the main thread's busy samples, then the other thread with the most, idle left out and the window kept", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tidal-prof-test-'));
+    try {
+      writeProfile(dir, 0, ['a', 'a', '(idle)', 'b', '(idle)']);
+      writeProfile(dir, 2, ['x', '(idle)', '(idle)', '(idle)', '(idle)']);
+      // Thread 3: busiest in the window (1 000 – 4 000 µs); its last sample, after it, is not counted.
+      writeProfile(dir, 3, ['y', 'y', 'z', '(idle)', 'w']);
+      const [main, other, ...rest] = summarizeProfiles(dir, [[1000, 4000]]);
+      expect(rest).toEqual([]);
+      expect(main).toEqual({
+        thread: 'main',
+        samples: 3,
+        top: [
+          { name: 'a', share: 2 / 3 },
+          { name: 'b', share: 1 / 3 },
+        ],
+      });
+      expect(other).toEqual({
+        thread: 'thread 3',
+        samples: 3,
+        top: [
+          { name: 'y', share: 2 / 3 },
+          { name: 'z', share: 1 / 3 },
+        ],
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -101,12 +101,13 @@ export function stageOrder(types: readonly ReadType[], rounds: number): StageCel
   return cells;
 }
 
-/** What one cell's loops added up to over the rounds. */
-interface CellTotals {
+/** What one cell's loops added up to over the rounds: a reading from zero, and the responses. */
+export interface CellTotals {
   stagesMs: Record<Stage, number>;
   cpuNs: number;
   waitNs: number;
   responses: number;
+  /** 2xx responses, and those of them at the level asked for. */
   ok: number;
   atLevel: number;
 }
@@ -115,6 +116,30 @@ function zeroStages(): Record<Stage, number> {
   const z = {} as Record<Stage, number>;
   for (const s of STAGES) z[s] = 0;
   return z;
+}
+
+/** Adds one loop (its readings before and after, its responses and their levels) to a cell's totals. */
+export function addLoop(
+  t: CellTotals | undefined,
+  before: StageReading,
+  after: StageReading,
+  responses: number,
+  levels: Readonly<Record<string, number>>,
+  level: string,
+): CellTotals {
+  const out = t ?? { stagesMs: zeroStages(), cpuNs: 0, waitNs: 0, responses: 0, ok: 0, atLevel: 0 };
+  for (const s of STAGES) out.stagesMs[s] += after.stagesMs[s] - before.stagesMs[s];
+  out.cpuNs += after.cpuNs - before.cpuNs;
+  out.waitNs += (after.waitNs ?? 0) - (before.waitNs ?? 0);
+  out.responses += responses;
+  out.ok += Object.values(levels).reduce((a, n) => a + n, 0);
+  out.atLevel += levels[level] ?? 0;
+  return out;
+}
+
+/** A cell's row from its totals over the rounds. */
+export function cellRow(type: ReadType, level: StageRow['level'], t: CellTotals): StageRow {
+  return stageRow(type, level, { stagesMs: zeroStages(), cpuNs: 0, waitNs: 0 }, t, t.responses, t.ok > 0 ? t.atLevel / t.ok : 0);
 }
 
 /**
@@ -153,26 +178,15 @@ export async function measureStages(o: {
     await new Promise((r) => setTimeout(r, 400));
     const after = await read(o.url, o.pid);
     const key = `${type}|${level}`;
-    const t = totals.get(key) ?? { stagesMs: zeroStages(), cpuNs: 0, waitNs: 0, responses: 0, ok: 0, atLevel: 0 };
-    for (const s of STAGES) t.stagesMs[s] += after.stagesMs[s] - before.stagesMs[s];
-    t.cpuNs += after.cpuNs - before.cpuNs;
-    t.waitNs += (after.waitNs ?? 0) - (before.waitNs ?? 0);
-    t.responses += result.completed;
-    t.ok += Object.values(result.headerCounts ?? {}).reduce((a, n) => a + n, 0);
-    t.atLevel += result.headerCounts?.[level] ?? 0;
-    totals.set(key, t);
-    const row = stageRow(type, level, before, after, result.completed, 0);
+    totals.set(key, addLoop(totals.get(key), before, after, result.completed, result.headerCounts ?? {}, level));
+    const loop = cellRow(type, level, addLoop(undefined, before, after, result.completed, result.headerCounts ?? {}, level));
     process.stderr.write(
-      `  round ${round + 1} ${level.padEnd(17)} ${type.padEnd(15)} ${fmtInt(row.responses)} responses, ${row.cpuUs.toFixed(0)} µs CPU each\n`,
+      `  round ${round + 1} ${level.padEnd(17)} ${type.padEnd(15)} ${fmtInt(loop.responses)} responses, ${loop.cpuUs.toFixed(0)} µs CPU each (${(loop.atLevel * 100).toFixed(0)} % at ${level})\n`,
     );
   }
   const rows: StageRow[] = [];
   for (const level of LEVEL_NAMES) {
-    for (const type of types) {
-      const t = totals.get(`${type}|${level}`)!;
-      const zero = { stagesMs: zeroStages(), cpuNs: 0, waitNs: 0 };
-      rows.push(stageRow(type, level, zero, t, t.responses, t.ok > 0 ? t.atLevel / t.ok : 0));
-    }
+    for (const type of types) rows.push(cellRow(type, level, totals.get(`${type}|${level}`)!));
   }
   return rows;
 }
