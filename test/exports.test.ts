@@ -104,6 +104,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
   'tidal-core': [
     'AbortedError',
     'MemoryStats',
+    'NativeHeapStats',
     'ThreadMemory',
     'AnnBuildStats',
     'AnnOptions',

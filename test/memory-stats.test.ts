@@ -13,7 +13,22 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((db) => db.close()));
 });
 
-const COMPONENTS = ['process', 'signals', 'users', 'cursors', 'catalog', 'text', 'catalogImage', 'vectors', 'threads'] as const;
+const COMPONENTS = [
+  'process',
+  'signals',
+  'users',
+  'cursors',
+  'catalog',
+  'text',
+  'catalogImage',
+  'vectors',
+  'threads',
+  'nativeHeap',
+] as const;
+
+const glibc =
+  process.platform === 'linux' &&
+  Boolean((process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header?.glibcVersionRuntime);
 
 function items(from: number, n: number): ItemInput[] {
   return Array.from({ length: n }, (_, k) => {
@@ -119,6 +134,22 @@ describe('stats().memory', () => {
     for (const t of m.threads.slice(1)) {
       expect(text).toContain(`tidal_memory_thread_bytes{thread="${t.threadId}",kind="catalog"} ${t.catalogBytes}`);
     }
+    expect(text).toMatch(/tidal_memory_native_released_bytes \d+/);
+  });
+
+  // glibc (CI's platforms); elsewhere `available` is false and nothing is trimmed.
+  it.runIf(glibc)('gives freed native memory back after every warm round, and counts it', async () => {
+    const db = await TidalDb.builder().ephemeral().workers(1).schema(SCHEMA).open();
+    open.push(db);
+    const opened = db.stats().memory.nativeHeap;
+    expect(opened.available).toBe(true);
+    await db.upsertItems(items(0, 50));
+    await db.warm();
+    await db.warm();
+    const after = db.stats().memory.nativeHeap;
+    expect(after.trims).toBe(opened.trims + 2);
+    expect(after.releasedBytes).toBeGreaterThanOrEqual(opened.releasedBytes);
+    expect(after.lastMs).toBeGreaterThanOrEqual(0);
   });
 });
 

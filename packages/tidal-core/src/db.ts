@@ -32,6 +32,7 @@ import { envelope, openParts, raiseWarmWarnings, shutdown, startWorkerModule, ty
 import { installReplicaSnapshot, replicaHost, writeReplicaSnapshot } from './replication.js';
 import { exportAnnBuildMetrics, exportMemoryMetrics, exportReplicationMetrics } from './metrics.js';
 import { memoryStats, type MemoryStats } from './memory-stats.js';
+import { NativeHeap } from './native-heap.js';
 
 /** What the fault-injection tests reach behind the facade; not exported from the package. */
 export interface TidalDbInternals {
@@ -90,6 +91,7 @@ export class TidalDb<S extends SchemaDefinition = SchemaDefinition> implements A
   /** The last warm round (see {@link #warmRound}), settled or not. */
   #warming: Promise<unknown> = Promise.resolve();
   #lastWarm: readonly WarmResult[] = [];
+  readonly #nativeHeap = new NativeHeap();
   #openMs = { parts: 0, warm: 0 };
   #closing: Promise<void> | undefined;
 
@@ -151,6 +153,8 @@ export class TidalDb<S extends SchemaDefinition = SchemaDefinition> implements A
       this.#niceWarned = raiseWarmWarnings(results, this.#o.onWarning, this.#niceWarned);
       if (results.some((r) => r.annSource === 'building')) annBuild.start();
       this.#lastWarm = results;
+      // What the round's reads and loads freed is not reused by the steady state: given back now.
+      await this.#nativeHeap.trim();
       return results;
     });
     this.#warming = round.catch(() => {});
@@ -445,6 +449,7 @@ export class TidalDb<S extends SchemaDefinition = SchemaDefinition> implements A
       sessions: p.sessions.size,
       cursors: { bytes: pins.bytes, pinned: pins.pinned },
       workers: p.pool.memory(),
+      nativeHeap: this.#nativeHeap.stats(),
     });
   }
 

@@ -8,6 +8,7 @@ export { autoAdmissionLimit } from './load-options.js';
 export { querySlots } from './query-pool.js';
 export type { QueryStats, LatencySummary, VectorSearchMode } from './stats.js';
 export type { MemoryStats } from './memory-stats.js';
+export type { NativeHeapStats } from './native-heap.js';
 export type { ThreadMemory } from 'tidal-query';
 export type { TextEmbedder, EmbedAnswer, EmbedCallOptions, SemanticFallback } from './embedding.js';
 export type { TidalOptions, CapacityOptions, WorkerModule, AnnOptions, WarmOptions } from './options.js';

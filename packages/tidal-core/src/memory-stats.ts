@@ -6,6 +6,7 @@ import {
   type SignalArena,
   type ThreadMemory,
 } from 'tidal-query';
+import type { NativeHeapStats } from './native-heap.js';
 import type { SharedStateWriter } from './shared-state.js';
 
 /**
@@ -53,6 +54,8 @@ export interface MemoryStats {
   vectors: { bytes: number; sharedBytes: number; rows: number; copies: number };
   /** Every thread's heap: the main thread (`threadId` 0) first, then each query thread with its components. */
   threads: ThreadMemory[];
+  /** Freed native memory given back to the kernel after each warm round (native-heap.ts). */
+  nativeHeap: NativeHeapStats;
 }
 
 function buffersBytes(...buffers: SharedArrayBuffer[]): number {
@@ -80,6 +83,7 @@ export interface MemorySources {
   sessions: number;
   cursors: { bytes: number; pinned: number };
   workers: readonly ThreadMemory[];
+  nativeHeap: NativeHeapStats;
 }
 
 export function memoryStats(src: MemorySources): MemoryStats {
@@ -127,6 +131,7 @@ export function memoryStats(src: MemorySources): MemoryStats {
       copies: src.workers.filter((t) => t.vectorRows > 0).length,
     },
     threads: [main, ...src.workers],
+    nativeHeap: src.nativeHeap,
   };
 }
 

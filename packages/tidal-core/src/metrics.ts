@@ -178,7 +178,7 @@ export const MEMORY_COMPONENTS = ['signals', 'users', 'cursors', 'catalog', 'tex
  * over the query threads, catalogImage the shared images they read, once),
  * `tidal_memory_process_bytes{kind}` (rss, heap_used, heap_total, external, array_buffers) and
  * `tidal_memory_thread_bytes{thread,kind}` (per thread, `main` or a query thread's id: heap_used,
- * heap_total, catalog, text, vectors).
+ * heap_total, catalog, text, vectors) and `tidal_memory_native_released_bytes` (native-heap.ts).
  */
 export async function exportMemoryMetrics(registry: MetricsRegistry, read: () => MemoryStats, prefix = 'tidal_'): Promise<void> {
   const { Gauge } = await importPromClient(registry);
@@ -205,6 +205,14 @@ export async function exportMemoryMetrics(registry: MetricsRegistry, read: () =>
       this.set({ kind: 'heap_total' }, p.heapTotal);
       this.set({ kind: 'external' }, p.external);
       this.set({ kind: 'array_buffers' }, p.arrayBuffers);
+    },
+  });
+  new Gauge({
+    name: `${prefix}memory_native_released_bytes`,
+    help: 'Freed native memory given back to the kernel after the warm rounds (malloc_trim; 0 where unavailable), summed',
+    registers,
+    collect() {
+      this.set(read().nativeHeap.releasedBytes);
     },
   });
   new Gauge({
