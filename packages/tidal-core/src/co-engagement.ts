@@ -16,42 +16,63 @@ export const RELATED_WINDOW = 8;
 export const RELATED_HALF_LIFE_MS = 7 * 86_400_000;
 
 /**
- * One item's partners: `n` entries of (partner, score, at) in one Float64Array (one typed array
- * per list rather than three: a typed array costs ~200 bytes before its first element).
+ * One item's partners: `n` partner ordinals and their scores, every score referring to the same
+ * time `at` (the latest event the list counted; an older event adds its weight decayed to `at`, a
+ * newer one first decays every score to itself). Scores are Float32: 8 bytes a partner, where a
+ * (partner, score, time) triple of Float64 took 24; the shared records hold a list for every item
+ * with one (32 partners: 280 bytes against 784). Both arrays view one buffer.
  */
 interface PartnerList {
   n: number;
-  data: Float64Array;
-  /** The list as a query task, made on the first query after it was published (its `data`, read-only). */
+  at: number;
+  partners: Int32Array;
+  scores: Float32Array;
+  /** The list as a query task, made on the first query after it was published (its arrays, read-only). */
   task?: RelatedTask;
 }
 
-const P = 0;
-const S = 1;
-const A = 2;
+function listOf(capacity: number, n: number, at: number): PartnerList {
+  const buf = new ArrayBuffer(8 * capacity);
+  return { n, at, partners: new Int32Array(buf, 0, capacity), scores: new Float32Array(buf, 4 * capacity, capacity) };
+}
 
 function emptyList(): PartnerList {
-  return { n: 0, data: new Float64Array(3 * 4) };
+  return listOf(4, 0, -Infinity);
 }
 
 function copyList(l: PartnerList): PartnerList {
-  return { n: l.n, data: l.data.slice() };
+  const c = listOf(Math.max(4, l.n), l.n, l.at);
+  c.partners.set(l.partners.subarray(0, l.n));
+  c.scores.set(l.scores.subarray(0, l.n));
+  return c;
 }
 
-const NO_ENTRIES = new Float64Array(0);
+const NO_PARTNERS = new Int32Array(0);
+const NO_SCORES = new Float32Array(0);
 
 /** In place of a list that lives in the shared records (see `CoEngagementIndex.share`). */
-const IN_SHARED: PartnerList = Object.freeze({ n: -1, data: NO_ENTRIES });
+const IN_SHARED: PartnerList = Object.freeze({ n: -1, at: 0, partners: NO_PARTNERS, scores: NO_SCORES });
 
 function grow(l: PartnerList): void {
-  const d = new Float64Array(3 * Math.min(RELATED_PARTNERS, (l.data.length / 3) * 2));
-  d.set(l.data);
-  l.data = d;
+  const g = listOf(Math.min(RELATED_PARTNERS, l.partners.length * 2), l.n, l.at);
+  g.partners.set(l.partners.subarray(0, l.n));
+  g.scores.set(l.scores.subarray(0, l.n));
+  l.partners = g.partners;
+  l.scores = g.scores;
 }
 
-/** A list as its row: n × (partner, score, at), Float64 little-endian. */
+/**
+ * A list as its row: n × (partner, score, at), Float64 little-endian (the row format of storage
+ * version 3; every entry carries the list's `at`).
+ */
 function encode(l: PartnerList): Buffer {
-  return Buffer.from(l.data.buffer, l.data.byteOffset, 24 * l.n);
+  const f = new Float64Array(3 * l.n);
+  for (let i = 0; i < l.n; i++) {
+    f[3 * i] = l.partners[i]!;
+    f[3 * i + 1] = l.scores[i]!;
+    f[3 * i + 2] = l.at;
+  }
+  return Buffer.from(f.buffer, f.byteOffset, f.byteLength);
 }
 
 /** A log row's entries: n × (item, partner, at), Float64 little-endian. */
@@ -66,11 +87,23 @@ function decodeEntries(b: Buffer): Float64Array {
   return f;
 }
 
-function decode(b: Buffer): PartnerList {
+/**
+ * A row as a list. Rows this version wrote hold one time and Float32 scores, so they come back
+ * exactly; a row of an earlier version (a time per entry) has its scores decayed to its latest.
+ */
+function decode(b: Buffer, lambda: number): PartnerList {
   const n = Math.floor(b.byteLength / 24);
-  const data = new Float64Array(3 * Math.max(4, n));
-  new Uint8Array(data.buffer).set(b.subarray(0, 24 * n));
-  return { n, data };
+  const f = new Float64Array(3 * n);
+  new Uint8Array(f.buffer).set(b.subarray(0, 24 * n));
+  let at = -Infinity;
+  for (let i = 0; i < n; i++) if (f[3 * i + 2]! > at) at = f[3 * i + 2]!;
+  const l = listOf(Math.max(4, n), n, at);
+  for (let i = 0; i < n; i++) {
+    l.partners[i] = f[3 * i]!;
+    const dt = at - f[3 * i + 2]!;
+    l.scores[i] = dt > 0 ? f[3 * i + 1]! * Math.exp(-lambda * dt) : f[3 * i + 1]!;
+  }
+  return l;
 }
 
 /**
@@ -142,7 +175,7 @@ export class CoEngagementIndex {
     for (const [ordinal, blob, holds] of db.prepare('SELECT ordinal, partners, upto FROM item_related').raw().iterate() as IterableIterator<
       [number, Buffer, number]
     >) {
-      lists.set(ordinal, decode(blob));
+      lists.set(ordinal, decode(blob, this.#lambda));
       upto.set(ordinal, holds);
       if (holds > this.#lastId) this.#lastId = holds;
     }
@@ -208,7 +241,7 @@ export class CoEngagementIndex {
     if (l !== IN_SHARED) return l;
     const t = this.#sharedList!(item);
     if (t === undefined) throw new InternalError(`the co-engagement list of item ordinal ${item} is missing from the shared records`);
-    return { n: t.n, data: t.entries, task: t };
+    return { n: t.n, at: t.at, partners: t.partners, scores: t.scores, task: t };
   }
 
   /** Starts a batch: copies left by a batch that failed to commit are dropped. */
@@ -236,45 +269,41 @@ export class CoEngagementIndex {
   }
 
   #bumpList(l: PartnerList, partner: number, at: number): void {
-    let d = l.data;
-    for (let i = 0; i < l.n; i++) {
-      if (d[3 * i + P] !== partner) continue;
-      const ref = d[3 * i + A]!;
-      if (at >= ref) {
-        d[3 * i + S] = d[3 * i + S]! * Math.exp(-this.#lambda * (at - ref)) + 1;
-        d[3 * i + A] = at;
-      } else {
-        d[3 * i + S]! += Math.exp(-this.#lambda * (ref - at));
+    const n = l.n;
+    let w = 1;
+    if (at > l.at) {
+      // Every score moves to the newer time (a list holds one).
+      if (n > 0) {
+        const f = Math.exp(-this.#lambda * (at - l.at));
+        const s = l.scores;
+        for (let i = 0; i < n; i++) s[i] = s[i]! * f;
       }
+      l.at = at;
+    } else if (at < l.at) {
+      w = Math.exp(-this.#lambda * (l.at - at));
+    }
+    const p = l.partners;
+    for (let i = 0; i < n; i++) {
+      if (p[i] !== partner) continue;
+      l.scores[i] = l.scores[i]! + w;
       return;
     }
-    if (l.n < RELATED_PARTNERS) {
-      if (3 * l.n === d.length) {
-        grow(l);
-        d = l.data;
-      }
-      d[3 * l.n + P] = partner;
-      d[3 * l.n + S] = 1;
-      d[3 * l.n + A] = at;
-      l.n++;
+    if (n < RELATED_PARTNERS) {
+      if (n === l.partners.length) grow(l);
+      l.partners[n] = partner;
+      l.scores[n] = w;
+      l.n = n + 1;
       return;
     }
     // Space-Saving: the newcomer takes the smallest entry's place and count, plus its own. A pair
     // engaged often enough always gets in, and a count is over by at most the count it inherited.
-    let ref = at;
-    for (let i = 0; i < l.n; i++) if (d[3 * i + A]! > ref) ref = d[3 * i + A]!;
+    const s = l.scores;
     let worst = 0;
-    let worstValue = Infinity;
-    for (let i = 0; i < l.n; i++) {
-      const v = d[3 * i + S]! * Math.exp(-this.#lambda * (ref - d[3 * i + A]!));
-      if (v < worstValue || (v === worstValue && d[3 * i + P]! > d[3 * worst + P]!)) {
-        worst = i;
-        worstValue = v;
-      }
+    for (let i = 1; i < n; i++) {
+      if (s[i]! < s[worst]! || (s[i] === s[worst] && p[i]! > p[worst]!)) worst = i;
     }
-    d[3 * worst + P] = partner;
-    d[3 * worst + S] = worstValue + Math.exp(-this.#lambda * (ref - at));
-    d[3 * worst + A] = ref;
+    s[worst] = s[worst]! + w;
+    p[worst] = partner;
   }
 
   /**
@@ -350,8 +379,8 @@ export class CoEngagementIndex {
    */
   task(item: number): RelatedTask {
     const l = this.#published(item);
-    if (l === undefined) return { item, n: 0, entries: NO_ENTRIES, lambda: this.#lambda };
-    return (l.task ??= { item, n: l.n, entries: l.data, lambda: this.#lambda });
+    if (l === undefined) return { item, n: 0, at: 0, partners: NO_PARTNERS, scores: NO_SCORES, lambda: this.#lambda };
+    return (l.task ??= { item, n: l.n, at: l.at, partners: l.partners, scores: l.scores, lambda: this.#lambda });
   }
 
   /** The item's partners and their counts decayed to `nowMs` (tests and tools). */
@@ -359,8 +388,8 @@ export class CoEngagementIndex {
     const l = this.#published(item);
     const out = new Map<number, number>();
     if (!l) return out;
-    for (let i = 0; i < l.n; i++)
-      out.set(l.data[3 * i + P]!, l.data[3 * i + S]! * Math.exp(-this.#lambda * Math.max(0, nowMs - l.data[3 * i + A]!)));
+    const decay = Math.exp(-this.#lambda * Math.max(0, nowMs - l.at));
+    for (let i = 0; i < l.n; i++) out.set(l.partners[i]!, l.scores[i]! * decay);
     return out;
   }
 }

@@ -11,7 +11,7 @@ import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { STORAGE_VERSION, openStorage } from 'tidal-wal/storage';
-import { CoEngagementIndex, RELATED_PARTNERS } from '../src/co-engagement.js';
+import { CoEngagementIndex, RELATED_HALF_LIFE_MS, RELATED_PARTNERS } from '../src/co-engagement.js';
 
 const root = mkdtempSync(join(tmpdir(), 'tidal-co-engagement-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -129,6 +129,43 @@ describe('co-engagement index: logged pairs, lists written when the log gives th
     const again = new CoEngagementIndex(open(file), 4);
     expect([...again.partners(3, NOW).keys()]).toEqual([7, 8, 9]);
     expect(again.log).toEqual({ rows: 1, entries: 2, unwritten: 2 });
+  });
+
+  it('decays every score as a count per pair would, whatever the order of the times (one time a list, Float32 scores)', () => {
+    const lambda = Math.LN2 / RELATED_HALF_LIFE_MS;
+    let run = 0;
+    fc.assert(
+      fc.property(fc.array(fc.tuple(pair, fc.integer({ min: 0, max: 30 * 86_400_000 })), { minLength: 1, maxLength: 200 }), (events) => {
+        const db = open(join(root, `m${run++}.db`));
+        const index = new CoEngagementIndex(db);
+        // The model: per (item, partner) a Float64 count and the time it refers to.
+        const model = new Map<string, { s: number; at: number }>();
+        const bump = (a: number, b: number, at: number) => {
+          const e = model.get(`${a},${b}`);
+          if (e === undefined) model.set(`${a},${b}`, { s: 1, at });
+          else if (at >= e.at) model.set(`${a},${b}`, { s: e.s * Math.exp(-lambda * (at - e.at)) + 1, at });
+          else e.s += Math.exp(-lambda * (e.at - at));
+        };
+        for (const [[a, b], at] of events) {
+          batch(db, index, [[a, b, NOW - at]]);
+          if (a !== b) {
+            bump(a, b, NOW - at);
+            bump(b, a, NOW - at);
+          }
+        }
+        for (let item = 0; item < ITEMS; item++) {
+          const got = index.partners(item, NOW);
+          for (const [partner, score] of got) {
+            const e = model.get(`${item},${partner}`)!;
+            const want = e.s * Math.exp(-lambda * (NOW - e.at));
+            expect(Math.abs(score - want)).toBeLessThanOrEqual(1e-5 * want + 1e-30);
+          }
+          expect(got.size).toBe([...model.keys()].filter((k) => k.startsWith(`${item},`)).length);
+        }
+        db.close();
+      }),
+      { numRuns: 100 },
+    );
   });
 
   it('keeps a full list to its bound through the log', () => {

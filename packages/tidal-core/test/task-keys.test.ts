@@ -21,7 +21,7 @@ const deps = {
   chains: null,
   exclude: () => null,
   userState: () => null,
-  relatedTask: () => ({ item: 0, n: 0, entries: new Float64Array(0), lambda: 0 }),
+  relatedTask: () => ({ item: 0, n: 0, at: 0, partners: new Int32Array(0), scores: new Float32Array(0), lambda: 0 }),
 } as unknown as ReadDeps;
 
 describe('the keys of a query task', () => {

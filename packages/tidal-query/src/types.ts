@@ -50,19 +50,20 @@ export type Profile = 'trending' | 'popular' | 'new' | 'for_you' | 'following' |
 export type FollowingOrder = 'newest' | 'popular';
 
 /**
- * `related`: the item's co-engagement list as the main thread holds it, with each partner's
- * decayed score and the time it refers to (the query decays them to its clock).
+ * `related`: the item's co-engagement list as the main thread holds it: each partner's decayed
+ * score, all referring to one time (the query decays them to its clock).
  */
 export interface RelatedTask {
   /** The item's ordinal (never returned). */
   item: number;
   /** Partners in the list. */
   n: number;
-  /**
-   * `n` entries of (partner ordinal, score, the time the score refers to), three numbers each:
-   * the published list itself, shared and read-only (no copy per list).
-   */
-  entries: Float64Array;
+  /** The time (epoch ms) every score refers to. */
+  at: number;
+  /** The partners' ordinals (the first `n`): the published list itself, shared and read-only. */
+  partners: Int32Array;
+  /** Their scores at `at` (the first `n`), beside `partners`. */
+  scores: Float32Array;
   /** The decay rate of a co-engagement score, per ms. */
   lambda: number;
 }

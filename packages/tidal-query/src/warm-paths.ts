@@ -90,9 +90,11 @@ export function exercisePaths(run: (msg: RetrieveMessage | SearchMessage) => unk
   tasks.push({ ...base('following'), user: user(null, creators), order: 'newest' });
   // A co-engagement list of the newest few items (the main thread's lists have this shape).
   const partners = byCreated.subarray(1, 9);
-  const entries = new Float64Array(partners.length * 3);
-  partners.forEach((o, i) => entries.set([o, partners.length - i, nowMs], 3 * i));
-  tasks.push({ ...base('related'), related: { item: byCreated[0]!, n: partners.length, entries, lambda: 0 } });
+  const scores = Float32Array.from(partners, (_, i) => partners.length - i);
+  tasks.push({
+    ...base('related'),
+    related: { item: byCreated[0]!, n: partners.length, at: nowMs, partners: Int32Array.from(partners), scores, lambda: 0 },
+  });
   if (vector) tasks.push({ ...base('popular'), context: vector });
   // for_you with a preference where items have vectors, and without one always (a catalogue
   // without embeddings still ranks for_you by its other features).

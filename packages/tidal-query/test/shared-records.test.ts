@@ -140,8 +140,21 @@ describe('shared records', () => {
     expect(decodeUserState(encodeUserState(noPref))).toEqual(noPref);
     const session = { agentId: 'agent-7', expiresAt: 1_735_689_600_123, seen: Int32Array.from([5, 6]) };
     expect(decodeSession(encodeSession(session))).toEqual(session);
-    const related = { item: 4, n: 2, lambda: 1e-9, entries: Float64Array.from([1, 2, 3, 4, 5, 6, 7, 8, 9]) };
-    expect(decodeRelated(encodeRelated(related))).toEqual({ ...related, entries: related.entries.subarray(0, 6) });
+    const related = {
+      item: 4,
+      n: 2,
+      lambda: 1e-9,
+      at: 1.8e12 + 0.5,
+      partners: Int32Array.from([7, 3, 9]),
+      scores: Float32Array.from([2.5, 1e-30, 4]),
+    };
+    expect(decodeRelated(encodeRelated(related))).toEqual({
+      ...related,
+      partners: related.partners.subarray(0, 2),
+      scores: related.scores.subarray(0, 2),
+    });
+    // 24 bytes of header, 8 a partner.
+    expect(encodeRelated(related).byteLength).toBe(24 + 8 * 2);
   });
 });
 

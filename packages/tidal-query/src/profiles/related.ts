@@ -14,13 +14,16 @@ export function related(task: RetrieveTask, pass: Predicate, nowMs: number, expl
   const ordinals: number[] = [];
   const values: number[] = [];
   let candidates = 0;
-  const e = r.entries;
+  // Every score refers to the list's time: one decay for the list.
+  const decay = Math.exp(-r.lambda * Math.max(0, nowMs - r.at));
+  const p = r.partners;
+  const s = r.scores;
   for (let i = 0; i < r.n; i++) {
-    const o = e[3 * i]!;
+    const o = p[i]!;
     if (o === r.item) continue;
     candidates++;
     if (!pass(o)) continue;
-    const v = e[3 * i + 1]! * Math.exp(-r.lambda * Math.max(0, nowMs - e[3 * i + 2]!));
+    const v = s[i]! * decay;
     let j = ordinals.length;
     ordinals.push(o);
     values.push(v);

@@ -12,7 +12,7 @@ import type { RelatedTask, UserQueryState } from '../types.js';
  *   Int32 hidden[], Int32 seen[] (padded to 8), Float64 affinity scores[], Float32 preference[]
  *   (padded to 8), UTF-8 JSON [blocked, following, affinity creators]
  * session:  Float64 expiresAt, Int32 seen count, Int32 agent bytes, Int32 seen[] (padded to 8), UTF-8 agent id
- * related:  Int32 item ordinal, Int32 n, Float64 lambda, Float64 entries[3n]
+ * related:  Int32 item ordinal, Int32 n, Float64 lambda, Float64 at, Int32 partners[n], Float32 scores[n]
  */
 
 const USER_HEADER = 8;
@@ -98,17 +98,26 @@ export function decodeSession(b: Uint8Array): SessionRecord {
 }
 
 export function encodeRelated(t: RelatedTask): Uint8Array {
-  const out = new Uint8Array(16 + 24 * t.n);
+  const out = new Uint8Array(24 + 8 * t.n);
   const dv = new DataView(out.buffer);
   dv.setInt32(0, t.item, true);
   dv.setInt32(4, t.n, true);
   dv.setFloat64(8, t.lambda, true);
-  new Float64Array(out.buffer, 16, 3 * t.n).set(t.entries.subarray(0, 3 * t.n));
+  dv.setFloat64(16, t.at, true);
+  new Int32Array(out.buffer, 24, t.n).set(t.partners.subarray(0, t.n));
+  new Float32Array(out.buffer, 24 + 4 * t.n, t.n).set(t.scores.subarray(0, t.n));
   return out;
 }
 
 export function decodeRelated(b: Uint8Array): RelatedTask {
   const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
   const n = dv.getInt32(4, true);
-  return { item: dv.getInt32(0, true), n, lambda: dv.getFloat64(8, true), entries: new Float64Array(b.buffer, b.byteOffset + 16, 3 * n) };
+  return {
+    item: dv.getInt32(0, true),
+    n,
+    lambda: dv.getFloat64(8, true),
+    at: dv.getFloat64(16, true),
+    partners: new Int32Array(b.buffer, b.byteOffset + 24, n),
+    scores: new Float32Array(b.buffer, b.byteOffset + 24 + 4 * n, n),
+  };
 }
