@@ -5,7 +5,10 @@
  * on items of 20 creators, 5 follows); a user at the bounds (more than 512 distinct items signalled,
  * so the seen set is full, over more than 64 creators, so 64 affinities; a quarter as many users).
  * A worker module is configured, so the co-engagement lists the signals make live in the shared
- * records and not in this heap: what is left is the users' own state.
+ * records and not in this heap: what is left is the users' own state, and the thread's cache of
+ * records it decoded (the lists it reads back when a batch changes them), bounded at 4 096
+ * records whatever the users: at 2 000 users a shape it added ~1.6 KB to each, so the default is
+ * 10 000.
  *
  * Run with `--expose-gc`. With `--baseline DIR` (another built checkout) the same users are built in
  * a database of each tree, one after the other, in this process.
@@ -20,7 +23,7 @@ import { Report, fmtInt, loadAverage, loadBaseline, parseOptions } from '../src/
 import { mulberry32 } from '../src/random.js';
 
 const opts = parseOptions('user-memory', {
-  users: { type: 'int', default: 2000, description: 'users of each shape (a quarter as many at the bounds)' },
+  users: { type: 'int', default: 10_000, description: 'users of each shape (a quarter as many at the bounds)' },
   baseline: { type: 'string', default: '', description: 'another built checkout: its tidal-core measured the same way' },
 });
 const baseline = loadBaseline(opts.baseline === '' ? undefined : opts.baseline, ['tidal-core']);
