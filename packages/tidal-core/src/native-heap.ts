@@ -60,7 +60,12 @@ export class NativeHeap {
     const s = this.#stats;
     const before = process.memoryUsage.rss();
     const t0 = performance.now();
-    fn(0);
+    try {
+      fn(0);
+    } catch {
+      // Giving memory back is never worth failing a warm for: this trim is skipped.
+      return;
+    }
     s.lastMs = performance.now() - t0;
     s.trims++;
     s.releasedBytes += Math.max(0, before - process.memoryUsage.rss());
