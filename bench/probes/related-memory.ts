@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
-import { Report, fmtInt, loadAverage, loadBaseline, parseOptions } from '../src/harness/index.js';
+import { Report, collectedHeapBytes, fmtInt, loadAverage, loadBaseline, parseOptions } from '../src/harness/index.js';
 
 const opts = parseOptions('related-memory', {
   items: { type: 'int', default: 20_000, description: 'items, each with a full list of 32 partners' },
@@ -21,17 +21,11 @@ const opts = parseOptions('related-memory', {
 });
 const baseline = loadBaseline(opts.baseline === '' ? undefined : opts.baseline, ['tidal-core']);
 
-const gc = (globalThis as { gc?: () => void }).gc;
-if (typeof gc !== 'function') {
-  process.stderr.write('related-memory: run it with node --expose-gc\n');
-  process.exit(2);
-}
+// Exits naming the probe when the process lacks --expose-gc.
+collectedHeapBytes('related-memory');
 
 function heapBytes(): number {
-  gc!();
-  gc!();
-  const m = process.memoryUsage();
-  return m.heapUsed + m.arrayBuffers;
+  return collectedHeapBytes('related-memory');
 }
 
 interface Index {

@@ -19,7 +19,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { TidalDb } from 'tidal-core';
 import { personalizationSchema } from '../src/corpus.js';
-import { Report, fmtInt, loadAverage, loadBaseline, parseOptions } from '../src/harness/index.js';
+import { Report, collectedHeapBytes, fmtInt, loadAverage, loadBaseline, parseOptions } from '../src/harness/index.js';
 import { mulberry32 } from '../src/random.js';
 
 const opts = parseOptions('user-memory', {
@@ -32,17 +32,11 @@ const DIMS = 128;
 const ITEMS = 4096;
 const CREATORS = 256;
 
-const gc = (globalThis as { gc?: () => void }).gc;
-if (typeof gc !== 'function') {
-  process.stderr.write('user-memory: run it with node --expose-gc\n');
-  process.exit(2);
-}
+// Exits naming the probe when the process lacks --expose-gc.
+collectedHeapBytes('user-memory');
 
 function heapBytes(): number {
-  gc!();
-  gc!();
-  const m = process.memoryUsage();
-  return m.heapUsed + m.arrayBuffers;
+  return collectedHeapBytes('user-memory');
 }
 
 interface Shape {

@@ -20,6 +20,7 @@ export { freePort, startRedis } from './redis.js';
 export {
   Progress,
   collectGarbage,
+  collectedHeapBytes,
   fmtDuration,
   fmtInt,
   fmtMs,

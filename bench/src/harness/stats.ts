@@ -55,6 +55,22 @@ export function collectGarbage(): void {
   if (typeof gc === 'function') gc();
 }
 
+/**
+ * The calling thread's V8 heap plus ArrayBuffer bytes after two full collections, for a probe that
+ * measures memory; `probe` is named when the process runs without `--expose-gc` (it then exits).
+ */
+export function collectedHeapBytes(probe: string): number {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (typeof gc !== 'function') {
+    process.stderr.write(`${probe}: run it with node --expose-gc\n`);
+    process.exit(2);
+  }
+  gc();
+  gc();
+  const m = process.memoryUsage();
+  return m.heapUsed + m.arrayBuffers;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Formatting
 // ---------------------------------------------------------------------------------------------
