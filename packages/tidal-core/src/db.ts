@@ -28,11 +28,9 @@ import { creatorEdge, itemEdge, type UserCreatorInput, type UserItemInput } from
 import type { QueryFront } from './query-front.js';
 import type { LinkServer } from './worker-link.js';
 import { threadHandlers } from './thread-handlers.js';
-import { envelope, openParts, raiseWarmWarnings, shutdown, startWorkerModule, type DbParts } from './lifecycle.js';
+import { envelope, openParts, partsMemory, raiseWarmWarnings, shutdown, startWorkerModule, type DbParts } from './lifecycle.js';
 import { installReplicaSnapshot, replicaHost, writeReplicaSnapshot } from './replication.js';
 import { exportAnnBuildMetrics, exportMemoryMetrics, exportReplicationMetrics } from './metrics.js';
-import { memoryStats, type MemoryStats } from './memory-stats.js';
-import { NativeHeap } from './native-heap.js';
 
 /** What the fault-injection tests reach behind the facade; not exported from the package. */
 export interface TidalDbInternals {
@@ -91,7 +89,6 @@ export class TidalDb<S extends SchemaDefinition = SchemaDefinition> implements A
   /** The last warm round (see {@link #warmRound}), settled or not. */
   #warming: Promise<unknown> = Promise.resolve();
   #lastWarm: readonly WarmResult[] = [];
-  readonly #nativeHeap = new NativeHeap();
   #openMs = { parts: 0, warm: 0 };
   #closing: Promise<void> | undefined;
 
@@ -154,7 +151,7 @@ export class TidalDb<S extends SchemaDefinition = SchemaDefinition> implements A
       if (results.some((r) => r.annSource === 'building')) annBuild.start();
       this.#lastWarm = results;
       // What the round's reads and loads freed is not reused by the steady state: given back now.
-      await this.#nativeHeap.trim();
+      await this.#p.nativeHeap.trim();
       return results;
     });
     this.#warming = round.catch(() => {});
@@ -435,22 +432,7 @@ export class TidalDb<S extends SchemaDefinition = SchemaDefinition> implements A
     if (replica !== null && this.#o.replication !== null) stats.replication = replica.stats(this.#o.replication.stats());
     stats.annBuild = this.#p.annBuild.stats();
     stats.vectorSearch = vectorSearchOf(this.#lastWarm);
-    return { ...stats, memory: this.#memory(pins) };
-  }
-
-  #memory(pins: { bytes: number; pinned: number }): MemoryStats {
-    const p = this.#p;
-    return memoryStats({
-      arena: this.#store.arena,
-      slots: this.#store.slotsUsed(),
-      shared: p.shared,
-      vectors: p.vectors,
-      users: p.users.size,
-      sessions: p.sessions.size,
-      cursors: { bytes: pins.bytes, pinned: pins.pinned },
-      workers: p.pool.memory(),
-      nativeHeap: this.#nativeHeap.stats(),
-    });
+    return { ...stats, memory: partsMemory(this.#p, pins) };
   }
 
   /** The in-flight count, the level a query entering now would get, and the limits (read-only). */

@@ -43,6 +43,8 @@ import { LinkServer } from './worker-link.js';
 import type { LinkHandlers } from './thread-methods.js';
 import { WritePath } from './write-path.js';
 import { SharedStateWriter } from './shared-state.js';
+import { memoryStats, type MemoryStats } from './memory-stats.js';
+import { NativeHeap } from './native-heap.js';
 
 /** The query workers' entry when the database has a worker module. */
 const WORKER_HOST_FILENAME = new URL('./worker-host.js', import.meta.url).href;
@@ -75,6 +77,8 @@ export interface DbParts {
   readonly pool: QueryPool;
   /** The ANN index build on a thread of its own, when a warm leaves it there. */
   readonly annBuild: AnnBuild;
+  /** Gives freed native memory back after each warm round (native-heap.ts). */
+  readonly nativeHeap: NativeHeap;
   readonly queries: QueryFront;
   readonly sharing: WorkSharing;
   readonly reads: ReadPipeline;
@@ -266,6 +270,7 @@ export function openParts(resolved: ResolvedOptions): DbParts {
       users,
       pool,
       annBuild,
+      nativeHeap: new NativeHeap(),
       queries,
       sharing,
       reads,
@@ -382,4 +387,19 @@ export async function shutdown(p: DbParts, o: FilledOptions, link: LinkServer | 
 /** A thrown value's message: an Error's own, anything else as `String` writes it. */
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** `stats().memory` of an open database's parts; `pins` the cursors' pinned rankings. */
+export function partsMemory(p: DbParts, pins: { bytes: number; pinned: number }): MemoryStats {
+  return memoryStats({
+    arena: p.store.arena,
+    slots: p.store.slotsUsed(),
+    shared: p.shared,
+    vectors: p.vectors,
+    users: p.users.size,
+    sessions: p.sessions.size,
+    cursors: { bytes: pins.bytes, pinned: pins.pinned },
+    workers: p.pool.memory(),
+    nativeHeap: p.nativeHeap.stats(),
+  });
 }
