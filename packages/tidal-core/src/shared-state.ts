@@ -15,6 +15,7 @@ import {
   SharedRecordsWriter,
   decodeRelated,
   decodeSession,
+  decodeUserRecord,
   decodeUserState,
   encodeRelated,
   encodeSession,
@@ -25,11 +26,16 @@ import {
   type SharedRecordsBuffers,
   type SharedRecordsStats,
   type UserQueryState,
+  type UserRecord,
 } from 'tidal-query';
 
 /** What the registries publish into (the database's thread only); each says whether the record was stored. */
 export interface SharedStateSink {
-  user(id: string, state: UserQueryState | null): boolean;
+  user(id: string, state: UserRecord | null): boolean;
+  /** A user `user` stored, as a query reads it (decoded once per record version). */
+  readUser(id: string): UserQueryState | undefined;
+  /** A user `user` stored, read back whole as a copy of its own (the registry keeps no other copy). */
+  readUserRecord(id: string): UserRecord | undefined;
   session(id: string, record: SessionRecord | null): boolean;
   related(itemId: string, task: RelatedTask | null): boolean;
   /** A list `related` stored, read back (the co-engagement index keeps no copy of what is stored). */
@@ -72,8 +78,16 @@ export class SharedStateWriter implements SharedStateSink {
     return false;
   }
 
-  user(id: string, state: UserQueryState | null): boolean {
+  user(id: string, state: UserRecord | null): boolean {
     return this.#set(`u:${id}`, state === null ? null : encodeUserState(state));
+  }
+
+  readUser(id: string): UserQueryState | undefined {
+    return this.#reader.user(id);
+  }
+
+  readUserRecord(id: string): UserRecord | undefined {
+    return this.#reader.userRecord(id);
   }
 
   session(id: string, record: SessionRecord | null): boolean {
@@ -128,6 +142,12 @@ export class SharedStateReader {
 
   user(id: string): UserQueryState | undefined {
     return this.#get(`u:${id}`, decodeUserState);
+  }
+
+  /** The whole user record, decoded anew (not cached: the caller changes it). */
+  userRecord(id: string): UserRecord | undefined {
+    const found = this.#records.get(`u:${id}`);
+    return found === undefined ? undefined : decodeUserRecord(found.value);
   }
 
   session(id: string): SessionRecord | undefined {

@@ -1,16 +1,18 @@
 /**
- * One user's state as the registry holds it in memory: its bounds, its copy-on-write clone, the
- * preference vector's arithmetic, and its load from the user tables on open.
+ * One user's state as the registry holds it in memory: its bounds, its copy-on-write clone, its
+ * record for the shared records and back, the preference vector's arithmetic, and its load from
+ * the user tables on open.
  */
 import type Database from 'better-sqlite3';
-import { blobToVector, type UserQueryState } from 'tidal-query';
+import { blobToVector, hashString, type UserQueryState, type UserRecord } from 'tidal-query';
 
-/** One user's state: what their writes built, as the user tables hold it. */
+/**
+ * One user's state: what their writes built, as the user tables hold it. The metadata and the
+ * embedding a user was upserted with are not in it: they stay in the `users` row (`get` reads them).
+ */
 export interface UserState {
   readonly key: number;
   readonly id: string;
-  metadata: Record<string, unknown>;
-  embedding: Float32Array | null;
   preference: Float32Array | null;
   /** The seen ordinals, oldest first, `seenCount` of them. */
   seen: Int32Array;
@@ -128,18 +130,10 @@ export class Affinities {
 }
 
 /** A user with no history yet: empty seen ring, no edges, no affinities. */
-export function newUserState(
-  key: number,
-  id: string,
-  metadata: Record<string, unknown>,
-  embedding: Float32Array | null,
-  preference: Float32Array | null,
-): UserState {
+export function newUserState(key: number, id: string, preference: Float32Array | null): UserState {
   return {
     key,
     id,
-    metadata,
-    embedding,
     preference,
     seen: new Int32Array(0),
     seenCount: 0,
@@ -165,6 +159,49 @@ export function cloneState(u: UserState): UserState {
     seen: u.seen.slice(),
     query: null,
     shared: ALL_SHARED,
+  };
+}
+
+/** The state as its record (the shared records' copy of it, which the state can be rebuilt from). */
+export function recordOf(u: UserState, lambda: number): UserRecord {
+  const a = u.affinity;
+  return {
+    key: u.key,
+    seenPos: u.seenPos,
+    hidden: Int32Array.from(u.hidden),
+    blocked: [...u.blocked],
+    seen: u.seen.subarray(0, u.seenCount),
+    following: [...u.following],
+    preference: u.preference,
+    affinityCreators: a.names(),
+    affinityScores: Float64Array.from({ length: a.size }, (_, i) => a.score(i)),
+    affinityAt: Float64Array.from({ length: a.size }, (_, i) => a.at(i)),
+    lambda,
+    idHash: hashString(u.id),
+  };
+}
+
+/**
+ * The state a record holds, all of it this state's own (a batch changes it); `intern` gives the one
+ * copy of a creator string the registry keeps.
+ */
+export function stateOf(id: string, r: UserRecord, intern: (creator: string) => string): UserState {
+  const creators = r.affinityCreators.map(intern);
+  const values: number[] = [];
+  for (let i = 0; i < creators.length; i++) values.push(r.affinityScores[i]!, r.affinityAt[i]!);
+  return {
+    key: r.key,
+    id,
+    preference: r.preference,
+    seen: r.seen,
+    seenCount: r.seen.length,
+    seenPos: r.seenPos,
+    hidden: new Set(r.hidden),
+    blocked: new Set(r.blocked.map(intern)),
+    following: new Set(r.following.map(intern)),
+    affinity: new Affinities(creators, values),
+    query: null,
+    shared: 0,
   };
 }
 
@@ -242,14 +279,12 @@ export const FOLLOWED = 2;
 export function loadUsers(db: Database.Database, dims: number, intern: (creator: string) => string): UserState[] {
   const vec = (b: Buffer | null): Float32Array | null => (b !== null && b.byteLength === dims * 4 && dims > 0 ? blobToVector(b) : null);
   const byKey = new Map<number, UserState>();
-  for (const r of db.prepare('SELECT key, id, metadata, embedding, preference FROM users ORDER BY key').all() as {
+  for (const r of db.prepare('SELECT key, id, preference FROM users ORDER BY key').all() as {
     key: number;
     id: string;
-    metadata: string;
-    embedding: Buffer | null;
     preference: Buffer | null;
   }[]) {
-    byKey.set(r.key, newUserState(r.key, r.id, JSON.parse(r.metadata) as Record<string, unknown>, vec(r.embedding), vec(r.preference)));
+    byKey.set(r.key, newUserState(r.key, r.id, vec(r.preference)));
   }
   for (const [user, ordinal, pos] of db
     .prepare('SELECT user, ordinal, pos FROM user_seen ORDER BY user, pos')

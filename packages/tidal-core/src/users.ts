@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
-import { CapacityError, InvalidInputError } from 'tidal-load';
+import { CapacityError, InternalError, InvalidInputError } from 'tidal-load';
 import {
+  blobToVector,
   FEED_CANDIDATE_BUDGET,
   FOR_YOU_BUDGETS,
   FOR_YOU_EXPLORE,
@@ -28,7 +29,9 @@ import {
   MAX_USER_EDGES,
   movePreference,
   newUserState,
+  recordOf,
   SEEN_LIMIT,
+  stateOf,
   vectorBlob,
   type UserState,
 } from './user-state.js';
@@ -52,6 +55,9 @@ export const USER_DEFAULTS = Object.freeze({
   explore: FOR_YOU_EXPLORE,
   recencyHalfLifeMs: RECENCY_HALF_LIFE_MS,
 });
+
+/** What the registry holds for a user whose state the shared records hold. */
+const IN_SHARED = Symbol('in the shared records');
 
 /** A user as written. */
 export interface UserInput {
@@ -140,13 +146,22 @@ export interface ItemFacts {
  * commit leaves the published state as it was (its copies are dropped with the next batch). So
  * the state in memory is always exactly what the file holds, and an open after a crash loads the
  * state of the last committed batch.
+ *
+ * Once the state is shared with other threads (a worker module's), a user's published state is
+ * its shared record alone: a batch rebuilds the user from it and stores the next one, and the
+ * registry keeps the state itself only when the records had no room. Kept here as well, the
+ * users of the personalization corpus took ~33 MB of this thread's heap beside their records.
  */
 export class UserRegistry {
   readonly #db: Database.Database;
   readonly #schema: QuerySchema;
   readonly #lambda: number;
   readonly #rates: readonly number[];
-  readonly #byId = new Map<string, UserState>();
+  /**
+   * The published users: their state, or {@link IN_SHARED} for a user whose record the shared
+   * records hold (read back from there; see {@link share}).
+   */
+  readonly #byId = new Map<string, UserState | typeof IN_SHARED>();
   /** Ids upserted by calls admitted so far minus those deleted: what a call may name. */
   readonly #declared = new Set<string>();
   /** Copies of the users the batch being committed changed, published after the commit. */
@@ -172,6 +187,7 @@ export class UserRegistry {
     affinityUpsert: Database.Statement;
     affinityDelete: Database.Statement;
     idOf: Database.Statement;
+    row: Database.Statement;
   };
 
   constructor(db: Database.Database, schema: QuerySchema) {
@@ -203,6 +219,7 @@ export class UserRegistry {
       ),
       affinityDelete: db.prepare('DELETE FROM user_affinity WHERE user = ? AND creator = ?'),
       idOf: db.prepare('SELECT id FROM items WHERE ordinal = ?').pluck(),
+      row: db.prepare('SELECT metadata, embedding FROM users WHERE key = ?'),
     };
     this.#load();
     this.#co = new CoEngagementIndex(db);
@@ -226,6 +243,13 @@ export class UserRegistry {
 
   get size(): number {
     return this.#byId.size;
+  }
+
+  /** Users whose state this registry holds itself: all of them, unless shared (see {@link share}). */
+  get held(): number {
+    let n = 0;
+    for (const u of this.#byId.values()) if (u !== IN_SHARED) n++;
+    return n;
   }
 
   /** Items with a co-engagement list. */
@@ -256,7 +280,9 @@ export class UserRegistry {
   /** Refuses a hide, block or follow that would take a user past {@link MAX_USER_EDGES}. */
   checkRoom(user: string, what: 'hidden' | 'blocked' | 'following'): void {
     const u = this.#byId.get(user);
-    if (u && u[what].size >= MAX_USER_EDGES) {
+    if (u === undefined) return;
+    const size = u === IN_SHARED ? this.#sharedQuery(user)[what]!.length : u[what].size;
+    if (size >= MAX_USER_EDGES) {
       throw new CapacityError(
         `${what === 'hidden' ? 'hidden items' : what === 'blocked' ? 'blocked creators' : 'followed creators'} of user ${user}`,
         MAX_USER_EDGES,
@@ -272,9 +298,23 @@ export class UserRegistry {
     if (this.#staged.has(id)) return this.#staged.get(id)!;
     const u = this.#byId.get(id);
     if (u === undefined) return null;
-    const copy = cloneState(u);
+    const copy = u === IN_SHARED ? this.#sharedState(id) : cloneState(u);
     this.#staged.set(id, copy);
     return copy;
+  }
+
+  /** A user the shared records hold, rebuilt from its record: a state of its own. */
+  #sharedState(id: string): UserState {
+    const r = this.#sink?.readUserRecord(id);
+    if (r === undefined) throw new InternalError(`the state of user ${id} is missing from the shared records`);
+    return stateOf(id, r, (c) => this.#intern(c));
+  }
+
+  /** A user the shared records hold, as a query reads it (decoded once per record version). */
+  #sharedQuery(id: string): UserQueryState {
+    const q = this.#sink?.readUser(id);
+    if (q === undefined) throw new InternalError(`the state of user ${id} is missing from the shared records`);
+    return q;
   }
 
   /** Starts a batch: copies left by a batch that failed to commit are dropped. */
@@ -301,12 +341,10 @@ export class UserRegistry {
         if (u === null) {
           const key = this.#nextKey++;
           s.insert.run(key, e.id, JSON.stringify(e.metadata), vectorBlob(e.embedding));
-          this.#staged.set(e.id, newUserState(key, e.id, e.metadata, e.embedding, e.embedding === null ? null : e.embedding.slice()));
+          this.#staged.set(e.id, newUserState(key, e.id, e.embedding === null ? null : e.embedding.slice()));
           if (e.embedding !== null) s.setPreference.run(vectorBlob(e.embedding), key);
         } else {
           s.update.run(JSON.stringify(e.metadata), vectorBlob(e.embedding), u.key);
-          u.metadata = e.metadata;
-          u.embedding = e.embedding;
           if (u.preference === null && e.embedding !== null) {
             u.preference = e.embedding.slice();
             s.setPreference.run(vectorBlob(u.preference), u.key);
@@ -438,9 +476,12 @@ export class UserRegistry {
   apply(): void {
     const sink = this.#sink;
     for (const [id, u] of this.#staged) {
-      if (u === null) this.#byId.delete(id);
-      else this.#byId.set(id, u);
-      sink?.user(id, u === null ? null : (u.query ?? this.#queryStateOf(u)));
+      if (u === null) {
+        this.#byId.delete(id);
+        sink?.user(id, null);
+      } else {
+        this.#byId.set(id, sink?.user(id, recordOf(u, this.#lambda)) === true ? IN_SHARED : u);
+      }
     }
     this.#staged = new Map();
     this.#co.apply();
@@ -450,8 +491,12 @@ export class UserRegistry {
 
   /** The stored user and their state, or undefined. */
   get(id: string, nowMs: number): User | undefined {
-    const u = this.#byId.get(id);
-    if (u === undefined) return undefined;
+    const held = this.#byId.get(id);
+    if (held === undefined) return undefined;
+    const u = held === IN_SHARED ? this.#sharedState(id) : held;
+    const row = this.#stmt.row.get(u.key) as { metadata: string; embedding: Buffer | null };
+    const embedding =
+      row.embedding !== null && row.embedding.byteLength === this.#schema.embeddingDims * 4 ? blobToVector(row.embedding) : null;
     const idOf = (o: number): string => (this.#stmt.idOf.get(o) as string | undefined) ?? `#${o}`;
     const seen: string[] = [];
     for (let i = u.seenCount - 1; i >= 0; i--) seen.push(idOf(u.seen[i]!));
@@ -461,7 +506,7 @@ export class UserRegistry {
     for (const i of order) affinity[a.creator(i)] = a.score(i) * Math.exp(-this.#lambda * Math.max(0, nowMs - a.at(i)));
     const out: User = {
       id: u.id,
-      metadata: u.metadata,
+      metadata: JSON.parse(row.metadata) as Record<string, unknown>,
       preference: u.preference === null ? null : u.preference.slice(),
       seen,
       hidden: [...u.hidden].map(idOf).sort(),
@@ -469,7 +514,7 @@ export class UserRegistry {
       following: [...u.following].sort(),
       affinity,
     };
-    if (u.embedding !== null) out.embedding = u.embedding.slice();
+    if (embedding !== null) out.embedding = embedding;
     return out;
   }
 
@@ -490,7 +535,7 @@ export class UserRegistry {
   queryState(field: string, id: string, unseen: boolean, following: boolean): UserQueryState {
     const u = this.#byId.get(id);
     if (u === undefined) throw new InvalidInputError(field, 'the id of a user written with upsertUsers (and not deleted)', id);
-    const base = this.#queryBase(u);
+    const base = u === IN_SHARED ? this.#sharedQuery(id) : this.#queryBase(u);
     return { ...base, seen: unseen ? base.seen : null, following: following ? base.following : null };
   }
 
@@ -500,9 +545,8 @@ export class UserRegistry {
   }
 
   /**
-   * A user's whole query state, made anew. What is published for other threads is made this way
-   * and not kept: the shared record is the copy (this thread builds and caches its own only when it
-   * answers a query for the user).
+   * A user's whole query state, made anew, for a user this registry holds (no worker module, or no
+   * room in the shared records). It equals what `decodeUserState` reads from the user's record.
    */
   #queryStateOf(u: UserState): UserQueryState {
     const a = u.affinity;
@@ -522,13 +566,16 @@ export class UserRegistry {
   }
 
   /**
-   * Publishes every user's query state and every co-engagement list into `sink` (the state other
-   * threads read, see shared-state.ts), and from now on what each batch changes, after its commit.
-   * `itemId` names an item by its ordinal.
+   * Publishes every user's state and every co-engagement list into `sink` (the state other threads
+   * read, see shared-state.ts), and from now on what each batch changes, after its commit; a user or
+   * a list stored there is dropped here and read back when a batch changes it. `itemId` names an
+   * item by its ordinal.
    */
   share(sink: SharedStateSink, itemId: (ordinal: number) => string | undefined): void {
     this.#sink = sink;
-    for (const u of this.#byId.values()) sink.user(u.id, u.query ?? this.#queryStateOf(u));
+    for (const [id, u] of this.#byId) {
+      if (u !== IN_SHARED && sink.user(id, recordOf(u, this.#lambda))) this.#byId.set(id, IN_SHARED);
+    }
     this.#co.share(
       (ordinal, task) => {
         const id = itemId(ordinal);

@@ -55,5 +55,13 @@ export { CatalogShare, createCatalogShare, readCatalogImage, SHARE_MIN_ROWS, wri
 export type { CatalogShareInit } from './shared/catalog-image.js';
 export { SharedRecordsReader, SharedRecordsWriter, sharedRecordRetries } from './shared/records.js';
 export type { FoundRecord, SharedRecordsBuffers, SharedRecordsStats } from './shared/records.js';
-export { decodeRelated, decodeSession, decodeUserState, encodeRelated, encodeSession, encodeUserState } from './shared/state-records.js';
-export type { SessionRecord } from './shared/state-records.js';
+export {
+  decodeRelated,
+  decodeSession,
+  decodeUserRecord,
+  decodeUserState,
+  encodeRelated,
+  encodeSession,
+  encodeUserState,
+} from './shared/state-records.js';
+export type { SessionRecord, UserRecord } from './shared/state-records.js';

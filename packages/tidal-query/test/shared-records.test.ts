@@ -10,6 +10,7 @@ import { SharedRecordsReader, SharedRecordsWriter, blockBytes } from '../src/sha
 import {
   decodeRelated,
   decodeSession,
+  decodeUserRecord,
   decodeUserState,
   encodeRelated,
   encodeSession,
@@ -126,6 +127,8 @@ describe('shared records', () => {
 
   it('the state records decode to what was encoded', () => {
     const user = {
+      key: 42,
+      seenPos: 517,
       hidden: Int32Array.from([3, 9]),
       blocked: ['c1', 'ç2'],
       seen: Int32Array.from([1, 2, 3]),
@@ -133,11 +136,24 @@ describe('shared records', () => {
       preference: Float32Array.from([0.5, -1, 2]),
       affinityCreators: ['c4', 'c5'],
       affinityScores: Float64Array.from([1.5, 0.25]),
+      affinityAt: Float64Array.from([1.8e12, 1.8e12 + 3_600_000]),
+      lambda: Math.LN2 / 3_600_000,
       idHash: 0xdeadbeef,
     };
-    expect(decodeUserState(encodeUserState(user))).toEqual(user);
-    const noPref = { ...user, preference: null, hidden: new Int32Array(0), affinityCreators: [], affinityScores: new Float64Array(0) };
-    expect(decodeUserState(encodeUserState(noPref))).toEqual(noPref);
+    expect(decodeUserRecord(encodeUserState(user))).toEqual(user);
+    // What a query reads: the affinities decayed to the latest of their times (one half-life here).
+    const { key, seenPos, affinityAt, lambda, ...read } = user;
+    expect([key, seenPos, affinityAt.length, lambda > 0]).toEqual([42, 517, 2, true]);
+    expect(decodeUserState(encodeUserState(user))).toEqual({ ...read, affinityScores: Float64Array.from([1.5 / 2, 0.25]) });
+    const noPref = {
+      ...user,
+      preference: null,
+      hidden: new Int32Array(0),
+      affinityCreators: [],
+      affinityScores: new Float64Array(0),
+      affinityAt: new Float64Array(0),
+    };
+    expect(decodeUserRecord(encodeUserState(noPref))).toEqual(noPref);
     const session = { agentId: 'agent-7', expiresAt: 1_735_689_600_123, seen: Int32Array.from([5, 6]) };
     expect(decodeSession(encodeSession(session))).toEqual(session);
     const related = {
