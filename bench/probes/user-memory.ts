@@ -4,11 +4,13 @@
  * their count. The shapes: a user with no history; the personalization corpus's user (20 signals
  * on items of 20 creators, 5 follows); a user at the bounds (more than 512 distinct items signalled,
  * so the seen set is full, over more than 64 creators, so 64 affinities; a quarter as many users).
- * A worker module is configured, so the co-engagement lists the signals make live in the shared
- * records and not in this heap: what is left is the users' own state, and the thread's cache of
- * records it decoded (the lists it reads back when a batch changes them), bounded at 4 096
- * records whatever the users: at 2 000 users a shape it added ~1.6 KB to each, so the default is
- * 10 000.
+ * A worker module is configured, so the users and the co-engagement lists their signals make live
+ * in the shared records and not in this heap (the records written are reported beside it): what is
+ * left is what the thread keeps per user id, and its cache of records it decoded (the lists it
+ * reads back when a batch changes them), bounded at 4 096 records whatever the users: at 2 000
+ * users a shape it added ~1.6 KB to each, so the default is 10 000.
+ *
+ * With `--bare`, no worker module: everything stays in the heap of the database's thread.
  *
  * Run with `--expose-gc`. With `--baseline DIR` (another built checkout) the same users are built in
  * a database of each tree, one after the other, in this process.
@@ -25,6 +27,7 @@ import { mulberry32 } from '../src/random.js';
 const opts = parseOptions('user-memory', {
   users: { type: 'int', default: 10_000, description: 'users of each shape (a quarter as many at the bounds)' },
   baseline: { type: 'string', default: '', description: 'another built checkout: its tidal-core measured the same way' },
+  bare: { type: 'boolean', description: 'no worker module: every user and co-engagement list in the heap of the database thread' },
 });
 const baseline = loadBaseline(opts.baseline === '' ? undefined : opts.baseline, ['tidal-core']);
 
@@ -48,9 +51,16 @@ interface Shape {
   follows: number;
 }
 
-async function measure(Db: typeof TidalDb, moduleUrl: URL): Promise<number[]> {
+/** Bytes of the shared records written so far (users and co-engagement lists; 0 in a tree that reports none). */
+function recordBytes(db: TidalDb): number {
+  return (db.stats() as { memory?: { users: { usedBytes?: number } } }).memory?.users.usedBytes ?? 0;
+}
+
+/** Per shape, bytes per user: on the database's thread, and of the shared records written. */
+async function measure(Db: typeof TidalDb, moduleUrl: URL): Promise<{ heap: number[]; records: number[] }> {
   const rand = mulberry32(7);
-  const db = await Db.builder().schema(personalizationSchema(DIMS)).ephemeral().workers(1).workerModule(moduleUrl).open();
+  const builder = Db.builder().schema(personalizationSchema(DIMS)).ephemeral().workers(1);
+  const db = await (opts.bare ? builder : builder.workerModule(moduleUrl)).open();
   try {
     for (let k = 0; k < ITEMS; k += 1024) {
       await db.upsertItems(
@@ -67,9 +77,11 @@ async function measure(Db: typeof TidalDb, moduleUrl: URL): Promise<number[]> {
       { name: 'at the bounds: 600 signals, 100 creators', users: Math.max(1, opts.users >> 2), signals: 600, creators: 100, follows: 0 },
     ];
     const perUser: number[] = [];
+    const records: number[] = [];
     for (const [s, shape] of shapes.entries()) {
       const ids = Array.from({ length: shape.users }, (_, u) => `s${s}-u${u}`);
       const before = heapBytes();
+      const recordsBefore = recordBytes(db);
       for (let u = 0; u < ids.length; u += 1000) await db.upsertUsers(ids.slice(u, u + 1000).map((id) => ({ id })));
       for (const id of ids) {
         const base = Math.floor(rand() * ITEMS);
@@ -83,9 +95,10 @@ async function measure(Db: typeof TidalDb, moduleUrl: URL): Promise<number[]> {
         for (let f = 0; f < shape.follows; f++) await db.follow({ user: id, creator: `c${(base + 7 * f) % CREATORS}` });
       }
       perUser.push((heapBytes() - before) / shape.users);
-      process.stderr.write(`  ${shape.name}: ${fmtInt(perUser.at(-1)!)} B per user\n`);
+      records.push((recordBytes(db) - recordsBefore) / shape.users);
+      process.stderr.write(`  ${shape.name}: ${fmtInt(perUser.at(-1)!)} B per user, ${fmtInt(records.at(-1)!)} B of shared records\n`);
     }
-    return perUser;
+    return { heap: perUser, records };
   } finally {
     await db.close();
   }
@@ -100,18 +113,19 @@ async function main(): Promise<void> {
     const rows: string[][] = [];
     const names = ['no history', '20 signals over 20 creators, 5 follows', 'at the bounds (512 seen, 64 affinities)'];
     const after = await measure(TidalDb, pathToFileURL(moduleFile));
-    let before: number[] | undefined;
+    let before: { heap: number[]; records: number[] } | undefined;
     if (baseline) {
       const old = await baseline.load<{ TidalDb: typeof TidalDb }>('tidal-core');
       before = await measure(old.TidalDb, pathToFileURL(moduleFile));
       report.line(`Baseline: ${baseline.dir} at ${baseline.commit} (before) against this tree (after).`);
     }
     for (const [i, name] of names.entries()) {
-      rows.push([name, fmtInt(after[i]!), ...(before ? [fmtInt(before[i]!), (after[i]! / before[i]!).toFixed(2)] : [])]);
+      const cells = (m: { heap: number[]; records: number[] }): string[] => [fmtInt(m.heap[i]!), fmtInt(m.records[i]!)];
+      rows.push([name, ...cells(after), ...(before ? [...cells(before), (after.heap[i]! / before.heap[i]!).toFixed(2)] : [])]);
     }
     report.table(
-      `Bytes of heap and ArrayBuffers per user on the database's thread (${fmtInt(opts.users)} users a shape), load average ${loadAverage()}`,
-      ['user', 'this tree', ...(before ? ['baseline', 'after ÷ before'] : [])],
+      `Bytes per user: heap and ArrayBuffers on the database's thread, and the shared records written (users and the co-engagement lists their signals made; ${fmtInt(opts.users)} users a shape), load average ${loadAverage()}`,
+      ['user', 'thread', 'records', ...(before ? ['baseline thread', 'baseline records', 'thread after ÷ before'] : [])],
       rows,
     );
     report.finish();

@@ -25,7 +25,19 @@ const opts = parseOptions('user-writes', {
   seconds: { type: 'int', default: 3, description: 'seconds per tree in each round' },
   rounds: { type: 'int', default: 4, description: 'rounds (each tree once per round)' },
   baseline: { type: 'string', default: '', description: 'another built checkout: both trees, side by side, after ÷ before' },
+  module: {
+    type: 'boolean',
+    description: 'a worker module in the query workers (as tidal serve runs): users and co-engagement then live in the shared records',
+  },
 });
+/** A module that only reports memory when asked (the memory suite's): what matters is that there is one. */
+const MODULE = new URL('../src/harness/memory-worker.js', import.meta.url);
+
+/** The probe's database on `builder`: two workers, and the worker module with `--module`. */
+function configure<B extends { workers(n: number): B; workerModule(url: URL, data?: unknown): B }>(builder: B): B {
+  const b = builder.workers(2);
+  return opts.module ? b.workerModule(MODULE, { channel: `user-writes-${process.pid}-${Math.random()}` }) : b;
+}
 const baseline = loadBaseline(opts.baseline === '' ? undefined : opts.baseline, ['tidal-core']);
 
 interface Side {
@@ -72,7 +84,7 @@ async function main(): Promise<void> {
   const sides: Side[] = [
     {
       tree: 'after',
-      db: await TidalDb.builder().schema(schema).ephemeral().workers(2).open(),
+      db: await configure(TidalDb.builder().schema(schema).ephemeral()).open(),
       writes: 0,
       wallMs: 0,
       mainNs: 0,
@@ -81,7 +93,7 @@ async function main(): Promise<void> {
   ];
   if (baseline) {
     const before = await baseline.load<{ TidalDb: typeof TidalDb }>('tidal-core');
-    const db = (await before.TidalDb.builder().schema(schema).ephemeral().workers(2).open()) as unknown as TidalDb;
+    const db = (await configure(before.TidalDb.builder().schema(schema).ephemeral()).open()) as unknown as TidalDb;
     sides.push({ tree: 'before', db, writes: 0, wallMs: 0, mainNs: 0, otherNs: 0 });
     report.line(`Baseline: ${baseline.dir} at ${baseline.commit} (before) against this tree (after).`);
   }

@@ -21,6 +21,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import v8 from 'node:v8';
 import { BroadcastChannel } from 'node:worker_threads';
 import type * as tidalCore from 'tidal-core';
 import { Corpus, personalizationSchema, tidalSchema } from './corpus.js';
@@ -152,6 +153,8 @@ async function child({
           }
         : {}),
     };
+    // The main thread's heap snapshot too, after its reading (a snapshot grows the heap).
+    if (snapshotDir !== undefined) v8.writeHeapSnapshot(path.join(snapshotDir, 'main.heapsnapshot'));
     process.stdout.write(`${CHILD_MARK}${JSON.stringify(reading)}\n`);
   } finally {
     await db.close();
@@ -186,7 +189,10 @@ const opts = parseOptions('memory', {
   runs: { type: 'int', default: 1, description: 'readings per tree (each a process of its own)' },
   baseline: { type: 'string', description: 'another built checkout: its tidal-core measured beside this one, readings alternating' },
   tree: { type: 'string', description: '(child) the checkout whose tidal-core to load' },
-  snapshot: { type: 'string', description: '(child) a directory where each worker writes a heap snapshot after its reading' },
+  snapshot: {
+    type: 'string',
+    description: '(child) a directory where the main thread and each worker write a heap snapshot after the reading',
+  },
   bare: { type: 'boolean', description: '(child) no worker module, so no per-worker figures: what the module itself costs' },
   uncollected: { type: 'boolean', description: '(child) no forced collection in any thread' },
   'young-generation': {
