@@ -5,6 +5,7 @@
  * back. It counts reads, blocks written again and the reads done again; it does not depend on speed.
  */
 import { Worker } from 'node:worker_threads';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { SharedRecordsReader, SharedRecordsWriter, blockBytes } from '../src/shared/records.js';
 import {
@@ -107,6 +108,44 @@ describe('shared records', () => {
     expect(third.offset).toBe(first.offset);
     expect(third).not.toBe(first);
     expect(new Int32Array(third.value.buffer)[0]).toBe(3);
+  });
+
+  it('any sequence of sets and deletes reads back as a map would hold it, through table rebuilds and tombstones, whatever the keys', () => {
+    // Keys of any UTF-16. The store keys by UTF-8 bytes, where a lone surrogate is U+FFFD, so the
+    // model keys by that too ('\ud800' and '\udfff' are one key; tidal-core's ids are well formed).
+    const key = fc.oneof(
+      fc.integer({ min: 0, max: 3000 }).map((i) => `k${i}`),
+      fc.constantFrom('é', '\ud800', '\ud800x', '\udfff', '', 'a\u0000b', '日本'),
+    );
+    const op = fc.oneof(
+      { weight: 3, arbitrary: fc.record({ set: key, size: fc.integer({ min: 0, max: 300 }) }) },
+      { weight: 1, arbitrary: fc.record({ del: key }) },
+    );
+    fc.assert(
+      fc.property(fc.array(op, { minLength: 1, maxLength: 4000 }), (ops) => {
+        const w = new SharedRecordsWriter(1 << 24, 1 << 14);
+        const r = new SharedRecordsReader(w.buffers);
+        const model = new Map<string, Uint8Array>();
+        const utf8 = (k: string): string => new TextDecoder().decode(new TextEncoder().encode(k));
+        for (const [n, o] of ops.entries()) {
+          if ('set' in o) {
+            const value = new Uint8Array(o.size).fill(n & 0xff);
+            expect(w.set(o.set, value)).toBe(true);
+            model.set(utf8(o.set), value);
+          } else {
+            expect(w.delete(o.del)).toBe(model.delete(utf8(o.del)));
+          }
+        }
+        for (const [k, v] of model) expect(r.get(k)?.value).toEqual(v);
+        for (const k of ['k3001', 'missing', '\ufffe']) expect(r.get(k)).toBeUndefined();
+        const live = [...model].reduce(
+          (sum, [k, v]) => sum + blockBytes(16 + ((new TextEncoder().encode(k).length + 7) & ~7) + v.length),
+          0,
+        );
+        expect([w.stats.records, w.stats.liveBytes]).toEqual([model.size, live]);
+      }),
+      { numRuns: 40, seed: 20261207 },
+    );
   });
 
   it('a record with no room is refused whole: the key is gone, the store says it is full', () => {

@@ -1,6 +1,5 @@
 /// <reference lib="es2024.sharedmemory" />
 import { InvalidInputError } from 'tidal-load';
-import { hashString } from '../user-state.js';
 
 /*
  * Shared records: byte strings by string key, written by one thread and read by every thread of the
@@ -14,7 +13,9 @@ import { hashString } from '../user-state.js';
  *   of two), FULL (1 once a record could not be stored: a reader that misses a key must then ask
  *   the writer's thread).
  * - `index`, Int32, growable: two halves, each a table of (tag, offset) entries, open addressing
- *   with linear probing. tag 0 is empty, −1 a deleted entry, else `(hash & 0x7fffffff) | 1`. A
+ *   with linear probing from the FNV-1a hash of the key's UTF-8 bytes (so keys are compared as
+ *   UTF-8, where a lone surrogate reads as U+FFFD). tag 0 is empty, −1 a deleted entry, else
+ *   `(hash & 0x7fffffff) | 1`. A
  *   table that fills is rebuilt, larger, in the other half, and switched to in one seqlock section.
  * - `arena`, bytes, growable: records in blocks of size classes (64 bytes, then four classes per
  *   power of two: at most a quarter of a block is padding). A record: u32 key bytes, u32 value
@@ -86,11 +87,14 @@ function ensureBytes(buf: SharedArrayBuffer, bytes: number): boolean {
 
 const encoder = new TextEncoder();
 
-/** What the writer knows of one live record. */
-interface Live {
-  offset: number;
-  block: number;
-  hash: number;
+/** FNV-1a over a key's UTF-8 bytes `k[from, to)`: where the key's entry is looked for. */
+function hashBytes(k: Uint8Array, from = 0, to = k.length): number {
+  let h = 0x811c9dc5;
+  for (let i = from; i < to; i++) {
+    h ^= k[i]!;
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
 }
 
 /** Counters of a store, for `stats()` and tests. */
@@ -108,12 +112,15 @@ export interface SharedRecordsStats {
 
 /**
  * The writer's side: the only thread that changes the records. `set` and `delete` take effect for
- * readers at once (each is one seqlock section).
+ * readers at once (each is one seqlock section). The writer finds a key's record through the shared
+ * index as a reader does, and keeps no table of its own: one held a key string and an object of
+ * three boxed numbers per record, ~13 MiB of the writer's heap at 100 000 records.
  */
 export class SharedRecordsWriter {
   readonly buffers: SharedRecordsBuffers;
   readonly #control: Int32Array;
-  readonly #live = new Map<string, Live>();
+  /** Records stored. */
+  #count = 0;
   /** Free blocks by size. */
   readonly #free = new Map<number, number[]>();
   #used = 0;
@@ -147,7 +154,7 @@ export class SharedRecordsWriter {
 
   get stats(): SharedRecordsStats {
     return {
-      records: this.#live.size,
+      records: this.#count,
       liveBytes: this.#liveBytes,
       usedBytes: this.#used,
       reused: this.#reused,
@@ -173,12 +180,25 @@ export class SharedRecordsWriter {
     const offset = this.#allocate(block);
     if (offset < 0) return this.#refuse(key);
     writeRecord(this.buffers.arena, offset, k, value, ++this.#generation >>> 0, block);
-    const hash = hashString(key);
-    const before = this.#live.get(key);
+    const hash = hashBytes(k);
+    const slot = this.#slotOf(hash, k);
+    if (slot >= 0) {
+      // The key's entry now points at the new record; the old block is free once the section ends.
+      const entry = Atomics.load(this.#control, INDEX_AT) + 2 * slot + 1;
+      const idx = new Int32Array(this.buffers.index);
+      const before = idx[entry]!;
+      const beforeBlock = blockAt(this.buffers.arena, before);
+      this.#enter();
+      idx[entry] = offset;
+      this.#leave();
+      this.#release(before, beforeBlock);
+      this.#liveBytes += block - beforeBlock;
+      return true;
+    }
     let put: boolean;
     this.#enter();
     try {
-      put = this.#put(hash, k, offset, before === undefined);
+      put = this.#insert(hash, offset);
     } finally {
       this.#leave();
     }
@@ -186,13 +206,24 @@ export class SharedRecordsWriter {
       this.#release(offset, block);
       return this.#refuse(key);
     }
-    if (before !== undefined) {
-      this.#release(before.offset, before.block);
-      this.#liveBytes -= before.block;
-    }
-    this.#live.set(key, { offset, block, hash });
+    this.#count++;
     this.#liveBytes += block;
     return true;
+  }
+
+  /** The index entry of `key` (its UTF-8 `k`, its hash `hash`) in the live table, or −1. */
+  #slotOf(hash: number, k: Uint8Array): number {
+    const cap = Atomics.load(this.#control, INDEX_CAP);
+    const at = Atomics.load(this.#control, INDEX_AT);
+    const idx = new Int32Array(this.buffers.index);
+    const arena = new Uint8Array(this.buffers.arena);
+    const tag = tagOf(hash);
+    for (let i = hash & (cap - 1), n = 0; n < cap; i = (i + 1) & (cap - 1), n++) {
+      const t = idx[at + 2 * i]!;
+      if (t === EMPTY) return -1;
+      if (t === tag && keyAt(arena, idx[at + 2 * i + 1]!, k)) return i;
+    }
+    return -1;
   }
 
   #refuse(key: string): false {
@@ -223,69 +254,41 @@ export class SharedRecordsWriter {
 
   /** Removes `key`; false if it was not there. */
   delete(key: string): boolean {
-    const live = this.#live.get(key);
-    if (live === undefined) return false;
+    const k = encoder.encode(key);
+    const slot = this.#slotOf(hashBytes(k), k);
+    if (slot < 0) return false;
+    const idx = new Int32Array(this.buffers.index);
+    const at = Atomics.load(this.#control, INDEX_AT);
+    const offset = idx[at + 2 * slot + 1]!;
     this.#enter();
-    try {
-      const idx = new Int32Array(this.buffers.index);
-      const at = Atomics.load(this.#control, INDEX_AT);
-      const slot = this.#find(idx, at, Atomics.load(this.#control, INDEX_CAP), live);
-      if (slot >= 0) {
-        idx[at + 2 * slot] = DELETED;
-        this.#tombstones++;
-      }
-    } finally {
-      this.#leave();
-    }
-    this.#live.delete(key);
-    this.#liveBytes -= live.block;
-    this.#release(live.offset, live.block);
+    idx[at + 2 * slot] = DELETED;
+    this.#leave();
+    this.#tombstones++;
+    this.#count--;
+    const block = blockAt(this.buffers.arena, offset);
+    this.#liveBytes -= block;
+    this.#release(offset, block);
     return true;
   }
 
-  /** The entry of a live record in the table at `at`. */
-  #find(idx: Int32Array, at: number, cap: number, live: Live): number {
-    const tag = tagOf(live.hash);
-    for (let i = live.hash & (cap - 1), n = 0; n < cap; i = (i + 1) & (cap - 1), n++) {
-      const t = idx[at + 2 * i]!;
-      if (t === EMPTY) return -1;
-      if (t === tag && idx[at + 2 * i + 1] === live.offset) return i;
-    }
-    return -1;
-  }
-
-  /** Points the key's entry at `offset` (a new entry when `fresh`); inside the seqlock. False when the table is full. */
-  #put(hash: number, key: Uint8Array, offset: number, fresh: boolean): boolean {
+  /** A new entry for a key not in the table, pointing at `offset`; inside the seqlock. False when the table is full. */
+  #insert(hash: number, offset: number): boolean {
     let cap = Atomics.load(this.#control, INDEX_CAP);
-    if (fresh && 2 * (this.#live.size + 1 + this.#tombstones) > cap) {
-      if (!this.#rebuild(this.#live.size + 1)) return false;
+    if (2 * (this.#count + 1 + this.#tombstones) > cap) {
+      if (!this.#rebuild(this.#count + 1)) return false;
       cap = Atomics.load(this.#control, INDEX_CAP);
     }
     const idx = new Int32Array(this.buffers.index);
     const at = Atomics.load(this.#control, INDEX_AT);
-    const arena = new Uint8Array(this.buffers.arena);
-    const tag = tagOf(hash);
-    let free = -1;
     for (let i = hash & (cap - 1), n = 0; n < cap; i = (i + 1) & (cap - 1), n++) {
       const t = idx[at + 2 * i]!;
-      if (t === EMPTY) {
-        if (free < 0) free = i;
-        break;
-      }
-      if (t === DELETED) {
-        if (free < 0) free = i;
-        continue;
-      }
-      if (t === tag && !fresh && keyAt(arena, idx[at + 2 * i + 1]!, key)) {
-        idx[at + 2 * i + 1] = offset;
-        return true;
-      }
+      if (t !== EMPTY && t !== DELETED) continue;
+      if (t === DELETED) this.#tombstones--;
+      idx[at + 2 * i + 1] = offset;
+      idx[at + 2 * i] = tagOf(hash);
+      return true;
     }
-    if (free < 0) return false;
-    if (idx[at + 2 * free] === DELETED) this.#tombstones--;
-    idx[at + 2 * free + 1] = offset;
-    idx[at + 2 * free] = tag;
-    return true;
+    return false;
   }
 
   /**
@@ -299,15 +302,23 @@ export class SharedRecordsWriter {
     if (cap > this.buffers.maxEntries) cap = this.buffers.maxEntries;
     if (2 * entries > cap) return false;
     const half = this.buffers.maxEntries * 2;
-    const at = Atomics.load(this.#control, INDEX_AT) === 0 ? half : 0;
+    const from = Atomics.load(this.#control, INDEX_AT);
+    const fromCap = Atomics.load(this.#control, INDEX_CAP);
+    const at = from === 0 ? half : 0;
     ensureBytes(this.buffers.index, (at + cap * 2) * 4);
     const idx = new Int32Array(this.buffers.index);
+    const arena = new Uint8Array(this.buffers.arena);
     idx.fill(0, at, at + cap * 2);
-    for (const live of this.#live.values()) {
-      for (let i = live.hash & (cap - 1); ; i = (i + 1) & (cap - 1)) {
+    // Every live entry of the table in use, placed by its key's hash (the tag keeps only 30 bits of it).
+    for (let j = 0; j < fromCap; j++) {
+      const tag = idx[from + 2 * j]!;
+      if (tag === EMPTY || tag === DELETED) continue;
+      const offset = idx[from + 2 * j + 1]!;
+      const hash = hashBytes(arena, offset + HEADER, offset + HEADER + u32At(arena, offset));
+      for (let i = hash & (cap - 1); ; i = (i + 1) & (cap - 1)) {
         if (idx[at + 2 * i] !== EMPTY) continue;
-        idx[at + 2 * i] = tagOf(live.hash);
-        idx[at + 2 * i + 1] = live.offset;
+        idx[at + 2 * i] = tag;
+        idx[at + 2 * i + 1] = offset;
         break;
       }
     }
@@ -334,6 +345,11 @@ function writeRecord(
   const bytes = new Uint8Array(arena);
   bytes.set(key, offset + HEADER);
   bytes.set(value, offset + HEADER + pad8(key.length));
+}
+
+/** The block size of the record at `offset` (its header's fourth word). */
+function blockAt(arena: SharedArrayBuffer, offset: number): number {
+  return new DataView(arena).getUint32(offset + 12, true);
 }
 
 function u32At(arena: Uint8Array, at: number): number {
@@ -395,7 +411,7 @@ export class SharedRecordsReader {
    */
   get(key: string, cached?: FoundRecord): FoundRecord | undefined {
     const k = encoder.encode(key);
-    const hash = hashString(key);
+    const hash = hashBytes(k);
     const tag = tagOf(hash);
     const c = this.#control;
     for (;;) {
