@@ -2,6 +2,8 @@
  * stats().memory and the memory gauges: every component reported, each figure measured from the
  * buffers it names, so it moves when the component grows.
  */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULTS, InvalidInputError, TidalDb, type ItemInput, type MemoryStats } from 'tidal-core';
@@ -174,6 +176,34 @@ describe('workerYoungGenerationMb', () => {
         .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(InvalidInputError);
       expect(err).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'workerYoungGenerationMb', value: bad });
+    }
+  });
+});
+
+describe('mmapThresholdKb', () => {
+  // In a process of its own: the threshold is process-wide and, once fixed, never glibc's own again.
+  it.runIf(glibc)('fixes the mmap threshold for the process: freeing a large block no longer raises it, as glibc does by itself', () => {
+    const r = spawnSync(process.execPath, [fileURLToPath(new URL('./fixtures/mmap-threshold.mjs', import.meta.url))], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    // 2 MiB blocks after a 16 MiB one was freed: glibc's own threshold rose past them; the default
+    // (1 MiB) maps each; 4 096 KiB, set by the last database opened, does not.
+    expect(JSON.parse(r.stdout)).toEqual({ own: 0, fixed: 8, widened: 0, stats: [4096, 4096] });
+    expect(DEFAULTS.mmapThresholdKb).toBe(1024);
+  });
+
+  it('refuses a value out of range, naming it', async () => {
+    for (const bad of [-1, 0.5, 32_769]) {
+      const err = await TidalDb.builder()
+        .ephemeral()
+        .schema(SCHEMA)
+        .mmapThresholdKb(bad)
+        .open()
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InvalidInputError);
+      expect(err).toMatchObject({ code: 'TIDAL_INVALID_INPUT', field: 'mmapThresholdKb', value: bad });
     }
   });
 });

@@ -73,6 +73,15 @@ export class TidalDbBuilder<S extends SchemaDefinition = SchemaDefinition> {
   }
 
   /**
+   * Fixes the process's malloc mmap threshold at `kb` KiB, 1 to 32 768, or 0 for glibc's own
+   * (default 1024), see {@link TidalOptions.mmapThresholdKb}.
+   */
+  mmapThresholdKb(kb: number): this {
+    this.#o.mmapThresholdKb = kb;
+    return this;
+  }
+
+  /**
    * The items from which the query threads share one catalogue and text index (default 4096), see
    * {@link TidalOptions.sharedCatalogMinItems}.
    */

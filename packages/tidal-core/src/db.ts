@@ -29,6 +29,7 @@ import type { QueryFront } from './query-front.js';
 import type { LinkServer } from './worker-link.js';
 import { threadHandlers } from './thread-handlers.js';
 import { envelope, openParts, partsMemory, raiseWarmWarnings, shutdown, startWorkerModule, type DbParts } from './lifecycle.js';
+import { fixMmapThreshold } from './native-heap.js';
 import { installReplicaSnapshot, replicaHost, writeReplicaSnapshot } from './replication.js';
 import { exportAnnBuildMetrics, exportMemoryMetrics, exportReplicationMetrics } from './metrics.js';
 
@@ -114,6 +115,7 @@ export class TidalDb<S extends SchemaDefinition = SchemaDefinition> implements A
   static async open<const S extends SchemaDefinition = SchemaDefinition>(options: TidalOptions<S>): Promise<TidalDb<S>> {
     const o = resolveOptions(options);
     const t0 = performance.now();
+    await fixMmapThreshold(o.mmapThresholdKb);
     const db = new TidalDb<S>(o);
     db.#openMs.parts = performance.now() - t0;
     try {

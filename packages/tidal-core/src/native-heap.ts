@@ -7,9 +7,15 @@
  * 10 000 users with two workers after `warm({ waitForAnn: true })`: RSS 605 → 531 MiB
  * (docs/BENCHMARKS.md, memory).
  *
- * The call goes through koffi (an optional dependency, a prebuilt FFI addon). Where it cannot be
- * made (not Linux, a C library without `malloc_trim` such as musl, koffi not installed) nothing
- * is trimmed and {@link NativeHeapStats.available} says so; the database works the same.
+ * A fixed mmap threshold keeps it from building up again. glibc serves an allocation from mmap
+ * from 128 KiB on, but raises that threshold (up to 32 MiB) each time such a block is freed, so
+ * after a warm the large buffers of the steady state are carved from the arenas, where what is
+ * freed stays resident. `mallopt(M_MMAP_THRESHOLD)` fixes it (the database's `mmapThresholdKb`,
+ * 1 MiB by default; per process): at the same point, 442–479 → 407–409 MiB.
+ *
+ * The calls go through koffi (an optional dependency, a prebuilt FFI addon). Where they cannot be
+ * made (not Linux, a C library without them such as musl, koffi not installed) nothing is trimmed
+ * or fixed and {@link NativeHeapStats.available} says so; the database works the same.
  */
 
 export interface NativeHeapStats {
@@ -21,42 +27,75 @@ export interface NativeHeapStats {
   releasedBytes: number;
   /** Milliseconds the last trim took (it runs on the database's thread). */
   lastMs: number;
+  /**
+   * The mmap threshold this process's malloc runs with, in KiB, as fixed by a database's
+   * `mmapThresholdKb`; null when none fixed it (0, not available, or `MALLOC_MMAP_THRESHOLD_` set in the
+   * environment, which glibc applied at start and is left as it is).
+   */
+  mmapThresholdKb: number | null;
 }
 
-type Trim = (pad: number) => number;
+interface Libc {
+  trim: (pad: number) => number;
+  mallopt: (param: number, value: number) => number;
+}
 
-let loading: Promise<Trim | null> | null = null;
+/** glibc's `M_MMAP_THRESHOLD` (malloc.h). */
+const M_MMAP_THRESHOLD = -3;
 
-async function loadTrim(): Promise<Trim | null> {
+let loading: Promise<Libc | null> | null = null;
+/** The threshold a database of this process fixed (process-wide: the last one holds). */
+let fixedKb: number | null = null;
+
+async function loadLibc(): Promise<Libc | null> {
   if (process.platform !== 'linux') return null;
   try {
     const koffi = (await import('koffi')).default;
     const libc = koffi.load('libc.so.6');
-    return libc.func('int malloc_trim(size_t pad)') as Trim;
+    return {
+      trim: libc.func('int malloc_trim(size_t pad)') as Libc['trim'],
+      mallopt: libc.func('int mallopt(int param, int value)') as Libc['mallopt'],
+    };
   } catch {
     return null;
   }
 }
 
-/** The process's `malloc_trim`, looked up once (null where there is none). */
-function trimFunction(): Promise<Trim | null> {
-  return (loading ??= loadTrim());
+/** The process's `malloc_trim` and `mallopt`, looked up once (null where there are none). */
+function libcFunctions(): Promise<Libc | null> {
+  return (loading ??= loadLibc());
+}
+
+/**
+ * Fixes the process's mmap threshold at `kb` KiB (0: leaves glibc's own); called by an open before
+ * it reads anything. Process-wide: the last database opened with a threshold sets it. Left alone
+ * when the environment sets `MALLOC_MMAP_THRESHOLD_`.
+ */
+export async function fixMmapThreshold(kb: number): Promise<void> {
+  const libc = await libcFunctions();
+  if (libc === null || kb === 0 || process.env.MALLOC_MMAP_THRESHOLD_ !== undefined) return;
+  try {
+    if (libc.mallopt(M_MMAP_THRESHOLD, kb * 1024) === 1) fixedKb = kb;
+  } catch {
+    // As with a trim: the database works the same without it.
+  }
 }
 
 /** Trims the process's native heap and counts what came back; one per database. */
 export class NativeHeap {
-  readonly #stats: NativeHeapStats = { available: false, trims: 0, releasedBytes: 0, lastMs: 0 };
+  readonly #stats: Omit<NativeHeapStats, 'mmapThresholdKb'> = { available: false, trims: 0, releasedBytes: 0, lastMs: 0 };
 
   constructor() {
-    void trimFunction().then((fn) => {
-      this.#stats.available = fn !== null;
+    void libcFunctions().then((libc) => {
+      this.#stats.available = libc !== null;
     });
   }
 
   /** Gives the arenas' free pages back to the kernel; resolves once done (no-op where unavailable). */
   async trim(): Promise<void> {
-    const fn = await trimFunction();
-    if (fn === null) return;
+    const libc = await libcFunctions();
+    if (libc === null) return;
+    const fn = libc.trim;
     const s = this.#stats;
     const before = process.memoryUsage.rss();
     const t0 = performance.now();
@@ -72,6 +111,6 @@ export class NativeHeap {
   }
 
   stats(): NativeHeapStats {
-    return { ...this.#stats };
+    return { ...this.#stats, mmapThresholdKb: fixedKb };
   }
 }

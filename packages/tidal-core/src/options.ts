@@ -83,6 +83,16 @@ export interface TidalOptions<S extends SchemaDefinition = SchemaDefinition> {
    */
   workerYoungGenerationMb?: number;
   /**
+   * The size, in KiB, from which glibc's malloc serves an allocation by mmap (and gives it back to
+   * the kernel when freed), fixed for the process at the open: a whole number from 1 to 32 768, or 0
+   * for glibc's own threshold, which rises with every large block freed (to 32 MiB) so that after a
+   * warm the large buffers come from the arenas, where what is freed stays resident. Process-wide:
+   * the last database opened sets it; `MALLOC_MMAP_THRESHOLD_` in the environment is left as it is.
+   * No effect where glibc's `mallopt` cannot be called (see `stats().memory.nativeHeap`).
+   * @default 1024
+   */
+  mmapThresholdKb?: number;
+  /**
    * Items from which the query threads share one catalogue and text index: one thread reads the
    * items and writes both into shared memory, the others read that and keep only the rows changed
    * after it (docs/architecture.md, "The catalog image"). Below it, each thread keeps its own, as
@@ -237,6 +247,7 @@ export interface FilledOptions {
   workerNice: number;
   /** null: V8's own. */
   workerYoungGenerationMb: number | null;
+  mmapThresholdKb: number;
   sharedCatalogMinItems: number;
   workerModule: { url: string; data: unknown } | null;
   clock: () => number;
@@ -278,6 +289,10 @@ export const DEFAULTS = Object.freeze({
   // A query worker's young generation, MiB (0: V8's own, which reached 32 MiB committed a worker
   // after a warm at 100 000 items); docs/BENCHMARKS.md, memory, has what the cap costs.
   workerYoungGenerationMb: 16,
+  // A fixed mmap threshold: 442–479 → 407–409 MiB after a warm at 100 000 items and 10 000 users
+  // (docs/BENCHMARKS.md, memory). At 128 KiB (glibc's initial one) the per-query buffers were mmapped
+  // and unmapped on every query: 5–10 % more CPU per call; at 1 MiB, none measurable.
+  mmapThresholdKb: 1024,
 });
 
 /** No option takes `null`: refused rather than read as "the default" by some options and not others. */
@@ -292,6 +307,7 @@ const OPTION_KEYS: readonly (keyof TidalOptions)[] = [
   'workers',
   'workerNice',
   'workerYoungGenerationMb',
+  'mmapThresholdKb',
   'sharedCatalogMinItems',
   'workerModule',
   'clock',
@@ -413,6 +429,7 @@ export function resolveOptions(options: TidalOptions): ResolvedOptions {
   const workerNice = o.workerNice === undefined ? 0 : checkWhole('workerNice', o.workerNice, 0, 19);
   const youngMb = checkWhole('workerYoungGenerationMb', o.workerYoungGenerationMb ?? DEFAULTS.workerYoungGenerationMb, 0, 1024);
   const workerYoungGenerationMb = youngMb === 0 ? null : youngMb;
+  const mmapThresholdKb = checkWhole('mmapThresholdKb', o.mmapThresholdKb ?? DEFAULTS.mmapThresholdKb, 0, 32_768);
   const sharedCatalogMinItems =
     o.sharedCatalogMinItems === undefined ? SHARE_MIN_ROWS : checkWhole('sharedCatalogMinItems', o.sharedCatalogMinItems, 1, 2 ** 31 - 1);
   const clock = checkClock(o.clock);
@@ -432,6 +449,7 @@ export function resolveOptions(options: TidalOptions): ResolvedOptions {
     workers,
     workerNice,
     workerYoungGenerationMb,
+    mmapThresholdKb,
     sharedCatalogMinItems,
     workerModule,
     clock,
