@@ -11,7 +11,7 @@
  * from 128 KiB on, but raises that threshold (up to 32 MiB) each time such a block is freed, so
  * after a warm the large buffers of the steady state are carved from the arenas, where what is
  * freed stays resident. `mallopt(M_MMAP_THRESHOLD)` fixes it (the database's `mmapThresholdKb`,
- * 1 MiB by default; per process): at the same point, 442–479 → 407–409 MiB.
+ * 1 MiB by default; per process): at the same point, a median of five readings 435 → 414 MiB.
  *
  * The calls go through koffi (an optional dependency, a prebuilt FFI addon). Where they cannot be
  * made (not Linux, a C library without them such as musl, koffi not installed) nothing is trimmed

@@ -289,8 +289,8 @@ export const DEFAULTS = Object.freeze({
   // A query worker's young generation, MiB (0: V8's own, which reached 32 MiB committed a worker
   // after a warm at 100 000 items); docs/BENCHMARKS.md, memory, has what the cap costs.
   workerYoungGenerationMb: 16,
-  // A fixed mmap threshold: 442–479 → 407–409 MiB after a warm at 100 000 items and 10 000 users
-  // (docs/BENCHMARKS.md, memory). At 128 KiB (glibc's initial one) the per-query buffers were mmapped
+  // A fixed mmap threshold: RSS after a warm at 100 000 items and 10 000 users, median of five,
+  // 435 → 414 MiB (docs/BENCHMARKS.md, memory). At 128 KiB (glibc's initial one) the per-query buffers were mmapped
   // and unmapped on every query: 5–10 % more CPU per call; at 1 MiB, none measurable.
   mmapThresholdKb: 1024,
 });
