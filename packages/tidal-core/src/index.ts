@@ -86,7 +86,7 @@ export type { OriginStats, ReplicaStats } from './replica-stats.js';
 export { SESSION_DEFAULTS } from './session-options.js';
 export { CURSOR_DEFAULTS } from './pinned-rankings.js';
 export type { CursorOptions, PinnedRankingStats } from './pinned-rankings.js';
-export type { User, UserInput } from './users.js';
+export type { User, UserInput } from './user-types.js';
 export { USER_DEFAULTS } from './users.js';
 export type { UserCreatorInput, UserFilter, UserItemInput } from './user-requests.js';
 export type { SessionHandle, SessionInfo, SessionSummary, OpenSessionOptions } from './sessions.js';

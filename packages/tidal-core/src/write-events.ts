@@ -7,7 +7,7 @@ import type { QuerySchema, StoredItem } from 'tidal-query';
 import type { ItemStamp, ReplMarkEvent } from './replication.js';
 import type { ItemInput, SignalInput } from './types.js';
 import { MAX_EVENT_MS } from 'tidal-query';
-import type { ItemFacts, UserEvent } from './users.js';
+import type { ItemFacts, UserEvent } from './user-types.js';
 import { checkId, checkMetadata, checkText, checkTime, checkVector, checkWeight, isValidId, isValidWeight } from './validate.js';
 
 /** A signal to append to the log and apply to the signal store. */

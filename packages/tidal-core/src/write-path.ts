@@ -5,7 +5,8 @@ import { ItemsWriter, SLOT_BYTES, type QuerySchema, type SignalStore, type Store
 import { ItemOrdinals } from './item-ordinals.js';
 import type { FilledOptions } from './options.js';
 import type { SessionRegistry } from './sessions.js';
-import type { ItemFacts, UserEvent, UserInput, UserRegistry } from './users.js';
+import type { ItemFacts, UserEvent, UserInput } from './user-types.js';
+import type { UserRegistry } from './users.js';
 import { META, type Meta } from 'tidal-wal/storage';
 import type { ItemInput, SignalInput } from './types.js';
 import { checkId, checkMetadata, checkVector } from './validate.js';

@@ -14,7 +14,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { QuerySchema, RelatedTask, SessionRecord, UserQueryState, UserRecord } from 'tidal-query';
 import { openStorage } from 'tidal-wal/storage';
 import { SharedStateWriter, type SharedStateSink } from '../src/shared-state.js';
-import { UserRegistry, type ItemFacts, type UserEvent, type UserSignalEvent } from '../src/users.js';
+import type { ItemFacts, UserEvent, UserSignalEvent } from '../src/user-types.js';
+import { UserRegistry } from '../src/users.js';
 
 const root = mkdtempSync(join(tmpdir(), 'tidal-user-records-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
