@@ -40,8 +40,9 @@ interface Libc {
   mallopt: (param: number, value: number) => number;
 }
 
-/** glibc's `M_MMAP_THRESHOLD` (malloc.h). */
+/** glibc's `M_MMAP_THRESHOLD` and `M_TRIM_THRESHOLD` (malloc.h). */
 const M_MMAP_THRESHOLD = -3;
+const M_TRIM_THRESHOLD = -1;
 
 let loading: Promise<Libc | null> | null = null;
 /** The threshold a database of this process fixed (process-wide: the last one holds). */
@@ -75,7 +76,12 @@ export async function fixMmapThreshold(kb: number): Promise<void> {
   const libc = await libcFunctions();
   if (libc === null || kb === 0 || process.env.MALLOC_MMAP_THRESHOLD_ !== undefined) return;
   try {
-    if (libc.mallopt(M_MMAP_THRESHOLD, kb * 1024) === 1) fixedKb = kb;
+    if (libc.mallopt(M_MMAP_THRESHOLD, kb * 1024) !== 1) return;
+    fixedKb = kb;
+    // glibc's dynamic threshold keeps the trim threshold at twice the mmap threshold; fixing one
+    // leaves the other at 128 KiB, and the top of the heap was then given back and taken again on
+    // the write path (the main thread per write of the personal mix 206 → 248 µs; 223 with this).
+    if (process.env.MALLOC_TRIM_THRESHOLD_ === undefined) libc.mallopt(M_TRIM_THRESHOLD, 2 * kb * 1024);
   } catch {
     // As with a trim: the database works the same without it.
   }
