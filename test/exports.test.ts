@@ -469,6 +469,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'decodeSession',
     'decodeUserRecord',
     'decodeUserState',
+    'decayedAffinities',
     'encodeRelated',
     'encodeSession',
     'encodeUserState',

@@ -93,7 +93,10 @@ describe('stats().memory', () => {
     expect(after.vectors.sharedBytes).toBeGreaterThan(before.vectors.sharedBytes);
     expect(after.vectors.bytes).toBe(after.vectors.sharedBytes + workers.reduce((a, t) => a + t.vectorBytes, 0));
     // Without a worker module the users live on the database's thread: no shared records.
-    expect(after.users).toMatchObject({ bytes: 0, records: 0 });
+    expect(after.users).toMatchObject({ bytes: 0, records: 0, users: 0, held: 0 });
+    await db.upsertUsers([{ id: 'u-1' }, { id: 'u-2' }]);
+    await db.deleteUser('u-1');
+    expect(db.stats().memory.users).toMatchObject({ bytes: 0, records: 0, users: 1, held: 1 });
   });
 
   it('with a worker module, users go into shared records whose bytes grow with them', async () => {
@@ -112,6 +115,8 @@ describe('stats().memory', () => {
     await db.upsertUsers(Array.from({ length: 3000 }, (_, i) => ({ id: `user-${i}`, embedding: [1, 0, i / 3000, 0] })));
     const after = db.stats().memory;
     expect(after.users.users).toBe(3001);
+    // Every record found room: the database's thread holds no user's state itself.
+    expect(after.users.held).toBe(0);
     expect(after.users.records).toBeGreaterThan(before.users.records + 2000);
     expect(after.users.liveBytes).toBeGreaterThan(before.users.liveBytes);
     expect(after.users.usedBytes).toBeGreaterThanOrEqual(after.users.liveBytes);

@@ -397,6 +397,7 @@ export function partsMemory(p: DbParts, pins: { bytes: number; pinned: number })
     shared: p.shared,
     vectors: p.vectors,
     users: p.users.size,
+    heldUsers: p.users.held,
     sessions: p.sessions.size,
     cursors: { bytes: pins.bytes, pinned: pins.pinned },
     workers: p.pool.memory(),

@@ -26,9 +26,11 @@ export interface MemoryStats {
    * them from (0 without a worker module: they then live in the main thread's heap), the bytes of
    * the records' arena written so far (`usedBytes`: the pages a reader can have touched; the arena
    * doubles as it grows, so `bytes` may be up to twice that) and of the blocks the records take
-   * now (`liveBytes`), the records kept there, and the users and sessions the database's thread knows.
+   * now (`liveBytes`), the records kept there, and the users and sessions the database's thread knows;
+   * `held`: the users whose whole state that thread keeps in its heap (every user without a worker
+   * module; with one, those whose record found no room, `TIDAL_SHARED_STATE_FULL`).
    */
-  users: { bytes: number; usedBytes: number; liveBytes: number; records: number; users: number; sessions: number };
+  users: { bytes: number; usedBytes: number; liveBytes: number; records: number; users: number; held: number; sessions: number };
   /** Cursor chains' pinned rankings (an estimate from the rows held) and how many. */
   cursors: { bytes: number; pinned: number };
   /**
@@ -80,6 +82,7 @@ export interface MemorySources {
   shared: SharedStateWriter | null;
   vectors: SharedVectorBuffers | null;
   users: number;
+  heldUsers: number;
   sessions: number;
   cursors: { bytes: number; pinned: number };
   workers: readonly ThreadMemory[];
@@ -115,6 +118,7 @@ export function memoryStats(src: MemorySources): MemoryStats {
       liveBytes: src.shared?.stats.liveBytes ?? 0,
       records: src.shared?.stats.records ?? 0,
       users: src.users,
+      held: src.heldUsers,
       sessions: src.sessions,
     },
     cursors: src.cursors,

@@ -96,6 +96,16 @@ export class Affinities {
     return this.#values[2 * i + 1]!;
   }
 
+  /** The scores, in order, as a copy. */
+  scores(): Float64Array {
+    return Float64Array.from({ length: this.size }, (_, i) => this.#values[2 * i]!);
+  }
+
+  /** The times the scores refer to, in order, as a copy. */
+  times(): Float64Array {
+    return Float64Array.from({ length: this.size }, (_, i) => this.#values[2 * i + 1]!);
+  }
+
   /** The latest time any score refers to (−Infinity when there is none). */
   latest(): number {
     let ref = -Infinity;
@@ -174,8 +184,8 @@ export function recordOf(u: UserState, lambda: number): UserRecord {
     following: [...u.following],
     preference: u.preference,
     affinityCreators: a.names(),
-    affinityScores: Float64Array.from({ length: a.size }, (_, i) => a.score(i)),
-    affinityAt: Float64Array.from({ length: a.size }, (_, i) => a.at(i)),
+    affinityScores: a.scores(),
+    affinityAt: a.times(),
     lambda,
     idHash: hashString(u.id),
   };

@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import { CapacityError, InternalError, InvalidInputError } from 'tidal-load';
 import {
   blobToVector,
+  decayedAffinities,
   FEED_CANDIDATE_BUDGET,
   FOR_YOU_BUDGETS,
   FOR_YOU_EXPLORE,
@@ -85,6 +86,8 @@ export class UserRegistry {
    * records hold (read back from there; see {@link share}).
    */
   readonly #byId = new Map<string, UserState | typeof IN_SHARED>();
+  /** Entries of {@link #byId} that are states, not {@link IN_SHARED}. */
+  #held = 0;
   /** Ids upserted by calls admitted so far minus those deleted: what a call may name. */
   readonly #declared = new Set<string>();
   /** Copies of the users the batch being committed changed, published after the commit. */
@@ -151,7 +154,7 @@ export class UserRegistry {
   /** Loads every user and their state from the file (the recovery of the user tables). */
   #load(): void {
     for (const u of loadUsers(this.#db, this.#schema.embeddingDims, (c) => this.#intern(c))) {
-      this.#byId.set(u.id, u);
+      this.#put(u.id, u);
       this.#declared.add(u.id);
       if (u.key >= this.#nextKey) this.#nextKey = u.key + 1;
     }
@@ -170,9 +173,18 @@ export class UserRegistry {
 
   /** Users whose state this registry holds itself: all of them, unless shared (see {@link share}). */
   get held(): number {
-    let n = 0;
-    for (const u of this.#byId.values()) if (u !== IN_SHARED) n++;
-    return n;
+    return this.#held;
+  }
+
+  /** Sets (or with undefined deletes) a user's entry, keeping {@link held} counted. */
+  #put(id: string, u: UserState | typeof IN_SHARED | undefined): void {
+    const before = this.#byId.get(id);
+    if (before !== undefined && before !== IN_SHARED) this.#held--;
+    if (u === undefined) this.#byId.delete(id);
+    else {
+      this.#byId.set(id, u);
+      if (u !== IN_SHARED) this.#held++;
+    }
   }
 
   /** Items with a co-engagement list. */
@@ -400,10 +412,10 @@ export class UserRegistry {
     const sink = this.#sink;
     for (const [id, u] of this.#staged) {
       if (u === null) {
-        this.#byId.delete(id);
+        this.#put(id, undefined);
         sink?.user(id, null);
       } else {
-        this.#byId.set(id, sink?.user(id, recordOf(u, this.#lambda)) === true ? IN_SHARED : u);
+        this.#put(id, sink?.user(id, recordOf(u, this.#lambda)) === true ? IN_SHARED : u);
       }
     }
     this.#staged = new Map();
@@ -473,17 +485,14 @@ export class UserRegistry {
    */
   #queryStateOf(u: UserState): UserQueryState {
     const a = u.affinity;
-    const ref = a.latest();
-    const creators = a.names();
-    const scores = Float64Array.from(creators, (_, i) => a.score(i) * Math.exp(-this.#lambda * (ref - a.at(i))));
     return {
       hidden: Int32Array.from(u.hidden),
       blocked: [...u.blocked],
       seen: u.seen.slice(0, u.seenCount),
       following: [...u.following],
       preference: u.preference,
-      affinityCreators: creators,
-      affinityScores: scores,
+      affinityCreators: a.names(),
+      affinityScores: decayedAffinities(a.scores(), a.times(), this.#lambda),
       idHash: hashString(u.id),
     };
   }
@@ -497,7 +506,7 @@ export class UserRegistry {
   share(sink: SharedStateSink, itemId: (ordinal: number) => string | undefined): void {
     this.#sink = sink;
     for (const [id, u] of this.#byId) {
-      if (u !== IN_SHARED && sink.user(id, recordOf(u, this.#lambda))) this.#byId.set(id, IN_SHARED);
+      if (u !== IN_SHARED && sink.user(id, recordOf(u, this.#lambda))) this.#put(id, IN_SHARED);
     }
     this.#co.share(
       (ordinal, task) => {

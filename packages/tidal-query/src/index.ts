@@ -60,6 +60,7 @@ export {
   decodeSession,
   decodeUserRecord,
   decodeUserState,
+  decayedAffinities,
   encodeRelated,
   encodeSession,
   encodeUserState,

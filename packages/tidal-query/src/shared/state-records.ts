@@ -121,16 +121,25 @@ function userSections(b: Uint8Array) {
 }
 
 /**
+ * Creator affinities as a query reads them: each score `S` last moved at `at` decayed to the latest
+ * of the times, `S·e^(−λ·(latest − at))`. The one formula for a user's state wherever it is kept.
+ */
+export function decayedAffinities(scores: ArrayLike<number>, at: ArrayLike<number>, lambda: number): Float64Array {
+  let ref = -Infinity;
+  for (let i = 0; i < at.length; i++) if (at[i]! > ref) ref = at[i]!;
+  const out = new Float64Array(scores.length);
+  for (let i = 0; i < scores.length; i++) out[i] = scores[i]! * Math.exp(-lambda * (ref - at[i]!));
+  return out;
+}
+
+/**
  * A user record as the state a query reads (`seen` and `following` always filled; the caller drops
  * what the query does not use): the affinities decayed to the latest of their times, as the
  * database's thread computes them.
  */
 export function decodeUserState(b: Uint8Array): UserQueryState {
   const s = userSections(b);
-  let ref = -Infinity;
-  for (let i = 0; i < s.at.length; i++) if (s.at[i]! > ref) ref = s.at[i]!;
-  const affinityScores = new Float64Array(s.scores.length);
-  for (let i = 0; i < s.scores.length; i++) affinityScores[i] = s.scores[i]! * Math.exp(-s.lambda * (ref - s.at[i]!));
+  const affinityScores = decayedAffinities(s.scores, s.at, s.lambda);
   return {
     hidden: s.hidden,
     blocked: s.blocked,
