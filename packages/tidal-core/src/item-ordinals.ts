@@ -11,6 +11,7 @@
  * the open is in the map before its row is written.
  */
 import { CapacityError } from 'tidal-load';
+import { IdTable } from './id-table.js';
 
 /** Stored ids {@link ItemOrdinals.fillInBackground} reads a turn: ~2.5 ms at 1 000 000 items, the most a query waits for it. */
 const FILL_SLICE = 2048;
@@ -26,9 +27,8 @@ export interface StoredOrdinals {
 }
 
 export class ItemOrdinals {
-  readonly #ids = new Map<string, number>();
-  /** {@link #ids} the other way round: dense, ordinals are handed out in order. */
-  readonly #idByOrdinal: (string | undefined)[];
+  /** The ids known, both ways (ordinals are dense: handed out in order). */
+  readonly #ids: IdTable;
   /** The next ordinal to hand out: above every ordinal ever committed. */
   #next: number;
   /** The ids given an ordinal by the call being built (see {@link rollback}). */
@@ -50,7 +50,7 @@ export class ItemOrdinals {
     this.#stored = stored;
     this.#capacity = capacity;
     this.#next = stored.nextOrdinal();
-    this.#idByOrdinal = new Array<string | undefined>(this.#next).fill(undefined);
+    this.#ids = new IdTable(Math.min(this.#next, capacity) + 1024);
   }
 
   /** Ordinals handed out: one past the highest. */
@@ -103,7 +103,7 @@ export class ItemOrdinals {
     const stored = this.#stored;
     if (stored === null) return true;
     const rows = stored.keysAfter(this.#filledTo, limit);
-    for (const [id, ordinal] of rows) if (!this.#ids.has(id)) this.#learn(id, ordinal);
+    for (const [id, ordinal] of rows) if (this.#ids.get(id) === undefined) this.#learn(id, ordinal);
     if (rows.length > 0) this.#filledTo = rows[rows.length - 1]![0];
     if (rows.length < limit) this.#stored = null;
     return this.#stored === null;
@@ -120,7 +120,7 @@ export class ItemOrdinals {
 
   /** The id an ordinal was handed out to, or undefined. */
   idOf(ordinal: number): string | undefined {
-    const known = this.#idByOrdinal[ordinal];
+    const known = this.#ids.idAt(ordinal);
     if (known !== undefined || this.#stored === null || ordinal >= this.#next) return known;
     const id = this.#stored.idAt(ordinal);
     if (id !== undefined) this.#learn(id, ordinal);
@@ -156,8 +156,7 @@ export class ItemOrdinals {
     for (let i = fresh.length - 1; i >= 0 && this.#next > mark; i--) {
       const id = fresh[i]!;
       const ordinal = this.#ids.get(id)!;
-      this.#ids.delete(id);
-      this.#idByOrdinal[ordinal] = undefined;
+      this.#ids.delete(ordinal);
       this.unpersisted.delete(ordinal);
       this.#next--;
     }
@@ -166,6 +165,5 @@ export class ItemOrdinals {
 
   #learn(id: string, ordinal: number): void {
     this.#ids.set(id, ordinal);
-    this.#idByOrdinal[ordinal] = id;
   }
 }
