@@ -7,7 +7,8 @@
  * applies it to the user state, the seen sets and the co-engagement lists).
  *
  * With `--baseline DIR` (another built checkout) both trees get the same corpus and users and the
- * same writes, taking turns round by round: after ÷ before.
+ * same writes, taking turns round by round: after ÷ before. `--mmap-threshold-kb` is process-wide:
+ * compare two settings in separate processes, taking turns.
  */
 import { TidalDb } from 'tidal-core';
 import { loadDemo, tidalSchema } from 'tidal-serve/demo';
@@ -25,6 +26,12 @@ const opts = parseOptions('user-writes', {
   seconds: { type: 'int', default: 3, description: 'seconds per tree in each round' },
   rounds: { type: 'int', default: 4, description: 'rounds (each tree once per round)' },
   baseline: { type: 'string', default: '', description: 'another built checkout: both trees, side by side, after ÷ before' },
+  'mmap-threshold-kb': {
+    type: 'int',
+    default: -1,
+    min: -1,
+    description: "the database's mmapThresholdKb (process-wide, so compared in separate processes; -1: its default)",
+  },
   module: {
     type: 'boolean',
     description: 'a worker module in the query workers (as tidal serve runs): users and co-engagement then live in the shared records',
@@ -34,8 +41,11 @@ const opts = parseOptions('user-writes', {
 const MODULE = new URL('../src/harness/memory-worker.js', import.meta.url);
 
 /** The probe's database on `builder`: two workers, and the worker module with `--module`. */
-function configure<B extends { workers(n: number): B; workerModule(url: URL, data?: unknown): B }>(builder: B): B {
-  const b = builder.workers(2);
+function configure<B extends { workers(n: number): B; workerModule(url: URL, data?: unknown): B; mmapThresholdKb?(kb: number): B }>(
+  builder: B,
+): B {
+  let b = builder.workers(2);
+  if (opts['mmap-threshold-kb'] >= 0) b = b.mmapThresholdKb!(opts['mmap-threshold-kb']);
   return opts.module ? b.workerModule(MODULE, { channel: `user-writes-${process.pid}-${Math.random()}` }) : b;
 }
 const baseline = loadBaseline(opts.baseline === '' ? undefined : opts.baseline, ['tidal-core']);

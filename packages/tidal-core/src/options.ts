@@ -287,11 +287,12 @@ export const DEFAULTS = Object.freeze({
   checkpointEveryEvents: 1_000_000,
   maxWorkers: 64,
   // A query worker's young generation, MiB (0: V8's own, which reached 32 MiB committed a worker
-  // after a warm at 100 000 items); docs/BENCHMARKS.md, memory, has what the cap costs.
+  // after a warm at 100 000 items); docs/BENCHMARKS.md, memory, has what the cap costs (8: the
+  // mix at NoDiversity 1.12–1.18× CPU per call, for 13 MiB a worker).
   workerYoungGenerationMb: 16,
   // A fixed mmap threshold: RSS after a warm at 100 000 items and 10 000 users, median of five,
   // 435 → 414 MiB (docs/BENCHMARKS.md, memory). At 128 KiB (glibc's initial one) the per-query buffers were mmapped
-  // and unmapped on every query: 5–10 % more CPU per call; at 1 MiB, none measurable.
+  // and unmapped on every query: 5–10 % more CPU per call; at 1 MiB none measurable, for reads or writes.
   mmapThresholdKb: 1024,
 });
 
