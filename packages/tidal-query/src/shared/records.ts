@@ -357,11 +357,11 @@ function u32At(arena: Uint8Array, at: number): number {
 }
 
 /** Whether the record at `offset` has key `key` (bounds-checked: a racing read may see garbage). */
-function keyAt(arena: Uint8Array, offset: number, key: Uint8Array): boolean {
-  if (offset < 0 || offset + HEADER + key.length > arena.length) return false;
-  if (u32At(arena, offset) !== key.length) return false;
+function keyAt(arena: Uint8Array, offset: number, key: Uint8Array, length = key.length): boolean {
+  if (offset < 0 || offset + HEADER + length > arena.length) return false;
+  if (u32At(arena, offset) !== length) return false;
   const base = offset + HEADER;
-  for (let i = 0; i < key.length; i++) if (arena[base + i] !== key[i]) return false;
+  for (let i = 0; i < length; i++) if (arena[base + i] !== key[i]) return false;
   return true;
 }
 
@@ -385,6 +385,14 @@ export function sharedRecordRetries(): number {
 export class SharedRecordsReader {
   readonly #control: Int32Array;
   readonly #buffers: SharedRecordsBuffers;
+  /**
+   * Fixed-length views of the growable index and arena, made again only when a buffer has grown
+   * (a view that tracks a growable buffer's length reads ~7× slower an element), and the key
+   * encoded into {@link #key}: made per lookup, they took most of a lookup's time.
+   */
+  #index: Int32Array;
+  #arena: Uint8Array;
+  #key = new Uint8Array(256);
 
   constructor(buffers: SharedRecordsBuffers) {
     if (
@@ -398,6 +406,8 @@ export class SharedRecordsReader {
     }
     this.#buffers = buffers;
     this.#control = new Int32Array(buffers.control);
+    this.#index = new Int32Array(buffers.index, 0, buffers.index.byteLength >> 2);
+    this.#arena = new Uint8Array(buffers.arena, 0, buffers.arena.byteLength);
   }
 
   /** Whether the writer once failed to store a record (a missing key may then exist on its thread). */
@@ -410,8 +420,14 @@ export class SharedRecordsReader {
    * key still points at it, it is returned as it is and nothing is copied.
    */
   get(key: string, cached?: FoundRecord): FoundRecord | undefined {
-    const k = encoder.encode(key);
-    const hash = hashBytes(k);
+    const first = encoder.encodeInto(key, this.#key);
+    let kn = first.written;
+    if (first.read < key.length) {
+      this.#key = new Uint8Array(3 * key.length);
+      kn = encoder.encodeInto(key, this.#key).written;
+    }
+    const k = this.#key;
+    const hash = hashBytes(k, 0, kn);
     const tag = tagOf(hash);
     const c = this.#control;
     for (;;) {
@@ -419,8 +435,12 @@ export class SharedRecordsReader {
       if ((seq & 1) === 1) continue;
       const at = Atomics.load(c, INDEX_AT);
       const cap = Atomics.load(c, INDEX_CAP);
-      const idx = new Int32Array(this.#buffers.index, 0, Math.min(this.#buffers.index.byteLength >> 2, at + cap * 2));
-      const arena = new Uint8Array(this.#buffers.arena);
+      // After the loads above: a grown buffer's length is seen with the position that needs it.
+      const b = this.#buffers;
+      if (b.index.byteLength >> 2 !== this.#index.length) this.#index = new Int32Array(b.index, 0, b.index.byteLength >> 2);
+      if (b.arena.byteLength !== this.#arena.length) this.#arena = new Uint8Array(b.arena, 0, b.arena.byteLength);
+      const idx = this.#index;
+      const arena = this.#arena;
       let found: FoundRecord | undefined;
       let sane = cap > 0 && (cap & (cap - 1)) === 0 && at + cap * 2 <= idx.length;
       for (let i = hash & (cap - 1), n = 0; sane && n < cap; i = (i + 1) & (cap - 1), n++) {
@@ -428,14 +448,14 @@ export class SharedRecordsReader {
         if (t === EMPTY) break;
         if (t !== tag) continue;
         const offset = idx[at + 2 * i + 1]!;
-        if (!keyAt(arena, offset, k)) continue;
+        if (!keyAt(arena, offset, k, kn)) continue;
         const generation = u32At(arena, offset + 8);
         if (cached !== undefined && cached.offset === offset && cached.generation === generation) {
           found = cached;
           break;
         }
         const len = u32At(arena, offset + 4);
-        const start = offset + HEADER + pad8(k.length);
+        const start = offset + HEADER + pad8(kn);
         if (start + len > arena.length) {
           sane = false;
           break;
