@@ -460,6 +460,7 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'SharedRecordsReader',
     'SharedRecordsWriter',
     'sharedRecordRetries',
+    'hashBytes',
     'FoundRecord',
     'SharedRecordsBuffers',
     'SharedRecordsStats',

@@ -7,21 +7,13 @@
  * and none. What it costs: an id is encoded to look it up, and {@link idAt} decodes a new string.
  */
 import { CapacityError } from 'tidal-load';
+import { hashBytes as hashOf } from 'tidal-query';
 
 /** No entry in a slot. Slots hold ordinal + 1; a removed entry leaves {@link GONE} for the probes. */
 const EMPTY = 0;
 const GONE = -1;
 /** An id's bytes start below this (Int32Array offsets). */
 const MAX_ARENA = 0x7fff_ffff;
-
-function hashOf(b: Uint8Array, from: number, to: number): number {
-  let h = 0x811c9dc5;
-  for (let i = from; i < to; i++) {
-    h ^= b[i]!;
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
-}
 
 export class IdTable {
   #arena: Buffer;

@@ -53,7 +53,7 @@ export { createSharedVectors, sharedVectorBytes, sharedVectorRows } from './shar
 export type { SharedVectorBuffers } from './shared/item-vectors.js';
 export { CatalogShare, createCatalogShare, readCatalogImage, SHARE_MIN_ROWS, writeCatalogImage } from './shared/catalog-image.js';
 export type { CatalogShareInit } from './shared/catalog-image.js';
-export { SharedRecordsReader, SharedRecordsWriter, sharedRecordRetries } from './shared/records.js';
+export { SharedRecordsReader, SharedRecordsWriter, hashBytes, sharedRecordRetries } from './shared/records.js';
 export type { FoundRecord, SharedRecordsBuffers, SharedRecordsStats } from './shared/records.js';
 export {
   decodeRelated,

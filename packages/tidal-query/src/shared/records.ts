@@ -88,7 +88,7 @@ function ensureBytes(buf: SharedArrayBuffer, bytes: number): boolean {
 const encoder = new TextEncoder();
 
 /** FNV-1a over a key's UTF-8 bytes `k[from, to)`: where the key's entry is looked for. */
-function hashBytes(k: Uint8Array, from = 0, to = k.length): number {
+export function hashBytes(k: Uint8Array, from = 0, to = k.length): number {
   let h = 0x811c9dc5;
   for (let i = from; i < to; i++) {
     h ^= k[i]!;
