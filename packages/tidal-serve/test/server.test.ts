@@ -270,7 +270,10 @@ describe('routes against a real database', () => {
       };
     }
     onTestFinished(() => void Object.assign(proto, original));
+    // An answer with characters of two, three and four bytes: its length is counted in bytes.
+    await call(url, 'POST', '/items', { id: 'naïve-☃-𝄞', text: 'café ünïcode', createdAt: NOW + 1 });
     for (const [path, body, status] of [
+      ['/retrieve', { profile: 'new', limit: 1 }, 200],
       ['/retrieve', { profile: 'popular', limit: 5 }, 200],
       ['/search', { text: 'jazz', explain: true }, 200],
       ['/retrieve', { profile: 'popular', limit: 0 }, 400],
@@ -281,6 +284,7 @@ describe('routes against a real database', () => {
       expect(r.headers.get('content-length')).toBe(String(Buffer.byteLength(r.text)));
       expect(r.headers.get('transfer-encoding')).toBeNull();
       expect(writes, `${path} ${status}`).toBe(1);
+      if (body.profile === 'new') expect((r.body.items as { id: string }[]).map((i) => i.id)).toEqual(['naïve-☃-𝄞']);
     }
   });
 
