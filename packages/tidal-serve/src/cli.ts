@@ -94,6 +94,7 @@ async function serve(config: ServeConfig): Promise<void> {
   if (schema !== undefined) builder = builder.schema(schema);
   builder = config.demo ? builder.ephemeral() : builder.path(config.path!);
   if (config.workers !== undefined) builder = builder.workers(config.workers);
+  if (config.workerYoungGenerationMb !== undefined) builder = builder.workerYoungGenerationMb(config.workerYoungGenerationMb);
   // A worker that is also an acceptor answers HTTP itself: lowering it below the main thread (the
   // single-acceptor default) would only slow its own answers.
   builder = builder.workerNice(

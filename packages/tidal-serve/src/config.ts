@@ -23,6 +23,8 @@ export interface ServeConfig {
   readonly workers: number | undefined;
   /** `--worker-nice auto|N`: the query workers' nice value (see {@link resolveWorkerNice}). */
   readonly workerNice: 'auto' | number;
+  /** `--worker-young-generation-mb N`: the query workers' (and acceptors') young generation cap; undefined: the database's default. */
+  readonly workerYoungGenerationMb: number | undefined;
   readonly inFlightCap: 'auto' | number;
   /** `--queue-wait-ms MS`: the rate bound's target wait (queries in flight ≤ measured rate × MS); 0 turns it off. */
   readonly queueWaitMs: number;
@@ -130,6 +132,10 @@ const FLAGS = {
   'worker-nice': {
     type: 'string',
     help: `auto|N  the query workers' nice value, 0 to 19: above 0 the HTTP thread gets a core first (default auto: ${WORKER_NICE_AUTO} on 2 or more cores, else 0)`,
+  },
+  'worker-young-generation-mb': {
+    type: 'string',
+    help: "N  the query workers' (and acceptor threads') V8 young generation in MiB, 0 (V8's own limit) to 1024: larger collects less often, for up to that much memory more a thread (default: the database's, 16)",
   },
   'in-flight-cap': { type: 'string', help: 'auto|N  requests in flight at most; 0 disables the cap (default auto)' },
   'queue-wait-ms': {
@@ -334,6 +340,10 @@ export function parseServeArgs(argv: readonly string[]): ServeConfig {
     demoItems: str('demo-items') === undefined ? CONFIG_DEFAULTS.demoItems : whole('--demo-items', str('demo-items')!, 1, 10_000_000),
     workers: str('workers') === undefined ? undefined : whole('--workers', str('workers')!, 1, 64),
     workerNice: (str('worker-nice') ?? 'auto') === 'auto' ? 'auto' : whole('--worker-nice', str('worker-nice')!, 0, 19),
+    workerYoungGenerationMb:
+      str('worker-young-generation-mb') === undefined
+        ? undefined
+        : whole('--worker-young-generation-mb', str('worker-young-generation-mb')!, 0, 1024),
     inFlightCap: cap === 'auto' ? 'auto' : whole('--in-flight-cap', cap, 0, 2 ** 30),
     queueWaitMs:
       str('queue-wait-ms') === undefined ? CONFIG_DEFAULTS.queueWaitMs : whole('--queue-wait-ms', str('queue-wait-ms')!, 0, 600_000),
