@@ -13,16 +13,17 @@ export function setReplyHandlers(app: FastifyInstance, bodyLimit: number): void 
   // Every body is read as JSON whatever its Content-Type says (curl -d sends a form type).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
-    const text = body as string;
+    let parsed: unknown;
     try {
-      done(null, JSON.parse(text));
+      parsed = parseBody(body as string);
     } catch (err) {
-      done(new InvalidInputError('body', `a JSON document (${(err as Error).message})`, text), undefined);
+      done(err as Error, undefined);
+      return;
     }
+    done(null, parsed);
   });
   app.setErrorHandler((err, req, reply) => {
-    const mapped = fastifyError(err, bodyLimit);
-    const r = errorReply(mapped);
+    const r = errorResponse(err, bodyLimit);
     const ctx = findContext(req.raw);
     if (ctx !== undefined) ctx.code = r.body.code;
     void reply.code(r.status).headers(r.headers).type(JSON_TYPE).send(r.body);
@@ -35,6 +36,20 @@ export function setReplyHandlers(app: FastifyInstance, bodyLimit: number): void 
       .type(JSON_TYPE)
       .send({ code: 'TIDAL_SERVE_NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}` });
   });
+}
+
+/** A request's body as JSON. @throws InvalidInputError (field `body`) when it is not JSON. */
+export function parseBody(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new InvalidInputError('body', `a JSON document (${(err as Error).message})`, text);
+  }
+}
+
+/** The answer to a failed request, fastify's own errors (body too large, bad content length) in tidal's error shape. */
+export function errorResponse(err: unknown, bodyLimit: number): ReturnType<typeof errorReply> {
+  return errorReply(fastifyError(err, bodyLimit));
 }
 
 /** fastify's own errors (body too large, bad content length) in tidal's error shape. */

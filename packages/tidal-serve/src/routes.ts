@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Registry } from 'prom-client';
 import {
   InvalidInputError,
@@ -72,8 +73,8 @@ function agentOf(body: Record<string, unknown>): string {
 }
 
 /** The request's deadline: its header, else the body's `timeoutMs`, else the server's default. */
-function deadline(req: FastifyRequest, body: Record<string, unknown>, fallback: number): number | undefined {
-  const header = req.headers[TIMEOUT_HEADER];
+function deadline(headers: IncomingHttpHeaders, body: Record<string, unknown>, fallback: number): number | undefined {
+  const header = headers[TIMEOUT_HEADER];
   if (header !== undefined) {
     const text = Array.isArray(header) ? header[0] : header;
     const ms = /^[0-9]{1,10}$/.test(text ?? '') ? Number(text) : Number.NaN;
@@ -97,6 +98,64 @@ function wantsExplain(body: Record<string, unknown>): boolean {
   if (typeof explain !== 'boolean') throw new InvalidInputError('explain', 'true or false', explain);
   delete body.explain;
   return explain;
+}
+
+/** What a query's `run` answers: a retrieve's or a search's result. */
+type QueryResultLike = { degradationLevel: DegradationLevel; explain: unknown };
+
+/** A query's answer: its text and its length in bytes, or (profile `related`) the answer as an object. */
+export type QueryAnswer =
+  | { readonly level: string; readonly text: string; readonly length: number }
+  | { readonly level: string; readonly answer: Record<string, unknown> };
+
+/**
+ * Runs a query from its parsed body, as both `POST /retrieve` and `/search` paths answer it (the
+ * fastify route, and the server's own path for a body with a length). The deadline and the
+ * client's disconnect become the query's timeoutMs and signal. The body was parsed for this
+ * request alone and the result is built for this call alone, so both are completed in place
+ * rather than copied.
+ *
+ * The query runs with `asJson`: its executor serializes the items (hits), which arrive here as one
+ * string, and the answer is that string spliced into the rest of the result, measured in its flat
+ * parts (measuring the joined text would copy it all into one string first, and the socket's
+ * write copies it once more behind the response head). The level goes on the raw response, where
+ * the server reads it back for the recorder when the response closes.
+ */
+export async function answerQuery(
+  list: 'items' | 'hits',
+  run: (request: Record<string, unknown>) => Promise<QueryResultLike>,
+  rawBody: unknown,
+  headers: IncomingHttpHeaders,
+  raw: IncomingMessage,
+  defaultTimeoutMs: number,
+  res: { setHeader(name: string, value: string): unknown },
+): Promise<QueryAnswer> {
+  const body = objectBody(rawBody);
+  const timeoutMs = deadline(headers, body, defaultTimeoutMs);
+  const explain = wantsExplain(body);
+  body.signal = contextOf(raw).signal();
+  if (timeoutMs !== undefined) body.timeoutMs = timeoutMs;
+  body.asJson = true;
+  const result = await run(body);
+  const level = levelName(result.degradationLevel);
+  res.setHeader(LEVEL_HEADER, level);
+  const answer = result as unknown as Record<string, unknown>;
+  answer.degradationLevel = level;
+  // JSON leaves out a field whose value is undefined: the answer keeps its shape.
+  if (!explain) answer.explain = undefined;
+  const jsonField = list === 'items' ? 'itemsJson' : 'hitsJson';
+  const listJson = answer[jsonField];
+  // Profile `related` is ranked on the answering thread and returns its items as objects.
+  if (typeof listJson !== 'string') return { level, answer };
+  answer[jsonField] = undefined;
+  answer[list] = undefined;
+  const t = stageStart();
+  const rest = JSON.stringify(answer);
+  const head = `{"${list}":`;
+  const tail = rest === '{}' ? '}' : `,${rest.slice(1)}`;
+  const length = head.length + Buffer.byteLength(listJson) + Buffer.byteLength(tail);
+  stageEnd(STAGE.json, t);
+  return { level, text: head + listJson + tail, length };
 }
 
 /** A user as JSON: the vectors as plain arrays. */
@@ -190,53 +249,16 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     return { seq, count: 1 };
   });
 
-  // Queries: the deadline and the client's disconnect become the query's timeoutMs and signal.
-  // The body was parsed for this request alone and the result is built for this call alone, so
-  // both are completed in place rather than copied.
-  //
-  // The query runs with `asJson`: its worker serializes the items (hits), which arrive here as one
-  // string, and the answer is that string spliced into the rest of the result. Serializing the
-  // items was the largest share of this thread's time after the socket write (fastify's
-  // `serialize`, 8 % at 3× C), and cloning their objects across the worker port came on top.
   const query =
-    <R extends { degradationLevel: DegradationLevel; explain: unknown }>(
-      list: 'items' | 'hits',
-      run: (request: Record<string, unknown>) => Promise<R>,
-    ) =>
+    (list: 'items' | 'hits', run: (request: Record<string, unknown>) => Promise<QueryResultLike>) =>
     async (req: FastifyRequest, reply: FastifyReply) => {
-      const body = objectBody(req.body);
-      const timeoutMs = deadline(req, body, deps.defaultTimeoutMs);
-      const explain = wantsExplain(body);
-      body.signal = contextOf(req.raw).signal();
-      if (timeoutMs !== undefined) body.timeoutMs = timeoutMs;
-      body.asJson = true;
-      const result = await run(body);
-      const level = levelName(result.degradationLevel);
-      // On the raw response, where the server reads it back for the recorder when the response closes.
-      reply.raw.setHeader(LEVEL_HEADER, level);
-      const answer = result as unknown as Record<string, unknown>;
-      answer.degradationLevel = level;
-      // JSON leaves out a field whose value is undefined: the answer keeps its shape.
-      if (!explain) answer.explain = undefined;
-      const jsonField = list === 'items' ? 'itemsJson' : 'hitsJson';
-      const listJson = answer[jsonField];
-      // Profile `related` is ranked on this thread and returns its items as objects.
-      if (typeof listJson !== 'string') return answer;
-      answer[jsonField] = undefined;
-      answer[list] = undefined;
-      const t = stageStart();
-      const rest = JSON.stringify(answer);
-      const head = `{"${list}":`;
-      const tail = rest === '{}' ? '}' : `,${rest.slice(1)}`;
-      // Measured in its flat parts: measuring the joined text would copy all of it into one string
-      // first, and the socket's write copies it once more behind the response head.
-      const length = head.length + Buffer.byteLength(listJson) + Buffer.byteLength(tail);
-      stageEnd(STAGE.json, t);
+      const a = await answerQuery(list, run, req.body, req.headers, req.raw, deps.defaultTimeoutMs, reply.raw);
+      if (!('text' in a)) return a.answer;
       // Written on the raw response, past fastify's reply (its send measures the text itself and
       // runs the hooks and checks a string answer goes through).
       reply.hijack();
-      reply.raw.writeHead(200, ['content-type', JSON_TYPE, 'content-length', String(length)]);
-      reply.raw.end(head + listJson + tail);
+      reply.raw.writeHead(200, ['content-type', JSON_TYPE, 'content-length', String(a.length)]);
+      reply.raw.end(a.text);
     };
   app.post(
     '/retrieve',

@@ -20,6 +20,7 @@ import { attachContext, connectionSignal, findContext, type RequestContext } fro
 import { CLIENT_CLOSED } from './errors.js';
 import type { KeyRing } from './keys.js';
 import { createServeMetrics, createSharedDecisionMetric, type ServeMetrics } from './metrics.js';
+import { createQueryPath, queryBodyLength } from './query-path.js';
 import { Recorder } from './recorder.js';
 import { setReplyHandlers } from './replies.js';
 import { LEVEL_HEADER, registerRoutes, routeName } from './routes.js';
@@ -298,6 +299,7 @@ export function createServer(options: ServerOptions): TidalServer {
     },
   });
 
+  const queryPath = createQueryPath({ db, bodyLimit, defaultTimeoutMs: timeoutMs });
   const onResponse = options.onResponse;
   function finish(ctx: { route: string; code: string | undefined }, status: number, latencyMs: number, level?: string): void {
     recorder.record(ctx.route, status, ctx.code, latencyMs, level);
@@ -364,7 +366,8 @@ export function createServer(options: ServerOptions): TidalServer {
     res.on('close', onResponseClose);
     if (draining) res.setHeader('connection', 'close');
     if (STAGE_TIMES_ON) timeWrite(res);
-    route!(req, res);
+    if (queryBodyLength(req, name, url, path, bodyLimit) > 0) queryPath(name as 'retrieve' | 'search', req, res);
+    else route!(req, res);
   }
 
   // 'close' fires however the response ends: written in full, or the client went away first (then

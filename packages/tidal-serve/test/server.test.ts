@@ -288,6 +288,38 @@ describe('routes against a real database', () => {
     }
   });
 
+  it("answers POST /retrieve and /search on its own path exactly as fastify's route does", async () => {
+    // A query string sends the same request to fastify's route; without one it takes the server's own path.
+    const same = (r: Reply) => ({
+      status: r.status,
+      // fastify closes the connection after a body it could not parse; this path has read it whole and keeps it.
+      headers: [...r.headers.entries()].filter(([k]) => !['date', 'content-length', 'connection', 'keep-alive'].includes(k)),
+      length: r.headers.get('content-length') === String(Buffer.byteLength(r.text)),
+      body: { ...r.body, tookMs: 0, explain: typeof r.body.explain },
+    });
+    await call(url, 'POST', '/items', { id: 'ü-1', text: 'smörgåsbord ☃' });
+    const cases: [string, unknown, Record<string, string>?][] = [
+      ['/retrieve', { profile: 'popular', limit: 5 }],
+      ['/retrieve', { profile: 'related', item: 'a' }],
+      ['/search', { text: 'jazz', explain: true }],
+      ['/search', { text: 'smörgåsbord' }],
+      ['/retrieve', '{"profile":'],
+      ['/retrieve', [1]],
+      ['/retrieve', { profile: 'popular', bogus: 1 }],
+      ['/retrieve', { profile: 'popular', limit: 0 }],
+      ['/search', {}],
+      ['/retrieve', { profile: 'popular' }, { 'x-tidal-timeout-ms': 'soon' }],
+    ];
+    for (const [path, body, headers] of cases) {
+      const own = await call(url, 'POST', path, body, headers);
+      const routed = await call(url, 'POST', `${path}?via=fastify`, body, headers);
+      expect(same(own), `${path} ${JSON.stringify(body)}`).toEqual(same(routed));
+      expect(own.body.code === undefined ? own.status : own.body.code).not.toBe(500);
+    }
+    const found = await call(url, 'POST', '/search', { text: 'smörgåsbord' });
+    expect((found.body.hits as { id: string }[]).map((h) => h.id)).toEqual(['ü-1']);
+  });
+
   it('opens a session, signals through it, lists it and closes it', async () => {
     const opened = await call(url, 'POST', '/sessions', { agent: 'agent-7', ttlMs: 60_000 });
     expect(opened.status).toBe(201);
