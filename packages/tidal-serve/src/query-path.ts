@@ -1,8 +1,8 @@
 /**
  * `POST /retrieve` and `POST /search` answered by the server's own listener, past fastify: its
- * routing, body parser and reply cost 15–16 µs a request on a 2-core machine (a bare fastify
+ * routing, body parser and reply cost 10–27 µs a request on a 2-core machine (a bare fastify
  * server against a bare `node:http` one answering the same bytes: bench/probes/http-floor.ts),
- * about a tenth of a query answered from a kept result. The request is one with a body of a
+ * up to a tenth of a query answered from a kept result. The request is one with a body of a
  * stated length within the limit and no query string; anything else (a chunked or empty body, one
  * over the limit, a query string) goes on to fastify's route, which answers the same way through
  * the same functions (`answerQuery`, `parseBody`, `errorResponse`).
