@@ -12,7 +12,7 @@ import type { RetrieveRequest, SearchRequest } from 'tidal-core';
 import { JSON_TYPE } from './admission/refusal.js';
 import { findContext } from './context.js';
 import { errorResponse, parseBody } from './replies.js';
-import { answerQuery } from './routes.js';
+import { answerQuery, writeAnswer } from './routes.js';
 import type { ServeDb } from './server.js';
 
 /** What the path needs from the server. */
@@ -38,12 +38,6 @@ export function queryBodyLength(req: IncomingMessage, route: string, url: string
   return n >= 1 && n <= bodyLimit ? n : 0;
 }
 
-function write(res: ServerResponse, status: number, text: string, length: number, headers: string[]): void {
-  headers.push('content-type', JSON_TYPE, 'content-length', String(length));
-  res.writeHead(status, headers);
-  res.end(text);
-}
-
 /** Answers a query read from `req` (a request {@link queryBodyLength} said yes to) on `res`. */
 export function createQueryPath(deps: QueryPathDeps): (route: 'retrieve' | 'search', req: IncomingMessage, res: ServerResponse) => void {
   const { db, bodyLimit, defaultTimeoutMs } = deps;
@@ -58,7 +52,9 @@ export function createQueryPath(deps: QueryPathDeps): (route: 'retrieve' | 'sear
     const text = JSON.stringify(r.body);
     const headers: string[] = [];
     for (const k in r.headers) headers.push(k.toLowerCase(), String(r.headers[k]));
-    write(res, r.status, text, Buffer.byteLength(text), headers);
+    headers.push('content-type', JSON_TYPE, 'content-length', String(Buffer.byteLength(text)));
+    res.writeHead(r.status, headers);
+    res.end(text);
   }
 
   async function answer(route: 'retrieve' | 'search', text: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -72,12 +68,7 @@ export function createQueryPath(deps: QueryPathDeps): (route: 'retrieve' | 'sear
         defaultTimeoutMs,
         res,
       );
-      if ('text' in a) {
-        write(res, 200, a.text, a.length, []);
-      } else {
-        const json = JSON.stringify(a.answer);
-        write(res, 200, json, Buffer.byteLength(json), []);
-      }
+      writeAnswer(res, a);
     } catch (err) {
       fail(req, res, err);
     }

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import {
   InvalidInputError,
@@ -104,9 +104,19 @@ function wantsExplain(body: Record<string, unknown>): boolean {
 type QueryResultLike = { degradationLevel: DegradationLevel; explain: unknown };
 
 /** A query's answer: its text and its length in bytes, or (profile `related`) the answer as an object. */
-export type QueryAnswer =
-  | { readonly level: string; readonly text: string; readonly length: number }
-  | { readonly level: string; readonly answer: Record<string, unknown> };
+export type QueryAnswer = { readonly text: string; readonly length: number } | { readonly answer: Record<string, unknown> };
+
+/**
+ * Writes a query's answer on the raw response, as both paths do: 200, JSON, with its length. Past
+ * fastify's reply, whose send measures the text itself and runs the hooks and checks an answer
+ * goes through.
+ */
+export function writeAnswer(res: ServerResponse, a: QueryAnswer): void {
+  const text = 'text' in a ? a.text : JSON.stringify(a.answer);
+  const length = 'text' in a ? a.length : Buffer.byteLength(text);
+  res.writeHead(200, ['content-type', JSON_TYPE, 'content-length', String(length)]);
+  res.end(text);
+}
 
 /**
  * Runs a query from its parsed body, as both `POST /retrieve` and `/search` paths answer it (the
@@ -146,7 +156,7 @@ export async function answerQuery(
   const jsonField = list === 'items' ? 'itemsJson' : 'hitsJson';
   const listJson = answer[jsonField];
   // Profile `related` is ranked on the answering thread and returns its items as objects.
-  if (typeof listJson !== 'string') return { level, answer };
+  if (typeof listJson !== 'string') return { answer };
   answer[jsonField] = undefined;
   answer[list] = undefined;
   const t = stageStart();
@@ -155,7 +165,7 @@ export async function answerQuery(
   const tail = rest === '{}' ? '}' : `,${rest.slice(1)}`;
   const length = head.length + Buffer.byteLength(listJson) + Buffer.byteLength(tail);
   stageEnd(STAGE.json, t);
-  return { level, text: head + listJson + tail, length };
+  return { text: head + listJson + tail, length };
 }
 
 /** A user as JSON: the vectors as plain arrays. */
@@ -253,12 +263,8 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     (list: 'items' | 'hits', run: (request: Record<string, unknown>) => Promise<QueryResultLike>) =>
     async (req: FastifyRequest, reply: FastifyReply) => {
       const a = await answerQuery(list, run, req.body, req.headers, req.raw, deps.defaultTimeoutMs, reply.raw);
-      if (!('text' in a)) return a.answer;
-      // Written on the raw response, past fastify's reply (its send measures the text itself and
-      // runs the hooks and checks a string answer goes through).
       reply.hijack();
-      reply.raw.writeHead(200, ['content-type', JSON_TYPE, 'content-length', String(a.length)]);
-      reply.raw.end(a.text);
+      writeAnswer(reply.raw, a);
     };
   app.post(
     '/retrieve',
