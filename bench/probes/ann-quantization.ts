@@ -8,11 +8,17 @@
  * the nearest k kept; for_you's Full: 64), the three taking turns, `--reps` times. Reports the build time, the file size, search
  * p50 / p90, recall@10 and of the exact k against the exact float search (the first 200 queries),
  * and the largest and p99 error of a returned similarity against the exact cosine.
+ *
+ * Then the exact int8 pass over a popular subset's shape (the first `--rows` vectors, `--subset-k`
+ * nearest: for_you's neighbours at NoDiversity), two ways taking turns: cosine over rows each
+ * scaled by its largest component (`exactNearestWithSimilarity`), and an inner product over rows
+ * brought to one common scale (`toCommonScale`, `exactNearestOnScale`, what the popular subset
+ * holds). Time per search, recall@10 against the exact float cosine over the same rows, similarity error.
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { AnnIndex, cosine } from 'tidal-query';
+import { AnnIndex, cosine, exactNearestOnScale, exactNearestWithSimilarity, toCommonScale, toInt8 } from 'tidal-query';
 import { Index, MetricKind, ScalarKind, exactSearch } from 'usearch';
 import { Corpus } from '../src/corpus.js';
 import { Report, fmtInt, fmtMs, loadAverage, nowMs, parseOptions, summarize } from '../src/harness/index.js';
@@ -23,6 +29,8 @@ const opts = parseOptions('ann-quantization', {
   queries: { type: 'int', default: 400, description: 'context vectors searched' },
   k: { type: 'int', default: 64, description: 'neighbours per search, and the search breadth' },
   reps: { type: 'int', default: 3, description: 'passes over the queries' },
+  rows: { type: 'int', default: 2048, description: "the exact pass's rows (the popular subset for_you searches at NoDiversity)" },
+  'subset-k': { type: 'int', default: 32, description: "the exact pass's neighbours (for_you's breadth at NoDiversity)" },
 });
 const DIMS = 128;
 const EXACT = 200;
@@ -96,6 +104,66 @@ function tidalSide(matrix: Float32Array, n: number, dir: string): Side {
   };
 }
 
+/** The exact int8 pass over the first `--rows` vectors, both ways (see the header). */
+function subsetPass(report: Report, matrix: Float32Array, queries: Float32Array[]): void {
+  const rows = Math.min(opts.rows, matrix.length / DIMS);
+  const k = Math.min(opts['subset-k'], rows);
+  const own = new Int8Array(rows * DIMS);
+  const norms = new Float32Array(rows);
+  for (let r = 0; r < rows; r++) {
+    toInt8(matrix.subarray(r * DIMS, (r + 1) * DIMS), own, r * DIMS);
+    let sq = 0;
+    for (let i = r * DIMS; i < (r + 1) * DIMS; i++) sq += own[i]! * own[i]!;
+    norms[r] = sq > 0 ? 1 / Math.sqrt(sq) : 0;
+  }
+  const common = own.slice();
+  const t0 = nowMs();
+  const scale = toCommonScale(common, norms, DIMS);
+  const scaleMs = nowMs() - t0;
+  const ways = [
+    { name: 'cosine, rows at their own scale', search: (q: Float32Array) => exactNearestWithSimilarity(own, DIMS, q, k) },
+    { name: 'inner product, rows at one scale', search: (q: Float32Array) => exactNearestOnScale(common, scale, DIMS, q, k) },
+  ];
+  const times = ways.map(() => [] as number[]);
+  const recall = ways.map(() => 0);
+  const errors = ways.map(() => [] as number[]);
+  const exact = Math.min(EXACT, queries.length);
+  for (let rep = 0; rep < opts.reps; rep++) {
+    for (let q = 0; q < queries.length; q++) {
+      for (let j = 0; j < ways.length; j++) {
+        const w = (j + q + rep) % ways.length;
+        const t = nowMs();
+        const got = ways[w]!.search(queries[q]!);
+        times[w]!.push(nowMs() - t);
+        if (rep > 0 || q >= exact) continue;
+        const truth = new Set(
+          Array.from(exactSearch(matrix.subarray(0, rows * DIMS), queries[q]!, DIMS, 10, MetricKind.Cos, 1).keys, Number),
+        );
+        for (let i = 0; i < got.rows.length; i++) {
+          const r = got.rows[i]!;
+          if (i < 10 && truth.has(r)) recall[w]! += 1 / 10 / exact;
+          errors[w]!.push(Math.abs(got.similarity[i]! - cosine(queries[q]!, matrix.subarray(r * DIMS, (r + 1) * DIMS))));
+        }
+      }
+    }
+  }
+  report.table(
+    `the exact pass over ${fmtInt(rows)} rows, k = ${k}, ${fmtInt(opts.reps * queries.length)} searches each (µs); recall and error over the first ${exact}; bringing the rows to one scale took ${(scaleMs * 1000).toFixed(0)} µs`,
+    ['rows', 'p50 µs', 'p90 µs', 'recall@10', 'similarity error p99 / max'],
+    ways.map((w, i) => {
+      const t = summarize(times[i]!);
+      const e = errors[i]!.sort((a, b) => a - b);
+      return [
+        w.name,
+        (t.p50 * 1000).toFixed(1),
+        (t.p90 * 1000).toFixed(1),
+        recall[i]!.toFixed(3),
+        `${e[Math.floor(e.length * 0.99)]!.toExponential(1)} / ${e[e.length - 1]!.toExponential(1)}`,
+      ];
+    }),
+  );
+}
+
 function main(): void {
   const report = new Report('ann-quantization', opts);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tidal-annq-'));
@@ -159,6 +227,7 @@ function main(): void {
         ];
       }),
     );
+    subsetPass(report, matrix, queries);
     report.line(`load average at the end ${loadAverage()}`);
     report.finish();
   } finally {

@@ -285,6 +285,59 @@ export function exactNearestWithSimilarity(
   return { rows: Int32Array.from(m.keys, Number), similarity: Float32Array.from(m.distances, (d) => 1 - d) };
 }
 
+/**
+ * Brings int8 rows (each from {@link toInt8}, `inverseNorms[r]` 1 / its norm, 0 for a row left
+ * out) to one common scale in place: each row to unit length, then times the largest scale that
+ * keeps every component of every row within ±127, which it returns (0 when no row has a norm).
+ * An inner product over such rows ranks as cosine does, to int8 rounding, and usearch's exact
+ * int8 kernel computes it in about half cosine's time (2 048 rows of 128: 33–36 against 58–67 µs
+ * a search), for it does not compute each row's norm again (see {@link exactNearestOnScale}).
+ * Rounding moves a cosine by about 0.003 at 128 dimensions (the rows' own scale: 0.002).
+ */
+export function toCommonScale(rows: Int8Array, inverseNorms: Float32Array, dims: number): number {
+  const n = inverseNorms.length;
+  let most = 0;
+  for (let r = 0; r < n; r++) {
+    const inv = inverseNorms[r]!;
+    let big = 0;
+    for (let i = r * dims; i < (r + 1) * dims; i++) big = Math.max(big, Math.abs(rows[i]!));
+    most = Math.max(most, big * inv);
+  }
+  const scale = most > 0 ? 127 / most : 0;
+  for (let r = 0; r < n; r++) {
+    const f = scale * inverseNorms[r]!;
+    for (let i = r * dims; i < (r + 1) * dims; i++) rows[i] = Math.round(rows[i]! * f);
+  }
+  return scale;
+}
+
+/**
+ * The `k` rows of `matrix` (rows brought to one common `scale` by {@link toCommonScale}) nearest
+ * to `vector` by cosine, closest first, with each one's similarity: an exact inner-product search
+ * (usearch's SIMD kernel) on this thread, the similarity its product over the scale and the
+ * query's int8 norm.
+ */
+export function exactNearestOnScale(
+  matrix: Int8Array,
+  scale: number,
+  dims: number,
+  vector: Float32Array,
+  k: number,
+): { rows: Int32Array; similarity: Float32Array } {
+  const n = Math.min(k, Math.floor(matrix.length / dims));
+  if (n <= 0) return { rows: new Int32Array(0), similarity: new Float32Array(0) };
+  const query = toInt8(vector);
+  let sq = 0;
+  for (let i = 0; i < query.length; i++) sq += query[i]! * query[i]!;
+  const over = sq > 0 && scale > 0 ? 1 / (scale * Math.sqrt(sq)) : 0;
+  // As in exactNearestWithSimilarity: usearch reads a dataset from its buffer's start. Its
+  // inner-product distance is 1 − the product.
+  const m = exactSearch(matrix.byteOffset === 0 ? matrix : matrix.slice(), query, dims, n, MetricKind.IP, 1);
+  const similarity = new Float32Array(m.distances.length);
+  for (let i = 0; i < similarity.length; i++) similarity[i] = Math.max(-1, Math.min(1, (1 - m.distances[i]!) * over));
+  return { rows: Int32Array.from(m.keys, Number), similarity };
+}
+
 /** Cosine similarity of two vectors of equal length (0 if either is zero). */
 export function cosine(a: Float32Array, b: Float32Array, bOffset = 0): number {
   let dot = 0;

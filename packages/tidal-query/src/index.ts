@@ -8,7 +8,7 @@ export { queryTerms } from './text/tokenizer.js';
 export { Catalog } from './catalog.js';
 export { buildCreatorLists, creatorListsOf } from './profiles/creator-lists.js';
 export { readItemSignals } from './item-signals.js';
-export { AnnIndex, cosine } from './ann.js';
+export { AnnIndex, cosine, exactNearestOnScale, exactNearestWithSimilarity, toCommonScale, toInt8 } from './ann.js';
 export { RETRIEVE_TASK_KEYS, SEARCH_TASK_KEYS } from './warm-paths.js';
 export { ItemsWriter, blobToVector } from './items-table.js';
 export type { StoredItem } from './items-table.js';

@@ -9,7 +9,8 @@ import { ItemsWriter } from '../src/items-table.js';
 import { RetrieveExecutor } from '../src/retrieve.js';
 import { SearchExecutor } from '../src/search.js';
 import { SignalStore, type SignalKindSpec } from '../src/signals/store.js';
-import type { RetrieveTask } from '../src/types.js';
+import type { RetrieveTask, UserQueryState } from '../src/types.js';
+import { cosine } from '../src/ann.js';
 import { openStorage } from 'tidal-wal/storage';
 import { mulberry32 } from './helpers/random.js';
 
@@ -42,6 +43,7 @@ function world(): {
   ctx: QueryContext;
   exec: LevelRunner<RetrieveTask, ReturnType<RetrieveExecutor['run']>>;
   vector: (r: () => number) => Float32Array;
+  vectors: Float32Array;
 } {
   const rand = mulberry32(17);
   const centres = Array.from({ length: CLUSTERS }, () => Float32Array.from({ length: DIMS }, () => gauss(rand)));
@@ -76,7 +78,7 @@ function world(): {
     for (let e = 0; e < n; e++) store.apply(o, rand() < 0.8 ? 0 : 1, 1, NOW - Math.floor(rand() * 48 * HOUR));
   }
   const ctx: QueryContext = { schema, catalog, store, ann, db };
-  return { ctx, exec: atLevels(new RetrieveExecutor(ctx)), vector };
+  return { ctx, exec: atLevels(new RetrieveExecutor(ctx)), vector, vectors };
 }
 
 function task(context: Float32Array): RetrieveTask {
@@ -109,6 +111,49 @@ describe('retrieve around a context vector', () => {
     }
     // Without the popular candidates this world keeps about 40% (200 of 500 neighbours).
     expect(kept / asked).toBeGreaterThanOrEqual(0.8);
+  });
+
+  it("answers the popular members' similarity to the vector: the exact cosine, to int8 rounding", () => {
+    // The popular subset's rows are searched by inner product at one common scale (toCommonScale):
+    // the similarity is the product over that scale and the query's norm.
+    const { exec, vector, vectors } = world();
+    const rand = mulberry32(11);
+    const sim = (v: Float32Array, id: string) => cosine(v, vectors, Number(id.slice(1)) * DIMS);
+    let checked = 0;
+    let worst = 0;
+    for (let q = 0; q < 10; q++) {
+      const v = vector(rand);
+      const around = exec.run(task(v), DegradationLevel.NoDiversity, NOW);
+      expect(around.explain.popularCandidates).toBeGreaterThan(0);
+      // for_you's neighbours at NoDiversity: the popular subset's nearest to the preference.
+      const preference: UserQueryState = {
+        hidden: new Int32Array(0),
+        blocked: [],
+        seen: null,
+        following: null,
+        preference: v,
+        affinityCreators: [],
+        affinityScores: new Float64Array(0),
+        idHash: q,
+      };
+      const forYou: RetrieveTask = {
+        ...task(v),
+        profile: 'for_you',
+        context: null,
+        user: preference,
+        forYou: { weights: { similarity: 0.4, velocity: 0.3, recency: 0.2, affinity: 0.1 }, explore: 0, seed: 0 },
+      };
+      const feed = exec.run(forYou, DegradationLevel.NoDiversity, NOW);
+      expect(feed.explain.popularCandidates).toBeGreaterThan(0);
+      for (const item of [...around.items, ...feed.items]) {
+        expect(item.similarity).toBeDefined();
+        worst = Math.max(worst, Math.abs(item.similarity! - sim(v, item.id)));
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(100);
+    // 6.0e-3 here, at 16 dimensions.
+    expect(worst).toBeLessThan(0.01);
   });
 
   it('searches the graph after all where the ball holds too few popular members for the page', () => {

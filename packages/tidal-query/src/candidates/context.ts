@@ -1,4 +1,4 @@
-import { exactNearestWithSimilarity } from '../ann.js';
+import { exactNearestOnScale, toCommonScale } from '../ann.js';
 import type { Predicate } from '../filter.js';
 import type { QueryContext, VectorSearcher, WorkCounter } from '../context.js';
 import { OrdinalSet } from '../ordinal-set.js';
@@ -44,22 +44,28 @@ const NO_RANK = new Int32Array(0);
 
 /**
  * The most popular items and their vectors, kept per executor (one per worker): the vectors are
- * copies of the int8 item rows (for-you-vectors.ts, one per process), not the items table's floats,
- * and a member's similarity is the int8 search's. Reading the floats (and keeping them, 4 MiB, and
- * a cache of every vector looked up, 6 MiB) cost a worker 11.8 MiB at 100 000 items; int8
- * rounding moves a cosine by about 0.002 at 128 dimensions.
+ * copies of the int8 item rows (for-you-vectors.ts, one per process) brought to one common scale
+ * (`toCommonScale`), not the items table's floats, and a member's similarity is the int8 inner
+ * product's. Reading the floats (and keeping them, 4 MiB, and a cache of every vector looked up,
+ * 6 MiB) cost a worker 11.8 MiB at 100 000 items; the rounding moves a cosine by about 0.003 at 128
+ * dimensions. An inner product over rows of one scale costs 0.62× a cosine over rows of their own
+ * (2 048 rows of 128, bench/probes/ann-quantization.ts, Node 24: 42.7 against 69.3 µs a search).
  */
 interface PopularSubset {
   generation: number;
   catalogVersion: number;
   ann: VectorSearcher | null;
   ordinals: Int32Array;
-  /** The members' vectors, row by row, as int8 (see `toInt8`). */
+  /** The members' vectors, row by row, as int8 of one common scale (see `toCommonScale`): searched by inner product. */
   matrix: Int8Array;
+  /** The matrix's scale. */
+  scale: number;
   /** `rank[o]` is 1 + the row of ordinal `o` (rows are in popularity order), 0 for a non-member. */
   rank: Int32Array;
-  /** A uniform sample of the items with an embedding (every few ordinals), int8 rows: see {@link BALL_SAMPLE}. */
+  /** A uniform sample of the items with an embedding (every few ordinals), int8 rows of one common scale: see {@link BALL_SAMPLE}. */
   sample: Int8Array;
+  /** The sample's scale. */
+  sampleScale: number;
   /** Items with an embedding the sample stands for (the ANN's size when it was drawn). */
   sampled: number;
 }
@@ -149,7 +155,7 @@ export class ContextCandidates {
         }
         const extra = Math.min(rows, Math.round((inShortlist * fullTopK) / topK));
         if (extra > 0) {
-          const near = exactNearestWithSimilarity(subset.matrix.subarray(0, rows * ann.dims), ann.dims, task.context!, extra);
+          const near = exactNearestOnScale(subset.matrix.subarray(0, rows * ann.dims), subset.scale, ann.dims, task.context!, extra);
           const seen = this.#seen;
           seen.reset();
           const mk: number[] = Array.from(found.keys);
@@ -174,8 +180,8 @@ export class ContextCandidates {
    * The `k` members nearest to `vector` among the popular subset's first `shortlist`, nearest
    * first, with their similarity (the int8 search's): `for_you`'s neighbours at a level whose plan
    * says so, for a user without creator affinities (see `ForYouPlan.popularNeighbours`). Measured
-   * on one thread at 100 000 items (`bench:personalization --sweep --sweep-no-affinity`): such a
-   * NoDiversity query 0.120 ms of CPU with 2 048 rows, 0.163 with 4 096, 0.227 searching the graph;
+   * on one thread at 100 000 items (`bench:personalization --sweep --sweep-no-affinity`, when this
+   * pass was a cosine over rows of their own scale): such a NoDiversity query 0.120 ms of CPU with 2 048 rows, 0.163 with 4 096, 0.227 searching the graph;
    * overlap@10 with the exhaustive ranking 0.161, 0.163 and 0.185. Null without an ANN index
    * (nothing to stand in for) or a subset.
    */
@@ -191,7 +197,7 @@ export class ContextCandidates {
     const dims = this.#ctx.schema.embeddingDims;
     const rows = subset ? Math.min(shortlist, subset.ordinals.length) : 0;
     if (!subset || rows === 0 || vector.length !== dims) return null;
-    const near = exactNearestWithSimilarity(subset.matrix.subarray(0, rows * dims), dims, vector, k);
+    const near = exactNearestOnScale(subset.matrix.subarray(0, rows * dims), subset.scale, dims, vector, k);
     const keys: number[] = [];
     const sims: number[] = [];
     for (let i = 0; i < near.rows.length; i++) {
@@ -243,7 +249,7 @@ export class ContextCandidates {
    *
    * The radius is the similarity of the sample row at rank `fullTopK × sample / items`: the same
    * share of the sample as Full's ball is of the corpus, measured around this vector. Both exact
-   * passes are int8 (≈ 0.1 ms for the sample, ≈ 0.2 ms for 8 192 members), against ≈ 0.8 ms for
+   * passes are int8 inner products (see {@link PopularSubset}), a fraction of the ≈ 0.8 ms of
    * an HNSW search of 200 on the bench corpus.
    */
   #ballMembers(
@@ -260,17 +266,17 @@ export class ContextCandidates {
     if (subset.sampled <= 0) return null;
     const rank = Math.round((fullTopK * sampleRows) / subset.sampled);
     if (rank < BALL_MIN_RANK || rank > sampleRows) return null;
-    const edge = exactNearestWithSimilarity(subset.sample, dims, vector, rank);
+    const edge = exactNearestOnScale(subset.sample, subset.sampleScale, dims, vector, rank);
     if (edge.rows.length < rank) return null;
     const radius = edge.similarity[rank - 1]!;
     const matrix = subset.matrix.subarray(0, rows * dims);
     // Twice the members a ball of this share would hold if popularity were spread evenly; doubled
     // again while the last one found is still inside.
     let k = Math.min(rows, Math.max(64, Math.ceil((2 * fullTopK * rows) / subset.sampled)));
-    let near = exactNearestWithSimilarity(matrix, dims, vector, k);
+    let near = exactNearestOnScale(matrix, subset.scale, dims, vector, k);
     while (k < rows && near.rows.length === k && near.similarity[k - 1]! >= radius) {
       k = Math.min(rows, 2 * k);
-      near = exactNearestWithSimilarity(matrix, dims, vector, k);
+      near = exactNearestOnScale(matrix, subset.scale, dims, vector, k);
     }
     let inside = 0;
     let passing = 0;
@@ -283,7 +289,7 @@ export class ContextCandidates {
       // The nearest members outside the ball, until `need` pass (or the shortlist runs out).
       if (near.rows.length < rows && near.rows.length - inside < need - passing) {
         k = Math.min(rows, inside + 2 * need);
-        near = exactNearestWithSimilarity(matrix, dims, vector, k);
+        near = exactNearestOnScale(matrix, subset.scale, dims, vector, k);
       }
       while (inside < near.rows.length && passing < need) {
         if (pass(subset.ordinals[near.rows[inside]!]!)) passing++;
@@ -327,20 +333,29 @@ export class ContextCandidates {
     const vectors = itemVectors(ctx);
     const ordinals = new Int32Array(ranked.length);
     const matrix = new Int8Array(ranked.length * dims);
+    const norms = new Float32Array(ranked.length);
     let members = 0;
-    for (const o of ranked) if (this.#copyRow(vectors, o, matrix, members * dims)) ordinals[members++] = o;
+    for (const o of ranked) {
+      if (!this.#copyRow(vectors, o, matrix, members * dims)) continue;
+      norms[members] = this.#norm[0]!;
+      ordinals[members++] = o;
+    }
+    const scale = toCommonScale(matrix.subarray(0, members * dims), norms.subarray(0, members), dims);
     // Nothing popular yet: no rank per item (the subset is looked for again at the next call).
     const rank = members === 0 ? NO_RANK : new Int32Array(ctx.catalog.ids.length);
     for (let r = 0; r < members; r++) rank[ordinals[r]!] = r + 1;
-    const { sample, sampled } = old && old.ann === ctx.ann && old.catalogVersion === version ? old : this.#ballSample(vectors, dims);
+    const { sample, sampleScale, sampled } =
+      old && old.ann === ctx.ann && old.catalogVersion === version ? old : this.#ballSample(vectors, dims);
     this.#subset = {
       generation,
       catalogVersion: version,
       ann: ctx.ann,
       ordinals: ordinals.slice(0, members),
       matrix: matrix.subarray(0, members * dims),
+      scale,
       rank,
       sample,
+      sampleScale,
       sampled,
     };
     return this.#subset;
@@ -354,20 +369,22 @@ export class ContextCandidates {
     return this.#norm[0] !== 0;
   }
 
-  /** {@link BALL_SAMPLE} present items with an embedding, every few ordinals, as int8 rows. */
-  #ballSample(vectors: Int8Vectors, dims: number): { sample: Int8Array; sampled: number } {
+  /** {@link BALL_SAMPLE} present items with an embedding, every few ordinals, as int8 rows of one common scale. */
+  #ballSample(vectors: Int8Vectors, dims: number): { sample: Int8Array; sampleScale: number; sampled: number } {
     const ctx = this.#ctx;
     const present = ctx.catalog.present;
     const n = ctx.catalog.ids.length;
     const sampled = ctx.ann?.size ?? 0;
     const stride = Math.max(1, Math.floor(n / BALL_SAMPLE));
     const sample = new Int8Array(Math.min(BALL_SAMPLE, n) * dims);
+    const norms = new Float32Array(Math.min(BALL_SAMPLE, n));
     let rows = 0;
     for (let o = 0; o < n && rows * dims < sample.length; o += stride) {
       if (present[o] !== 1) continue;
-      if (this.#copyRow(vectors, o, sample, rows * dims)) rows++;
+      if (this.#copyRow(vectors, o, sample, rows * dims)) norms[rows++] = this.#norm[0]!;
     }
+    const sampleScale = toCommonScale(sample.subarray(0, rows * dims), norms.subarray(0, rows), dims);
     // The rows stand for the items with an embedding in proportion to how many were drawn.
-    return { sample: sample.subarray(0, rows * dims), sampled };
+    return { sample: sample.subarray(0, rows * dims), sampleScale, sampled };
   }
 }
