@@ -3,7 +3,7 @@
  * progress line of each phase. The run itself is bench-serve.ts.
  */
 import { loadavg } from 'node:os';
-import { describeMachine, fmtInt, machine, markdownTable } from '../harness/index.js';
+import { describeMachine, fmtInt, gitCommit, machine, markdownTable } from '../harness/index.js';
 import type { LoadResult } from './loadgen.js';
 import type { ProfileSummary } from './profile.js';
 import { describeThreads, type ThreadShare } from './threads.js';
@@ -91,6 +91,8 @@ export interface ReportFlags {
   writeShare: number;
   capacity: number;
   client: string;
+  /** The generator's connections at most (`--pool`; 0: as many as the rate needs). */
+  pool: number;
   profileAt: number;
   lateMs: number;
   validity: ValidityThresholds;
@@ -249,7 +251,7 @@ export function typeTable(run: ServerRun): string {
 export function renderMarkdown(pins: readonly PinRun[], f: ReportFlags): string {
   const m = machine();
   const lines = [
-    `Measured by \`npm run bench:serve\` on ${describeMachine(m)} (the generator's Node; the servers': ${servers(pins) || 'none ran'}): \`tidal serve --demo\` with ${fmtInt(f.items)} items and ${f.workers} query workers in one process, the load generator (bench/src/serve/loadgen.ts, \`--client ${f.client}\`, open-loop Poisson arrivals, latency from each request's scheduled time) in another, both on loopback. ${f.seconds} s per phase; ${mixDescription(f)} Load average (1 min) when the tables were written: ${loadavg()[0]!.toFixed(1)}. Each pin mode below has its own C: ${f.capacity > 0 ? `fixed at ${fmtInt(f.capacity)} requests/s (\`--capacity\`)` : `the goodput of a closed loop of ${f.closed} against its first server (below the first degradation threshold, so C is Full's capacity)`}; the 1×…0.5× rates are multiples of it, the same for every server of that mode.`,
+    `Measured by \`npm run bench:serve\` at commit ${gitCommit()} on ${describeMachine(m)} (the generator's Node; the servers': ${servers(pins) || 'none ran'}): \`tidal serve --demo\` with ${fmtInt(f.items)} items and ${f.workers} query workers in one process, the load generator (bench/src/serve/loadgen.ts, \`--client ${f.client}\`, open-loop Poisson arrivals, latency from each request's scheduled time${f.pool > 0 ? `, over at most ${fmtInt(f.pool)} keep-alive connections: an arrival that finds them all busy waits for one (\`--pool\`)` : ''}) in another, both on loopback. ${f.seconds} s per phase; ${mixDescription(f)} Load average (1 min) when the tables were written: ${loadavg()[0]!.toFixed(1)}. Each pin mode below has its own C: ${f.capacity > 0 ? `fixed at ${fmtInt(f.capacity)} requests/s (\`--capacity\`)` : `the goodput of a closed loop of ${f.closed} against its first server (below the first degradation threshold, so C is Full's capacity)`}; the 1×…0.5× rates are multiples of it, the same for every server of that mode.`,
     '',
   ];
   for (const p of pins) {
