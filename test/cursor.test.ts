@@ -544,6 +544,37 @@ describe('asJson', () => {
     expect(JSON.parse(json.hitsJson!)).toEqual(JSON.parse(JSON.stringify(plain.hits)));
   });
 
+  it("at NoDiversity takes a row's signals from an answer a moment before, and counts a signal written since at once", async () => {
+    // Work sharing off, so that each query runs: the copies are the query thread's, not a kept result.
+    const d = await TidalDb.builder()
+      .ephemeral()
+      .workers(1)
+      .clock(clock.read)
+      .schema(USER_SCHEMA)
+      .workSharing({ maxStalenessMs: { coarseAggregates: 0, noDiversity: 0 } })
+      .open();
+    onTestFinished(() => d.close());
+    await fill(d);
+    const req: RetrieveRequest = { profile: 'trending', limit: 6, level: 'NoDiversity', asJson: true };
+    const rows = (r: { itemsJson?: string }) => JSON.parse(r.itemsJson!) as { id: string; signals: { view?: { count: number } } }[];
+    const first = await d.retrieve(req);
+    expect(first.degradationLevel).toBe(3);
+    expect(first.explain.signalsReused).toBe(0);
+    const plain = await d.retrieve({ ...req, asJson: false });
+    expect(plain.explain.signalsReused).toBeUndefined();
+    expect(rows(first)).toEqual(JSON.parse(JSON.stringify(plain.items)));
+    const again = await d.retrieve(req);
+    expect(again.explain.signalsReused).toBe(6);
+    expect(again.itemsJson).toBe(first.itemsJson);
+    const top = rows(first)[0]!;
+    await d.signal({ item: top.id, kind: 'view', at: clock.now });
+    const after = await d.retrieve(req);
+    expect(after.explain.signalsReused).toBe(5);
+    const row = rows(after).find((i) => i.id === top.id)!;
+    expect(row.signals.view!.count).toBe(top.signals.view!.count + 1);
+    expect(row.signals.view!.count).toBe(d.itemSignals(top.id).view!.count);
+  });
+
   it('refuses an asJson that is not a boolean, naming it', async () => {
     await expect(db.retrieve({ profile: 'popular', asJson: 'yes' as unknown as boolean })).rejects.toMatchObject({
       code: 'TIDAL_INVALID_INPUT',

@@ -126,6 +126,12 @@ export interface TrendingPlan {
 export interface WindowsPlan {
   /** Windowed counts are read from the all-time count, velocity from the 24h window. */
   readonly coarse: boolean;
+  /**
+   * An answer sent as JSON takes a row's signals as this thread last serialized them, up to
+   * `SIGNALS_REUSE_MS` (1 s) before the query, unless a signal was written to the item since
+   * (item-signals.ts): reading and formatting them was most of a row's cost.
+   */
+  readonly reuse: boolean;
 }
 
 export interface DiversityPlan {
@@ -282,7 +288,7 @@ const FULL = freezePlan({
   ann: { topK: 500 },
   context: { popularStandIn: false, fillBall: false, popularShortlist: 8192, ballTopK: 500 },
   trending: { slots: Number.POSITIVE_INFINITY },
-  windows: { coarse: false },
+  windows: { coarse: false, reuse: false },
   diversity: { enabled: true },
   feeds: { candidateBudget: Number.POSITIVE_INFINITY },
   forYou: {
@@ -308,7 +314,7 @@ const REDUCED_CANDIDATES = freezePlan({
   ann: { topK: 200 },
   context: { popularStandIn: true, fillBall: false, popularShortlist: 8192, ballTopK: 500 },
   trending: { slots: 256 },
-  windows: { coarse: false },
+  windows: { coarse: false, reuse: false },
   diversity: { enabled: true },
   feeds: { candidateBudget: 2000 },
   forYou: {
@@ -334,7 +340,7 @@ const COARSE_AGGREGATES = freezePlan({
   ann: { topK: 100 },
   context: { popularStandIn: true, fillBall: true, popularShortlist: 4096, ballTopK: 500 },
   trending: { slots: 128 },
-  windows: { coarse: true },
+  windows: { coarse: true, reuse: false },
   diversity: { enabled: true },
   feeds: { candidateBudget: 2000 },
   forYou: {
@@ -360,7 +366,7 @@ const NO_DIVERSITY = freezePlan({
   ann: { topK: 64 },
   context: { popularStandIn: true, fillBall: true, popularShortlist: 4096, ballTopK: 500 },
   trending: { slots: 64 },
-  windows: { coarse: true },
+  windows: { coarse: true, reuse: true },
   diversity: { enabled: false },
   feeds: { candidateBudget: 2000 },
   forYou: {

@@ -12,6 +12,7 @@ import { related } from './profiles/related.js';
 import { rising } from './profiles/rising.js';
 import { TrendingCache } from './profiles/trending-cache.js';
 import { NeighbourCache } from './profiles/neighbour-cache.js';
+import { keptSignalsOf } from './item-signals.js';
 import { selectAndHydrate } from './tail.js';
 import { compileUserPredicate } from './user-state.js';
 import { velocityWindowFor } from './windows.js';
@@ -119,7 +120,10 @@ export class RetrieveExecutor {
 
     const diversity = useDiversity ? task.diversity : null;
     let hydrated = 0;
-    const items = selectAndHydrate(ctx, ranked, scores, { diversity, limit: task.limit, nowMs, coarse, warnings }, (base, o) => {
+    const signalsJson = task.asJson === true && plan.windows.reuse ? { kept: keptSignalsOf(ctx.store, ctx.schema.kinds), json: [] } : null;
+    const reusedBefore = signalsJson?.kept.reused ?? 0;
+    const tail = { diversity, limit: task.limit, nowMs, coarse, warnings, signalsJson };
+    const items = selectAndHydrate(ctx, ranked, scores, tail, (base, o) => {
       hydrated++;
       picked?.push(o);
       // Extended in place: no spread copy per item.
@@ -130,7 +134,9 @@ export class RetrieveExecutor {
     });
     explain.rowsHydrated = hydrated;
     explain.lazyBuilds = ctx.catalog.derivedBuilds - builds;
-    return { items, warnings, explain };
+    if (signalsJson === null) return { items, warnings, explain };
+    explain.signalsReused = signalsJson.kept.reused - reusedBefore;
+    return { items, warnings, explain, signalsJson: signalsJson.json };
   }
 
   /**

@@ -1,6 +1,7 @@
 import { compileFilter, type Predicate } from './filter.js';
 import { popularity, type QueryContext } from './context.js';
 import { FULL_PLAN, LEVEL_PLANS, type LevelPlan } from './plan.js';
+import { keptSignalsOf } from './item-signals.js';
 import { selectAndHydrate } from './tail.js';
 import { queryTerms } from './text/tokenizer.js';
 import { searchTopK } from './text/top-k.js';
@@ -145,11 +146,13 @@ export class SearchExecutor {
 
     // Stage 7–8: diversity, limit.
     const diversity = useDiversity ? task.diversity : null;
+    const signalsJson = task.asJson === true && plan.windows.reuse ? { kept: keptSignalsOf(ctx.store, ctx.schema.kinds), json: [] } : null;
+    const reusedBefore = signalsJson?.kept.reused ?? 0;
     const hits = selectAndHydrate(
       ctx,
       ranked,
       scores,
-      { diversity, limit: task.limit, nowMs, coarse: plan.windows.coarse, warnings },
+      { diversity, limit: task.limit, nowMs, coarse: plan.windows.coarse, warnings, signalsJson },
       (base, o) => {
         const hit: SearchHit = { ...base };
         picked?.push(o);
@@ -162,6 +165,8 @@ export class SearchExecutor {
     );
     if (task.user) explain.userFiltered = userCount.dropped;
     explain.lazyBuilds = ctx.catalog.derivedBuilds + ctx.catalog.text.summaries - builds;
-    return { hits, warnings, explain, mode };
+    if (signalsJson === null) return { hits, warnings, explain, mode };
+    explain.signalsReused = signalsJson.kept.reused - reusedBefore;
+    return { hits, warnings, explain, mode, signalsJson: signalsJson.json };
   }
 }

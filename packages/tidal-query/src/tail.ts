@@ -1,7 +1,7 @@
 import type { QueryContext } from './context.js';
 import { diversify } from './diversity.js';
 import { STAGE, stageEnd, stageStart } from 'tidal-load';
-import { readItemSignals } from './item-signals.js';
+import { SIGNALS_ELSEWHERE, readItemSignals, type SignalsJson } from './item-signals.js';
 import type { Diversity, SignalValues } from './types.js';
 
 /** What every returned item or hit has, before an executor adds its own fields. */
@@ -22,6 +22,12 @@ export interface TailOptions {
   coarse: boolean;
   /** Where the relaxation warning goes, if the caps had to be relaxed to fill the limit. */
   warnings: string[];
+  /**
+   * For an answer sent as JSON at a level that reuses signals (`WindowsPlan.reuse`): each row's
+   * signals are taken as JSON from `kept` into `json`, index for index, and the row's own
+   * `signals` is {@link SIGNALS_ELSEWHERE} (see `spliceSignals`).
+   */
+  signalsJson?: { readonly kept: SignalsJson; readonly json: string[] } | null;
 }
 
 /**
@@ -40,15 +46,17 @@ export function selectAndHydrate<T extends HydratedBase>(
   const { nowMs, coarse } = options;
   const order = tailOrder(ctx, ranked, options);
   const t = stageStart();
+  const kept = options.signalsJson ?? null;
   const rows = order.map((i, r) => {
     const o = ranked[i]!;
-    const base: HydratedBase = {
-      id: ctx.catalog.ids[o]!,
-      score: scores[i]!,
-      rank: r + 1,
-      signals: readItemSignals(ctx.store, ctx.schema, o, nowMs, coarse),
-    };
-    return hydrate(base, o);
+    const id = ctx.catalog.ids[o]!;
+    let signals: Record<string, SignalValues>;
+    if (kept === null) signals = readItemSignals(ctx.store, ctx.schema, o, nowMs, coarse);
+    else {
+      kept.json.push(kept.kept.get(o, id, nowMs, coarse));
+      signals = SIGNALS_ELSEWHERE;
+    }
+    return hydrate({ id, score: scores[i]!, rank: r + 1, signals }, o);
   });
   stageEnd(STAGE.hydration, t);
   return rows;

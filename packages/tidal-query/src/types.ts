@@ -184,6 +184,12 @@ export interface Explain {
   /** Result items whose signals were read to hydrate them. */
   rowsHydrated?: number;
   /**
+   * Of an answer sent as JSON at NoDiversity (`tidal serve`'s answers), the rows whose signals
+   * were this query thread's copy of them, made by an answer up to 1 s before with no signal
+   * written to the item since, instead of read again (absent where the level reads every row's).
+   */
+  signalsReused?: number;
+  /**
    * Candidates found by an exact search over the most popular items instead of (or beside) the
    * graph: around a context vector below Full (profile `popular`), and `for_you`'s neighbours at
    * NoDiversity for a user without creator affinities, and at every level while the ANN index is
@@ -259,6 +265,11 @@ export interface WorkerRetrieveResult {
   ordinals?: Int32Array;
   /** With `asJson`: the items as JSON (then `items` is empty). */
   itemsJson?: string;
+  /**
+   * From the executor, at a level that reuses signals with `asJson`: each item's signals as JSON,
+   * index for index, the items' own `signals` left empty (`spliceSignals` puts them together).
+   */
+  signalsJson?: string[];
   /** From a worker to the database's thread: the items packed (packed-rows.ts; then `items` is empty until unpacked). */
   itemsPacked?: PackedRows;
   warnings: string[];
@@ -274,6 +285,8 @@ export interface WorkerSearchResult {
   ordinals?: Int32Array;
   /** With `asJson`: the hits as JSON (then `hits` is empty). */
   hitsJson?: string;
+  /** As `WorkerRetrieveResult.signalsJson`, for the hits. */
+  signalsJson?: string[];
   /** From a worker to the database's thread: the hits packed (packed-rows.ts; then `hits` is empty until unpacked). */
   hitsPacked?: PackedRows;
   warnings: string[];

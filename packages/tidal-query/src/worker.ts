@@ -29,6 +29,7 @@ import {
 } from './protocol.js';
 import { applyNice } from './nice.js';
 import { MemoryBoardWriter, measureThread } from './memory.js';
+import { spliceSignals } from './item-signals.js';
 import { packAnswer } from './packed-rows.js';
 import { levelPlan } from './plan.js';
 import { RetrieveExecutor } from './retrieve.js';
@@ -135,9 +136,9 @@ function retrieve(s: State, msg: RetrieveMessage, started: number): ResultOf<'re
   // one copy, where the items' objects were cloned, then stringified there.
   if (msg.task.asJson) {
     const j = stageStart();
-    const itemsJson = JSON.stringify(r.items);
+    const itemsJson = r.signalsJson ? spliceSignals(JSON.stringify(r.items), r.signalsJson) : JSON.stringify(r.items);
     stageEnd(STAGE.json, j);
-    return { ...r, items: [], itemsJson, ordinals, nowMs, serviceMs: performance.now() - started };
+    return { ...r, items: [], itemsJson, signalsJson: undefined, ordinals, nowMs, serviceMs: performance.now() - started };
   }
   return { ...r, ordinals, nowMs, serviceMs: performance.now() - started };
 }
@@ -154,9 +155,9 @@ function search(s: State, msg: SearchMessage, started: number): ResultOf<'search
   const ordinals = Int32Array.from(picked);
   if (msg.task.asJson) {
     const j = stageStart();
-    const hitsJson = JSON.stringify(r.hits);
+    const hitsJson = r.signalsJson ? spliceSignals(JSON.stringify(r.hits), r.signalsJson) : JSON.stringify(r.hits);
     stageEnd(STAGE.json, j);
-    return { ...r, hits: [], hitsJson, ordinals, nowMs, serviceMs: performance.now() - started };
+    return { ...r, hits: [], hitsJson, signalsJson: undefined, ordinals, nowMs, serviceMs: performance.now() - started };
   }
   return { ...r, ordinals, nowMs, serviceMs: performance.now() - started };
 }

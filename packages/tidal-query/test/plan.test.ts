@@ -21,6 +21,7 @@ const CHEAPER_WHEN: Readonly<Record<string, boolean>> = {
   'context.popularStandIn': true,
   'context.fillBall': true,
   'windows.coarse': true,
+  'windows.reuse': true,
   'diversity.enabled': false,
   'forYou.popularNeighbours': true,
   'forYou.reuseNeighbours': true,

@@ -17,6 +17,7 @@ import {
   I32_HEAD_7D,
   I32_KIND,
   I32_ORDINAL,
+  I32_SEQ,
   SLOT_BYTES,
   SLOT_F64,
   SLOT_INT32,
@@ -112,6 +113,14 @@ export class SlotReader {
     // The writer grew the slots before it published this entry.
     if (slot >= this.viewSlots) this.mapSlots();
     return this.f64[slot * SLOT_F64 + F64_COUNT] !== 0 ? slot : -1;
+  }
+
+  /**
+   * The write sequence of `slot` (a slot {@link slotOf} returned): even while no write is inside
+   * it, and moved by every write to it, so an unchanged even sequence means unchanged values.
+   */
+  slotSeq(slot: number): number {
+    return Atomics.load(this.i32, slot * SLOT_INT32 + I32_SEQ);
   }
 
   /**
