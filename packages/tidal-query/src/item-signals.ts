@@ -42,8 +42,8 @@ interface Kept {
   atMs: number;
   coarse: boolean;
   /** Per kind, the slot (−1: none) and its write sequence when the values were read. */
-  readonly slots: Int32Array;
-  readonly seqs: Int32Array;
+  readonly slots: number[];
+  readonly seqs: number[];
 }
 
 /**
@@ -92,7 +92,14 @@ export class SignalsJson {
       }
     }
     this.read++;
-    const row = kept ?? { json: '', id, atMs: 0, coarse, slots: new Int32Array(kinds.length), seqs: new Int32Array(kinds.length) };
+    const row = kept ?? {
+      json: '',
+      id,
+      atMs: 0,
+      coarse,
+      slots: new Array<number>(kinds.length).fill(-1),
+      seqs: new Array<number>(kinds.length).fill(0),
+    };
     // Each slot's sequence before its values: a write landing in between moves the sequence past
     // the one kept, so the next use reads again (kept after the values, it would vouch for stale ones).
     const out: Record<string, SignalValues> = {};
