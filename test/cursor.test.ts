@@ -557,12 +557,14 @@ describe('asJson', () => {
     await fill(d);
     const req: RetrieveRequest = { profile: 'trending', limit: 6, level: 'NoDiversity', asJson: true };
     const rows = (r: { itemsJson?: string }) => JSON.parse(r.itemsJson!) as { id: string; signals: { view?: { count: number } } }[];
+    // The first answer marks its rows, the second keeps their copies, the third takes them.
     const first = await d.retrieve(req);
     expect(first.degradationLevel).toBe(3);
     expect(first.explain.signalsReused).toBe(0);
     const plain = await d.retrieve({ ...req, asJson: false });
     expect(plain.explain.signalsReused).toBeUndefined();
     expect(rows(first)).toEqual(JSON.parse(JSON.stringify(plain.items)));
+    expect((await d.retrieve(req)).explain.signalsReused).toBe(0);
     const again = await d.retrieve(req);
     expect(again.explain.signalsReused).toBe(6);
     expect(again.itemsJson).toBe(first.itemsJson);

@@ -49,17 +49,22 @@ interface Kept {
 /**
  * Each item's signals as JSON, as this thread last read them for an answer sent as JSON, reused by
  * the next such answer within {@link SIGNALS_REUSE_MS} while no write touched the item's slots.
- * Reading an item's signals into objects and formatting their numbers was most of a row's cost:
- * 20 rows with their signals read and serialized 82–85 µs, with the signals' JSON kept 29–36 µs
- * (Node 24, a probe of this shape). One per store and thread (see {@link keptSignalsOf}).
+ * Reading an item's signals into objects and formatting their numbers was most of a row's cost.
+ * An item is kept from its second answer within about a second on: its first only marks it (a
+ * second per ordinal, 2 bytes an item), so rows that do not come back soon, most of `related`'s and of
+ * a search's, are read as without the copies (keeping every row cost `related` 20 % more CPU a
+ * request, the copies promoted and dropped; a doorkeeper of 65 536 hashed cells, filled by
+ * `related`'s 25 000 rows a second, still 10 %). One per store and thread (see {@link keptSignalsOf}).
  */
 export class SignalsJson {
   readonly #rows = new Map<number, Kept>();
+  #doorkeeper = new Uint16Array(1024);
   readonly #store: SignalStore;
   readonly #kinds: readonly SignalKindSpec[];
-  /** Answers' rows whose signals were taken from a kept copy, and read afresh. */
+  /** Answers' rows whose signals were taken from a kept copy; read and kept; read and not kept (a first sight). */
   reused = 0;
   read = 0;
+  passed = 0;
 
   constructor(store: SignalStore, kinds: readonly SignalKindSpec[]) {
     this.#store = store;
@@ -74,21 +79,39 @@ export class SignalsJson {
   /**
    * `JSON.stringify(readItemSignals(store, schema, o, t, coarse))` for a `t` from `nowMs −`
    * {@link SIGNALS_REUSE_MS} to `nowMs`, with every signal written to `o` before this call counted;
-   * `id` is the item's id (an ordinal given to another item reads afresh).
+   * null for an item not kept and not seen in this second or the one before (the caller reads its
+   * signals itself). `id` is the item's id (an ordinal given to another item reads afresh).
    */
-  get(o: number, id: string, nowMs: number, coarse: boolean): string {
+  get(o: number, id: string, nowMs: number, coarse: boolean): string | null {
     const store = this.#store;
     const kinds = this.#kinds;
     const kept = this.#rows.get(o);
-    if (kept !== undefined && kept.id === id && kept.coarse === coarse && nowMs >= kept.atMs && nowMs - kept.atMs <= SIGNALS_REUSE_MS) {
-      let same = true;
-      for (let k = 0; k < kinds.length && same; k++) {
-        const slot = store.slotOf(o, k);
-        same = slot === kept.slots[k] && (slot < 0 || store.slotSeq(slot) === kept.seqs[k]);
+    if (kept !== undefined) {
+      if (kept.id === id && kept.coarse === coarse && nowMs >= kept.atMs && nowMs - kept.atMs <= SIGNALS_REUSE_MS) {
+        let same = true;
+        for (let k = 0; k < kinds.length && same; k++) {
+          const slot = store.slotOf(o, k);
+          same = slot === kept.slots[k] && (slot < 0 || store.slotSeq(slot) === kept.seqs[k]);
+        }
+        if (same) {
+          this.reused++;
+          return kept.json;
+        }
       }
-      if (same) {
-        this.reused++;
-        return kept.json;
+    } else {
+      if (o >= this.#doorkeeper.length) {
+        const grown = new Uint16Array(Math.max(2 * this.#doorkeeper.length, o + 1));
+        grown.set(this.#doorkeeper);
+        this.#doorkeeper = grown;
+      }
+      const cell = o;
+      const second = Math.floor(nowMs / 1000);
+      const mark = (second % 0x7fff) + 1;
+      const seen = this.#doorkeeper[cell]!;
+      if (seen !== mark && seen !== ((second + 0x7ffe) % 0x7fff) + 1) {
+        this.#doorkeeper[cell] = mark;
+        this.passed++;
+        return null;
       }
     }
     this.read++;
@@ -144,15 +167,18 @@ export function keptSignalsOf(store: SignalStore, kinds: readonly SignalKindSpec
   return kept;
 }
 
-/** What a row's `signals` holds while its JSON is in the answer's `signalsJson` (see {@link spliceSignals}). */
-export const SIGNALS_ELSEWHERE: Readonly<Record<string, SignalValues>> = Object.freeze({});
+/**
+ * What a row's `signals` holds while its JSON is in the answer's `signalsJson` (see
+ * {@link spliceSignals}): a key no kind can have, so a row with no signals (`{}`) is told apart.
+ */
+export const SIGNALS_ELSEWHERE = Object.freeze({ '\u0000': 0 }) as unknown as Readonly<Record<string, SignalValues>>;
 
-const PLACEHOLDER = '"signals":{}';
+const PLACEHOLDER = JSON.stringify({ signals: SIGNALS_ELSEWHERE }).slice(1, -1);
 
 /**
- * The JSON of rows whose `signals` are {@link SIGNALS_ELSEWHERE}, with each row's signals JSON
- * from `signalsJson` (index for index) put in its place. `rowsJson` is `JSON.stringify(rows)`: a
- * row's only `"signals":{}` is its own (inside a string value every quote is escaped).
+ * The JSON of rows, those whose `signals` are {@link SIGNALS_ELSEWHERE} given their signals JSON
+ * from `signalsJson` in order. `rowsJson` is `JSON.stringify(rows)`: the placeholder's text occurs
+ * once per such row (a kind's name cannot be its key, and inside a string value every quote is escaped).
  * @throws InternalError when the rows do not match the list.
  */
 export function spliceSignals(rowsJson: string, signalsJson: readonly string[]): string {

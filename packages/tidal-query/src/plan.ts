@@ -127,9 +127,10 @@ export interface WindowsPlan {
   /** Windowed counts are read from the all-time count, velocity from the 24h window. */
   readonly coarse: boolean;
   /**
-   * An answer sent as JSON takes a row's signals as this thread last serialized them, up to
-   * `SIGNALS_REUSE_MS` (1 s) before the query, unless a signal was written to the item since
-   * (item-signals.ts): reading and formatting them was most of a row's cost.
+   * A retrieve answer sent as JSON takes a row's signals as this thread last serialized them, up
+   * to `SIGNALS_REUSE_MS` (1 s) before the query, unless a signal was written to the item since
+   * (item-signals.ts): reading and formatting them was most of a row's cost. Not `related`'s rows
+   * nor a search's, which seldom come back within the second.
    */
   readonly reuse: boolean;
 }

@@ -1,7 +1,6 @@
 import { compileFilter, type Predicate } from './filter.js';
 import { popularity, type QueryContext } from './context.js';
 import { FULL_PLAN, LEVEL_PLANS, type LevelPlan } from './plan.js';
-import { keptSignalsOf } from './item-signals.js';
 import { selectAndHydrate } from './tail.js';
 import { queryTerms } from './text/tokenizer.js';
 import { searchTopK } from './text/top-k.js';
@@ -146,13 +145,13 @@ export class SearchExecutor {
 
     // Stage 7–8: diversity, limit.
     const diversity = useDiversity ? task.diversity : null;
-    const signalsJson = task.asJson === true && plan.windows.reuse ? { kept: keptSignalsOf(ctx.store, ctx.schema.kinds), json: [] } : null;
-    const reusedBefore = signalsJson?.kept.reused ?? 0;
+    // A search's hits are read afresh at every level: they seldom come back within the second (4–6 %
+    // of them under the serve bench's personal mix), where a kept copy costs more than it saves.
     const hits = selectAndHydrate(
       ctx,
       ranked,
       scores,
-      { diversity, limit: task.limit, nowMs, coarse: plan.windows.coarse, warnings, signalsJson },
+      { diversity, limit: task.limit, nowMs, coarse: plan.windows.coarse, warnings },
       (base, o) => {
         const hit: SearchHit = { ...base };
         picked?.push(o);
@@ -165,8 +164,6 @@ export class SearchExecutor {
     );
     if (task.user) explain.userFiltered = userCount.dropped;
     explain.lazyBuilds = ctx.catalog.derivedBuilds + ctx.catalog.text.summaries - builds;
-    if (signalsJson === null) return { hits, warnings, explain, mode };
-    explain.signalsReused = signalsJson.kept.reused - reusedBefore;
-    return { hits, warnings, explain, mode, signalsJson: signalsJson.json };
+    return { hits, warnings, explain, mode };
   }
 }

@@ -24,8 +24,8 @@ export interface TailOptions {
   warnings: string[];
   /**
    * For an answer sent as JSON at a level that reuses signals (`WindowsPlan.reuse`): each row's
-   * signals are taken as JSON from `kept` into `json`, index for index, and the row's own
-   * `signals` is {@link SIGNALS_ELSEWHERE} (see `spliceSignals`).
+   * signals are taken as JSON from `kept` into `json`, in order, and the row's own `signals` is
+   * {@link SIGNALS_ELSEWHERE} (see `spliceSignals`); a row `kept` does not answer is read as without it.
    */
   signalsJson?: { readonly kept: SignalsJson; readonly json: string[] } | null;
 }
@@ -51,9 +51,10 @@ export function selectAndHydrate<T extends HydratedBase>(
     const o = ranked[i]!;
     const id = ctx.catalog.ids[o]!;
     let signals: Record<string, SignalValues>;
-    if (kept === null) signals = readItemSignals(ctx.store, ctx.schema, o, nowMs, coarse);
+    const json = kept === null ? null : kept.kept.get(o, id, nowMs, coarse);
+    if (json === null) signals = readItemSignals(ctx.store, ctx.schema, o, nowMs, coarse);
     else {
-      kept.json.push(kept.kept.get(o, id, nowMs, coarse));
+      kept!.json.push(json);
       signals = SIGNALS_ELSEWHERE;
     }
     return hydrate({ id, score: scores[i]!, rank: r + 1, signals }, o);

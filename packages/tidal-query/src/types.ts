@@ -266,8 +266,8 @@ export interface WorkerRetrieveResult {
   /** With `asJson`: the items as JSON (then `items` is empty). */
   itemsJson?: string;
   /**
-   * From the executor, at a level that reuses signals with `asJson`: each item's signals as JSON,
-   * index for index, the items' own `signals` left empty (`spliceSignals` puts them together).
+   * From the executor, at a level that reuses signals with `asJson`: the signals as JSON of the
+   * items whose own `signals` is the placeholder, in order (`spliceSignals` puts them together).
    */
   signalsJson?: string[];
   /** From a worker to the database's thread: the items packed (packed-rows.ts; then `items` is empty until unpacked). */
