@@ -19,8 +19,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Report, fmtInt, loadAverage, parseOptions } from '../src/harness/index.js';
-import { runLoadgen } from '../src/serve/spawn-loadgen.js';
-import { readThreads } from '../src/serve/threads.js';
+import { closedLoop, measuredLoop } from '../src/serve/spawn-loadgen.js';
 
 const opts = parseOptions('http-floor', {
   items: { type: 'int', default: 20_000, description: "tidal serve's demo corpus" },
@@ -96,37 +95,16 @@ try {
   const tidal = await start(tidalArgs, /tidal serve listening on (http:\/\/\S+)/);
   servers.set('tidal', tidal);
   await readyz(tidal.url);
-  const loop = (url: string, file: string, ms: number, seed: number) =>
-    runLoadgen(
-      [
-        '--url',
-        url,
-        '--requests',
-        file,
-        '--closed',
-        String(opts.closed),
-        '--duration-ms',
-        String(ms),
-        '--seed',
-        String(seed),
-        '--client',
-        'raw',
-      ],
-      ms + 60_000,
-    );
   // Each case once before anything is measured: the servers' code compiled, tidal's result kept.
-  for (const c of cases) await loop(servers.get(c.server)!.url, c.file, 2000, 1);
+  for (const c of cases) await closedLoop(servers.get(c.server)!.url, c.file, opts.closed, 2000, 1);
   const results = new Map<string, { us: number; rate: number }[]>();
   for (let round = 0; round < opts.rounds; round++) {
     process.stderr.write(`round ${round + 1} (load average ${loadAverage()})\n`);
     for (let i = 0; i < cases.length; i++) {
       const c = cases[(i + round) % cases.length]!;
       const s = servers.get(c.server)!;
-      const before = readThreads(s.child.pid!);
-      const { result } = await loop(s.url, c.file, opts.seconds * 1000, 100 + round);
-      const after = readThreads(s.child.pid!);
-      const ns = after.reduce((a, t) => a + t.runNs, 0) - before.reduce((a, t) => a + t.runNs, 0);
-      const r = { us: ns / 1000 / Math.max(1, result.completed), rate: result.completed / opts.seconds };
+      const m = await measuredLoop(s.child.pid!, s.url, c.file, opts.closed, opts.seconds * 1000, 100 + round);
+      const r = { us: m.us, rate: m.completed / opts.seconds };
       results.set(c.name, [...(results.get(c.name) ?? []), r]);
     }
   }

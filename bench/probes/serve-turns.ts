@@ -19,8 +19,7 @@ import { Corpus } from '../src/corpus.js';
 import { Report, loadAverage, parseOptions } from '../src/harness/index.js';
 import { LEVEL_NAMES, PERSONAL_READS, personalSpec } from '../src/serve/personal-mix.js';
 import { buildUsers } from '../src/serve/personal-users.js';
-import { runLoadgen } from '../src/serve/spawn-loadgen.js';
-import { readThreads } from '../src/serve/threads.js';
+import { closedLoop, measuredLoop } from '../src/serve/spawn-loadgen.js';
 
 const READS = Object.keys(PERSONAL_READS);
 
@@ -103,34 +102,12 @@ try {
     await ready(s.url);
     await buildUsers(s.url, corpus, spec, 4);
   }
-  const loop = (url: string, ms: number, seed: number) =>
-    runLoadgen(
-      [
-        '--url',
-        url,
-        '--requests',
-        requests,
-        '--closed',
-        String(opts.closed),
-        '--duration-ms',
-        String(ms),
-        '--seed',
-        String(seed),
-        '--client',
-        'raw',
-      ],
-      ms + 60_000,
-    );
-  for (const s of servers) await loop(s.url, 4000, 1);
+  for (const s of servers) await closedLoop(s.url, requests, opts.closed, 4000, 1);
   for (let round = 0; round < opts.rounds; round++) {
     process.stderr.write(`round ${round + 1} (load average ${loadAverage()})\n`);
     for (let i = 0; i < servers.length; i++) {
       const s = servers[(i + round) % servers.length]!;
-      const before = readThreads(s.child.pid!);
-      const { result } = await loop(s.url, opts.seconds * 1000, 10 + round);
-      const after = readThreads(s.child.pid!);
-      const ns = after.reduce((a, t) => a + t.runNs, 0) - before.reduce((a, t) => a + t.runNs, 0);
-      s.us.push(ns / 1000 / Math.max(1, result.completed));
+      s.us.push((await measuredLoop(s.child.pid!, s.url, requests, opts.closed, opts.seconds * 1000, 10 + round)).us);
     }
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;

@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { LoadResult } from './loadgen.js';
 import { pinnedCommand } from './pinning.js';
+import { readThreads } from './threads.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..', '..');
@@ -40,4 +41,48 @@ export function runLoadgen(
       }
     });
   });
+}
+
+/** A closed loop of `closed` requests in flight from `requests` (a request file) against `url` for `ms`, raw client. */
+export function closedLoop(
+  url: string,
+  requests: string,
+  closed: number,
+  ms: number,
+  seed: number,
+): Promise<{ result: LoadResult; exitedAt: number }> {
+  const args = [
+    '--url',
+    url,
+    '--requests',
+    requests,
+    '--closed',
+    String(closed),
+    '--duration-ms',
+    String(ms),
+    '--seed',
+    String(seed),
+    '--client',
+    'raw',
+  ];
+  return runLoadgen(args, ms + 60_000);
+}
+
+/**
+ * {@link closedLoop} against a server whose process is `pid`: its CPU per response over the loop
+ * (every thread, /proc schedstat), and the responses.
+ */
+export async function measuredLoop(
+  pid: number,
+  url: string,
+  requests: string,
+  closed: number,
+  ms: number,
+  seed: number,
+): Promise<{ us: number; completed: number }> {
+  const before = readThreads(pid);
+  const { result } = await closedLoop(url, requests, closed, ms, seed);
+  const after = readThreads(pid);
+  const ns = after.reduce((a, t) => a + t.runNs, 0) - before.reduce((a, t) => a + t.runNs, 0);
+  return { us: ns / 1000 / Math.max(1, result.completed), completed: result.completed };
 }
