@@ -285,8 +285,6 @@ export interface WorkerSearchResult {
   ordinals?: Int32Array;
   /** With `asJson`: the hits as JSON (then `hits` is empty). */
   hitsJson?: string;
-  /** As `WorkerRetrieveResult.signalsJson`, for the hits. */
-  signalsJson?: string[];
   /** From a worker to the database's thread: the hits packed (packed-rows.ts; then `hits` is empty until unpacked). */
   hitsPacked?: PackedRows;
   warnings: string[];

@@ -155,9 +155,9 @@ function search(s: State, msg: SearchMessage, started: number): ResultOf<'search
   const ordinals = Int32Array.from(picked);
   if (msg.task.asJson) {
     const j = stageStart();
-    const hitsJson = r.signalsJson ? spliceSignals(JSON.stringify(r.hits), r.signalsJson) : JSON.stringify(r.hits);
+    const hitsJson = JSON.stringify(r.hits);
     stageEnd(STAGE.json, j);
-    return { ...r, hits: [], hitsJson, signalsJson: undefined, ordinals, nowMs, serviceMs: performance.now() - started };
+    return { ...r, hits: [], hitsJson, ordinals, nowMs, serviceMs: performance.now() - started };
   }
   return { ...r, ordinals, nowMs, serviceMs: performance.now() - started };
 }
