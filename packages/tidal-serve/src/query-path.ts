@@ -5,7 +5,7 @@
  * up to a tenth of a query answered from a kept result. The request is one with a body of a
  * stated length within the limit and no query string; anything else (a chunked or empty body, one
  * over the limit, a query string) goes on to fastify's route, which answers the same way through
- * the same functions (`answerQuery`, `parseBody`, `errorResponse`).
+ * the same functions (`answerQuery`, `parseBody`, `errorResponse`, `writeAnswer`).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RetrieveRequest, SearchRequest } from 'tidal-core';
