@@ -13,7 +13,17 @@ import { fileURLToPath } from 'node:url';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { DegradationLevel, TidalDb, TidalError, levelName, type DegradationLevelName } from 'tidal-core';
 import { Corpus, tidalSchema } from './corpus.js';
-import { prepareQueries, prepareTypedQueries, QUERY_TYPES, type QueryType } from './query-mix.js';
+import {
+  PERSONAL_SHARES,
+  buildPersonalUsers,
+  overloadSpec,
+  personalQueries,
+  personalSchema,
+  personalTypedReads,
+  personalWriter,
+  runRead,
+} from './overload-personal.js';
+import { prepareQueries, prepareTypedQueries, type QueryType } from './query-mix.js';
 import { mulberry32 } from './random.js';
 import {
   Progress,
@@ -94,11 +104,19 @@ const MIX_SHARE: Record<QueryType, number> = {
   hybrid: 0.15,
 };
 
+/** The mixes: the default (no user named) and the personalized reads (overload-personal.ts). */
+type Mix = 'default' | 'personal';
+
+/** The share of each query type of a mix. */
+function mixShares(mix: Mix): Readonly<Record<string, number>> {
+  return mix === 'personal' ? PERSONAL_SHARES : MIX_SHARE;
+}
+
 /**
  * Per query type and level: mean single-client latency, mean worker service time (`explain.serviceMs`:
  * the execution alone, without the round trip to the worker) and overlap@10 with Full.
  */
-type LevelsTable = Record<QueryType, Record<DegradationLevelName, { meanMs: number; serviceMs: number; overlap: number }>>;
+type LevelsTable = Record<string, Record<DegradationLevelName, { meanMs: number; serviceMs: number; overlap: number }>>;
 
 interface ChildReport {
   mode: 'on' | 'off';
@@ -130,6 +148,8 @@ const PERF_OFFSET = nowMs() - performance.now();
 /** The flags the parent passes to its children (`--child` first). */
 const CHILD_FLAGS = {
   mode: { type: 'string', default: 'on', choices: ['on', 'off'], description: 'load management on or off' },
+  mix: { type: 'string', default: 'default', choices: ['default', 'personal'], description: 'the query mix' },
+  users: { type: 'int', default: 10_000, min: 1, description: 'users of the personal mix' },
   dir: { type: 'string', default: '', description: 'the database (a copy of the built one)' },
   items: { type: 'int', default: 100_000, description: 'items of the corpus' },
   seconds: { type: 'int', default: 20, description: 'seconds per phase' },
@@ -150,17 +170,22 @@ async function child(argv: string[]): Promise<void> {
   const seconds = c.seconds;
   const workers = c.workers || machine().cores;
   const admission = c.admission > 0 && mode === 'on' ? c.admission : null;
+  const mix = c.mix as Mix;
   const corpus = new Corpus({ items, dims: 128 });
+  const spec = mix === 'personal' ? overloadSpec(corpus, c.users) : null;
+  const schema = mix === 'personal' ? personalSchema() : tidalSchema(128);
   const now = corpus.now;
   let clock = now;
   const db = await TidalDb.builder()
     .path(dir)
-    .schema(tidalSchema(128))
+    .schema(schema)
     .workers(workers)
     .clock(() => clock)
     .loadManagement(mode === 'on')
     .admissionLimit(admission === null ? 'auto' : admission)
     .open();
+  // Every figure below is of the ANN index in use: vector searches are exact while it builds.
+  await db.warm({ waitForAnn: true });
   collectGarbage();
   const heapStart = process.memoryUsage().heapUsed;
   const rssStart = process.memoryUsage().rss;
@@ -176,15 +201,16 @@ async function child(argv: string[]): Promise<void> {
     if (levelsDir !== undefined) {
       const uncached = await TidalDb.builder()
         .path(levelsDir)
-        .schema(tidalSchema(128))
+        .schema(schema)
         .workers(workers)
         .clock(() => now)
         .workSharing({ maxStalenessMs: { coarseAggregates: 0, noDiversity: 0 } })
         .open();
-      levelsTable = await measureLevels(uncached, corpus);
+      await uncached.warm({ waitForAnn: true });
+      levelsTable = await measureLevels(uncached, corpus, spec);
       await uncached.close();
     }
-    if (!c['levels-only']) levelsCachedTable = await measureLevels(db, corpus);
+    if (!c['levels-only']) levelsCachedTable = await measureLevels(db, corpus, spec);
     levelsTable ??= levelsCachedTable;
   }
   // `--levels-only`: the per-level table with the cache off and nothing else (≈ 1 minute after the build).
@@ -196,12 +222,13 @@ async function child(argv: string[]): Promise<void> {
 
   // The same seed in both modes: both runs offer the same queries in the same order.
   const rand = mulberry32(1);
-  // 65 536 queries drawn up front: at 10× C the stream cycles through them every few seconds, so an
-  // identical query in flight at the same moment is what a real stream would also repeat (trending,
-  // the newest of a category), not an artefact of a short list.
-  const queries = prepareQueries(corpus, rand, 65_536);
+  // The default mix: 65 536 queries drawn up front: at 10× C the stream cycles through them every
+  // few seconds, so an identical query in flight at the same moment is what a real stream would
+  // also repeat (trending, the newest of a category), not an artefact of a short list. The
+  // personal mix draws each read as it arrives (a user, an item, words, a vector).
+  const queries = spec ? [] : prepareQueries(corpus, rand, 65_536);
   let qi = 0;
-  const nextQuery = () => queries[qi++ % queries.length]!;
+  const nextQuery = spec ? personalQueries(spec, rand) : () => queries[qi++ % queries.length]!;
 
   // Capacity: a closed loop with enough clients to keep every worker busy, at Full level.
   let capacity: number;
@@ -271,8 +298,17 @@ async function child(argv: string[]): Promise<void> {
   const engaged: number[] = [];
   for (let i = 0; i < items && engaged.length < 2000; i++) if (corpus.signalCounts(i).views > 0) engaged.push(i);
   let writeErrors = 0;
+  // The personal mix's writes name users: signals, hides and follows (the mix's own shares).
+  const writeUsers = spec ? personalWriter(spec, mulberry32(2)) : null;
   const writer = setInterval(() => {
     clock += 50;
+    if (writeUsers) {
+      writeUsers(db, 50, clock).then(
+        (refused) => (writeErrors += refused),
+        () => writeErrors++,
+      );
+      return;
+    }
     const batch = Array.from({ length: 50 }, () => ({
       item: corpus.id(engaged[Math.floor(rand() * engaged.length)]!),
       kind: 'view' as const,
@@ -466,8 +502,10 @@ async function child(argv: string[]): Promise<void> {
  * clock fixed): every query runs at Full, then at each level through the `level` option, twice;
  * latency is the mean of both rounds, overlap@10 the share of the Full top 10 the level returns.
  */
-async function measureLevels(db: TidalDb, corpus: Corpus): Promise<LevelsTable> {
-  const queries = prepareTypedQueries(corpus, mulberry32(11), 40);
+async function measureLevels(db: TidalDb, corpus: Corpus, spec: ReturnType<typeof overloadSpec> | null): Promise<LevelsTable> {
+  const queries: { type: string; run(db: TidalDb, level: DegradationLevel): ReturnType<typeof runRead> }[] = spec
+    ? personalTypedReads(spec, mulberry32(11), 40).map((q) => ({ type: q.type, run: (d, level) => runRead(d, q.request, level) }))
+    : prepareTypedQueries(corpus, mulberry32(11), 40);
   const full = new Map<number, string[]>();
   for (let i = 0; i < queries.length; i++) full.set(i, (await queries[i]!.run(db, DegradationLevel.Full)).ids);
   const sums = new Map<string, { ms: number; n: number; service: number; s: number; overlap: number; m: number }>();
@@ -507,8 +545,8 @@ async function measureLevels(db: TidalDb, corpus: Corpus): Promise<LevelsTable> 
     }
   }
   const table = {} as LevelsTable;
-  for (const type of QUERY_TYPES) {
-    table[type] = {} as LevelsTable[QueryType];
+  for (const type of Object.keys(spec ? PERSONAL_SHARES : MIX_SHARE)) {
+    table[type] = {} as LevelsTable[string];
     for (const l of LEVEL_NAMES) {
       const a = sums.get(`${type}|${l}`)!;
       table[type][l] = { meanMs: a.ms / a.n, serviceMs: a.s > 0 ? a.service / a.s : Number.NaN, overlap: a.m > 0 ? a.overlap / a.m : 1 };
@@ -522,22 +560,27 @@ async function measureLevels(db: TidalDb, corpus: Corpus): Promise<LevelsTable> 
  * caller's latency (with the round trip no level changes), each with its ratio to Full, then
  * overlap@10.
  */
-function renderLevels(t: LevelsTable): string {
+function renderLevels(t: LevelsTable, mix: Mix): string {
+  const shares = mixShares(mix);
+  const types = Object.keys(shares);
   const header = ['query type', ...LEVEL_NAMES.flatMap((l) => [`${l} service ms (× Full)`, `latency ms (× Full), overlap@10`])];
   const cell = (ms: number, full: number) => `${f2(ms)} (${f2(ms / full)}×)`;
-  const rows = QUERY_TYPES.map((type) => [
+  const rows = types.map((type) => [
     type,
     ...LEVEL_NAMES.flatMap((l) => {
-      const c = t[type][l];
-      const f = t[type].Full;
+      const c = t[type]![l];
+      const f = t[type]!.Full;
       return [cell(c.serviceMs ?? Number.NaN, f.serviceMs ?? Number.NaN), `${cell(c.meanMs, f.meanMs)}, ${c.overlap.toFixed(2)}`];
     }),
   ]);
-  const mix = (l: DegradationLevelName, key: 'meanMs' | 'serviceMs') =>
-    QUERY_TYPES.reduce((a, type) => a + MIX_SHARE[type] * (t[type][l][key] ?? Number.NaN), 0);
+  const weighted = (l: DegradationLevelName, key: 'meanMs' | 'serviceMs') =>
+    types.reduce((a, type) => a + shares[type]! * (t[type]![l][key] ?? Number.NaN), 0);
   rows.push([
     'the mix (weighted)',
-    ...LEVEL_NAMES.flatMap((l) => [cell(mix(l, 'serviceMs'), mix('Full', 'serviceMs')), cell(mix(l, 'meanMs'), mix('Full', 'meanMs'))]),
+    ...LEVEL_NAMES.flatMap((l) => [
+      cell(weighted(l, 'serviceMs'), weighted('Full', 'serviceMs')),
+      cell(weighted(l, 'meanMs'), weighted('Full', 'meanMs')),
+    ]),
   ]);
   return markdownTable(header, rows);
 }
@@ -563,11 +606,11 @@ function runChild(args: string[], timeoutMs: number, prefix = 'REPORT '): Promis
   });
 }
 
-async function build(dir: string, items: number, workers: number): Promise<void> {
+async function build(dir: string, items: number, workers: number, mix: Mix, users: number): Promise<void> {
   const corpus = new Corpus({ items, dims: 128 });
   const db = await TidalDb.builder()
     .path(dir)
-    .schema(tidalSchema(128))
+    .schema(mix === 'personal' ? personalSchema() : tidalSchema(128))
     .workers(workers)
     .clock(() => corpus.now)
     .open();
@@ -584,6 +627,13 @@ async function build(dir: string, items: number, workers: number): Promise<void>
     ps.tick(batch.length);
   }
   ps.finish();
+  if (mix === 'personal') {
+    const t = nowMs();
+    await buildPersonalUsers(db, corpus, overloadSpec(corpus, users));
+    process.stderr.write(`users: ${fmtInt(users)} with their histories and follows, ${((nowMs() - t) / 1000).toFixed(1)} s\n`);
+  }
+  // The index built and saved here, so that every child maps a whole one (each waits for it too).
+  await db.warm({ waitForAnn: true });
   await db.close();
 }
 
@@ -596,6 +646,13 @@ async function parent(argv: string[]): Promise<void> {
       workers: { type: 'int', default: 0, min: 0, description: 'query workers (0: one per core)' },
       admission: { type: 'int', default: 0, min: 0, description: 'admission limit with load management on (0: auto)' },
       'levels-only': { type: 'boolean', description: 'the per-level cost and quality table alone (result cache off)' },
+      mix: {
+        type: 'string',
+        default: 'default',
+        choices: ['default', 'personal'],
+        description: "the query mix: 'default' (no user named) or 'personal' (for_you, following, related, unseen; writes naming users)",
+      },
+      users: { type: 'int', default: 10_000, min: 1, description: 'users of the personal mix' },
     },
     argv,
   );
@@ -606,7 +663,9 @@ async function parent(argv: string[]): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'tidal-overload-'));
   try {
     const base = join(work, 'base');
-    await build(base, items, workers);
+    const mix = opts.mix as Mix;
+    await build(base, items, workers, mix, opts.users);
+    const mixArgs = [`--mix=${mix}`, `--users=${opts.users}`];
     const copy = (name: string) => {
       const d = join(work, name);
       cpSync(base, d, { recursive: true });
@@ -615,11 +674,19 @@ async function parent(argv: string[]): Promise<void> {
     const deadline = (seconds * 3.5 + 60) * 1000 + 120_000;
     if (opts['levels-only']) {
       const levels = (await runChild(
-        ['--mode=on', `--dir=${copy('on')}`, `--levels-dir=${copy('levels')}`, `--items=${items}`, `--workers=${workers}`, '--levels-only'],
+        [
+          '--mode=on',
+          `--dir=${copy('on')}`,
+          `--levels-dir=${copy('levels')}`,
+          `--items=${items}`,
+          `--workers=${workers}`,
+          '--levels-only',
+          ...mixArgs,
+        ],
         deadline,
         'LEVELS ',
       )) as unknown as LevelsTable;
-      report.line(`Corpus: ${fmtInt(items)} items, ${workers} query workers; result cache off.\n\n${renderLevels(levels)}`);
+      report.line(`Corpus: ${corpusLine(items, workers, mix, opts.users)}; result cache off.\n\n${renderLevels(levels, mix)}`);
       report.set('levels', levels);
       report.finish();
       return;
@@ -633,6 +700,7 @@ async function parent(argv: string[]): Promise<void> {
         `--seconds=${seconds}`,
         `--workers=${workers}`,
         `--admission=${opts.admission}`,
+        ...mixArgs,
       ],
       deadline,
     );
@@ -644,15 +712,17 @@ async function parent(argv: string[]): Promise<void> {
         `--seconds=${seconds}`,
         `--workers=${workers}`,
         `--capacity=${on.capacity}`,
+        ...mixArgs,
       ],
       deadline,
     );
-    const md = renderMarkdown(on, off, items, workers, seconds);
+    const md = renderMarkdown(on, off, corpusLine(items, workers, mix, opts.users), seconds, mix);
     process.stdout.write(`\n${md}\n`);
     const docs = join(ROOT, 'docs');
     mkdirSync(docs, { recursive: true });
-    writeFileSync(join(docs, 'overload.svg'), renderSvg(on, off));
-    process.stderr.write('wrote docs/overload.svg\n');
+    const svg = mix === 'personal' ? 'overload-personal.svg' : 'overload.svg';
+    writeFileSync(join(docs, svg), renderSvg(on, off));
+    process.stderr.write(`wrote docs/${svg}\n`);
     report.set('on', on);
     report.set('off', off);
     report.finish();
@@ -665,7 +735,13 @@ const msOrNever = (ms: number) => (Number.isFinite(ms) ? `${fmtInt(ms)} ms` : 'n
 const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '—');
 const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '—');
 
-function renderMarkdown(on: ChildReport, off: ChildReport, items: number, workers: number, seconds: number): string {
+/** What the run ran on: items, workers, and the personal mix's users. */
+function corpusLine(items: number, workers: number, mix: Mix, users: number): string {
+  const who = mix === 'personal' ? `, ${fmtInt(users)} users (the personal mix)` : '';
+  return `${fmtInt(items)} items${who}, ${workers} query workers`;
+}
+
+function renderMarkdown(on: ChildReport, off: ChildReport, corpus: string, seconds: number, mix: Mix): string {
   const rows = (r: ChildReport) =>
     r.phases.map((p) => {
       const total = Object.values(p.levels).reduce((a, b) => a + b, 0) || 1;
@@ -710,7 +786,7 @@ function renderMarkdown(on: ChildReport, off: ChildReport, items: number, worker
   ];
   const mb = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
   return [
-    `Corpus: ${fmtInt(items)} items, ${workers} query workers, ${seconds} s per phase, writes 1 000 signals/s throughout.`,
+    `Corpus: ${corpus}, ${seconds} s per phase, writes ${mix === 'personal' ? '1 000/s naming users (signals 80 %, hides 10 %, follows 10 %)' : '1 000 signals/s'} throughout.`,
     '',
     `Capacity C (closed loop, Full level): ${fmtInt(on.capacity)} queries/s. Worker service time p50 by level (load management on): ${Object.entries(
       on.serviceMsByLevel,
@@ -724,13 +800,13 @@ function renderMarkdown(on: ChildReport, off: ChildReport, items: number, worker
           '',
           'Mean latency of one client (no queueing: ≈ the service time plus ~0.1 ms of dispatch), per query type and level forced with the `level` option, and overlap@10 with the same query at Full (same clock, no writes), on a copy of the database opened with the result cache off, so every query runs.',
           '',
-          renderLevels(on.levels),
+          renderLevels(on.levels, mix),
           '',
           ...(on.levelsCached
             ? [
                 "The same queries with the defaults (this database): below Full, a query repeated within its staleness bound is answered from the result cache, and with the clock fixed the bound never runs out, so these columns show what the cache saves on repeats, not the level's work.",
                 '',
-                renderLevels(on.levelsCached),
+                renderLevels(on.levelsCached, mix),
                 '',
               ]
             : []),

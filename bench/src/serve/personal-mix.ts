@@ -157,16 +157,32 @@ function pick<K extends string>(shares: Readonly<Record<K, number>>, r: number):
   return keys[keys.length - 1]!;
 }
 
-function json(path: string, body: unknown, type: PersonalType): TypedRequest {
-  const text = JSON.stringify(body, (_k, v: unknown) => (v instanceof Float32Array ? Array.from(v, (x) => Math.round(x * 1e5) / 1e5) : v));
-  return { method: 'POST', path, body: text, headers: JSON_HEADERS, type };
+/** A request of the mix as objects (a vector as a Float32Array): its route, its body and its type. */
+export interface PersonalRequest {
+  readonly path: string;
+  readonly body: Record<string, unknown>;
+  readonly type: PersonalType;
+}
+
+function json(r: PersonalRequest): TypedRequest {
+  const text = JSON.stringify(r.body, (_k, v: unknown) =>
+    v instanceof Float32Array ? Array.from(v, (x) => Math.round(x * 1e5) / 1e5) : v,
+  );
+  return { method: 'POST', path: r.path, body: text, headers: JSON_HEADERS, type: r.type };
+}
+
+/** Draws requests of the personal mix as HTTP requests (see {@link personalRequests}). */
+export function personalDrawer(spec: PersonalMixSpec, rand: () => number): () => TypedRequest {
+  const next = personalRequests(spec, rand);
+  return () => json(next());
 }
 
 /**
  * Draws requests of the personal mix, one per call, from `rand`: the type by its share, then its
- * user, item, words or vector.
+ * user, item, words or vector. The same draws as {@link personalDrawer}, as objects: what an
+ * embedded caller passes to `db.retrieve` / `db.search` (`/retrieve`, `/search`) and to the writes.
  */
-export function personalDrawer(spec: PersonalMixSpec, rand: () => number): () => TypedRequest {
+export function personalRequests(spec: PersonalMixSpec, rand: () => number): () => PersonalRequest {
   const corpus = new Corpus({ items: spec.items, dims: 128, seed: 42 });
   const anyUser = () => Math.floor(rand() * spec.users);
   const categoryItem = (u: number) => {
@@ -174,8 +190,12 @@ export function personalDrawer(spec: PersonalMixSpec, rand: () => number): () =>
     return pool[Math.floor(rand() * pool.length)]!;
   };
   const level = spec.level;
-  const read = (path: string, body: Record<string, unknown>, type: ReadType) =>
-    json(path, level === undefined ? body : { ...body, level }, type);
+  const read = (path: string, body: Record<string, unknown>, type: ReadType): PersonalRequest => ({
+    path,
+    body: level === undefined ? body : { ...body, level },
+    type,
+  });
+  const json = (path: string, body: Record<string, unknown>, type: PersonalType): PersonalRequest => ({ path, body, type });
   return () => {
     if (spec.only === undefined && rand() < spec.writeShare) {
       const u = anyUser();
