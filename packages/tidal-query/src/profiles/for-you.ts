@@ -4,7 +4,7 @@ import type { QueryContext, WorkCounter } from '../context.js';
 import { OrdinalSet } from '../ordinal-set.js';
 import { forYouBudgetAt, type ForYouPlan, type LevelPlan } from '../plan.js';
 import { TopK } from '../topk.js';
-import { hashString, mix3 } from '../user-state.js';
+import { mix3 } from '../user-state.js';
 import { creatorListsOf } from './creator-lists.js';
 import type { NeighbourCache } from './neighbour-cache.js';
 import { cosinesInt8, itemVectors } from './for-you-vectors.js';
@@ -366,13 +366,13 @@ function interleave(
   explain: Explain,
 ): number[] {
   const every = Math.max(2, Math.round(1 / options.explore));
-  const ids = ctx.catalog.ids;
+  const catalog = ctx.catalog;
   // Smallest hash first (the hash negated as the primary key), ties to the lower ordinal.
   const pick = new TopK(places);
   for (let i = 0; i < candidates.length; i++) {
     const o = candidates[i]!;
     if (affinity.positive(o)) continue;
-    pick.push(i, -mix3(user.idHash, options.seed >>> 0, hashString(ids[o] ?? '')), -o);
+    pick.push(i, -mix3(user.idHash, options.seed >>> 0, catalog.idHash(o)), -o);
   }
   const explorers = pick.sorted().ordinals;
   const used = new Set<number>();
