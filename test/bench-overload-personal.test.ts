@@ -8,7 +8,6 @@ import { DegradationLevel, TidalDb } from 'tidal-core';
 import { loadDemo } from 'tidal-serve/demo';
 import { Corpus } from '../bench/src/corpus.js';
 import {
-  PERSONAL_SHARES,
   buildPersonalUsers,
   overloadSpec,
   personalQueries,
@@ -18,7 +17,7 @@ import {
   runRead,
 } from '../bench/src/overload-personal.js';
 import { mulberry32 } from '../bench/src/random.js';
-import { personalDrawer, personalRequests } from '../bench/src/serve/personal-mix.js';
+import { PERSONAL_READS, personalDrawer, personalRequests } from '../bench/src/serve/personal-mix.js';
 
 const corpus = new Corpus({ items: 2_000, dims: 128, seed: 42 });
 const spec = overloadSpec(corpus, 200);
@@ -64,7 +63,7 @@ describe('the personal mix in process (overload-personal.ts)', () => {
     const b = next();
     expect(a).not.toBe(b);
     const reads = personalTypedReads(spec, mulberry32(3), 2);
-    expect(new Set(reads.map((r) => r.type))).toEqual(new Set(Object.keys(PERSONAL_SHARES)));
+    expect(new Set(reads.map((r) => r.type))).toEqual(new Set(Object.keys(PERSONAL_READS)));
     for (const r of reads) {
       const full = await runRead(db, r.request, DegradationLevel.Full);
       const cheap = await runRead(db, r.request, DegradationLevel.NoDiversity);

@@ -23,9 +23,6 @@ export function personalSchema() {
   return { ...tidalSchema(128), creatorField: 'creator' };
 }
 
-/** The read types of the mix and their shares of the reads. */
-export const PERSONAL_SHARES: Readonly<Record<ReadType, number>> = PERSONAL_READS;
-
 /** The mix's spec over `corpus` (the demo corpus, seed 42) with `users` users. */
 export function overloadSpec(corpus: Corpus, users: number): PersonalMixSpec {
   return personalSpec(corpus, users, 0);

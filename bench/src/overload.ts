@@ -14,7 +14,6 @@ import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { DegradationLevel, TidalDb, TidalError, levelName, type DegradationLevelName } from 'tidal-core';
 import { Corpus, tidalSchema } from './corpus.js';
 import {
-  PERSONAL_SHARES,
   buildPersonalUsers,
   overloadSpec,
   personalQueries,
@@ -24,6 +23,7 @@ import {
   runRead,
 } from './overload-personal.js';
 import { prepareQueries, prepareTypedQueries, type QueryType } from './query-mix.js';
+import { PERSONAL_READS } from './serve/personal-mix.js';
 import { mulberry32 } from './random.js';
 import {
   Progress,
@@ -109,7 +109,7 @@ type Mix = 'default' | 'personal';
 
 /** The share of each query type of a mix. */
 function mixShares(mix: Mix): Readonly<Record<string, number>> {
-  return mix === 'personal' ? PERSONAL_SHARES : MIX_SHARE;
+  return mix === 'personal' ? PERSONAL_READS : MIX_SHARE;
 }
 
 /**
@@ -545,7 +545,7 @@ async function measureLevels(db: TidalDb, corpus: Corpus, spec: ReturnType<typeo
     }
   }
   const table = {} as LevelsTable;
-  for (const type of Object.keys(spec ? PERSONAL_SHARES : MIX_SHARE)) {
+  for (const type of Object.keys(mixShares(spec ? 'personal' : 'default'))) {
     table[type] = {} as LevelsTable[string];
     for (const l of LEVEL_NAMES) {
       const a = sums.get(`${type}|${l}`)!;
