@@ -7,20 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DegradationLevel, TidalDb } from 'tidal-core';
 import { loadDemo } from 'tidal-serve/demo';
 import { Corpus } from '../bench/src/corpus.js';
-import {
-  buildPersonalUsers,
-  overloadSpec,
-  personalQueries,
-  personalSchema,
-  personalTypedReads,
-  personalWriter,
-  runRead,
-} from '../bench/src/overload-personal.js';
+import { personalQueries, personalSchema, personalTypedReads, personalWriter, runRead } from '../bench/src/overload-personal.js';
 import { mulberry32 } from '../bench/src/random.js';
-import { PERSONAL_READS, personalDrawer, personalRequests } from '../bench/src/serve/personal-mix.js';
+import { PERSONAL_DEFAULTS, PERSONAL_READS, personalDrawer, personalRequests, personalSpec } from '../bench/src/serve/personal-mix.js';
+import { writeUsers } from '../bench/src/serve/personal-users.js';
 
 const corpus = new Corpus({ items: 2_000, dims: 128, seed: 42 });
-const spec = overloadSpec(corpus, 200);
+const spec = personalSpec(corpus, 200, 0);
 
 describe('the personal mix in process (overload-personal.ts)', () => {
   let db: TidalDb;
@@ -33,7 +26,7 @@ describe('the personal mix in process (overload-personal.ts)', () => {
       .clock(() => corpus.now)
       .open();
     await loadDemo(db, { items: corpus.size, now: corpus.now });
-    await buildPersonalUsers(db, corpus, spec);
+    await writeUsers(db, corpus, spec, PERSONAL_DEFAULTS.follows);
   }, 120_000);
 
   afterAll(async () => {

@@ -6,31 +6,12 @@
  * trending, 10 % text, 10 % hybrid), and writes that name users (signals, hides, follows).
  */
 import type { DegradationLevel, RetrieveRequest, SearchRequest, TidalDb } from 'tidal-core';
-import { tidalSchema, type Corpus } from './corpus.js';
-import {
-  PERSONAL_DEFAULTS,
-  PERSONAL_READS,
-  personalRequests,
-  personalSpec,
-  type PersonalMixSpec,
-  type PersonalRequest,
-  type ReadType,
-} from './serve/personal-mix.js';
-import { writeUsers } from './serve/personal-users.js';
+import { tidalSchema } from './corpus.js';
+import { PERSONAL_READS, personalRequests, type PersonalMixSpec, type PersonalRequest, type ReadType } from './serve/personal-mix.js';
 
 /** The demo's schema with `creator` as the creator field (`following`, blocks, affinities). */
 export function personalSchema() {
   return { ...tidalSchema(128), creatorField: 'creator' };
-}
-
-/** The mix's spec over `corpus` (the demo corpus, seed 42) with `users` users. */
-export function overloadSpec(corpus: Corpus, users: number): PersonalMixSpec {
-  return personalSpec(corpus, users, 0);
-}
-
-/** Writes the mix's users into `db`: embeddings, each one's history of views, its follows. */
-export async function buildPersonalUsers(db: TidalDb, corpus: Corpus, spec: PersonalMixSpec): Promise<void> {
-  await writeUsers(db, corpus, spec, PERSONAL_DEFAULTS.follows);
 }
 
 /** Runs one read of the mix on `db`: its answer's ids, level and worker service time. */

@@ -13,17 +13,10 @@ import { fileURLToPath } from 'node:url';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { DegradationLevel, TidalDb, TidalError, levelName, type DegradationLevelName } from 'tidal-core';
 import { Corpus, tidalSchema } from './corpus.js';
-import {
-  buildPersonalUsers,
-  overloadSpec,
-  personalQueries,
-  personalSchema,
-  personalTypedReads,
-  personalWriter,
-  runRead,
-} from './overload-personal.js';
+import { personalQueries, personalSchema, personalTypedReads, personalWriter, runRead } from './overload-personal.js';
 import { prepareQueries, prepareTypedQueries, type QueryType } from './query-mix.js';
-import { PERSONAL_READS } from './serve/personal-mix.js';
+import { PERSONAL_DEFAULTS, PERSONAL_READS, personalSpec, type PersonalMixSpec } from './serve/personal-mix.js';
+import { writeUsers } from './serve/personal-users.js';
 import { mulberry32 } from './random.js';
 import {
   Progress,
@@ -172,7 +165,7 @@ async function child(argv: string[]): Promise<void> {
   const admission = c.admission > 0 && mode === 'on' ? c.admission : null;
   const mix = c.mix as Mix;
   const corpus = new Corpus({ items, dims: 128 });
-  const spec = mix === 'personal' ? overloadSpec(corpus, c.users) : null;
+  const spec = mix === 'personal' ? personalSpec(corpus, c.users, 0) : null;
   const schema = mix === 'personal' ? personalSchema() : tidalSchema(128);
   const now = corpus.now;
   let clock = now;
@@ -502,7 +495,7 @@ async function child(argv: string[]): Promise<void> {
  * clock fixed): every query runs at Full, then at each level through the `level` option, twice;
  * latency is the mean of both rounds, overlap@10 the share of the Full top 10 the level returns.
  */
-async function measureLevels(db: TidalDb, corpus: Corpus, spec: ReturnType<typeof overloadSpec> | null): Promise<LevelsTable> {
+async function measureLevels(db: TidalDb, corpus: Corpus, spec: PersonalMixSpec | null): Promise<LevelsTable> {
   const queries: { type: string; run(db: TidalDb, level: DegradationLevel): ReturnType<typeof runRead> }[] = spec
     ? personalTypedReads(spec, mulberry32(11), 40).map((q) => ({ type: q.type, run: (d, level) => runRead(d, q.request, level) }))
     : prepareTypedQueries(corpus, mulberry32(11), 40);
@@ -629,7 +622,7 @@ async function build(dir: string, items: number, workers: number, mix: Mix, user
   ps.finish();
   if (mix === 'personal') {
     const t = nowMs();
-    await buildPersonalUsers(db, corpus, overloadSpec(corpus, users));
+    await writeUsers(db, corpus, personalSpec(corpus, users, 0), PERSONAL_DEFAULTS.follows);
     process.stderr.write(`users: ${fmtInt(users)} with their histories and follows, ${((nowMs() - t) / 1000).toFixed(1)} s\n`);
   }
   // The index built and saved here, so that every child maps a whole one (each waits for it too).

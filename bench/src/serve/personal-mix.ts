@@ -195,18 +195,18 @@ export function personalRequests(spec: PersonalMixSpec, rand: () => number): () 
     body: level === undefined ? body : { ...body, level },
     type,
   });
-  const json = (path: string, body: Record<string, unknown>, type: PersonalType): PersonalRequest => ({ path, body, type });
+  const write = (path: string, body: Record<string, unknown>, type: PersonalType): PersonalRequest => ({ path, body, type });
   return () => {
     if (spec.only === undefined && rand() < spec.writeShare) {
       const u = anyUser();
       const user = userId(u);
       switch (pick(PERSONAL_WRITES, rand())) {
         case 'signal':
-          return json('/signals', { item: corpus.id(categoryItem(u)), kind: rand() < 0.8 ? 'view' : 'like', user }, 'write:signal');
+          return write('/signals', { item: corpus.id(categoryItem(u)), kind: rand() < 0.8 ? 'view' : 'like', user }, 'write:signal');
         case 'hide':
-          return json(`/users/${user}/hide`, { item: corpus.id(categoryItem(u)) }, 'write:hide');
+          return write(`/users/${user}/hide`, { item: corpus.id(categoryItem(u)) }, 'write:hide');
         case 'follow':
-          return json(`/users/${user}/follow`, { creator: corpus.item(categoryItem(u)).metadata.creator }, 'write:follow');
+          return write(`/users/${user}/follow`, { creator: corpus.item(categoryItem(u)).metadata.creator }, 'write:follow');
       }
     }
     const type = spec.only ?? pick(PERSONAL_READS, rand());
