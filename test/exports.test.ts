@@ -373,6 +373,8 @@ const MAIN_EXPORTS: Record<string, string[]> = {
     'SignalArena',
     'ThreadMemory',
     'AnnGate',
+    'nativeGateCells',
+    'processNativeGate',
     'AnnBuilderInit',
     'AnnBuilderMessage',
     'ExactVectors',

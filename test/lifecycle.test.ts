@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { ClosedError, TidalDb } from 'tidal-core';
 
 const CHILD = fileURLToPath(new URL('./fixtures/close-exit.mjs', import.meta.url));
+const EXIT_CHILD = fileURLToPath(new URL('./fixtures/exit-during-search.mjs', import.meta.url));
 const schema = { signals: [{ name: 'view', halfLifeMs: 3_600_000 }] };
 
 describe('lifecycle', () => {
@@ -28,6 +29,21 @@ describe('lifecycle', () => {
     expect(err).toBe('');
     expect(out).toBe('CLOSED\n');
     expect(code).toBe(0);
+  });
+
+  it('process.exit() while vector searches run in the workers exits with its own status', async () => {
+    // Each run exits while a worker is inside a call into usearch's addon (the fixture waits for
+    // the native gate's count); before the gate, such an exit aborted the process (status 134) in
+    // about a third of the runs.
+    for (let run = 0; run < 3; run++) {
+      const child = spawn(process.execPath, [EXIT_CHILD], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      const [code, signal] = await new Promise<[number | null, string | null]>((resolve) => child.on('exit', (c, s) => resolve([c, s])));
+      expect({ run, out, err, code, signal }).toEqual({ run, out: 'INSIDE\n', err: '', code: 0, signal: null });
+    }
   });
 
   it('close() is idempotent, deletes an ephemeral directory, and later calls throw ClosedError', async () => {

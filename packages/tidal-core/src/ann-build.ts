@@ -10,7 +10,7 @@
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { WarningSink } from 'tidal-load';
-import { ANN_BUILDER_FILENAME, AnnGate, type AnnBuilderInit, type AnnBuilderMessage } from 'tidal-query';
+import { ANN_BUILDER_FILENAME, AnnGate, processNativeGate, type AnnBuilderInit, type AnnBuilderMessage } from 'tidal-query';
 
 /** What `stats().annBuild` reports. */
 export interface AnnBuildStats {
@@ -92,6 +92,7 @@ export class AnnBuild {
       dims: this.#o.dims,
       nice: Math.min(19, this.#o.workerNice + 10),
       gate: this.#gate,
+      nativeGate: processNativeGate(),
     };
     const worker = new Worker(new URL(ANN_BUILDER_FILENAME), { workerData: init });
     this.#worker = worker;

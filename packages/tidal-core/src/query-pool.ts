@@ -6,6 +6,7 @@ import {
   WARM_SYNC_BYTES,
   WORKER_FILENAME,
   createMemoryBoard,
+  processNativeGate,
   readMemoryBoard,
   runTask,
   unpackAnswer,
@@ -182,7 +183,7 @@ export class QueryPool implements QueryRunner {
     this.#cells = new Int32Array(cancel);
     for (let i = CANCEL_CELLS - 1; i >= 0; i--) this.#free.push(i);
     this.#memory = createMemoryBoard();
-    const workerData: WorkerInit = { ...init, cancel, memory: this.#memory };
+    const workerData: WorkerInit = { ...init, cancel, memory: this.#memory, nativeGate: processNativeGate() };
     this.#pool = new Piscina({
       filename: options.filename ?? WORKER_FILENAME,
       ...(options.eventLoop ? { atomics: 'async' as const } : {}),

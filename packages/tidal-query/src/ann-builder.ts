@@ -23,6 +23,7 @@ import { AnnGate } from './ann-build-gate.js';
 import { CATCH_UP_ROWS } from './ann-election.js';
 import { BUILD_CHUNK, annRowsStatement, applyAnnRows, type AnnHolder } from './ann-rows.js';
 import { discardSnapshot, readSnapshot, writeSnapshot } from './ann-snapshot.js';
+import { adoptNativeGate } from './native-gate.js';
 import { applyNice } from './nice.js';
 
 /** What the builder thread is started with. */
@@ -36,6 +37,8 @@ export interface AnnBuilderInit {
   nice: number;
   /** Int32 0: one of {@link AnnGate}'s values, written by the database thread. */
   gate: SharedArrayBuffer;
+  /** The process's native gate (native-gate.ts); null: ungated. */
+  nativeGate: SharedArrayBuffer | null;
 }
 
 /** What the builder thread posts. */
@@ -59,6 +62,7 @@ const CATCH_UP_ROUNDS = 4;
 
 function build(init: AnnBuilderInit, post: (m: AnnBuilderMessage) => void): void {
   applyNice(init.nice);
+  adoptNativeGate(init.nativeGate);
   const gate = new Int32Array(init.gate);
   while (Atomics.load(gate, 0) === AnnGate.HOLD) Atomics.wait(gate, 0, AnnGate.HOLD, 1000);
   if (Atomics.compareExchange(gate, 0, AnnGate.FAIL, AnnGate.RUN) === AnnGate.FAIL) throw new Error('injected ANN build failure');

@@ -4,7 +4,7 @@ import { restoreDirname } from './usearch-guard.js';
 import { MetricKind, exactSearch } from 'usearch';
 import type { VectorSearcher } from './context.js';
 import { LEVEL_PLANS } from './plan.js';
-import { nativeInt8Index, type NativeIndex } from './usearch-native.js';
+import { gated, nativeInt8Index, type NativeIndex } from './usearch-native.js';
 
 restoreDirname();
 
@@ -297,7 +297,8 @@ function exactInt8(
   if (n <= 0) return { rows: new Int32Array(0), similarity: new Float32Array(0) };
   // usearch's addon reads a dataset from the start of its buffer, whatever the view's byteOffset
   // (javascript/lib.cpp, 2.25.3): a view that starts further in is searched as a copy.
-  const m = exactSearch(matrix.byteOffset === 0 ? matrix : matrix.slice(), query, dims, n, metric, 1);
+  const data = matrix.byteOffset === 0 ? matrix : matrix.slice();
+  const m = gated(() => exactSearch(data, query, dims, n, metric, 1));
   const similarity = new Float32Array(m.distances.length);
   for (let i = 0; i < similarity.length; i++) similarity[i] = Math.max(-1, Math.min(1, (1 - m.distances[i]!) * times));
   return { rows: Int32Array.from(m.keys, Number), similarity };

@@ -42,6 +42,7 @@ export const WORKER_FILENAME = new URL('./worker.js', import.meta.url).href;
 export const ANN_BUILDER_FILENAME = new URL('./ann-builder.js', import.meta.url).href;
 export type { AnnBuilderInit, AnnBuilderMessage } from './ann-builder.js';
 export { AnnGate } from './ann-build-gate.js';
+export { nativeGateCells, processNativeGate } from './native-gate.js';
 export { ExactVectors } from './exact-vectors.js';
 export { FOR_YOU_WEIGHTS, FOR_YOU_EXPLORE, RECENCY_HALF_LIFE_MS } from './profiles/for-you.js';
 export { hashString } from './user-state.js';

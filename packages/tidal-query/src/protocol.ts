@@ -50,6 +50,11 @@ export interface WorkerInit {
    */
   catalogShare?: CatalogShareInit;
   /**
+   * The process's native gate (native-gate.ts): an exiting process waits for this thread's calls
+   * into usearch. Absent: ungated.
+   */
+  nativeGate?: SharedArrayBuffer | null;
+  /**
    * Whatever the code that wraps this worker's entry needs (tidal-core's worker host: the database
    * link and the module to start); this package never reads it.
    */

@@ -16,6 +16,7 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { InternalError } from 'tidal-load';
+import { enterNative, leaveNative } from './native-gate.js';
 
 /** usearch's `CompiledIndex`, as javascript/lib.cpp defines it. */
 export interface NativeIndex {
@@ -58,7 +59,62 @@ function loadAddon(): NativeIndexClass {
 
 const CompiledIndex = loadAddon();
 
+/**
+ * An index whose calls go through the process's native gate (native-gate.ts), so an exiting
+ * process never terminates a thread inside one. All but `add`: the build thread's batches take
+ * seconds, which an exit would then wait for, and `add` makes no JavaScript value once its work
+ * is done (the gate's hazard).
+ */
+class GatedIndex implements NativeIndex {
+  readonly #index: NativeIndex;
+
+  constructor(index: NativeIndex) {
+    this.#index = index;
+  }
+
+  dimensions(): number {
+    return gated(() => this.#index.dimensions());
+  }
+  size(): number {
+    return gated(() => this.#index.size());
+  }
+  capacity(): number {
+    return gated(() => this.#index.capacity());
+  }
+  add(keys: BigUint64Array, vectors: Int8Array, threads: number): void {
+    this.#index.add(keys, vectors, threads);
+  }
+  search(query: Int8Array, k: number, threads: number): [keys: BigUint64Array, distances: Float32Array, counts: BigUint64Array] {
+    return gated(() => this.#index.search(query, k, threads));
+  }
+  contains(keys: BigUint64Array): boolean[] {
+    return gated(() => this.#index.contains(keys));
+  }
+  remove(keys: BigUint64Array): number[] {
+    return gated(() => this.#index.remove(keys));
+  }
+  save(file: string): void {
+    gated(() => this.#index.save(file));
+  }
+  load(file: string): void {
+    gated(() => this.#index.load(file));
+  }
+  view(file: string): void {
+    gated(() => this.#index.view(file));
+  }
+}
+
+/** `call` with this thread counted inside the addon (native-gate.ts). */
+export function gated<T>(call: () => T): T {
+  enterNative();
+  try {
+    return call();
+  } finally {
+    leaveNative();
+  }
+}
+
 /** An empty int8 cosine HNSW index (connectivity, expansions as given), fed int8 rows. */
 export function nativeInt8Index(dims: number, connectivity: number, expansionAdd: number, expansionSearch: number): NativeIndex {
-  return new CompiledIndex(dims, 'cos', 'i8', connectivity, expansionAdd, expansionSearch, false);
+  return new GatedIndex(new CompiledIndex(dims, 'cos', 'i8', connectivity, expansionAdd, expansionSearch, false));
 }

@@ -27,6 +27,7 @@ import {
   type WorkerResult,
   type WorkerTask,
 } from './protocol.js';
+import { adoptNativeGate } from './native-gate.js';
 import { applyNice } from './nice.js';
 import { MemoryBoardWriter, measureThread } from './memory.js';
 import { spliceSignals } from './item-signals.js';
@@ -57,7 +58,8 @@ interface State {
 let state: State | undefined;
 
 function init(): State {
-  const { file, schema, arena, cancel, memory, nice = 0, annBackgroundRows, vectors, catalogShare } = workerData as WorkerInit;
+  const { file, schema, arena, cancel, memory, nice = 0, annBackgroundRows, vectors, catalogShare, nativeGate } = workerData as WorkerInit;
+  adoptNativeGate(nativeGate);
   const priority = applyNice(nice);
   const db = new Database(file, { readonly: true, fileMustExist: true });
   db.pragma('busy_timeout = 5000');
