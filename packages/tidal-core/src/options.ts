@@ -157,7 +157,7 @@ export interface TidalOptions<S extends SchemaDefinition = SchemaDefinition> {
   /**
    * Hard cap on queries in flight: past it a query is refused at once with OverloadedError. `0`
    * disables the cap; a number must be a whole number above `loadThresholds.noDiversity`.
-   * @default 'auto' = noDiversity + 64 × workers (256 with the default thresholds and 2 workers)
+   * @default 'auto' = noDiversity + 192 × workers (512 with the default thresholds and 2 workers)
    */
   admissionLimit?: number | 'auto';
   /**
