@@ -21,10 +21,11 @@ const INSIDE = 0;
 const EXITING = 1;
 
 /**
- * How long an exit waits for the calls in flight. Every gated call is a search or a lookup (well
- * under a millisecond at 100 000 items); the bound only keeps a stuck call from holding the exit.
+ * How long an exit waits for the calls in flight: a search or a lookup takes well under a
+ * millisecond at 100 000 items, an index's save or load longer; the bound keeps a long or stuck
+ * call from holding the exit (the thread is then terminated inside it, as without the gate).
  */
-export const EXIT_WAIT_MS = 1000;
+const EXIT_WAIT_MS = 1000;
 
 let gate: Int32Array | null = null;
 let shared: SharedArrayBuffer | null = null;
